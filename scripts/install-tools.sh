@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs the pinned quality-gate tools into .tools/ when they are missing or at another version.
+# Needs node/npm (Node ≥ 20.19) and python3 with venv. Prints what it did; exits non-zero on failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+NPM_TOOLS=(
+  "typescript@5.9.3"
+  "typescript-language-server@5.1.2"
+  "knip@6.44.2"
+  "jscpd@4.3.0"
+)
+PY_TOOLS=(
+  "python-lsp-server==1.15.0"
+)
+
+stamp=".tools/installed"
+want="$(printf '%s\n' "${NPM_TOOLS[@]}" "${PY_TOOLS[@]}")"
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+  exit 0
+fi
+
+mkdir -p .tools/node
+echo "installing gate tools into .tools/: ${NPM_TOOLS[*]} ${PY_TOOLS[*]}" >&2
+(cd .tools/node && { [[ -f package.json ]] || echo '{"private": true}' > package.json; } \
+  && npm install --no-audit --no-fund --loglevel=error --save-exact "${NPM_TOOLS[@]}" >&2)
+if [[ ! -x .tools/venv/bin/pip ]]; then
+  python3 -m venv .tools/venv
+fi
+.tools/venv/bin/pip install --quiet --disable-pip-version-check "${PY_TOOLS[@]}" >&2
+printf '%s\n' "$want" > "$stamp"

@@ -1,0 +1,167 @@
+//! The command line. Thin: parse, call into the rooms, map results to exit codes.
+//!
+//! Exit codes: 0 done, 1 pipeline stopped, 2 usage or configuration error, 3 GitHub or auth error,
+//! 130 interrupted. Human output goes to stderr, `--json` output to stdout.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::pipeline::{Project, process_env};
+use crate::report;
+
+pub const EXIT_OK: u8 = 0;
+pub const EXIT_STOPPED: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
+pub const EXIT_GITHUB: u8 = 3;
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "supervisor",
+    version,
+    about = "Walks a GitHub issue across a Projects board through role agents, quality gates and a scored audit to a reviewed pull request",
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Load and validate settings, workflow and agent definitions, and print what was found.
+    Check {
+        /// Repository root (default: the current directory).
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        repo_root: PathBuf,
+        /// Print JSON on stdout.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the pipeline for one issue.
+    Run {
+        /// Issue number.
+        issue: u64,
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        repo_root: PathBuf,
+        /// Keep the worktree when PR creation fails.
+        #[arg(long)]
+        debug: bool,
+        /// Show what would be done without writing to GitHub or pushing.
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the whole pipeline against the built-in sandbox GitHub: no token, no network.
+    Demo {
+        #[arg(long)]
+        json: bool,
+        /// Keep the demo's temporary directory.
+        #[arg(long)]
+        keep: bool,
+    },
+    /// Run one role agent once in a directory, as the pipeline would.
+    Agent {
+        role: String,
+        #[arg(long = "in", value_name = "DIR", default_value = ".")]
+        dir: PathBuf,
+        #[arg(long)]
+        task: String,
+        #[arg(long)]
+        backend: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the quality gates on a checkout.
+    Gates {
+        #[arg(long = "in", value_name = "DIR", default_value = ".")]
+        dir: PathBuf,
+        #[arg(long)]
+        base: Option<String>,
+        /// Comma-separated gate names.
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The sandbox GitHub.
+    Sandbox {
+        #[command(subcommand)]
+        command: SandboxCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// Serve the sandbox GitHub on 127.0.0.1.
+    Serve {
+        #[arg(long, value_name = "FILE")]
+        state: PathBuf,
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+    },
+}
+
+/// Entry point of the binary.
+pub fn main() -> ExitCode {
+    init_tracing();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    ExitCode::from(dispatch(cli))
+}
+
+fn init_tracing() {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+fn dispatch(cli: Cli) -> u8 {
+    match cli.command {
+        Command::Check { repo_root, json } => check(repo_root, json),
+        Command::Run { .. } => not_yet("run"),
+        Command::Demo { .. } => not_yet("demo"),
+        Command::Agent { .. } => not_yet("agent"),
+        Command::Gates { .. } => not_yet("gates"),
+        Command::Sandbox { .. } => not_yet("sandbox serve"),
+    }
+}
+
+fn not_yet(what: &str) -> u8 {
+    eprintln!("supervisor {what}: not available in this build");
+    EXIT_USAGE
+}
+
+fn check(root: PathBuf, json: bool) -> u8 {
+    match Project::load(&root, &process_env) {
+        Ok(project) => {
+            if json {
+                println!("{}", report::check_json(&project));
+            } else {
+                eprint!("{}", report::check_text(&project));
+            }
+            EXIT_OK
+        }
+        Err(e) => {
+            if json {
+                println!("{}", report::errors_text(&e, true));
+            } else {
+                eprint!("{}", report::errors_text(&e, false));
+            }
+            EXIT_USAGE
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! Settings, the workflow and their validation. Knows no other room.
+
+mod issue;
+mod settings;
+mod workflow;
+
+pub use issue::{ConfigError, ConfigIssue, did_you_mean, json_key_line};
+pub use settings::{
+    CommandBackend, GateSettings, LoadedSettings, PromptVia, RepoSlug, SETTINGS_PATHS, Settings,
+    env_name,
+};
+pub use workflow::{
+    BuiltIn, DEFAULT_WORKFLOW, Expect, GateKind, Hook, HookObject, HookSpec, Stage, StageSpec,
+    WORKFLOW_PATH, Workflow,
+};
+
+/// Agent backends that need no configuration.
+pub const BUILTIN_BACKENDS: [&str; 5] = ["pi", "claude", "codex", "command", "scripted"];
+
+/// Whether `s` is safe as a git branch name built from configuration or issue data:
+/// no traversal, no refspec or option syntax, nothing git's `check-ref-format` refuses.
+pub fn is_safe_ref_component(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 200
+        && !s.starts_with(['-', '/', '.'])
+        && !s.ends_with(['/', '.'])
+        && !s.ends_with(".lock")
+        && !s.contains("..")
+        && !s.contains("//")
+        && !s.contains("@{")
+        && !s.contains("/.")
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '/' | '.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_safe_ref_component;
+
+    #[test]
+    fn ref_names() {
+        for ok in [
+            "main",
+            "worktree-git-issue-12",
+            "supervisor/issue-3",
+            "release-1.2",
+        ] {
+            assert!(is_safe_ref_component(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "-x",
+            "a..b",
+            "a b",
+            "a:b",
+            "a~1",
+            "a^",
+            "x.lock",
+            "/a",
+            "a/",
+            "a//b",
+            "@{u}",
+            "refs/../x",
+            "a/.hidden",
+            "+main",
+            "*",
+            "a\\b",
+        ] {
+            assert!(!is_safe_ref_component(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,1097 @@
+//! The pipeline's stages as data: columns, agents, marker maps, loop-backs, hooks and limits.
+//!
+//! The default ships in `config/workflow.json` and is embedded in the binary; a repository may
+//! provide its own. Adding a stage, a gate or a loop-back is an edit of that file.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::issue::{ConfigError, ConfigIssue, did_you_mean, json_key_line};
+
+/// The built-in workflow's text.
+pub const DEFAULT_WORKFLOW: &str = include_str!("../../config/workflow.json");
+/// Where a repository's own workflow is looked for when settings name none.
+pub const WORKFLOW_PATH: &str = ".supervisor/workflow.json";
+
+/// Stages that run no agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BuiltIn {
+    /// Entry column: moved on to the next stage automatically.
+    Backlog,
+    /// Terminal column.
+    Done,
+}
+
+/// The quality gates the pipeline knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GateKind {
+    Ci,
+    Tsc,
+    Lsp,
+    DeadCode,
+    Duplicates,
+    Traceability,
+    PackageSafety,
+    Command,
+}
+
+impl GateKind {
+    pub const ALL: [GateKind; 8] = [
+        GateKind::Ci,
+        GateKind::Tsc,
+        GateKind::Lsp,
+        GateKind::DeadCode,
+        GateKind::Duplicates,
+        GateKind::Traceability,
+        GateKind::PackageSafety,
+        GateKind::Command,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            GateKind::Ci => "ci",
+            GateKind::Tsc => "tsc",
+            GateKind::Lsp => "lsp",
+            GateKind::DeadCode => "dead-code",
+            GateKind::Duplicates => "duplicates",
+            GateKind::Traceability => "traceability",
+            GateKind::PackageSafety => "package-safety",
+            GateKind::Command => "command",
+        }
+    }
+
+    /// Canonical names and the spec's short forms.
+    pub fn parse(s: &str) -> Option<GateKind> {
+        let s = s.trim().to_ascii_lowercase();
+        Some(match s.as_str() {
+            "ci" | "ci-gating" | "checks" => GateKind::Ci,
+            "tsc" | "typescript" => GateKind::Tsc,
+            "lsp" => GateKind::Lsp,
+            "dead-code" | "dead" | "knip" | "deadcode" => GateKind::DeadCode,
+            "duplicates" | "dup" | "duplicate-code" | "jscpd" => GateKind::Duplicates,
+            "traceability" | "trace" | "requirements-traceability" => GateKind::Traceability,
+            "package-safety" | "packages" => GateKind::PackageSafety,
+            "command" | "cmd" => GateKind::Command,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for GateKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What a `command` gate's outcome must be.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum Expect {
+    /// Exit status 0.
+    Pass,
+    /// Non-zero exit status.
+    Fail,
+    /// Output contains the text (whatever the exit status).
+    Contains(String),
+}
+
+impl Expect {
+    pub fn parse(s: &str) -> Option<Expect> {
+        match s.trim() {
+            "pass" => Some(Expect::Pass),
+            "fail" => Some(Expect::Fail),
+            other => other
+                .strip_prefix("contains:")
+                .filter(|t| !t.is_empty())
+                .map(|t| Expect::Contains(t.to_string())),
+        }
+    }
+}
+
+/// A hook as written: `"tsc"` or `{ "gate": "command", "name": "tests", "run": "cargo test" }`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum HookSpec {
+    Name(String),
+    Full(HookObject),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HookObject {
+    pub gate: String,
+    #[serde(default)]
+    pub name: Option<String>,
+    /// A gate that could not run blocks the transition instead of being reported and passed over.
+    #[serde(default)]
+    pub required: bool,
+    /// Shell command of a `command` gate.
+    #[serde(default)]
+    pub run: Option<String>,
+    /// `pass` (default), `fail` or `contains:TEXT`.
+    #[serde(default)]
+    pub expect: Option<String>,
+    #[serde(default)]
+    pub timeout_sec: Option<u64>,
+    /// Runs only with `enableExperimentalFeatures`.
+    #[serde(default)]
+    pub experimental: bool,
+}
+
+/// A validated hook.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Hook {
+    pub gate: GateKind,
+    /// Display name: the gate's name, or the `name` of a command gate.
+    pub name: String,
+    pub required: bool,
+    pub run: Option<String>,
+    pub expect: Expect,
+    pub timeout_sec: Option<u64>,
+    pub experimental: bool,
+}
+
+/// One stage as written in the workflow file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StageSpec {
+    pub status: String,
+    #[serde(default)]
+    pub agent_name: Option<String>,
+    #[serde(default)]
+    pub marker_map: BTreeMap<String, String>,
+    #[serde(default)]
+    pub can_loop_back_to: Vec<String>,
+    #[serde(default)]
+    pub hooks: Vec<HookSpec>,
+    #[serde(default)]
+    pub max_rejections: Option<u32>,
+    #[serde(default)]
+    pub built_in: Option<BuiltIn>,
+    /// Forward target; when absent, the nearest later marker target, else the next stage.
+    #[serde(default)]
+    pub next: Option<String>,
+    /// The agent approves or rejects (APPROVED/REJECTED), its approval is scored, and approval opens the PR.
+    #[serde(default)]
+    pub review: bool,
+    /// The agent changes code: its work is committed and pushed instead of posted as a comment.
+    #[serde(default)]
+    pub commits: bool,
+    /// Skip the agent when a trusted text already has this Markdown heading (research dedup).
+    #[serde(default)]
+    pub skip_when_heading: Option<String>,
+    /// Audit dimension dropped from scoring when this stage was skipped.
+    #[serde(default)]
+    pub score_dimension: Option<String>,
+    /// Runs only with `enableExperimentalFeatures`; otherwise passed straight through.
+    #[serde(default)]
+    pub experimental: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkflowFile {
+    #[serde(default, rename = "$schema", skip_serializing_if = "Option::is_none")]
+    schema: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
+    stages: Vec<StageSpec>,
+}
+
+/// A validated stage.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Stage {
+    pub status: String,
+    pub agent: Option<String>,
+    pub marker_map: BTreeMap<String, String>,
+    pub can_loop_back_to: Vec<String>,
+    pub hooks: Vec<Hook>,
+    pub max_rejections: Option<u32>,
+    pub built_in: Option<BuiltIn>,
+    /// Where COMPLETE / APPROVED goes.
+    pub forward: Option<String>,
+    /// Where REJECTED goes (review stages).
+    pub reject_to: Option<String>,
+    pub review: bool,
+    pub commits: bool,
+    pub skip_when_heading: Option<String>,
+    pub score_dimension: Option<String>,
+    pub experimental: bool,
+}
+
+/// The validated workflow.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Workflow {
+    pub stages: Vec<Stage>,
+    /// Where it came from (`built-in` or a path).
+    pub source: String,
+}
+
+impl Workflow {
+    /// The built-in workflow, with statusMapping applied.
+    pub fn builtin(status_mapping: &BTreeMap<String, String>) -> Workflow {
+        Workflow::parse(
+            Path::new("config/workflow.json"),
+            DEFAULT_WORKFLOW,
+            status_mapping,
+        )
+        .map(|mut w| {
+            w.source = "built-in".into();
+            w
+        })
+        .expect("the built-in workflow is valid")
+    }
+
+    /// Load the repository's workflow: the settings' `workflow` file, else `.supervisor/workflow.json`,
+    /// else the built-in one.
+    pub fn load(
+        root: &Path,
+        configured: Option<&Path>,
+        status_mapping: &BTreeMap<String, String>,
+        settings_path: &Path,
+    ) -> Result<Workflow, ConfigError> {
+        let path: Option<PathBuf> = match configured {
+            Some(p) => {
+                let full = root.join(p);
+                if !full.is_file() {
+                    return Err(ConfigError::one(ConfigIssue::new(
+                        settings_path,
+                        "supervisor.workflow",
+                        format!("names {}, which does not exist", full.display()),
+                        "fix the path (relative to the repository root) or remove the setting to use the built-in workflow",
+                    )));
+                }
+                Some(full)
+            }
+            None => Some(root.join(WORKFLOW_PATH)).filter(|p| p.is_file()),
+        };
+        match path {
+            None => {
+                // The built-in stages, checked against the user's statusMapping.
+                let mut w = Workflow::parse(
+                    Path::new("config/workflow.json (built-in)"),
+                    DEFAULT_WORKFLOW,
+                    status_mapping,
+                )
+                .map_err(|e| remap_mapping_errors(e, settings_path))?;
+                w.source = "built-in".into();
+                Ok(w)
+            }
+            Some(path) => {
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    ConfigError::one(ConfigIssue::new(
+                        &path,
+                        "(file)",
+                        format!("cannot be read: {e}"),
+                        "check the file's permissions",
+                    ))
+                })?;
+                Workflow::parse(&path, &text, status_mapping)
+            }
+        }
+    }
+
+    /// Parse and validate workflow text.
+    pub fn parse(
+        path: &Path,
+        text: &str,
+        status_mapping: &BTreeMap<String, String>,
+    ) -> Result<Workflow, ConfigError> {
+        let file: WorkflowFile = serde_json::from_str(text).map_err(|e| {
+            ConfigError::one(
+                ConfigIssue::new(
+                    path,
+                    "(file)",
+                    format!("is not a valid workflow: {e}"),
+                    "see config/workflow.json for the format: {\"stages\": [{\"status\": ..., \"agentName\": ..., \"markerMap\": {...}}]}",
+                )
+                .at_line(Some(e.line())),
+            )
+        })?;
+        validate(path, text, file.stages, status_mapping)
+    }
+
+    pub fn stage(&self, status: &str) -> Option<&Stage> {
+        self.stages.iter().find(|s| s.status == status)
+    }
+
+    /// Position of a status in stage order.
+    pub fn index(&self, status: &str) -> Option<usize> {
+        self.stages.iter().position(|s| s.status == status)
+    }
+
+    /// Stage lookup that ignores case and spacing differences between the board and the file.
+    pub fn stage_for_column(&self, column: &str) -> Option<&Stage> {
+        let norm = |s: &str| {
+            s.chars()
+                .filter(|c| c.is_alphanumeric())
+                .collect::<String>()
+                .to_lowercase()
+        };
+        self.stage(column)
+            .or_else(|| self.stages.iter().find(|s| norm(&s.status) == norm(column)))
+    }
+
+    pub fn backlog(&self) -> &Stage {
+        self.stages
+            .iter()
+            .find(|s| s.built_in == Some(BuiltIn::Backlog))
+            .expect("validated workflows have a backlog")
+    }
+
+    pub fn done(&self) -> &Stage {
+        self.stages
+            .iter()
+            .find(|s| s.built_in == Some(BuiltIn::Done))
+            .expect("validated workflows have a done stage")
+    }
+
+    /// Names of every agent the workflow runs.
+    pub fn agent_names(&self) -> BTreeSet<String> {
+        self.stages.iter().filter_map(|s| s.agent.clone()).collect()
+    }
+
+    /// Whether `to` comes before `from` in stage order.
+    pub fn is_backwards(&self, from: &str, to: &str) -> bool {
+        matches!((self.index(from), self.index(to)), (Some(f), Some(t)) if t < f)
+    }
+}
+
+fn remap_mapping_errors(e: ConfigError, settings_path: &Path) -> ConfigError {
+    ConfigError {
+        issues: e
+            .issues
+            .into_iter()
+            .map(|mut i| {
+                if i.field.starts_with("statusMapping") {
+                    i.file = settings_path.to_path_buf();
+                    i.field = format!("supervisor.{}", i.field);
+                    i.line = None;
+                }
+                i
+            })
+            .collect(),
+    }
+}
+
+fn validate(
+    path: &Path,
+    text: &str,
+    specs: Vec<StageSpec>,
+    status_mapping: &BTreeMap<String, String>,
+) -> Result<Workflow, ConfigError> {
+    let mut errors: Vec<ConfigIssue> = Vec::new();
+    let statuses: Vec<String> = specs.iter().map(|s| s.status.clone()).collect();
+    let status_refs: Vec<&str> = statuses.iter().map(String::as_str).collect();
+    let index_of = |s: &str| statuses.iter().position(|x| x == s);
+    let mut err = |field: String, problem: String, fix: String, key: Option<&str>| {
+        errors.push(
+            ConfigIssue::new(path, field, problem, fix)
+                .at_line(key.and_then(|k| json_key_line(text, k))),
+        );
+    };
+    let unknown_status_fix = |name: &str| match did_you_mean(name, &status_refs) {
+        Some(s) => format!(
+            "did you mean \"{s}\"? Known statuses: {}",
+            status_refs.join(", ")
+        ),
+        None => format!("use one of: {}", status_refs.join(", ")),
+    };
+
+    if specs.is_empty() {
+        err(
+            "stages".into(),
+            "is empty".into(),
+            "list the stages from Backlog to Done".into(),
+            Some("stages"),
+        );
+        return Err(ConfigError { issues: errors });
+    }
+
+    let mut seen = BTreeSet::new();
+    for (i, s) in specs.iter().enumerate() {
+        if s.status.trim().is_empty() {
+            err(
+                format!("stages[{i}].status"),
+                "is empty".into(),
+                "name the board column".into(),
+                None,
+            );
+        }
+        if !seen.insert(s.status.clone()) {
+            err(
+                format!("stages[{i}].status"),
+                format!("`{}` appears twice", s.status),
+                "give each stage its own column".into(),
+                None,
+            );
+        }
+    }
+    for (key, agent) in status_mapping {
+        if index_of(key).is_none() {
+            err(
+                format!("statusMapping.{key}"),
+                format!("names a column the workflow does not have (mapped to `{agent}`)"),
+                unknown_status_fix(key),
+                None,
+            );
+        }
+    }
+    let backlogs = specs
+        .iter()
+        .filter(|s| s.built_in == Some(BuiltIn::Backlog))
+        .count();
+    let dones = specs
+        .iter()
+        .filter(|s| s.built_in == Some(BuiltIn::Done))
+        .count();
+    if backlogs != 1 {
+        err(
+            "stages".into(),
+            format!("has {backlogs} backlog stages"),
+            "mark exactly one stage with \"builtIn\": \"backlog\"".into(),
+            Some("stages"),
+        );
+    }
+    if dones != 1 {
+        err(
+            "stages".into(),
+            format!("has {dones} done stages"),
+            "mark exactly one stage with \"builtIn\": \"done\"".into(),
+            Some("stages"),
+        );
+    }
+
+    let mut stages = Vec::with_capacity(specs.len());
+    for (i, s) in specs.iter().enumerate() {
+        let at = |f: &str| format!("stages[{i}] ({}).{f}", s.status);
+        let agent = status_mapping
+            .get(&s.status)
+            .cloned()
+            .or_else(|| s.agent_name.clone());
+        if s.built_in.is_some() {
+            if agent.is_some() || !s.marker_map.is_empty() || !s.hooks.is_empty() {
+                err(
+                    at("builtIn"),
+                    "a built-in stage runs no agent, markers or hooks".into(),
+                    "remove agentName/markerMap/hooks from it, or remove builtIn".into(),
+                    Some("builtIn"),
+                );
+            }
+        } else if agent.is_none() {
+            err(
+                at("agentName"),
+                "is missing".into(),
+                "name the agent that works this column (agents/<name>.md), or mark the stage builtIn".into(),
+                None,
+            );
+        }
+        for (marker, target) in &s.marker_map {
+            if marker.trim().is_empty() {
+                err(
+                    at("markerMap"),
+                    "has an empty marker".into(),
+                    "use a distinctive text such as RESEARCH_COMPLETE".into(),
+                    None,
+                );
+            }
+            match index_of(target) {
+                None => err(
+                    at(&format!("markerMap.{marker}")),
+                    format!("points to unknown status `{target}`"),
+                    unknown_status_fix(target),
+                    Some(marker),
+                ),
+                Some(t) if t < i && !s.can_loop_back_to.contains(target) => err(
+                    at(&format!("markerMap.{marker}")),
+                    format!("goes back to `{target}`, which canLoopBackTo does not allow"),
+                    format!("add \"{target}\" to this stage's canLoopBackTo"),
+                    Some(marker),
+                ),
+                Some(t) if t == i => err(
+                    at(&format!("markerMap.{marker}")),
+                    "points to its own stage".into(),
+                    "point it to the stage that follows or to a loop-back".into(),
+                    Some(marker),
+                ),
+                _ => {}
+            }
+        }
+        for target in &s.can_loop_back_to {
+            match index_of(target) {
+                None => err(
+                    at("canLoopBackTo"),
+                    format!("names unknown status `{target}`"),
+                    unknown_status_fix(target),
+                    Some("canLoopBackTo"),
+                ),
+                Some(t) if t >= i => err(
+                    at("canLoopBackTo"),
+                    format!(
+                        "`{target}` is not before `{}`: loop-backs must point backwards",
+                        s.status
+                    ),
+                    "list only earlier stages here; forward moves come from markerMap or next"
+                        .into(),
+                    Some("canLoopBackTo"),
+                ),
+                Some(t) if specs[t].built_in.is_some() => err(
+                    at("canLoopBackTo"),
+                    format!("`{target}` is a built-in stage"),
+                    "loop back to a stage that runs an agent".into(),
+                    Some("canLoopBackTo"),
+                ),
+                _ => {}
+            }
+        }
+        if let Some(next) = &s.next {
+            match index_of(next) {
+                None => err(
+                    at("next"),
+                    format!("names unknown status `{next}`"),
+                    unknown_status_fix(next),
+                    None,
+                ),
+                Some(t) if t <= i => err(
+                    at("next"),
+                    format!("`{next}` is not after `{}`", s.status),
+                    "next is the forward move; use canLoopBackTo for backward ones".into(),
+                    None,
+                ),
+                _ => {}
+            }
+        }
+        let mut hooks = Vec::new();
+        for (h, spec) in s.hooks.iter().enumerate() {
+            match hook_from_spec(spec) {
+                Ok(hook) => hooks.push(hook),
+                Err((problem, fix)) => err(at(&format!("hooks[{h}]")), problem, fix, Some("hooks")),
+            }
+        }
+        if s.review && s.built_in.is_some() {
+            err(
+                at("review"),
+                "a built-in stage cannot review".into(),
+                "put review on the auditor's stage".into(),
+                None,
+            );
+        }
+        if s.score_dimension.is_some() && s.skip_when_heading.is_none() {
+            err(
+                at("scoreDimension"),
+                "is set but skipWhenHeading is not, so the stage is never skipped".into(),
+                "add skipWhenHeading or remove scoreDimension".into(),
+                None,
+            );
+        }
+
+        // Forward: explicit next, else nearest later marker target, else the next stage.
+        let forward = if s.built_in == Some(BuiltIn::Done) {
+            None
+        } else {
+            s.next
+                .clone()
+                .or_else(|| {
+                    s.marker_map
+                        .values()
+                        .filter_map(|t| index_of(t).filter(|&ti| ti > i))
+                        .min()
+                        .map(|ti| statuses[ti].clone())
+                })
+                .or_else(|| statuses.get(i + 1).cloned())
+        };
+        let reject_to = s.can_loop_back_to.first().cloned().or_else(|| {
+            s.marker_map
+                .values()
+                .filter_map(|t| index_of(t).filter(|&ti| ti < i))
+                .max()
+                .map(|ti| statuses[ti].clone())
+        });
+        if s.review && reject_to.is_none() {
+            err(
+                at("canLoopBackTo"),
+                "a review stage needs somewhere to send rejected work".into(),
+                "add e.g. \"canLoopBackTo\": [\"Implementation\"]".into(),
+                None,
+            );
+        }
+        stages.push(Stage {
+            status: s.status.clone(),
+            agent,
+            marker_map: s.marker_map.clone(),
+            can_loop_back_to: s.can_loop_back_to.clone(),
+            hooks,
+            max_rejections: s.max_rejections,
+            built_in: s.built_in,
+            forward,
+            reject_to,
+            review: s.review,
+            commits: s.commits,
+            skip_when_heading: s.skip_when_heading.clone(),
+            score_dimension: s.score_dimension.clone(),
+            experimental: s.experimental,
+        });
+    }
+    if !errors.is_empty() {
+        return Err(ConfigError { issues: errors });
+    }
+
+    let wf = Workflow {
+        stages,
+        source: path.display().to_string(),
+    };
+    // Done must be reachable from Backlog over the moves the engine can make.
+    let start = wf.backlog().status.clone();
+    let goal = wf.done().status.clone();
+    let mut reached = BTreeSet::new();
+    let mut queue = VecDeque::from([start.clone()]);
+    while let Some(status) = queue.pop_front() {
+        if !reached.insert(status.clone()) {
+            continue;
+        }
+        let stage = wf.stage(&status).expect("statuses are known");
+        let mut targets: Vec<String> = stage.forward.iter().cloned().collect();
+        targets.extend(stage.marker_map.values().cloned());
+        targets.extend(stage.can_loop_back_to.iter().cloned());
+        queue.extend(targets);
+    }
+    if !reached.contains(&goal) {
+        return Err(ConfigError::one(ConfigIssue::new(
+            path,
+            "stages",
+            format!(
+                "`{goal}` cannot be reached from `{start}` (reachable: {})",
+                reached.into_iter().collect::<Vec<_>>().join(", ")
+            ),
+            "give every stage a forward move (markerMap target or next) towards Done",
+        )));
+    }
+    Ok(wf)
+}
+
+fn hook_from_spec(spec: &HookSpec) -> Result<Hook, (String, String)> {
+    let known = || {
+        GateKind::ALL
+            .iter()
+            .map(|g| g.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let obj = match spec {
+        HookSpec::Name(n) => HookObject {
+            gate: n.clone(),
+            name: None,
+            required: false,
+            run: None,
+            expect: None,
+            timeout_sec: None,
+            experimental: false,
+        },
+        HookSpec::Full(o) => o.clone(),
+    };
+    let Some(gate) = GateKind::parse(&obj.gate) else {
+        let names: Vec<&str> = GateKind::ALL.iter().map(|g| g.name()).collect();
+        let fix = match did_you_mean(&obj.gate, &names) {
+            Some(g) => format!("did you mean \"{g}\"? Known gates: {}", known()),
+            None => format!("use one of: {}", known()),
+        };
+        return Err((format!("names unknown gate `{}`", obj.gate), fix));
+    };
+    if gate == GateKind::Command && obj.run.as_deref().is_none_or(|r| r.trim().is_empty()) {
+        return Err((
+            "is a command gate without \"run\"".into(),
+            "add \"run\": \"the shell command\", e.g. \"cargo test\"".into(),
+        ));
+    }
+    if gate != GateKind::Command && (obj.run.is_some() || obj.expect.is_some()) {
+        return Err((
+            format!("gives run/expect to the {} gate", gate.name()),
+            "use \"gate\": \"command\" for shell commands".into(),
+        ));
+    }
+    let expect = match obj.expect.as_deref() {
+        None => Expect::Pass,
+        Some(e) => Expect::parse(e).ok_or_else(|| {
+            (
+                format!("expect `{e}` is not understood"),
+                "use \"pass\", \"fail\" or \"contains:TEXT\"".to_string(),
+            )
+        })?,
+    };
+    if obj.timeout_sec == Some(0) {
+        return Err((
+            "timeoutSec is 0".into(),
+            "use a positive number of seconds".into(),
+        ));
+    }
+    Ok(Hook {
+        name: obj
+            .name
+            .clone()
+            .filter(|n| !n.trim().is_empty())
+            .unwrap_or_else(|| gate.name().to_string()),
+        gate,
+        required: obj.required,
+        run: obj.run.clone(),
+        expect,
+        timeout_sec: obj.timeout_sec,
+        experimental: obj.experimental,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Workflow, ConfigError> {
+        Workflow::parse(Path::new("wf.json"), text, &BTreeMap::new())
+    }
+
+    fn default_wf() -> Workflow {
+        Workflow::builtin(&BTreeMap::new())
+    }
+
+    /// The spec's workflow table, row by row.
+    #[test]
+    fn builtin_matches_the_spec_table() {
+        let wf = default_wf();
+        let statuses: Vec<_> = wf.stages.iter().map(|s| s.status.as_str()).collect();
+        assert_eq!(
+            statuses,
+            [
+                "Backlog",
+                "Research",
+                "Architecture",
+                "TestDesign",
+                "Implementation",
+                "Audit",
+                "Done"
+            ]
+        );
+        type Row<'a> = (
+            &'a str,
+            Option<&'a str>,
+            &'a [(&'a str, &'a str)],
+            &'a [&'a str],
+        );
+        let rows: [Row; 7] = [
+            ("Backlog", None, &[], &[]),
+            (
+                "Research",
+                Some("researcher"),
+                &[("RESEARCH_COMPLETE", "Architecture")],
+                &[],
+            ),
+            (
+                "Architecture",
+                Some("architect"),
+                &[
+                    ("ARCHITECTURE_COMPLETE", "TestDesign"),
+                    ("FEEDBACK_RESEARCH", "Research"),
+                ],
+                &["Research"],
+            ),
+            (
+                "TestDesign",
+                Some("test-designer"),
+                &[("TEST_PLAN_COMPLETE", "Implementation")],
+                &[],
+            ),
+            (
+                "Implementation",
+                Some("developer"),
+                &[("IMPLEMENTATION_COMPLETE", "Audit")],
+                &[],
+            ),
+            (
+                "Audit",
+                Some("auditor"),
+                &[
+                    ("AUDIT_DECISION: APPROVED", "Done"),
+                    ("AUDIT_DECISION: REJECTED", "Implementation"),
+                    ("AUDIT_APPROVED", "Done"),
+                    ("AUDIT_REJECTED", "Implementation"),
+                ],
+                &["Implementation"],
+            ),
+            ("Done", None, &[], &[]),
+        ];
+        for (status, agent, markers, loops) in rows {
+            let s = wf.stage(status).unwrap();
+            assert_eq!(s.agent.as_deref(), agent, "{status}");
+            let expected: BTreeMap<String, String> = markers
+                .iter()
+                .map(|(m, t)| (m.to_string(), t.to_string()))
+                .collect();
+            assert_eq!(s.marker_map, expected, "{status}");
+            assert_eq!(s.can_loop_back_to, loops, "{status}");
+        }
+        assert_eq!(wf.backlog().status, "Backlog");
+        assert_eq!(wf.done().status, "Done");
+        assert_eq!(
+            wf.stage("Backlog").unwrap().forward.as_deref(),
+            Some("Research")
+        );
+        assert_eq!(
+            wf.stage("Architecture").unwrap().forward.as_deref(),
+            Some("TestDesign")
+        );
+        assert_eq!(wf.stage("Audit").unwrap().forward.as_deref(), Some("Done"));
+        assert_eq!(
+            wf.stage("Audit").unwrap().reject_to.as_deref(),
+            Some("Implementation")
+        );
+        assert!(wf.stage("Audit").unwrap().review);
+        assert!(wf.stage("Implementation").unwrap().commits);
+        let research = wf.stage("Research").unwrap();
+        assert_eq!(
+            research.skip_when_heading.as_deref(),
+            Some("Research Findings")
+        );
+        assert_eq!(
+            research.score_dimension.as_deref(),
+            Some("research-incorporation")
+        );
+        let gates: Vec<GateKind> = wf
+            .stage("Implementation")
+            .unwrap()
+            .hooks
+            .iter()
+            .map(|h| h.gate)
+            .collect();
+        assert_eq!(
+            gates,
+            [
+                GateKind::Ci,
+                GateKind::Tsc,
+                GateKind::Lsp,
+                GateKind::DeadCode,
+                GateKind::Duplicates,
+                GateKind::Traceability,
+                GateKind::PackageSafety
+            ]
+        );
+        assert_eq!(wf.source, "built-in");
+    }
+
+    fn wf_with(stage_json: &str) -> String {
+        format!(
+            r#"{{ "stages": [
+                {{ "status": "Backlog", "builtIn": "backlog" }},
+                {{ "status": "Build", "agentName": "developer", "markerMap": {{ "BUILT": "Review" }} }},
+                {stage_json},
+                {{ "status": "Done", "builtIn": "done" }}
+            ] }}"#
+        )
+    }
+
+    #[test]
+    fn marker_to_unknown_status_is_named() {
+        let err = parse(&wf_with(
+            r#"{ "status": "Review", "agentName": "auditor", "markerMap": { "OK": "Dnoe" } }"#,
+        ))
+        .unwrap_err();
+        let issue = &err.issues[0];
+        assert_eq!(issue.field, "stages[2] (Review).markerMap.OK");
+        assert!(issue.problem.contains("unknown status `Dnoe`"));
+        assert!(issue.fix.contains("did you mean \"Done\""));
+        assert!(issue.line.is_some());
+    }
+
+    #[test]
+    fn forward_loop_back_is_rejected() {
+        let err = parse(&wf_with(
+            r#"{ "status": "Review", "agentName": "auditor", "markerMap": { "OK": "Done" }, "canLoopBackTo": ["Done"] }"#,
+        ))
+        .unwrap_err();
+        assert_eq!(err.issues[0].field, "stages[2] (Review).canLoopBackTo");
+        assert!(err.issues[0].problem.contains("must point backwards"));
+    }
+
+    #[test]
+    fn backward_marker_needs_loop_back_permission() {
+        let err = parse(&wf_with(
+            r#"{ "status": "Review", "agentName": "auditor", "markerMap": { "OK": "Done", "NO": "Build" } }"#,
+        ))
+        .unwrap_err();
+        assert!(
+            err.issues[0]
+                .problem
+                .contains("canLoopBackTo does not allow")
+        );
+        assert!(
+            parse(&wf_with(
+                r#"{ "status": "Review", "agentName": "auditor", "markerMap": { "OK": "Done", "NO": "Build" }, "canLoopBackTo": ["Build"] }"#,
+            ))
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn unknown_gate_and_bad_command_hooks() {
+        let err = parse(&wf_with(
+            r#"{ "status": "Review", "agentName": "auditor", "hooks": ["tsc", "lnit", {"gate": "command"}, {"gate": "command", "run": "x", "expect": "maybe"}] }"#,
+        ))
+        .unwrap_err();
+        let problems: Vec<_> = err
+            .issues
+            .iter()
+            .map(|i| (i.field.as_str(), i.problem.as_str()))
+            .collect();
+        assert_eq!(problems.len(), 3, "{err}");
+        assert_eq!(problems[0].0, "stages[2] (Review).hooks[1]");
+        assert!(problems[0].1.contains("unknown gate `lnit`"));
+        assert!(problems[1].1.contains("without \"run\""));
+        assert!(problems[2].1.contains("expect `maybe`"));
+    }
+
+    #[test]
+    fn hook_aliases_and_objects() {
+        let wf = parse(&wf_with(
+            r#"{ "status": "Review", "agentName": "auditor", "hooks": ["dup", "trace", "knip",
+                {"gate": "command", "name": "unit tests", "run": "cargo test", "expect": "contains:ok", "required": true, "timeoutSec": 60}] }"#,
+        ))
+        .unwrap();
+        let hooks = &wf.stage("Review").unwrap().hooks;
+        assert_eq!(hooks[0].gate, GateKind::Duplicates);
+        assert_eq!(hooks[1].gate, GateKind::Traceability);
+        assert_eq!(hooks[2].gate, GateKind::DeadCode);
+        assert_eq!(hooks[3].name, "unit tests");
+        assert_eq!(hooks[3].expect, Expect::Contains("ok".into()));
+        assert!(hooks[3].required);
+        assert_eq!(hooks[3].timeout_sec, Some(60));
+    }
+
+    #[test]
+    fn done_must_be_reachable() {
+        // Review's only target loops back, so Done is never reached.
+        let err = parse(
+            r#"{ "stages": [
+                { "status": "Backlog", "builtIn": "backlog" },
+                { "status": "Build", "agentName": "developer", "next": "Review" },
+                { "status": "Review", "agentName": "auditor", "next": "Build" },
+                { "status": "Done", "builtIn": "done" }
+            ] }"#,
+        )
+        .unwrap_err();
+        assert!(
+            err.issues.iter().any(|i| i.field.ends_with(".next")),
+            "{err}"
+        );
+
+        let ok = parse(
+            r#"{ "stages": [
+                { "status": "Backlog", "builtIn": "backlog" },
+                { "status": "Build", "agentName": "developer" },
+                { "status": "Done", "builtIn": "done" }
+            ] }"#,
+        )
+        .unwrap();
+        assert_eq!(ok.stage("Build").unwrap().forward.as_deref(), Some("Done"));
+    }
+
+    #[test]
+    fn unreachable_done_is_reported() {
+        let err = parse(
+            r#"{ "stages": [
+                { "status": "Backlog", "builtIn": "backlog", "next": "Build" },
+                { "status": "Done", "builtIn": "done" },
+                { "status": "Build", "agentName": "developer" }
+            ] }"#,
+        )
+        .unwrap_err();
+        assert_eq!(err.issues[0].field, "stages");
+        assert!(
+            err.issues[0]
+                .problem
+                .contains("`Done` cannot be reached from `Backlog`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn structural_errors() {
+        let err = parse(r#"{ "stages": [] }"#).unwrap_err();
+        assert_eq!(err.issues[0].field, "stages");
+        let err = parse(r#"{ "stages": [ { "status": "Backlog", "builtIn": "backlog" } ] }"#)
+            .unwrap_err();
+        assert!(err.to_string().contains("0 done stages"));
+        let err = parse(r#"{ "stages": [ { "status": "X", "agentNme": "a" } ] }"#).unwrap_err();
+        assert!(err.to_string().contains("agentNme"), "{err}");
+        let err = parse(
+            r#"{ "stages": [
+                { "status": "Backlog", "builtIn": "backlog" },
+                { "status": "Build" },
+                { "status": "Build", "agentName": "x" },
+                { "status": "Done", "builtIn": "done", "agentName": "y" }
+            ] }"#,
+        )
+        .unwrap_err();
+        let fields: Vec<_> = err.issues.iter().map(|i| i.field.as_str()).collect();
+        assert!(fields.contains(&"stages[2].status"), "{fields:?}");
+        assert!(
+            fields.contains(&"stages[1] (Build).agentName"),
+            "{fields:?}"
+        );
+        assert!(fields.contains(&"stages[3] (Done).builtIn"), "{fields:?}");
+    }
+
+    #[test]
+    fn status_mapping_overrides_agents_and_is_checked() {
+        let mapping = BTreeMap::from([("Research".to_string(), "scout".to_string())]);
+        let wf = Workflow::builtin(&mapping);
+        assert_eq!(
+            wf.stage("Research").unwrap().agent.as_deref(),
+            Some("scout")
+        );
+        let bad = BTreeMap::from([("Reserch".to_string(), "scout".to_string())]);
+        let err = Workflow::load(
+            Path::new("/nonexistent"),
+            None,
+            &bad,
+            Path::new(".pi/settings.json"),
+        )
+        .unwrap_err();
+        assert_eq!(err.issues[0].field, "supervisor.statusMapping.Reserch");
+        assert_eq!(err.issues[0].file, Path::new(".pi/settings.json"));
+        assert!(err.issues[0].fix.contains("did you mean \"Research\""));
+    }
+
+    #[test]
+    fn review_stage_needs_a_rejection_target() {
+        let err = parse(&wf_with(
+            r#"{ "status": "Review", "agentName": "auditor", "review": true, "markerMap": { "OK": "Done" } }"#,
+        ))
+        .unwrap_err();
+        assert!(err.issues[0].problem.contains("rejected work"));
+    }
+
+    #[test]
+    fn column_lookup_is_forgiving() {
+        let wf = default_wf();
+        assert_eq!(
+            wf.stage_for_column("Test Design").unwrap().status,
+            "TestDesign"
+        );
+        assert_eq!(wf.stage_for_column("audit").unwrap().status, "Audit");
+        assert!(wf.stage_for_column("Nope").is_none());
+        assert!(wf.is_backwards("Audit", "Implementation"));
+        assert!(!wf.is_backwards("Research", "Architecture"));
+    }
+
+    #[test]
+    fn expect_parsing() {
+        assert_eq!(Expect::parse("pass"), Some(Expect::Pass));
+        assert_eq!(Expect::parse("fail"), Some(Expect::Fail));
+        assert_eq!(
+            Expect::parse("contains:3 passed"),
+            Some(Expect::Contains("3 passed".into()))
+        );
+        assert_eq!(Expect::parse("contains:"), None);
+        assert_eq!(Expect::parse("maybe"), None);
+    }
+}

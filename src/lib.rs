@@ -1,0 +1,14 @@
+//! supervisor walks a GitHub issue across a Projects board — Research → Architecture → TestDesign →
+//! Implementation → Audit — running a role agent per column, quality gates before the audit, a
+//! deterministic audit score, and a pull request on approval.
+//!
+//! Rooms, each knowing only those listed before it: `config`, `agent`, `github`, `workspace`, `gates`,
+//! `audit`, `pipeline`, `report`, `sandbox`; `cli` wires them to the command line.
+
+pub mod agent;
+pub mod audit;
+pub mod cli;
+pub mod config;
+pub mod gates;
+pub mod pipeline;
+pub mod report;

@@ -1,0 +1,1040 @@
+//! The pipeline's decisions, as pure functions.
+//!
+//! `plan` says what to do in a column before any agent runs (auto-move, dedup skip, run, finish).
+//! `decide` turns an agent's parsed outcome (and, when the move has hooks, the gate reports) into the
+//! next transition. Neither does I/O; the engine applies their answers.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::agent::{Action, Outcome};
+use crate::audit::{self, AuditScore};
+use crate::config::{BuiltIn, Hook, Stage, Workflow};
+use crate::gates::GateReport;
+
+/// The spec's bound on loop iterations per run.
+pub const MAX_ITERATIONS: u32 = 20;
+
+/// What the pipeline remembers between decisions. Rebuilt from the journal on resume.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunState {
+    /// Transitions made so far.
+    pub iteration: u32,
+    /// Counted loop-backs (auditor rejections, score-gate rejections) per stage.
+    pub rejections: BTreeMap<String, u32>,
+    /// Gate bounces: never counted as rejections.
+    pub gate_bounces: u32,
+    /// Stages skipped because their heading was already present (research dedup).
+    pub skipped: BTreeSet<String>,
+    /// Stages re-entered through a loop-back: dedup no longer applies to them.
+    pub looped_into: BTreeSet<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransitionKind {
+    /// Built-in stage moving on (Backlog → first stage).
+    Auto,
+    /// A stage passed over: its heading already exists, or it is experimental and disabled.
+    Skip,
+    /// Normal completion.
+    Forward,
+    /// A requested move back (architect → research).
+    LoopBack,
+    /// The reviewer rejected: counted against maxRejections.
+    Rejection,
+    /// The reviewer approved but the computed score missed the threshold: counted too.
+    ScoreGate,
+    /// Blocking gates sent the work back to the same stage: never counted.
+    GateBounce,
+}
+
+/// One move of the card (or, for a gate bounce, a re-run of the same column).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Transition {
+    pub from: String,
+    pub to: String,
+    pub kind: TransitionKind,
+    pub reason: String,
+    /// The audit score, on every review approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<AuditScore>,
+}
+
+/// Why the pipeline stopped short of Done.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum StopReason {
+    MaxRejections {
+        stage: String,
+        count: u32,
+        max: u32,
+        /// The rejection that went over the limit.
+        last: Box<Transition>,
+    },
+    IterationLimit {
+        max: u32,
+    },
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StopReason::MaxRejections {
+                stage, count, max, ..
+            } => write!(
+                f,
+                "{stage} rejected the work {count} times (maxRejections {max}): a human needs to look at it"
+            ),
+            StopReason::IterationLimit { max } => {
+                write!(
+                    f,
+                    "the pipeline made {max} moves without reaching Done (iteration limit)"
+                )
+            }
+        }
+    }
+}
+
+/// What to do in a column before running anything.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    RunAgent,
+    Move(Transition),
+    Finish,
+    Stop(StopReason),
+}
+
+/// The answer of `decide`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    Move(Transition),
+    /// Run these gates, then call `decide` again with their reports.
+    RunGates {
+        transition: Transition,
+        hooks: Vec<Hook>,
+    },
+    Stop(StopReason),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecideError {
+    #[error("the card is in column `{column}`, which the workflow does not know (known: {known})")]
+    UnknownColumn { column: String, known: String },
+    #[error(
+        "the agent asked to move from {from} to {to}, which {from} may not do (allowed: {allowed}); \
+         add `{to}` to canLoopBackTo in the workflow if this loop-back is wanted"
+    )]
+    TargetNotAllowed {
+        from: String,
+        to: String,
+        allowed: String,
+    },
+    #[error("the outcome contradicts itself: {0}")]
+    Contradictory(String),
+    #[error("{0} runs no agent")]
+    NotAnAgentStage(String),
+}
+
+impl RunState {
+    /// Record a transition.
+    pub fn apply(&mut self, t: &Transition) {
+        self.iteration += 1;
+        match t.kind {
+            TransitionKind::Rejection | TransitionKind::ScoreGate => {
+                *self.rejections.entry(t.from.clone()).or_default() += 1;
+                self.looped_into.insert(t.to.clone());
+            }
+            TransitionKind::LoopBack => {
+                self.looped_into.insert(t.to.clone());
+            }
+            TransitionKind::GateBounce => self.gate_bounces += 1,
+            TransitionKind::Skip => {
+                if t.reason.starts_with("already has") {
+                    self.skipped.insert(t.from.clone());
+                }
+            }
+            TransitionKind::Auto | TransitionKind::Forward => {}
+        }
+    }
+
+    /// Audit dimensions to leave out because their stage was skipped.
+    pub fn excluded_dimensions(&self, workflow: &Workflow) -> Vec<String> {
+        self.skipped
+            .iter()
+            .filter_map(|s| workflow.stage(s).and_then(|st| st.score_dimension.clone()))
+            .collect()
+    }
+
+    pub fn total_rejections(&self) -> u32 {
+        self.rejections.values().sum()
+    }
+}
+
+fn lookup<'w>(workflow: &'w Workflow, column: &str) -> Result<&'w Stage, DecideError> {
+    workflow
+        .stage_for_column(column)
+        .ok_or_else(|| DecideError::UnknownColumn {
+            column: column.to_string(),
+            known: workflow
+                .stages
+                .iter()
+                .map(|s| s.status.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}
+
+/// What to do in `column`. `has_heading` tells whether a trusted text (issue body or a trusted comment)
+/// already carries a Markdown heading.
+pub fn plan(
+    workflow: &Workflow,
+    state: &RunState,
+    column: &str,
+    experimental: bool,
+    has_heading: &dyn Fn(&str) -> bool,
+) -> Result<Step, DecideError> {
+    let stage = lookup(workflow, column)?;
+    if stage.built_in == Some(BuiltIn::Done) {
+        return Ok(Step::Finish);
+    }
+    if state.iteration >= MAX_ITERATIONS {
+        return Ok(Step::Stop(StopReason::IterationLimit {
+            max: MAX_ITERATIONS,
+        }));
+    }
+    let forward = || {
+        stage
+            .forward
+            .clone()
+            .unwrap_or_else(|| workflow.done().status.clone())
+    };
+    if stage.built_in == Some(BuiltIn::Backlog) {
+        return Ok(Step::Move(Transition {
+            from: stage.status.clone(),
+            to: forward(),
+            kind: TransitionKind::Auto,
+            reason: format!("{} moves on automatically", stage.status),
+            score: None,
+        }));
+    }
+    if stage.experimental && !experimental {
+        return Ok(Step::Move(Transition {
+            from: stage.status.clone(),
+            to: forward(),
+            kind: TransitionKind::Skip,
+            reason: "experimental stage; enableExperimentalFeatures is off".into(),
+            score: None,
+        }));
+    }
+    if let Some(heading) = &stage.skip_when_heading {
+        if !state.looped_into.contains(&stage.status) && has_heading(heading) {
+            return Ok(Step::Move(Transition {
+                from: stage.status.clone(),
+                to: forward(),
+                kind: TransitionKind::Skip,
+                reason: format!(
+                    "already has ## {heading}: {} skipped",
+                    stage.agent.as_deref().unwrap_or("agent")
+                ),
+                score: None,
+            }));
+        }
+    }
+    Ok(Step::RunAgent)
+}
+
+/// Inputs of `decide`.
+#[derive(Debug, Clone, Copy)]
+pub struct DecideInput<'a> {
+    pub workflow: &'a Workflow,
+    pub state: &'a RunState,
+    pub column: &'a str,
+    pub outcome: &'a Outcome,
+    /// Reports of the hooks `decide` asked for, once they ran.
+    pub gates: Option<&'a [GateReport]>,
+    /// The settings' maxRejections, for review stages without their own.
+    pub max_rejections: u32,
+    pub threshold: f64,
+    pub experimental: bool,
+}
+
+/// The next transition after an agent's outcome.
+pub fn decide(input: DecideInput<'_>) -> Result<Decision, DecideError> {
+    let DecideInput {
+        workflow,
+        state,
+        column,
+        outcome,
+        ..
+    } = input;
+    let stage = lookup(workflow, column)?;
+    if stage.built_in.is_some() {
+        return Err(DecideError::NotAnAgentStage(stage.status.clone()));
+    }
+    if state.iteration >= MAX_ITERATIONS {
+        return Ok(Decision::Stop(StopReason::IterationLimit {
+            max: MAX_ITERATIONS,
+        }));
+    }
+    let forward = stage
+        .forward
+        .clone()
+        .unwrap_or_else(|| workflow.done().status.clone());
+    let who = stage.agent.clone().unwrap_or_else(|| stage.status.clone());
+
+    // Where does the outcome point?
+    let requested: Option<String> = match (&outcome.target_status, &outcome.marker_target) {
+        (Some(t), _) => {
+            let target = workflow
+                .stage_for_column(t)
+                .map(|s| s.status.clone())
+                .unwrap_or_else(|| t.clone());
+            if target == forward {
+                None
+            } else if stage.can_loop_back_to.contains(&target) {
+                Some(target)
+            } else {
+                let mut allowed = vec![forward.clone()];
+                allowed.extend(stage.can_loop_back_to.iter().cloned());
+                return Err(DecideError::TargetNotAllowed {
+                    from: stage.status.clone(),
+                    to: t.clone(),
+                    allowed: allowed.join(", "),
+                });
+            }
+        }
+        (None, Some(m)) if workflow.is_backwards(&stage.status, m) => Some(m.clone()),
+        (None, Some(m)) if *m != forward => {
+            // A marker to a later stage other than the default forward: honour it, as the map says.
+            return finish_forward(
+                input,
+                stage,
+                m.clone(),
+                format!("{who} output a marker for {m}"),
+            );
+        }
+        _ => None,
+    };
+
+    if stage.review {
+        return match (outcome.action, requested) {
+            (Action::Approved, Some(back)) => Err(DecideError::Contradictory(format!(
+                "{who} APPROVED but asked to go back to {back}"
+            ))),
+            (Action::Approved, None) => {
+                let excluded = state.excluded_dimensions(workflow);
+                let score = audit::score(
+                    &outcome.findings,
+                    &excluded,
+                    input.threshold,
+                    outcome.audit_score,
+                );
+                if score.passed {
+                    let reason = format!(
+                        "{who} approved; audit score {}/{} meets the threshold {}",
+                        score.passing, score.total, input.threshold
+                    );
+                    let mut d = finish_forward(input, stage, forward, reason)?;
+                    if let Decision::Move(t) | Decision::RunGates { transition: t, .. } = &mut d {
+                        t.score = Some(score);
+                    }
+                    Ok(d)
+                } else {
+                    let back = stage
+                        .reject_to
+                        .clone()
+                        .expect("validated review stages have a reject target");
+                    let reason = format!(
+                        "{who} approved, but the audit score {}/{} is below the threshold {} (failing: {})",
+                        score.passing,
+                        score.total,
+                        input.threshold,
+                        score.failing.join(", ")
+                    );
+                    Ok(count_rejection(
+                        input,
+                        stage,
+                        back,
+                        TransitionKind::ScoreGate,
+                        reason,
+                        Some(score),
+                    ))
+                }
+            }
+            (Action::Rejected, back) => {
+                let back = back
+                    .or_else(|| stage.reject_to.clone())
+                    .expect("validated review stages have a reject target");
+                let n = outcome.findings.len();
+                let reason = format!(
+                    "{who} rejected the work ({n} finding{})",
+                    if n == 1 { "" } else { "s" }
+                );
+                Ok(count_rejection(
+                    input,
+                    stage,
+                    back,
+                    TransitionKind::Rejection,
+                    reason,
+                    None,
+                ))
+            }
+            (Action::Complete, _) => Err(DecideError::Contradictory(format!(
+                "{who} must APPROVE or REJECT in the {} stage",
+                stage.status
+            ))),
+        };
+    }
+
+    match requested {
+        Some(back) => {
+            let reason = format!("{who} sent the issue back to {back}");
+            // Non-review loop-backs count only when the stage sets its own limit.
+            if stage.max_rejections.is_some() {
+                Ok(count_rejection(
+                    input,
+                    stage,
+                    back,
+                    TransitionKind::LoopBack,
+                    reason,
+                    None,
+                ))
+            } else {
+                Ok(Decision::Move(Transition {
+                    from: stage.status.clone(),
+                    to: back,
+                    kind: TransitionKind::LoopBack,
+                    reason,
+                    score: None,
+                }))
+            }
+        }
+        None => finish_forward(input, stage, forward, format!("{who} completed")),
+    }
+}
+
+/// A forward move: through the stage's hooks first, if it has any.
+fn finish_forward(
+    input: DecideInput<'_>,
+    stage: &Stage,
+    to: String,
+    reason: String,
+) -> Result<Decision, DecideError> {
+    let transition = Transition {
+        from: stage.status.clone(),
+        to,
+        kind: TransitionKind::Forward,
+        reason,
+        score: None,
+    };
+    let hooks: Vec<Hook> = stage
+        .hooks
+        .iter()
+        .filter(|h| input.experimental || !h.experimental)
+        .cloned()
+        .collect();
+    if hooks.is_empty() {
+        return Ok(Decision::Move(transition));
+    }
+    let Some(reports) = input.gates else {
+        return Ok(Decision::RunGates { transition, hooks });
+    };
+    let blocking: Vec<&GateReport> = reports.iter().filter(|r| r.blocks()).collect();
+    if blocking.is_empty() {
+        return Ok(Decision::Move(transition));
+    }
+    let names = blocking
+        .iter()
+        .map(|r| format!("{} ({})", r.gate, r.status.label()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Ok(Decision::Move(Transition {
+        from: stage.status.clone(),
+        to: stage.status.clone(),
+        kind: TransitionKind::GateBounce,
+        reason: format!(
+            "gates blocked: {names}; returning to {}",
+            stage.agent.as_deref().unwrap_or("the agent")
+        ),
+        score: None,
+    }))
+}
+
+fn count_rejection(
+    input: DecideInput<'_>,
+    stage: &Stage,
+    to: String,
+    kind: TransitionKind,
+    reason: String,
+    score: Option<AuditScore>,
+) -> Decision {
+    let max = stage.max_rejections.unwrap_or(input.max_rejections);
+    let count = input
+        .state
+        .rejections
+        .get(&stage.status)
+        .copied()
+        .unwrap_or(0)
+        + 1;
+    let transition = Transition {
+        from: stage.status.clone(),
+        to,
+        kind,
+        reason,
+        score,
+    };
+    if count > max {
+        Decision::Stop(StopReason::MaxRejections {
+            stage: stage.status.clone(),
+            count,
+            max,
+            last: Box::new(transition),
+        })
+    } else {
+        Decision::Move(transition)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::{AuditFinding, Evidence, Severity, parse_outcome};
+    use crate::gates::GateStatus;
+
+    fn wf() -> Workflow {
+        Workflow::builtin(&BTreeMap::new())
+    }
+
+    fn outcome(text: &str, wf: &Workflow, column: &str) -> Outcome {
+        parse_outcome(text, wf.stage(column).unwrap()).unwrap()
+    }
+
+    fn run(
+        wf: &Workflow,
+        state: &RunState,
+        column: &str,
+        text: &str,
+        gates: Option<&[GateReport]>,
+    ) -> Result<Decision, DecideError> {
+        let o = outcome(text, wf, column);
+        decide(DecideInput {
+            workflow: wf,
+            state,
+            column,
+            outcome: &o,
+            gates,
+            max_rejections: 3,
+            threshold: 0.75,
+            experimental: false,
+        })
+    }
+
+    fn moved(d: Result<Decision, DecideError>) -> Transition {
+        match d {
+            Ok(Decision::Move(t)) => t,
+            other => panic!("expected a move, got {other:?}"),
+        }
+    }
+
+    fn gate(name: &str, status: GateStatus, required: bool) -> GateReport {
+        GateReport {
+            gate: name.into(),
+            status,
+            findings: vec![],
+            duration_ms: 1,
+            required,
+            summary: String::new(),
+        }
+    }
+
+    /// Every forward row of the spec's workflow, by JSON and by marker.
+    #[test]
+    fn forward_moves_follow_the_marker_map() {
+        let wf = wf();
+        let state = RunState::default();
+        let rows = [
+            ("Research", "RESEARCH_COMPLETE", "Architecture"),
+            ("Architecture", "ARCHITECTURE_COMPLETE", "TestDesign"),
+            ("TestDesign", "TEST_PLAN_COMPLETE", "Implementation"),
+        ];
+        for (column, marker, to) in rows {
+            let t = moved(run(&wf, &state, column, marker, None));
+            assert_eq!(
+                (t.to.as_str(), t.kind),
+                (to, TransitionKind::Forward),
+                "{column} marker"
+            );
+            let t = moved(run(&wf, &state, column, r#"{"action": "COMPLETE"}"#, None));
+            assert_eq!(t.to, to, "{column} json");
+        }
+    }
+
+    #[test]
+    fn implementation_runs_its_hooks_before_audit() {
+        let wf = wf();
+        let state = RunState::default();
+        match run(
+            &wf,
+            &state,
+            "Implementation",
+            "IMPLEMENTATION_COMPLETE",
+            None,
+        )
+        .unwrap()
+        {
+            Decision::RunGates { transition, hooks } => {
+                assert_eq!(transition.to, "Audit");
+                assert_eq!(hooks.len(), 7);
+            }
+            other => panic!("{other:?}"),
+        }
+        // All gates fine (warnings and optional not-run included) → Audit.
+        let reports = [
+            gate("tsc", GateStatus::Pass, false),
+            gate("duplicates", GateStatus::Warn, false),
+            gate("lsp", GateStatus::NotRun("pylsp missing".into()), false),
+        ];
+        let t = moved(run(
+            &wf,
+            &state,
+            "Implementation",
+            "IMPLEMENTATION_COMPLETE",
+            Some(&reports),
+        ));
+        assert_eq!((t.to.as_str(), t.kind), ("Audit", TransitionKind::Forward));
+    }
+
+    #[test]
+    fn blocking_gates_bounce_without_counting() {
+        let wf = wf();
+        let mut state = RunState::default();
+        let reports = [
+            gate("tsc", GateStatus::Fail, false),
+            gate(
+                "lsp",
+                GateStatus::NotRun("typescript-language-server missing".into()),
+                true,
+            ),
+            gate("ci", GateStatus::Pass, false),
+        ];
+        let t = moved(run(
+            &wf,
+            &state,
+            "Implementation",
+            r#"{"action":"COMPLETE"}"#,
+            Some(&reports),
+        ));
+        assert_eq!(t.kind, TransitionKind::GateBounce);
+        assert_eq!(t.to, "Implementation");
+        assert!(t.reason.contains("tsc (fail)"), "{}", t.reason);
+        assert!(
+            t.reason
+                .contains("lsp (not run: typescript-language-server missing)")
+        );
+        assert!(!t.reason.contains("ci"));
+        state.apply(&t);
+        assert_eq!(state.gate_bounces, 1);
+        assert_eq!(state.total_rejections(), 0);
+    }
+
+    #[test]
+    fn architect_loops_back_to_research() {
+        let wf = wf();
+        let mut state = RunState::default();
+        for text in [
+            "FEEDBACK_RESEARCH",
+            r#"{"action": "COMPLETE", "targetStatus": "Research"}"#,
+            r#"{"action": "COMPLETE", "targetStatus": "research"}"#,
+        ] {
+            let t = moved(run(&wf, &state, "Architecture", text, None));
+            assert_eq!(
+                (t.to.as_str(), t.kind),
+                ("Research", TransitionKind::LoopBack),
+                "{text}"
+            );
+        }
+        let t = moved(run(&wf, &state, "Architecture", "FEEDBACK_RESEARCH", None));
+        state.apply(&t);
+        // Loop-backs are not rejections, and research runs again even if findings exist.
+        assert_eq!(state.total_rejections(), 0);
+        assert_eq!(
+            plan(&wf, &state, "Research", false, &|_| true).unwrap(),
+            Step::RunAgent
+        );
+    }
+
+    #[test]
+    fn target_status_needs_permission() {
+        let wf = wf();
+        let state = RunState::default();
+        let err = run(
+            &wf,
+            &state,
+            "TestDesign",
+            r#"{"action": "COMPLETE", "targetStatus": "Research"}"#,
+            None,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            DecideError::TargetNotAllowed {
+                from: "TestDesign".into(),
+                to: "Research".into(),
+                allowed: "Implementation".into()
+            }
+        );
+        assert!(err.to_string().contains("canLoopBackTo"));
+        // Forward by targetStatus is the normal move.
+        let t = moved(run(
+            &wf,
+            &state,
+            "TestDesign",
+            r#"{"action": "COMPLETE", "targetStatus": "Implementation"}"#,
+            None,
+        ));
+        assert_eq!(t.kind, TransitionKind::Forward);
+        // Skipping ahead or to an unknown column is refused.
+        assert!(
+            run(
+                &wf,
+                &state,
+                "Research",
+                r#"{"action": "COMPLETE", "targetStatus": "Done"}"#,
+                None
+            )
+            .is_err()
+        );
+        assert!(
+            run(
+                &wf,
+                &state,
+                "Research",
+                r#"{"action": "COMPLETE", "targetStatus": "Nowhere"}"#,
+                None
+            )
+            .is_err()
+        );
+        assert!(
+            run(
+                &wf,
+                &state,
+                "Architecture",
+                r#"{"action": "COMPLETE", "targetStatus": "Architecture"}"#,
+                None
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn auditor_rejections_count_up_to_max() {
+        let wf = wf();
+        let mut state = RunState::default();
+        let reject = r#"{"action": "REJECTED", "findings": [{"severity": "critical", "dimension": "test-quality", "message": "no tests"}]}"#;
+        for n in 1..=3 {
+            let t = moved(run(&wf, &state, "Audit", reject, None));
+            assert_eq!(
+                (t.to.as_str(), t.kind),
+                ("Implementation", TransitionKind::Rejection)
+            );
+            assert!(t.reason.contains("1 finding"));
+            state.apply(&t);
+            assert_eq!(state.rejections["Audit"], n);
+        }
+        match run(&wf, &state, "Audit", reject, None).unwrap() {
+            Decision::Stop(StopReason::MaxRejections {
+                stage, count, max, ..
+            }) => {
+                assert_eq!((stage.as_str(), count, max), ("Audit", 4, 3));
+            }
+            other => panic!("{other:?}"),
+        }
+        // Markers and headings reject too.
+        let fresh = RunState::default();
+        assert_eq!(
+            moved(run(&wf, &fresh, "Audit", "AUDIT_REJECTED", None)).kind,
+            TransitionKind::Rejection
+        );
+        assert_eq!(
+            moved(run(&wf, &fresh, "Audit", "## Audit Rejected\nbad", None)).kind,
+            TransitionKind::Rejection
+        );
+    }
+
+    #[test]
+    fn stage_max_rejections_overrides_settings() {
+        let text = crate::config::DEFAULT_WORKFLOW.replace(
+            "\"canLoopBackTo\": [\"Implementation\"]",
+            "\"canLoopBackTo\": [\"Implementation\"], \"maxRejections\": 1",
+        );
+        let wf = Workflow::parse(std::path::Path::new("w.json"), &text, &BTreeMap::new()).unwrap();
+        let mut state = RunState::default();
+        let t = moved(run(&wf, &state, "Audit", "AUDIT_REJECTED", None));
+        state.apply(&t);
+        assert!(matches!(
+            run(&wf, &state, "Audit", "AUDIT_REJECTED", None),
+            Ok(Decision::Stop(StopReason::MaxRejections {
+                max: 1,
+                count: 2,
+                ..
+            }))
+        ));
+    }
+
+    #[test]
+    fn approval_is_always_scored() {
+        let wf = wf();
+        let state = RunState::default();
+        // Empty findings: still scored (8/8), and the score is attached.
+        let t = moved(run(
+            &wf,
+            &state,
+            "Audit",
+            r#"{"action": "APPROVED", "findings": []}"#,
+            None,
+        ));
+        assert_eq!(t.to, "Done");
+        let s = t.score.expect("approvals carry a score");
+        assert_eq!((s.passing, s.total, s.passed), (8, 8, true));
+        // No findings key at all, approval by marker, approval by heading: all scored.
+        for text in [
+            r#"{"action": "APPROVED"}"#,
+            "AUDIT_DECISION: APPROVED",
+            "## Audit Approved",
+        ] {
+            let t = moved(run(&wf, &state, "Audit", text, None));
+            assert_eq!(
+                t.score.map(|s| (s.passing, s.total)),
+                Some((8, 8)),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn score_gate_rejects_low_approvals() {
+        let wf = wf();
+        let mut state = RunState::default();
+        let findings: Vec<AuditFinding> = ["test-quality", "completeness", "code-quality"]
+            .iter()
+            .map(|d| AuditFinding {
+                severity: Severity::Warning,
+                dimension: d.to_string(),
+                message: "x".into(),
+                file: None,
+                line: None,
+            })
+            .collect();
+        let mut o = outcome(r#"{"action": "APPROVED"}"#, &wf, "Audit");
+        o.findings = findings;
+        let input = DecideInput {
+            workflow: &wf,
+            state: &state,
+            column: "Audit",
+            outcome: &o,
+            gates: None,
+            max_rejections: 3,
+            threshold: 0.75,
+            experimental: false,
+        };
+        let t = moved(decide(input));
+        assert_eq!(
+            (t.to.as_str(), t.kind),
+            ("Implementation", TransitionKind::ScoreGate)
+        );
+        assert_eq!(t.score.as_ref().map(|s| (s.passing, s.total)), Some((5, 8)));
+        assert!(
+            t.reason.contains("5/8 is below the threshold 0.75"),
+            "{}",
+            t.reason
+        );
+        state.apply(&t);
+        assert_eq!(state.rejections["Audit"], 1);
+        // Exactly at the threshold passes: drop one warning → 6/8.
+        o.findings.pop();
+        let t = moved(decide(DecideInput {
+            workflow: &wf,
+            state: &state,
+            column: "Audit",
+            outcome: &o,
+            gates: None,
+            max_rejections: 3,
+            threshold: 0.75,
+            experimental: false,
+        }));
+        assert_eq!(t.to, "Done");
+    }
+
+    #[test]
+    fn research_dedup_skips_and_drops_the_dimension() {
+        let wf = wf();
+        let mut state = RunState::default();
+        let step = plan(&wf, &state, "Research", false, &|h| {
+            h == "Research Findings"
+        })
+        .unwrap();
+        let Step::Move(t) = step else {
+            panic!("{step:?}")
+        };
+        assert_eq!(
+            (t.to.as_str(), t.kind),
+            ("Architecture", TransitionKind::Skip)
+        );
+        assert!(t.reason.contains("researcher skipped"));
+        state.apply(&t);
+        assert_eq!(state.excluded_dimensions(&wf), ["research-incorporation"]);
+        // The audit is then scored over 7 dimensions.
+        let t = moved(run(&wf, &state, "Audit", r#"{"action": "APPROVED"}"#, None));
+        assert_eq!(t.score.map(|s| (s.passing, s.total)), Some((7, 7)));
+        // Without the heading the researcher runs.
+        assert_eq!(
+            plan(&wf, &RunState::default(), "Research", false, &|_| false).unwrap(),
+            Step::RunAgent
+        );
+    }
+
+    #[test]
+    fn built_in_columns() {
+        let wf = wf();
+        let state = RunState::default();
+        let Step::Move(t) = plan(&wf, &state, "Backlog", false, &|_| false).unwrap() else {
+            panic!()
+        };
+        assert_eq!((t.to.as_str(), t.kind), ("Research", TransitionKind::Auto));
+        assert_eq!(
+            plan(&wf, &state, "Done", false, &|_| false).unwrap(),
+            Step::Finish
+        );
+        assert!(matches!(
+            plan(&wf, &state, "Triage", false, &|_| false),
+            Err(DecideError::UnknownColumn { .. })
+        ));
+        assert_eq!(
+            plan(&wf, &state, "Test Design", false, &|_| false).unwrap(),
+            Step::RunAgent
+        );
+    }
+
+    #[test]
+    fn twenty_iterations_at_most() {
+        let wf = wf();
+        let mut state = RunState::default();
+        let mut column = "Architecture".to_string();
+        // Architect and researcher bounce forever; the limit stops it.
+        let mut stops = 0;
+        for _ in 0..30 {
+            match plan(&wf, &state, &column, false, &|_| false).unwrap() {
+                Step::Stop(StopReason::IterationLimit { max }) => {
+                    assert_eq!(max, MAX_ITERATIONS);
+                    stops += 1;
+                    break;
+                }
+                Step::RunAgent => {}
+                other => panic!("{other:?}"),
+            }
+            let text = if column == "Architecture" {
+                "FEEDBACK_RESEARCH"
+            } else {
+                "RESEARCH_COMPLETE"
+            };
+            let t = moved(run(&wf, &state, &column, text, None));
+            state.apply(&t);
+            column = t.to;
+        }
+        assert_eq!(stops, 1);
+        assert_eq!(state.iteration, MAX_ITERATIONS);
+    }
+
+    #[test]
+    fn contradictions_are_errors() {
+        let wf = wf();
+        let state = RunState::default();
+        assert!(matches!(
+            run(
+                &wf,
+                &state,
+                "Audit",
+                r#"{"action": "APPROVED", "targetStatus": "Implementation"}"#,
+                None
+            ),
+            Err(DecideError::Contradictory(_))
+        ));
+        let o = Outcome {
+            action: Action::Complete,
+            evidence: Evidence::Marker("X".into()),
+            agent_name: None,
+            summary: None,
+            comment_body: None,
+            target_status: None,
+            audit_score: None,
+            findings: vec![],
+            pr_title: None,
+            pr_body: None,
+            marker_target: None,
+            notes: vec![],
+        };
+        let input = DecideInput {
+            workflow: &wf,
+            state: &state,
+            column: "Audit",
+            outcome: &o,
+            gates: None,
+            max_rejections: 3,
+            threshold: 0.75,
+            experimental: false,
+        };
+        assert!(matches!(decide(input), Err(DecideError::Contradictory(_))));
+        assert!(matches!(
+            decide(DecideInput {
+                column: "Backlog",
+                ..input
+            }),
+            Err(DecideError::NotAnAgentStage(_))
+        ));
+    }
+
+    #[test]
+    fn experimental_stages_and_hooks() {
+        let text = r#"{ "stages": [
+            { "status": "Backlog", "builtIn": "backlog" },
+            { "status": "Polish", "agentName": "developer", "experimental": true },
+            { "status": "Build", "agentName": "developer",
+              "hooks": ["tsc", { "gate": "lsp", "experimental": true }] },
+            { "status": "Done", "builtIn": "done" } ] }"#;
+        let wf = Workflow::parse(std::path::Path::new("w.json"), text, &BTreeMap::new()).unwrap();
+        let state = RunState::default();
+        let Step::Move(t) = plan(&wf, &state, "Polish", false, &|_| false).unwrap() else {
+            panic!()
+        };
+        assert_eq!((t.to.as_str(), t.kind), ("Build", TransitionKind::Skip));
+        assert_eq!(
+            plan(&wf, &state, "Polish", true, &|_| false).unwrap(),
+            Step::RunAgent
+        );
+        let o = outcome("{\"action\":\"COMPLETE\"}", &wf, "Build");
+        let mut input = DecideInput {
+            workflow: &wf,
+            state: &state,
+            column: "Build",
+            outcome: &o,
+            gates: None,
+            max_rejections: 3,
+            threshold: 0.75,
+            experimental: false,
+        };
+        let Decision::RunGates { hooks, .. } = decide(input).unwrap() else {
+            panic!()
+        };
+        assert_eq!(hooks.len(), 1);
+        input.experimental = true;
+        let Decision::RunGates { hooks, .. } = decide(input).unwrap() else {
+            panic!()
+        };
+        assert_eq!(hooks.len(), 2);
+    }
+}

@@ -1,0 +1,10 @@
+//! The engine: pure decisions, and (later) the loop that performs them.
+
+mod decide;
+mod project;
+
+pub use decide::{
+    DecideError, DecideInput, Decision, MAX_ITERATIONS, RunState, Step, StopReason, Transition,
+    TransitionKind, decide, plan,
+};
+pub use project::{Project, process_env};

@@ -1,0 +1,69 @@
+//! Everything configured for one repository: settings, workflow and role agents, loaded together.
+
+use std::path::{Path, PathBuf};
+
+use crate::agent::RoleSet;
+use crate::config::{ConfigError, ConfigIssue, LoadedSettings, Settings, Workflow};
+
+/// A repository's validated configuration.
+#[derive(Debug, Clone)]
+pub struct Project {
+    pub root: PathBuf,
+    pub settings: Settings,
+    pub settings_path: PathBuf,
+    pub workflow: Workflow,
+    pub roles: RoleSet,
+    pub warnings: Vec<ConfigIssue>,
+    /// Settings keys taken from `SUPERVISOR_*` variables.
+    pub overridden: Vec<String>,
+}
+
+impl Project {
+    /// Load and validate the configuration of the repository at `root`.
+    pub fn load(root: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Project, ConfigError> {
+        let LoadedSettings {
+            settings,
+            path,
+            warnings,
+            overridden,
+        } = Settings::load(root, env)?;
+        Self::assemble(root, settings, path, warnings, overridden)
+    }
+
+    /// Validate settings built in code (demo, tests) together with the repository's workflow and agents.
+    pub fn from_settings(root: &Path, settings: Settings) -> Result<Project, ConfigError> {
+        let path = root.join(crate::config::SETTINGS_PATHS[0]);
+        Self::assemble(root, settings, path, Vec::new(), Vec::new())
+    }
+
+    fn assemble(
+        root: &Path,
+        settings: Settings,
+        settings_path: PathBuf,
+        mut warnings: Vec<ConfigIssue>,
+        overridden: Vec<String>,
+    ) -> Result<Project, ConfigError> {
+        let workflow = Workflow::load(
+            root,
+            settings.workflow.as_deref(),
+            &settings.status_mapping,
+            &settings_path,
+        )?;
+        let roles = RoleSet::load(root, &settings, &settings_path, &workflow)?;
+        warnings.extend(roles.warnings.iter().cloned());
+        Ok(Project {
+            root: root.to_path_buf(),
+            settings,
+            settings_path,
+            workflow,
+            roles,
+            warnings,
+            overridden,
+        })
+    }
+}
+
+/// The process environment, as `Project::load` wants it.
+pub fn process_env(key: &str) -> Option<String> {
+    std::env::var(key).ok()
+}

@@ -1,0 +1,226 @@
+//! What `supervisor check` prints.
+
+use std::fmt::Write;
+
+use serde_json::json;
+
+use crate::config::{BuiltIn, ConfigError, ConfigIssue};
+use crate::pipeline::Project;
+
+fn unlimited(n: u64) -> String {
+    if n == 0 {
+        "unlimited".into()
+    } else {
+        n.to_string()
+    }
+}
+
+/// A human summary of a loaded project.
+pub fn check_text(p: &Project) -> String {
+    let s = &p.settings;
+    let mut out = String::new();
+    let _ = writeln!(out, "settings   {}", p.settings_path.display());
+    let rows = [
+        ("repo", s.repo.to_string()),
+        (
+            "board",
+            format!(
+                "project #{} of {}, column field \"{}\"",
+                s.project_number,
+                s.board_owner(),
+                s.status_field
+            ),
+        ),
+        ("codeowners", s.codeowners.join(", ")),
+        (
+            "branches",
+            format!(
+                "from {}; worktree branches {}<issue>",
+                s.default_branch, s.branch_prefix
+            ),
+        ),
+        (
+            "audit",
+            format!(
+                "score threshold {}, max rejections {}",
+                s.audit_score_threshold, s.max_rejections
+            ),
+        ),
+        (
+            "ci gate",
+            if s.ci_gating_timeout_sec == 0 {
+                "skipped (ciGatingTimeoutSec 0)".into()
+            } else {
+                format!(
+                    "poll every {}s for up to {}s",
+                    s.gates.ci_poll_interval_sec, s.ci_gating_timeout_sec
+                )
+            },
+        ),
+        (
+            "agents",
+            format!(
+                "backend {}; token budget {}; tool calls {}; timeouts {}",
+                s.agent_backend,
+                unlimited(s.agent_token_budget),
+                unlimited(s.max_tool_calls),
+                if s.agent_timeouts_min.is_empty() {
+                    "none".to_string()
+                } else {
+                    s.agent_timeouts_min
+                        .iter()
+                        .map(|(a, m)| format!("{a} {m} min"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            ),
+        ),
+    ];
+    for (k, v) in rows {
+        let _ = writeln!(out, "  {k:<12} {v}");
+    }
+    if !p.overridden.is_empty() {
+        let _ = writeln!(out, "  {:<12} {}", "from env", p.overridden.join(", "));
+    }
+
+    let _ = writeln!(out, "workflow   {}", p.workflow.source);
+    let width = p
+        .workflow
+        .stages
+        .iter()
+        .map(|st| st.status.len())
+        .max()
+        .unwrap_or(0);
+    for st in &p.workflow.stages {
+        let mut line = format!("  {:<width$}  ", st.status);
+        match st.built_in {
+            Some(BuiltIn::Backlog) => {
+                let _ = write!(
+                    line,
+                    "(built-in) → {}",
+                    st.forward.as_deref().unwrap_or("?")
+                );
+            }
+            Some(BuiltIn::Done) => line.push_str("(built-in, final)"),
+            None => {
+                let _ = write!(
+                    line,
+                    "{}{} → {}",
+                    st.agent.as_deref().unwrap_or("?"),
+                    if st.review {
+                        " (review)"
+                    } else if st.commits {
+                        " (commits)"
+                    } else {
+                        ""
+                    },
+                    st.forward.as_deref().unwrap_or("?")
+                );
+                if !st.can_loop_back_to.is_empty() {
+                    let _ = write!(line, "; may go back to {}", st.can_loop_back_to.join(", "));
+                }
+                if st.review {
+                    let _ = write!(
+                        line,
+                        "; max rejections {}",
+                        st.max_rejections.unwrap_or(s.max_rejections)
+                    );
+                }
+                if let Some(h) = &st.skip_when_heading {
+                    let _ = write!(line, "; skipped when \"## {h}\" exists");
+                }
+                if st.experimental {
+                    line.push_str("; experimental");
+                }
+            }
+        }
+        let _ = writeln!(out, "{line}");
+        if !st.marker_map.is_empty() {
+            let markers = st
+                .marker_map
+                .iter()
+                .map(|(m, t)| format!("{m} → {t}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let _ = writeln!(out, "  {:<width$}    markers: {markers}", "");
+        }
+        if !st.hooks.is_empty() {
+            let hooks = st
+                .hooks
+                .iter()
+                .map(|h| {
+                    let mut n = h.name.clone();
+                    if h.required {
+                        n.push_str(" (required)");
+                    }
+                    n
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            let _ = writeln!(out, "  {:<width$}    gates before leaving: {hooks}", "");
+        }
+    }
+
+    let _ = writeln!(out, "agents");
+    for (name, a) in &p.roles.agents {
+        let _ = writeln!(
+            out,
+            "  {name:<14} {}; backend {}; model {}; thinking {}; tools {}",
+            a.source,
+            a.backend_name(s),
+            a.model.as_deref().unwrap_or("(backend default)"),
+            a.thinking.as_deref().unwrap_or("(default)"),
+            if a.tools.is_empty() {
+                "(default)".to_string()
+            } else {
+                a.tools.join(", ")
+            },
+        );
+    }
+    if !p.warnings.is_empty() {
+        let _ = writeln!(out, "warnings");
+        for w in &p.warnings {
+            let _ = writeln!(out, "  {w}");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "ok: configuration is valid ({} warning{})",
+        p.warnings.len(),
+        if p.warnings.len() == 1 { "" } else { "s" }
+    );
+    out
+}
+
+fn issue_json(i: &ConfigIssue) -> serde_json::Value {
+    json!({
+        "file": i.file.display().to_string(),
+        "line": i.line,
+        "field": i.field,
+        "problem": i.problem,
+        "fix": i.fix,
+    })
+}
+
+/// Machine-readable form of a loaded project.
+pub fn check_json(p: &Project) -> serde_json::Value {
+    json!({
+        "ok": true,
+        "settingsFile": p.settings_path.display().to_string(),
+        "settings": p.settings,
+        "workflow": p.workflow,
+        "agents": p.roles.agents,
+        "warnings": p.warnings.iter().map(issue_json).collect::<Vec<_>>(),
+        "overriddenFromEnv": p.overridden,
+    })
+}
+
+/// Machine- and human-readable forms of configuration errors.
+pub fn errors_text(e: &ConfigError, json: bool) -> String {
+    if json {
+        json!({ "ok": false, "errors": e.issues.iter().map(issue_json).collect::<Vec<_>>() })
+            .to_string()
+    } else {
+        e.to_string()
+    }
+}

@@ -1,0 +1,188 @@
+//! `supervisor check` on fixture repositories: the valid one prints the workflow, each broken one exits 2
+//! naming the file and the field.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/check")
+        .join(name)
+}
+
+fn check(name: &str, json: bool) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_supervisor"));
+    cmd.arg("check").arg("--repo-root").arg(fixture(name));
+    if json {
+        cmd.arg("--json");
+    }
+    for (k, _) in std::env::vars() {
+        if k.starts_with("SUPERVISOR_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.output().expect("supervisor runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn valid_repository_prints_the_loaded_workflow() {
+    let out = check("valid", false);
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    for expected in [
+        "acme/widgets",
+        "project #4 of acme",
+        "alice, bob",
+        "Backlog",
+        "Research        researcher → Architecture",
+        "Architecture    architect → TestDesign; may go back to Research",
+        "Implementation  developer (commits) → Audit",
+        "gates before leaving: ci, tsc, lsp, dead-code, duplicates, traceability, package-safety",
+        "Audit           auditor (review) → Done; may go back to Implementation; max rejections 3",
+        "FEEDBACK_RESEARCH → Research",
+        "developer 30 min",
+        // The repository's researcher override is used, with its own backend.
+        "researcher     ",
+        "backend claude; model anthropic/claude-sonnet-4-5",
+        // The unknown key is a warning with a suggestion, not an error.
+        "`supervisor.maxRejection`: is not a known setting — did you mean \"maxRejections\"?",
+        "ok: configuration is valid (1 warning)",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn valid_repository_as_json() {
+    let out = check("valid", true);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["settings"]["repo"], "acme/widgets");
+    assert_eq!(v["workflow"]["stages"].as_array().unwrap().len(), 7);
+    assert_eq!(v["agents"]["researcher"]["backend"], "claude");
+    assert_eq!(v["warnings"][0]["field"], "supervisor.maxRejection");
+}
+
+/// (fixture, file suffix, field, words of the problem)
+const BROKEN: [(&str, &str, &str, &str); 7] = [
+    (
+        "no-settings",
+        ".pi/settings.json",
+        "supervisor",
+        "no settings file found",
+    ),
+    (
+        "no-repo",
+        ".pi/settings.json",
+        "supervisor.repo",
+        "is missing",
+    ),
+    (
+        "no-codeowners",
+        ".pi/settings.json",
+        "supervisor.codeowners",
+        "is missing",
+    ),
+    (
+        "threshold",
+        ".pi/settings.json:6",
+        "supervisor.auditScoreThreshold",
+        "is 1.5, outside (0, 1]",
+    ),
+    (
+        "bad-marker",
+        ".supervisor/workflow.json:4",
+        "stages[1] (Implementation).markerMap.IMPLEMENTATION_COMPLETE",
+        "points to unknown status `Reveiw`",
+    ),
+    (
+        "forward-loop",
+        ".supervisor/workflow.json:4",
+        "stages[1] (Research).canLoopBackTo",
+        "must point backwards",
+    ),
+    (
+        "bad-yaml",
+        ".supervisor/agents/architect.md:",
+        "frontmatter",
+        "is not valid YAML",
+    ),
+];
+
+#[test]
+fn broken_repositories_exit_2_naming_file_and_field() {
+    for (name, file, field, problem) in BROKEN {
+        let out = check(name, false);
+        let text = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{name}: {text}");
+        let line = text
+            .lines()
+            .find(|l| l.contains(&format!("`{field}`")))
+            .unwrap_or_else(|| panic!("{name}: no line names `{field}` in:\n{text}"));
+        assert!(line.contains(file), "{name}: {line:?} does not name {file}");
+        assert!(
+            line.contains(problem),
+            "{name}: {line:?} does not say {problem:?}"
+        );
+        assert!(line.contains(" — "), "{name}: {line:?} gives no fix");
+    }
+}
+
+#[test]
+fn broken_repositories_as_json() {
+    for (name, _, field, _) in BROKEN {
+        let out = check(name, true);
+        assert_eq!(out.status.code(), Some(2), "{name}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+        assert_eq!(v["ok"], false);
+        assert!(
+            v["errors"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["field"] == field),
+            "{name}: {v}"
+        );
+    }
+}
+
+#[test]
+fn bad_yaml_points_at_a_frontmatter_line() {
+    let text = stderr(&check("bad-yaml", false));
+    let line = text.lines().find(|l| l.contains("architect.md:")).unwrap();
+    let n: usize = line
+        .split("architect.md:")
+        .nth(1)
+        .and_then(|r| r.split(':').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no line number in {line:?}"));
+    assert!((2..=5).contains(&n), "line {n} is outside the frontmatter");
+}
+
+#[test]
+fn environment_overrides_apply_and_bad_ones_are_named() {
+    let out = Command::new(env!("CARGO_BIN_EXE_supervisor"))
+        .args(["check", "--repo-root"])
+        .arg(fixture("no-repo"))
+        .env("SUPERVISOR_REPO", "acme/from-env")
+        .output()
+        .unwrap();
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("acme/from-env"));
+    assert!(text.contains("from env     repo"));
+
+    let out = Command::new(env!("CARGO_BIN_EXE_supervisor"))
+        .args(["check", "--repo-root"])
+        .arg(fixture("valid"))
+        .env("SUPERVISOR_AUDIT_SCORE_THRESHOLD", "abc")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("$SUPERVISOR_AUDIT_SCORE_THRESHOLD"));
+}
