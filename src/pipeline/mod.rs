@@ -1,10 +1,12 @@
 //! The engine: pure decisions, and (later) the loop that performs them.
 
 mod decide;
+mod journal;
 mod project;
 
 pub use decide::{
     DecideError, DecideInput, Decision, MAX_ITERATIONS, RunState, Step, StopReason, Transition,
     TransitionKind, decide, plan,
 };
+pub use journal::{Entry, Event, Journal, JournalError, Replay, read_entries, runs_dir};
 pub use project::{Project, process_env};

@@ -1,5 +1,13 @@
 //! Every text a human reads: the `check` summary, comments, the PR body, the run summary.
 
 mod check;
+mod comments;
+mod summary;
 
 pub use check::{check_json, check_text, errors_text};
+pub use comments::{
+    PrBodyInput, RunFacts, already_resolved_comment, default_pr_title, dimension_table,
+    findings_list, human_duration, human_tokens, pr_body, score_gate_comment, score_line,
+    stage_comment, stopped_comment,
+};
+pub use summary::{AgentLine, GateRound, RunEnd, RunSummary, run_map, summary_text};

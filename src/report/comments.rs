@@ -1,0 +1,393 @@
+//! Texts posted on GitHub: stage comments, score-gate rejections, stops, closures and the PR body.
+//! Hidden idempotency markers are added by the GitHub layer when posting, not here.
+
+use std::fmt::Write;
+
+use crate::agent::{AuditFinding, Severity};
+use crate::audit::{AuditScore, DIMENSIONS};
+
+/// Facts about an agent run shown under its comment.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunFacts {
+    pub agent: String,
+    pub attempt: u32,
+    pub duration_ms: u64,
+    pub tokens: u64,
+    pub tool_calls: u64,
+    pub model: Option<String>,
+}
+
+pub fn human_duration(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0 => format!("{ms} ms"),
+        1..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m {:02}s", s / 60, s % 60),
+        _ => format!("{}h {:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+pub fn human_tokens(n: u64) -> String {
+    match n {
+        0..=999 => n.to_string(),
+        1_000..=999_999 => format!("{:.1}k", n as f64 / 1000.0),
+        _ => format!("{:.2}M", n as f64 / 1_000_000.0),
+    }
+}
+
+/// An agent's comment with a one-line footer naming who produced it.
+pub fn stage_comment(body: &str, facts: &RunFacts, note: Option<&str>) -> String {
+    let mut out = String::new();
+    if let Some(note) = note {
+        let _ = writeln!(out, "> **Note:** {note}\n");
+    }
+    out.push_str(body.trim());
+    let _ = write!(
+        out,
+        "\n\n<sub>supervisor · {}{} · {} · {} tokens · {} tool call{}{}</sub>",
+        facts.agent,
+        if facts.attempt > 1 {
+            format!(" (attempt {})", facts.attempt)
+        } else {
+            String::new()
+        },
+        human_duration(facts.duration_ms),
+        human_tokens(facts.tokens),
+        facts.tool_calls,
+        if facts.tool_calls == 1 { "" } else { "s" },
+        facts
+            .model
+            .as_deref()
+            .map(|m| format!(" · {m}"))
+            .unwrap_or_default()
+    );
+    out
+}
+
+/// One Markdown table row per dimension, with its worst finding.
+pub fn dimension_table(score: &AuditScore, findings: &[AuditFinding]) -> String {
+    let mut out = String::from("| Dimension | Result | Findings |\n|---|---|---|\n");
+    for d in DIMENSIONS {
+        let result = if score.excluded.iter().any(|e| e == d) {
+            "excluded".to_string()
+        } else if score.failing.iter().any(|f| f == d) {
+            "❌ fail".to_string()
+        } else {
+            "✅ pass".to_string()
+        };
+        let count = findings.iter().filter(|f| f.dimension == d).count();
+        let _ = writeln!(out, "| {d} | {result} | {count} |");
+    }
+    for u in &score.unknown {
+        let count = findings.iter().filter(|f| &f.dimension == u).count();
+        let _ = writeln!(
+            out,
+            "| {u} (not an audit dimension) | not scored | {count} |"
+        );
+    }
+    out
+}
+
+/// Findings as a Markdown list, most severe first.
+pub fn findings_list(findings: &[AuditFinding]) -> String {
+    if findings.is_empty() {
+        return "_No findings._\n".into();
+    }
+    let mut sorted: Vec<&AuditFinding> = findings.iter().collect();
+    sorted.sort_by_key(|f| f.severity);
+    let mut out = String::new();
+    for f in sorted {
+        let icon = match f.severity {
+            Severity::Critical => "🔴",
+            Severity::Warning => "🟠",
+            Severity::Suggestion => "🔵",
+        };
+        let loc = match (&f.file, f.line) {
+            (Some(file), Some(line)) if line > 0 => format!(" `{file}:{line}`"),
+            (Some(file), _) => format!(" `{file}`"),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "- {icon} **{}** · {}{loc} — {}",
+            f.severity.name(),
+            f.dimension,
+            f.message.trim()
+        );
+    }
+    out
+}
+
+/// The score line: `6/8 (0.75) — threshold 0.75: passed`.
+pub fn score_line(score: &AuditScore) -> String {
+    format!(
+        "{}/{} ({:.2}) against the threshold {} — {}",
+        score.passing,
+        score.total,
+        score.ratio(),
+        score.threshold,
+        if score.passed { "passed" } else { "not met" }
+    )
+}
+
+/// Posted when the auditor approved but the computed score missed the threshold.
+pub fn score_gate_comment(score: &AuditScore, findings: &[AuditFinding]) -> String {
+    let mut out = String::from("## Audit Score Gate Rejected\n\n");
+    let _ = writeln!(
+        out,
+        "The auditor approved, but the score computed from its findings is {}. The issue returns to \
+         Implementation; the findings below go to the developer.\n",
+        score_line(score)
+    );
+    if let Some(claim) = &score.claimed {
+        let _ = writeln!(
+            out,
+            "The auditor claimed {}/{}; supervisor computes the score from the findings.\n",
+            claim.passing, claim.total
+        );
+    }
+    out.push_str(&dimension_table(score, findings));
+    out.push_str("\n### Findings\n\n");
+    out.push_str(&findings_list(findings));
+    out
+}
+
+/// Posted when the pipeline stops before Done and a human is needed.
+pub fn stopped_comment(stage: &str, reason: &str, next: &str) -> String {
+    format!("## Pipeline Stopped\n\nsupervisor stopped in **{stage}**: {reason}.\n\n{next}\n")
+}
+
+/// Posted when the developer made no commits: the issue is closed as already resolved.
+pub fn already_resolved_comment(branch: &str, base: &str) -> String {
+    format!(
+        "## Already Resolved\n\nThe developer stage finished without any change: branch `{branch}` has no commits \
+         beyond `{base}`. The work this issue asks for appears to be in place already, so the issue is closed. \
+         Reopen it and move it back to Backlog if something is still missing.\n"
+    )
+}
+
+/// Inputs of the pull request body.
+#[derive(Debug, Clone)]
+pub struct PrBodyInput<'a> {
+    pub issue: u64,
+    pub audit_comment: &'a str,
+    pub score: &'a AuditScore,
+    pub findings: &'a [AuditFinding],
+    pub gate_table: &'a str,
+    pub auditor_pr_body: Option<&'a str>,
+    pub rejections: u32,
+    pub gate_bounces: u32,
+}
+
+/// The PR body: the audit report, the score, the gates, and `Closes #N`.
+pub fn pr_body(input: &PrBodyInput<'_>) -> String {
+    let mut out = String::new();
+    if let Some(body) = input.auditor_pr_body {
+        out.push_str(body.trim());
+        out.push_str("\n\n");
+    }
+    out.push_str("## Audit Report\n\n");
+    out.push_str(demote_headings(input.audit_comment.trim()).trim());
+    let _ = write!(
+        out,
+        "\n\n### Audit Score\n\n{}\n\n",
+        score_line(input.score)
+    );
+    out.push_str(&dimension_table(input.score, input.findings));
+    if !input.findings.is_empty() {
+        out.push_str("\n### Findings\n\n");
+        out.push_str(&findings_list(input.findings));
+    }
+    if !input.gate_table.trim().is_empty() {
+        out.push_str("\n### Quality Gates\n\n");
+        out.push_str(input.gate_table.trim());
+        out.push('\n');
+    }
+    let _ = write!(
+        out,
+        "\n_Reviewed by supervisor after {} rejection{} and {} gate bounce{}._\n\nCloses #{}\n",
+        input.rejections,
+        if input.rejections == 1 { "" } else { "s" },
+        input.gate_bounces,
+        if input.gate_bounces == 1 { "" } else { "s" },
+        input.issue
+    );
+    out
+}
+
+/// Push `##` headings of an embedded comment one level down so they nest under ours.
+fn demote_headings(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut in_fence = false;
+    for line in text.lines() {
+        let t = line.trim_start();
+        if t.starts_with("```") || t.starts_with("~~~") {
+            in_fence = !in_fence;
+        }
+        if !in_fence && t.starts_with('#') && t.trim_start_matches('#').starts_with(' ') {
+            let hashes = t.chars().take_while(|&c| c == '#').count();
+            if hashes < 6 {
+                out.push('#');
+            }
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// The default PR title when the auditor gave none.
+pub fn default_pr_title(issue: u64, title: &str) -> String {
+    let t = title.trim();
+    let lower = t.to_ascii_lowercase();
+    let kind = if lower.starts_with("fix") || lower.contains("bug") || lower.contains("crash") {
+        "fix"
+    } else if lower.starts_with("doc") {
+        "docs"
+    } else {
+        "feat"
+    };
+    format!("{kind}(#{issue}): {t}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit::score;
+
+    fn finding(sev: Severity, dim: &str, msg: &str, file: Option<(&str, u32)>) -> AuditFinding {
+        AuditFinding {
+            severity: sev,
+            dimension: dim.into(),
+            message: msg.into(),
+            file: file.map(|f| f.0.to_string()),
+            line: file.map(|f| f.1),
+        }
+    }
+
+    #[test]
+    fn durations_and_tokens() {
+        assert_eq!(human_duration(850), "850 ms");
+        assert_eq!(human_duration(42_000), "42s");
+        assert_eq!(human_duration(133_000), "2m 13s");
+        assert_eq!(human_duration(3_725_000), "1h 02m");
+        assert_eq!(human_tokens(950), "950");
+        assert_eq!(human_tokens(45_230), "45.2k");
+        assert_eq!(human_tokens(2_500_000), "2.50M");
+    }
+
+    #[test]
+    fn stage_comment_footer() {
+        let facts = RunFacts {
+            agent: "researcher".into(),
+            attempt: 2,
+            duration_ms: 133_000,
+            tokens: 45_230,
+            tool_calls: 1,
+            model: Some("anthropic/claude-sonnet-4-5".into()),
+        };
+        let text = stage_comment(
+            "## Research Findings\n\nAll good.\n",
+            &facts,
+            Some("partial: token budget reached"),
+        );
+        insta::assert_snapshot!(text, @r"
+        > **Note:** partial: token budget reached
+
+        ## Research Findings
+
+        All good.
+
+        <sub>supervisor · researcher (attempt 2) · 2m 13s · 45.2k tokens · 1 tool call · anthropic/claude-sonnet-4-5</sub>
+        ");
+    }
+
+    #[test]
+    fn score_gate_comment_lists_everything() {
+        let findings = vec![
+            finding(Severity::Suggestion, "code-quality", "rename x", None),
+            finding(
+                Severity::Critical,
+                "correctness-safety",
+                "hours × 60",
+                Some(("src/d.ts", 3)),
+            ),
+            finding(
+                Severity::Warning,
+                "completeness",
+                "README not updated",
+                Some(("README.md", 0)),
+            ),
+            finding(Severity::Warning, "test-quality", "no edge cases", None),
+            finding(Severity::Warning, "vibes", "unknown dimension", None),
+        ];
+        let s = score(
+            &findings,
+            &[],
+            0.75,
+            Some(crate::agent::ClaimedScore {
+                passing: 8,
+                total: 8,
+            }),
+        );
+        let text = score_gate_comment(&s, &findings);
+        insta::assert_snapshot!(text);
+        assert!(text.starts_with("## Audit Score Gate Rejected"));
+        assert!(text.contains("5/8 (0.62) against the threshold 0.75 — not met"));
+        // Most severe first.
+        let crit = text.find("hours × 60").unwrap();
+        let sugg = text.find("rename x").unwrap();
+        assert!(crit < sugg);
+    }
+
+    #[test]
+    fn pr_body_nests_the_audit_and_closes_the_issue() {
+        let findings = vec![finding(
+            Severity::Suggestion,
+            "code-quality",
+            "rename x",
+            Some(("a.ts", 1)),
+        )];
+        let s = score(
+            &findings,
+            &["research-incorporation".to_string()],
+            0.75,
+            None,
+        );
+        let body = pr_body(&PrBodyInput {
+            issue: 42,
+            audit_comment: "## Audit Approved\n\n### Summary\nGood.\n\n```\n## not a heading\n```",
+            score: &s,
+            findings: &findings,
+            gate_table: "| Gate | Status |\n|---|---|\n| tsc | pass |",
+            auditor_pr_body: Some("## Summary\nAdds durations."),
+            rejections: 1,
+            gate_bounces: 0,
+        });
+        insta::assert_snapshot!(body);
+        assert!(body.ends_with("Closes #42\n"));
+        assert!(body.contains("### Audit Approved"));
+        assert!(body.contains("#### Summary"));
+        assert!(
+            body.contains("\n## not a heading"),
+            "fenced text is left alone"
+        );
+        assert!(body.contains("| research-incorporation | excluded | 0 |"));
+    }
+
+    #[test]
+    fn default_titles() {
+        assert_eq!(
+            default_pr_title(3, "Add duration parsing"),
+            "feat(#3): Add duration parsing"
+        );
+        assert_eq!(
+            default_pr_title(4, "Fix crash on empty input"),
+            "fix(#4): Fix crash on empty input"
+        );
+        assert_eq!(
+            default_pr_title(5, "Docs for config"),
+            "docs(#5): Docs for config"
+        );
+    }
+}

@@ -1,0 +1,332 @@
+//! The end-of-run summary (Phase 3) for humans and machines, and the mermaid run map.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use super::comments::{human_duration, human_tokens};
+use crate::audit::AuditScore;
+use crate::pipeline::{Transition, TransitionKind};
+
+/// How the run ended.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum RunEnd {
+    /// Approved; the pull request is open.
+    PullRequest {
+        number: u64,
+        url: String,
+        created: bool,
+    },
+    /// The card was already in Done: nothing to do.
+    AlreadyDone,
+    /// The developer changed nothing: the issue was closed as already resolved.
+    ClosedAsResolved,
+    /// Stopped before Done; a human is needed.
+    Stopped { stage: String, reason: String },
+    /// Refused before anything was written (untrusted author, blockers, …).
+    Refused { reason: String },
+    /// SIGINT/SIGTERM: the agent was stopped and the worktree cleaned.
+    Interrupted,
+    /// `--dry-run`: nothing was written.
+    DryRun { plan: Vec<String> },
+}
+
+/// One agent dispatch.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentLine {
+    pub stage: String,
+    pub agent: String,
+    pub attempt: u32,
+    pub backend: String,
+    pub duration_ms: u64,
+    pub tokens: u64,
+    pub cost_usd: f64,
+    pub tool_calls: u64,
+    pub model: Option<String>,
+    /// `completed`, `timed out after 30m`, …
+    pub exit: String,
+}
+
+/// One run of the gates.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GateRound {
+    pub stage: String,
+    pub attempt: u32,
+    pub blocked: bool,
+    pub failing: Vec<String>,
+    pub not_run: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+/// Everything the summary shows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSummary {
+    pub run_id: String,
+    pub repo: String,
+    pub issue: u64,
+    pub title: String,
+    pub end: RunEnd,
+    pub agents: Vec<AgentLine>,
+    pub transitions: Vec<Transition>,
+    pub gate_rounds: Vec<GateRound>,
+    pub rejections: u32,
+    pub gate_bounces: u32,
+    pub score: Option<AuditScore>,
+    pub warnings: Vec<String>,
+    pub journal: String,
+    pub duration_ms: u64,
+}
+
+impl RunSummary {
+    pub fn total_tokens(&self) -> u64 {
+        self.agents.iter().map(|a| a.tokens).sum()
+    }
+
+    pub fn total_cost(&self) -> f64 {
+        self.agents.iter().map(|a| a.cost_usd).sum()
+    }
+}
+
+/// The summary for a terminal.
+pub fn summary_text(s: &RunSummary) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "supervisor · {}#{} — {}", s.repo, s.issue, s.title);
+    let headline = match &s.end {
+        RunEnd::PullRequest { url, created, .. } => {
+            format!(
+                "✔ approved — pull request {}: {url}",
+                if *created { "opened" } else { "already open" }
+            )
+        }
+        RunEnd::AlreadyDone => "✔ the issue is already in Done: nothing to do".into(),
+        RunEnd::ClosedAsResolved => {
+            "✔ no changes were needed: the issue was closed as already resolved".into()
+        }
+        RunEnd::Stopped { stage, reason } => format!("✖ stopped in {stage}: {reason}"),
+        RunEnd::Refused { reason } => format!("✖ not started: {reason}"),
+        RunEnd::Interrupted => {
+            "✖ interrupted: the agent was stopped and the worktree removed".into()
+        }
+        RunEnd::DryRun { .. } => "dry run: nothing was written".into(),
+    };
+    let _ = writeln!(out, "{headline}");
+    if let RunEnd::DryRun { plan } = &s.end {
+        for step in plan {
+            let _ = writeln!(out, "  · {step}");
+        }
+    }
+    if !s.agents.is_empty() {
+        let _ = writeln!(out, "\nagents");
+        let _ = writeln!(
+            out,
+            "  {:<15} {:<14} {:>3} {:>9} {:>8} {:>6}  {:<24} exit",
+            "stage", "agent", "try", "time", "tokens", "tools", "model"
+        );
+        for a in &s.agents {
+            let _ = writeln!(
+                out,
+                "  {:<15} {:<14} {:>3} {:>9} {:>8} {:>6}  {:<24} {}",
+                a.stage,
+                a.agent,
+                a.attempt,
+                human_duration(a.duration_ms),
+                human_tokens(a.tokens),
+                a.tool_calls,
+                a.model.as_deref().unwrap_or("-"),
+                a.exit
+            );
+        }
+        let _ = writeln!(
+            out,
+            "  total: {} tokens{}, {} dispatches",
+            human_tokens(s.total_tokens()),
+            if s.total_cost() > 0.0 {
+                format!(", ${:.4}", s.total_cost())
+            } else {
+                String::new()
+            },
+            s.agents.len()
+        );
+    }
+    if let Some(score) = &s.score {
+        let _ = writeln!(
+            out,
+            "\naudit score {}/{} (threshold {}){}",
+            score.passing,
+            score.total,
+            score.threshold,
+            if score.failing.is_empty() {
+                String::new()
+            } else {
+                format!("; failing: {}", score.failing.join(", "))
+            }
+        );
+    }
+    let _ = writeln!(
+        out,
+        "loops: {} rejection{}, {} gate bounce{}",
+        s.rejections,
+        if s.rejections == 1 { "" } else { "s" },
+        s.gate_bounces,
+        if s.gate_bounces == 1 { "" } else { "s" }
+    );
+    if !s.gate_rounds.is_empty() {
+        let _ = writeln!(out, "\ngates");
+        for g in &s.gate_rounds {
+            let mut line = format!(
+                "  {} attempt {}: {}",
+                g.stage,
+                g.attempt,
+                if g.blocked { "blocked" } else { "passed" }
+            );
+            if !g.failing.is_empty() {
+                let _ = write!(line, "; failing {}", g.failing.join(", "));
+            }
+            if !g.not_run.is_empty() {
+                let _ = write!(line, "; not run {}", g.not_run.join(", "));
+            }
+            if !g.warnings.is_empty() {
+                let _ = write!(line, "; warnings {}", g.warnings.join(", "));
+            }
+            let _ = writeln!(out, "{line}");
+        }
+    }
+    if !s.warnings.is_empty() {
+        let _ = writeln!(out, "\nwarnings");
+        for w in &s.warnings {
+            let _ = writeln!(out, "  ! {w}");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\njournal {} · {}",
+        s.journal,
+        human_duration(s.duration_ms)
+    );
+    out
+}
+
+/// A mermaid flowchart of the moves the run made, numbered in order.
+pub fn run_map(transitions: &[Transition]) -> String {
+    let id = |s: &str| -> String { s.chars().filter(|c| c.is_ascii_alphanumeric()).collect() };
+    let mut out = String::from("flowchart LR\n");
+    let mut nodes: Vec<&str> = Vec::new();
+    for t in transitions {
+        for n in [t.from.as_str(), t.to.as_str()] {
+            if !nodes.contains(&n) {
+                nodes.push(n);
+                let _ = writeln!(out, "    {}[{}]", id(n), n);
+            }
+        }
+    }
+    for (i, t) in transitions.iter().enumerate() {
+        let label = match t.kind {
+            TransitionKind::Auto => "auto",
+            TransitionKind::Skip => "skipped",
+            TransitionKind::Forward => "complete",
+            TransitionKind::LoopBack => "loop back",
+            TransitionKind::Rejection => "rejected",
+            TransitionKind::ScoreGate => "score gate",
+            TransitionKind::GateBounce => "gates blocked",
+        };
+        let arrow = match t.kind {
+            TransitionKind::Forward | TransitionKind::Auto | TransitionKind::Skip => "-->",
+            _ => "-.->",
+        };
+        let _ = writeln!(
+            out,
+            "    {} {arrow}|{} {label}| {}",
+            id(&t.from),
+            i + 1,
+            id(&t.to)
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(from: &str, to: &str, kind: TransitionKind) -> Transition {
+        Transition {
+            from: from.into(),
+            to: to.into(),
+            kind,
+            reason: String::new(),
+            score: None,
+        }
+    }
+
+    fn transitions() -> Vec<Transition> {
+        use TransitionKind::*;
+        vec![
+            t("Backlog", "Research", Auto),
+            t("Research", "Architecture", Forward),
+            t("Architecture", "TestDesign", Forward),
+            t("TestDesign", "Implementation", Forward),
+            t("Implementation", "Implementation", GateBounce),
+            t("Implementation", "Audit", Forward),
+            t("Audit", "Implementation", Rejection),
+            t("Implementation", "Audit", Forward),
+            t("Audit", "Done", Forward),
+        ]
+    }
+
+    #[test]
+    fn run_map_numbers_every_move() {
+        insta::assert_snapshot!(run_map(&transitions()));
+    }
+
+    #[test]
+    fn summary_text_and_json() {
+        let s = RunSummary {
+            run_id: "42-20261122T030000Z".into(),
+            repo: "acme/widgets".into(),
+            issue: 42,
+            title: "Parse durations".into(),
+            end: RunEnd::PullRequest {
+                number: 7,
+                url: "http://127.0.0.1:1/acme/widgets/pull/7".into(),
+                created: true,
+            },
+            agents: vec![AgentLine {
+                stage: "Research".into(),
+                agent: "researcher".into(),
+                attempt: 1,
+                backend: "scripted".into(),
+                duration_ms: 1200,
+                tokens: 12_345,
+                cost_usd: 0.0123,
+                tool_calls: 4,
+                model: Some("m".into()),
+                exit: "completed".into(),
+            }],
+            transitions: transitions(),
+            gate_rounds: vec![GateRound {
+                stage: "Implementation".into(),
+                attempt: 1,
+                blocked: true,
+                failing: vec!["tsc".into()],
+                not_run: vec!["lsp".into()],
+                warnings: vec![],
+            }],
+            rejections: 1,
+            gate_bounces: 1,
+            score: None,
+            warnings: vec!["setup: npm ci failed twice".into()],
+            journal: ".supervisor/runs/42/events.jsonl".into(),
+            duration_ms: 4200,
+        };
+        insta::assert_snapshot!(summary_text(&s));
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["end"]["kind"], "pull-request");
+        assert_eq!(v["end"]["url"], "http://127.0.0.1:1/acme/widgets/pull/7");
+        assert_eq!(v["agents"][0]["toolCalls"], 4);
+        assert_eq!(v["transitions"].as_array().unwrap().len(), 9);
+    }
+}
