@@ -1,9 +1,13 @@
 //! The engine: pure decisions, and (later) the loop that performs them.
 
+mod context;
 mod decide;
 mod journal;
 mod project;
 
+pub use context::{
+    IssueContext, MAX_NOTE_CHARS, Return, TaskInput, TrustedNote, build_task, has_heading,
+};
 pub use decide::{
     DecideError, DecideInput, Decision, MAX_ITERATIONS, RunState, Step, StopReason, Transition,
     TransitionKind, decide, plan,
