@@ -1,0 +1,1 @@
+export { parseDuration } from "./duration";
