@@ -3,6 +3,8 @@
 //! Exit codes: 0 done, 1 pipeline stopped, 2 usage or configuration error, 3 GitHub or auth error,
 //! 130 interrupted. Human output goes to stderr, `--json` output to stdout.
 
+mod agent;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -70,10 +72,31 @@ pub enum Command {
         dir: PathBuf,
         #[arg(long)]
         task: String,
+        /// Backend to use instead of the role's (pi, claude, codex, scripted or a key of `backends`).
         #[arg(long)]
         backend: Option<String>,
+        /// Run in a fresh worktree for this issue number, created and set up as the pipeline does,
+        /// and removed afterwards.
+        #[arg(long, value_name = "ISSUE")]
+        worktree: Option<u64>,
+        /// Keep the --worktree after the run.
+        #[arg(long, requires = "worktree")]
+        keep: bool,
+        /// Which dispatch of the role this is (the scripted backend plays that attempt).
+        #[arg(long, default_value_t = 1)]
+        attempt: u32,
         #[arg(long)]
         json: bool,
+    },
+    /// Replay a scripted agent: the process the `scripted` backend starts.
+    #[command(name = "agent-script", hide = true)]
+    AgentScript {
+        #[arg(long, value_name = "FILE")]
+        script: PathBuf,
+        #[arg(long)]
+        role: String,
+        #[arg(long, default_value_t = 1)]
+        attempt: u32,
     },
     /// Run the quality gates on a checkout.
     Gates {
@@ -134,10 +157,46 @@ fn dispatch(cli: Cli) -> u8 {
         Command::Check { repo_root, json } => check(repo_root, json),
         Command::Run { .. } => not_yet("run"),
         Command::Demo { .. } => not_yet("demo"),
-        Command::Agent { .. } => not_yet("agent"),
+        Command::Agent {
+            role,
+            dir,
+            task,
+            backend,
+            worktree,
+            keep,
+            attempt,
+            json,
+        } => agent::run(agent::AgentCommand {
+            role,
+            dir,
+            task,
+            backend,
+            worktree,
+            keep,
+            attempt,
+            json,
+        }),
+        Command::AgentScript {
+            script,
+            role,
+            attempt,
+        } => agent_script(&script, &role, attempt),
         Command::Gates { .. } => not_yet("gates"),
         Command::Sandbox { .. } => not_yet("sandbox serve"),
     }
+}
+
+fn agent_script(script: &std::path::Path, role: &str, attempt: u32) -> u8 {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let code = crate::agent::backend::replay(
+        script,
+        role,
+        attempt,
+        &cwd,
+        &mut std::io::stdout().lock(),
+        &mut std::io::stderr().lock(),
+    );
+    code.clamp(0, 255) as u8
 }
 
 fn not_yet(what: &str) -> u8 {

@@ -27,4 +27,4 @@ pub use protocol::{
     balanced_objects, fenced_json_blocks, parse_outcome, repair_json, strip_ansi,
 };
 pub use run::{AgentRun, DEFAULT_KILL_GRACE, ExitReason, Limits, Usage, human_duration};
-pub use runner::{process_group_alive, run_agent};
+pub use runner::{kill_live_agents, process_group_alive, run_agent};

@@ -102,7 +102,7 @@ pub async fn run_agent(req: AgentRequest<'_>, mut cancel: watch::Receiver<bool>)
         return finish(run, ExitReason::SpawnFailed("the process vanished at start".into()));
     };
     // Whatever happens to this future, the group does not outlive it.
-    let mut guard = GroupGuard { pgid, armed: true };
+    let mut guard = GroupGuard::new(pgid);
     if let (Some(text), Some(mut stdin)) = (launch.stdin, child.stdin.take()) {
         tokio::spawn(async move {
             // A CLI that exits without reading its stdin is not an error of ours.
@@ -319,16 +319,40 @@ pub fn process_group_alive(pgid: i32) -> bool {
     false
 }
 
-/// Kills the group if the run is abandoned (its future dropped) before it ends.
+/// Process groups of the agents running now, for [`kill_live_agents`].
+static LIVE_GROUPS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+/// SIGKILL every agent process group still running: the last act of a process exiting at once
+/// (a second signal), so that no agent outlives supervisor.
+pub fn kill_live_agents() {
+    let groups = LIVE_GROUPS.lock().map(|g| g.clone()).unwrap_or_default();
+    for pgid in groups {
+        signal_group(pgid, libc::SIGKILL);
+    }
+}
+
+/// Registers a live group; kills it if the run is abandoned (its future dropped) before it ends.
 struct GroupGuard {
     pgid: i32,
     armed: bool,
+}
+
+impl GroupGuard {
+    fn new(pgid: i32) -> GroupGuard {
+        if let Ok(mut g) = LIVE_GROUPS.lock() {
+            g.push(pgid);
+        }
+        GroupGuard { pgid, armed: true }
+    }
 }
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         if self.armed {
             signal_group(self.pgid, libc::SIGKILL);
+        }
+        if let Ok(mut g) = LIVE_GROUPS.lock() {
+            g.retain(|p| *p != self.pgid);
         }
     }
 }

@@ -28,6 +28,7 @@ impl Shutdown {
                 };
                 if *tx.borrow() {
                     eprintln!("supervisor: {name} again: exiting now");
+                    crate::agent::kill_live_agents();
                     std::process::exit(SECOND_SIGNAL_EXIT);
                 }
                 eprintln!(
