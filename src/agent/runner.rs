@@ -173,7 +173,7 @@ pub async fn run_agent(req: AgentRequest<'_>, mut cancel: watch::Receiver<bool>)
     if tally.model.is_some() {
         run.model = tally.model.clone();
     }
-    run.stderr_tail = stderr_tail.as_str().to_string();
+    run.stderr_tail = stderr_tail.text().to_string();
     let exit = match stop {
         Some(reason) => {
             run.final_text = tally.answer();

@@ -219,17 +219,15 @@ impl Tail {
     }
 
     pub fn push_line(&mut self, line: &str) {
-        let line = if line.len() > self.cap {
-            let mut from = line.len() - self.cap;
-            while !line.is_char_boundary(from) {
-                from += 1;
-            }
-            &line[from..]
-        } else {
-            line
-        };
         self.text.push_str(line);
         self.text.push('\n');
+        // Trim only when twice the cap is reached: amortised O(1) per byte, memory ≤ 2 × cap.
+        if self.text.len() > 2 * self.cap {
+            self.trim();
+        }
+    }
+
+    fn trim(&mut self) {
         if self.text.len() > self.cap {
             let mut from = self.text.len() - self.cap;
             while !self.text.is_char_boundary(from) {
@@ -239,9 +237,12 @@ impl Tail {
         }
     }
 
-    pub fn as_str(&self) -> &str {
+    /// The kept tail (at most `cap` bytes).
+    pub fn text(&mut self) -> &str {
+        self.trim();
         &self.text
     }
+
 }
 
 #[cfg(test)]
@@ -292,9 +293,9 @@ mod tests {
         let mut t = Tail::new(8);
         t.push_line("abc");
         t.push_line("defghij");
-        assert_eq!(t.as_str(), "defghij\n");
+        assert_eq!(t.text(), "defghij\n");
         t.push_line("é".repeat(10).as_str());
-        assert!(t.as_str().len() <= 8 && t.as_str().ends_with("é\n"));
+        assert!(t.text().len() <= 8 && t.text().ends_with("é\n"));
     }
 
     proptest::proptest! {

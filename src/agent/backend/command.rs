@@ -89,7 +89,7 @@ impl StreamParser for CommandStream {
     }
 
     fn end(&mut self, tally: &mut Tally, _success: bool) {
-        let text = self.tail.as_str().trim_end().to_string();
+        let text = self.tail.text().trim_end().to_string();
         tally.saw_text(&text);
         tally.final_text = Some(text);
     }
