@@ -117,8 +117,14 @@ fn copy_ignored(
         report.step(what, true, "already present in the worktree");
         return;
     }
+    // Directory-only patterns (`.pi/git/`) match only a path that says it is a directory.
+    let probe = if src.is_dir() {
+        format!("{}/", rel.trim_end_matches('/'))
+    } else {
+        rel.to_string()
+    };
     let ignored = git2::Repository::open(&wt.path)
-        .and_then(|r| r.status_should_ignore(Path::new(rel)))
+        .and_then(|r| r.status_should_ignore(Path::new(&probe)))
         .unwrap_or(false);
     if !ignored {
         report.step(
