@@ -44,14 +44,20 @@ fn turn(n: usize) -> Vec<u8> {
     for i in 0..DELTAS_PER_MESSAGE {
         let delta = format!("token {i} of turn {n}: the module exports a parser; ");
         text.push_str(&delta);
-        let partial = assistant(json!([{ "type": "text", "text": text }]), usage(0, 0), "stop");
+        let partial = assistant(
+            json!([{ "type": "text", "text": text }]),
+            usage(0, 0),
+            "stop",
+        );
         line(json!({ "type": "message_update",
             "assistantMessageEvent": { "type": "text_delta", "contentIndex": 0, "delta": delta, "partial": partial },
             "message": partial }));
     }
     let calls: Vec<serde_json::Value> = (0..TOOLS_PER_TURN)
-        .map(|t| json!({ "type": "toolCall", "id": format!("call_{n}_{t}"), "name": "bash",
-                         "arguments": { "command": "grep -rn parse src/" } }))
+        .map(|t| {
+            json!({ "type": "toolCall", "id": format!("call_{n}_{t}"), "name": "bash",
+                         "arguments": { "command": "grep -rn parse src/" } })
+        })
         .collect();
     let mut content = vec![json!({ "type": "text", "text": text })];
     content.extend(calls.iter().cloned());
@@ -59,14 +65,23 @@ fn turn(n: usize) -> Vec<u8> {
         "message": assistant(json!(content), usage(INPUT_TOKENS, OUTPUT_TOKENS), "toolUse") }));
     for (t, call) in calls.iter().enumerate() {
         let id = format!("call_{n}_{t}");
-        line(json!({ "type": "tool_execution_start", "toolCallId": id, "toolName": "bash", "args": call["arguments"] }));
-        let output = "src/parser.rs:12: pub fn parse(input: &str) -> Result<Ast, Error> {\n".repeat(40);
-        line(json!({ "type": "tool_execution_update", "toolCallId": id, "toolName": "bash",
-            "args": call["arguments"], "partialResult": { "content": [{ "type": "text", "text": output }] } }));
-        line(json!({ "type": "tool_execution_end", "toolCallId": id, "toolName": "bash",
-            "result": { "content": [{ "type": "text", "text": output }] }, "isError": false }));
+        line(
+            json!({ "type": "tool_execution_start", "toolCallId": id, "toolName": "bash", "args": call["arguments"] }),
+        );
+        let output =
+            "src/parser.rs:12: pub fn parse(input: &str) -> Result<Ast, Error> {\n".repeat(40);
+        line(
+            json!({ "type": "tool_execution_update", "toolCallId": id, "toolName": "bash",
+            "args": call["arguments"], "partialResult": { "content": [{ "type": "text", "text": output }] } }),
+        );
+        line(
+            json!({ "type": "tool_execution_end", "toolCallId": id, "toolName": "bash",
+            "result": { "content": [{ "type": "text", "text": output }] }, "isError": false }),
+        );
     }
-    line(json!({ "type": "turn_end", "message": assistant(json!(content), usage(INPUT_TOKENS, OUTPUT_TOKENS), "toolUse"), "toolResults": [] }));
+    line(
+        json!({ "type": "turn_end", "message": assistant(json!(content), usage(INPUT_TOKENS, OUTPUT_TOKENS), "toolUse"), "toolResults": [] }),
+    );
     out
 }
 
@@ -129,13 +144,20 @@ fn main() {
     let secs = started.elapsed().as_secs_f64();
     producer.join().unwrap();
 
-    assert_eq!(tally.tool_calls, turns * TOOLS_PER_TURN, "every tool call counted");
+    assert_eq!(
+        tally.tool_calls,
+        turns * TOOLS_PER_TURN,
+        "every tool call counted"
+    );
     assert_eq!(
         tally.usage.total,
         turns * (INPUT_TOKENS + OUTPUT_TOKENS + 1200) + 1320,
         "usage summed"
     );
-    assert_eq!(tally.final_text.as_deref(), Some("## Research Findings\nAll parsed."));
+    assert_eq!(
+        tally.final_text.as_deref(),
+        Some("## Research Findings\nAll parsed.")
+    );
     let mb = bytes as f64 / 1e6;
     println!(
         "pi_stream: {mb:.0} MB in {secs:.2} s = {:.0} MB/s; {} lines; peak RSS {:.1} MiB (before reading {:.1} MiB)",

@@ -20,7 +20,14 @@ fn supervisor() -> Command {
 
 fn git(dir: &Path, args: &[&str]) {
     let ok = Command::new("git")
-        .args(["-c", "user.name=T", "-c", "user.email=t@e", "-c", "init.defaultBranch=main"])
+        .args([
+            "-c",
+            "user.name=T",
+            "-c",
+            "user.email=t@e",
+            "-c",
+            "init.defaultBranch=main",
+        ])
         .args(args)
         .current_dir(dir)
         .status()
@@ -73,7 +80,11 @@ fn signal(child: &Child, sig: i32) {
 }
 
 fn pgid_from_pid_file(file: &Path) -> i32 {
-    let pid: i32 = std::fs::read_to_string(file).unwrap().trim().parse().unwrap();
+    let pid: i32 = std::fs::read_to_string(file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     // SAFETY: getpgid only reads.
     let pgid = unsafe { libc::getpgid(pid) };
     assert!(pgid > 1, "the grandchild runs");
@@ -106,7 +117,15 @@ fn sigterm_stops_the_agent_group_removes_the_worktree_and_exits_0() {
     let (_tmp, repo) = repo_with_script(SLEEPER);
     let wt = repo.parent().unwrap().join("wts/worktree-git-issue-7");
     let mut child = supervisor()
-        .args(["agent", "developer", "--task", "implement it", "--worktree", "7", "--in"])
+        .args([
+            "agent",
+            "developer",
+            "--task",
+            "implement it",
+            "--worktree",
+            "7",
+            "--in",
+        ])
         .arg(&repo)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -125,7 +144,9 @@ fn sigterm_stops_the_agent_group_removes_the_worktree_and_exits_0() {
     let log = stderr.lock().unwrap().clone();
     assert_eq!(code, 0, "{log}");
     assert!(log.contains("interrupted"), "{log}");
-    eventually("the agent's process group to be gone", || !process_group_alive(pgid));
+    eventually("the agent's process group to be gone", || {
+        !process_group_alive(pgid)
+    });
     assert!(!wt.exists(), "the worktree is removed");
     let branches = Command::new("git")
         .args(["branch", "--list", "worktree-git-issue-7"])
@@ -169,8 +190,13 @@ fn a_second_signal_exits_1_at_once() {
     signal(&child, libc::SIGINT);
     let code = wait_exit(&mut child);
     assert_eq!(code, 1, "{}", stderr.lock().unwrap());
-    assert!(started.elapsed() < Duration::from_secs(4), "at once, not after the grace period");
-    eventually("the agent's process group to be gone", || !process_group_alive(pgid));
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "at once, not after the grace period"
+    );
+    eventually("the agent's process group to be gone", || {
+        !process_group_alive(pgid)
+    });
 }
 
 #[test]
@@ -179,7 +205,14 @@ fn agent_command_prints_the_run_as_json_and_sets_the_exit_status() {
         "researcher:\n  - [ {tool: read}, {usage: {input: 70, output: 30}}, {final: \"## Research Findings\\n```json\\n{\\\"action\\\": \\\"COMPLETE\\\"}\\n```\"} ]\nauditor:\n  - [ {fail: \"401 invalid api key\"} ]\n",
     );
     let out = supervisor()
-        .args(["agent", "researcher", "--task", "look around", "--json", "--in"])
+        .args([
+            "agent",
+            "researcher",
+            "--task",
+            "look around",
+            "--json",
+            "--in",
+        ])
         .arg(&repo)
         .output()
         .unwrap();
@@ -191,7 +224,11 @@ fn agent_command_prints_the_run_as_json_and_sets_the_exit_status() {
     assert!(run.final_text.starts_with("## Research Findings"));
     let transcript = run.transcript.expect("a transcript");
     assert!(transcript.starts_with(repo.join(".supervisor/runs")));
-    assert!(std::fs::read_to_string(transcript).unwrap().contains("message_end"));
+    assert!(
+        std::fs::read_to_string(transcript)
+            .unwrap()
+            .contains("message_end")
+    );
     assert!(stderr.contains("output protocol: COMPLETE"), "{stderr}");
 
     let out = supervisor()

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use supervisor::agent::backend::{ClaudeStream, CodexStream, PiStream};
 use supervisor::agent::stream::{DEFAULT_LINE_CAP, StreamParser, Tally, parse_stream};
-use supervisor::agent::{AgentDefinition, AgentRequest, AgentRun, Backend, ExitReason, Limits, run_agent};
+use supervisor::agent::{
+    AgentDefinition, AgentRequest, AgentRun, Backend, ExitReason, Limits, run_agent,
+};
 use tokio::sync::watch;
 
 const FINAL: &str = "Findings: the repository has one file.\n\n```json\n{\"action\":\"RESEARCH_COMPLETE\",\"findings\":\"one file\"}\n```";
@@ -102,7 +104,12 @@ fn stand_in(bin: &Path, name: &str, rel: &str, code: i32) {
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-async fn run_stand_in(backend: Backend, name: &str, rel: &str, code: i32) -> (AgentRun, Vec<String>) {
+async fn run_stand_in(
+    backend: Backend,
+    name: &str,
+    rel: &str,
+    code: i32,
+) -> (AgentRun, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
     let bin = dir.path().join("bin");
     std::fs::create_dir(&bin).unwrap();
@@ -152,13 +159,23 @@ fn after<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
 async fn pi_through_the_runner() {
     let (run, args) = run_stand_in(Backend::Pi, "pi", "pi/tool-then-final.jsonl", 0).await;
     assert_eq!(run.exit, ExitReason::Completed);
-    assert_eq!((run.final_text.as_str(), run.tool_calls, run.usage.total), (FINAL, 1, 2590));
+    assert_eq!(
+        (run.final_text.as_str(), run.tool_calls, run.usage.total),
+        (FINAL, 1, 2590)
+    );
     assert_eq!(args[..4], ["-p", "--mode", "json", "--no-session"]);
     assert_eq!(after(&args, "--model"), Some("m-1"));
     assert_eq!(after(&args, "--thinking"), Some("high"));
     assert_eq!(after(&args, "--tools"), Some("read,grep"));
-    assert_eq!(after(&args, "--append-system-prompt"), Some("Research carefully."));
-    assert_eq!(args.last().unwrap(), "\n-Find the bug", "a leading dash is not an option");
+    assert_eq!(
+        after(&args, "--append-system-prompt"),
+        Some("Research carefully.")
+    );
+    assert_eq!(
+        args.last().unwrap(),
+        "\n-Find the bug",
+        "a leading dash is not an option"
+    );
 
     let (run, _) = run_stand_in(Backend::Pi, "pi", "pi/provider-error-exit0.jsonl", 0).await;
     assert_eq!(
@@ -173,8 +190,14 @@ async fn claude_through_the_runner() {
     let (run, args) =
         run_stand_in(Backend::Claude, "claude", "claude/tool-then-final.jsonl", 0).await;
     assert_eq!(run.exit, ExitReason::Completed);
-    assert_eq!((run.final_text.as_str(), run.tool_calls, run.usage.total), (FINAL, 1, 2590));
-    assert_eq!(args[..4], ["-p", "--output-format", "stream-json", "--verbose"]);
+    assert_eq!(
+        (run.final_text.as_str(), run.tool_calls, run.usage.total),
+        (FINAL, 1, 2590)
+    );
+    assert_eq!(
+        args[..4],
+        ["-p", "--output-format", "stream-json", "--verbose"]
+    );
     assert_eq!(after(&args, "--tools"), Some("Read,Grep"));
     assert_eq!(after(&args, "--allowedTools"), Some("Read,Grep"));
     assert_eq!(after(&args, "--"), Some("-Find the bug"));
@@ -190,9 +213,16 @@ async fn claude_through_the_runner() {
 async fn codex_through_the_runner() {
     let (run, args) = run_stand_in(Backend::Codex, "codex", "codex/tool-then-final.jsonl", 0).await;
     assert_eq!(run.exit, ExitReason::Completed);
-    assert_eq!((run.final_text.as_str(), run.tool_calls, run.usage.total), (FINAL, 1, 2590));
+    assert_eq!(
+        (run.final_text.as_str(), run.tool_calls, run.usage.total),
+        (FINAL, 1, 2590)
+    );
     assert_eq!(args[..2], ["exec", "--json"]);
-    assert_eq!(after(&args, "--sandbox"), Some("read-only"), "read/grep only");
+    assert_eq!(
+        after(&args, "--sandbox"),
+        Some("read-only"),
+        "read/grep only"
+    );
     let prompt = after(&args, "--").unwrap();
     assert!(prompt.starts_with("Research carefully.") && prompt.ends_with("-Find the bug"));
 

@@ -269,7 +269,13 @@ async fn command_backend_gets_the_prompt_on_stdin_and_only_allowlisted_env() {
     let env = std::fs::read_to_string(dir.path().join("env.txt")).unwrap();
     let names: Vec<&str> = env.lines().filter_map(|l| l.split('=').next()).collect();
     assert!(names.contains(&"ALLOWED_VAR"), "{names:?}");
-    for leaked in ["GITHUB_TOKEN", "GH_TOKEN", "CARGO", "RUST_TEST_THREADS", "HOSTNAME"] {
+    for leaked in [
+        "GITHUB_TOKEN",
+        "GH_TOKEN",
+        "CARGO",
+        "RUST_TEST_THREADS",
+        "HOSTNAME",
+    ] {
         assert!(!names.contains(&leaked), "{leaked} leaked: {names:?}");
     }
 }
@@ -289,6 +295,10 @@ async fn huge_output_keeps_memory_bounded() {
     });
     let run = run(request(&r, dir.path(), cmd)).await;
     assert_eq!(run.exit, ExitReason::Completed, "{}", run.stderr_tail);
-    assert!(run.final_text.len() <= 1024 * 1024, "{}", run.final_text.len());
+    assert!(
+        run.final_text.len() <= 1024 * 1024,
+        "{}",
+        run.final_text.len()
+    );
     assert!(run.final_text.ends_with("the end"));
 }

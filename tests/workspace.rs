@@ -55,13 +55,19 @@ impl World {
         std::fs::write(root.join("sub-src/lib.txt"), "sub library\n").unwrap();
         git(&root.join("sub-src"), &["add", "."]);
         git(&root.join("sub-src"), &["commit", "-qm", "sub"]);
-        git(&root.join("sub-src"), &["push", "-q", "origin", "HEAD:main"]);
+        git(
+            &root.join("sub-src"),
+            &["push", "-q", "origin", "HEAD:main"],
+        );
 
         git(&root, &["clone", "-q", remote.to_str().unwrap(), "repo"]);
         let repo = root.join("repo");
         std::fs::write(repo.join("README.md"), "# app\n").unwrap();
         std::fs::write(repo.join(".gitignore"), ".env\n.pi/git/\nnode_modules/\n").unwrap();
-        git(&repo, &["submodule", "add", "-q", "../sub.git", "vendor/sub"]);
+        git(
+            &repo,
+            &["submodule", "add", "-q", "../sub.git", "vendor/sub"],
+        );
         git(&repo, &["add", "."]);
         git(&repo, &["commit", "-qm", "initial"]);
         git(&repo, &["push", "-q", "origin", "HEAD:main"]);
@@ -105,7 +111,10 @@ impl World {
     fn upstream_commit(&self, file: &str, text: &str) {
         let other = self.root.join("other");
         if !other.exists() {
-            git(&self.root, &["clone", "-q", self.remote.to_str().unwrap(), "other"]);
+            git(
+                &self.root,
+                &["clone", "-q", self.remote.to_str().unwrap(), "other"],
+            );
         }
         git(&other, &["pull", "-q", "origin", "main"]);
         std::fs::write(other.join(file), text).unwrap();
@@ -162,7 +171,11 @@ async fn create_setup_commit_push_and_clean_up() {
     assert!(wt.path.join("node_modules/.ok").exists());
     let broken = step("echo broken");
     assert!(!broken.ok && broken.detail.contains("broken"), "{broken:?}");
-    assert_eq!(report.warnings.len(), 1, "a failed setup command warns: {report:?}");
+    assert_eq!(
+        report.warnings.len(),
+        1,
+        "a failed setup command warns: {report:?}"
+    );
     assert_eq!(status(&wt), "", "copied and generated files stay ignored");
 
     // Developer stage: change, commit (with the issue in the message), push.
@@ -170,10 +183,20 @@ async fn create_setup_commit_push_and_clean_up() {
     std::fs::remove_file(wt.path.join("README.md")).unwrap();
     let sha = wt.commit_all("Implement #42").unwrap().expect("a commit");
     assert_eq!(wt.head_sha().unwrap(), sha);
-    assert_eq!(wt.commit_all("Implement #42").unwrap(), None, "no changes is not an error");
+    assert_eq!(
+        wt.commit_all("Implement #42").unwrap(),
+        None,
+        "no changes is not an error"
+    );
     assert_eq!(wt.commits_ahead().unwrap(), 1);
-    assert_eq!(git(&wt.path, &["log", "-1", "--format=%s"]), "Implement #42");
-    assert_eq!(git(&wt.path, &["show", "--name-status", "--format="]), "D\tREADME.md\nA\tfeature.txt");
+    assert_eq!(
+        git(&wt.path, &["log", "-1", "--format=%s"]),
+        "Implement #42"
+    );
+    assert_eq!(
+        git(&wt.path, &["show", "--name-status", "--format="]),
+        "D\tREADME.md\nA\tfeature.txt"
+    );
     wt.push(&PushAuth::None).unwrap();
     assert_eq!(w.remote_ref("worktree-git-issue-42"), Some(sha.clone()));
 
@@ -181,7 +204,10 @@ async fn create_setup_commit_push_and_clean_up() {
     wt.undo_last_commit().unwrap();
     assert_eq!(wt.commits_ahead().unwrap(), 0);
     assert!(wt.path.join("feature.txt").is_file());
-    assert!(matches!(wt.undo_last_commit(), Err(WorkspaceError::NothingToUndo)));
+    assert!(matches!(
+        wt.undo_last_commit(),
+        Err(WorkspaceError::NothingToUndo)
+    ));
     std::fs::write(wt.path.join("feature.txt"), "better\n").unwrap();
     let sha2 = wt.commit_all("Implement #42 (fix)").unwrap().unwrap();
     wt.push(&PushAuth::None).unwrap();
@@ -190,14 +216,23 @@ async fn create_setup_commit_push_and_clean_up() {
     cleanup(&cfg, &wt).unwrap();
     assert!(!wt.path.exists());
     assert!(!w.local_branch_exists("worktree-git-issue-42"));
-    assert_eq!(git(&w.repo, &["worktree", "list", "--porcelain"]).matches("worktree ").count(), 1);
+    assert_eq!(
+        git(&w.repo, &["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count(),
+        1
+    );
     cleanup(&cfg, &wt).unwrap();
 }
 
 #[tokio::test]
 async fn default_setup_runs_npm_ci_when_a_lockfile_exists() {
     let w = World::new();
-    std::fs::write(w.repo.join("package.json"), r#"{ "name": "app", "version": "1.0.0" }"#).unwrap();
+    std::fs::write(
+        w.repo.join("package.json"),
+        r#"{ "name": "app", "version": "1.0.0" }"#,
+    )
+    .unwrap();
     std::fs::write(
         w.repo.join("package-lock.json"),
         r#"{ "name": "app", "version": "1.0.0", "lockfileVersion": 3, "requires": true, "packages": { "": { "name": "app", "version": "1.0.0" } } }"#,
@@ -220,7 +255,11 @@ async fn files_that_are_not_ignored_are_not_copied() {
     let w = World::new();
     std::fs::write(w.repo.join("notes.txt"), "private\n").unwrap();
     let mut cfg = w.cfg.clone();
-    cfg.copy_files = vec!["notes.txt".into(), "../outside".into(), "missing.env".into()];
+    cfg.copy_files = vec![
+        "notes.txt".into(),
+        "../outside".into(),
+        "missing.env".into(),
+    ];
     let wt = ensure_worktree(&cfg, 2).unwrap();
     let report = setup(&cfg, &wt).await;
     assert!(!wt.path.join("notes.txt").exists());
@@ -243,7 +282,15 @@ fn fallbacks_reuse_what_is_ours_and_refuse_the_rest() {
 
     // The branch exists (its worktree is gone): a new worktree on it, its commits kept.
     let sha = first.commit_all("wip").unwrap().unwrap();
-    git(&w.repo, &["worktree", "remove", "--force", first.path.to_str().unwrap()]);
+    git(
+        &w.repo,
+        &[
+            "worktree",
+            "remove",
+            "--force",
+            first.path.to_str().unwrap(),
+        ],
+    );
     let third = ensure_worktree(cfg, 7).unwrap();
     assert_eq!(third.origin, Reuse::ExistingBranch);
     assert_eq!(third.head_sha().unwrap(), sha);
@@ -269,7 +316,17 @@ fn fallbacks_reuse_what_is_ours_and_refuse_the_rest() {
 
     // Another worktree of this repository on another branch at the path: refused.
     let elsewhere = cfg.worktree_path(9).unwrap();
-    git(&w.repo, &["worktree", "add", "-q", "-b", "other", elsewhere.to_str().unwrap()]);
+    git(
+        &w.repo,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "other",
+            elsewhere.to_str().unwrap(),
+        ],
+    );
     assert!(matches!(
         ensure_worktree(cfg, 9),
         Err(WorkspaceError::PathOccupied { .. })
@@ -292,12 +349,18 @@ fn fallbacks_reuse_what_is_ours_and_refuse_the_rest() {
         branch_prefix: "x/../".into(),
         ..cfg.clone()
     };
-    assert!(matches!(ensure_worktree(&bad, 1), Err(WorkspaceError::UnsafeName { .. })));
+    assert!(matches!(
+        ensure_worktree(&bad, 1),
+        Err(WorkspaceError::UnsafeName { .. })
+    ));
     let bad = WorkspaceConfig {
         default_branch: "--upload-pack=x".into(),
         ..cfg.clone()
     };
-    assert!(matches!(ensure_worktree(&bad, 1), Err(WorkspaceError::UnsafeName { .. })));
+    assert!(matches!(
+        ensure_worktree(&bad, 1),
+        Err(WorkspaceError::UnsafeName { .. })
+    ));
 }
 
 #[test]
@@ -327,9 +390,16 @@ fn merging_the_base_branch() {
             files: vec!["README.md".into()]
         }
     );
-    assert_eq!(wt.head_sha().unwrap(), before, "a conflicting merge changes nothing");
+    assert_eq!(
+        wt.head_sha().unwrap(),
+        before,
+        "a conflicting merge changes nothing"
+    );
     assert_eq!(status(&wt), "");
-    assert_eq!(std::fs::read_to_string(wt.path.join("README.md")).unwrap(), "# ours\n");
+    assert_eq!(
+        std::fs::read_to_string(wt.path.join("README.md")).unwrap(),
+        "# ours\n"
+    );
 }
 
 #[test]

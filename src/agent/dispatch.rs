@@ -127,8 +127,14 @@ mod tests {
 
     fn lookup(k: &str) -> Option<String> {
         match k {
-            "PATH" | "HOME" | "LANG" | "OPENAI_API_KEY" | "GITHUB_TOKEN" | "GH_TOKEN"
-            | "AWS_SECRET_ACCESS_KEY" | "MY_VAR" => Some(format!("{k}-value")),
+            "PATH"
+            | "HOME"
+            | "LANG"
+            | "OPENAI_API_KEY"
+            | "GITHUB_TOKEN"
+            | "GH_TOKEN"
+            | "AWS_SECRET_ACCESS_KEY"
+            | "MY_VAR" => Some(format!("{k}-value")),
             _ => None,
         }
     }
@@ -143,7 +149,10 @@ mod tests {
         s.agent_env.push("MY_VAR".into());
         s.agent_env.push("GITHUB_TOKEN".into());
         let env = agent_env_from(&s, Some("ghp_secret"), &lookup);
-        assert_eq!(keys(&env), ["PATH", "HOME", "LANG", "OPENAI_API_KEY", "MY_VAR"]);
+        assert_eq!(
+            keys(&env),
+            ["PATH", "HOME", "LANG", "OPENAI_API_KEY", "MY_VAR"]
+        );
         assert!(env.iter().all(|(_, v)| !v.contains("ghp_secret")));
     }
 
@@ -170,8 +179,16 @@ mod tests {
             "---\nbackend: codex\n---\nFind things.\n",
         )
         .unwrap();
-        let req = AgentRequest::for_role(&s, Path::new("/r"), &role, "t".into(), "/w".into(), None, None)
-            .unwrap();
+        let req = AgentRequest::for_role(
+            &s,
+            Path::new("/r"),
+            &role,
+            "t".into(),
+            "/w".into(),
+            None,
+            None,
+        )
+        .unwrap();
         assert_eq!(req.backend, Backend::Codex);
         assert_eq!(req.limits.token_budget, 99);
         assert!(req.keep_partial_on_budget);

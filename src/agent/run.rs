@@ -258,11 +258,7 @@ mod tests {
 
     #[test]
     fn serialises_for_the_journal() {
-        let r = run(
-            ExitReason::ToolCallCap { calls: 4, cap: 3 },
-            false,
-            "text",
-        );
+        let r = run(ExitReason::ToolCallCap { calls: 4, cap: 3 }, false, "text");
         let json = serde_json::to_value(&r).unwrap();
         assert_eq!(json["exit"]["toolCallCap"]["cap"], 3);
         assert_eq!(json["duration"], 1.5);

@@ -35,9 +35,7 @@ pub async fn run_agent(req: AgentRequest<'_>, mut cancel: watch::Receiver<bool>)
         task: &req.task,
         attempt: req.attempt,
     };
-    let (launch, mut parser) = req
-        .backend
-        .with_cli(|cli| (cli.launch(&inv), cli.parser()));
+    let (launch, mut parser) = req.backend.with_cli(|cli| (cli.launch(&inv), cli.parser()));
     let mut run = AgentRun {
         role: req.role.name.clone(),
         backend: req.backend.name(),
@@ -99,7 +97,10 @@ pub async fn run_agent(req: AgentRequest<'_>, mut cancel: watch::Receiver<bool>)
         }
     };
     let Some(pgid) = child.id().map(|id| id as i32) else {
-        return finish(run, ExitReason::SpawnFailed("the process vanished at start".into()));
+        return finish(
+            run,
+            ExitReason::SpawnFailed("the process vanished at start".into()),
+        );
     };
     // Whatever happens to this future, the group does not outlive it.
     let mut guard = GroupGuard::new(pgid);

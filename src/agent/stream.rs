@@ -242,7 +242,6 @@ impl Tail {
         self.trim();
         &self.text
     }
-
 }
 
 #[cfg(test)]
@@ -253,7 +252,10 @@ mod tests {
         let mut r = LineReader::new(input, cap);
         let mut out = Vec::new();
         while r.next_line().await.unwrap() {
-            out.push((String::from_utf8_lossy(r.line()).into_owned(), r.truncated()));
+            out.push((
+                String::from_utf8_lossy(r.line()).into_owned(),
+                r.truncated(),
+            ));
         }
         out
     }
@@ -282,8 +284,14 @@ mod tests {
 
     #[test]
     fn event_types() {
-        assert_eq!(event_type(r#"{"type":"message_end","x":1}"#).unwrap(), "message_end");
-        assert_eq!(event_type(r#"{ "x": 1, "type": "turn_end" }"#).unwrap(), "turn_end");
+        assert_eq!(
+            event_type(r#"{"type":"message_end","x":1}"#).unwrap(),
+            "message_end"
+        );
+        assert_eq!(
+            event_type(r#"{ "x": 1, "type": "turn_end" }"#).unwrap(),
+            "turn_end"
+        );
         assert!(event_type("not json").is_none());
         assert!(event_type(r#"{"x":1}"#).is_none());
     }

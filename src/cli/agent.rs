@@ -24,8 +24,7 @@ pub struct AgentCommand {
 }
 
 /// Settings used when the directory has none: defaults, with `SUPERVISOR_*` overrides applied.
-const FALLBACK_SETTINGS: &str =
-    r#"{ "supervisor": { "repo": "local/agent-trial", "projectNumber": 1, "codeowners": ["local"] } }"#;
+const FALLBACK_SETTINGS: &str = r#"{ "supervisor": { "repo": "local/agent-trial", "projectNumber": 1, "codeowners": ["local"] } }"#;
 
 pub fn run(cmd: AgentCommand) -> u8 {
     let rt = match tokio::runtime::Builder::new_multi_thread()
@@ -52,8 +51,12 @@ fn load_project(dir: &Path, json: bool) -> Result<Project, u8> {
             "supervisor agent: no settings in {}: using the defaults (agentBackend pi unless SUPERVISOR_AGENT_BACKEND is set) and the built-in roles",
             dir.display()
         );
-        Settings::from_text(&dir.join(SETTINGS_PATHS[0]), FALLBACK_SETTINGS, &process_env)
-            .and_then(|l| Project::from_settings(dir, l.settings))
+        Settings::from_text(
+            &dir.join(SETTINGS_PATHS[0]),
+            FALLBACK_SETTINGS,
+            &process_env,
+        )
+        .and_then(|l| Project::from_settings(dir, l.settings))
     };
     loaded.map_err(|e| {
         if json {

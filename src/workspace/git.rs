@@ -29,8 +29,7 @@ impl std::fmt::Debug for PushAuth {
 /// The variable the credential helper reads the token from.
 const TOKEN_VAR: &str = "SUPERVISOR_GIT_TOKEN";
 /// Answers git's `get` with the token from the environment; nothing is stored.
-const HELPER: &str =
-    "!f() { test \"$1\" = get && echo username=x-access-token && echo \"password=${SUPERVISOR_GIT_TOKEN}\"; }; f";
+const HELPER: &str = "!f() { test \"$1\" = get && echo username=x-access-token && echo \"password=${SUPERVISOR_GIT_TOKEN}\"; }; f";
 /// Git variables that would redirect a subprocess to another repository.
 const REPO_VARS: [&str; 5] = [
     "GIT_DIR",
@@ -62,8 +61,10 @@ impl<'a> Git<'a> {
             if url.starts_with("https://") {
                 self.token = Some(t);
                 // Reset the helper list first so no configured helper sees (or stores) the token.
-                self.config.push(("credential.helper".into(), String::new()));
-                self.config.push(("credential.helper".into(), HELPER.into()));
+                self.config
+                    .push(("credential.helper".into(), String::new()));
+                self.config
+                    .push(("credential.helper".into(), HELPER.into()));
             }
         }
         // Give up on a stalled transfer instead of hanging the pipeline.

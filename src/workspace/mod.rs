@@ -144,13 +144,19 @@ pub enum WorkspaceError {
         value: String,
         fix: &'static str,
     },
-    #[error("{path} is not a git repository ({source}); run supervisor from the repository's root or pass --repo-root")]
+    #[error(
+        "{path} is not a git repository ({source}); run supervisor from the repository's root or pass --repo-root"
+    )]
     NotARepository { path: PathBuf, source: git2::Error },
-    #[error("the base branch `{base}` exists neither locally nor as {remote}/{base}; check defaultBranch or fetch it")]
+    #[error(
+        "the base branch `{base}` exists neither locally nor as {remote}/{base}; check defaultBranch or fetch it"
+    )]
     BaseNotFound { base: String, remote: String },
     #[error("{path} is already {what}; remove or move it, or choose another worktreeRoot")]
     PathOccupied { path: PathBuf, what: String },
-    #[error("branch `{branch}` is checked out at {path}; switch that checkout to another branch or remove it")]
+    #[error(
+        "branch `{branch}` is checked out at {path}; switch that checkout to another branch or remove it"
+    )]
     BranchCheckedOutElsewhere { branch: String, path: PathBuf },
     #[error("git {op} failed: {source}")]
     Git {
@@ -179,7 +185,10 @@ pub(crate) fn git_err(op: &'static str) -> impl FnOnce(git2::Error) -> Workspace
 }
 
 /// `map_err` helper for file-system calls.
-pub(crate) fn io_err(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> WorkspaceError {
+pub(crate) fn io_err(
+    op: &'static str,
+    path: &Path,
+) -> impl FnOnce(std::io::Error) -> WorkspaceError {
     let path = path.to_path_buf();
     move |source| WorkspaceError::Io { op, path, source }
 }

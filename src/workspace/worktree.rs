@@ -38,11 +38,7 @@ fn open(path: &Path) -> Result<Repository, WorkspaceError> {
 /// `a` and `b` name the same directory (compared canonically when they exist).
 fn same_dir(a: &Path, b: &Path) -> bool {
     let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-    let strip = |p: PathBuf| {
-        p.to_string_lossy()
-            .trim_end_matches('/')
-            .to_string()
-    };
+    let strip = |p: PathBuf| p.to_string_lossy().trim_end_matches('/').to_string();
     strip(canon(a)) == strip(canon(b))
 }
 
@@ -52,7 +48,11 @@ fn registered(repo: &Repository) -> Result<Vec<(String, PathBuf, bool)>, Workspa
     let mut out = Vec::new();
     for name in names.iter().flatten().flatten() {
         if let Ok(w) = repo.find_worktree(name) {
-            out.push((name.to_string(), w.path().to_path_buf(), w.validate().is_ok()));
+            out.push((
+                name.to_string(),
+                w.path().to_path_buf(),
+                w.validate().is_ok(),
+            ));
         }
     }
     Ok(out)
@@ -67,7 +67,9 @@ fn head_ref(path: &Path) -> Option<String> {
 
 /// Remove a registered worktree's record, and its directory when `with_dir`.
 fn prune(repo: &Repository, name: &str, with_dir: bool) -> Result<(), WorkspaceError> {
-    let w = repo.find_worktree(name).map_err(git_err("worktree lookup"))?;
+    let w = repo
+        .find_worktree(name)
+        .map_err(git_err("worktree lookup"))?;
     let mut opts = WorktreePruneOptions::new();
     opts.valid(true).locked(true).working_tree(with_dir);
     w.prune(Some(&mut opts)).map_err(git_err("worktree prune"))
@@ -308,9 +310,14 @@ impl Worktree {
         let url = self.remote_url()?;
         let lease = format!("--force-with-lease=refs/heads/{}", self.branch);
         let refspec = format!("HEAD:refs/heads/{}", self.branch);
-        self.git()
-            .with_auth(auth, url.as_deref())
-            .run(&["push", "--quiet", &lease, "--", &self.remote, &refspec])?;
+        self.git().with_auth(auth, url.as_deref()).run(&[
+            "push",
+            "--quiet",
+            &lease,
+            "--",
+            &self.remote,
+            &refspec,
+        ])?;
         Ok(())
     }
 
@@ -348,9 +355,13 @@ impl Worktree {
         let url = self.remote_url()?;
         let tracking = format!("refs/remotes/{}/{}", self.remote, self.base);
         let refspec = format!("+refs/heads/{}:{tracking}", self.base);
-        self.git()
-            .with_auth(auth, url.as_deref())
-            .run(&["fetch", "--quiet", "--", &self.remote, &refspec])?;
+        self.git().with_auth(auth, url.as_deref()).run(&[
+            "fetch",
+            "--quiet",
+            "--",
+            &self.remote,
+            &refspec,
+        ])?;
         let repo = self.repo()?;
         let ours = repo
             .head()
@@ -389,9 +400,7 @@ impl Worktree {
                 }
                 return Ok(MergeOutcome::Conflicts { files });
             }
-            let tree_id = index
-                .write_tree_to(&repo)
-                .map_err(git_err("merge tree"))?;
+            let tree_id = index.write_tree_to(&repo).map_err(git_err("merge tree"))?;
             let tree = repo.find_tree(tree_id).map_err(git_err("merge tree"))?;
             let sig = repo
                 .signature()

@@ -194,7 +194,9 @@ impl ClaudeStream {
             let detail = if !text.trim().is_empty() {
                 text.clone()
             } else if let Some(e) = ev.errors.first() {
-                e.as_str().map(str::to_string).unwrap_or_else(|| e.to_string())
+                e.as_str()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| e.to_string())
             } else {
                 format!("Claude Code reported `{subtype}`")
             };

@@ -124,7 +124,14 @@ mod tests {
     #[test]
     fn substitutes_once_and_puts_the_prompt_where_asked() {
         let l = launch(
-            &["aider", "--model", "{model}", "--message", "{prompt}", "{x}"],
+            &[
+                "aider",
+                "--model",
+                "{model}",
+                "--message",
+                "{prompt}",
+                "{x}",
+            ],
             PromptVia::Arg,
             "fix {role}",
         );

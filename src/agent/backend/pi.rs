@@ -54,7 +54,7 @@ impl AgentCli for Pi {
     }
 
     fn parser(&self) -> Box<dyn StreamParser> {
-        Box::new(PiStream::default())
+        Box::new(PiStream)
     }
 }
 

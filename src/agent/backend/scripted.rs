@@ -182,7 +182,9 @@ fn parse_action(action: Value) -> Result<ScriptAction, String> {
             Value::Object(map)
         }
         Value::Object(_) => {
-            return Err("an action is an object with exactly one key, e.g. {\"final\": \"text\"}".into());
+            return Err(
+                "an action is an object with exactly one key, e.g. {\"final\": \"text\"}".into(),
+            );
         }
         other => return Err(format!("`{other}` is not an action")),
     };
@@ -257,80 +259,80 @@ fn play(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> Result<i32, String> {
-        let mut ev = PiEvents::default();
-        emit(out, &ev.session(&cwd.display().to_string()))?;
-        emit(out, &ev.agent_start())?;
-        for action in actions {
-            match action {
-                ScriptAction::Write { path, content } => {
-                    let file = inside(cwd, path)?;
-                    if let Some(parent) = file.parent() {
-                        std::fs::create_dir_all(parent)
-                            .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
-                    }
-                    std::fs::write(&file, content)
-                        .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
-                    for l in ev.tool("write", json!({ "path": path }), "written", false) {
-                        emit(out, &l)?;
-                    }
+    let mut ev = PiEvents::default();
+    emit(out, &ev.session(&cwd.display().to_string()))?;
+    emit(out, &ev.agent_start())?;
+    for action in actions {
+        match action {
+            ScriptAction::Write { path, content } => {
+                let file = inside(cwd, path)?;
+                if let Some(parent) = file.parent() {
+                    std::fs::create_dir_all(parent)
+                        .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
                 }
-                ScriptAction::Edit { path, old, new } => {
-                    let file = inside(cwd, path)?;
-                    let text = std::fs::read_to_string(&file)
-                        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-                    let (result, is_error) = match text.find(old.as_str()) {
-                        Some(_) => {
-                            std::fs::write(&file, text.replacen(old.as_str(), new, 1))
-                                .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
-                            ("edited", false)
-                        }
-                        None => ("old text not found", true),
-                    };
-                    for l in ev.tool("edit", json!({ "path": path }), result, is_error) {
-                        emit(out, &l)?;
-                    }
+                std::fs::write(&file, content)
+                    .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+                for l in ev.tool("write", json!({ "path": path }), "written", false) {
+                    emit(out, &l)?;
                 }
-                ScriptAction::Run { command } => {
-                    let [start, end] = ev.tool("bash", json!({ "command": command }), "", false);
-                    emit(out, &start)?;
-                    let output = std::process::Command::new("sh")
-                        .arg("-c")
-                        .arg(command)
-                        .current_dir(cwd)
-                        .stdin(Stdio::null())
-                        .output()
-                        .map_err(|e| format!("cannot run sh: {e}"))?;
-                    let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
-                    text.push_str(&String::from_utf8_lossy(&output.stderr));
-                    let mut end: Value = serde_json::from_str(&end).unwrap_or_default();
-                    end["result"]["content"][0]["text"] = json!(tail_of(&text, RESULT_CAP));
-                    end["isError"] = json!(!output.status.success());
-                    emit(out, &end.to_string())?;
-                }
-                ScriptAction::Sleep { ms } => std::thread::sleep(Duration::from_millis(*ms)),
-                ScriptAction::Usage { input, output } => {
-                    emit(out, &ev.assistant("", *input, *output, "toolUse", None))?;
-                }
-                ScriptAction::Tool { name } => {
-                    for l in ev.tool(name, json!({}), "ok", false) {
-                        emit(out, &l)?;
-                    }
-                }
-                ScriptAction::Final { text } => {
-                    emit(out, &ev.assistant(text, 0, 0, "stop", None))?;
-                }
-                ScriptAction::Stderr { text } => {
-                    let _ = writeln!(err, "{text}");
-                    let _ = err.flush();
-                }
-                ScriptAction::Fail { message } => {
-                    emit(out, &ev.assistant("", 0, 0, "error", Some(message)))?;
-                }
-                ScriptAction::Exit { code } => return Ok(*code),
             }
+            ScriptAction::Edit { path, old, new } => {
+                let file = inside(cwd, path)?;
+                let text = std::fs::read_to_string(&file)
+                    .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+                let (result, is_error) = match text.find(old.as_str()) {
+                    Some(_) => {
+                        std::fs::write(&file, text.replacen(old.as_str(), new, 1))
+                            .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+                        ("edited", false)
+                    }
+                    None => ("old text not found", true),
+                };
+                for l in ev.tool("edit", json!({ "path": path }), result, is_error) {
+                    emit(out, &l)?;
+                }
+            }
+            ScriptAction::Run { command } => {
+                let [start, end] = ev.tool("bash", json!({ "command": command }), "", false);
+                emit(out, &start)?;
+                let output = std::process::Command::new("sh")
+                    .arg("-c")
+                    .arg(command)
+                    .current_dir(cwd)
+                    .stdin(Stdio::null())
+                    .output()
+                    .map_err(|e| format!("cannot run sh: {e}"))?;
+                let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+                text.push_str(&String::from_utf8_lossy(&output.stderr));
+                let mut end: Value = serde_json::from_str(&end).unwrap_or_default();
+                end["result"]["content"][0]["text"] = json!(tail_of(&text, RESULT_CAP));
+                end["isError"] = json!(!output.status.success());
+                emit(out, &end.to_string())?;
+            }
+            ScriptAction::Sleep { ms } => std::thread::sleep(Duration::from_millis(*ms)),
+            ScriptAction::Usage { input, output } => {
+                emit(out, &ev.assistant("", *input, *output, "toolUse", None))?;
+            }
+            ScriptAction::Tool { name } => {
+                for l in ev.tool(name, json!({}), "ok", false) {
+                    emit(out, &l)?;
+                }
+            }
+            ScriptAction::Final { text } => {
+                emit(out, &ev.assistant(text, 0, 0, "stop", None))?;
+            }
+            ScriptAction::Stderr { text } => {
+                let _ = writeln!(err, "{text}");
+                let _ = err.flush();
+            }
+            ScriptAction::Fail { message } => {
+                emit(out, &ev.assistant("", 0, 0, "error", Some(message)))?;
+            }
+            ScriptAction::Exit { code } => return Ok(*code),
         }
-        emit(out, &ev.agent_end())?;
-        Ok(0)
+    }
+    emit(out, &ev.agent_end())?;
+    Ok(0)
 }
 
 /// Write one event line and flush it, so the reader sees it at once.
@@ -384,9 +386,15 @@ mod tests {
         assert_eq!(s.attempt("developer", 1).unwrap().len(), 2);
         assert!(s.attempt("auditor", 1).is_none());
         let e = Script::parse(r#"{ "developer": [[ { "fly": 1 } ]] }"#, true).unwrap_err();
-        assert!(e.contains("attempt 1 action 1") && e.contains("actions: write"), "{e}");
-        let e = Script::parse(r#"{ "developer": [[ { "final": "a", "exit": 1 } ]] }"#, true)
-            .unwrap_err();
+        assert!(
+            e.contains("attempt 1 action 1") && e.contains("actions: write"),
+            "{e}"
+        );
+        let e = Script::parse(
+            r#"{ "developer": [[ { "final": "a", "exit": 1 } ]] }"#,
+            true,
+        )
+        .unwrap_err();
         assert!(e.contains("exactly one key"), "{e}");
         assert!(Script::parse("[1]", true).is_err());
     }
@@ -431,10 +439,7 @@ mod tests {
         )
         .unwrap();
         let (mut out, mut err) = (Vec::new(), Vec::new());
-        assert_eq!(
-            replay(&script, "dev", 1, dir.path(), &mut out, &mut err),
-            2
-        );
+        assert_eq!(replay(&script, "dev", 1, dir.path(), &mut out, &mut err), 2);
         assert!(String::from_utf8(err).unwrap().contains("stay inside"));
         assert!(!dir.path().parent().unwrap().join("escape").exists());
     }
