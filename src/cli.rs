@@ -66,28 +66,7 @@ pub enum Command {
         keep: bool,
     },
     /// Run one role agent once in a directory, as the pipeline would.
-    Agent {
-        role: String,
-        #[arg(long = "in", value_name = "DIR", default_value = ".")]
-        dir: PathBuf,
-        #[arg(long)]
-        task: String,
-        /// Backend to use instead of the role's (pi, claude, codex, scripted or a key of `backends`).
-        #[arg(long)]
-        backend: Option<String>,
-        /// Run in a fresh worktree for this issue number, created and set up as the pipeline does,
-        /// and removed afterwards.
-        #[arg(long, value_name = "ISSUE")]
-        worktree: Option<u64>,
-        /// Keep the --worktree after the run.
-        #[arg(long, requires = "worktree")]
-        keep: bool,
-        /// Which dispatch of the role this is (the scripted backend plays that attempt).
-        #[arg(long, default_value_t = 1)]
-        attempt: u32,
-        #[arg(long)]
-        json: bool,
-    },
+    Agent(agent::AgentCommand),
     /// Replay a scripted agent: the process the `scripted` backend starts.
     #[command(name = "agent-script", hide = true)]
     AgentScript {
@@ -157,25 +136,7 @@ fn dispatch(cli: Cli) -> u8 {
         Command::Check { repo_root, json } => check(repo_root, json),
         Command::Run { .. } => not_yet("run"),
         Command::Demo { .. } => not_yet("demo"),
-        Command::Agent {
-            role,
-            dir,
-            task,
-            backend,
-            worktree,
-            keep,
-            attempt,
-            json,
-        } => agent::run(agent::AgentCommand {
-            role,
-            dir,
-            task,
-            backend,
-            worktree,
-            keep,
-            attempt,
-            json,
-        }),
+        Command::Agent(args) => agent::run(args),
         Command::AgentScript {
             script,
             role,

@@ -179,30 +179,24 @@ mod tests {
             "---\nbackend: codex\n---\nFind things.\n",
         )
         .unwrap();
-        let req = AgentRequest::for_role(
-            &s,
-            Path::new("/r"),
-            &role,
-            "t".into(),
-            "/w".into(),
-            None,
-            None,
-        )
-        .unwrap();
+        let make = |backend: Option<&str>| {
+            AgentRequest::for_role(
+                &s,
+                Path::new("/r"),
+                &role,
+                "t".into(),
+                "/w".into(),
+                backend,
+                None,
+            )
+            .unwrap()
+        };
+        let req = make(None);
         assert_eq!(req.backend, Backend::Codex);
         assert_eq!(req.limits.token_budget, 99);
         assert!(req.keep_partial_on_budget);
         assert_eq!(system_prompt(&role), "Find things.");
-        let req = AgentRequest::for_role(
-            &s,
-            Path::new("/r"),
-            &role,
-            "t".into(),
-            "/w".into(),
-            Some("claude"),
-            None,
-        )
-        .unwrap();
+        let req = make(Some("claude"));
         assert_eq!(req.backend, Backend::Claude);
     }
 }

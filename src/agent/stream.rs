@@ -203,6 +203,24 @@ pub fn event_type(line: &str) -> Option<std::borrow::Cow<'_, str>> {
         .map(std::borrow::Cow::Owned)
 }
 
+/// The `"type"` of an event line; a line without one is counted as skipped.
+pub fn event_kind<'a>(line: &'a str, tally: &mut Tally) -> Option<std::borrow::Cow<'a, str>> {
+    let kind = event_type(line);
+    if kind.is_none() {
+        tally.skipped_lines += 1;
+    }
+    kind
+}
+
+/// Parse an event line into `T`; a line of another shape is counted as skipped.
+pub fn parse_event<T: serde::de::DeserializeOwned>(line: &str, tally: &mut Tally) -> Option<T> {
+    let parsed = serde_json::from_str(line).ok();
+    if parsed.is_none() {
+        tally.skipped_lines += 1;
+    }
+    parsed
+}
+
 /// Keeps the last `cap` bytes of a text stream, cut at a character boundary.
 #[derive(Debug, Clone)]
 pub struct Tail {

@@ -12,14 +12,31 @@ use crate::workspace::{Shutdown, WorkspaceConfig, cleanup, ensure_worktree, setu
 use super::{EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
 
 /// The arguments of `supervisor agent`.
+#[derive(Debug, clap::Args)]
 pub struct AgentCommand {
+    /// The role agent to run (researcher, architect, test-designer, developer, auditor, ...).
     pub role: String,
+    /// The directory to run in: the repository whose settings and agents are used.
+    #[arg(long = "in", value_name = "DIR", default_value = ".")]
     pub dir: PathBuf,
+    /// The task given to the agent.
+    #[arg(long)]
     pub task: String,
+    /// Backend to use instead of the role's (pi, claude, codex, scripted or a key of `backends`).
+    #[arg(long)]
     pub backend: Option<String>,
+    /// Run in a fresh worktree for this issue number, created and set up as the pipeline does,
+    /// and removed afterwards.
+    #[arg(long, value_name = "ISSUE")]
     pub worktree: Option<u64>,
+    /// Keep the --worktree after the run.
+    #[arg(long, requires = "worktree")]
     pub keep: bool,
+    /// Which dispatch of the role this is (the scripted backend plays that attempt).
+    #[arg(long, default_value_t = 1)]
     pub attempt: u32,
+    /// Print the run as JSON on stdout.
+    #[arg(long)]
     pub json: bool,
 }
 

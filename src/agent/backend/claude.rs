@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::{AgentCli, Invocation, Launch};
 use crate::agent::run::Usage;
-use crate::agent::stream::{StreamParser, Tally, event_type};
+use crate::agent::stream::{StreamParser, Tally, event_kind, parse_event};
 
 pub(super) struct Claude;
 
@@ -62,11 +62,7 @@ impl AgentCli for Claude {
             "--".into(),
             inv.task.to_string(),
         ]);
-        Launch {
-            program: "claude".into(),
-            args,
-            stdin: None,
-        }
+        Launch::new("claude", args)
     }
 
     fn parser(&self) -> Box<dyn StreamParser> {
@@ -212,19 +208,20 @@ impl ClaudeStream {
 
 impl StreamParser for ClaudeStream {
     fn line(&mut self, line: &str, tally: &mut Tally) {
-        let Some(kind) = event_type(line) else {
-            tally.skipped_lines += 1;
+        let Some(kind) = event_kind(line, tally) else {
             return;
         };
         match kind.as_ref() {
-            "assistant" => match serde_json::from_str::<AssistantEvent>(line) {
-                Ok(ev) => self.assistant(ev, tally),
-                Err(_) => tally.skipped_lines += 1,
-            },
-            "result" => match serde_json::from_str::<ResultEvent>(line) {
-                Ok(ev) => self.result(ev, tally),
-                Err(_) => tally.skipped_lines += 1,
-            },
+            "assistant" => {
+                if let Some(ev) = parse_event::<AssistantEvent>(line, tally) {
+                    self.assistant(ev, tally);
+                }
+            }
+            "result" => {
+                if let Some(ev) = parse_event::<ResultEvent>(line, tally) {
+                    self.result(ev, tally);
+                }
+            }
             "system" => {
                 if let Ok(init) = serde_json::from_str::<InitEvent>(line) {
                     if init.subtype.as_deref() == Some("init") && init.model.is_some() {

@@ -9,7 +9,7 @@ use serde::Deserialize;
 
 use super::{AgentCli, Invocation, Launch, combined_prompt};
 use crate::agent::run::Usage;
-use crate::agent::stream::{StreamParser, Tally, event_type};
+use crate::agent::stream::{StreamParser, Tally, event_kind, parse_event};
 
 pub(super) struct Codex;
 
@@ -60,11 +60,7 @@ impl AgentCli for Codex {
         }
         args.push("--".into());
         args.push(combined_prompt(inv.system_prompt, inv.task));
-        Launch {
-            program: "codex".into(),
-            args,
-            stdin: None,
-        }
+        Launch::new("codex", args)
     }
 
     fn parser(&self) -> Box<dyn StreamParser> {
@@ -140,15 +136,13 @@ impl CodexStream {
 
 impl StreamParser for CodexStream {
     fn line(&mut self, line: &str, tally: &mut Tally) {
-        let Some(kind) = event_type(line) else {
-            tally.skipped_lines += 1;
+        let Some(kind) = event_kind(line, tally) else {
             return;
         };
         match kind.as_ref() {
             k @ ("item.started" | "item.completed") => {
-                match serde_json::from_str::<ItemEvent>(line) {
-                    Ok(ev) => self.item(k == "item.started", ev.item, tally),
-                    Err(_) => tally.skipped_lines += 1,
+                if let Some(ev) = parse_event::<ItemEvent>(line, tally) {
+                    self.item(k == "item.started", ev.item, tally);
                 }
             }
             "turn.completed" => {

@@ -58,6 +58,17 @@ pub struct Launch {
     pub stdin: Option<String>,
 }
 
+impl Launch {
+    /// A program started with `args` and stdin from /dev/null.
+    pub fn new(program: impl Into<PathBuf>, args: Vec<String>) -> Launch {
+        Launch {
+            program: program.into(),
+            args,
+            stdin: None,
+        }
+    }
+}
+
 /// One agent CLI: how it is started and how its stdout is read.
 pub trait AgentCli {
     fn launch(&self, inv: &Invocation<'_>) -> Launch;

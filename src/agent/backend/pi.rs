@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::{AgentCli, Invocation, Launch};
 use crate::agent::run::Usage;
-use crate::agent::stream::{StreamParser, Tally, event_type};
+use crate::agent::stream::{StreamParser, Tally, event_kind, parse_event};
 
 pub(super) struct Pi;
 
@@ -46,11 +46,7 @@ impl AgentCli for Pi {
         }
         opt("--append-system-prompt", inv.system_prompt);
         args.push(positional_message(inv.task));
-        Launch {
-            program: "pi".into(),
-            args,
-            stdin: None,
-        }
+        Launch::new("pi", args)
     }
 
     fn parser(&self) -> Box<dyn StreamParser> {
@@ -116,16 +112,16 @@ struct RetryEnd {
 
 impl StreamParser for PiStream {
     fn line(&mut self, line: &str, tally: &mut Tally) {
-        let Some(kind) = event_type(line) else {
-            tally.skipped_lines += 1;
+        let Some(kind) = event_kind(line, tally) else {
             return;
         };
         match kind.as_ref() {
             "tool_execution_start" => tally.tool_calls += 1,
-            "message_end" => match serde_json::from_str::<MessageEvent>(line) {
-                Ok(ev) => assistant_message(ev.message, tally),
-                Err(_) => tally.skipped_lines += 1,
-            },
+            "message_end" => {
+                if let Some(ev) = parse_event::<MessageEvent>(line, tally) {
+                    assistant_message(ev.message, tally);
+                }
+            }
             "auto_retry_end" => {
                 if let Ok(end) = serde_json::from_str::<RetryEnd>(line) {
                     if !end.success {

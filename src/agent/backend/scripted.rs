@@ -42,9 +42,9 @@ pub(super) struct Scripted<'a> {
 
 impl AgentCli for Scripted<'_> {
     fn launch(&self, inv: &Invocation<'_>) -> Launch {
-        Launch {
-            program: self.program.to_path_buf(),
-            args: vec![
+        Launch::new(
+            self.program,
+            vec![
                 SCRIPT_SUBCOMMAND.into(),
                 "--script".into(),
                 self.script.display().to_string(),
@@ -53,8 +53,7 @@ impl AgentCli for Scripted<'_> {
                 "--attempt".into(),
                 inv.attempt.max(1).to_string(),
             ],
-            stdin: None,
-        }
+        )
     }
 
     fn parser(&self) -> Box<dyn StreamParser> {
