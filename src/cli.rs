@@ -3,6 +3,8 @@
 //! Exit codes: 0 done, 1 pipeline stopped, 2 usage or configuration error, 3 GitHub or auth error,
 //! 130 interrupted. Human output goes to stderr, `--json` output to stdout.
 
+mod agent;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -64,16 +66,16 @@ pub enum Command {
         keep: bool,
     },
     /// Run one role agent once in a directory, as the pipeline would.
-    Agent {
+    Agent(agent::AgentCommand),
+    /// Replay a scripted agent: the process the `scripted` backend starts.
+    #[command(name = "agent-script", hide = true)]
+    AgentScript {
+        #[arg(long, value_name = "FILE")]
+        script: PathBuf,
+        #[arg(long)]
         role: String,
-        #[arg(long = "in", value_name = "DIR", default_value = ".")]
-        dir: PathBuf,
-        #[arg(long)]
-        task: String,
-        #[arg(long)]
-        backend: Option<String>,
-        #[arg(long)]
-        json: bool,
+        #[arg(long, default_value_t = 1)]
+        attempt: u32,
     },
     /// Run the quality gates on a checkout.
     Gates {
@@ -134,10 +136,28 @@ fn dispatch(cli: Cli) -> u8 {
         Command::Check { repo_root, json } => check(repo_root, json),
         Command::Run { .. } => not_yet("run"),
         Command::Demo { .. } => not_yet("demo"),
-        Command::Agent { .. } => not_yet("agent"),
+        Command::Agent(args) => agent::run(args),
+        Command::AgentScript {
+            script,
+            role,
+            attempt,
+        } => agent_script(&script, &role, attempt),
         Command::Gates { .. } => not_yet("gates"),
         Command::Sandbox { .. } => not_yet("sandbox serve"),
     }
+}
+
+fn agent_script(script: &std::path::Path, role: &str, attempt: u32) -> u8 {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let code = crate::agent::backend::replay(
+        script,
+        role,
+        attempt,
+        &cwd,
+        &mut std::io::stdout().lock(),
+        &mut std::io::stderr().lock(),
+    );
+    code.clamp(0, 255) as u8
 }
 
 fn not_yet(what: &str) -> u8 {

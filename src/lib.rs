@@ -12,3 +12,4 @@ pub mod config;
 pub mod gates;
 pub mod pipeline;
 pub mod report;
+pub mod workspace;

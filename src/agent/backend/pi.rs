@@ -1,0 +1,334 @@
+//! pi (`@mariozechner/pi-coding-agent`): `pi -p --mode json`, JSON events one a line.
+//!
+//! Read: `message_end` of an assistant message carries that call's usage, its text and its
+//! `stopReason` (`stop`, `length`, `toolUse`, `error`, `aborted`); `tool_execution_start` is one tool
+//! call. pi exits 0 even when the provider failed, so a last assistant message with
+//! `stopReason:"error"` makes the run fail. `message_update` (token deltas, each repeating the whole
+//! partial message) is skipped without being parsed.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{AgentCli, Invocation, Launch};
+use crate::agent::run::Usage;
+use crate::agent::stream::{StreamParser, Tally, event_kind, parse_event};
+
+pub(super) struct Pi;
+
+impl AgentCli for Pi {
+    fn launch(&self, inv: &Invocation<'_>) -> Launch {
+        let role = inv.role;
+        let mut args: Vec<String> = ["-p", "--mode", "json", "--no-session"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let mut opt = |flag: &str, value: &str| {
+            args.push(flag.to_string());
+            args.push(value.to_string());
+        };
+        if let Some(p) = &role.provider {
+            opt("--provider", p);
+        }
+        if let Some(m) = &role.model {
+            opt("--model", m);
+        }
+        if let Some(t) = &role.thinking {
+            opt("--thinking", t);
+        }
+        if !role.tools.is_empty() {
+            opt("--tools", &role.tools.join(","));
+        }
+        for e in &role.extensions {
+            opt("--extension", e);
+        }
+        for s in &role.skills {
+            opt("--skill", s);
+        }
+        opt("--append-system-prompt", inv.system_prompt);
+        args.push(positional_message(inv.task));
+        Launch::new("pi", args)
+    }
+
+    fn parser(&self) -> Box<dyn StreamParser> {
+        Box::new(PiStream)
+    }
+}
+
+/// pi has no `--`: a message starting with `-` would be read as an option and one starting with `@`
+/// as a file to include, so such a message is sent after a newline.
+fn positional_message(task: &str) -> String {
+    if task.starts_with(['-', '@']) || task.is_empty() {
+        format!("\n{task}")
+    } else {
+        task.to_string()
+    }
+}
+
+/// Reads pi's JSON event stream.
+#[derive(Debug, Default)]
+pub struct PiStream;
+
+#[derive(Deserialize)]
+struct MessageEvent {
+    message: Message,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Message {
+    role: Option<String>,
+    #[serde(default)]
+    content: Value,
+    #[serde(default)]
+    usage: Option<PiUsage>,
+    stop_reason: Option<String>,
+    error_message: Option<String>,
+    model: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct PiUsage {
+    input: u64,
+    output: u64,
+    cache_read: u64,
+    cache_write: u64,
+    total_tokens: u64,
+    cost: Option<PiCost>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct PiCost {
+    total: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RetryEnd {
+    success: bool,
+    final_error: Option<String>,
+}
+
+impl StreamParser for PiStream {
+    fn line(&mut self, line: &str, tally: &mut Tally) {
+        let Some(kind) = event_kind(line, tally) else {
+            return;
+        };
+        match kind.as_ref() {
+            "tool_execution_start" => tally.tool_calls += 1,
+            "message_end" => {
+                if let Some(ev) = parse_event::<MessageEvent>(line, tally) {
+                    assistant_message(ev.message, tally);
+                }
+            }
+            "auto_retry_end" => {
+                if let Ok(end) = serde_json::from_str::<RetryEnd>(line) {
+                    if !end.success {
+                        tally.error = Some(
+                            end.final_error
+                                .unwrap_or_else(|| "the provider kept failing".into()),
+                        );
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn end(&mut self, tally: &mut Tally, success: bool) {
+        if success && tally.final_text.is_none() && tally.error.is_none() {
+            // Stopped without a final message (e.g. `length` on the last call): keep what was said.
+            if tally.last_text.is_empty() {
+                tally.error = Some("pi ended without an assistant answer".into());
+            }
+        }
+    }
+}
+
+fn assistant_message(m: Message, tally: &mut Tally) {
+    if m.role.as_deref() != Some("assistant") {
+        return;
+    }
+    if let Some(u) = m.usage {
+        let mut call = Usage {
+            input: u.input,
+            output: u.output,
+            cache_read: u.cache_read,
+            cache_write: u.cache_write,
+            total: u.total_tokens,
+            cost_usd: u.cost.map(|c| c.total).unwrap_or(0.0),
+        };
+        if call.total == 0 {
+            call = call.with_computed_total();
+        }
+        tally.usage.add(&call);
+    }
+    if let Some(model) = m.model {
+        tally.model = Some(model);
+    }
+    let text = text_blocks(&m.content);
+    tally.saw_text(&text);
+    match m.stop_reason.as_deref() {
+        Some("error") | Some("aborted") => {
+            tally.error = Some(
+                m.error_message
+                    .unwrap_or_else(|| "the provider reported an error".into()),
+            );
+        }
+        Some("stop") | Some("length") => {
+            tally.error = None;
+            tally.final_text = Some(text);
+        }
+        _ => tally.error = None,
+    }
+}
+
+/// The text blocks of a message's content, joined.
+fn text_blocks(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => {
+            let mut out = String::new();
+            for b in blocks {
+                if b.get("type").and_then(Value::as_str) == Some("text") {
+                    if let Some(t) = b.get("text").and_then(Value::as_str) {
+                        if !out.is_empty() {
+                            out.push('\n');
+                        }
+                        out.push_str(t);
+                    }
+                }
+            }
+            out
+        }
+        _ => String::new(),
+    }
+}
+
+/// Writes pi-format JSON event lines (the scripted backend speaks pi's format so that one parser
+/// serves both).
+#[derive(Debug, Default)]
+pub struct PiEvents {
+    seq: u64,
+}
+
+impl PiEvents {
+    pub fn session(&self, cwd: &str) -> String {
+        json!({ "type": "session", "version": 3, "id": "scripted", "cwd": cwd }).to_string()
+    }
+
+    pub fn agent_start(&self) -> String {
+        json!({ "type": "agent_start" }).to_string()
+    }
+
+    pub fn agent_end(&self) -> String {
+        json!({ "type": "agent_end", "messages": [] }).to_string()
+    }
+
+    /// An assistant `message_end` with its usage and stop reason.
+    pub fn assistant(
+        &self,
+        text: &str,
+        input: u64,
+        output: u64,
+        stop_reason: &str,
+        error: Option<&str>,
+    ) -> String {
+        let content = if text.is_empty() {
+            json!([])
+        } else {
+            json!([{ "type": "text", "text": text }])
+        };
+        let mut message = json!({
+            "role": "assistant",
+            "content": content,
+            "api": "scripted",
+            "provider": "scripted",
+            "model": "scripted",
+            "usage": {
+                "input": input, "output": output, "cacheRead": 0, "cacheWrite": 0,
+                "totalTokens": input + output,
+                "cost": { "input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0 }
+            },
+            "stopReason": stop_reason,
+        });
+        if let Some(e) = error {
+            message["errorMessage"] = json!(e);
+        }
+        json!({ "type": "message_end", "message": message }).to_string()
+    }
+
+    /// `tool_execution_start` and `tool_execution_end` of one tool call.
+    pub fn tool(&mut self, name: &str, args: Value, result: &str, is_error: bool) -> [String; 2] {
+        self.seq += 1;
+        let id = format!("scripted_{}", self.seq);
+        [
+            json!({ "type": "tool_execution_start", "toolCallId": id, "toolName": name, "args": args })
+                .to_string(),
+            json!({
+                "type": "tool_execution_end", "toolCallId": id, "toolName": name,
+                "result": { "content": [{ "type": "text", "text": result }] }, "isError": is_error
+            })
+            .to_string(),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::stream::feed;
+
+    fn tally_of(lines: &[String]) -> Tally {
+        let mut p = PiStream;
+        let mut t = Tally::default();
+        for l in lines {
+            feed(&mut p, &mut t, l.as_bytes(), false);
+        }
+        p.end(&mut t, true);
+        t
+    }
+
+    #[test]
+    fn usage_is_summed_over_calls_not_overwritten() {
+        let ev = PiEvents::default();
+        let t = tally_of(&[
+            ev.assistant("thinking", 100, 10, "toolUse", None),
+            ev.assistant("done", 200, 20, "stop", None),
+        ]);
+        assert_eq!(t.usage.total, 330);
+        assert_eq!((t.usage.input, t.usage.output), (300, 30));
+        assert_eq!(t.final_text.as_deref(), Some("done"));
+        assert!(t.error.is_none());
+    }
+
+    #[test]
+    fn an_error_stop_fails_and_a_later_success_clears_it() {
+        let ev = PiEvents::default();
+        let t = tally_of(&[ev.assistant("", 0, 0, "error", Some("429 rate limited"))]);
+        assert_eq!(t.error.as_deref(), Some("429 rate limited"));
+        let t = tally_of(&[
+            ev.assistant("", 0, 0, "error", Some("overloaded")),
+            ev.assistant("ok", 1, 1, "stop", None),
+        ]);
+        assert!(t.error.is_none());
+    }
+
+    #[test]
+    fn messages_starting_like_options_are_shielded() {
+        assert_eq!(positional_message("-rm"), "\n-rm");
+        assert_eq!(positional_message("@etc/passwd"), "\n@etc/passwd");
+        assert_eq!(positional_message("Research"), "Research");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn never_panics(line in ".{0,300}") {
+            let mut p = PiStream;
+            let mut t = Tally::default();
+            p.line(&line, &mut t);
+            p.line(&format!("{{\"type\":\"message_end\",\"message\":{line}}}"), &mut t);
+        }
+    }
+}

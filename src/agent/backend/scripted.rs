@@ -1,0 +1,445 @@
+//! The scripted backend: a real subprocess (`supervisor agent-script`) that replays a script file's
+//! actions for one role and attempt in its working directory and reports them as pi JSON events, so
+//! process groups, budgets, timeouts and signals are exercised exactly as with a real agent.
+//!
+//! A script maps role names to attempts, each attempt a list of actions (JSON or YAML):
+//!
+//! ```yaml
+//! researcher:
+//!   - [ { usage: { input: 900, output: 100 } }, { final: "## Research Findings ..." } ]
+//! developer:
+//!   - - write: { path: src/a.ts, content: "export const a = 1;\n" }
+//!     - run: npm test
+//!     - final: "```json\n{\"action\": \"IMPLEMENTATION_COMPLETE\"}\n```"
+//! "*": [ [ { final: "done" } ] ]
+//! ```
+//!
+//! The nth dispatch of a role plays attempt n; past the list the last attempt repeats. A role given a
+//! plain list of actions has one attempt. `"*"` serves roles the script does not name.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Component, Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::pi::{PiEvents, PiStream};
+use super::{AgentCli, Invocation, Launch};
+use crate::agent::stream::StreamParser;
+
+/// The hidden subcommand that replays a script.
+pub const SCRIPT_SUBCOMMAND: &str = "agent-script";
+/// Tool results keep this much of a command's output.
+const RESULT_CAP: usize = 4096;
+
+pub(super) struct Scripted<'a> {
+    pub script: &'a Path,
+    pub program: &'a Path,
+}
+
+impl AgentCli for Scripted<'_> {
+    fn launch(&self, inv: &Invocation<'_>) -> Launch {
+        Launch::new(
+            self.program,
+            vec![
+                SCRIPT_SUBCOMMAND.into(),
+                "--script".into(),
+                self.script.display().to_string(),
+                "--role".into(),
+                inv.role.name.clone(),
+                "--attempt".into(),
+                inv.attempt.max(1).to_string(),
+            ],
+        )
+    }
+
+    fn parser(&self) -> Box<dyn StreamParser> {
+        Box::new(PiStream)
+    }
+}
+
+/// One step of a scripted agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub enum ScriptAction {
+    /// Write a file (relative to the working directory), as a `write` tool call.
+    Write { path: String, content: String },
+    /// Replace the first `old` by `new` in a file, as an `edit` tool call.
+    Edit {
+        path: String,
+        old: String,
+        new: String,
+    },
+    /// Run a shell command in the working directory, as a `bash` tool call.
+    Run { command: String },
+    /// Wait.
+    Sleep { ms: u64 },
+    /// Report one model call's token usage.
+    Usage { input: u64, output: u64 },
+    /// A tool call with no effect.
+    Tool { name: String },
+    /// The final answer (an assistant message with `stopReason: "stop"`).
+    Final { text: String },
+    /// Text written to stderr.
+    Stderr { text: String },
+    /// A provider error (`stopReason: "error"`), as pi reports it while still exiting 0.
+    Fail { message: String },
+    /// Exit at once with this code.
+    Exit { code: i32 },
+}
+
+/// The single field of actions that may be written as a bare value (`final: "text"`, `sleep: 200`).
+fn shorthand_field(action: &str) -> Option<&'static str> {
+    Some(match action {
+        "run" => "command",
+        "sleep" => "ms",
+        "tool" => "name",
+        "final" | "stderr" => "text",
+        "fail" => "message",
+        "exit" => "code",
+        _ => return None,
+    })
+}
+
+/// A parsed script: role → attempts → actions.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Script {
+    pub roles: BTreeMap<String, Vec<Vec<ScriptAction>>>,
+}
+
+impl Script {
+    /// Parse a script file (JSON when it ends in `.json`, else YAML, which also reads JSON).
+    pub fn load(path: &Path) -> Result<Script, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the script {}: {e}", path.display()))?;
+        Script::parse(&text, path.extension().is_some_and(|e| e == "json"))
+            .map_err(|e| format!("script {}: {e}", path.display()))
+    }
+
+    /// Parse script text.
+    pub fn parse(text: &str, json: bool) -> Result<Script, String> {
+        let doc: Value = if json {
+            serde_json::from_str(text).map_err(|e| format!("is not valid JSON: {e}"))?
+        } else {
+            serde_norway::from_str(text).map_err(|e| format!("is not valid YAML: {e}"))?
+        };
+        let Value::Object(map) = doc else {
+            return Err("must map role names to lists of attempts".into());
+        };
+        let mut roles = BTreeMap::new();
+        for (role, attempts) in map {
+            let Value::Array(items) = attempts else {
+                return Err(format!("`{role}` must be a list of attempts"));
+            };
+            // A list of action objects is one attempt; a list of lists is several.
+            let attempts: Vec<Value> = if items.iter().all(Value::is_array) {
+                items
+            } else {
+                vec![Value::Array(items)]
+            };
+            let mut parsed = Vec::new();
+            for (a, attempt) in attempts.into_iter().enumerate() {
+                let Value::Array(actions) = attempt else {
+                    return Err(format!(
+                        "`{role}` attempt {} must be a list of actions",
+                        a + 1
+                    ));
+                };
+                let mut list = Vec::new();
+                for (i, action) in actions.into_iter().enumerate() {
+                    list.push(parse_action(action).map_err(|e| {
+                        format!("`{role}` attempt {} action {}: {e}", a + 1, i + 1)
+                    })?);
+                }
+                parsed.push(list);
+            }
+            roles.insert(role, parsed);
+        }
+        Ok(Script { roles })
+    }
+
+    /// The actions of `role`'s `attempt` (1-based); past the list the last attempt repeats.
+    pub fn attempt(&self, role: &str, attempt: u32) -> Option<&[ScriptAction]> {
+        let attempts = self.roles.get(role).or_else(|| self.roles.get("*"))?;
+        let i = (attempt.max(1) as usize - 1).min(attempts.len().checked_sub(1)?);
+        Some(&attempts[i])
+    }
+}
+
+fn parse_action(action: Value) -> Result<ScriptAction, String> {
+    let action = match action {
+        Value::Object(mut map) if map.len() == 1 => {
+            let (name, value) = map.iter_mut().next().expect("one entry");
+            if !value.is_object() {
+                if let Some(field) = shorthand_field(name) {
+                    *value = json!({ field: value.take() });
+                }
+            }
+            Value::Object(map)
+        }
+        Value::Object(_) => {
+            return Err(
+                "an action is an object with exactly one key, e.g. {\"final\": \"text\"}".into(),
+            );
+        }
+        other => return Err(format!("`{other}` is not an action")),
+    };
+    serde_json::from_value(action).map_err(|e| {
+        format!("{e} (actions: write, edit, run, sleep, usage, tool, final, stderr, fail, exit)")
+    })
+}
+
+/// A path inside the working directory: relative, no `..`.
+fn inside(cwd: &Path, path: &str) -> Result<PathBuf, String> {
+    let p = Path::new(path);
+    if path.is_empty()
+        || !p
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        return Err(format!(
+            "path `{path}` must be relative and stay inside the working directory"
+        ));
+    }
+    Ok(cwd.join(p))
+}
+
+/// Keep the last `cap` bytes of a text.
+fn tail_of(text: &str, cap: usize) -> &str {
+    if text.len() <= cap {
+        return text;
+    }
+    let mut from = text.len() - cap;
+    while !text.is_char_boundary(from) {
+        from += 1;
+    }
+    &text[from..]
+}
+
+/// Replay `role`'s `attempt` of the script at `script` in `cwd`, writing pi JSON events to `out` and
+/// diagnostics to `err`. Returns the process exit code.
+pub fn replay(
+    script: &Path,
+    role: &str,
+    attempt: u32,
+    cwd: &Path,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> i32 {
+    let script = match Script::load(script) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = writeln!(err, "agent-script: {e}");
+            return 2;
+        }
+    };
+    let Some(actions) = script.attempt(role, attempt) else {
+        let _ = writeln!(
+            err,
+            "agent-script: the script has no entry for role `{role}` (and no \"*\" entry)"
+        );
+        return 2;
+    };
+    match play(actions, cwd, out, err) {
+        Ok(code) => code,
+        Err(e) => {
+            let _ = writeln!(err, "agent-script: {e}");
+            2
+        }
+    }
+}
+
+fn play(
+    actions: &[ScriptAction],
+    cwd: &Path,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<i32, String> {
+    let mut ev = PiEvents::default();
+    emit(out, &ev.session(&cwd.display().to_string()))?;
+    emit(out, &ev.agent_start())?;
+    for action in actions {
+        match action {
+            ScriptAction::Write { path, content } => {
+                let file = inside(cwd, path)?;
+                if let Some(parent) = file.parent() {
+                    std::fs::create_dir_all(parent)
+                        .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+                }
+                std::fs::write(&file, content)
+                    .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+                for l in ev.tool("write", json!({ "path": path }), "written", false) {
+                    emit(out, &l)?;
+                }
+            }
+            ScriptAction::Edit { path, old, new } => {
+                let file = inside(cwd, path)?;
+                let text = std::fs::read_to_string(&file)
+                    .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+                let (result, is_error) = match text.find(old.as_str()) {
+                    Some(_) => {
+                        std::fs::write(&file, text.replacen(old.as_str(), new, 1))
+                            .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+                        ("edited", false)
+                    }
+                    None => ("old text not found", true),
+                };
+                for l in ev.tool("edit", json!({ "path": path }), result, is_error) {
+                    emit(out, &l)?;
+                }
+            }
+            ScriptAction::Run { command } => {
+                let [start, end] = ev.tool("bash", json!({ "command": command }), "", false);
+                emit(out, &start)?;
+                let output = std::process::Command::new("sh")
+                    .arg("-c")
+                    .arg(command)
+                    .current_dir(cwd)
+                    .stdin(Stdio::null())
+                    .output()
+                    .map_err(|e| format!("cannot run sh: {e}"))?;
+                let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+                text.push_str(&String::from_utf8_lossy(&output.stderr));
+                let mut end: Value = serde_json::from_str(&end).unwrap_or_default();
+                end["result"]["content"][0]["text"] = json!(tail_of(&text, RESULT_CAP));
+                end["isError"] = json!(!output.status.success());
+                emit(out, &end.to_string())?;
+            }
+            ScriptAction::Sleep { ms } => std::thread::sleep(Duration::from_millis(*ms)),
+            ScriptAction::Usage { input, output } => {
+                emit(out, &ev.assistant("", *input, *output, "toolUse", None))?;
+            }
+            ScriptAction::Tool { name } => {
+                for l in ev.tool(name, json!({}), "ok", false) {
+                    emit(out, &l)?;
+                }
+            }
+            ScriptAction::Final { text } => {
+                emit(out, &ev.assistant(text, 0, 0, "stop", None))?;
+            }
+            ScriptAction::Stderr { text } => {
+                let _ = writeln!(err, "{text}");
+                let _ = err.flush();
+            }
+            ScriptAction::Fail { message } => {
+                emit(out, &ev.assistant("", 0, 0, "error", Some(message)))?;
+            }
+            ScriptAction::Exit { code } => return Ok(*code),
+        }
+    }
+    emit(out, &ev.agent_end())?;
+    Ok(0)
+}
+
+/// Write one event line and flush it, so the reader sees it at once.
+fn emit(out: &mut dyn Write, line: &str) -> Result<(), String> {
+    let write = |out: &mut dyn Write| -> std::io::Result<()> {
+        out.write_all(line.as_bytes())?;
+        out.write_all(b"\n")?;
+        out.flush()
+    };
+    write(out).map_err(|e| format!("cannot write the event stream: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_with_shorthands_and_attempts() {
+        let s = Script::parse(
+            "researcher:\n  - final: one\ndeveloper:\n  - [ {sleep: 5}, {final: {text: first}} ]\n  - [ {exit: 3} ]\n\"*\": [[{tool: read}]]\n",
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            s.attempt("researcher", 4).unwrap(),
+            [ScriptAction::Final { text: "one".into() }]
+        );
+        assert_eq!(
+            s.attempt("developer", 1).unwrap()[0],
+            ScriptAction::Sleep { ms: 5 }
+        );
+        assert_eq!(
+            s.attempt("developer", 9).unwrap(),
+            [ScriptAction::Exit { code: 3 }]
+        );
+        assert_eq!(
+            s.attempt("auditor", 1).unwrap(),
+            [ScriptAction::Tool {
+                name: "read".into()
+            }]
+        );
+    }
+
+    #[test]
+    fn json_scripts_and_errors_that_point_at_the_action() {
+        let s = Script::parse(
+            r#"{ "developer": [[ { "write": { "path": "a.txt", "content": "x" } }, { "usage": { "input": 5, "output": 1 } } ]] }"#,
+            true,
+        )
+        .unwrap();
+        assert_eq!(s.attempt("developer", 1).unwrap().len(), 2);
+        assert!(s.attempt("auditor", 1).is_none());
+        let e = Script::parse(r#"{ "developer": [[ { "fly": 1 } ]] }"#, true).unwrap_err();
+        assert!(
+            e.contains("attempt 1 action 1") && e.contains("actions: write"),
+            "{e}"
+        );
+        let e = Script::parse(
+            r#"{ "developer": [[ { "final": "a", "exit": 1 } ]] }"#,
+            true,
+        )
+        .unwrap_err();
+        assert!(e.contains("exactly one key"), "{e}");
+        assert!(Script::parse("[1]", true).is_err());
+    }
+
+    #[test]
+    fn replays_actions_in_the_working_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("s.yaml");
+        std::fs::write(
+            &script,
+            "dev:\n  - write: {path: sub/a.txt, content: \"hello world\"}\n  - edit: {path: sub/a.txt, old: world, new: there}\n  - run: \"cat sub/a.txt\"\n  - usage: {input: 10, output: 2}\n  - stderr: note\n  - final: done\n",
+        )
+        .unwrap();
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let code = replay(&script, "dev", 1, dir.path(), &mut out, &mut err);
+        assert_eq!(code, 0, "{}", String::from_utf8_lossy(&err));
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("sub/a.txt")).unwrap(),
+            "hello there"
+        );
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.contains("\"text\":\"hello there\""), "{out}");
+        assert_eq!(String::from_utf8(err).unwrap(), "note\n");
+
+        let mut p = PiStream;
+        let mut t = crate::agent::stream::Tally::default();
+        for l in out.lines() {
+            p.line(l, &mut t);
+        }
+        assert_eq!(t.tool_calls, 3);
+        assert_eq!(t.usage.total, 12);
+        assert_eq!(t.final_text.as_deref(), Some("done"));
+    }
+
+    #[test]
+    fn refuses_paths_outside_the_working_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("s.json");
+        std::fs::write(
+            &script,
+            r#"{ "dev": [ { "write": { "path": "../escape", "content": "x" } } ] }"#,
+        )
+        .unwrap();
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        assert_eq!(replay(&script, "dev", 1, dir.path(), &mut out, &mut err), 2);
+        assert!(String::from_utf8(err).unwrap().contains("stay inside"));
+        assert!(!dir.path().parent().unwrap().join("escape").exists());
+    }
+}

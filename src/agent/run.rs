@@ -1,0 +1,288 @@
+//! What one agent dispatch produced, normalised across agent CLIs, and the limits it ran under.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Settings;
+
+/// How long a killed agent gets between SIGTERM and SIGKILL.
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(5);
+
+/// Token usage of a dispatch, SUMMED over every model call it made.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Usage {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+    /// What budgets are checked against: the CLI's own total when it reports one, else the sum of the parts.
+    pub total: u64,
+    pub cost_usd: f64,
+}
+
+impl Usage {
+    /// Add another call's usage to this sum.
+    pub fn add(&mut self, other: &Usage) {
+        self.input += other.input;
+        self.output += other.output;
+        self.cache_read += other.cache_read;
+        self.cache_write += other.cache_write;
+        self.total += other.total;
+        self.cost_usd += other.cost_usd;
+    }
+
+    /// `total` as the sum of the parts, for CLIs that report none.
+    pub fn with_computed_total(mut self) -> Usage {
+        self.total = self.input + self.output + self.cache_read + self.cache_write;
+        self
+    }
+}
+
+/// Why an agent run ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ExitReason {
+    /// The CLI exited 0 and reported no error.
+    Completed,
+    /// The CLI failed: non-zero exit, a provider error (pi's `stopReason:"error"` even with exit 0),
+    /// an error result, or a stream that ended without an answer.
+    Failed(String),
+    /// Killed after running longer than its timeout.
+    TimedOut(#[serde(with = "duration_secs")] Duration),
+    /// Killed when the summed token usage went over the budget.
+    TokenBudget { used: u64, budget: u64 },
+    /// Killed when the number of tool calls went over the cap.
+    ToolCallCap { calls: u64, cap: u64 },
+    /// Stopped by a shutdown request (SIGINT/SIGTERM).
+    Interrupted,
+    /// The CLI could not be started.
+    SpawnFailed(String),
+}
+
+impl ExitReason {
+    /// Whether the run was stopped by a budget (tokens or tool calls).
+    pub fn is_budget(&self) -> bool {
+        matches!(
+            self,
+            ExitReason::TokenBudget { .. } | ExitReason::ToolCallCap { .. }
+        )
+    }
+
+    /// One line for humans.
+    pub fn describe(&self) -> String {
+        match self {
+            ExitReason::Completed => "completed".into(),
+            ExitReason::Failed(message) => format!("failed: {message}"),
+            ExitReason::TimedOut(after) => format!("timed out after {}", human_duration(*after)),
+            ExitReason::TokenBudget { used, budget } => {
+                format!("token budget exceeded: {used} tokens used of {budget}")
+            }
+            ExitReason::ToolCallCap { calls, cap } => {
+                format!("tool-call cap exceeded: {calls} calls, cap {cap}")
+            }
+            ExitReason::Interrupted => "interrupted".into(),
+            ExitReason::SpawnFailed(message) => format!("could not start: {message}"),
+        }
+    }
+}
+
+/// Durations in the journal as fractional seconds.
+mod duration_secs {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let secs = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(secs).map_err(serde::de::Error::custom)
+    }
+}
+
+/// `1m 05s`, `2.3s`.
+pub fn human_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs >= 60 {
+        format!("{}m {:02}s", secs / 60, secs % 60)
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+/// The normalised result of one agent dispatch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentRun {
+    pub role: String,
+    pub backend: String,
+    /// The agent's answer; when it was stopped early, the last assistant text seen (partial findings).
+    pub final_text: String,
+    pub tool_calls: u64,
+    pub usage: Usage,
+    #[serde(with = "duration_secs")]
+    pub duration: Duration,
+    pub model: Option<String>,
+    pub exit: ExitReason,
+    /// The last few KiB the CLI wrote to stderr.
+    pub stderr_tail: String,
+    /// The raw stdout stream (and `<file>.stderr` beside it), when one was requested.
+    pub transcript: Option<PathBuf>,
+    /// A budget stop keeps the partial text instead of failing (the researcher's graceful degradation).
+    pub keep_partial: bool,
+}
+
+impl AgentRun {
+    /// Over budget with its partial text kept: the pipeline goes on with what was found.
+    pub fn degraded(&self) -> bool {
+        self.keep_partial && self.exit.is_budget() && !self.final_text.trim().is_empty()
+    }
+
+    /// Whether the pipeline may use this run's output: it completed, or it is degraded.
+    pub fn succeeded(&self) -> bool {
+        self.exit == ExitReason::Completed || self.degraded()
+    }
+
+    /// A short human summary (several lines), for stderr.
+    pub fn summary(&self) -> String {
+        let status = if self.degraded() {
+            format!("{} (degraded: partial output kept)", self.exit.describe())
+        } else {
+            self.exit.describe()
+        };
+        let mut out = format!(
+            "agent {} via {}: {status}\n  duration {} · tool calls {} · tokens {} (in {}, out {}, cache r/w {}/{}) · cost ${:.4}",
+            self.role,
+            self.backend,
+            human_duration(self.duration),
+            self.tool_calls,
+            self.usage.total,
+            self.usage.input,
+            self.usage.output,
+            self.usage.cache_read,
+            self.usage.cache_write,
+            self.usage.cost_usd,
+        );
+        if let Some(model) = &self.model {
+            out.push_str(&format!(" · model {model}"));
+        }
+        out.push('\n');
+        if let Some(t) = &self.transcript {
+            out.push_str(&format!("  transcript {}\n", t.display()));
+        }
+        if !self.succeeded() && !self.stderr_tail.trim().is_empty() {
+            out.push_str("  stderr (tail):\n");
+            let lines: Vec<&str> = self.stderr_tail.trim_end().lines().collect();
+            for line in &lines[lines.len().saturating_sub(10)..] {
+                out.push_str(&format!("    {line}\n"));
+            }
+        }
+        out
+    }
+}
+
+/// Budgets of one dispatch. Zero means unlimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub timeout: Option<Duration>,
+    /// Summed tokens; 0 = none.
+    pub token_budget: u64,
+    /// Tool calls; 0 = none.
+    pub max_tool_calls: u64,
+    /// Time between SIGTERM and SIGKILL when the agent is stopped.
+    pub kill_grace: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            timeout: None,
+            token_budget: 0,
+            max_tool_calls: 0,
+            kill_grace: DEFAULT_KILL_GRACE,
+        }
+    }
+}
+
+impl Limits {
+    /// The limits the settings give the agent `role`.
+    pub fn for_role(settings: &Settings, role: &str) -> Limits {
+        Limits {
+            timeout: settings.agent_timeout(role),
+            token_budget: settings.agent_token_budget,
+            max_tool_calls: settings.max_tool_calls,
+            kill_grace: DEFAULT_KILL_GRACE,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(exit: ExitReason, keep_partial: bool, text: &str) -> AgentRun {
+        AgentRun {
+            role: "researcher".into(),
+            backend: "pi".into(),
+            final_text: text.into(),
+            tool_calls: 0,
+            usage: Usage::default(),
+            duration: Duration::from_millis(1500),
+            model: None,
+            exit,
+            stderr_tail: String::new(),
+            transcript: None,
+            keep_partial,
+        }
+    }
+
+    #[test]
+    fn degraded_only_for_budget_stops_with_text_kept() {
+        let budget = ExitReason::TokenBudget {
+            used: 11,
+            budget: 10,
+        };
+        assert!(run(budget.clone(), true, "partial").degraded());
+        assert!(run(budget.clone(), true, "partial").succeeded());
+        assert!(!run(budget.clone(), false, "partial").succeeded());
+        assert!(!run(budget, true, "  ").degraded());
+        let timeout = ExitReason::TimedOut(Duration::from_secs(60));
+        assert!(!run(timeout, true, "partial").degraded());
+        assert!(run(ExitReason::Completed, false, "").succeeded());
+    }
+
+    #[test]
+    fn serialises_for_the_journal() {
+        let r = run(ExitReason::ToolCallCap { calls: 4, cap: 3 }, false, "text");
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["exit"]["toolCallCap"]["cap"], 3);
+        assert_eq!(json["duration"], 1.5);
+        let back: AgentRun = serde_json::from_value(json).unwrap();
+        assert_eq!(back, r);
+        let t = serde_json::to_value(ExitReason::TimedOut(Duration::from_millis(2500))).unwrap();
+        assert_eq!(t, serde_json::json!({ "timedOut": 2.5 }));
+        let c = serde_json::to_value(ExitReason::Completed).unwrap();
+        assert_eq!(c, serde_json::json!("completed"));
+    }
+
+    #[test]
+    fn limits_follow_settings() {
+        let mut s = Settings::minimal(
+            crate::config::RepoSlug::parse("o/r").unwrap(),
+            1,
+            vec!["a".into()],
+        );
+        s.agent_token_budget = 500;
+        s.max_tool_calls = 7;
+        s.agent_timeouts_min.insert("developer".into(), 0.5);
+        let l = Limits::for_role(&s, "developer");
+        assert_eq!(l.timeout, Some(Duration::from_secs(30)));
+        assert_eq!((l.token_budget, l.max_tool_calls), (500, 7));
+        assert_eq!(Limits::for_role(&s, "auditor").timeout, None);
+    }
+}

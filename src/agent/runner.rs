@@ -1,0 +1,406 @@
+//! Runs one agent dispatch: starts the CLI in its own process group, reads its output as it arrives,
+//! enforces the timeout, token budget and tool-call cap, honours cancellation, and stops the whole
+//! group (SIGTERM, then SIGKILL after a grace period) whenever it ends early.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, Command};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::backend::Invocation;
+use super::dispatch::{AgentRequest, system_prompt};
+use super::run::{AgentRun, ExitReason, Limits, Usage};
+use super::stream::{DEFAULT_LINE_CAP, LineReader, Tail, Tally, feed};
+
+/// How much of the agent's stderr is kept in the run.
+const STDERR_TAIL: usize = 8 * 1024;
+/// How often a stopping process group is checked for survivors.
+const GROUP_POLL: Duration = Duration::from_millis(20);
+
+/// Run one agent dispatch to its end. Never fails: a CLI that cannot start, crashes or is stopped
+/// still yields an [`AgentRun`] saying why. Setting `cancel` to `true` stops the agent
+/// ([`ExitReason::Interrupted`]).
+pub async fn run_agent(req: AgentRequest<'_>, mut cancel: watch::Receiver<bool>) -> AgentRun {
+    let started = Instant::now();
+    let system = system_prompt(req.role);
+    let inv = Invocation {
+        role: req.role,
+        system_prompt: &system,
+        task: &req.task,
+        attempt: req.attempt,
+    };
+    let (launch, mut parser) = req.backend.with_cli(|cli| (cli.launch(&inv), cli.parser()));
+    let mut run = AgentRun {
+        role: req.role.name.clone(),
+        backend: req.backend.name(),
+        final_text: String::new(),
+        tool_calls: 0,
+        usage: Usage::default(),
+        duration: Duration::ZERO,
+        model: req.role.model.clone(),
+        exit: ExitReason::Completed,
+        stderr_tail: String::new(),
+        transcript: req.transcript.clone(),
+        keep_partial: req.keep_partial_on_budget,
+    };
+    let finish = |mut run: AgentRun, exit: ExitReason| {
+        run.exit = exit;
+        run.duration = started.elapsed();
+        run
+    };
+    if *cancel.borrow() {
+        return finish(run, ExitReason::Interrupted);
+    }
+    if !req.cwd.is_dir() {
+        let msg = format!("the working directory {} does not exist", req.cwd.display());
+        return finish(run, ExitReason::SpawnFailed(msg));
+    }
+    let mut transcript = match Transcript::open(req.transcript.as_deref()) {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::warn!("agent transcript not written: {e}");
+            run.transcript = None;
+            Transcript::default()
+        }
+    };
+
+    let mut cmd = Command::new(&launch.program);
+    cmd.args(&launch.args)
+        .current_dir(&req.cwd)
+        .env_clear()
+        .envs(req.env.iter().map(|(k, v)| (k, v)))
+        .stdin(if launch.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let hint = if e.kind() == std::io::ErrorKind::NotFound {
+                " (is it installed and on the PATH given to agents?)"
+            } else {
+                ""
+            };
+            let msg = format!("{}: {e}{hint}", launch.program.display());
+            return finish(run, ExitReason::SpawnFailed(msg));
+        }
+    };
+    let Some(pgid) = child.id().map(|id| id as i32) else {
+        return finish(
+            run,
+            ExitReason::SpawnFailed("the process vanished at start".into()),
+        );
+    };
+    // Whatever happens to this future, the group does not outlive it.
+    let mut guard = GroupGuard::new(pgid);
+    if let (Some(text), Some(mut stdin)) = (launch.stdin, child.stdin.take()) {
+        tokio::spawn(async move {
+            // A CLI that exits without reading its stdin is not an error of ours.
+            let _ = stdin.write_all(text.as_bytes()).await;
+            let _ = stdin.shutdown().await;
+        });
+    }
+    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        terminate_group(pgid, req.limits.kill_grace, &mut child).await;
+        return finish(run, ExitReason::SpawnFailed("no output pipes".into()));
+    };
+
+    let mut out = LineReader::new(stdout, DEFAULT_LINE_CAP);
+    let mut err = LineReader::new(stderr, DEFAULT_LINE_CAP);
+    let mut stderr_tail = Tail::new(STDERR_TAIL);
+    let mut tally = Tally::default();
+    let mut status: Option<ExitStatus> = None;
+    let mut stop: Option<ExitReason> = None;
+    let (mut out_open, mut err_open, mut cancel_open) = (true, true, true);
+    let deadline = req.limits.timeout.map(|t| Instant::now() + t);
+
+    while stop.is_none() && (out_open || err_open || status.is_none()) {
+        tokio::select! {
+            r = out.next_line(), if out_open => match r {
+                Ok(true) => {
+                    transcript.stdout(out.line());
+                    feed(parser.as_mut(), &mut tally, out.line(), out.truncated());
+                    stop = over_budget(&tally, &req.limits);
+                }
+                _ => out_open = false,
+            },
+            r = err.next_line(), if err_open => match r {
+                Ok(true) => {
+                    transcript.stderr(err.line());
+                    stderr_tail.push_line(&String::from_utf8_lossy(err.line()));
+                }
+                _ => err_open = false,
+            },
+            s = child.wait(), if status.is_none() => {
+                status = s.ok();
+                // The leader is gone; anything it left running in its group goes too, so pipes close.
+                stop_survivors(pgid, req.limits.kill_grace).await;
+            },
+            _ = sleep_until(deadline), if deadline.is_some() && status.is_none() => {
+                stop = req.limits.timeout.map(ExitReason::TimedOut);
+            },
+            r = cancel.changed(), if cancel_open => match r {
+                Ok(()) if *cancel.borrow() => stop = Some(ExitReason::Interrupted),
+                Ok(()) => {}
+                Err(_) => cancel_open = false,
+            },
+        }
+    }
+    if stop.is_some() {
+        if status.is_none() {
+            status = terminate_group(pgid, req.limits.kill_grace, &mut child).await;
+        } else {
+            stop_survivors(pgid, req.limits.kill_grace).await;
+        }
+    }
+    guard.armed = false;
+    transcript.flush();
+
+    let success = status.is_some_and(|s| s.success());
+    parser.end(&mut tally, success);
+    run.tool_calls = tally.tool_calls;
+    run.usage = tally.usage;
+    if tally.model.is_some() {
+        run.model = tally.model.clone();
+    }
+    run.stderr_tail = stderr_tail.text().to_string();
+    let exit = match stop {
+        Some(reason) => {
+            run.final_text = tally.answer();
+            reason
+        }
+        None => {
+            run.final_text = tally.answer();
+            exit_reason(status, &tally, &run.stderr_tail)
+        }
+    };
+    finish(run, exit)
+}
+
+/// The budget a tally has gone over, if any.
+fn over_budget(tally: &Tally, limits: &Limits) -> Option<ExitReason> {
+    if limits.token_budget > 0 && tally.usage.total > limits.token_budget {
+        return Some(ExitReason::TokenBudget {
+            used: tally.usage.total,
+            budget: limits.token_budget,
+        });
+    }
+    if limits.max_tool_calls > 0 && tally.tool_calls > limits.max_tool_calls {
+        return Some(ExitReason::ToolCallCap {
+            calls: tally.tool_calls,
+            cap: limits.max_tool_calls,
+        });
+    }
+    None
+}
+
+/// How a run that nobody stopped ended.
+fn exit_reason(status: Option<ExitStatus>, tally: &Tally, stderr_tail: &str) -> ExitReason {
+    use std::os::unix::process::ExitStatusExt;
+    let last_stderr = stderr_tail
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    let Some(status) = status else {
+        return ExitReason::Failed("the agent's exit status is unknown".into());
+    };
+    if !status.success() {
+        let how = match (status.code(), status.signal()) {
+            (Some(code), _) => format!("exited with status {code}"),
+            (None, Some(sig)) => format!("was killed by signal {sig}"),
+            _ => "failed".into(),
+        };
+        let detail = tally
+            .error
+            .clone()
+            .or_else(|| (!last_stderr.is_empty()).then(|| last_stderr.to_string()));
+        return ExitReason::Failed(match detail {
+            Some(d) => format!("the agent {how}: {d}"),
+            None => format!("the agent {how}"),
+        });
+    }
+    match &tally.error {
+        Some(e) => ExitReason::Failed(e.clone()),
+        None => ExitReason::Completed,
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Stop a running agent: SIGTERM to its group, SIGKILL to whatever is left after `grace`.
+/// Returns the leader's exit status.
+async fn terminate_group(pgid: i32, grace: Duration, child: &mut Child) -> Option<ExitStatus> {
+    signal_group(pgid, libc::SIGTERM);
+    let deadline = Instant::now() + grace;
+    let status = tokio::time::timeout_at(deadline, child.wait()).await.ok();
+    stop_survivors_until(pgid, deadline).await;
+    match status {
+        Some(Ok(s)) => Some(s),
+        _ => child.wait().await.ok(),
+    }
+}
+
+/// After the leader exited: SIGTERM the rest of its group, SIGKILL after `grace`.
+async fn stop_survivors(pgid: i32, grace: Duration) {
+    if process_group_alive(pgid) {
+        signal_group(pgid, libc::SIGTERM);
+        stop_survivors_until(pgid, Instant::now() + grace).await;
+    }
+}
+
+async fn stop_survivors_until(pgid: i32, deadline: Instant) {
+    while process_group_alive(pgid) {
+        if Instant::now() >= deadline {
+            signal_group(pgid, libc::SIGKILL);
+            return;
+        }
+        tokio::time::sleep(GROUP_POLL).await;
+    }
+}
+
+fn signal_group(pgid: i32, signal: i32) {
+    if pgid > 1 {
+        // SAFETY: kill(2) with a negative pid signals that process group; no memory is involved.
+        unsafe {
+            libc::kill(-pgid, signal);
+        }
+    }
+}
+
+/// Whether any live (non-zombie) process is left in the process group `pgid`.
+pub fn process_group_alive(pgid: i32) -> bool {
+    if pgid <= 1 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks for existence.
+    if unsafe { libc::kill(-pgid, 0) } != 0 {
+        return false;
+    }
+    // Zombies still count for kill(2); where orphans are not reaped promptly, look closer.
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next().unwrap_or("");
+        let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
+        if pgrp == Some(pgid) && !matches!(state, "Z" | "X") {
+            return true;
+        }
+    }
+    false
+}
+
+/// Process groups of the agents running now, for [`kill_live_agents`].
+static LIVE_GROUPS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+/// SIGKILL every agent process group still running: the last act of a process exiting at once
+/// (a second signal), so that no agent outlives supervisor.
+pub fn kill_live_agents() {
+    let groups = LIVE_GROUPS.lock().map(|g| g.clone()).unwrap_or_default();
+    for pgid in groups {
+        signal_group(pgid, libc::SIGKILL);
+    }
+}
+
+/// Registers a live group; kills it if the run is abandoned (its future dropped) before it ends.
+struct GroupGuard {
+    pgid: i32,
+    armed: bool,
+}
+
+impl GroupGuard {
+    fn new(pgid: i32) -> GroupGuard {
+        if let Ok(mut g) = LIVE_GROUPS.lock() {
+            g.push(pgid);
+        }
+        GroupGuard { pgid, armed: true }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            signal_group(self.pgid, libc::SIGKILL);
+        }
+        if let Ok(mut g) = LIVE_GROUPS.lock() {
+            g.retain(|p| *p != self.pgid);
+        }
+    }
+}
+
+/// The raw output streams, written as they arrive.
+#[derive(Default)]
+struct Transcript {
+    stdout: Option<BufWriter<File>>,
+    stderr: Option<BufWriter<File>>,
+}
+
+impl Transcript {
+    fn open(path: Option<&Path>) -> std::io::Result<Transcript> {
+        let Some(path) = path else {
+            return Ok(Transcript::default());
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let mut err_path = PathBuf::from(path);
+        err_path.as_mut_os_string().push(".stderr");
+        Ok(Transcript {
+            stdout: Some(BufWriter::new(File::create(path)?)),
+            stderr: Some(BufWriter::new(File::create(err_path)?)),
+        })
+    }
+
+    fn stdout(&mut self, line: &[u8]) {
+        Self::write(&mut self.stdout, line);
+    }
+
+    fn stderr(&mut self, line: &[u8]) {
+        Self::write(&mut self.stderr, line);
+    }
+
+    fn write(w: &mut Option<BufWriter<File>>, line: &[u8]) {
+        if let Some(f) = w {
+            if f.write_all(line).and_then(|_| f.write_all(b"\n")).is_err() {
+                tracing::warn!("agent transcript write failed; the rest is not recorded");
+                *w = None;
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        for f in [&mut self.stdout, &mut self.stderr].into_iter().flatten() {
+            let _ = f.flush();
+        }
+    }
+}

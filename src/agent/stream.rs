@@ -1,0 +1,337 @@
+//! Reading an agent CLI's output as it arrives, in bounded memory.
+//!
+//! [`LineReader`] splits a byte stream into lines through a fixed buffer; a line longer than its cap is
+//! truncated (the rest of it is skipped), so an endless line or a huge stream never grows memory. Each
+//! line goes to a [`StreamParser`], which folds it into a [`Tally`]: the counters and the latest
+//! assistant text, never the transcript.
+
+use std::io;
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use super::run::Usage;
+
+/// Default cap of one line: longer lines are truncated to this many bytes.
+pub const DEFAULT_LINE_CAP: usize = 16 * 1024 * 1024;
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Splits an async byte stream into lines with a bounded buffer. Cancel-safe: all progress lives in
+/// the reader, so `next_line` may be raced in `select!` and called again.
+pub struct LineReader<R> {
+    inner: R,
+    buf: Box<[u8]>,
+    start: usize,
+    end: usize,
+    line: Vec<u8>,
+    cap: usize,
+    truncated: bool,
+    /// The line in `line` is complete and waiting to be taken.
+    ready: bool,
+    eof: bool,
+}
+
+impl<R: AsyncRead + Unpin> LineReader<R> {
+    pub fn new(inner: R, cap: usize) -> LineReader<R> {
+        LineReader {
+            inner,
+            buf: vec![0; READ_CHUNK].into_boxed_slice(),
+            start: 0,
+            end: 0,
+            line: Vec::new(),
+            cap: cap.max(1),
+            truncated: false,
+            ready: false,
+            eof: false,
+        }
+    }
+
+    /// Read until a whole line is available. `Ok(true)`: take it with [`line`](Self::line);
+    /// `Ok(false)`: the stream ended.
+    pub async fn next_line(&mut self) -> io::Result<bool> {
+        if self.ready {
+            self.line.clear();
+            self.truncated = false;
+            self.ready = false;
+        }
+        loop {
+            if self.start < self.end {
+                let chunk = &self.buf[self.start..self.end];
+                match chunk.iter().position(|&b| b == b'\n') {
+                    Some(i) => {
+                        self.push(i);
+                        self.start += i + 1;
+                        self.ready = true;
+                        return Ok(true);
+                    }
+                    None => {
+                        self.push(chunk.len());
+                        self.start = self.end;
+                    }
+                }
+            }
+            if self.eof {
+                if self.line.is_empty() && !self.truncated {
+                    return Ok(false);
+                }
+                self.ready = true;
+                return Ok(true);
+            }
+            let n = self.inner.read(&mut self.buf).await?;
+            self.start = 0;
+            self.end = n;
+            if n == 0 {
+                self.eof = true;
+            }
+        }
+    }
+
+    /// Append `n` bytes from the buffer to the current line, up to the cap.
+    fn push(&mut self, n: usize) {
+        let room = self.cap.saturating_sub(self.line.len());
+        let take = n.min(room);
+        self.line
+            .extend_from_slice(&self.buf[self.start..self.start + take]);
+        if take < n {
+            self.truncated = true;
+        }
+    }
+
+    /// The line last returned by `next_line`, without its newline (and without a trailing `\r`).
+    pub fn line(&self) -> &[u8] {
+        let l = &self.line[..];
+        l.strip_suffix(b"\r").unwrap_or(l)
+    }
+
+    /// Whether the last line was longer than the cap and cut.
+    pub fn truncated(&self) -> bool {
+        self.truncated
+    }
+}
+
+/// What the stream told so far. Bounded: counters and the latest texts only.
+#[derive(Debug, Clone, Default)]
+pub struct Tally {
+    /// The answer, when the CLI marked one as final.
+    pub final_text: Option<String>,
+    /// The last assistant text seen (partial findings when the run is stopped early).
+    pub last_text: String,
+    pub tool_calls: u64,
+    pub usage: Usage,
+    pub model: Option<String>,
+    /// An error the CLI reported; a later success clears it (retries).
+    pub error: Option<String>,
+    /// Lines that were not understood (not JSON, truncated, unknown shape).
+    pub skipped_lines: u64,
+    pub lines: u64,
+}
+
+impl Tally {
+    /// Record an assistant text as the latest seen.
+    pub fn saw_text(&mut self, text: &str) {
+        if !text.trim().is_empty() {
+            self.last_text.clear();
+            self.last_text.push_str(text);
+        }
+    }
+
+    /// The answer to report: the final text, else the last assistant text.
+    pub fn answer(&self) -> String {
+        self.final_text
+            .clone()
+            .unwrap_or_else(|| self.last_text.clone())
+    }
+}
+
+/// Folds one CLI's output lines into a [`Tally`]. One implementation per output format.
+pub trait StreamParser: Send {
+    /// One stdout line (UTF-8, lossily decoded), as it arrives.
+    fn line(&mut self, line: &str, tally: &mut Tally);
+    /// The stream ended. `success` tells whether the process exited 0. Formats that must see a
+    /// closing event (a result) report its absence here.
+    fn end(&mut self, _tally: &mut Tally, _success: bool) {}
+}
+
+/// Feed every line of `reader` to `parser`: the loop the runner uses, minus process handling.
+/// Returns the number of bytes read.
+pub async fn parse_stream<R: AsyncRead + Unpin>(
+    reader: R,
+    parser: &mut dyn StreamParser,
+    tally: &mut Tally,
+    cap: usize,
+) -> io::Result<u64> {
+    let mut lines = LineReader::new(reader, cap);
+    let mut bytes = 0u64;
+    while lines.next_line().await? {
+        bytes += lines.line().len() as u64 + 1;
+        feed(parser, tally, lines.line(), lines.truncated());
+    }
+    Ok(bytes)
+}
+
+/// Decode one line and hand it to the parser.
+pub fn feed(parser: &mut dyn StreamParser, tally: &mut Tally, line: &[u8], truncated: bool) {
+    tally.lines += 1;
+    if truncated {
+        tally.skipped_lines += 1;
+    }
+    match std::str::from_utf8(line) {
+        Ok(s) => parser.line(s, tally),
+        Err(_) => parser.line(&String::from_utf8_lossy(line), tally),
+    }
+}
+
+/// The `"type"` of a JSON event line, read without parsing the line when it starts `{"type":"…"`
+/// (as pi, Claude Code and Codex all write it).
+pub fn event_type(line: &str) -> Option<std::borrow::Cow<'_, str>> {
+    let trimmed = line.trim_start();
+    if let Some(rest) = trimmed.strip_prefix("{\"type\":\"") {
+        if let Some(end) = rest.find('"') {
+            let t = &rest[..end];
+            if !t.contains('\\') {
+                return Some(std::borrow::Cow::Borrowed(t));
+            }
+        }
+    }
+    #[derive(serde::Deserialize)]
+    struct Typed {
+        #[serde(rename = "type")]
+        kind: Option<String>,
+    }
+    serde_json::from_str::<Typed>(trimmed)
+        .ok()?
+        .kind
+        .map(std::borrow::Cow::Owned)
+}
+
+/// The `"type"` of an event line; a line without one is counted as skipped.
+pub fn event_kind<'a>(line: &'a str, tally: &mut Tally) -> Option<std::borrow::Cow<'a, str>> {
+    let kind = event_type(line);
+    if kind.is_none() {
+        tally.skipped_lines += 1;
+    }
+    kind
+}
+
+/// Parse an event line into `T`; a line of another shape is counted as skipped.
+pub fn parse_event<T: serde::de::DeserializeOwned>(line: &str, tally: &mut Tally) -> Option<T> {
+    let parsed = serde_json::from_str(line).ok();
+    if parsed.is_none() {
+        tally.skipped_lines += 1;
+    }
+    parsed
+}
+
+/// Keeps the last `cap` bytes of a text stream, cut at a character boundary.
+#[derive(Debug, Clone)]
+pub struct Tail {
+    text: String,
+    cap: usize,
+}
+
+impl Tail {
+    pub fn new(cap: usize) -> Tail {
+        Tail {
+            text: String::new(),
+            cap,
+        }
+    }
+
+    pub fn push_line(&mut self, line: &str) {
+        self.text.push_str(line);
+        self.text.push('\n');
+        // Trim only when twice the cap is reached: amortised O(1) per byte, memory ≤ 2 × cap.
+        if self.text.len() > 2 * self.cap {
+            self.trim();
+        }
+    }
+
+    fn trim(&mut self) {
+        if self.text.len() > self.cap {
+            let mut from = self.text.len() - self.cap;
+            while !self.text.is_char_boundary(from) {
+                from += 1;
+            }
+            self.text.drain(..from);
+        }
+    }
+
+    /// The kept tail (at most `cap` bytes).
+    pub fn text(&mut self) -> &str {
+        self.trim();
+        &self.text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn lines(input: &[u8], cap: usize) -> Vec<(String, bool)> {
+        let mut r = LineReader::new(input, cap);
+        let mut out = Vec::new();
+        while r.next_line().await.unwrap() {
+            out.push((
+                String::from_utf8_lossy(r.line()).into_owned(),
+                r.truncated(),
+            ));
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn splits_lines_and_keeps_a_last_line_without_newline() {
+        let got = lines(b"a\nbb\r\n\nccc", 100).await;
+        let want: Vec<(String, bool)> = ["a", "bb", "", "ccc"]
+            .iter()
+            .map(|s| (s.to_string(), false))
+            .collect();
+        assert_eq!(got, want);
+        assert!(lines(b"", 10).await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn long_lines_are_truncated_and_the_next_line_is_intact() {
+        let mut input = vec![b'x'; 200_000];
+        input.extend_from_slice(b"\nnext\n");
+        let got = lines(&input, 1000).await;
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0].0.len(), 1000);
+        assert!(got[0].1);
+        assert_eq!(got[1], ("next".to_string(), false));
+    }
+
+    #[test]
+    fn event_types() {
+        assert_eq!(
+            event_type(r#"{"type":"message_end","x":1}"#).unwrap(),
+            "message_end"
+        );
+        assert_eq!(
+            event_type(r#"{ "x": 1, "type": "turn_end" }"#).unwrap(),
+            "turn_end"
+        );
+        assert!(event_type("not json").is_none());
+        assert!(event_type(r#"{"x":1}"#).is_none());
+    }
+
+    #[test]
+    fn tail_keeps_the_end() {
+        let mut t = Tail::new(8);
+        t.push_line("abc");
+        t.push_line("defghij");
+        assert_eq!(t.text(), "defghij\n");
+        t.push_line("é".repeat(10).as_str());
+        assert!(t.text().len() <= 8 && t.text().ends_with("é\n"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn reader_never_panics_and_respects_the_cap(data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..4000), cap in 1usize..64) {
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let got = rt.block_on(lines(&data, cap));
+            for (l, _) in &got {
+                proptest::prop_assert!(l.len() <= cap * 3);
+            }
+        }
+    }
+}

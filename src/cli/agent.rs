@@ -1,0 +1,220 @@
+//! `supervisor agent <role>`: one role agent, once, exactly as the pipeline runs it (same prompt
+//! assembly, environment allowlist, budgets and signal handling), optionally in a throwaway worktree.
+
+use std::path::{Path, PathBuf};
+
+use crate::agent::{AgentRequest, AgentRun, ExitReason, parse_outcome, run_agent};
+use crate::config::{SETTINGS_PATHS, Settings};
+use crate::pipeline::{Project, process_env};
+use crate::report;
+use crate::workspace::{Shutdown, WorkspaceConfig, cleanup, ensure_worktree, setup};
+
+use super::{EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
+
+/// The arguments of `supervisor agent`.
+#[derive(Debug, clap::Args)]
+pub struct AgentCommand {
+    /// The role agent to run (researcher, architect, test-designer, developer, auditor, ...).
+    pub role: String,
+    /// The directory to run in: the repository whose settings and agents are used.
+    #[arg(long = "in", value_name = "DIR", default_value = ".")]
+    pub dir: PathBuf,
+    /// The task given to the agent.
+    #[arg(long)]
+    pub task: String,
+    /// Backend to use instead of the role's (pi, claude, codex, scripted or a key of `backends`).
+    #[arg(long)]
+    pub backend: Option<String>,
+    /// Run in a fresh worktree for this issue number, created and set up as the pipeline does,
+    /// and removed afterwards.
+    #[arg(long, value_name = "ISSUE")]
+    pub worktree: Option<u64>,
+    /// Keep the --worktree after the run.
+    #[arg(long, requires = "worktree")]
+    pub keep: bool,
+    /// Which dispatch of the role this is (the scripted backend plays that attempt).
+    #[arg(long, default_value_t = 1)]
+    pub attempt: u32,
+    /// Print the run as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Settings used when the directory has none: defaults, with `SUPERVISOR_*` overrides applied.
+const FALLBACK_SETTINGS: &str = r#"{ "supervisor": { "repo": "local/agent-trial", "projectNumber": 1, "codeowners": ["local"] } }"#;
+
+pub fn run(cmd: AgentCommand) -> u8 {
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("supervisor agent: cannot start the async runtime: {e}");
+            return EXIT_STOPPED;
+        }
+    };
+    rt.block_on(run_async(cmd))
+}
+
+/// The repository's configuration, or defaults with the built-in roles when it has no settings.
+fn load_project(dir: &Path, json: bool) -> Result<Project, u8> {
+    let has_settings = SETTINGS_PATHS.iter().any(|p| dir.join(p).is_file());
+    let loaded = if has_settings {
+        Project::load(dir, &process_env)
+    } else {
+        eprintln!(
+            "supervisor agent: no settings in {}: using the defaults (agentBackend pi unless SUPERVISOR_AGENT_BACKEND is set) and the built-in roles",
+            dir.display()
+        );
+        Settings::from_text(
+            &dir.join(SETTINGS_PATHS[0]),
+            FALLBACK_SETTINGS,
+            &process_env,
+        )
+        .and_then(|l| Project::from_settings(dir, l.settings))
+    };
+    loaded.map_err(|e| {
+        if json {
+            println!("{}", report::errors_text(&e, true));
+        } else {
+            eprint!("{}", report::errors_text(&e, false));
+        }
+        EXIT_USAGE
+    })
+}
+
+async fn run_async(cmd: AgentCommand) -> u8 {
+    let dir = match cmd.dir.canonicalize() {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("supervisor agent: {}: {e}", cmd.dir.display());
+            return EXIT_USAGE;
+        }
+    };
+    let project = match load_project(&dir, cmd.json) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let Some(role) = project.roles.get(&cmd.role).cloned() else {
+        let known: Vec<&str> = project.roles.agents.keys().map(String::as_str).collect();
+        eprintln!(
+            "supervisor agent: no role agent `{}` in this workflow; known roles: {}",
+            cmd.role,
+            known.join(", ")
+        );
+        return EXIT_USAGE;
+    };
+    let shutdown = match Shutdown::install() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("supervisor agent: cannot install signal handlers: {e}");
+            return EXIT_STOPPED;
+        }
+    };
+
+    let mut workspace = None;
+    let cwd = match cmd.worktree {
+        None => dir.clone(),
+        Some(issue) => {
+            let cfg = WorkspaceConfig::from_settings(&project.root, &project.settings);
+            let wt = match ensure_worktree(&cfg, issue) {
+                Ok(wt) => wt,
+                Err(e) => {
+                    eprintln!("supervisor agent: worktree: {e}");
+                    return EXIT_USAGE;
+                }
+            };
+            eprintln!(
+                "supervisor agent: worktree {} on {} ({:?})",
+                wt.path.display(),
+                wt.branch,
+                wt.origin
+            );
+            for w in setup(&cfg, &wt).await.warnings {
+                eprintln!("supervisor agent: warning: {w}");
+            }
+            let path = wt.path.clone();
+            workspace = Some((cfg, wt));
+            path
+        }
+    };
+
+    let token = std::env::var("GITHUB_TOKEN")
+        .or_else(|_| std::env::var("GH_TOKEN"))
+        .ok();
+    let code = match AgentRequest::for_role(
+        &project.settings,
+        &project.root,
+        &role,
+        cmd.task,
+        cwd,
+        cmd.backend.as_deref(),
+        token.as_deref(),
+    ) {
+        Err(e) => {
+            eprintln!("supervisor agent: {e}");
+            EXIT_USAGE
+        }
+        Ok(mut req) => {
+            req.attempt = cmd.attempt.max(1);
+            req.transcript = Some(transcript_path(&project.root, &role.name));
+            let run = run_agent(req, shutdown.subscribe()).await;
+            print_run(&project, &run, cmd.json);
+            if run.exit == ExitReason::Interrupted || run.succeeded() {
+                EXIT_OK
+            } else {
+                EXIT_STOPPED
+            }
+        }
+    };
+
+    if let Some((cfg, wt)) = workspace {
+        if cmd.keep && !shutdown.requested() {
+            eprintln!("supervisor agent: worktree kept at {}", wt.path.display());
+        } else if let Err(e) = cleanup(&cfg, &wt) {
+            eprintln!("supervisor agent: cleaning the worktree failed: {e}");
+            return EXIT_STOPPED;
+        }
+    }
+    code
+}
+
+fn transcript_path(root: &Path, role: &str) -> PathBuf {
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S");
+    root.join(crate::workspace::CHECKPOINT_DIR)
+        .join("agent")
+        .join(format!("{role}-{stamp}-{}.jsonl", std::process::id()))
+}
+
+fn print_run(project: &Project, run: &AgentRun, json: bool) {
+    if json {
+        match serde_json::to_string_pretty(run) {
+            Ok(text) => println!("{text}"),
+            Err(e) => eprintln!("supervisor agent: cannot print the run as JSON: {e}"),
+        }
+    }
+    eprint!("{}", run.summary());
+    let stage = project
+        .workflow
+        .stages
+        .iter()
+        .find(|s| s.agent.as_deref() == Some(run.role.as_str()));
+    if let Some(stage) = stage {
+        match parse_outcome(&run.final_text, stage) {
+            Ok(o) => eprintln!(
+                "  output protocol: {} via {:?}{}",
+                o.action,
+                o.evidence,
+                o.target_status
+                    .map(|t| format!(" → {t}"))
+                    .unwrap_or_default()
+            ),
+            Err(e) => eprintln!("  output protocol: {e}"),
+        }
+    }
+    if !json && !run.final_text.is_empty() {
+        eprintln!("--- final text ---\n{}", run.final_text.trim_end());
+    }
+}

@@ -1,0 +1,201 @@
+//! Crash checkpoints: a small file per issue recording the live run, so that a restart can tell a
+//! run to resume from a stale leftover to clean away.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::worktree::cleanup;
+use super::{Reuse, WorkspaceConfig, WorkspaceError, Worktree, io_err};
+
+/// Where checkpoints live, relative to the repository root.
+pub const CHECKPOINT_DIR: &str = ".supervisor/runs";
+/// A checkpoint not touched for this long belongs to a dead run.
+pub const STALE_AFTER: Duration = Duration::from_secs(60 * 60);
+
+/// The live run of one issue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Checkpoint {
+    pub run_id: String,
+    pub issue: u64,
+    pub pid: u32,
+    pub worktree: PathBuf,
+    pub branch: String,
+    pub started_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl Checkpoint {
+    /// A checkpoint for this process's run of `issue` in `wt`.
+    pub fn new(run_id: impl Into<String>, issue: u64, wt: &Worktree) -> Checkpoint {
+        let now = Utc::now();
+        Checkpoint {
+            run_id: run_id.into(),
+            issue,
+            pid: std::process::id(),
+            worktree: wt.path.clone(),
+            branch: wt.branch.clone(),
+            started_at: now,
+            updated_at: now,
+        }
+    }
+
+    /// `<repo_root>/.supervisor/runs/checkpoint-<issue>.json`.
+    pub fn path(repo_root: &Path, issue: u64) -> PathBuf {
+        repo_root
+            .join(CHECKPOINT_DIR)
+            .join(format!("checkpoint-{issue}.json"))
+    }
+
+    /// Write the checkpoint (atomically: a temporary file renamed over the old one).
+    pub fn save(&self, repo_root: &Path) -> Result<(), WorkspaceError> {
+        let path = Checkpoint::path(repo_root, self.issue);
+        let dir = path.parent().unwrap_or(repo_root);
+        std::fs::create_dir_all(dir).map_err(io_err("cannot create", dir))?;
+        let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
+        let text = serde_json::to_string_pretty(self).unwrap_or_default();
+        std::fs::write(&tmp, text).map_err(io_err("cannot write", &tmp))?;
+        std::fs::rename(&tmp, &path).map_err(io_err("cannot write", &path))
+    }
+
+    /// The checkpoint of `issue`, if there is one.
+    pub fn load(repo_root: &Path, issue: u64) -> Result<Option<Checkpoint>, WorkspaceError> {
+        let path = Checkpoint::path(repo_root, issue);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err("cannot read", &path)(e)),
+        };
+        let cp: Checkpoint =
+            serde_json::from_str(&text).map_err(|e| WorkspaceError::Checkpoint {
+                path: path.clone(),
+                problem: format!("it is not a valid checkpoint ({e})"),
+            })?;
+        if cp.issue != issue {
+            return Err(WorkspaceError::Checkpoint {
+                path,
+                problem: format!("it names issue #{} instead of #{issue}", cp.issue),
+            });
+        }
+        Ok(Some(cp))
+    }
+
+    /// Delete the checkpoint of `issue` (fine when there is none).
+    pub fn remove(repo_root: &Path, issue: u64) -> Result<(), WorkspaceError> {
+        let path = Checkpoint::path(repo_root, issue);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(io_err("cannot remove", &path)(e))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Mark the run alive now and save.
+    pub fn touch(&mut self, repo_root: &Path) -> Result<(), WorkspaceError> {
+        self.updated_at = Utc::now();
+        self.save(repo_root)
+    }
+
+    /// Not touched for over an hour.
+    pub fn is_stale(&self, now: DateTime<Utc>) -> bool {
+        now.signed_duration_since(self.updated_at)
+            .to_std()
+            .is_ok_and(|age| age > STALE_AFTER)
+    }
+
+    /// Whether the process that wrote the checkpoint is still running (another run in progress).
+    pub fn process_alive(&self) -> bool {
+        let Ok(pid) = i32::try_from(self.pid) else {
+            return false;
+        };
+        // SAFETY: signal 0 only checks for existence.
+        pid > 1 && pid as u32 != std::process::id() && unsafe { libc::kill(pid, 0) } == 0
+    }
+}
+
+/// Clean away a stale run: prune and delete its worktree, delete its branch, delete the checkpoint.
+/// Only the worktree and branch that `cfg` derives for the issue are touched, whatever the file says.
+pub fn prune_stale(cfg: &WorkspaceConfig, cp: &Checkpoint) -> Result<(), WorkspaceError> {
+    let branch = cfg.branch_for(cp.issue)?;
+    let path = cfg.worktree_path(cp.issue)?;
+    if cp.branch != branch || !same_path(&cp.worktree, &path) {
+        return Err(WorkspaceError::Checkpoint {
+            path: Checkpoint::path(&cfg.repo_root, cp.issue),
+            problem: format!(
+                "it names {} on `{}`, but issue #{} belongs at {} on `{branch}` (were the settings changed?)",
+                cp.worktree.display(),
+                cp.branch,
+                cp.issue,
+                path.display()
+            ),
+        });
+    }
+    let wt = Worktree {
+        path,
+        branch,
+        base: cfg.default_branch.clone(),
+        origin: Reuse::ExistingWorktree,
+        remote: cfg.remote.clone(),
+        git_config: cfg.git_config.clone(),
+    };
+    cleanup(cfg, &wt)?;
+    Checkpoint::remove(&cfg.repo_root, cp.issue)
+}
+
+fn same_path(a: &Path, b: &Path) -> bool {
+    let norm = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    norm(a) == norm(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn staleness_is_one_hour_since_the_last_touch() {
+        let now = Utc::now();
+        let mut cp = Checkpoint {
+            run_id: "r".into(),
+            issue: 3,
+            pid: 1,
+            worktree: "/w".into(),
+            branch: "b".into(),
+            started_at: now,
+            updated_at: now - chrono::Duration::minutes(59),
+        };
+        assert!(!cp.is_stale(now));
+        cp.updated_at = now - chrono::Duration::minutes(61);
+        assert!(cp.is_stale(now));
+        cp.updated_at = now + chrono::Duration::minutes(5);
+        assert!(!cp.is_stale(now));
+    }
+
+    #[test]
+    fn save_load_remove() {
+        let dir = tempfile::tempdir().unwrap();
+        let wt = Worktree {
+            path: "/w/x".into(),
+            branch: "x".into(),
+            base: "main".into(),
+            origin: Reuse::Created,
+            remote: "origin".into(),
+            git_config: Vec::new(),
+        };
+        let mut cp = Checkpoint::new("run-1", 7, &wt);
+        cp.save(dir.path()).unwrap();
+        assert_eq!(Checkpoint::load(dir.path(), 7).unwrap(), Some(cp.clone()));
+        cp.touch(dir.path()).unwrap();
+        assert!(Checkpoint::load(dir.path(), 7).unwrap().unwrap().updated_at >= cp.started_at);
+        assert!(!cp.process_alive(), "our own pid is not another run");
+        Checkpoint::remove(dir.path(), 7).unwrap();
+        Checkpoint::remove(dir.path(), 7).unwrap();
+        assert_eq!(Checkpoint::load(dir.path(), 7).unwrap(), None);
+        std::fs::write(Checkpoint::path(dir.path(), 8), "{").unwrap();
+        let err = Checkpoint::load(dir.path(), 8).unwrap_err().to_string();
+        assert!(err.contains("delete it"), "{err}");
+    }
+}

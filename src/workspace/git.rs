@@ -1,0 +1,155 @@
+//! The `git` CLI, for what git2 cannot do here: HTTPS push and fetch (git2 is built without TLS) and
+//! submodules. Arguments built from data always come after the options they belong to; credentials
+//! travel in the child's environment to a one-shot credential helper, never in arguments, files or logs.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use super::WorkspaceError;
+
+/// Credentials for push and fetch.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub enum PushAuth {
+    /// Whatever git is configured with (SSH keys, credential helpers, local paths).
+    #[default]
+    None,
+    /// A GitHub token, used for HTTPS remotes only.
+    Token(String),
+}
+
+impl std::fmt::Debug for PushAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PushAuth::None => f.write_str("None"),
+            PushAuth::Token(_) => f.write_str("Token(***)"),
+        }
+    }
+}
+
+/// The variable the credential helper reads the token from.
+const TOKEN_VAR: &str = "SUPERVISOR_GIT_TOKEN";
+/// Answers git's `get` with the token from the environment; nothing is stored.
+const HELPER: &str = "!f() { test \"$1\" = get && echo username=x-access-token && echo \"password=${SUPERVISOR_GIT_TOKEN}\"; }; f";
+/// Git variables that would redirect a subprocess to another repository.
+const REPO_VARS: [&str; 5] = [
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_COMMON_DIR",
+];
+
+/// A `git` invocation in a directory.
+pub(crate) struct Git<'a> {
+    dir: &'a Path,
+    config: Vec<(String, String)>,
+    token: Option<&'a str>,
+}
+
+impl<'a> Git<'a> {
+    pub(crate) fn new(dir: &'a Path, config: &[(String, String)]) -> Git<'a> {
+        Git {
+            dir,
+            config: config.to_vec(),
+            token: None,
+        }
+    }
+
+    /// Use `auth` when `url` is an HTTPS URL.
+    pub(crate) fn with_auth(mut self, auth: &'a PushAuth, url: Option<&str>) -> Git<'a> {
+        if let (PushAuth::Token(t), Some(url)) = (auth, url) {
+            if url.starts_with("https://") {
+                self.token = Some(t);
+                // Reset the helper list first so no configured helper sees (or stores) the token.
+                self.config
+                    .push(("credential.helper".into(), String::new()));
+                self.config
+                    .push(("credential.helper".into(), HELPER.into()));
+            }
+        }
+        // Give up on a stalled transfer instead of hanging the pipeline.
+        self.config
+            .push(("http.lowSpeedLimit".into(), "1000".into()));
+        self.config.push(("http.lowSpeedTime".into(), "60".into()));
+        self
+    }
+
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new("git");
+        for (k, v) in &self.config {
+            cmd.arg("-c").arg(format!("{k}={v}"));
+        }
+        cmd.args(args)
+            .current_dir(self.dir)
+            .stdin(Stdio::null())
+            .env("GIT_TERMINAL_PROMPT", "0");
+        for var in REPO_VARS {
+            cmd.env_remove(var);
+        }
+        if let Some(t) = self.token {
+            cmd.env(TOKEN_VAR, t);
+        }
+        cmd
+    }
+
+    /// Run git to completion; stdout on success, an error with git's message otherwise.
+    pub(crate) fn run(&self, args: &[&str]) -> Result<String, WorkspaceError> {
+        let shown = format!("git {}", args.join(" "));
+        let out = self
+            .command(args)
+            .output()
+            .map_err(|e| WorkspaceError::GitCommand {
+                command: shown.clone(),
+                detail: format!("cannot run git: {e}; is git installed?"),
+            })?;
+        if out.status.success() {
+            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        } else {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let detail = self.redact(stderr.trim());
+            Err(WorkspaceError::GitCommand {
+                command: shown,
+                detail: if detail.is_empty() {
+                    format!("exit status {}", out.status)
+                } else {
+                    detail
+                },
+            })
+        }
+    }
+
+    /// Never let the token reach a message, whatever git printed.
+    fn redact(&self, text: &str) -> String {
+        match self.token {
+            Some(t) if !t.is_empty() => text.replace(t, "***"),
+            _ => text.to_string(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_only_for_https_and_only_in_the_environment() {
+        let auth = PushAuth::Token("ghp_secret".into());
+        let g = Git::new(Path::new("."), &[]).with_auth(&auth, Some("https://github.com/o/r.git"));
+        let cmd = g.command(&["push"]);
+        let args: Vec<String> = cmd
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        assert!(args.iter().all(|a| !a.contains("ghp_secret")));
+        assert!(args.iter().any(|a| a == "credential.helper="));
+        assert!(
+            cmd.get_envs()
+                .any(|(k, v)| k == TOKEN_VAR && v.is_some_and(|v| v == "ghp_secret"))
+        );
+        assert_eq!(g.redact("fatal: ghp_secret leaked"), "fatal: *** leaked");
+        assert_eq!(format!("{auth:?}"), "Token(***)");
+
+        let g = Git::new(Path::new("."), &[]).with_auth(&auth, Some("/tmp/remote.git"));
+        assert!(g.command(&["push"]).get_envs().all(|(k, _)| k != TOKEN_VAR));
+    }
+}

@@ -1,0 +1,227 @@
+//! Preparing a new worktree: `.pi/git/` copied, submodules initialised, git-ignored files such as
+//! `.env` copied, then the setup commands (default `npm ci` when a lockfile exists). Every step that
+//! fails is a warning, not a stop: agents can still work in a partly set-up tree, and say so.
+
+use std::path::{Component, Path};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::process::Command;
+
+use super::git::Git;
+use super::{WorkspaceConfig, Worktree};
+use crate::agent::GITHUB_TOKEN_VARS;
+
+/// How long one setup command or the submodule update may take.
+const STEP_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// Output kept in a step's detail.
+const DETAIL_CAP: usize = 2000;
+/// pi's project-local git packages, copied into every worktree.
+const PI_GIT_DIR: &str = ".pi/git";
+
+/// One setup step and how it went.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetupStep {
+    pub what: String,
+    pub ok: bool,
+    pub detail: String,
+}
+
+/// What setup did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetupReport {
+    pub steps: Vec<SetupStep>,
+    pub warnings: Vec<String>,
+}
+
+impl SetupReport {
+    fn step(&mut self, what: impl Into<String>, ok: bool, detail: impl Into<String>) {
+        let (what, detail) = (what.into(), detail.into());
+        if !ok {
+            self.warnings.push(format!("setup: {what}: {detail}"));
+        }
+        self.steps.push(SetupStep { what, ok, detail });
+    }
+}
+
+/// Set up a worktree. Never fails; problems are warnings in the report.
+pub async fn setup(cfg: &WorkspaceConfig, wt: &Worktree) -> SetupReport {
+    let mut report = SetupReport::default();
+    copy_ignored(cfg, wt, PI_GIT_DIR, &mut report, true);
+    if wt.path.join(".gitmodules").is_file() {
+        submodules(wt, &mut report).await;
+    }
+    for file in &cfg.copy_files {
+        copy_ignored(cfg, wt, file, &mut report, false);
+    }
+    let commands = match &cfg.setup_commands {
+        Some(list) => list.clone(),
+        None if wt.path.join("package-lock.json").is_file()
+            || wt.path.join("npm-shrinkwrap.json").is_file() =>
+        {
+            vec!["npm ci".to_string()]
+        }
+        None => Vec::new(),
+    };
+    for command in commands {
+        run_setup_command(&command, &wt.path, cfg.setup_attempts.max(1), &mut report).await;
+    }
+    report
+}
+
+async fn submodules(wt: &Worktree, report: &mut SetupReport) {
+    let mut cmd: Command = Git::new(&wt.path, &wt.git_config)
+        .command(&["submodule", "update", "--init", "--recursive"])
+        .into();
+    let (ok, detail) = run_bounded(&mut cmd).await;
+    report.step("git submodule update --init", ok, detail);
+}
+
+/// A relative path that stays inside the tree.
+fn is_inside(rel: &str) -> bool {
+    !rel.is_empty()
+        && Path::new(rel)
+            .components()
+            .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+}
+
+/// Copy `rel` from the repository into the worktree when it exists there, is missing in the worktree,
+/// and the worktree ignores it (an untracked, unignored copy would end up in the developer's commit).
+fn copy_ignored(
+    cfg: &WorkspaceConfig,
+    wt: &Worktree,
+    rel: &str,
+    report: &mut SetupReport,
+    quiet_when_absent: bool,
+) {
+    let what = format!("copy {rel}");
+    if !is_inside(rel) {
+        report.step(
+            what,
+            false,
+            "not copied: copyFiles entries must be relative paths inside the repository",
+        );
+        return;
+    }
+    let (src, dst) = (cfg.repo_root.join(rel), wt.path.join(rel));
+    if src.symlink_metadata().is_err() {
+        if !quiet_when_absent {
+            report.step(what, true, "not present in the repository; nothing to copy");
+        }
+        return;
+    }
+    if dst.symlink_metadata().is_ok() {
+        report.step(what, true, "already present in the worktree");
+        return;
+    }
+    // Directory-only patterns (`.pi/git/`) match only a path that says it is a directory.
+    let probe = if src.is_dir() {
+        format!("{}/", rel.trim_end_matches('/'))
+    } else {
+        rel.to_string()
+    };
+    let ignored = git2::Repository::open(&wt.path)
+        .and_then(|r| r.status_should_ignore(Path::new(&probe)))
+        .unwrap_or(false);
+    if !ignored {
+        report.step(
+            what,
+            false,
+            "not copied: it is not git-ignored, so it would be committed; add it to .gitignore",
+        );
+        return;
+    }
+    match copy_tree(&src, &dst) {
+        Ok(n) => report.step(what, true, format!("{n} file(s) copied")),
+        Err(e) => report.step(what, false, format!("copy failed: {e}")),
+    }
+}
+
+/// Copy a file, symlink or directory tree. Returns the number of files and links copied.
+fn copy_tree(src: &Path, dst: &Path) -> std::io::Result<u64> {
+    let meta = src.symlink_metadata()?;
+    if let Some(parent) = dst.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    if meta.file_type().is_symlink() {
+        std::os::unix::fs::symlink(std::fs::read_link(src)?, dst)?;
+        Ok(1)
+    } else if meta.is_dir() {
+        std::fs::create_dir_all(dst)?;
+        let mut n = 0;
+        for entry in std::fs::read_dir(src)? {
+            let entry = entry?;
+            n += copy_tree(&entry.path(), &dst.join(entry.file_name()))?;
+        }
+        Ok(n)
+    } else {
+        std::fs::copy(src, dst)?;
+        Ok(1)
+    }
+}
+
+async fn run_setup_command(command: &str, dir: &Path, attempts: u32, report: &mut SetupReport) {
+    let mut last = String::new();
+    for attempt in 1..=attempts {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(command).current_dir(dir);
+        // Setup commands are the repository's own, but GitHub tokens stay with supervisor.
+        for var in GITHUB_TOKEN_VARS {
+            cmd.env_remove(var);
+        }
+        let (ok, detail) = run_bounded(&mut cmd).await;
+        if ok {
+            let note = if attempt > 1 {
+                format!("succeeded on attempt {attempt}")
+            } else {
+                "succeeded".into()
+            };
+            report.step(command, true, note);
+            return;
+        }
+        last = detail;
+    }
+    report.step(
+        command,
+        false,
+        format!("failed {attempts} time(s); last output: {last}"),
+    );
+}
+
+/// Run a command with no stdin and a timeout; (success, the tail of its output).
+async fn run_bounded(cmd: &mut Command) -> (bool, String) {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let output = match cmd.spawn() {
+        Ok(child) => tokio::time::timeout(STEP_TIMEOUT, child.wait_with_output()).await,
+        Err(e) => return (false, format!("cannot start: {e}")),
+    };
+    match output {
+        Err(_) => (
+            false,
+            format!("timed out after {} minutes", STEP_TIMEOUT.as_secs() / 60),
+        ),
+        Ok(Err(e)) => (false, e.to_string()),
+        Ok(Ok(out)) => {
+            let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+            text.push_str(&String::from_utf8_lossy(&out.stderr));
+            let text = text.trim();
+            let mut from = text.len().saturating_sub(DETAIL_CAP);
+            while !text.is_char_boundary(from) {
+                from += 1;
+            }
+            let tail = text[from..].to_string();
+            let detail = if out.status.success() || !tail.is_empty() {
+                tail
+            } else {
+                format!("exit status {}", out.status)
+            };
+            (out.status.success(), detail)
+        }
+    }
+}

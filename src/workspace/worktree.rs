@@ -1,0 +1,425 @@
+//! Creating, using and removing an issue's worktree.
+
+use std::path::{Path, PathBuf};
+
+use git2::build::CheckoutBuilder;
+use git2::{
+    BranchType, ErrorCode, IndexAddOption, Oid, Repository, ResetType, Signature,
+    WorktreeAddOptions, WorktreePruneOptions,
+};
+use serde::{Deserialize, Serialize};
+
+use super::git::{Git, PushAuth};
+use super::{Reuse, WorkspaceConfig, WorkspaceError, Worktree, git_err, io_err};
+
+/// Committer used when git has no identity configured.
+const FALLBACK_NAME: &str = "supervisor";
+const FALLBACK_EMAIL: &str = "supervisor@localhost";
+
+/// What merging the base branch into the worktree's branch did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum MergeOutcome {
+    /// The branch already contains the base.
+    UpToDate,
+    /// A merge commit (or a fast-forward) to `sha`.
+    Merged { sha: String },
+    /// The merge would conflict in these files; nothing was changed.
+    Conflicts { files: Vec<String> },
+}
+
+fn open(path: &Path) -> Result<Repository, WorkspaceError> {
+    Repository::open(path).map_err(|source| WorkspaceError::NotARepository {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// `a` and `b` name the same directory (compared canonically when they exist).
+fn same_dir(a: &Path, b: &Path) -> bool {
+    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let strip = |p: PathBuf| p.to_string_lossy().trim_end_matches('/').to_string();
+    strip(canon(a)) == strip(canon(b))
+}
+
+/// The registered worktrees of `repo`: (name, path, whether its directory is valid).
+fn registered(repo: &Repository) -> Result<Vec<(String, PathBuf, bool)>, WorkspaceError> {
+    let names = repo.worktrees().map_err(git_err("worktree list"))?;
+    let mut out = Vec::new();
+    for name in names.iter().flatten().flatten() {
+        if let Ok(w) = repo.find_worktree(name) {
+            out.push((
+                name.to_string(),
+                w.path().to_path_buf(),
+                w.validate().is_ok(),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// The branch checked out in the worktree at `path`, as a full ref name.
+fn head_ref(path: &Path) -> Option<String> {
+    let repo = Repository::open(path).ok()?;
+    let head = repo.find_reference("HEAD").ok()?;
+    head.symbolic_target().ok().flatten().map(str::to_string)
+}
+
+/// Remove a registered worktree's record, and its directory when `with_dir`.
+fn prune(repo: &Repository, name: &str, with_dir: bool) -> Result<(), WorkspaceError> {
+    let w = repo
+        .find_worktree(name)
+        .map_err(git_err("worktree lookup"))?;
+    let mut opts = WorktreePruneOptions::new();
+    opts.valid(true).locked(true).working_tree(with_dir);
+    w.prune(Some(&mut opts)).map_err(git_err("worktree prune"))
+}
+
+/// The commit a new branch starts from: the local default branch, else the remote's.
+fn base_commit<'r>(
+    repo: &'r Repository,
+    cfg: &WorkspaceConfig,
+) -> Result<git2::Commit<'r>, WorkspaceError> {
+    let local = format!("refs/heads/{}", cfg.default_branch);
+    let remote = format!("refs/remotes/{}/{}", cfg.remote, cfg.default_branch);
+    for name in [local, remote] {
+        if let Ok(r) = repo.find_reference(&name) {
+            return r.peel_to_commit().map_err(git_err("base lookup"));
+        }
+    }
+    Err(WorkspaceError::BaseNotFound {
+        base: cfg.default_branch.clone(),
+        remote: cfg.remote.clone(),
+    })
+}
+
+/// Make (or find) the worktree of `issue`: at `<worktree_root>/<branch>` on branch
+/// `<branch_prefix><issue>` from the default branch. An existing branch is reused; an existing
+/// directory is reused when it is that worktree and refused when it is anything else.
+pub fn ensure_worktree(cfg: &WorkspaceConfig, issue: u64) -> Result<Worktree, WorkspaceError> {
+    cfg.check_names()?;
+    let branch = cfg.branch_for(issue)?;
+    let path = cfg.worktree_path(issue)?;
+    let repo = open(&cfg.repo_root)?;
+    let branch_ref = format!("refs/heads/{branch}");
+    let make = |origin| Worktree {
+        path: path.clone(),
+        branch: branch.clone(),
+        base: cfg.default_branch.clone(),
+        origin,
+        remote: cfg.remote.clone(),
+        git_config: cfg.git_config.clone(),
+    };
+
+    let base_name = branch.replace('/', "-");
+    let mut name = base_name.clone();
+    let mut taken: Vec<String> = Vec::new();
+    for (wt_name, wt_path, valid) in registered(&repo)? {
+        if same_dir(&wt_path, &path) {
+            if !valid {
+                prune(&repo, &wt_name, false)?;
+                continue;
+            }
+            return match head_ref(&wt_path) {
+                Some(r) if r == branch_ref => Ok(make(Reuse::ExistingWorktree)),
+                other => Err(WorkspaceError::PathOccupied {
+                    path: path.clone(),
+                    what: format!(
+                        "a worktree of this repository on {}",
+                        other.as_deref().unwrap_or("a detached HEAD")
+                    ),
+                }),
+            };
+        }
+        if valid && head_ref(&wt_path).as_deref() == Some(branch_ref.as_str()) {
+            return Err(WorkspaceError::BranchCheckedOutElsewhere {
+                branch,
+                path: wt_path,
+            });
+        }
+        if !valid && wt_name == base_name {
+            prune(&repo, &wt_name, false)?;
+            continue;
+        }
+        taken.push(wt_name);
+    }
+    let mut n = 1;
+    while taken.contains(&name) {
+        n += 1;
+        name = format!("{base_name}-{n}");
+    }
+    if !repo.is_bare() && head_ref(&cfg.repo_root).as_deref() == Some(branch_ref.as_str()) {
+        return Err(WorkspaceError::BranchCheckedOutElsewhere {
+            branch,
+            path: cfg.repo_root.clone(),
+        });
+    }
+
+    if path.exists() {
+        let empty = path.is_dir()
+            && std::fs::read_dir(&path)
+                .map(|mut d| d.next().is_none())
+                .unwrap_or(false);
+        if !empty {
+            return Err(WorkspaceError::PathOccupied {
+                path,
+                what: "a directory that is not a worktree of this repository".into(),
+            });
+        }
+        std::fs::remove_dir(&path).map_err(io_err("cannot use the empty directory", &path))?;
+    }
+
+    let (reference, origin) = match repo.find_branch(&branch, BranchType::Local) {
+        Ok(b) => (b.into_reference(), Reuse::ExistingBranch),
+        Err(e) if e.code() == ErrorCode::NotFound => {
+            let base = base_commit(&repo, cfg)?;
+            let b = repo
+                .branch(&branch, &base, false)
+                .map_err(git_err("branch create"))?;
+            (b.into_reference(), Reuse::Created)
+        }
+        Err(e) => return Err(git_err("branch lookup")(e)),
+    };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(io_err("cannot create", parent))?;
+    }
+    let mut opts = WorktreeAddOptions::new();
+    opts.reference(Some(&reference));
+    repo.worktree(&name, &path, Some(&opts))
+        .map_err(git_err("worktree add"))?;
+    Ok(make(origin))
+}
+
+/// Whether `path` is a checkout whose `.git` file points into `repo`'s worktree records.
+fn is_worktree_of(repo: &Repository, path: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(path.join(".git")) else {
+        return false;
+    };
+    let Some(gitdir) = text.trim().strip_prefix("gitdir:") else {
+        return false;
+    };
+    let gitdir = Path::new(gitdir.trim());
+    let records = repo.commondir().join("worktrees");
+    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    canon(gitdir).starts_with(canon(&records))
+}
+
+/// Remove the worktree's directory and record, then delete its local branch. Idempotent: parts
+/// already gone are fine. A directory that is not a worktree of this repository is never deleted.
+pub fn cleanup(cfg: &WorkspaceConfig, wt: &Worktree) -> Result<(), WorkspaceError> {
+    let repo = open(&cfg.repo_root)?;
+    let mut removed = false;
+    for (name, path, valid) in registered(&repo)? {
+        if same_dir(&path, &wt.path) {
+            prune(&repo, &name, valid)?;
+            removed = valid;
+        }
+    }
+    if wt.path.exists() {
+        if !removed && !is_worktree_of(&repo, &wt.path) {
+            return Err(WorkspaceError::RefuseToDelete {
+                path: wt.path.clone(),
+                reason: "it is not a worktree of this repository".into(),
+            });
+        }
+        std::fs::remove_dir_all(&wt.path).map_err(io_err("cannot remove", &wt.path))?;
+    }
+    if crate::config::is_safe_ref_component(&wt.branch) {
+        match repo.find_branch(&wt.branch, BranchType::Local) {
+            Ok(mut b) if !b.is_head() => b.delete().map_err(git_err("branch delete"))?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+impl Worktree {
+    fn repo(&self) -> Result<Repository, WorkspaceError> {
+        open(&self.path)
+    }
+
+    fn git(&self) -> Git<'_> {
+        Git::new(&self.path, &self.git_config)
+    }
+
+    /// Tips of the base: the local branch and the remote's, those that exist.
+    fn base_tips(&self, repo: &Repository) -> Vec<Oid> {
+        [
+            format!("refs/heads/{}", self.base),
+            format!("refs/remotes/{}/{}", self.remote, self.base),
+        ]
+        .iter()
+        .filter_map(|r| repo.refname_to_id(r).ok())
+        .collect()
+    }
+
+    /// Commit every change in the worktree (new, modified and deleted files; git-ignored files
+    /// excepted). `Ok(None)` when there is nothing to commit.
+    pub fn commit_all(&self, message: &str) -> Result<Option<String>, WorkspaceError> {
+        let repo = self.repo()?;
+        let mut index = repo.index().map_err(git_err("index"))?;
+        index
+            .add_all(["*"], IndexAddOption::DEFAULT, None)
+            .map_err(git_err("add"))?;
+        index.update_all(["*"], None).map_err(git_err("add"))?;
+        index.write().map_err(git_err("index write"))?;
+        let tree_id = index.write_tree().map_err(git_err("write tree"))?;
+        let head = repo
+            .head()
+            .and_then(|h| h.peel_to_commit())
+            .map_err(git_err("head"))?;
+        if head.tree_id() == tree_id {
+            return Ok(None);
+        }
+        let sig = repo
+            .signature()
+            .or_else(|_| Signature::now(FALLBACK_NAME, FALLBACK_EMAIL))
+            .map_err(git_err("signature"))?;
+        let tree = repo.find_tree(tree_id).map_err(git_err("tree"))?;
+        let oid = repo
+            .commit(Some("HEAD"), &sig, &sig, message, &tree, &[&head])
+            .map_err(git_err("commit"))?;
+        Ok(Some(oid.to_string()))
+    }
+
+    /// The commit the worktree's branch points at.
+    pub fn head_sha(&self) -> Result<String, WorkspaceError> {
+        let repo = self.repo()?;
+        let oid = repo
+            .head()
+            .map_err(git_err("head"))?
+            .target()
+            .ok_or_else(|| git_err("head")(git2::Error::from_str("HEAD has no target")))?;
+        Ok(oid.to_string())
+    }
+
+    /// Commits on the branch that are on neither the local nor the remote base branch.
+    pub fn commits_ahead(&self) -> Result<u32, WorkspaceError> {
+        let repo = self.repo()?;
+        let mut walk = repo.revwalk().map_err(git_err("revwalk"))?;
+        walk.push_head().map_err(git_err("revwalk"))?;
+        for tip in self.base_tips(&repo) {
+            walk.hide(tip).map_err(git_err("revwalk"))?;
+        }
+        Ok(walk.count() as u32)
+    }
+
+    /// Push the branch to the remote with `--force-with-lease` (the branch is ours; `undo_last_commit`
+    /// may have rewritten it). A token is used for HTTPS remotes only and never written anywhere.
+    pub fn push(&self, auth: &PushAuth) -> Result<(), WorkspaceError> {
+        let url = self.remote_url()?;
+        let lease = format!("--force-with-lease=refs/heads/{}", self.branch);
+        let refspec = format!("HEAD:refs/heads/{}", self.branch);
+        self.git().with_auth(auth, url.as_deref()).run(&[
+            "push",
+            "--quiet",
+            &lease,
+            "--",
+            &self.remote,
+            &refspec,
+        ])?;
+        Ok(())
+    }
+
+    fn remote_url(&self) -> Result<Option<String>, WorkspaceError> {
+        let repo = self.repo()?;
+        let remote = repo
+            .find_remote(&self.remote)
+            .map_err(git_err("remote lookup"))?;
+        Ok(remote.url().ok().map(str::to_string))
+    }
+
+    /// Undo the branch's last commit, keeping its changes in the working tree.
+    pub fn undo_last_commit(&self) -> Result<(), WorkspaceError> {
+        if self.commits_ahead()? == 0 {
+            return Err(WorkspaceError::NothingToUndo);
+        }
+        let repo = self.repo()?;
+        let head = repo
+            .head()
+            .and_then(|h| h.peel_to_commit())
+            .map_err(git_err("head"))?;
+        let parent = head.parent(0).map_err(git_err("parent"))?;
+        repo.reset(parent.as_object(), ResetType::Mixed, None)
+            .map_err(git_err("reset"))
+    }
+
+    /// Fetch the base branch and merge it into the worktree's branch.
+    pub fn merge_base_branch(&self) -> Result<MergeOutcome, WorkspaceError> {
+        self.merge_base_branch_with(&PushAuth::None)
+    }
+
+    /// [`merge_base_branch`](Self::merge_base_branch) with credentials for the fetch. Conflicts
+    /// change nothing: the merge is computed in memory first.
+    pub fn merge_base_branch_with(&self, auth: &PushAuth) -> Result<MergeOutcome, WorkspaceError> {
+        let url = self.remote_url()?;
+        let tracking = format!("refs/remotes/{}/{}", self.remote, self.base);
+        let refspec = format!("+refs/heads/{}:{tracking}", self.base);
+        self.git().with_auth(auth, url.as_deref()).run(&[
+            "fetch",
+            "--quiet",
+            "--",
+            &self.remote,
+            &refspec,
+        ])?;
+        let repo = self.repo()?;
+        let ours = repo
+            .head()
+            .and_then(|h| h.peel_to_commit())
+            .map_err(git_err("head"))?;
+        let theirs = repo
+            .find_reference(&tracking)
+            .and_then(|r| r.peel_to_commit())
+            .map_err(git_err("base lookup"))?;
+        if ours.id() == theirs.id()
+            || repo
+                .graph_descendant_of(ours.id(), theirs.id())
+                .map_err(git_err("merge base"))?
+        {
+            return Ok(MergeOutcome::UpToDate);
+        }
+        let target = if repo
+            .graph_descendant_of(theirs.id(), ours.id())
+            .map_err(git_err("merge base"))?
+        {
+            theirs.clone()
+        } else {
+            let mut index = repo
+                .merge_commits(&ours, &theirs, None)
+                .map_err(git_err("merge"))?;
+            if index.has_conflicts() {
+                let mut files: Vec<String> = Vec::new();
+                for c in index.conflicts().map_err(git_err("merge"))?.flatten() {
+                    let entry = c.our.or(c.their).or(c.ancestor);
+                    if let Some(e) = entry {
+                        let f = String::from_utf8_lossy(&e.path).into_owned();
+                        if !files.contains(&f) {
+                            files.push(f);
+                        }
+                    }
+                }
+                return Ok(MergeOutcome::Conflicts { files });
+            }
+            let tree_id = index.write_tree_to(&repo).map_err(git_err("merge tree"))?;
+            let tree = repo.find_tree(tree_id).map_err(git_err("merge tree"))?;
+            let sig = repo
+                .signature()
+                .or_else(|_| Signature::now(FALLBACK_NAME, FALLBACK_EMAIL))
+                .map_err(git_err("signature"))?;
+            let message = format!("Merge {}/{} into {}", self.remote, self.base, self.branch);
+            let oid = repo
+                .commit(None, &sig, &sig, &message, &tree, &[&ours, &theirs])
+                .map_err(git_err("merge commit"))?;
+            repo.find_commit(oid).map_err(git_err("merge commit"))?
+        };
+        // Check the files out against the current HEAD first, then move the branch.
+        repo.checkout_tree(target.as_object(), Some(CheckoutBuilder::new().safe()))
+            .map_err(git_err("checkout"))?;
+        repo.find_reference(&format!("refs/heads/{}", self.branch))
+            .and_then(|mut r| r.set_target(target.id(), "supervisor: merge base branch"))
+            .map_err(git_err("update branch"))?;
+        Ok(MergeOutcome::Merged {
+            sha: target.id().to_string(),
+        })
+    }
+}

@@ -1,0 +1,234 @@
+//! Output recorded from the real pi, Claude Code and Codex CLIs (see tests/fixtures/agents/README.md),
+//! replayed through each backend's parser and through the runner.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use supervisor::agent::backend::{ClaudeStream, CodexStream, PiStream};
+use supervisor::agent::stream::{DEFAULT_LINE_CAP, StreamParser, Tally, parse_stream};
+use supervisor::agent::{
+    AgentDefinition, AgentRequest, AgentRun, Backend, ExitReason, Limits, run_agent,
+};
+use tokio::sync::watch;
+
+const FINAL: &str = "Findings: the repository has one file.\n\n```json\n{\"action\":\"RESEARCH_COMPLETE\",\"findings\":\"one file\"}\n```";
+
+fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/agents")
+        .join(rel)
+}
+
+async fn replay(rel: &str, parser: &mut dyn StreamParser, exit_ok: bool) -> Tally {
+    let file = tokio::fs::File::open(fixture(rel)).await.unwrap();
+    let mut tally = Tally::default();
+    parse_stream(file, parser, &mut tally, DEFAULT_LINE_CAP)
+        .await
+        .unwrap();
+    parser.end(&mut tally, exit_ok);
+    tally
+}
+
+#[tokio::test]
+async fn pi_tool_then_final() {
+    let t = replay("pi/tool-then-final.jsonl", &mut PiStream, true).await;
+    assert_eq!(t.final_text.as_deref(), Some(FINAL));
+    assert_eq!(t.tool_calls, 1);
+    assert_eq!(t.usage.total, 1230 + 1360, "summed over both model calls");
+    assert_eq!((t.usage.input, t.usage.output), (2500, 90));
+    assert!((t.usage.cost_usd - 0.00885).abs() < 1e-9);
+    assert_eq!(t.model.as_deref(), Some("fake-model"));
+    assert!(t.error.is_none());
+}
+
+#[tokio::test]
+async fn pi_provider_error_with_exit_zero_is_an_error() {
+    let t = replay("pi/provider-error-exit0.jsonl", &mut PiStream, true).await;
+    assert_eq!(
+        t.error.as_deref(),
+        Some("400 model overloaded: quota exhausted for this key")
+    );
+    assert_eq!(t.final_text, None);
+}
+
+#[tokio::test]
+async fn claude_tool_then_final() {
+    let mut p = ClaudeStream::default();
+    let t = replay("claude/tool-then-final.jsonl", &mut p, true).await;
+    assert_eq!(t.final_text.as_deref(), Some(FINAL));
+    assert_eq!(t.tool_calls, 1);
+    assert_eq!(t.usage.total, 2590, "the result event's total usage");
+    assert!((t.usage.cost_usd - 0.00885).abs() < 1e-9);
+    assert_eq!(t.model.as_deref(), Some("claude-sonnet-4-5"));
+    assert!(t.error.is_none());
+}
+
+#[tokio::test]
+async fn claude_api_error() {
+    let mut p = ClaudeStream::default();
+    let t = replay("claude/api-error.jsonl", &mut p, false).await;
+    let e = t.error.unwrap();
+    assert!(e.contains("API Error: 400 model overloaded"), "{e}");
+}
+
+#[tokio::test]
+async fn codex_tool_then_final() {
+    let mut p = CodexStream::default();
+    let t = replay("codex/tool-then-final.jsonl", &mut p, true).await;
+    assert_eq!(t.final_text.as_deref(), Some(FINAL));
+    assert_eq!(t.tool_calls, 1, "started and completed once");
+    assert_eq!(t.usage.total, 2590);
+    assert!(t.error.is_none(), "an error *item* is only a warning");
+}
+
+#[tokio::test]
+async fn codex_turn_failed() {
+    let mut p = CodexStream::default();
+    let t = replay("codex/turn-failed.jsonl", &mut p, false).await;
+    assert_eq!(
+        t.error.as_deref(),
+        Some("model overloaded: quota exhausted for this key")
+    );
+}
+
+/// A stand-in executable named like the real CLI: it records its arguments and replays a recorded
+/// stream with the recorded exit status.
+fn stand_in(bin: &Path, name: &str, rel: &str, code: i32) {
+    let script = format!(
+        "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\0' \"$a\"; done > \"$ARGS_FILE\"\ncat '{}'\nexit {code}\n",
+        fixture(rel).display()
+    );
+    let path = bin.join(name);
+    std::fs::write(&path, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+async fn run_stand_in(
+    backend: Backend,
+    name: &str,
+    rel: &str,
+    code: i32,
+) -> (AgentRun, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    stand_in(&bin, name, rel, code);
+    let role = AgentDefinition::parse(
+        Path::new("researcher.md"),
+        "researcher",
+        "---\ntools: [read, grep]\nmodel: m-1\nthinking: high\n---\nResearch carefully.\n",
+    )
+    .unwrap()
+    .0;
+    let args_file = dir.path().join("args");
+    let req = AgentRequest {
+        role: &role,
+        task: "-Find the bug".into(),
+        cwd: dir.path().to_path_buf(),
+        backend,
+        limits: Limits::default(),
+        env: vec![
+            ("PATH".into(), format!("{}:/usr/bin:/bin", bin.display())),
+            ("ARGS_FILE".into(), args_file.display().to_string()),
+        ],
+        transcript: None,
+        attempt: 1,
+        keep_partial_on_budget: true,
+    };
+    let (_tx, rx) = watch::channel(false);
+    let run = tokio::time::timeout(Duration::from_secs(30), run_agent(req, rx))
+        .await
+        .unwrap();
+    let args = std::fs::read(&args_file).unwrap_or_default();
+    let args = String::from_utf8(args)
+        .unwrap()
+        .split('\0')
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    (run, args)
+}
+
+fn after<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+    let i = args.iter().position(|a| a == flag)?;
+    args.get(i + 1).map(String::as_str)
+}
+
+#[tokio::test]
+async fn pi_through_the_runner() {
+    let (run, args) = run_stand_in(Backend::Pi, "pi", "pi/tool-then-final.jsonl", 0).await;
+    assert_eq!(run.exit, ExitReason::Completed);
+    assert_eq!(
+        (run.final_text.as_str(), run.tool_calls, run.usage.total),
+        (FINAL, 1, 2590)
+    );
+    assert_eq!(args[..4], ["-p", "--mode", "json", "--no-session"]);
+    assert_eq!(after(&args, "--model"), Some("m-1"));
+    assert_eq!(after(&args, "--thinking"), Some("high"));
+    assert_eq!(after(&args, "--tools"), Some("read,grep"));
+    assert_eq!(
+        after(&args, "--append-system-prompt"),
+        Some("Research carefully.")
+    );
+    assert_eq!(
+        args.last().unwrap(),
+        "\n-Find the bug",
+        "a leading dash is not an option"
+    );
+
+    let (run, _) = run_stand_in(Backend::Pi, "pi", "pi/provider-error-exit0.jsonl", 0).await;
+    assert_eq!(
+        run.exit,
+        ExitReason::Failed("400 model overloaded: quota exhausted for this key".into())
+    );
+    assert!(!run.succeeded());
+}
+
+#[tokio::test]
+async fn claude_through_the_runner() {
+    let (run, args) =
+        run_stand_in(Backend::Claude, "claude", "claude/tool-then-final.jsonl", 0).await;
+    assert_eq!(run.exit, ExitReason::Completed);
+    assert_eq!(
+        (run.final_text.as_str(), run.tool_calls, run.usage.total),
+        (FINAL, 1, 2590)
+    );
+    assert_eq!(
+        args[..4],
+        ["-p", "--output-format", "stream-json", "--verbose"]
+    );
+    assert_eq!(after(&args, "--tools"), Some("Read,Grep"));
+    assert_eq!(after(&args, "--allowedTools"), Some("Read,Grep"));
+    assert_eq!(after(&args, "--"), Some("-Find the bug"));
+
+    let (run, _) = run_stand_in(Backend::Claude, "claude", "claude/api-error.jsonl", 1).await;
+    match run.exit {
+        ExitReason::Failed(m) => assert!(m.contains("API Error: 400"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn codex_through_the_runner() {
+    let (run, args) = run_stand_in(Backend::Codex, "codex", "codex/tool-then-final.jsonl", 0).await;
+    assert_eq!(run.exit, ExitReason::Completed);
+    assert_eq!(
+        (run.final_text.as_str(), run.tool_calls, run.usage.total),
+        (FINAL, 1, 2590)
+    );
+    assert_eq!(args[..2], ["exec", "--json"]);
+    assert_eq!(
+        after(&args, "--sandbox"),
+        Some("read-only"),
+        "read/grep only"
+    );
+    let prompt = after(&args, "--").unwrap();
+    assert!(prompt.starts_with("Research carefully.") && prompt.ends_with("-Find the bug"));
+
+    let (run, _) = run_stand_in(Backend::Codex, "codex", "codex/turn-failed.jsonl", 1).await;
+    match run.exit {
+        ExitReason::Failed(m) => assert!(m.contains("model overloaded"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -1,0 +1,448 @@
+//! Worktrees on real repositories: a local bare repository as `origin`, a submodule from another
+//! bare repository, git-ignored files to copy, and checkpoints.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use supervisor::workspace::{
+    Checkpoint, MergeOutcome, PushAuth, Reuse, WorkspaceConfig, WorkspaceError, Worktree, cleanup,
+    ensure_worktree, prune_stale, setup,
+};
+
+/// Run git for test set-up; panics with git's message on failure.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "user.name=Test",
+            "-c",
+            "user.email=test@example.com",
+            "-c",
+            "protocol.file.allow=always",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+struct World {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    repo: PathBuf,
+    remote: PathBuf,
+    cfg: WorkspaceConfig,
+}
+
+impl World {
+    /// origin (bare) ← repo (clone) with a submodule, ignored `.env` and `.pi/git/`.
+    fn new() -> World {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        let remote = root.join("remote.git");
+        let sub = root.join("sub.git");
+        git(&root, &["init", "-q", "--bare", "remote.git"]);
+        git(&root, &["init", "-q", "--bare", "sub.git"]);
+        git(&root, &["clone", "-q", sub.to_str().unwrap(), "sub-src"]);
+        std::fs::write(root.join("sub-src/lib.txt"), "sub library\n").unwrap();
+        git(&root.join("sub-src"), &["add", "."]);
+        git(&root.join("sub-src"), &["commit", "-qm", "sub"]);
+        git(
+            &root.join("sub-src"),
+            &["push", "-q", "origin", "HEAD:main"],
+        );
+
+        git(&root, &["clone", "-q", remote.to_str().unwrap(), "repo"]);
+        let repo = root.join("repo");
+        std::fs::write(repo.join("README.md"), "# app\n").unwrap();
+        std::fs::write(repo.join(".gitignore"), ".env\n.pi/git/\nnode_modules/\n").unwrap();
+        git(
+            &repo,
+            &["submodule", "add", "-q", "../sub.git", "vendor/sub"],
+        );
+        git(&repo, &["add", "."]);
+        git(&repo, &["commit", "-qm", "initial"]);
+        git(&repo, &["push", "-q", "origin", "HEAD:main"]);
+        std::fs::write(repo.join(".env"), "API_KEY=local\n").unwrap();
+        std::fs::create_dir_all(repo.join(".pi/git/github.com/x/pkg")).unwrap();
+        std::fs::write(repo.join(".pi/git/github.com/x/pkg/index.js"), "//\n").unwrap();
+
+        let cfg = WorkspaceConfig {
+            repo_root: repo.clone(),
+            worktree_root: root.join("worktrees"),
+            branch_prefix: "worktree-git-issue-".into(),
+            default_branch: "main".into(),
+            remote: "origin".into(),
+            copy_files: vec![".env".into()],
+            setup_commands: Some(Vec::new()),
+            setup_attempts: 2,
+            git_config: vec![("protocol.file.allow".into(), "always".into())],
+        };
+        World {
+            _tmp: tmp,
+            root,
+            repo,
+            remote,
+            cfg,
+        }
+    }
+
+    fn remote_ref(&self, branch: &str) -> Option<String> {
+        let repo = git2::Repository::open_bare(&self.remote).unwrap();
+        repo.refname_to_id(&format!("refs/heads/{branch}"))
+            .ok()
+            .map(|o| o.to_string())
+    }
+
+    fn local_branch_exists(&self, branch: &str) -> bool {
+        let repo = git2::Repository::open(&self.repo).unwrap();
+        repo.find_branch(branch, git2::BranchType::Local).is_ok()
+    }
+
+    /// Push a commit to origin's main from another clone.
+    fn upstream_commit(&self, file: &str, text: &str) {
+        let other = self.root.join("other");
+        if !other.exists() {
+            git(
+                &self.root,
+                &["clone", "-q", self.remote.to_str().unwrap(), "other"],
+            );
+        }
+        git(&other, &["pull", "-q", "origin", "main"]);
+        std::fs::write(other.join(file), text).unwrap();
+        git(&other, &["add", "."]);
+        git(&other, &["commit", "-qm", &format!("upstream {file}")]);
+        git(&other, &["push", "-q", "origin", "HEAD:main"]);
+    }
+}
+
+fn status(wt: &Worktree) -> String {
+    git(&wt.path, &["status", "--porcelain"])
+}
+
+#[tokio::test]
+async fn create_setup_commit_push_and_clean_up() {
+    let w = World::new();
+    let mut cfg = w.cfg.clone();
+    cfg.setup_commands = Some(vec![
+        // Fails on the first attempt, succeeds on the second.
+        "mkdir -p node_modules; if [ -f node_modules/.tried ]; then touch node_modules/.ok; else touch node_modules/.tried; exit 1; fi".into(),
+        "echo broken >&2; exit 7".into(),
+    ]);
+    let wt = ensure_worktree(&cfg, 42).unwrap();
+    assert_eq!(wt.origin, Reuse::Created);
+    assert_eq!(wt.branch, "worktree-git-issue-42");
+    assert_eq!(wt.path, w.root.join("worktrees/worktree-git-issue-42"));
+    assert_eq!(
+        git(&wt.path, &["rev-parse", "--abbrev-ref", "HEAD"]),
+        "worktree-git-issue-42"
+    );
+
+    let report = setup(&cfg, &wt).await;
+    let step = |what: &str| {
+        report
+            .steps
+            .iter()
+            .find(|s| s.what.starts_with(what))
+            .unwrap_or_else(|| panic!("no step {what}: {report:?}"))
+    };
+    assert!(step("git submodule").ok, "{report:?}");
+    assert_eq!(
+        std::fs::read_to_string(wt.path.join("vendor/sub/lib.txt")).unwrap(),
+        "sub library\n"
+    );
+    assert!(step("copy .env").ok);
+    assert_eq!(
+        std::fs::read_to_string(wt.path.join(".env")).unwrap(),
+        "API_KEY=local\n"
+    );
+    assert!(step("copy .pi/git").ok);
+    assert!(wt.path.join(".pi/git/github.com/x/pkg/index.js").is_file());
+    assert!(step("mkdir -p node_modules").ok);
+    assert!(step("mkdir -p node_modules").detail.contains("attempt 2"));
+    assert!(wt.path.join("node_modules/.ok").exists());
+    let broken = step("echo broken");
+    assert!(!broken.ok && broken.detail.contains("broken"), "{broken:?}");
+    assert_eq!(
+        report.warnings.len(),
+        1,
+        "a failed setup command warns: {report:?}"
+    );
+    assert_eq!(status(&wt), "", "copied and generated files stay ignored");
+
+    // Developer stage: change, commit (with the issue in the message), push.
+    std::fs::write(wt.path.join("feature.txt"), "new\n").unwrap();
+    std::fs::remove_file(wt.path.join("README.md")).unwrap();
+    let sha = wt.commit_all("Implement #42").unwrap().expect("a commit");
+    assert_eq!(wt.head_sha().unwrap(), sha);
+    assert_eq!(
+        wt.commit_all("Implement #42").unwrap(),
+        None,
+        "no changes is not an error"
+    );
+    assert_eq!(wt.commits_ahead().unwrap(), 1);
+    assert_eq!(
+        git(&wt.path, &["log", "-1", "--format=%s"]),
+        "Implement #42"
+    );
+    assert_eq!(
+        git(&wt.path, &["show", "--name-status", "--format="]),
+        "D\tREADME.md\nA\tfeature.txt"
+    );
+    wt.push(&PushAuth::None).unwrap();
+    assert_eq!(w.remote_ref("worktree-git-issue-42"), Some(sha.clone()));
+
+    // The dead-code gate blocks: undo, keep the changes, commit again, push over the old commit.
+    wt.undo_last_commit().unwrap();
+    assert_eq!(wt.commits_ahead().unwrap(), 0);
+    assert!(wt.path.join("feature.txt").is_file());
+    assert!(matches!(
+        wt.undo_last_commit(),
+        Err(WorkspaceError::NothingToUndo)
+    ));
+    std::fs::write(wt.path.join("feature.txt"), "better\n").unwrap();
+    let sha2 = wt.commit_all("Implement #42 (fix)").unwrap().unwrap();
+    wt.push(&PushAuth::None).unwrap();
+    assert_eq!(w.remote_ref("worktree-git-issue-42"), Some(sha2));
+
+    cleanup(&cfg, &wt).unwrap();
+    assert!(!wt.path.exists());
+    assert!(!w.local_branch_exists("worktree-git-issue-42"));
+    assert_eq!(
+        git(&w.repo, &["worktree", "list", "--porcelain"])
+            .matches("worktree ")
+            .count(),
+        1
+    );
+    cleanup(&cfg, &wt).unwrap();
+}
+
+#[tokio::test]
+async fn default_setup_runs_npm_ci_when_a_lockfile_exists() {
+    let w = World::new();
+    std::fs::write(
+        w.repo.join("package.json"),
+        r#"{ "name": "app", "version": "1.0.0" }"#,
+    )
+    .unwrap();
+    std::fs::write(
+        w.repo.join("package-lock.json"),
+        r#"{ "name": "app", "version": "1.0.0", "lockfileVersion": 3, "requires": true, "packages": { "": { "name": "app", "version": "1.0.0" } } }"#,
+    )
+    .unwrap();
+    git(&w.repo, &["add", "."]);
+    git(&w.repo, &["commit", "-qm", "npm"]);
+    let mut cfg = w.cfg.clone();
+    cfg.setup_commands = None;
+    let wt = ensure_worktree(&cfg, 1).unwrap();
+    let report = setup(&cfg, &wt).await;
+    assert!(
+        report.steps.iter().any(|s| s.what == "npm ci"),
+        "{report:?}"
+    );
+}
+
+#[tokio::test]
+async fn files_that_are_not_ignored_are_not_copied() {
+    let w = World::new();
+    std::fs::write(w.repo.join("notes.txt"), "private\n").unwrap();
+    let mut cfg = w.cfg.clone();
+    cfg.copy_files = vec![
+        "notes.txt".into(),
+        "../outside".into(),
+        "missing.env".into(),
+    ];
+    let wt = ensure_worktree(&cfg, 2).unwrap();
+    let report = setup(&cfg, &wt).await;
+    assert!(!wt.path.join("notes.txt").exists());
+    assert_eq!(report.warnings.len(), 2, "{report:?}");
+    assert!(report.warnings[0].contains("not git-ignored"));
+    assert!(report.warnings[1].contains("relative paths inside"));
+}
+
+#[test]
+fn fallbacks_reuse_what_is_ours_and_refuse_the_rest() {
+    let w = World::new();
+    let cfg = &w.cfg;
+
+    // The worktree exists: reused as it is.
+    let first = ensure_worktree(cfg, 7).unwrap();
+    std::fs::write(first.path.join("wip.txt"), "work in progress").unwrap();
+    let again = ensure_worktree(cfg, 7).unwrap();
+    assert_eq!(again.origin, Reuse::ExistingWorktree);
+    assert!(again.path.join("wip.txt").exists());
+
+    // The branch exists (its worktree is gone): a new worktree on it, its commits kept.
+    let sha = first.commit_all("wip").unwrap().unwrap();
+    git(
+        &w.repo,
+        &[
+            "worktree",
+            "remove",
+            "--force",
+            first.path.to_str().unwrap(),
+        ],
+    );
+    let third = ensure_worktree(cfg, 7).unwrap();
+    assert_eq!(third.origin, Reuse::ExistingBranch);
+    assert_eq!(third.head_sha().unwrap(), sha);
+
+    // The directory vanished behind git's back: the stale record is pruned, the branch reused.
+    std::fs::remove_dir_all(&third.path).unwrap();
+    let fourth = ensure_worktree(cfg, 7).unwrap();
+    assert_eq!(fourth.origin, Reuse::ExistingBranch);
+    assert!(fourth.path.join("wip.txt").exists());
+
+    // Something else lives at the path: refused, untouched.
+    let occupied = cfg.worktree_path(8).unwrap();
+    std::fs::create_dir_all(&occupied).unwrap();
+    std::fs::write(occupied.join("keep.me"), "mine").unwrap();
+    match ensure_worktree(cfg, 8) {
+        Err(WorkspaceError::PathOccupied { path, what }) => {
+            assert_eq!(path, occupied);
+            assert!(what.contains("not a worktree"), "{what}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(occupied.join("keep.me").exists());
+
+    // Another worktree of this repository on another branch at the path: refused.
+    let elsewhere = cfg.worktree_path(9).unwrap();
+    git(
+        &w.repo,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "other",
+            elsewhere.to_str().unwrap(),
+        ],
+    );
+    assert!(matches!(
+        ensure_worktree(cfg, 9),
+        Err(WorkspaceError::PathOccupied { .. })
+    ));
+
+    // An empty directory is fine.
+    std::fs::create_dir_all(cfg.worktree_path(10).unwrap()).unwrap();
+    assert_eq!(ensure_worktree(cfg, 10).unwrap().origin, Reuse::Created);
+
+    // The branch is checked out in the main checkout: refused with where.
+    git(&w.repo, &["branch", "worktree-git-issue-11"]);
+    git(&w.repo, &["checkout", "-q", "worktree-git-issue-11"]);
+    assert!(matches!(
+        ensure_worktree(cfg, 11),
+        Err(WorkspaceError::BranchCheckedOutElsewhere { .. })
+    ));
+
+    // Names derived from configuration are validated.
+    let bad = WorkspaceConfig {
+        branch_prefix: "x/../".into(),
+        ..cfg.clone()
+    };
+    assert!(matches!(
+        ensure_worktree(&bad, 1),
+        Err(WorkspaceError::UnsafeName { .. })
+    ));
+    let bad = WorkspaceConfig {
+        default_branch: "--upload-pack=x".into(),
+        ..cfg.clone()
+    };
+    assert!(matches!(
+        ensure_worktree(&bad, 1),
+        Err(WorkspaceError::UnsafeName { .. })
+    ));
+}
+
+#[test]
+fn merging_the_base_branch() {
+    let w = World::new();
+    let wt = ensure_worktree(&w.cfg, 5).unwrap();
+    assert_eq!(wt.merge_base_branch().unwrap(), MergeOutcome::UpToDate);
+
+    std::fs::write(wt.path.join("mine.txt"), "mine\n").unwrap();
+    wt.commit_all("mine").unwrap().unwrap();
+    w.upstream_commit("theirs.txt", "theirs\n");
+    match wt.merge_base_branch().unwrap() {
+        MergeOutcome::Merged { sha } => assert_eq!(wt.head_sha().unwrap(), sha),
+        other => panic!("{other:?}"),
+    }
+    assert!(wt.path.join("theirs.txt").is_file() && wt.path.join("mine.txt").is_file());
+    assert_eq!(status(&wt), "");
+    assert_eq!(wt.commits_ahead().unwrap(), 2, "mine and the merge commit");
+
+    std::fs::write(wt.path.join("README.md"), "# ours\n").unwrap();
+    wt.commit_all("ours").unwrap().unwrap();
+    let before = wt.head_sha().unwrap();
+    w.upstream_commit("README.md", "# theirs\n");
+    assert_eq!(
+        wt.merge_base_branch().unwrap(),
+        MergeOutcome::Conflicts {
+            files: vec!["README.md".into()]
+        }
+    );
+    assert_eq!(
+        wt.head_sha().unwrap(),
+        before,
+        "a conflicting merge changes nothing"
+    );
+    assert_eq!(status(&wt), "");
+    assert_eq!(
+        std::fs::read_to_string(wt.path.join("README.md")).unwrap(),
+        "# ours\n"
+    );
+}
+
+#[test]
+fn stale_checkpoints_are_pruned_fresh_ones_resume() {
+    let w = World::new();
+    let wt = ensure_worktree(&w.cfg, 12).unwrap();
+    let mut cp = Checkpoint::new("run-12", 12, &wt);
+    cp.save(&w.repo).unwrap();
+    let loaded = Checkpoint::load(&w.repo, 12).unwrap().unwrap();
+    assert!(!loaded.is_stale(chrono::Utc::now()), "fresh: resume");
+
+    cp.updated_at = chrono::Utc::now() - chrono::Duration::minutes(90);
+    cp.save(&w.repo).unwrap();
+    let loaded = Checkpoint::load(&w.repo, 12).unwrap().unwrap();
+    assert!(loaded.is_stale(chrono::Utc::now()));
+    prune_stale(&w.cfg, &loaded).unwrap();
+    assert!(!wt.path.exists());
+    assert!(!w.local_branch_exists(&wt.branch));
+    assert_eq!(Checkpoint::load(&w.repo, 12).unwrap(), None);
+    // A fresh start works after pruning.
+    assert_eq!(ensure_worktree(&w.cfg, 12).unwrap().origin, Reuse::Created);
+}
+
+#[test]
+fn a_checkpoint_never_points_cleanup_elsewhere() {
+    let w = World::new();
+    let victim = w.root.join("precious");
+    std::fs::create_dir_all(&victim).unwrap();
+    std::fs::write(victim.join("data"), "keep").unwrap();
+    let wt = ensure_worktree(&w.cfg, 13).unwrap();
+    let mut cp = Checkpoint::new("run-13", 13, &wt);
+    cp.worktree = victim.clone();
+    assert!(matches!(
+        prune_stale(&w.cfg, &cp),
+        Err(WorkspaceError::Checkpoint { .. })
+    ));
+    let fake = Worktree {
+        path: victim.clone(),
+        ..wt.clone()
+    };
+    assert!(matches!(
+        cleanup(&w.cfg, &fake),
+        Err(WorkspaceError::RefuseToDelete { .. })
+    ));
+    assert!(victim.join("data").exists());
+}
