@@ -41,7 +41,8 @@ async fn run(hook: &Hook, ctx: &GateContext) -> GateOutcome {
         .timeout_sec
         .map(|s| Duration::from_secs(s.max(1)))
         .unwrap_or_else(|| tool::tool_timeout(ctx));
-    let mut cmd = Command::new("sh");
+    // An absolute shell: the command's PATH may be the context's search path.
+    let mut cmd = Command::new("/bin/sh");
     cmd.arg("-c").arg(script).current_dir(&ctx.dir);
     if let Some(path) = &ctx.search_path {
         cmd.env("PATH", path);

@@ -206,6 +206,15 @@ pub fn default_hook(kind: GateKind) -> Hook {
 /// Run every hook's gate concurrently; reports come back in hook order. A gate that panics, is
 /// cancelled or overruns its deadline is `NotRun`, never `Pass`.
 pub async fn run_gates(hooks: &[Hook], ctx: &GateContext) -> Vec<GateReport> {
+    run_gates_with(hooks, ctx, gate_for).await
+}
+
+/// [`run_gates`] with the gate of each kind chosen by `resolve` (tests substitute misbehaving gates).
+async fn run_gates_with(
+    hooks: &[Hook],
+    ctx: &GateContext,
+    resolve: fn(GateKind) -> &'static dyn Gate,
+) -> Vec<GateReport> {
     let shared = Arc::new(ctx.clone());
     let handles: Vec<_> = hooks
         .iter()
@@ -214,7 +223,7 @@ pub async fn run_gates(hooks: &[Hook], ctx: &GateContext) -> Vec<GateReport> {
             let ctx = Arc::clone(&shared);
             (
                 Instant::now(),
-                tokio::spawn(async move { run_gate(&hook, &ctx).await }),
+                tokio::spawn(async move { run_gate_with(&hook, &ctx, resolve(hook.gate)).await }),
             )
         })
         .collect();
@@ -239,10 +248,14 @@ pub async fn run_gates(hooks: &[Hook], ctx: &GateContext) -> Vec<GateReport> {
 
 /// Run one hook's gate with its deadline (not concurrently with others).
 pub async fn run_gate(hook: &Hook, ctx: &GateContext) -> GateReport {
+    run_gate_with(hook, ctx, gate_for(hook.gate)).await
+}
+
+async fn run_gate_with(hook: &Hook, ctx: &GateContext, gate: &dyn Gate) -> GateReport {
     let started = Instant::now();
     let deadline = gate_deadline(hook, ctx);
     let span = tracing::info_span!("gate", gate = %hook.name);
-    let gate = gate_for(hook.gate).run(hook, ctx).instrument(span);
+    let gate = gate.run(hook, ctx).instrument(span);
     let outcome = match tokio::time::timeout(deadline, gate).await {
         Ok(outcome) => outcome,
         Err(_) => GateOutcome::not_run(format!(
@@ -355,6 +368,61 @@ mod tests {
         for kind in GateKind::ALL {
             assert_eq!(gate_for(kind).kind(), kind);
         }
+    }
+
+    struct Panicking;
+    impl Gate for Panicking {
+        fn kind(&self) -> GateKind {
+            GateKind::Tsc
+        }
+        fn run<'a>(&'a self, _: &'a Hook, _: &'a GateContext) -> BoxFuture<'a, GateOutcome> {
+            Box::pin(async { panic!("index out of bounds in the parser") })
+        }
+    }
+
+    struct Passing;
+    impl Gate for Passing {
+        fn kind(&self) -> GateKind {
+            GateKind::Traceability
+        }
+        fn run<'a>(&'a self, _: &'a Hook, _: &'a GateContext) -> BoxFuture<'a, GateOutcome> {
+            Box::pin(async { GateOutcome::pass("fine") })
+        }
+    }
+
+    fn test_context() -> GateContext {
+        GateContext {
+            dir: PathBuf::from("/nonexistent"),
+            changes: ChangeSet::default(),
+            issue: None,
+            settings: GateSettings::default(),
+            ci: None,
+            state_dir: PathBuf::from("/nonexistent/state"),
+            search_path: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panicking_gate_is_not_run_and_the_others_still_report() {
+        fn resolve(kind: GateKind) -> &'static dyn Gate {
+            match kind {
+                GateKind::Tsc => &Panicking,
+                _ => &Passing,
+            }
+        }
+        let mut tsc = default_hook(GateKind::Tsc);
+        tsc.required = true;
+        let hooks = vec![tsc, default_hook(GateKind::Traceability)];
+        let reports = run_gates_with(&hooks, &test_context(), resolve).await;
+        assert_eq!(reports.len(), 2);
+        assert_eq!(
+            reports[0].status,
+            GateStatus::NotRun("the gate crashed: index out of bounds in the parser".into())
+        );
+        assert!(reports[0].required && reports[0].blocks());
+        assert_eq!(reports[1].status, GateStatus::Pass);
+        assert_eq!(reports[1].gate, "traceability");
+        assert_eq!(verdict(&reports), Verdict::Blocked);
     }
 
     #[test]

@@ -187,6 +187,40 @@ pub fn checklist_items(body: &str) -> Vec<ChecklistItem> {
 }
 
 const STOPWORDS: &[&str] = &[
+    "add",
+    "all",
+    "and",
+    "any",
+    "are",
+    "but",
+    "can",
+    "for",
+    "get",
+    "has",
+    "how",
+    "its",
+    "may",
+    "new",
+    "not",
+    "now",
+    "off",
+    "one",
+    "our",
+    "out",
+    "own",
+    "per",
+    "see",
+    "set",
+    "the",
+    "too",
+    "use",
+    "via",
+    "was",
+    "way",
+    "who",
+    "why",
+    "yet",
+    "you",
     "able",
     "about",
     "above",
@@ -310,7 +344,21 @@ const STOPWORDS: &[&str] = &[
     "correctly",
 ];
 
-/// Keywords of an item: its code spans (whole), then its significant words.
+/// A light stem, so `amounts` finds `amount` and `exporting` finds `export`.
+fn stem_word(w: &str) -> String {
+    let n = w.chars().count();
+    if n > 5 && w.ends_with("ing") {
+        w[..w.len() - 3].to_string()
+    } else if n > 4 && w.ends_with("ed") {
+        w[..w.len() - 2].to_string()
+    } else if n > 3 && w.ends_with('s') && !w.ends_with("ss") {
+        w[..w.len() - 1].to_string()
+    } else {
+        w.to_string()
+    }
+}
+
+/// Keywords of an item: its code spans (whole, lower-cased), then its significant words (stemmed).
 pub fn item_keywords(text: &str) -> (Vec<String>, Vec<String>) {
     let spans: Vec<String> = CODE_SPAN
         .captures_iter(text)
@@ -321,11 +369,11 @@ pub fn item_keywords(text: &str) -> (Vec<String>, Vec<String>) {
     let mut words = BTreeSet::new();
     for w in without_spans.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
         let w = w.to_lowercase();
-        if w.chars().count() >= 4
+        if w.chars().count() >= 3
             && !w.chars().all(|c| c.is_ascii_digit())
             && !STOPWORDS.contains(&w.as_str())
         {
-            words.insert(w);
+            words.insert(stem_word(&w));
         }
     }
     (spans, words.into_iter().collect())
@@ -341,10 +389,11 @@ fn checklist_coverage(issue: &IssueText, contents: &[(String, String)]) -> (Vec<
     let mut untraceable = 0;
     for item in &items {
         let (spans, words) = item_keywords(&item.text);
+        // A code span names the thing itself; plain words need at least half to be found.
         let covered = if !spans.is_empty() {
             spans.iter().any(|s| found(s))
         } else if !words.is_empty() {
-            words.iter().any(|w| found(w))
+            2 * words.iter().filter(|w| found(w)).count() >= words.len()
         } else {
             untraceable += 1;
             continue;
@@ -863,7 +912,7 @@ mod tests {
         let (spans, words) =
             item_keywords("Add `--json` flag to the Report command when exporting");
         assert_eq!(spans, vec!["--json"]);
-        assert_eq!(words, vec!["command", "exporting", "flag", "report"]);
+        assert_eq!(words, vec!["command", "export", "flag", "report"]);
     }
 
     #[test]
