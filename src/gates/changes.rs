@@ -175,6 +175,14 @@ impl ChangeSet {
         self.files.iter().filter(|f| f.exists())
     }
 
+    /// Paths of the existing changed files whose extension is one of `extensions`.
+    pub fn existing_with_extension(&self, extensions: &[&str]) -> Vec<&str> {
+        self.existing()
+            .filter(|f| extensions.contains(&f.extension().as_str()))
+            .map(|f| f.path.as_str())
+            .collect()
+    }
+
     /// Whether `path` (relative, `/`-separated) is a changed file that still exists.
     pub fn touches(&self, path: &str) -> bool {
         let path = path.trim_start_matches("./");

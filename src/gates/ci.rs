@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{BoxFuture, Finding, FindingSeverity, Gate, GateContext, GateOutcome, GateStatus};
-use crate::config::{GateKind, Hook};
+use super::{BoxFuture, Finding, FindingSeverity, FnGate, GateContext, GateOutcome, GateStatus};
+use crate::config::GateKind;
 
 /// One check run of a commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,25 +100,20 @@ const MAX_CONSECUTIVE_ERRORS: u32 = 3;
 /// after a push.
 const NO_CHECKS_POLLS: u32 = 3;
 
-pub struct CiGate;
+pub static GATE: FnGate = FnGate {
+    kind: GateKind::Ci,
+    run: |_hook, ctx| Box::pin(run(ctx)),
+};
 
-impl Gate for CiGate {
-    fn kind(&self) -> GateKind {
-        GateKind::Ci
-    }
-
-    fn run<'a>(&'a self, _hook: &'a Hook, ctx: &'a GateContext) -> BoxFuture<'a, GateOutcome> {
-        Box::pin(async move {
-            match &ctx.ci {
-                None => GateOutcome::not_run(
-                    "no GitHub connection: check runs cannot be read (the pipeline provides one; `supervisor gates` runs without)",
-                ),
-                Some(ci) if ci.timeout.is_zero() => {
-                    GateOutcome::not_applicable("CI gate disabled (ciGatingTimeoutSec is 0)")
-                }
-                Some(ci) => poll_ci(ci).await,
-            }
-        })
+async fn run(ctx: &GateContext) -> GateOutcome {
+    match &ctx.ci {
+        None => GateOutcome::not_run(
+            "no GitHub connection: check runs cannot be read (the pipeline provides one; `supervisor gates` runs without)",
+        ),
+        Some(ci) if ci.timeout.is_zero() => {
+            GateOutcome::not_applicable("CI gate disabled (ciGatingTimeoutSec is 0)")
+        }
+        Some(ci) => poll_ci(ci).await,
     }
 }
 

@@ -10,7 +10,7 @@ use regex::Regex;
 use tokio::process::Command;
 
 use super::tool::{self, tail_lines};
-use super::{BoxFuture, Finding, FindingSeverity, Gate, GateContext, GateOutcome, GateStatus};
+use super::{Finding, FindingSeverity, FnGate, GateContext, GateOutcome, GateStatus};
 use crate::config::{Expect, GateKind, Hook};
 
 /// Output lines kept in the report.
@@ -18,17 +18,10 @@ const TAIL_LINES: usize = 30;
 /// `file:line` locations lifted from the output at most.
 const MAX_LOCATIONS: usize = 20;
 
-pub struct CommandGate;
-
-impl Gate for CommandGate {
-    fn kind(&self) -> GateKind {
-        GateKind::Command
-    }
-
-    fn run<'a>(&'a self, hook: &'a Hook, ctx: &'a GateContext) -> BoxFuture<'a, GateOutcome> {
-        Box::pin(run(hook, ctx))
-    }
-}
+pub static GATE: FnGate = FnGate {
+    kind: GateKind::Command,
+    run: |hook, ctx| Box::pin(run(hook, ctx)),
+};
 
 async fn run(hook: &Hook, ctx: &GateContext) -> GateOutcome {
     let Some(script) = hook.run.as_deref().filter(|s| !s.trim().is_empty()) else {

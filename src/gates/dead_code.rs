@@ -7,25 +7,18 @@ use serde_json::Value;
 
 use super::package_safety::dependency_changes;
 use super::tool::{self, KNIP};
-use super::{BoxFuture, Finding, FindingSeverity, Gate, GateContext, GateOutcome, GateStatus};
-use crate::config::{GateKind, Hook};
+use super::{Finding, FindingSeverity, FnGate, GateContext, GateOutcome, GateStatus};
+use crate::config::GateKind;
 
 /// Files whose change makes knip's answer relevant.
 const JS_EXTENSIONS: [&str; 12] = [
     "ts", "tsx", "mts", "cts", "js", "jsx", "mjs", "cjs", "vue", "svelte", "astro", "json",
 ];
 
-pub struct DeadCodeGate;
-
-impl Gate for DeadCodeGate {
-    fn kind(&self) -> GateKind {
-        GateKind::DeadCode
-    }
-
-    fn run<'a>(&'a self, _hook: &'a Hook, ctx: &'a GateContext) -> BoxFuture<'a, GateOutcome> {
-        Box::pin(run(ctx))
-    }
-}
+pub static GATE: FnGate = FnGate {
+    kind: GateKind::DeadCode,
+    run: |_hook, ctx| Box::pin(run(ctx)),
+};
 
 /// knip's issue categories and the rule each becomes.
 fn rule_for(category: &str) -> String {
@@ -153,13 +146,13 @@ async fn run(ctx: &GateContext) -> GateOutcome {
         return GateOutcome::not_run(format!(
             "knip ended with {}: {}",
             out.status_text(),
-            out.tail(5)
+            out.complaint()
         ));
     }
     let issues = match parse_knip_report(&out.stdout) {
         Ok(i) => i,
         Err(e) => {
-            return GateOutcome::not_run(format!("{e}; {}", out.tail(3)));
+            return GateOutcome::not_run(format!("{e}; {}", out.complaint()));
         }
     };
     if out.status.code() == Some(1) && issues.is_empty() {

@@ -8,9 +8,9 @@ use serde::Deserialize;
 
 use super::tool::{self, JSCPD, ScratchDir};
 use super::{
-    BoxFuture, Finding, FindingSeverity, Gate, GateContext, GateOutcome, GateStatus, read_text_file,
+    Finding, FindingSeverity, FnGate, GateContext, GateOutcome, GateStatus, read_text_file,
 };
-use crate::config::{GateKind, Hook};
+use crate::config::GateKind;
 
 /// Changed files with these extensions make the gate applicable (jscpd's common formats).
 const SOURCE_EXTENSIONS: [&str; 36] = [
@@ -23,17 +23,10 @@ const IGNORED: &str = "**/node_modules/**,**/.git/**,**/dist/**,**/build/**,**/t
 pub(crate) const MIN_LINES: u32 = 5;
 pub(crate) const MIN_TOKENS: u32 = 30;
 
-pub struct DuplicatesGate;
-
-impl Gate for DuplicatesGate {
-    fn kind(&self) -> GateKind {
-        GateKind::Duplicates
-    }
-
-    fn run<'a>(&'a self, _hook: &'a Hook, ctx: &'a GateContext) -> BoxFuture<'a, GateOutcome> {
-        Box::pin(run(ctx))
-    }
-}
+pub static GATE: FnGate = FnGate {
+    kind: GateKind::Duplicates,
+    run: |_hook, ctx| Box::pin(run(ctx)),
+};
 
 /// The classic clone taxonomy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -89,13 +82,21 @@ struct Location {
     end: u32,
 }
 
+impl Location {
+    /// The line range; jscpd 4 sometimes reports an end before the start for chained clones within
+    /// one file, in which case the clone's length from the start is the best estimate.
+    fn span(&self, lines: u32) -> (u32, u32) {
+        let start = self.start.max(1);
+        if self.end >= start {
+            (start, self.end)
+        } else {
+            (start, start + lines.saturating_sub(1))
+        }
+    }
+}
+
 async fn run(ctx: &GateContext) -> GateOutcome {
-    let sources: Vec<&str> = ctx
-        .changes
-        .existing()
-        .filter(|f| SOURCE_EXTENSIONS.contains(&f.extension().as_str()))
-        .map(|f| f.path.as_str())
-        .collect();
+    let sources: Vec<&str> = ctx.changes.existing_with_extension(&SOURCE_EXTENSIONS);
     if sources.is_empty() {
         return GateOutcome::not_applicable("no changed source files to look for clones of");
     }
@@ -132,7 +133,7 @@ async fn run(ctx: &GateContext) -> GateOutcome {
         return GateOutcome::not_run(format!(
             "jscpd ended with {}: {}",
             out.status_text(),
-            out.tail(5)
+            out.complaint()
         ));
     }
     let report_path = scratch.path().join("jscpd-report.json");
@@ -141,7 +142,7 @@ async fn run(ctx: &GateContext) -> GateOutcome {
         Err(e) => {
             return GateOutcome::not_run(format!(
                 "jscpd exited successfully but wrote no jscpd-report.json ({e}): {}",
-                out.tail(3)
+                out.complaint()
             ));
         }
     };
@@ -161,9 +162,11 @@ async fn run(ctx: &GateContext) -> GateOutcome {
             (false, true) => ((&b, &dup.second_file), (&a, &dup.first_file)),
             (false, false) => continue,
         };
+        let mine_span = mine.1.span(dup.lines);
+        let other_span = other.1.span(dup.lines);
         let kind = match (
-            fragment(ctx, mine.0, mine.1),
-            fragment(ctx, other.0, other.1),
+            fragment(ctx, mine.0, mine_span),
+            fragment(ctx, other.0, other_span),
         ) {
             (Some(x), Some(y)) => classify_clone(&x, &y, &dup.format),
             // A fragment we cannot read back (file changed since): the least certain class.
@@ -172,16 +175,16 @@ async fn run(ctx: &GateContext) -> GateOutcome {
         counts[kind as usize] += 1;
         findings.push(Finding {
             file: Some(mine.0.clone()),
-            line: Some(mine.1.start),
+            line: Some(mine_span.0),
             rule: kind.rule().into(),
             message: format!(
                 "{} clone of {}:{}-{} (lines {}-{} here; {} lines, {} tokens)",
                 kind.label(),
                 other.0,
-                other.1.start,
-                other.1.end,
-                mine.1.start,
-                mine.1.end,
+                other_span.0,
+                other_span.1,
+                mine_span.0,
+                mine_span.1,
                 dup.lines,
                 dup.tokens
             ),
@@ -213,10 +216,10 @@ fn normalise(name: &str) -> String {
 }
 
 /// Lines `start..=end` (1-based) of a file.
-fn fragment(ctx: &GateContext, rel: &str, loc: &Location) -> Option<String> {
+fn fragment(ctx: &GateContext, rel: &str, (start, end): (u32, u32)) -> Option<String> {
     let text = read_text_file(&ctx.dir.join(rel))?;
-    let start = loc.start.max(1) as usize;
-    let end = (loc.end as usize).max(start);
+    let start = start.max(1) as usize;
+    let end = (end as usize).max(start);
     let lines: Vec<&str> = text.lines().skip(start - 1).take(end - start + 1).collect();
     (!lines.is_empty()).then(|| lines.join("\n"))
 }

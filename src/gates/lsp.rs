@@ -14,25 +14,16 @@ use tokio::time::Instant;
 
 use super::lsp_client::LspServer;
 use super::tool::{self, GOPLS, PYLSP, RUST_ANALYZER, TYPESCRIPT_LANGUAGE_SERVER, ToolSpec};
-use super::{
-    BoxFuture, Finding, FindingSeverity, Gate, GateContext, GateOutcome, GateStatus, join_all,
-};
-use crate::config::{GateKind, Hook};
+use super::{Finding, FindingSeverity, FnGate, GateContext, GateOutcome, GateStatus, join_all};
+use crate::config::GateKind;
 
 /// Attempts per language server.
 const ATTEMPTS: u32 = 3;
 
-pub struct LspGate;
-
-impl Gate for LspGate {
-    fn kind(&self) -> GateKind {
-        GateKind::Lsp
-    }
-
-    fn run<'a>(&'a self, _hook: &'a Hook, ctx: &'a GateContext) -> BoxFuture<'a, GateOutcome> {
-        Box::pin(run(ctx))
-    }
-}
+pub static GATE: FnGate = FnGate {
+    kind: GateKind::Lsp,
+    run: |_hook, ctx| Box::pin(run(ctx)),
+};
 
 /// A language and the server that checks it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

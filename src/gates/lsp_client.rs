@@ -19,7 +19,7 @@ use tokio::process::{Child, ChildStdin};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::tool::{ProcessGroupGuard, Tool, isolate, tail_lines};
+use super::tool::{ProcessGroupGuard, Tool, brief, isolate, tail_lines};
 
 /// Largest message accepted from a server.
 const MAX_MESSAGE: usize = 64 * 1024 * 1024;
@@ -305,7 +305,7 @@ impl LspServer {
             Ok(Some(s)) => super::tool::status_text(s),
             _ => "closed its output".into(),
         };
-        let tail = self.stderr_tail(5);
+        let tail = brief(&self.stderr_tail(40));
         if tail.is_empty() {
             format!("{} exited ({status})", self.name)
         } else {

@@ -176,17 +176,33 @@ pub trait Gate: Send + Sync {
     fn run<'a>(&'a self, hook: &'a Hook, ctx: &'a GateContext) -> BoxFuture<'a, GateOutcome>;
 }
 
+/// A gate that is its kind and an async function — what every built-in gate is.
+pub struct FnGate {
+    pub kind: GateKind,
+    pub run: for<'a> fn(&'a Hook, &'a GateContext) -> BoxFuture<'a, GateOutcome>,
+}
+
+impl Gate for FnGate {
+    fn kind(&self) -> GateKind {
+        self.kind
+    }
+
+    fn run<'a>(&'a self, hook: &'a Hook, ctx: &'a GateContext) -> BoxFuture<'a, GateOutcome> {
+        (self.run)(hook, ctx)
+    }
+}
+
 /// The gate implementing `kind`.
 pub fn gate_for(kind: GateKind) -> &'static dyn Gate {
     match kind {
-        GateKind::Ci => &ci::CiGate,
-        GateKind::Tsc => &tsc::TscGate,
-        GateKind::Lsp => &lsp::LspGate,
-        GateKind::DeadCode => &dead_code::DeadCodeGate,
-        GateKind::Duplicates => &duplicates::DuplicatesGate,
-        GateKind::Traceability => &traceability::TraceabilityGate,
-        GateKind::PackageSafety => &package_safety::PackageSafetyGate,
-        GateKind::Command => &command::CommandGate,
+        GateKind::Ci => &ci::GATE,
+        GateKind::Tsc => &tsc::GATE,
+        GateKind::Lsp => &lsp::GATE,
+        GateKind::DeadCode => &dead_code::GATE,
+        GateKind::Duplicates => &duplicates::GATE,
+        GateKind::Traceability => &traceability::GATE,
+        GateKind::PackageSafety => &package_safety::GATE,
+        GateKind::Command => &command::GATE,
     }
 }
 

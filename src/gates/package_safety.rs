@@ -12,10 +12,8 @@ use serde_json::Value;
 
 use super::changes::content_at_base;
 use super::npm_semver::{Range, Version};
-use super::{
-    BoxFuture, Finding, FindingSeverity, Gate, GateContext, GateOutcome, GateStatus, join_all,
-};
-use crate::config::{GateKind, Hook};
+use super::{Finding, FindingSeverity, FnGate, GateContext, GateOutcome, GateStatus, join_all};
+use crate::config::GateKind;
 
 /// Manifest sections whose packages get installed.
 const SECTIONS: [&str; 4] = [
@@ -27,17 +25,10 @@ const SECTIONS: [&str; 4] = [
 /// Registry lookups in flight at once.
 const CONCURRENT_LOOKUPS: usize = 8;
 
-pub struct PackageSafetyGate;
-
-impl Gate for PackageSafetyGate {
-    fn kind(&self) -> GateKind {
-        GateKind::PackageSafety
-    }
-
-    fn run<'a>(&'a self, _hook: &'a Hook, ctx: &'a GateContext) -> BoxFuture<'a, GateOutcome> {
-        Box::pin(run(ctx))
-    }
-}
+pub static GATE: FnGate = FnGate {
+    kind: GateKind::PackageSafety,
+    run: |_hook, ctx| Box::pin(run(ctx)),
+};
 
 /// A dependency the change added or whose spec it changed.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -136,6 +136,12 @@ impl Tool {
 /// Find a tool: the project's own copy, then PATH, then (npm tools, when `gates.allowNpx`) npx at the
 /// pinned version. The error says where it looked and what to do.
 pub fn locate(spec: ToolSpec, ctx: &GateContext) -> Result<Tool, String> {
+    locate_from(spec, ctx, &ctx.dir)
+}
+
+/// [`locate`] for a project inside the worktree: npm tools are looked for in `node_modules/.bin` of
+/// `start` and each directory above it up to the worktree root, as npm resolves binaries.
+pub fn locate_from(spec: ToolSpec, ctx: &GateContext, start: &Path) -> Result<Tool, String> {
     let search_path = ctx.search_path.clone();
     let path_var = search_path.clone().or_else(|| std::env::var_os("PATH"));
     let tool = |location| Tool {
@@ -143,15 +149,19 @@ pub fn locate(spec: ToolSpec, ctx: &GateContext) -> Result<Tool, String> {
         location,
         search_path: search_path.clone(),
     };
-    let project_dir = match spec.ecosystem {
-        Ecosystem::Npm => Some(ctx.dir.join("node_modules/.bin")),
-        Ecosystem::Python => Some(ctx.dir.join(".venv/bin")),
-        Ecosystem::System => None,
+    let project_dirs: Vec<PathBuf> = match spec.ecosystem {
+        Ecosystem::Npm => start
+            .ancestors()
+            .take_while(|d| d.starts_with(&ctx.dir))
+            .map(|d| d.join("node_modules/.bin"))
+            .collect(),
+        Ecosystem::Python => vec![ctx.dir.join(".venv/bin")],
+        Ecosystem::System => Vec::new(),
     };
-    if let Some(found) = project_dir
-        .as_ref()
+    if let Some(found) = project_dirs
+        .iter()
         .map(|d| d.join(spec.bin))
-        .filter(|p| is_executable(p))
+        .find(|p| is_executable(p))
     {
         return Ok(tool(ToolLocation::Project(found)));
     }
@@ -217,14 +227,14 @@ impl ProcessOutput {
         status_text(self.status)
     }
 
-    /// The last lines of stderr, else of stdout, for "why did it fail" messages.
-    pub fn tail(&self, lines: usize) -> String {
+    /// What stderr (else stdout) says, in one line, for "why did it fail" messages.
+    pub fn complaint(&self) -> String {
         let text = if self.stderr.trim().is_empty() {
             &self.stdout
         } else {
             &self.stderr
         };
-        tail_lines(text, lines)
+        brief(text)
     }
 }
 
@@ -246,6 +256,25 @@ pub fn tail_lines(text: &str, n: usize) -> String {
         .map(|l| truncate_chars(l.trim_end(), 400))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// A one-line digest of a program's complaint: all of it when short, else its first and last lines
+/// (the error usually opens the output and a traceback's cause closes it).
+pub fn brief(text: &str) -> String {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let picked: Vec<&str> = if lines.len() <= 4 {
+        lines
+    } else {
+        let mut v = lines[..2].to_vec();
+        v.push("…");
+        v.extend_from_slice(&lines[lines.len() - 2..]);
+        v
+    };
+    truncate_chars(&picked.join(" / "), 600)
 }
 
 /// `s` cut to at most `max` characters (with `…` when cut).
@@ -400,6 +429,8 @@ mod tests {
         assert_eq!(tail_lines("", 3), "");
         assert_eq!(truncate_chars("abcdef", 4), "abc…");
         assert_eq!(truncate_chars("abc", 4), "abc");
+        assert_eq!(brief("a\n\nb\n"), "a / b");
+        assert_eq!(brief("e1\ne2\nx\ny\nz\nlast"), "e1 / e2 / … / z / last");
     }
 
     #[test]

@@ -18,29 +18,25 @@ use regex::Regex;
 
 use super::changes::{ChangeSet, FileStatus};
 use super::{
-    BoxFuture, Finding, FindingSeverity, Gate, GateContext, GateOutcome, GateStatus, IssueText,
+    Finding, FindingSeverity, FnGate, GateContext, GateOutcome, GateStatus, IssueText,
     extension_of, read_text_file,
 };
-use crate::config::{GateKind, Hook};
+use crate::config::GateKind;
 
 /// Findings of the deleted-file check kept at most.
 const MAX_STALE_REFERENCES: usize = 50;
 
-pub struct TraceabilityGate;
+pub static GATE: FnGate = FnGate {
+    kind: GateKind::Traceability,
+    run: |_hook, ctx| Box::pin(run(ctx)),
+};
 
-impl Gate for TraceabilityGate {
-    fn kind(&self) -> GateKind {
-        GateKind::Traceability
-    }
-
-    fn run<'a>(&'a self, _hook: &'a Hook, ctx: &'a GateContext) -> BoxFuture<'a, GateOutcome> {
-        Box::pin(async move {
-            let ctx = ctx.clone();
-            tokio::task::spawn_blocking(move || check_all(&ctx))
-                .await
-                .unwrap_or_else(|e| GateOutcome::not_run(format!("the checks crashed: {e}")))
-        })
-    }
+/// The checks read many files: off the async threads.
+async fn run(ctx: &GateContext) -> GateOutcome {
+    let ctx = ctx.clone();
+    tokio::task::spawn_blocking(move || check_all(&ctx))
+        .await
+        .unwrap_or_else(|e| GateOutcome::not_run(format!("the checks crashed: {e}")))
 }
 
 fn warning(file: Option<String>, line: Option<u32>, rule: &str, message: String) -> Finding {

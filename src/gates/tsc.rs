@@ -13,10 +13,10 @@ use serde::{Deserialize, Serialize};
 
 use super::tool::{self, TSC};
 use super::{
-    BoxFuture, Finding, FindingSeverity, Gate, GateContext, GateOutcome, GateStatus,
-    current_branch, write_state_file,
+    Finding, FindingSeverity, FnGate, GateContext, GateOutcome, GateStatus, current_branch,
+    write_state_file,
 };
-use crate::config::{GateKind, Hook};
+use crate::config::GateKind;
 
 /// Extensions tsc checks.
 pub(crate) const TS_EXTENSIONS: [&str; 8] = ["ts", "tsx", "mts", "cts", "js", "jsx", "mjs", "cjs"];
@@ -26,17 +26,10 @@ const CACHE_ENTRIES: usize = 16;
 /// Runs remembered per branch for the trend.
 const HISTORY_ENTRIES: usize = 20;
 
-pub struct TscGate;
-
-impl Gate for TscGate {
-    fn kind(&self) -> GateKind {
-        GateKind::Tsc
-    }
-
-    fn run<'a>(&'a self, _hook: &'a Hook, ctx: &'a GateContext) -> BoxFuture<'a, GateOutcome> {
-        Box::pin(run(ctx))
-    }
-}
+pub static GATE: FnGate = FnGate {
+    kind: GateKind::Tsc,
+    run: |_hook, ctx| Box::pin(run(ctx)),
+};
 
 /// One tsc diagnostic.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,12 +97,7 @@ fn project_of(root: &Path, file: &str) -> Option<String> {
 }
 
 async fn run(ctx: &GateContext) -> GateOutcome {
-    let ts_files: Vec<&str> = ctx
-        .changes
-        .existing()
-        .filter(|f| TS_EXTENSIONS.contains(&f.extension().as_str()))
-        .map(|f| f.path.as_str())
-        .collect();
+    let ts_files: Vec<&str> = ctx.changes.existing_with_extension(&TS_EXTENSIONS);
     if ts_files.is_empty() {
         return GateOutcome::not_applicable("no TypeScript or JavaScript files in the change");
     }
@@ -117,23 +105,31 @@ async fn run(ctx: &GateContext) -> GateOutcome {
         .iter()
         .filter_map(|f| project_of(&ctx.dir, f))
         .collect();
+    let outside = ts_files
+        .iter()
+        .filter(|f| project_of(&ctx.dir, f).is_none())
+        .count();
     if projects.is_empty() {
         return GateOutcome::not_applicable(format!(
             "no tsconfig.json covers the {} changed TypeScript/JavaScript files (looked from each file up to the repository root)",
             ts_files.len()
         ));
     }
-    let tsc = match tool::locate(TSC, ctx) {
-        Ok(t) => t,
-        Err(reason) => return GateOutcome::not_run(reason),
-    };
-
-    let key = tree_state_key(ctx, &projects, &tsc.describe());
+    // Each project may have its own TypeScript (monorepos): resolve tsc from the project up.
+    let mut tools = Vec::with_capacity(projects.len());
+    for project in &projects {
+        match tool::locate_from(TSC, ctx, &ctx.dir.join(project)) {
+            Ok(t) => tools.push((project.clone(), t)),
+            Err(reason) => return GateOutcome::not_run(reason),
+        }
+    }
+    let described: Vec<String> = tools.iter().map(|(_, t)| t.describe()).collect();
+    let key = tree_state_key(ctx, &projects, &described.join(" "));
     let state_path = ctx.state_dir.join("tsc.json");
     let mut state = TscState::load(&state_path);
     let (diagnostics, cached) = match state.cached(&key) {
         Some(d) => (d.to_vec(), true),
-        None => match compile(ctx, &tsc, &projects).await {
+        None => match compile(ctx, &tools).await {
             Ok(d) => (d, false),
             Err(reason) => return GateOutcome::not_run(reason),
         },
@@ -173,17 +169,23 @@ async fn run(ctx: &GateContext) -> GateOutcome {
         .map(|p| if p.is_empty() { "." } else { p.as_str() })
         .collect::<Vec<_>>()
         .join(", ");
-    let cached_text = if cached {
-        " (cached for this tree state)"
+    let mut notes = if cached {
+        " (cached for this tree state)".to_string()
     } else {
-        ""
+        String::new()
     };
+    if outside > 0 {
+        notes.push_str(&format!(
+            "; {outside} changed file{} outside any tsconfig.json project not checked",
+            plural(outside)
+        ));
+    }
     if errors > 0 {
         GateOutcome::new(
             GateStatus::Fail,
             findings,
             format!(
-                "{errors} type error{} ({in_changed} in changed files) in {projects_text}; {trend}{cached_text}",
+                "{errors} type error{} ({in_changed} in changed files) in {projects_text}; {trend}{notes}",
                 plural(errors)
             ),
         )
@@ -191,7 +193,7 @@ async fn run(ctx: &GateContext) -> GateOutcome {
         GateOutcome::new(
             GateStatus::Pass,
             findings,
-            format!("no type errors in {projects_text}; {trend}{cached_text}"),
+            format!("no type errors in {projects_text}; {trend}{notes}"),
         )
     }
 }
@@ -203,11 +205,10 @@ fn plural(n: usize) -> &'static str {
 /// Run tsc for each project; any run that did not produce a judgeable answer makes the gate NotRun.
 async fn compile(
     ctx: &GateContext,
-    tsc: &tool::Tool,
-    projects: &BTreeSet<String>,
+    projects: &[(String, tool::Tool)],
 ) -> Result<Vec<TscDiagnostic>, String> {
     let mut all = Vec::new();
-    for project in projects {
+    for (project, tsc) in projects {
         let config = if project.is_empty() {
             PathBuf::from("tsconfig.json")
         } else {
@@ -232,7 +233,7 @@ async fn compile(
                     "tsc -p {} ended with {} without diagnostics to report: {}",
                     config.display(),
                     out.status_text(),
-                    out.tail(5)
+                    out.complaint()
                 ));
             }
         }

@@ -161,3 +161,29 @@ fn npx_is_used_only_when_allowed() {
         )
     );
 }
+
+#[test]
+fn a_projects_own_tsc_is_found_from_the_project_up() {
+    use std::os::unix::fs::PermissionsExt;
+    let f = Fixture::new("ts-base");
+    f.write(".gitignore", "node_modules/\n");
+    f.write("packages/app/tsconfig.json", "{}\n");
+    f.write("packages/app/src/a.ts", "export const a = 1\n");
+    let bin = f.dir.join("packages/app/node_modules/.bin/tsc");
+    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+    std::fs::write(
+        &bin,
+        "#!/bin/sh\necho \"packages/app/src/a.ts(1,19): error TS1005: ';' expected.\"\nexit 2\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut ctx = f.context();
+    // Not on PATH: only the project's own copy can answer.
+    ctx.search_path = Some(path_without(&["tsc"]));
+    let r = run_bounded(60, async {
+        run_gate(&default_hook(GateKind::Tsc), &ctx).await
+    });
+    assert_eq!(r.status, GateStatus::Fail, "{r:#?}");
+    assert_eq!(r.findings[0].location(), "packages/app/src/a.ts:1");
+    assert!(r.summary.contains("in packages/app"), "{}", r.summary);
+}
