@@ -80,8 +80,11 @@ impl Language {
 /// What happened to one language.
 #[derive(Debug)]
 enum LanguageResult {
-    /// Diagnostics per file (relative path).
-    Checked(BTreeMap<String, Vec<Diagnostic>>),
+    /// Diagnostics per file (relative path); `silent`: files the server published nothing for.
+    Checked {
+        diagnostics: BTreeMap<String, Vec<Diagnostic>>,
+        silent: Vec<String>,
+    },
     NotRun(String),
 }
 
@@ -110,7 +113,10 @@ async fn run(ctx: &GateContext) -> GateOutcome {
     let mut errors_total = 0usize;
     for (lang, result) in results {
         match result {
-            LanguageResult::Checked(per_file) => {
+            LanguageResult::Checked {
+                diagnostics: per_file,
+                silent,
+            } => {
                 let mut errors = 0;
                 let mut warnings = 0;
                 for (file, diagnostics) in &per_file {
@@ -134,6 +140,16 @@ async fn run(ctx: &GateContext) -> GateOutcome {
                     plural(errors),
                     plural(warnings)
                 ));
+                if !silent.is_empty() {
+                    let reason = format!(
+                        "{}: the server published no diagnostics for {} within {} s",
+                        lang.name(),
+                        silent.join(", "),
+                        tool::tool_timeout(ctx).as_secs()
+                    );
+                    parts.push(reason.clone());
+                    not_run.push(reason);
+                }
             }
             LanguageResult::NotRun(reason) => {
                 parts.push(format!("{}: not run — {reason}", lang.name()));
@@ -199,7 +215,7 @@ async fn check_language(ctx: &GateContext, lang: Language, files: &[String]) -> 
     let mut last_error = String::new();
     for attempt in 1..=ATTEMPTS {
         match attempt_once(&server_tool, args, &root, &opened, budget).await {
-            Ok(diagnostics) => return LanguageResult::Checked(diagnostics),
+            Ok(checked) => return checked,
             Err(e) => {
                 tracing::warn!(server = spec.bin, attempt, error = %e, "language server attempt failed");
                 last_error = e;
@@ -218,7 +234,7 @@ async fn attempt_once(
     root: &std::path::Path,
     opened: &[(String, PathBuf, String)],
     budget: Duration,
-) -> Result<BTreeMap<String, Vec<Diagnostic>>, String> {
+) -> Result<LanguageResult, String> {
     let deadline = Instant::now() + budget;
     let mut server = LspServer::start(server_tool, args, root)?;
     let result = async {
@@ -234,9 +250,21 @@ async fn attempt_once(
     }
     .await;
     server.shutdown().await;
-    let by_abs = result?;
-    Ok(opened
-        .iter()
-        .map(|(rel, abs, _)| (rel.clone(), by_abs.get(abs).cloned().unwrap_or_default()))
-        .collect())
+    // A server that started, answered and stays silent about some files is not retried: it would
+    // only stay silent again.
+    let collected = result?;
+    let mut diagnostics = BTreeMap::new();
+    let mut silent = Vec::new();
+    for (rel, abs, _) in opened {
+        match collected.diagnostics.get(abs) {
+            Some(d) => {
+                diagnostics.insert(rel.clone(), d.clone());
+            }
+            None => silent.push(rel.clone()),
+        }
+    }
+    Ok(LanguageResult::Checked {
+        diagnostics,
+        silent,
+    })
 }

@@ -27,6 +27,14 @@ const MAX_MESSAGE: usize = 64 * 1024 * 1024;
 /// (servers may publish a file twice: syntax first, then semantics).
 const SETTLE: Duration = Duration::from_millis(300);
 
+/// What a server published for the opened files.
+#[derive(Debug, Default)]
+pub struct Collected {
+    pub diagnostics: HashMap<PathBuf, Vec<Diagnostic>>,
+    /// Opened files it published nothing for before the deadline.
+    pub silent: Vec<PathBuf>,
+}
+
 /// A running language server.
 pub struct LspServer {
     name: String,
@@ -148,31 +156,20 @@ impl LspServer {
     }
 
     /// Wait until every file of `files` has had diagnostics published (then a short quiet period for
-    /// updates), or until `deadline`. Returns the latest diagnostics of those files; an error names the
-    /// files that never reported.
+    /// updates), or until `deadline`. Returns the latest diagnostics of the files that reported; those
+    /// that stayed silent until the deadline are listed apart (the server is alive but did not answer
+    /// for them). Errors mean the server died or spoke nonsense.
     pub async fn collect_diagnostics(
         &mut self,
         files: &[PathBuf],
         deadline: Instant,
-    ) -> Result<HashMap<PathBuf, Vec<Diagnostic>>, String> {
+    ) -> Result<Collected, String> {
         let wanted: HashSet<&PathBuf> = files.iter().collect();
         loop {
             let all_reported = wanted.iter().all(|f| self.diagnostics.contains_key(*f));
             let now = Instant::now();
             if now >= deadline {
-                if all_reported {
-                    break;
-                }
-                let missing: Vec<String> = wanted
-                    .iter()
-                    .filter(|f| !self.diagnostics.contains_key(**f))
-                    .map(|f| f.display().to_string())
-                    .collect();
-                return Err(format!(
-                    "{} published no diagnostics for {} in time",
-                    self.name,
-                    missing.join(", ")
-                ));
+                break;
             }
             let wait = if all_reported {
                 SETTLE.min(deadline - now)
@@ -187,15 +184,16 @@ impl LspServer {
                 Ok(None) => return Err(self.exited()),
             }
         }
-        Ok(files
-            .iter()
-            .map(|f| {
-                (
-                    f.clone(),
-                    self.diagnostics.get(f).cloned().unwrap_or_default(),
-                )
-            })
-            .collect())
+        let mut collected = Collected::default();
+        for f in files {
+            match self.diagnostics.get(f) {
+                Some(d) => {
+                    collected.diagnostics.insert(f.clone(), d.clone());
+                }
+                None => collected.silent.push(f.clone()),
+            }
+        }
+        Ok(collected)
     }
 
     /// `shutdown` then `exit`; the process group is killed if the server lingers.

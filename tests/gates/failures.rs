@@ -187,3 +187,68 @@ fn a_projects_own_tsc_is_found_from_the_project_up() {
     assert_eq!(r.findings[0].location(), "packages/app/src/a.ts:1");
     assert!(r.summary.contains("in packages/app"), "{}", r.summary);
 }
+
+/// Install the scripted language server as the project's `pylsp` (`.venv/bin`, found before PATH).
+fn fake_pylsp(f: &Fixture, mode: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let script = std::fs::read_to_string(crate::common::fixture_dir("fake-lsp/server.py"))
+        .unwrap()
+        .replace("MODE = \"error\"", &format!("MODE = \"{mode}\""));
+    let path = f.dir.join(".venv/bin/pylsp");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, format!("#!/usr/bin/env python3\n{script}")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    f.write(".gitignore", ".venv/\n.fake-lsp-starts\n");
+}
+
+fn lsp_on_python(f: &Fixture, timeout_sec: u64) -> supervisor::gates::GateReport {
+    let mut ctx = f.context();
+    ctx.settings.tool_timeout_sec = timeout_sec;
+    run_bounded(60, async {
+        run_gate(&default_hook(GateKind::Lsp), &ctx).await
+    })
+}
+
+#[test]
+fn a_language_server_that_keeps_crashing_is_tried_three_times() {
+    let f = Fixture::new("py-base");
+    f.apply("py-error");
+    fake_pylsp(&f, "crash");
+    let r = lsp_on_python(&f, 30);
+    let GateStatus::NotRun(reason) = &r.status else {
+        panic!("{r:#?}")
+    };
+    assert!(reason.contains("pylsp failed 3 times"), "{reason}");
+    assert!(reason.contains("cannot load the workspace"), "{reason}");
+}
+
+#[test]
+fn a_flaky_language_server_is_retried_until_it_answers() {
+    let f = Fixture::new("py-base");
+    f.apply("py-error");
+    fake_pylsp(&f, "flaky");
+    let r = lsp_on_python(&f, 30);
+    assert_eq!(r.status, GateStatus::Fail, "{r:#?}");
+    assert_eq!(r.findings[0].location(), "app/greet.py:1");
+    assert_eq!(r.findings[0].rule, "fake(E1)");
+    let starts = std::fs::read_to_string(f.dir.join(".fake-lsp-starts")).unwrap();
+    assert_eq!(starts, "3");
+}
+
+#[test]
+fn a_silent_language_server_is_not_run_not_clean() {
+    let f = Fixture::new("py-base");
+    f.apply("py-clean");
+    fake_pylsp(&f, "silent");
+    let started = std::time::Instant::now();
+    let r = lsp_on_python(&f, 2);
+    let GateStatus::NotRun(reason) = &r.status else {
+        panic!("{r:#?}")
+    };
+    assert!(
+        reason.contains("published no diagnostics for app/greet.py within 2 s"),
+        "{reason}"
+    );
+    // Silence is not retried.
+    assert!(started.elapsed() < std::time::Duration::from_secs(15));
+}
