@@ -217,7 +217,7 @@ async fn check_language(ctx: &GateContext, lang: Language, files: &[String]) -> 
         match attempt_once(&server_tool, args, &root, &opened, budget).await {
             Ok(checked) => return checked,
             Err(e) => {
-                tracing::warn!(server = spec.bin, attempt, error = %e, "language server attempt failed");
+                tracing::info!(server = spec.bin, attempt, error = %e, "language server attempt failed");
                 last_error = e;
             }
         }

@@ -143,17 +143,7 @@ pub fn combined_gate_note(reports: &[GateReport]) -> String {
     if !others.is_empty() {
         let _ = writeln!(out, "### Also reported (not blocking)\n");
         for r in others {
-            let _ = writeln!(
-                out,
-                "- {} **{}** — {}{}",
-                icon(r),
-                r.gate,
-                status_text(r),
-                match (&r.status, r.summary.is_empty()) {
-                    (GateStatus::NotRun(_), _) | (_, true) => String::new(),
-                    _ => format!(": {}", r.summary),
-                }
-            );
+            let _ = writeln!(out, "{}", one_line(r));
         }
         out.push('\n');
     }
@@ -161,6 +151,15 @@ pub fn combined_gate_note(reports: &[GateReport]) -> String {
     out.push_str(&gate_summary_table(reports));
     let _ = writeln!(out, "\n</details>");
     out
+}
+
+/// `- ⚠️ **gate** — status: summary` (a not-run gate's reason is its status).
+fn one_line(r: &GateReport) -> String {
+    let summary = match (&r.status, r.summary.is_empty()) {
+        (GateStatus::NotRun(_), _) | (_, true) => String::new(),
+        _ => format!(": {}", r.summary),
+    };
+    format!("- {} **{}** — {}{summary}", icon(r), r.gate, status_text(r))
 }
 
 fn short_status(r: &GateReport) -> String {
@@ -231,6 +230,22 @@ pub fn gate_findings_for_auditor(reports: &[GateReport]) -> String {
                 out.push('\n');
             }
         }
+    }
+    let others: Vec<&GateReport> = reports
+        .iter()
+        .filter(|r| {
+            !matches!(
+                GateKind::parse(&r.gate),
+                Some(GateKind::Duplicates | GateKind::Traceability | GateKind::PackageSafety)
+            )
+        })
+        .collect();
+    if !others.is_empty() {
+        let _ = writeln!(out, "### Other gates\n");
+        for r in others {
+            let _ = writeln!(out, "{}", one_line(r));
+        }
+        out.push('\n');
     }
     let _ = writeln!(out, "### All gates\n");
     out.push_str(&gate_summary_table(reports));
