@@ -241,6 +241,13 @@ mod tests {
         assert_eq!(parse_knip_report(r#"{"issues":[]}"#).unwrap(), vec![]);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn parser_never_panics(text in "\\PC*") {
+            let _ = parse_knip_report(&text);
+        }
+    }
+
     #[test]
     fn rejects_what_is_not_a_report() {
         assert!(parse_knip_report("").is_err());

@@ -235,10 +235,13 @@ async fn attempt_once(
     opened: &[(String, PathBuf, String)],
     budget: Duration,
 ) -> Result<LanguageResult, String> {
-    let deadline = Instant::now() + budget;
+    let started = Instant::now();
+    let deadline = started + budget;
+    let bin = server_tool.spec.bin;
     let mut server = LspServer::start(server_tool, args, root)?;
     let result = async {
         server.initialize(root, deadline).await?;
+        tracing::debug!(server = bin, elapsed = ?started.elapsed(), "initialized");
         for (rel, abs, text) in opened {
             let ext = super::extension_of(rel);
             server
@@ -246,10 +249,13 @@ async fn attempt_once(
                 .await?;
         }
         let paths: Vec<PathBuf> = opened.iter().map(|(_, abs, _)| abs.clone()).collect();
-        server.collect_diagnostics(&paths, deadline).await
+        let collected = server.collect_diagnostics(&paths, deadline).await;
+        tracing::debug!(server = bin, elapsed = ?started.elapsed(), "diagnostics collected");
+        collected
     }
     .await;
     server.shutdown().await;
+    tracing::debug!(server = bin, elapsed = ?started.elapsed(), "shut down");
     // A server that started, answered and stays silent about some files is not retried: it would
     // only stay silent again.
     let collected = result?;

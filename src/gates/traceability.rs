@@ -1048,6 +1048,18 @@ mod tests {
         assert!(commit_references(12, &c).0.is_empty());
     }
 
+    proptest::proptest! {
+        #[test]
+        fn issue_text_never_panics(body in "\\PC*", title in "\\PC*", path in "[a-z/._-]{0,30}") {
+            for item in checklist_items(&body) {
+                let _ = item_keywords(&item.text);
+            }
+            let _ = leading_verb(&title);
+            let _ = references_issue(&title, 7);
+            let _ = reference_patterns(&path);
+        }
+    }
+
     #[test]
     fn reference_patterns_match_imports_of_the_deleted_file() {
         let ts = reference_patterns("src/util/format.ts");
