@@ -3,6 +3,7 @@
 # Needs node/npm (Node ≥ 20.19) and python3 with venv. Prints what it did; exits non-zero on failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root="$(pwd -P)"
 
 NPM_TOOLS=(
   "typescript@5.9.3"
@@ -10,13 +11,23 @@ NPM_TOOLS=(
   "knip@6.44.2"
   "jscpd@4.3.0"
 )
+# pylsp reports errors only through its pyflakes plugin: without it every Python file looks clean.
 PY_TOOLS=(
-  "python-lsp-server==1.15.0"
+  "python-lsp-server[pyflakes]==1.15.0"
 )
 
 stamp=".tools/installed"
 want="$(printf '%s\n' "${NPM_TOOLS[@]}" "${PY_TOOLS[@]}")"
-if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+
+# A virtualenv copied or moved from elsewhere still runs the other copy's interpreter (its scripts'
+# shebangs name the old path): start it afresh.
+venv_ok() {
+  [[ -x .tools/venv/bin/python && -x .tools/venv/bin/pip ]] &&
+    [[ "$(head -n1 .tools/venv/bin/pip)" == "#!$root/.tools/venv/bin/python"* ]]
+}
+
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] && venv_ok \
+  && [[ -x .tools/node/node_modules/.bin/tsc ]]; then
   exit 0
 fi
 
@@ -24,7 +35,8 @@ mkdir -p .tools/node
 echo "installing gate tools into .tools/: ${NPM_TOOLS[*]} ${PY_TOOLS[*]}" >&2
 (cd .tools/node && { [[ -f package.json ]] || echo '{"private": true}' > package.json; } \
   && npm install --no-audit --no-fund --loglevel=error --save-exact "${NPM_TOOLS[@]}" >&2)
-if [[ ! -x .tools/venv/bin/pip ]]; then
+if ! venv_ok; then
+  rm -rf .tools/venv
   python3 -m venv .tools/venv
 fi
 .tools/venv/bin/pip install --quiet --disable-pip-version-check "${PY_TOOLS[@]}" >&2

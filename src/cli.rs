@@ -13,6 +13,9 @@ use clap::{Parser, Subcommand};
 use crate::pipeline::{Project, process_env};
 use crate::report;
 
+mod gates_command;
+use gates_command::gates_command;
+
 pub const EXIT_OK: u8 = 0;
 pub const EXIT_STOPPED: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
@@ -142,7 +145,12 @@ fn dispatch(cli: Cli) -> u8 {
             role,
             attempt,
         } => agent_script(&script, &role, attempt),
-        Command::Gates { .. } => not_yet("gates"),
+        Command::Gates {
+            dir,
+            base,
+            only,
+            json,
+        } => gates_command(&dir, base, &only, json),
         Command::Sandbox { .. } => not_yet("sandbox serve"),
     }
 }

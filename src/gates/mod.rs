@@ -1,5 +1,467 @@
 //! Quality gates between Implementation and Audit.
+//!
+//! One [`Gate`] per file, each returning a [`GateReport`]. All gates of a transition run concurrently
+//! ([`run_gates`]); a gate that could not run — tool missing, crashed, timed out, panicked — reports
+//! `NotRun` with the reason, which is never a pass, and blocks when its hook is `required`.
 
+mod changes;
+mod ci;
+mod command;
+mod dead_code;
+mod duplicates;
+mod http;
+mod lsp;
+mod lsp_client;
+mod npm_semver;
+mod package_safety;
 mod report;
+mod tool;
+mod traceability;
+mod tsc;
 
+use std::ffi::OsString;
+use std::fmt;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tracing::Instrument;
+
+use crate::config::{GateKind, GateSettings, Hook};
+
+pub use changes::{
+    ChangeSet, ChangedFile, CommitInfo, FileStatus, current_branch, extension_of, worktree_root,
+};
+pub use ci::{CiContext, CiPoll, CiRun, CiSource, NoCiConnection};
+pub use duplicates::{CloneType, classify_clone};
+pub use npm_semver::{Range as NpmRange, Version as NpmVersion};
 pub use report::{Finding, FindingSeverity, GateReport, GateStatus, Verdict, verdict};
+pub use tool::{ToolLocation, find_on_path};
+
+/// A boxed, sendable future (no async-trait dependency).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Why the gates could not be set up at all (as opposed to one gate not running).
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    #[error("{} is not inside a git repository ({source}); run the gates in a git checkout", dir.display())]
+    NotARepository { dir: PathBuf, source: git2::Error },
+    #[error("{} is a bare repository; the gates need a working tree", dir.display())]
+    Bare { dir: PathBuf },
+    #[error(
+        "base `{base}` is neither a local branch, origin/{base}, nor a revision of this repository; fetch it or pass another base (--base)"
+    )]
+    BaseNotFound { base: String },
+    #[error("git failed while {context}: {source}")]
+    Git {
+        context: String,
+        source: git2::Error,
+    },
+}
+
+/// The issue the change is for (trusted text only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssueText {
+    pub number: u64,
+    pub title: String,
+    pub body: String,
+}
+
+/// Everything a gate may look at.
+#[derive(Clone)]
+pub struct GateContext {
+    /// Root of the working tree under review.
+    pub dir: PathBuf,
+    pub changes: ChangeSet,
+    pub issue: Option<IssueText>,
+    pub settings: GateSettings,
+    /// How to reach CI; `None` when there is no GitHub connection.
+    pub ci: Option<CiContext>,
+    /// Where gates keep state between runs (tsc cache and trend), e.g. `<repo>/.supervisor/gates`.
+    pub state_dir: PathBuf,
+    /// PATH used to find tools and given to them; `None` = the process's PATH.
+    pub search_path: Option<OsString>,
+}
+
+impl fmt::Debug for GateContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GateContext")
+            .field("dir", &self.dir)
+            .field("changes", &self.changes)
+            .field("issue", &self.issue.as_ref().map(|i| i.number))
+            .field("settings", &self.settings)
+            .field("ci", &self.ci)
+            .field("state_dir", &self.state_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GateContext {
+    /// A context for the checkout at `dir` against `base`, with default gate settings, no issue and no
+    /// CI connection; state kept in `<dir>/.supervisor/gates`.
+    pub fn for_checkout(dir: &Path, base: &str) -> Result<GateContext, GateError> {
+        let root = worktree_root(dir)?;
+        let changes = ChangeSet::compute(&root, base)?;
+        Ok(GateContext {
+            state_dir: root.join(".supervisor/gates"),
+            dir: root,
+            changes,
+            issue: None,
+            settings: GateSettings::default(),
+            ci: None,
+            search_path: None,
+        })
+    }
+
+    /// Read a changed (or any) file of the working tree as text; `None` when absent, binary or huge.
+    pub fn read_text(&self, rel: &str) -> Option<String> {
+        read_text_file(&self.dir.join(rel))
+    }
+}
+
+/// Text files up to this size are read by gates that search content.
+pub(crate) const MAX_TEXT_FILE: u64 = 1024 * 1024;
+
+pub(crate) fn read_text_file(path: &Path) -> Option<String> {
+    let meta = std::fs::metadata(path).ok()?;
+    if !meta.is_file() || meta.len() > MAX_TEXT_FILE {
+        return None;
+    }
+    let bytes = std::fs::read(path).ok()?;
+    if bytes.contains(&0) {
+        return None;
+    }
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// What a gate returns; [`run_gates`] adds the name, timing and `required`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GateOutcome {
+    pub status: GateStatus,
+    pub findings: Vec<Finding>,
+    pub summary: String,
+}
+
+impl GateOutcome {
+    pub fn new(status: GateStatus, findings: Vec<Finding>, summary: impl Into<String>) -> Self {
+        GateOutcome {
+            status,
+            findings,
+            summary: summary.into(),
+        }
+    }
+
+    pub fn pass(summary: impl Into<String>) -> Self {
+        Self::new(GateStatus::Pass, Vec::new(), summary)
+    }
+
+    /// Nothing to check; `why` says what was looked for.
+    pub fn not_applicable(why: impl Into<String>) -> Self {
+        Self::new(GateStatus::NotApplicable, Vec::new(), why)
+    }
+
+    /// The gate could not run; the reason is both the status and the summary.
+    pub fn not_run(reason: impl Into<String>) -> Self {
+        let reason = reason.into();
+        Self::new(GateStatus::NotRun(reason.clone()), Vec::new(), reason)
+    }
+}
+
+/// A quality gate. Implementations live one per file and never turn a failure to run into a pass.
+pub trait Gate: Send + Sync {
+    fn kind(&self) -> GateKind;
+    /// Run the gate for `hook` (its `run`/`expect`/`timeoutSec` matter to the command gate).
+    fn run<'a>(&'a self, hook: &'a Hook, ctx: &'a GateContext) -> BoxFuture<'a, GateOutcome>;
+}
+
+/// A gate that is its kind and an async function — what every built-in gate is.
+pub struct FnGate {
+    pub kind: GateKind,
+    pub run: for<'a> fn(&'a Hook, &'a GateContext) -> BoxFuture<'a, GateOutcome>,
+}
+
+impl Gate for FnGate {
+    fn kind(&self) -> GateKind {
+        self.kind
+    }
+
+    fn run<'a>(&'a self, hook: &'a Hook, ctx: &'a GateContext) -> BoxFuture<'a, GateOutcome> {
+        (self.run)(hook, ctx)
+    }
+}
+
+/// The gate implementing `kind`.
+pub fn gate_for(kind: GateKind) -> &'static dyn Gate {
+    match kind {
+        GateKind::Ci => &ci::GATE,
+        GateKind::Tsc => &tsc::GATE,
+        GateKind::Lsp => &lsp::GATE,
+        GateKind::DeadCode => &dead_code::GATE,
+        GateKind::Duplicates => &duplicates::GATE,
+        GateKind::Traceability => &traceability::GATE,
+        GateKind::PackageSafety => &package_safety::GATE,
+        GateKind::Command => &command::GATE,
+    }
+}
+
+/// A hook with default options for `kind` (the CLI and tests use these).
+pub fn default_hook(kind: GateKind) -> Hook {
+    Hook {
+        gate: kind,
+        name: kind.name().to_string(),
+        required: false,
+        run: None,
+        expect: crate::config::Expect::Pass,
+        timeout_sec: None,
+        experimental: false,
+    }
+}
+
+/// Run every hook's gate concurrently; reports come back in hook order. A gate that panics, is
+/// cancelled or overruns its deadline is `NotRun`, never `Pass`.
+pub async fn run_gates(hooks: &[Hook], ctx: &GateContext) -> Vec<GateReport> {
+    run_gates_with(hooks, ctx, gate_for).await
+}
+
+/// [`run_gates`] with the gate of each kind chosen by `resolve` (tests substitute misbehaving gates).
+async fn run_gates_with(
+    hooks: &[Hook],
+    ctx: &GateContext,
+    resolve: fn(GateKind) -> &'static dyn Gate,
+) -> Vec<GateReport> {
+    let shared = Arc::new(ctx.clone());
+    let handles: Vec<_> = hooks
+        .iter()
+        .map(|hook| {
+            let hook = hook.clone();
+            let ctx = Arc::clone(&shared);
+            (
+                Instant::now(),
+                tokio::spawn(async move { run_gate_with(&hook, &ctx, resolve(hook.gate)).await }),
+            )
+        })
+        .collect();
+    let mut reports = Vec::with_capacity(hooks.len());
+    for (hook, (started, handle)) in hooks.iter().zip(handles) {
+        let report = match handle.await {
+            Ok(report) => report,
+            Err(e) => {
+                let reason = if e.is_panic() {
+                    format!("the gate crashed: {}", panic_message(e.into_panic()))
+                } else {
+                    "the gate was cancelled before it finished".to_string()
+                };
+                tracing::error!(gate = %hook.name, %reason, "gate did not finish");
+                report_from(hook, GateOutcome::not_run(reason), started.elapsed())
+            }
+        };
+        reports.push(report);
+    }
+    reports
+}
+
+/// Run one hook's gate with its deadline (not concurrently with others).
+pub async fn run_gate(hook: &Hook, ctx: &GateContext) -> GateReport {
+    run_gate_with(hook, ctx, gate_for(hook.gate)).await
+}
+
+async fn run_gate_with(hook: &Hook, ctx: &GateContext, gate: &dyn Gate) -> GateReport {
+    let started = Instant::now();
+    let deadline = gate_deadline(hook, ctx);
+    let span = tracing::info_span!("gate", gate = %hook.name);
+    let gate = gate.run(hook, ctx).instrument(span);
+    let outcome = match tokio::time::timeout(deadline, gate).await {
+        Ok(outcome) => outcome,
+        Err(_) => GateOutcome::not_run(format!(
+            "the gate did not finish within {} s",
+            deadline.as_secs()
+        )),
+    };
+    tracing::debug!(gate = %hook.name, status = %outcome.status, "gate finished");
+    report_from(hook, outcome, started.elapsed())
+}
+
+/// The whole-gate backstop: tools have their own timeouts, which give better reasons.
+fn gate_deadline(hook: &Hook, ctx: &GateContext) -> Duration {
+    let tool = Duration::from_secs(ctx.settings.tool_timeout_sec.max(1));
+    match hook.gate {
+        GateKind::Command => hook
+            .timeout_sec
+            .map(Duration::from_secs)
+            .unwrap_or(tool)
+            .saturating_add(Duration::from_secs(10)),
+        GateKind::Ci => ctx
+            .ci
+            .as_ref()
+            .map(|c| c.timeout.saturating_add(c.interval.saturating_mul(4)))
+            .unwrap_or_default()
+            .saturating_add(Duration::from_secs(120)),
+        // Up to three attempts per language server.
+        GateKind::Lsp => tool.saturating_mul(4),
+        _ => hook
+            .timeout_sec
+            .map(Duration::from_secs)
+            .unwrap_or(tool.saturating_mul(2)),
+    }
+}
+
+fn report_from(hook: &Hook, outcome: GateOutcome, elapsed: Duration) -> GateReport {
+    GateReport {
+        gate: hook.name.clone(),
+        status: outcome.status,
+        findings: outcome.findings,
+        duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+        required: hook.required,
+        summary: outcome.summary,
+    }
+}
+
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-text payload".into()
+    }
+}
+
+/// Whether the dead-code gate failed, so the pipeline undoes its last commit in the worktree (the spec:
+/// "Dead code: found → block + uncommit") before handing the work back to the developer.
+pub fn dead_code_requires_uncommit(reports: &[GateReport]) -> bool {
+    reports.iter().any(|r| {
+        GateKind::parse(&r.gate) == Some(GateKind::DeadCode) && r.status == GateStatus::Fail
+    })
+}
+
+/// Await all futures concurrently, results in order.
+pub(crate) async fn join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+    let mut pinned: Vec<std::pin::Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut results: Vec<Option<F::Output>> = pinned.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (i, fut) in pinned.iter_mut().enumerate() {
+            if results[i].is_none() {
+                match fut.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => results[i] = Some(v),
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    results.into_iter().flatten().collect()
+}
+
+/// Write `text` to `path` atomically (temp file + rename), creating the directory.
+pub(crate) fn write_state_file(path: &Path, text: &str) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+        // Keep gate state out of `git status` (and so out of the next ChangeSet).
+        let ignore = dir.join(".gitignore");
+        if !ignore.exists() {
+            std::fs::write(&ignore, "*\n")?;
+        }
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_its_gate() {
+        for kind in GateKind::ALL {
+            assert_eq!(gate_for(kind).kind(), kind);
+        }
+    }
+
+    struct Panicking;
+    impl Gate for Panicking {
+        fn kind(&self) -> GateKind {
+            GateKind::Tsc
+        }
+        fn run<'a>(&'a self, _: &'a Hook, _: &'a GateContext) -> BoxFuture<'a, GateOutcome> {
+            Box::pin(async { panic!("index out of bounds in the parser") })
+        }
+    }
+
+    struct Passing;
+    impl Gate for Passing {
+        fn kind(&self) -> GateKind {
+            GateKind::Traceability
+        }
+        fn run<'a>(&'a self, _: &'a Hook, _: &'a GateContext) -> BoxFuture<'a, GateOutcome> {
+            Box::pin(async { GateOutcome::pass("fine") })
+        }
+    }
+
+    fn test_context() -> GateContext {
+        GateContext {
+            dir: PathBuf::from("/nonexistent"),
+            changes: ChangeSet::default(),
+            issue: None,
+            settings: GateSettings::default(),
+            ci: None,
+            state_dir: PathBuf::from("/nonexistent/state"),
+            search_path: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panicking_gate_is_not_run_and_the_others_still_report() {
+        fn resolve(kind: GateKind) -> &'static dyn Gate {
+            match kind {
+                GateKind::Tsc => &Panicking,
+                _ => &Passing,
+            }
+        }
+        let mut tsc = default_hook(GateKind::Tsc);
+        tsc.required = true;
+        let hooks = vec![tsc, default_hook(GateKind::Traceability)];
+        let reports = run_gates_with(&hooks, &test_context(), resolve).await;
+        assert_eq!(reports.len(), 2);
+        assert_eq!(
+            reports[0].status,
+            GateStatus::NotRun("the gate crashed: index out of bounds in the parser".into())
+        );
+        assert!(reports[0].required && reports[0].blocks());
+        assert_eq!(reports[1].status, GateStatus::Pass);
+        assert_eq!(reports[1].gate, "traceability");
+        assert_eq!(verdict(&reports), Verdict::Blocked);
+    }
+
+    #[test]
+    fn uncommit_only_on_dead_code_failure() {
+        let report = |gate: &str, status| GateReport {
+            gate: gate.into(),
+            status,
+            findings: vec![],
+            duration_ms: 0,
+            required: false,
+            summary: String::new(),
+        };
+        assert!(dead_code_requires_uncommit(&[report(
+            "dead-code",
+            GateStatus::Fail
+        )]));
+        assert!(!dead_code_requires_uncommit(&[report(
+            "dead-code",
+            GateStatus::NotRun("knip missing".into())
+        )]));
+        assert!(!dead_code_requires_uncommit(&[report(
+            "tsc",
+            GateStatus::Fail
+        )]));
+    }
+}

@@ -1,0 +1,248 @@
+//! `supervisor gates`: the quality gates on any checkout, as the pipeline runs them before the audit.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::config::{GateKind, GateSettings, Hook, SETTINGS_PATHS, Workflow};
+use crate::gates::{
+    ChangeSet, CiContext, GateContext, NoCiConnection, Verdict, default_hook, run_gates, verdict,
+    worktree_root,
+};
+use crate::pipeline::{Project, process_env};
+use crate::report;
+
+use super::{EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
+
+/// What the repository's configuration says about its gates.
+struct GatePlan {
+    hooks: Vec<Hook>,
+    /// Stage whose hooks these are.
+    stage: Option<String>,
+    base: String,
+    settings: GateSettings,
+    ci_timeout_sec: u64,
+}
+
+/// The hooks of the first stage that has any (experimental ones only when enabled).
+fn stage_hooks(workflow: &Workflow, experimental: bool) -> (Vec<Hook>, Option<String>) {
+    for stage in &workflow.stages {
+        let hooks: Vec<Hook> = stage
+            .hooks
+            .iter()
+            .filter(|h| experimental || !h.experimental)
+            .cloned()
+            .collect();
+        if !hooks.is_empty() {
+            return (hooks, Some(stage.status.clone()));
+        }
+    }
+    (Vec::new(), None)
+}
+
+fn plan(root: &Path) -> Result<GatePlan, u8> {
+    if !SETTINGS_PATHS.iter().any(|p| root.join(p).is_file()) {
+        let (hooks, stage) = stage_hooks(&Workflow::builtin(&Default::default()), false);
+        return Ok(GatePlan {
+            hooks,
+            stage,
+            base: "main".into(),
+            settings: GateSettings::default(),
+            ci_timeout_sec: 300,
+        });
+    }
+    match Project::load(root, &process_env) {
+        Ok(project) => {
+            let (hooks, stage) = stage_hooks(
+                &project.workflow,
+                project.settings.enable_experimental_features,
+            );
+            Ok(GatePlan {
+                hooks,
+                stage,
+                base: project.settings.default_branch.clone(),
+                settings: project.settings.gates.clone(),
+                ci_timeout_sec: project.settings.ci_gating_timeout_sec,
+            })
+        }
+        Err(e) => {
+            eprint!("{}", report::errors_text(&e, false));
+            Err(EXIT_USAGE)
+        }
+    }
+}
+
+/// Keep the hooks `only` names (hook names or gate kinds); a kind the workflow lacks runs with
+/// default options.
+fn select(hooks: Vec<Hook>, only: &[String]) -> Result<Vec<Hook>, String> {
+    if only.is_empty() {
+        return Ok(hooks);
+    }
+    let mut selected: Vec<Hook> = Vec::new();
+    for name in only.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+        let kind = GateKind::parse(name);
+        let matching: Vec<&Hook> = hooks
+            .iter()
+            .filter(|h| h.name == name || Some(h.gate) == kind)
+            .collect();
+        if !matching.is_empty() {
+            for h in matching {
+                if !selected.iter().any(|s| s.name == h.name) {
+                    selected.push(h.clone());
+                }
+            }
+        } else if let Some(kind) = kind.filter(|k| *k != GateKind::Command) {
+            selected.push(default_hook(kind));
+        } else {
+            let known: Vec<&str> = GateKind::ALL
+                .iter()
+                .filter(|k| **k != GateKind::Command)
+                .map(|k| k.name())
+                .chain(hooks.iter().map(|h| h.name.as_str()))
+                .collect();
+            return Err(format!(
+                "--only: `{name}` is neither a gate nor a hook of this workflow (known: {})",
+                known.join(", ")
+            ));
+        }
+    }
+    Ok(selected)
+}
+
+pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bool) -> u8 {
+    let root = match worktree_root(dir) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("supervisor gates: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let plan = match plan(&root) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let hooks = match select(plan.hooks, only) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("supervisor gates: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let base = base.unwrap_or(plan.base);
+    let changes = match ChangeSet::compute(&root, &base) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("supervisor gates: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    // No GitHub connection here: the CI gate says so (or is disabled by configuration).
+    let ci = (plan.ci_timeout_sec == 0).then(|| CiContext {
+        head_sha: String::new(),
+        timeout: Duration::ZERO,
+        interval: Duration::from_secs(plan.settings.ci_poll_interval_sec.max(1)),
+        source: std::sync::Arc::new(NoCiConnection("no GitHub connection".into())),
+    });
+    let ctx = GateContext {
+        state_dir: root.join(".supervisor/gates"),
+        dir: root.clone(),
+        changes,
+        issue: None,
+        settings: plan.settings,
+        ci,
+        search_path: None,
+    };
+    if !json {
+        eprintln!(
+            "gates{} on {} against {} ({} changed file{}, {} commit{}):",
+            plan.stage
+                .as_deref()
+                .map(|s| format!(" of {s}"))
+                .unwrap_or_default(),
+            root.display(),
+            base,
+            ctx.changes.files.len(),
+            if ctx.changes.files.len() == 1 {
+                ""
+            } else {
+                "s"
+            },
+            ctx.changes.commits.len(),
+            if ctx.changes.commits.len() == 1 {
+                ""
+            } else {
+                "s"
+            },
+        );
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("supervisor gates: cannot start the async runtime: {e}");
+            return EXIT_STOPPED;
+        }
+    };
+    let reports = runtime.block_on(run_gates(&hooks, &ctx));
+    let v = verdict(&reports);
+    if json {
+        let doc = serde_json::json!({
+            "dir": root,
+            "base": base,
+            "mergeBase": ctx.changes.merge_base,
+            "changedFiles": ctx.changes.files.len(),
+            "verdict": v,
+            "reports": reports,
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&doc)
+                .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+        );
+    } else {
+        eprint!("{}", report::gate_reports_text(&reports));
+    }
+    if v == Verdict::Blocked {
+        EXIT_STOPPED
+    } else {
+        EXIT_OK
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hooks() -> Vec<Hook> {
+        let mut tests = default_hook(GateKind::Command);
+        tests.name = "unit tests".into();
+        tests.run = Some("cargo test".into());
+        vec![
+            default_hook(GateKind::Tsc),
+            default_hook(GateKind::Lsp),
+            tests,
+        ]
+    }
+
+    #[test]
+    fn only_selects_by_kind_name_or_alias() {
+        let names = |h: Vec<Hook>| h.into_iter().map(|h| h.name).collect::<Vec<_>>();
+        assert_eq!(
+            names(select(hooks(), &["lsp".into(), "typescript".into()]).unwrap()),
+            vec!["lsp", "tsc"]
+        );
+        assert_eq!(
+            names(select(hooks(), &["unit tests".into(), "command".into()]).unwrap()),
+            vec!["unit tests"]
+        );
+        // A gate the workflow lacks runs with its defaults.
+        assert_eq!(
+            names(select(hooks(), &["knip".into()]).unwrap()),
+            vec!["dead-code"]
+        );
+        let err = select(hooks(), &["lint".into()]).unwrap_err();
+        assert!(err.contains("`lint` is neither a gate nor a hook"), "{err}");
+        assert_eq!(select(hooks(), &[]).unwrap().len(), 3);
+    }
+}

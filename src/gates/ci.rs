@@ -1,0 +1,369 @@
+//! CI gate: poll the check runs of the pushed head commit until they settle or time runs out.
+//!
+//! All success → Pass; any failure → Fail naming the failing checks; still pending at the timeout →
+//! Warn (the audit proceeds); no checks at all → NotApplicable; API errors → Warn. When the head commit
+//! is not on the remote yet, the branch is pushed again and the check retried. Polls send the last ETag,
+//! so unchanged answers (304) cost nothing against the rate limit.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{BoxFuture, Finding, FindingSeverity, FnGate, GateContext, GateOutcome, GateStatus};
+use crate::config::GateKind;
+
+/// One check run of a commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CiRun {
+    pub name: String,
+    /// `queued`, `in_progress`, `completed` (also `waiting`, `requested`, `pending`).
+    pub status: String,
+    /// Set when completed: `success`, `failure`, `neutral`, `cancelled`, `skipped`, `timed_out`,
+    /// `action_required`, `stale`, `startup_failure`.
+    pub conclusion: Option<String>,
+    pub url: Option<String>,
+}
+
+/// The answer to a check-runs poll.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CiPoll {
+    /// 304: nothing changed since the ETag sent.
+    NotModified,
+    Runs {
+        runs: Vec<CiRun>,
+        etag: Option<String>,
+    },
+}
+
+/// Where the CI gate reads check runs; the pipeline adapts its GitHub client to this.
+pub trait CiSource: Send + Sync {
+    /// Check runs of `sha`, conditional on `etag` when given.
+    fn check_runs<'a>(
+        &'a self,
+        sha: &'a str,
+        etag: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<CiPoll, String>>;
+    /// Whether the remote knows the commit.
+    fn commit_visible<'a>(&'a self, sha: &'a str) -> BoxFuture<'a, Result<bool, String>>;
+    /// Push the branch again.
+    fn push<'a>(&'a self) -> BoxFuture<'a, Result<(), String>>;
+}
+
+/// How the CI gate reaches CI for this run.
+#[derive(Clone)]
+pub struct CiContext {
+    pub head_sha: String,
+    /// `ciGatingTimeoutSec`; zero disables the gate.
+    pub timeout: Duration,
+    /// `gates.ciPollIntervalSec`.
+    pub interval: Duration,
+    pub source: Arc<dyn CiSource>,
+}
+
+impl fmt::Debug for CiContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CiContext")
+            .field("head_sha", &self.head_sha)
+            .field("timeout", &self.timeout)
+            .field("interval", &self.interval)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A `CiSource` for runs without GitHub (`supervisor gates`): every call fails with the reason.
+#[derive(Debug, Clone)]
+pub struct NoCiConnection(pub String);
+
+impl CiSource for NoCiConnection {
+    fn check_runs<'a>(
+        &'a self,
+        _sha: &'a str,
+        _etag: Option<&'a str>,
+    ) -> BoxFuture<'a, Result<CiPoll, String>> {
+        Box::pin(async move { Err(self.0.clone()) })
+    }
+    fn commit_visible<'a>(&'a self, _sha: &'a str) -> BoxFuture<'a, Result<bool, String>> {
+        Box::pin(async move { Err(self.0.clone()) })
+    }
+    fn push<'a>(&'a self) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move { Err(self.0.clone()) })
+    }
+}
+
+/// Pushes attempted when the head commit is not on the remote.
+const MAX_PUSHES: u32 = 3;
+/// Consecutive API errors tolerated before the gate gives up with a warning.
+const MAX_CONSECUTIVE_ERRORS: u32 = 3;
+/// Polls that may see no check runs before "no checks configured" is concluded: runs appear a moment
+/// after a push.
+const NO_CHECKS_POLLS: u32 = 3;
+
+pub static GATE: FnGate = FnGate {
+    kind: GateKind::Ci,
+    run: |_hook, ctx| Box::pin(run(ctx)),
+};
+
+async fn run(ctx: &GateContext) -> GateOutcome {
+    match &ctx.ci {
+        None => GateOutcome::not_run(
+            "no GitHub connection: check runs cannot be read (the pipeline provides one; `supervisor gates` runs without)",
+        ),
+        Some(ci) if ci.timeout.is_zero() => {
+            GateOutcome::not_applicable("CI gate disabled (ciGatingTimeoutSec is 0)")
+        }
+        Some(ci) => poll_ci(ci).await,
+    }
+}
+
+/// Sleep for the poll interval, but not past the deadline. Returns false when the deadline has passed.
+async fn wait_interval(interval: Duration, deadline: Instant) -> bool {
+    let now = Instant::now();
+    if now >= deadline {
+        return false;
+    }
+    tokio::time::sleep(interval.min(deadline - now)).await;
+    true
+}
+
+async fn poll_ci(ci: &CiContext) -> GateOutcome {
+    let deadline = Instant::now() + ci.timeout;
+    let short = short_sha(&ci.head_sha);
+
+    // The commit must be on the remote before it can have check runs.
+    if let Err(outcome) = ensure_visible(ci, deadline).await {
+        return outcome;
+    }
+
+    let mut etag: Option<String> = None;
+    let mut runs: Option<Vec<CiRun>> = None;
+    let mut errors = 0u32;
+    let mut empty_polls = 0u32;
+    let mut polls = 0u32;
+    loop {
+        polls += 1;
+        match ci.source.check_runs(&ci.head_sha, etag.as_deref()).await {
+            Ok(CiPoll::Runs {
+                runs: fresh,
+                etag: e,
+            }) => {
+                errors = 0;
+                runs = Some(fresh);
+                if e.is_some() {
+                    etag = e;
+                }
+            }
+            Ok(CiPoll::NotModified) => {
+                errors = 0;
+                if runs.is_none() {
+                    // A 304 to our very first ETag-less request cannot happen; treat it as a fresh start.
+                    etag = None;
+                }
+            }
+            Err(e) => {
+                errors += 1;
+                tracing::warn!(error = %e, "reading check runs failed");
+                if errors >= MAX_CONSECUTIVE_ERRORS || !wait_interval(ci.interval, deadline).await {
+                    return GateOutcome::new(
+                        GateStatus::Warn,
+                        vec![Finding {
+                            file: None,
+                            line: None,
+                            rule: "ci-api-error".into(),
+                            message: format!("check runs of {short} could not be read: {e}"),
+                            severity: FindingSeverity::Warning,
+                        }],
+                        format!("CI status unknown: the GitHub API failed ({e}); proceeding"),
+                    );
+                }
+                continue;
+            }
+        }
+        let current = runs.as_deref().unwrap_or_default();
+        if let Some(outcome) = settled(current, &short, &mut empty_polls) {
+            return outcome;
+        }
+        if !wait_interval(ci.interval, deadline).await {
+            return pending_at_timeout(current, &short, ci.timeout, polls);
+        }
+    }
+}
+
+/// Make sure the remote has the head commit, pushing again (up to [`MAX_PUSHES`]) when it does not.
+async fn ensure_visible(ci: &CiContext, deadline: Instant) -> Result<(), GateOutcome> {
+    let short = short_sha(&ci.head_sha);
+    let mut pushes = 0u32;
+    let mut last_push_error: Option<String> = None;
+    loop {
+        match ci.source.commit_visible(&ci.head_sha).await {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(e) => {
+                return Err(GateOutcome::new(
+                    GateStatus::Warn,
+                    vec![warning(
+                        "ci-api-error",
+                        format!("could not ask whether {short} is on the remote: {e}"),
+                    )],
+                    format!("CI status unknown: the GitHub API failed ({e}); proceeding"),
+                ));
+            }
+        }
+        if pushes >= MAX_PUSHES {
+            let why = last_push_error
+                .map(|e| format!(" (last push error: {e})"))
+                .unwrap_or_default();
+            return Err(GateOutcome::new(
+                GateStatus::Warn,
+                vec![warning(
+                    "ci-commit-not-pushed",
+                    format!("{short} is not on the remote after {pushes} pushes{why}"),
+                )],
+                format!("CI not checked: {short} never reached the remote; proceeding"),
+            ));
+        }
+        pushes += 1;
+        tracing::info!(sha = %short, attempt = pushes, "head commit not on the remote; pushing again");
+        if let Err(e) = ci.source.push().await {
+            last_push_error = Some(e);
+        }
+        if !wait_interval(ci.interval, deadline).await {
+            return Err(GateOutcome::new(
+                GateStatus::Warn,
+                vec![warning(
+                    "ci-commit-not-pushed",
+                    format!("{short} did not reach the remote before the CI timeout"),
+                )],
+                format!("CI not checked: {short} never reached the remote; proceeding"),
+            ));
+        }
+    }
+}
+
+fn warning(rule: &str, message: String) -> Finding {
+    Finding {
+        file: None,
+        line: None,
+        rule: rule.into(),
+        message,
+        severity: FindingSeverity::Warning,
+    }
+}
+
+fn short_sha(sha: &str) -> String {
+    sha.chars().take(10).collect()
+}
+
+/// Conclusions that count as green.
+fn is_success(conclusion: &str) -> bool {
+    matches!(conclusion, "success" | "neutral" | "skipped")
+}
+
+fn is_completed(run: &CiRun) -> bool {
+    run.status == "completed" || run.conclusion.is_some()
+}
+
+fn describe(run: &CiRun) -> String {
+    match &run.url {
+        Some(url) => format!("{} ({url})", run.name),
+        None => run.name.clone(),
+    }
+}
+
+/// The outcome when the runs have settled (any failure, or all completed); `None` while pending.
+fn settled(runs: &[CiRun], short: &str, empty_polls: &mut u32) -> Option<GateOutcome> {
+    if runs.is_empty() {
+        *empty_polls += 1;
+        return (*empty_polls >= NO_CHECKS_POLLS).then(|| {
+            GateOutcome::not_applicable(format!(
+                "no check runs for {short}: CI is not configured for this repository"
+            ))
+        });
+    }
+    // Any completed run that did not succeed fails the gate, whatever is still pending: every
+    // conclusion we do not know counts as a failure, never as a pass.
+    let failed: Vec<&CiRun> = runs
+        .iter()
+        .filter(|r| is_completed(r) && !r.conclusion.as_deref().is_some_and(is_success))
+        .collect();
+    if !failed.is_empty() {
+        let findings = failed
+            .iter()
+            .map(|r| Finding {
+                file: None,
+                line: None,
+                rule: format!(
+                    "ci-{}",
+                    r.conclusion
+                        .as_deref()
+                        .unwrap_or("failure")
+                        .replace('_', "-")
+                ),
+                message: format!(
+                    "check `{}` concluded {}{}",
+                    r.name,
+                    r.conclusion.as_deref().unwrap_or("without a conclusion"),
+                    r.url.as_ref().map(|u| format!(": {u}")).unwrap_or_default()
+                ),
+                severity: FindingSeverity::Error,
+            })
+            .collect();
+        let names = failed
+            .iter()
+            .map(|r| describe(r))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Some(GateOutcome::new(
+            GateStatus::Fail,
+            findings,
+            format!(
+                "{} of {} checks failed on {short}: {names}",
+                failed.len(),
+                runs.len()
+            ),
+        ));
+    }
+    if runs.iter().all(is_completed) {
+        return Some(GateOutcome::pass(format!(
+            "all {} checks passed on {short}",
+            runs.len()
+        )));
+    }
+    None
+}
+
+fn pending_at_timeout(runs: &[CiRun], short: &str, timeout: Duration, polls: u32) -> GateOutcome {
+    if runs.is_empty() {
+        return GateOutcome::not_applicable(format!(
+            "no check runs appeared for {short} within {} s: CI is not configured for this repository",
+            timeout.as_secs()
+        ));
+    }
+    let pending: Vec<&CiRun> = runs.iter().filter(|r| !is_completed(r)).collect();
+    let findings = pending
+        .iter()
+        .map(|r| {
+            warning(
+                "ci-pending",
+                format!(
+                    "check `{}` still {} after {} s{}",
+                    r.name,
+                    r.status.replace('_', " "),
+                    timeout.as_secs(),
+                    r.url.as_ref().map(|u| format!(": {u}")).unwrap_or_default()
+                ),
+            )
+        })
+        .collect();
+    GateOutcome::new(
+        GateStatus::Warn,
+        findings,
+        format!(
+            "{} of {} checks still pending on {short} after {} s ({polls} polls); proceeding to audit",
+            pending.len(),
+            runs.len(),
+            timeout.as_secs()
+        ),
+    )
+}

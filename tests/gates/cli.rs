@@ -1,0 +1,141 @@
+//! `supervisor gates` on fixture checkouts: reports, the verdict and the exit code.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::common::{Fixture, path_without, tools_available, tools_path};
+
+fn supervisor(f: &Fixture, args: &[&str], path: std::ffi::OsString) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_supervisor"));
+    cmd.arg("gates")
+        .arg("--in")
+        .arg(&f.dir)
+        .args(args)
+        .env("PATH", path);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("SUPERVISOR_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.output().expect("supervisor runs")
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}):\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+#[test]
+fn a_type_error_blocks_with_exit_1_and_json_reports() {
+    if !tools_available(&["tsc"]) {
+        return;
+    }
+    let f = Fixture::new("ts-base");
+    f.apply("ts-type-error");
+    let out = supervisor(&f, &["--only", "tsc,traceability", "--json"], tools_path());
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = json(&out);
+    assert_eq!(doc["verdict"], "blocked");
+    assert_eq!(doc["base"], "main");
+    let reports = doc["reports"].as_array().unwrap();
+    assert_eq!(reports.len(), 2);
+    assert_eq!(reports[0]["gate"], "tsc");
+    assert_eq!(reports[0]["status"], "fail");
+    assert_eq!(reports[0]["findings"][0]["file"], "src/index.ts");
+    assert_eq!(reports[0]["findings"][0]["line"], 4);
+    assert_eq!(reports[1]["gate"], "traceability");
+}
+
+#[test]
+fn human_output_goes_to_stderr_and_a_clean_change_exits_0() {
+    if !tools_available(&["tsc"]) {
+        return;
+    }
+    let f = Fixture::new("ts-base");
+    f.apply("ts-clean");
+    let out = supervisor(&f, &["--only", "tsc,ci"], tools_path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert!(stderr.contains("gates of Implementation on"), "{stderr}");
+    assert!(stderr.contains("✅ tsc"), "{stderr}");
+    assert!(stderr.contains("⛔ ci"), "{stderr}");
+    assert!(stderr.contains("no GitHub connection"), "{stderr}");
+    assert!(stderr.contains("verdict: pass with warnings"), "{stderr}");
+}
+
+#[test]
+fn the_repository_settings_decide_hooks_base_and_requirements() {
+    let f = Fixture::new("ts-base");
+    f.apply("ts-type-error");
+    f.write(
+        ".pi/settings.json",
+        r#"{"supervisor": {"repo": "acme/widgets", "projectNumber": 1, "codeowners": ["alice"], "defaultBranch": "trunk", "workflow": "flow.json"}}"#,
+    );
+    f.write(
+        "flow.json",
+        r#"{"stages": [
+          {"status": "Backlog", "builtIn": "backlog"},
+          {"status": "Implementation", "agentName": "developer", "commits": true,
+           "markerMap": {"IMPLEMENTATION_COMPLETE": "Audit"},
+           "hooks": [{"gate": "tsc", "required": true}, {"gate": "command", "name": "lint", "run": "echo lint ok", "expect": "contains:ok"}]},
+          {"status": "Audit", "agentName": "auditor", "review": true,
+           "markerMap": {"AUDIT_APPROVED": "Done", "AUDIT_REJECTED": "Implementation"}, "canLoopBackTo": ["Implementation"]},
+          {"status": "Done", "builtIn": "done"}]}"#,
+    );
+    // The base named in the settings does not exist yet: a usage error that says so.
+    let out = supervisor(&f, &["--json"], path_without(&["tsc"]));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("base `trunk`"));
+
+    // With --base: tsc (required) cannot run without its tool → blocked.
+    let out = supervisor(&f, &["--json", "--base", "main"], path_without(&["tsc"]));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = json(&out);
+    let reports = doc["reports"].as_array().unwrap();
+    assert_eq!(reports.len(), 2);
+    assert_eq!(reports[0]["status"], "not-run");
+    assert_eq!(reports[0]["required"], true);
+    assert!(
+        reports[0]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("tsc not found")
+    );
+    assert_eq!(reports[1]["gate"], "lint");
+    assert_eq!(reports[1]["status"], "pass");
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let f = Fixture::new("ts-base");
+    let out = supervisor(&f, &["--only", "lint"], tools_path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`lint` is neither a gate nor a hook"));
+    let out = supervisor(&f, &["--base", "nope"], tools_path());
+    assert_eq!(out.status.code(), Some(2));
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_supervisor"))
+        .args(["gates", "--in"])
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not inside a git repository"));
+}

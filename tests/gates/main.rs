@@ -1,0 +1,14 @@
+//! Gate tests. The tool gates run the real pinned tools (tsc, typescript-language-server, knip, jscpd,
+//! pylsp) on fixture repositories with a real git history; `scripts/test.sh` installs them. A missing
+//! tool fails a test when `CI` is set and skips it otherwise.
+
+mod common;
+
+mod changes;
+mod ci;
+mod cli;
+mod command;
+mod failures;
+mod package_safety;
+mod tools;
+mod traceability;
