@@ -10,5 +10,6 @@ pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod gates;
+pub mod github;
 pub mod pipeline;
 pub mod report;
