@@ -13,3 +13,4 @@ pub mod gates;
 pub mod github;
 pub mod pipeline;
 pub mod report;
+pub mod sandbox;
