@@ -49,7 +49,17 @@ fn none<T>() -> Option<T> {
 struct FieldShape {
     project_id: String,
     project_number: u64,
-    field: Option<Result<(String, String, Vec<ColumnOption>), ()>>,
+    field: Field,
+}
+
+enum Field {
+    Missing,
+    NotSingleSelect,
+    SingleSelect {
+        id: String,
+        name: String,
+        options: Vec<ColumnOption>,
+    },
 }
 
 /// Turn each operation's copy of the `StatusField` / `StatusValue` fragments into plain data.
@@ -61,20 +71,22 @@ macro_rules! fragment_readers {
                 FieldShape {
                     project_id: f.id.clone(),
                     project_number: f.number.max(0) as u64,
-                    field: f.field.as_ref().map(|field| match field {
-                        F::ProjectV2SingleSelectField(s) => Ok((
-                            s.id.clone(),
-                            s.name.clone(),
-                            s.options
+                    field: match &f.field {
+                        None => Field::Missing,
+                        Some(F::ProjectV2SingleSelectField(s)) => Field::SingleSelect {
+                            id: s.id.clone(),
+                            name: s.name.clone(),
+                            options: s
+                                .options
                                 .iter()
                                 .map(|o| ColumnOption {
                                     id: o.id.clone(),
                                     name: o.name.clone(),
                                 })
                                 .collect(),
-                        )),
-                        _ => Err(()),
-                    }),
+                        },
+                        Some(_) => Field::NotSingleSelect,
+                    },
                 }
             }
         }
@@ -351,7 +363,11 @@ fn board_item(
     column: Option<String>,
 ) -> Result<BoardItem, GitHubError> {
     match shape.field {
-        Some(Ok((field_id, field_name, options))) => Ok(BoardItem {
+        Field::SingleSelect {
+            id: field_id,
+            name: field_name,
+            options,
+        } => Ok(BoardItem {
             issue,
             project_id: shape.project_id,
             project_number: shape.project_number,
@@ -361,7 +377,7 @@ fn board_item(
             options,
             column,
         }),
-        Some(Err(())) => Err(GitHubError::StatusFieldNotFound {
+        Field::NotSingleSelect => Err(GitHubError::StatusFieldNotFound {
             project: board.number,
             field: format!(
                 "{} (it exists but is not single-select)",
@@ -369,7 +385,7 @@ fn board_item(
             ),
             found: Vec::new(),
         }),
-        None => Err(GitHubError::StatusFieldNotFound {
+        Field::Missing => Err(GitHubError::StatusFieldNotFound {
             project: board.number,
             field: board.status_field.clone(),
             found: Vec::new(),

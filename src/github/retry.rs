@@ -285,11 +285,13 @@ struct Quota {
 enum Auth {
     Ready(Octocrab),
     /// An App: the JWT client, and the installation client found on first use.
-    App {
-        app: Octocrab,
-        installation_id: Option<u64>,
-        installation: OnceCell<(Octocrab, u64)>,
-    },
+    App(Box<AppAuth>),
+}
+
+struct AppAuth {
+    app: Octocrab,
+    installation_id: Option<u64>,
+    installation: OnceCell<(Octocrab, u64)>,
 }
 
 /// Sends requests with the policy above.
@@ -363,11 +365,11 @@ impl Transport {
                     .build()
                     .map_err(|e| GitHubError::Config(format!("cannot build the client: {e}")))?;
                 (
-                    Auth::App {
+                    Auth::App(Box::new(AppAuth {
                         app: client,
                         installation_id: app.installation_id,
                         installation: OnceCell::new(),
-                    },
+                    })),
                     None,
                 )
             }
@@ -398,7 +400,7 @@ impl Transport {
     }
 
     pub fn is_app(&self) -> bool {
-        matches!(self.auth, Auth::App { .. })
+        matches!(self.auth, Auth::App(_))
     }
 
     /// Requests sent so far (every attempt counts).
@@ -410,11 +412,12 @@ impl Transport {
     async fn client(&self) -> Result<&Octocrab, GitHubError> {
         match &self.auth {
             Auth::Ready(c) => Ok(c),
-            Auth::App {
-                app,
-                installation_id,
-                installation,
-            } => {
+            Auth::App(a) => {
+                let AppAuth {
+                    app,
+                    installation_id,
+                    installation,
+                } = a.as_ref();
                 let (client, _) = installation
                     .get_or_try_init(|| async {
                         let id = match installation_id {
@@ -465,13 +468,12 @@ impl Transport {
     pub async fn access_token(&self) -> Result<Option<String>, GitHubError> {
         match &self.auth {
             Auth::Ready(_) => Ok(self.secret.clone()),
-            Auth::App { app, .. } => {
+            Auth::App(a) => {
                 self.client().await?;
-                let id = match &self.auth {
-                    Auth::App { installation, .. } => installation.get().map(|(_, id)| *id),
-                    Auth::Ready(_) => None,
+                let Some(id) = a.installation.get().map(|(_, id)| *id) else {
+                    return Ok(None);
                 };
-                let Some(id) = id else { return Ok(None) };
+                let app = &a.app;
                 self.sent.fetch_add(1, Ordering::Relaxed);
                 let (_, token) = app
                     .installation_and_token(octocrab::models::InstallationId(id))
