@@ -343,6 +343,7 @@ async fn a_card_is_moved_and_read_back() {
         assert_eq!(item.issue, 1);
         let names: Vec<&str> = item.options.iter().map(|o| o.name.as_str()).collect();
         assert_eq!(names, COLUMNS);
+        assert_eq!(w.gh.board_columns(&board()).await.unwrap(), item.options);
         w.gh.move_card(&item, "Research").await.unwrap();
         assert_eq!(w.sandbox.snapshot().column_of(1), Some("Research"));
         let again = w.gh.board_item(&board(), 1).await.unwrap().unwrap();
@@ -401,6 +402,8 @@ async fn a_wrong_status_field_is_named() {
         let e = w.gh.board_item(&b, 1).await.unwrap_err();
         assert!(matches!(e, GitHubError::StatusFieldNotFound { .. }), "{e}");
         assert!(e.to_string().contains("statusField"), "{e}");
+        let e = w.gh.board_columns(&b).await.unwrap_err();
+        assert!(matches!(e, GitHubError::StatusFieldNotFound { .. }), "{e}");
     })
     .await
 }
@@ -542,6 +545,33 @@ async fn a_happy_path_fits_the_request_budget() {
         let _ = gh.get_pr(pr.number).await.unwrap();
         assert!(gh.requests_sent() <= 25, "{} requests", gh.requests_sent());
         assert_eq!(gh.requests_sent(), w.sandbox.request_total());
+    })
+    .await
+}
+
+#[tokio::test]
+async fn github_enterprise_server_paths_work() {
+    within(async {
+        let w = World::with(|s| {
+            s.issue_mut(3).unwrap().comments =
+                (0..120).map(|i| comment("bob", &i.to_string())).collect();
+        })
+        .await;
+        let mut cfg = ClientConfig::new(
+            format!("{}/api/v3/", w.sandbox.url()),
+            Some(supervisor::github::Token::new(FULL).unwrap()),
+            supervisor::config::RepoSlug::parse("acme/widgets").unwrap(),
+        );
+        cfg.retry = quick();
+        let gh = GitHub::new(cfg).unwrap();
+        assert_eq!(gh.get_issue(1).await.unwrap().number, 1);
+        assert_eq!(gh.list_comments(3).await.unwrap().len(), 120);
+        assert_eq!(w.count(COMMENTS), 2);
+        // GraphQL goes to /api/graphql: the sandbox has no /api/v3/graphql.
+        let item = gh.board_item(&board(), 1).await.unwrap().unwrap();
+        gh.move_card(&item, "Research").await.unwrap();
+        assert_eq!(w.sandbox.snapshot().column_of(1), Some("Research"));
+        assert_eq!(w.count("POST /graphql UpdateItemStatus"), 1);
     })
     .await
 }

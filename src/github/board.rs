@@ -258,12 +258,8 @@ impl GitHub {
         .map(Some)
     }
 
-    /// Put `issue` on `board` (GitHub returns the existing card when it is already there).
-    pub async fn add_to_board(
-        &self,
-        board: &BoardRef,
-        issue: &Issue,
-    ) -> Result<BoardItem, GitHubError> {
+    /// The board's project id and status field.
+    async fn project(&self, board: &BoardRef) -> Result<FieldShape, GitHubError> {
         let (data, errors) = self
             .graphql::<ProjectBoard>(
                 project_board::Variables {
@@ -290,7 +286,22 @@ impl GitHub {
                 Owner::Organization(o) => o.project_v2,
             })
             .ok_or_else(board_missing)?;
-        let shape = FieldShape::from(&project);
+        Ok(FieldShape::from(&project))
+    }
+
+    /// The board's columns: the options of its status field, in order.
+    pub async fn board_columns(&self, board: &BoardRef) -> Result<Vec<ColumnOption>, GitHubError> {
+        let shape = self.project(board).await?;
+        single_select(board, shape.field).map(|(_, _, options)| options)
+    }
+
+    /// Put `issue` on `board` (GitHub returns the existing card when it is already there).
+    pub async fn add_to_board(
+        &self,
+        board: &BoardRef,
+        issue: &Issue,
+    ) -> Result<BoardItem, GitHubError> {
+        let shape = self.project(board).await?;
         let (data, errors) = self
             .graphql::<AddToBoard>(
                 add_to_board::Variables {
@@ -308,10 +319,7 @@ impl GitHub {
         let item = data
             .and_then(|d| d.add_project_v2_item_by_id)
             .and_then(|p| p.item)
-            .ok_or_else(|| GitHubError::InvalidResponse {
-                route: "POST /graphql AddToBoard".into(),
-                detail: "no item in the answer".into(),
-            })?;
+            .ok_or_else(|| no_item("AddToBoard"))?;
         let (item_id, column) = added::read(&item);
         board_item(board, issue.number, shape, item_id, column)
     }
@@ -348,10 +356,14 @@ impl GitHub {
         data.and_then(|d| d.update_project_v2_item_field_value)
             .and_then(|p| p.project_v2_item)
             .map(|_| ())
-            .ok_or_else(|| GitHubError::InvalidResponse {
-                route: "POST /graphql UpdateItemStatus".into(),
-                detail: "no item in the answer".into(),
-            })
+            .ok_or_else(|| no_item("UpdateItemStatus"))
+    }
+}
+
+fn no_item(operation: &str) -> GitHubError {
+    GitHubError::InvalidResponse {
+        route: format!("POST /graphql {operation}"),
+        detail: "no item in the answer".into(),
     }
 }
 
@@ -362,33 +374,36 @@ fn board_item(
     item_id: String,
     column: Option<String>,
 ) -> Result<BoardItem, GitHubError> {
-    match shape.field {
-        Field::SingleSelect {
-            id: field_id,
-            name: field_name,
-            options,
-        } => Ok(BoardItem {
-            issue,
-            project_id: shape.project_id,
-            project_number: shape.project_number,
-            item_id,
-            field_id,
-            field_name,
-            options,
-            column,
-        }),
+    let (field_id, field_name, options) = single_select(board, shape.field)?;
+    Ok(BoardItem {
+        issue,
+        project_id: shape.project_id,
+        project_number: shape.project_number,
+        item_id,
+        field_id,
+        field_name,
+        options,
+        column,
+    })
+}
+
+/// The status field's id, name and options, or why the board has no usable status field.
+fn single_select(
+    board: &BoardRef,
+    field: Field,
+) -> Result<(String, String, Vec<ColumnOption>), GitHubError> {
+    match field {
+        Field::SingleSelect { id, name, options } => Ok((id, name, options)),
         Field::NotSingleSelect => Err(GitHubError::StatusFieldNotFound {
             project: board.number,
             field: format!(
                 "{} (it exists but is not single-select)",
                 board.status_field
             ),
-            found: Vec::new(),
         }),
         Field::Missing => Err(GitHubError::StatusFieldNotFound {
             project: board.number,
             field: board.status_field.clone(),
-            found: Vec::new(),
         }),
     }
 }

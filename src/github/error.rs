@@ -43,13 +43,10 @@ pub enum GitHubError {
     )]
     BoardNotFound { owner: String, number: u64 },
 
-    #[error("Project board #{project} has no single-select field named `{field}`{}: set `statusField` in the settings to the board's column field", known_list(.found))]
-    StatusFieldNotFound {
-        project: u64,
-        field: String,
-        /// Names of the single-select fields the board has, when known.
-        found: Vec<String>,
-    },
+    #[error(
+        "Project board #{project} has no single-select field named `{field}`: set `statusField` in the settings to the board's column field"
+    )]
+    StatusFieldNotFound { project: u64, field: String },
 
     #[error("Column `{column}` is not an option of field `{field}` on the board; its options are: {}", .options.join(", "))]
     UnknownColumn {
@@ -110,14 +107,6 @@ pub enum GitHubError {
 
     #[error("Invalid GitHub configuration: {0}")]
     Config(String),
-}
-
-fn known_list(found: &[String]) -> String {
-    if found.is_empty() {
-        String::new()
-    } else {
-        format!(" (single-select fields: {})", found.join(", "))
-    }
 }
 
 fn rate_limit_text(

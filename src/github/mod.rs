@@ -89,6 +89,8 @@ impl ClientConfig {
 #[derive(Clone)]
 pub struct GitHub {
     t: Arc<Transport>,
+    /// The configured token, handed out by [`GitHub::access_token`] when no App is used.
+    token: Option<Token>,
 }
 
 impl std::fmt::Debug for GitHub {
@@ -109,7 +111,10 @@ impl GitHub {
             cfg.repo,
             cfg.retry,
         )?;
-        Ok(GitHub { t: Arc::new(t) })
+        Ok(GitHub {
+            t: Arc::new(t),
+            token: cfg.token,
+        })
     }
 
     pub fn repo(&self) -> &RepoSlug {
@@ -131,15 +136,15 @@ impl GitHub {
 
     /// A token for git over HTTPS: the configured token, or a fresh App installation token.
     pub async fn access_token(&self) -> Result<Option<Token>, GitHubError> {
-        let Some(text) = self.t.access_token().await? else {
-            return Ok(None);
-        };
-        let source = if self.t.is_app() {
-            TokenSource::App
-        } else {
-            TokenSource::Explicit
-        };
-        Token::new(text).map(|t| t.relabel(source)).map(Some)
+        if !self.t.is_app() {
+            return Ok(self.token.clone());
+        }
+        match self.t.app_token().await? {
+            Some(text) => Token::new(text)
+                .map(|t| t.relabel(TokenSource::App))
+                .map(Some),
+            None => Ok(None),
+        }
     }
 
     /// `/repos/{owner}/{repo}` + `rest`.

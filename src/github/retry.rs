@@ -294,9 +294,49 @@ struct AppAuth {
     installation: OnceCell<(Octocrab, u64)>,
 }
 
+/// An octocrab client for `base` with our timeouts and without octocrab's retries.
+fn build_auth(
+    base: &str,
+    token: Option<&str>,
+    app: Option<&AppCredentials>,
+    policy: &RetryPolicy,
+) -> Result<Auth, GitHubError> {
+    let builder = Octocrab::builder()
+        .base_uri(base)
+        .map_err(|_| {
+            GitHubError::Config(format!(
+                "API URL `{base}` is not a URL (set GITHUB_API_URL to e.g. https://api.github.com)"
+            ))
+        })?
+        .add_retry_config(octocrab::service::middleware::retry::RetryConfig::None)
+        .set_connect_timeout(Some(policy.request_timeout))
+        .set_read_timeout(Some(policy.request_timeout))
+        .set_write_timeout(Some(policy.request_timeout));
+    let built = match (app, token) {
+        (Some(app), _) => builder
+            .app(octocrab::models::AppId(app.app_id), app.encoding_key()?)
+            .build()
+            .map(|client| {
+                Auth::App(Box::new(AppAuth {
+                    app: client,
+                    installation_id: app.installation_id,
+                    installation: OnceCell::new(),
+                }))
+            }),
+        (None, Some(token)) => builder
+            .personal_token(token.to_string())
+            .build()
+            .map(Auth::Ready),
+        (None, None) => builder.build().map(Auth::Ready),
+    };
+    built.map_err(|e| GitHubError::Config(format!("cannot build the GitHub client: {e}")))
+}
+
 /// Sends requests with the policy above.
 pub(crate) struct Transport {
     auth: Auth,
+    /// GitHub Enterprise Server's GraphQL endpoint, when it is not under the REST base.
+    graphql_auth: Option<Auth>,
     pub base: String,
     pub repo: RepoSlug,
     pub policy: RetryPolicy,
@@ -338,63 +378,26 @@ impl Transport {
         policy: RetryPolicy,
     ) -> Result<Transport, GitHubError> {
         let base = base.trim().trim_end_matches('/').to_string();
-        let builder = || -> Result<octocrab::OctocrabBuilder<_, _, _, _>, GitHubError> {
-            Octocrab::builder()
-                .base_uri(base.as_str())
-                .map_err(|_| {
-                    GitHubError::Config(format!(
-                        "API URL `{base}` is not a URL (set GITHUB_API_URL to e.g. https://api.github.com)"
-                    ))
-                })
-                .map(|b| {
-                    b.add_retry_config(octocrab::service::middleware::retry::RetryConfig::None)
-                        .set_connect_timeout(Some(policy.request_timeout))
-                        .set_read_timeout(Some(policy.request_timeout))
-                        .set_write_timeout(Some(policy.request_timeout))
-                })
-        };
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             return Err(GitHubError::Config(format!(
                 "API URL `{base}` must start with https:// (or http:// for a local server)"
             )));
         }
-        let (auth, secret) = match (app, token) {
-            (Some(app), _) => {
-                let client = builder()?
-                    .app(octocrab::models::AppId(app.app_id), app.encoding_key()?)
-                    .build()
-                    .map_err(|e| GitHubError::Config(format!("cannot build the client: {e}")))?;
-                (
-                    Auth::App(Box::new(AppAuth {
-                        app: client,
-                        installation_id: app.installation_id,
-                        installation: OnceCell::new(),
-                    })),
-                    None,
-                )
-            }
-            (None, Some(token)) => {
-                let client = builder()?
-                    .personal_token(token.to_string())
-                    .build()
-                    .map_err(|e| GitHubError::Config(format!("cannot build the client: {e}")))?;
-                (Auth::Ready(client), Some(token.to_string()))
-            }
-            (None, None) => {
-                let client = builder()?
-                    .build()
-                    .map_err(|e| GitHubError::Config(format!("cannot build the client: {e}")))?;
-                (Auth::Ready(client), None)
-            }
+        let auth = build_auth(&base, token, app, &policy)?;
+        // GitHub Enterprise Server serves REST under /api/v3 and GraphQL at /api/graphql.
+        let graphql_auth = match base.strip_suffix("/v3") {
+            Some(api) if api.ends_with("/api") => Some(build_auth(api, token, app, &policy)?),
+            _ => None,
         };
         Ok(Transport {
             auth,
+            graphql_auth,
             base,
             repo,
             policy,
             mutations: Mutex::new(None),
             quotas: StdMutex::new(HashMap::new()),
-            secret,
+            secret: token.map(str::to_string),
             sent: AtomicU64::new(0),
         })
     }
@@ -408,9 +411,21 @@ impl Transport {
         self.sent.load(Ordering::Relaxed)
     }
 
-    /// The octocrab client for the repository (an App's installation client once found).
-    async fn client(&self) -> Result<&Octocrab, GitHubError> {
-        match &self.auth {
+    /// The octocrab client for a request (an App's installation client once found).
+    async fn client(&self, graphql: bool) -> Result<&Octocrab, GitHubError> {
+        let rest = self.ready(&self.auth, None).await?;
+        match (&self.graphql_auth, graphql) {
+            (Some(g), true) => self.ready(g, installation_of(&self.auth)).await,
+            _ => Ok(rest),
+        }
+    }
+
+    async fn ready<'a>(
+        &'a self,
+        auth: &'a Auth,
+        known_installation: Option<u64>,
+    ) -> Result<&'a Octocrab, GitHubError> {
+        match auth {
             Auth::Ready(c) => Ok(c),
             Auth::App(a) => {
                 let AppAuth {
@@ -420,8 +435,8 @@ impl Transport {
                 } = a.as_ref();
                 let (client, _) = installation
                     .get_or_try_init(|| async {
-                        let id = match installation_id {
-                            Some(id) => *id,
+                        let id = match installation_id.or(known_installation) {
+                            Some(id) => id,
                             None => self.repo_installation(app).await?,
                         };
                         let client = app
@@ -464,13 +479,13 @@ impl Transport {
         Ok(resp.json::<Installation>()?.id)
     }
 
-    /// A fresh installation token of the App, or the configured token.
-    pub async fn access_token(&self) -> Result<Option<String>, GitHubError> {
+    /// A fresh installation token of the App (`None` without an App).
+    pub async fn app_token(&self) -> Result<Option<String>, GitHubError> {
         match &self.auth {
-            Auth::Ready(_) => Ok(self.secret.clone()),
+            Auth::Ready(_) => Ok(None),
             Auth::App(a) => {
-                self.client().await?;
-                let Some(id) = a.installation.get().map(|(_, id)| *id) else {
+                self.client(false).await?;
+                let Some(id) = installation_of(&self.auth) else {
                     return Ok(None);
                 };
                 let app = &a.app;
@@ -557,12 +572,9 @@ impl Transport {
 
     /// Send with retries; an `Ok` answer has a 2xx or 304 status.
     pub async fn send(&self, req: &ApiRequest) -> Result<ApiResponse, GitHubError> {
-        let client = self.client().await?;
-        let resource = if req.path.starts_with("/graphql") {
-            "graphql"
-        } else {
-            "core"
-        };
+        let graphql = req.path.starts_with("/graphql");
+        let client = self.client(graphql).await?;
+        let resource = if graphql { "graphql" } else { "core" };
         let mut secondary_hits = 0u32;
         let mut last: Option<GitHubError> = None;
         for attempt in 1..=self.policy.max_attempts.max(1) {
@@ -657,16 +669,7 @@ impl Transport {
         let route = resp.route.clone();
         if status.is_success() || status == StatusCode::NOT_MODIFIED {
             if resp.route.starts_with("POST /graphql") && graphql_rate_limited(&resp.body) {
-                let reset = reset_time(&resp.headers);
-                return Outcome::Wait(
-                    until(reset).unwrap_or(self.policy.secondary_min_wait),
-                    GitHubError::RateLimited {
-                        route,
-                        secondary: false,
-                        reset_at: reset,
-                        retry_after: None,
-                    },
-                );
+                return self.quota_wait(route, &resp.headers);
             }
             return Outcome::Done(resp);
         }
@@ -685,16 +688,7 @@ impl Transport {
                 );
             }
             if header(&resp.headers, "x-ratelimit-remaining") == Some("0") {
-                let reset = reset_time(&resp.headers);
-                return Outcome::Wait(
-                    until(reset).unwrap_or(self.policy.secondary_min_wait),
-                    GitHubError::RateLimited {
-                        route,
-                        secondary: false,
-                        reset_at: reset,
-                        retry_after: None,
-                    },
-                );
+                return self.quota_wait(route, &resp.headers);
             }
             let lower = message.to_ascii_lowercase();
             if status == StatusCode::TOO_MANY_REQUESTS
@@ -732,6 +726,20 @@ impl Transport {
         } else {
             Outcome::Fail(err)
         }
+    }
+
+    /// The hourly quota is used up: wait until `x-ratelimit-reset`.
+    fn quota_wait(&self, route: String, headers: &HeaderMap) -> Outcome {
+        let reset = reset_time(headers);
+        Outcome::Wait(
+            until(reset).unwrap_or(self.policy.secondary_min_wait),
+            GitHubError::RateLimited {
+                route,
+                secondary: false,
+                reset_at: reset,
+                retry_after: None,
+            },
+        )
     }
 
     fn note_quota(&self, resource: &str, headers: &HeaderMap) {
@@ -800,6 +808,14 @@ impl Transport {
             }
         }
         guard
+    }
+}
+
+/// The App installation found or configured, once known.
+fn installation_of(auth: &Auth) -> Option<u64> {
+    match auth {
+        Auth::App(a) => a.installation.get().map(|(_, id)| *id),
+        Auth::Ready(_) => None,
     }
 }
 

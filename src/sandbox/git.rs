@@ -33,6 +33,13 @@ fn open(path: &Path) -> Result<Repository, git2::Error> {
     Repository::open_bare(path).or_else(|_| Repository::open(path))
 }
 
+/// The commit a local branch points at.
+fn tip<'r>(repo: &'r Repository, branch: &str) -> Result<git2::Commit<'r>, git2::Error> {
+    repo.find_branch(branch, BranchType::Local)?
+        .get()
+        .peel_to_commit()
+}
+
 impl GitRemote {
     pub fn open(path: &Path) -> Result<GitRemote, String> {
         open(path).map_err(|e| {
@@ -85,16 +92,10 @@ impl GitRemote {
         let fail = |e: git2::Error| format!("commit on {branch}: {}", e.message());
         let repo = open(&self.path).map_err(fail)?;
         let sig = Signature::now("sandbox", "sandbox@localhost").map_err(fail)?;
-        let parent = match repo.find_branch(branch, BranchType::Local) {
-            Ok(b) => Some(b.get().peel_to_commit().map_err(fail)?),
+        let parent = match tip(&repo, branch) {
+            Ok(c) => Some(c),
             Err(_) => match from {
-                Some(f) => Some(
-                    repo.find_branch(f, BranchType::Local)
-                        .map_err(fail)?
-                        .get()
-                        .peel_to_commit()
-                        .map_err(fail)?,
-                ),
+                Some(f) => Some(tip(&repo, f).map_err(fail)?),
                 None => None,
             },
         };
@@ -139,16 +140,12 @@ impl GitRemote {
             return None;
         }
         let repo = self.repo()?;
-        let commit = repo
-            .find_branch(spec, BranchType::Local)
-            .ok()
-            .and_then(|b| b.get().peel_to_commit().ok())
-            .or_else(|| {
-                let is_hex = spec.len() >= 4 && spec.chars().all(|c| c.is_ascii_hexdigit());
-                is_hex
-                    .then(|| repo.revparse_single(spec).ok()?.peel_to_commit().ok())
-                    .flatten()
-            })?;
+        let commit = tip(&repo, spec).ok().or_else(|| {
+            let is_hex = spec.len() >= 4 && spec.chars().all(|c| c.is_ascii_hexdigit());
+            is_hex
+                .then(|| repo.revparse_single(spec).ok()?.peel_to_commit().ok())
+                .flatten()
+        })?;
         let author = commit.author();
         Some(CommitInfo {
             sha: commit.id().to_string(),
@@ -178,18 +175,8 @@ impl GitRemote {
     pub fn mergeability(&self, base: &str, head: &str) -> Mergeability {
         let merge = || -> Option<Mergeability> {
             let repo = self.repo()?;
-            let base = repo
-                .find_branch(base, BranchType::Local)
-                .ok()?
-                .get()
-                .peel_to_commit()
-                .ok()?;
-            let head = repo
-                .find_branch(head, BranchType::Local)
-                .ok()?
-                .get()
-                .peel_to_commit()
-                .ok()?;
+            let base = tip(&repo, base).ok()?;
+            let head = tip(&repo, head).ok()?;
             let index = repo.merge_commits(&base, &head, None).ok()?;
             Some(if index.has_conflicts() {
                 Mergeability::Conflicting

@@ -787,37 +787,20 @@ impl<'q, 's> Exec<'q, 's> {
             "url" => leaf(format!("{}/{}/{}", self.base, repo.owner, repo.name)),
             "isPrivate" => leaf(repo.private),
             "defaultBranchRef" => Ok(Out::Obj(Obj::Ref(repo.default_branch.clone()))),
-            "issue" => {
+            "issue" | "pullRequest" | "issueOrPullRequest" => {
                 let n = arg_u64(args, "number")?;
-                if self.state.issue(n).is_some() {
-                    Ok(Out::Obj(Obj::Issue(n)))
-                } else {
-                    Err(Fail::NotFound(format!(
-                        "Could not resolve to an Issue with the number of {n}."
-                    )))
-                }
-            }
-            "pullRequest" => {
-                let n = arg_u64(args, "number")?;
-                if self.state.pull(n).is_some() {
-                    Ok(Out::Obj(Obj::Pull(n)))
-                } else {
-                    Err(Fail::NotFound(format!(
-                        "Could not resolve to a PullRequest with the number of {n}."
-                    )))
-                }
-            }
-            "issueOrPullRequest" => {
-                let n = arg_u64(args, "number")?;
-                if self.state.issue(n).is_some() {
-                    Ok(Out::Obj(Obj::Issue(n)))
-                } else if self.state.pull(n).is_some() {
-                    Ok(Out::Obj(Obj::Pull(n)))
-                } else {
-                    Err(Fail::NotFound(format!(
-                        "Could not resolve to an issue or pull request with the number of {n}."
-                    )))
-                }
+                let issue = self.state.issue(n).map(|_| Obj::Issue(n));
+                let pull = self.state.pull(n).map(|_| Obj::Pull(n));
+                let (found, what) = match field {
+                    "issue" => (issue, "an Issue"),
+                    "pullRequest" => (pull, "a PullRequest"),
+                    _ => (issue.or(pull), "an issue or pull request"),
+                };
+                found.map(Out::Obj).ok_or_else(|| {
+                    Fail::NotFound(format!(
+                        "Could not resolve to {what} with the number of {n}."
+                    ))
+                })
             }
             _ => Err(self.unknown(&Obj::Repository, field)),
         }

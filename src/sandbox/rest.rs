@@ -28,7 +28,25 @@ type Q = Query<HashMap<String, String>>;
 
 const DOCS: &str = "https://docs.github.com/rest";
 
+/// GitHub Enterprise Server's REST prefix; the sandbox answers with and without it.
+const GHES_PREFIX: &str = "/api/v3";
+
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .merge(api_routes())
+        .nest(GHES_PREFIX, api_routes())
+        .route("/graphql", post(graphql))
+        .route("/api/graphql", post(graphql))
+        .route("/_sandbox/state", get(dump))
+        .route("/_sandbox/requests", get(counts))
+        .route("/_sandbox/faults", post(add_fault))
+        .fallback(not_found_route)
+        .layer(middleware::from_fn_with_state(shared.clone(), gate))
+        .with_state(shared)
+}
+
+/// The REST routes, served at the root (as api.github.com) and under `/api/v3` (as GHES).
+fn api_routes() -> Router<Arc<Shared>> {
     Router::new()
         .route("/user", get(user))
         .route("/repos/{owner}/{repo}", get(repository))
@@ -63,13 +81,6 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
             "/app/installations/{installation_id}/access_tokens",
             post(installation_token),
         )
-        .route("/graphql", post(graphql))
-        .route("/_sandbox/state", get(dump))
-        .route("/_sandbox/requests", get(counts))
-        .route("/_sandbox/faults", post(add_fault))
-        .fallback(not_found_route)
-        .layer(middleware::from_fn_with_state(shared.clone(), gate))
-        .with_state(shared)
 }
 
 /// GitHub's error body.
@@ -159,14 +170,26 @@ fn looks_like_jwt(raw: &str) -> bool {
 
 /// Every request: identify the caller, count it, apply an injected fault, add GitHub's headers.
 async fn gate(State(s): S, mut req: Request, next: Next) -> Response {
-    let path = req.uri().path().to_string();
-    if path.starts_with("/_sandbox/") {
+    let full = req.uri().path().to_string();
+    if full.starts_with("/_sandbox/") {
         return next.run(req).await;
     }
-    let template = req
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "<unmatched>".to_string(), |m| m.as_str().to_string());
+    // Count GitHub Enterprise Server's paths under github.com's routes.
+    let path = match full.strip_prefix(GHES_PREFIX) {
+        Some(rest) if rest.starts_with('/') => rest.to_string(),
+        _ if full == "/api/graphql" => "/graphql".to_string(),
+        _ => full,
+    };
+    let template = req.extensions().get::<MatchedPath>().map_or_else(
+        || "<unmatched>".to_string(),
+        |m| {
+            let t = m.as_str();
+            t.strip_prefix(GHES_PREFIX)
+                .filter(|rest| rest.starts_with('/'))
+                .unwrap_or(if t == "/api/graphql" { "/graphql" } else { t })
+                .to_string()
+        },
+    );
     let route = format!("{} {template}", req.method());
     let app_route = path.starts_with("/app/") || template.ends_with("/installation");
     let caller = identify(&s.state(), req.headers(), app_route);
@@ -699,16 +722,7 @@ async fn create_comment(
 ) -> Response {
     let doc = "https://docs.github.com/rest/issues/comments#create-an-issue-comment";
     let mut st = s.state();
-    tri!(check_repo(&st, &owner, &repo, &caller));
-    tri!(require_auth(&caller));
-    let input = tri!(parse_body(&body));
-    let Some(text) = input.get("body").and_then(|v| v.as_str()) else {
-        return gh_error(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "Invalid request.\n\n\"body\" wasn't supplied.",
-            doc,
-        );
-    };
+    let text = tri!(comment_write(&st, &owner, &repo, &caller, &body, doc));
     let Some(n) = number(&n) else {
         return not_found(doc);
     };
@@ -720,7 +734,7 @@ async fn create_comment(
     let comment = CommentSeed {
         id,
         author,
-        body: text.to_string(),
+        body: text,
         created_at: Some(chrono::Utc::now()),
     };
     issue.comments.push(comment.clone());
@@ -729,6 +743,28 @@ async fn create_comment(
         resp.headers_mut().insert(header::LOCATION, v);
     }
     with_scopes(&caller, resp)
+}
+
+/// The checks of a comment write, and the comment's new text.
+fn comment_write(
+    st: &SandboxState,
+    owner: &str,
+    repo: &str,
+    caller: &Caller,
+    body: &Bytes,
+    doc: &str,
+) -> Result<String, Response> {
+    check_repo(st, owner, repo, caller)?;
+    require_auth(caller)?;
+    let input = parse_body(body)?;
+    match input.get("body").and_then(|v| v.as_str()) {
+        Some(text) => Ok(text.to_string()),
+        None => Err(gh_error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid request.\n\n\"body\" wasn't supplied.",
+            doc,
+        )),
+    }
 }
 
 fn find_comment(st: &SandboxState, id: u64) -> Option<(u64, usize)> {
@@ -766,23 +802,14 @@ async fn update_comment(
 ) -> Response {
     let doc = "https://docs.github.com/rest/issues/comments#update-an-issue-comment";
     let mut st = s.state();
-    tri!(check_repo(&st, &owner, &repo, &caller));
-    tri!(require_auth(&caller));
-    let input = tri!(parse_body(&body));
-    let Some(text) = input.get("body").and_then(|v| v.as_str()) else {
-        return gh_error(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "Invalid request.\n\n\"body\" wasn't supplied.",
-            doc,
-        );
-    };
+    let text = tri!(comment_write(&st, &owner, &repo, &caller, &body, doc));
     let Some((n, pos)) = number(&id).and_then(|id| find_comment(&st, id)) else {
         return not_found(doc);
     };
     let Some(issue) = st.issue_mut(n) else {
         return not_found(doc);
     };
-    issue.comments[pos].body = text.to_string();
+    issue.comments[pos].body = text;
     let c = issue.comments[pos].clone();
     with_scopes(
         &caller,

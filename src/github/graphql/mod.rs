@@ -8,34 +8,17 @@ use graphql_client::GraphQLQuery;
 /// GitHub's `URI` scalar.
 pub type URI = String;
 
-#[derive(GraphQLQuery)]
-#[graphql(
-    schema_path = "src/github/graphql/schema.graphql",
-    query_path = "src/github/graphql/board.graphql",
-    response_derives = "Debug, Clone"
-)]
-pub struct IssueBoardItems;
+/// An operation of `board.graphql`, typed by graphql_client from the vendored schema.
+macro_rules! operation {
+    ($($name:ident),+) => {$(
+        #[derive(GraphQLQuery)]
+        #[graphql(
+            schema_path = "src/github/graphql/schema.graphql",
+            query_path = "src/github/graphql/board.graphql",
+            response_derives = "Debug, Clone"
+        )]
+        pub struct $name;
+    )+};
+}
 
-#[derive(GraphQLQuery)]
-#[graphql(
-    schema_path = "src/github/graphql/schema.graphql",
-    query_path = "src/github/graphql/board.graphql",
-    response_derives = "Debug, Clone"
-)]
-pub struct ProjectBoard;
-
-#[derive(GraphQLQuery)]
-#[graphql(
-    schema_path = "src/github/graphql/schema.graphql",
-    query_path = "src/github/graphql/board.graphql",
-    response_derives = "Debug, Clone"
-)]
-pub struct AddToBoard;
-
-#[derive(GraphQLQuery)]
-#[graphql(
-    schema_path = "src/github/graphql/schema.graphql",
-    query_path = "src/github/graphql/board.graphql",
-    response_derives = "Debug, Clone"
-)]
-pub struct UpdateItemStatus;
+operation!(IssueBoardItems, ProjectBoard, AddToBoard, UpdateItemStatus);
