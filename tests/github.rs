@@ -151,6 +151,24 @@ async fn a_marked_comment_is_not_reposted() {
 }
 
 #[tokio::test]
+async fn an_overlong_comment_is_cut_to_fit_and_keeps_its_marker() {
+    within(async {
+        let w = World::new().await;
+        let marker = Marker::new("run-long", "Audit", 1, "stage");
+        let long = "x".repeat(70_000);
+        let posted = w.gh.post_once(3, &marker, &long, Some(&[])).await.unwrap();
+        assert!(marker.is_in(&posted.comment.body));
+        assert!(posted.comment.body.chars().count() <= supervisor::github::MAX_BODY_CHARS);
+        assert!(posted.comment.body.contains("GitHub's limit"));
+        // The sandbox refuses what GitHub refuses.
+        let e = w.gh.create_comment(3, &long).await.unwrap_err();
+        assert_eq!(e.status(), Some(422));
+        assert!(e.to_string().contains("Body is too long"), "{e}");
+    })
+    .await
+}
+
+#[tokio::test]
 async fn closes_an_issue_with_one_comment() {
     within(async {
         let w = World::new().await;

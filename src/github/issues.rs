@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::retry::{ApiRequest, ApiResponse};
 use super::types::{Blocker, BlockerKind, Comment, Issue, IssueState, Posted};
-use super::{GitHub, GitHubError, Marker, body_blockers};
+use super::{GitHub, GitHubError, MAX_BODY_CHARS, Marker, body_blockers, fit_body};
 
 /// Pages followed at most, against a server that keeps answering "next".
 const MAX_PAGES: usize = 200;
@@ -221,7 +221,11 @@ impl GitHub {
                 created: false,
             });
         }
-        let comment = self.create_comment(number, &marker.stamp(body)).await?;
+        // Room for the marker, which must survive the cut.
+        let room = MAX_BODY_CHARS - marker.render().chars().count() - 2;
+        let comment = self
+            .create_comment(number, &marker.stamp(&fit_body(body, room)))
+            .await?;
         Ok(Posted {
             comment,
             created: true,

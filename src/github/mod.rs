@@ -153,6 +153,25 @@ impl GitHub {
     }
 }
 
+/// GitHub refuses comment and pull-request bodies longer than this many characters.
+pub const MAX_BODY_CHARS: usize = 65_536;
+
+/// `text` cut to fit in `max` characters, saying so at the end, when it is longer.
+pub(crate) fn fit_body(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    let total = text.chars().count();
+    if total <= max {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let note = format!(
+        "\n\n… (cut: {} characters over GitHub's limit of {MAX_BODY_CHARS})",
+        total - max
+    );
+    let keep = max.saturating_sub(note.chars().count());
+    let mut out: String = text.chars().take(keep).collect();
+    out.push_str(&note);
+    std::borrow::Cow::Owned(out)
+}
+
 /// Percent-encode `s` for a URL path segment or query value.
 pub(crate) fn url_encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -169,6 +188,15 @@ pub(crate) fn url_encode(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_bodies_are_cut_to_fit() {
+        assert_eq!(fit_body("short", 10), "short");
+        let long = "é".repeat(200);
+        let cut = fit_body(&long, 100);
+        assert_eq!(cut.chars().count(), 100);
+        assert!(cut.ends_with("GitHub's limit of 65536)"));
+    }
 
     #[test]
     fn encodes_urls() {

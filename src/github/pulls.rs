@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::retry::{ApiRequest, ApiResponse};
 use super::types::{CheckRun, Conditional, NewPullRequest, PullRequest};
-use super::{GitHub, GitHubError, url_encode};
+use super::{GitHub, GitHubError, MAX_BODY_CHARS, fit_body, url_encode};
 
 #[derive(Deserialize)]
 struct WireRef {
@@ -182,7 +182,7 @@ impl GitHub {
                 "title": pr.title,
                 "head": pr.head,
                 "base": pr.base,
-                "body": pr.body,
+                "body": fit_body(&pr.body, MAX_BODY_CHARS),
                 "draft": pr.draft,
             }),
             false,

@@ -1288,3 +1288,276 @@ fn merge_into(out: &mut Map<String, Value>, key: &str, value: Value) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::sandbox::state::{BoardSeed, IssueSeed, OwnerType};
+
+    fn state() -> SandboxState {
+        let mut s = SandboxState::new("acme", "widgets");
+        for n in 1..=3 {
+            s.issues.push(IssueSeed {
+                number: n,
+                title: format!("issue {n}"),
+                body: String::new(),
+                author: "alice".into(),
+                labels: vec!["bug".into()],
+                state: SeedState::Open,
+                state_reason: None,
+                blocked_by: vec![],
+                comments: vec![],
+                created_at: None,
+            });
+        }
+        s.board = Some(BoardSeed {
+            owner: "acme".into(),
+            owner_type: OwnerType::Organization,
+            number: 2,
+            title: "Board".into(),
+            status_field: "Status".into(),
+            options: vec!["Todo".into(), "Doing".into(), "Done".into()],
+            items: BTreeMap::from([
+                (1, Some("Todo".into())),
+                (2, None),
+                (3, Some("Done".into())),
+            ]),
+        });
+        s
+    }
+
+    fn run_as(state: &mut SandboxState, caller: &Caller, query: &str, vars: Value) -> Value {
+        let doc = graphql_parser::parse_query::<&str>(query).expect("query parses");
+        let (op, _) = pick_operation(&doc, None).expect("one operation");
+        Exec::new(state, "http://sandbox", caller, &doc, Some(&vars)).run(op)
+    }
+
+    fn run(state: &mut SandboxState, query: &str, vars: Value) -> Value {
+        let caller = Caller::Unrestricted {
+            login: "alice".into(),
+        };
+        run_as(state, &caller, query, vars)
+    }
+
+    #[test]
+    fn aliases_variables_fragments_and_typename() {
+        let mut s = state();
+        let out = run(
+            &mut s,
+            r#"
+            query Q($n: Int!, $field: String = "Status") {
+              repo: repository(owner: "acme", name: "widgets") {
+                first: issue(number: $n) { ...Basics }
+                other: issue(number: 3) { number }
+              }
+              owner: repositoryOwner(login: "acme") {
+                __typename
+                ... on ProjectV2Owner { id }
+                ... on Organization { projectV2(number: 2) { title field(name: $field) { ... on ProjectV2FieldCommon { name } ... on ProjectV2SingleSelectField { options { name } } } } }
+              }
+            }
+            fragment Basics on Issue { __typename number title labels(first: 5) { nodes { name } } }
+            "#,
+            json!({"n": 1}),
+        );
+        assert!(out.get("errors").is_none(), "{out}");
+        let d = &out["data"];
+        assert_eq!(d["repo"]["first"]["__typename"], "Issue");
+        assert_eq!(d["repo"]["first"]["labels"]["nodes"][0]["name"], "bug");
+        assert_eq!(d["repo"]["other"]["number"], 3);
+        assert_eq!(d["owner"]["__typename"], "Organization");
+        assert_eq!(d["owner"]["id"], "O_acme");
+        let field = &d["owner"]["projectV2"]["field"];
+        assert_eq!(field["name"], "Status");
+        assert_eq!(field["options"][1]["name"], "Doing");
+    }
+
+    #[test]
+    fn skip_and_include() {
+        let mut s = state();
+        let out = run(
+            &mut s,
+            "query($yes: Boolean!) { viewer { login @include(if: $yes) id @skip(if: $yes) } }",
+            json!({"yes": true}),
+        );
+        assert_eq!(out["data"]["viewer"], json!({"login": "alice"}));
+    }
+
+    #[test]
+    fn connections_page_and_refuse_bad_bounds() {
+        let mut s = state();
+        let q = r#"query($after: String) { organization(login: "acme") { projectV2(number: 2) {
+            items(first: 2, after: $after) { totalCount pageInfo { hasNextPage endCursor } nodes { id } } } } }"#;
+        let out = run(&mut s, q, json!({}));
+        let items = &out["data"]["organization"]["projectV2"]["items"];
+        assert_eq!(items["totalCount"], 3);
+        assert_eq!(items["nodes"].as_array().unwrap().len(), 2);
+        assert_eq!(items["pageInfo"]["hasNextPage"], true);
+        let cursor = items["pageInfo"]["endCursor"].clone();
+        let out = run(&mut s, q, json!({"after": cursor}));
+        let items = &out["data"]["organization"]["projectV2"]["items"];
+        assert_eq!(items["nodes"], json!([{"id": "PVTI_3"}]));
+        assert_eq!(items["pageInfo"]["hasNextPage"], false);
+
+        let out = run(
+            &mut s,
+            r#"{ organization(login: "acme") { projectV2(number: 2) { items { totalCount } } } }"#,
+            json!({}),
+        );
+        assert!(out.get("data").is_none());
+        assert_eq!(out["errors"][0]["type"], "MISSING_PAGINATION_BOUNDARIES");
+        let out = run(
+            &mut s,
+            r#"{ organization(login: "acme") { projectV2(number: 2) { items(first: 101) { totalCount } } } }"#,
+            json!({}),
+        );
+        assert_eq!(out["errors"][0]["type"], "EXCESSIVE_PAGINATION");
+    }
+
+    #[test]
+    fn github_style_errors() {
+        let mut s = state();
+        let out = run(&mut s, "{ viewer { logn } }", json!({}));
+        assert!(out.get("data").is_none());
+        assert_eq!(out["errors"][0]["extensions"]["code"], "undefinedField");
+        assert_eq!(
+            out["errors"][0]["message"],
+            "Field 'logn' doesn't exist on type 'User'"
+        );
+        let out = run(&mut s, "{ viewer }", json!({}));
+        assert_eq!(out["errors"][0]["extensions"]["code"], "selectionMismatch");
+        let out = run(&mut s, "{ viewer { login { x } } }", json!({}));
+        assert_eq!(out["errors"][0]["extensions"]["code"], "selectionMismatch");
+        let out = run(&mut s, "{ viewer { ...Nope } }", json!({}));
+        assert_eq!(
+            out["errors"][0]["extensions"]["code"],
+            "useAndDefineFragment"
+        );
+        let out = run(&mut s, "{ viewer { ... on Nope { id } } }", json!({}));
+        assert_eq!(out["errors"][0]["extensions"]["code"], "undefinedType");
+        let out = run(
+            &mut s,
+            "query($n: Int!) { repository(owner: \"acme\", name: \"widgets\") { issue(number: $n) { id } } }",
+            json!({}),
+        );
+        assert_eq!(out["errors"][0]["extensions"]["code"], "variableMismatch");
+        let out = run(
+            &mut s,
+            r#"{ repository(owner: "acme", name: "nope") { id } user(login: "acme") { id } }"#,
+            json!({}),
+        );
+        assert_eq!(out["data"], json!({"repository": null, "user": null}));
+        assert_eq!(out["errors"][0]["type"], "NOT_FOUND");
+        assert_eq!(out["errors"][0]["path"], json!(["repository"]));
+        assert_eq!(
+            out["errors"][1]["message"],
+            "Could not resolve to a User with the login of 'acme'."
+        );
+    }
+
+    #[test]
+    fn scopes_are_checked() {
+        let mut s = state();
+        let caller = Caller::Token {
+            login: "alice".into(),
+            scopes: vec!["repo".into(), "read:project".into()],
+        };
+        let read = r#"{ repository(owner: "acme", name: "widgets") { issue(number: 1) { projectItems(first: 1) { nodes { id } } } } }"#;
+        let out = run_as(&mut s, &caller, read, json!({}));
+        assert_eq!(
+            out["data"]["repository"]["issue"]["projectItems"]["nodes"][0]["id"],
+            "PVTI_1"
+        );
+        let write = r#"mutation { updateProjectV2ItemFieldValue(input: {projectId: "PVT_2", itemId: "PVTI_1", fieldId: "PVTSSF_2", value: {singleSelectOptionId: "x"}}) { clientMutationId } }"#;
+        let out = run_as(&mut s, &caller, write, json!({}));
+        assert_eq!(out["errors"][0]["type"], "INSUFFICIENT_SCOPES");
+        assert!(
+            out["errors"][0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("['project']")
+        );
+        let repo_only = Caller::Token {
+            login: "alice".into(),
+            scopes: vec!["repo".into()],
+        };
+        let out = run_as(&mut s, &repo_only, read, json!({}));
+        assert!(out.get("data").is_none());
+        assert!(
+            out["errors"][0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("granted the: ['repo']")
+        );
+    }
+
+    #[test]
+    fn mutations_change_the_board() {
+        let mut s = state();
+        let doing = ids::option("Doing");
+        let out = run(
+            &mut s,
+            r#"mutation($o: String!) {
+                a: updateProjectV2ItemFieldValue(input: {projectId: "PVT_2", itemId: "PVTI_2", fieldId: "PVTSSF_2", value: {singleSelectOptionId: $o}, clientMutationId: "c1"}) {
+                  clientMutationId projectV2Item { fieldValueByName(name: "Status") { ... on ProjectV2ItemFieldSingleSelectValue { name optionId } } }
+                }
+              }"#,
+            json!({"o": doing}),
+        );
+        assert!(out.get("errors").is_none(), "{out}");
+        assert_eq!(out["data"]["a"]["clientMutationId"], "c1");
+        assert_eq!(
+            out["data"]["a"]["projectV2Item"]["fieldValueByName"]["name"],
+            "Doing"
+        );
+        assert_eq!(s.column_of(2), Some("Doing"));
+        s.board.as_mut().unwrap().items.remove(&3);
+        let out = run(
+            &mut s,
+            r#"mutation { addProjectV2ItemById(input: {projectId: "PVT_2", contentId: "I_3"}) { item { id content { ... on Issue { number } } } } }"#,
+            json!({}),
+        );
+        assert_eq!(
+            out["data"]["addProjectV2ItemById"]["item"]["content"]["number"],
+            3
+        );
+        assert!(s.on_board(3) && s.column_of(3).is_none());
+        let out = run(
+            &mut s,
+            r#"mutation { addProjectV2ItemById(input: {projectId: "PVT_9", contentId: "I_3"}) { item { id } } }"#,
+            json!({}),
+        );
+        assert_eq!(out["errors"][0]["type"], "NOT_FOUND");
+    }
+
+    #[test]
+    fn nodes_by_id() {
+        let mut s = state();
+        let out = run(
+            &mut s,
+            r#"{ a: node(id: "I_2") { __typename ... on Issue { title } } b: node(id: "PVTI_1") { ... on ProjectV2Item { type } } c: node(id: "zzz") { id } }"#,
+            json!({}),
+        );
+        assert_eq!(
+            out["data"]["a"],
+            json!({"__typename": "Issue", "title": "issue 2"})
+        );
+        assert_eq!(out["data"]["b"]["type"], "ISSUE");
+        assert_eq!(out["data"]["c"], Value::Null);
+    }
+
+    #[test]
+    fn operation_choice() {
+        let doc = graphql_parser::parse_query::<&str>(
+            "query A { viewer { login } } query B { viewer { id } }",
+        )
+        .unwrap();
+        assert!(pick_operation(&doc, None).is_err());
+        assert_eq!(pick_operation(&doc, Some("B")).unwrap().1, "B");
+        assert!(pick_operation(&doc, Some("C")).is_err());
+        let doc = graphql_parser::parse_query::<&str>("{ viewer { login } }").unwrap();
+        assert_eq!(pick_operation(&doc, None).unwrap().1, "anonymous");
+    }
+}

@@ -758,6 +758,13 @@ fn comment_write(
     require_auth(caller)?;
     let input = parse_body(body)?;
     match input.get("body").and_then(|v| v.as_str()) {
+        Some(text) if text.chars().count() > crate::github::MAX_BODY_CHARS => {
+            Err(validation_failed(
+                json!([{"resource": "IssueComment", "code": "unprocessable", "field": "data",
+                    "message": "Body is too long (maximum is 65536 characters)"}]),
+                doc,
+            ))
+        }
         Some(text) => Ok(text.to_string()),
         None => Err(gh_error(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -1027,6 +1034,13 @@ async fn create_pull(
             .collect();
         return validation_failed(Value::Array(missing), doc);
     };
+    if text("body").is_some_and(|b| b.chars().count() > crate::github::MAX_BODY_CHARS) {
+        return validation_failed(
+            json!([{"resource": "PullRequest", "code": "custom", "field": "body",
+                    "message": "body is too long (maximum is 65536 characters)"}]),
+            doc,
+        );
+    }
     let head_branch = match head.split_once(':') {
         Some((o, b)) if o.eq_ignore_ascii_case(&st.repo.owner) => b.to_string(),
         Some(_) => {
