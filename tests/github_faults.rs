@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use supervisor::github::{GitHubError, Marker, RetryPolicy, Token};
+use supervisor::github::{GitHubError, Marker, Token};
 use supervisor::sandbox::Fault;
 
 const ISSUE: &str = "GET /repos/{owner}/{repo}/issues/{number}";
@@ -50,11 +50,7 @@ async fn persistent_5xx_gives_up_after_max_attempts_with_a_transient_error() {
 async fn a_timeout_is_retried() {
     within(async {
         let w = World::new().await;
-        let policy = RetryPolicy {
-            request_timeout: Duration::from_millis(300),
-            ..quick()
-        };
-        let gh = client(&w.sandbox, Some(FULL), policy);
+        let gh = w.client_with(|p| p.request_timeout = Duration::from_millis(300));
         w.sandbox
             .inject(Fault::delay(ISSUE, Duration::from_secs(3)));
         let start = Instant::now();
@@ -194,11 +190,7 @@ async fn a_429_with_retry_after_on_a_write_is_waited_out_without_losing_it() {
 async fn a_retry_after_beyond_the_maximum_stops_resumably_at_once() {
     within(async {
         let w = World::new().await;
-        let policy = RetryPolicy {
-            max_wait: Duration::from_secs(2),
-            ..quick()
-        };
-        let gh = client(&w.sandbox, Some(FULL), policy);
+        let gh = w.client_with(|p| p.max_wait = Duration::from_secs(2));
         w.sandbox.inject(Fault::secondary_limit(POST_COMMENT, 3600));
         let marker = Marker::new("run-r", "Research", 1, "stage");
         let start = Instant::now();
@@ -265,11 +257,7 @@ async fn an_exhausted_quota_is_waited_for_until_its_reset() {
 async fn an_exhausted_quota_past_the_maximum_stops_resumably_and_sends_nothing_more() {
     within(async {
         let w = World::new().await;
-        let policy = RetryPolicy {
-            max_wait: Duration::from_secs(2),
-            ..quick()
-        };
-        let gh = client(&w.sandbox, Some(FULL), policy);
+        let gh = w.client_with(|p| p.max_wait = Duration::from_secs(2));
         let reset = now() + 3600;
         w.sandbox.inject(Fault::quota_exhausted(ISSUE, reset));
         let start = Instant::now();
@@ -338,11 +326,7 @@ async fn missing_scope_and_missing_issue_on_the_board_are_actionable() {
 async fn mutations_are_spaced() {
     within(async {
         let w = World::new().await;
-        let policy = RetryPolicy {
-            min_mutation_interval: Duration::from_millis(300),
-            ..quick()
-        };
-        let gh = client(&w.sandbox, Some(FULL), policy);
+        let gh = w.client_with(|p| p.min_mutation_interval = Duration::from_millis(300));
         let start = Instant::now();
         gh.create_comment(3, "one").await.unwrap();
         gh.create_comment(3, "two").await.unwrap();

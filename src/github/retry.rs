@@ -677,15 +677,7 @@ impl Transport {
         let message = self.scrub(body.text());
         if status == StatusCode::FORBIDDEN || status == StatusCode::TOO_MANY_REQUESTS {
             if let Some(wait) = retry_after(&resp.headers) {
-                return Outcome::Wait(
-                    wait,
-                    GitHubError::RateLimited {
-                        route,
-                        secondary: true,
-                        reset_at: None,
-                        retry_after: Some(wait),
-                    },
-                );
+                return secondary_wait(route, wait);
             }
             if header(&resp.headers, "x-ratelimit-remaining") == Some("0") {
                 return self.quota_wait(route, &resp.headers);
@@ -700,15 +692,7 @@ impl Transport {
                     .policy
                     .secondary_min_wait
                     .saturating_mul(1u32 << (*secondary_hits - 1).min(16));
-                return Outcome::Wait(
-                    wait,
-                    GitHubError::RateLimited {
-                        route,
-                        secondary: true,
-                        reset_at: None,
-                        retry_after: Some(wait),
-                    },
-                );
+                return secondary_wait(route, wait);
             }
         }
         let err = if status == StatusCode::UNAUTHORIZED {
@@ -809,6 +793,19 @@ impl Transport {
         }
         guard
     }
+}
+
+/// A secondary limit: wait as long as GitHub asked (or our back-off says).
+fn secondary_wait(route: String, wait: Duration) -> Outcome {
+    Outcome::Wait(
+        wait,
+        GitHubError::RateLimited {
+            route,
+            secondary: true,
+            reset_at: None,
+            retry_after: Some(wait),
+        },
+    )
 }
 
 /// The App installation found or configured, once known.

@@ -481,18 +481,18 @@ fn pull_json(s: &Shared, st: &SandboxState, p: &PullSeed) -> Value {
     })
 }
 
+/// `per_page` (default 30, at most 100) and `page` (from 1), as GitHub reads them.
+fn page_params(query: &HashMap<String, String>) -> (usize, usize) {
+    let get = |k: &str| query.get(k).and_then(|v| v.parse::<usize>().ok());
+    (
+        get("per_page").unwrap_or(30).clamp(1, 100),
+        get("page").unwrap_or(1).max(1),
+    )
+}
+
 /// One page of `items` with GitHub's `Link` header.
 fn paged(s: &Shared, path: &str, query: &HashMap<String, String>, items: Vec<Value>) -> Response {
-    let per_page = query
-        .get("per_page")
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(30)
-        .clamp(1, 100);
-    let page = query
-        .get("page")
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(1)
-        .max(1);
+    let (per_page, page) = page_params(query);
     let total = items.len();
     let last = total.div_ceil(per_page).max(1);
     let slice: Vec<Value> = items
@@ -920,16 +920,7 @@ async fn check_runs(
         (None, None) => return no_commit(&spec),
     };
     let head_sha = sha.unwrap_or_else(|| spec.clone());
-    let per_page = q
-        .get("per_page")
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(30)
-        .clamp(1, 100);
-    let page = q
-        .get("page")
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(1)
-        .max(1);
+    let (per_page, page) = page_params(&q);
     let total = runs.len();
     let items: Vec<Value> = runs
         .iter()

@@ -154,6 +154,13 @@ impl World {
         World { sandbox, gh, dir }
     }
 
+    /// A client with the full token and the quick policy changed by `change`.
+    pub fn client_with(&self, change: impl FnOnce(&mut RetryPolicy)) -> GitHub {
+        let mut policy = quick();
+        change(&mut policy);
+        client(&self.sandbox, Some(FULL), policy)
+    }
+
     /// Requests the sandbox counted for `route`.
     pub fn count(&self, route: &str) -> u64 {
         self.sandbox
