@@ -204,8 +204,10 @@ fn sandbox_serve(state: PathBuf, port: u16, dump: Option<PathBuf>) -> u8 {
                 return EXIT_USAGE;
             }
         };
+        // Catch the signals before saying we are ready, so an early Ctrl-C still cleans up.
+        let stop = stop_signal();
         eprint!("{}", sandbox.banner());
-        wait_for_stop().await;
+        stop.await;
         let snapshot = sandbox.snapshot();
         sandbox.shutdown().await;
         if let Some(path) = dump {
@@ -219,18 +221,29 @@ fn sandbox_serve(state: PathBuf, port: u16, dump: Option<PathBuf>) -> u8 {
     })
 }
 
-/// Ctrl-C or SIGTERM.
-async fn wait_for_stop() {
+/// Resolves on Ctrl-C or SIGTERM; the handlers are installed when this is called.
+fn stop_signal() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
+        let int = signal(SignalKind::interrupt());
+        let term = signal(SignalKind::terminate());
+        async move {
+            match (int, term) {
+                (Ok(mut int), Ok(mut term)) => {
+                    tokio::select! {
+                        _ = int.recv() => {}
+                        _ = term.recv() => {}
+                    }
+                }
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
-            return;
         }
     }
-    let _ = tokio::signal::ctrl_c().await;
+    #[cfg(not(unix))]
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }

@@ -30,6 +30,15 @@ fn free_port() -> u16 {
 /// The server process; killed if the test fails before stopping it.
 struct Server(Child);
 
+impl Server {
+    /// Stop it as Ctrl-C would (SIGTERM), so it cleans up and dumps; its exit status.
+    fn stop(&mut self) -> std::process::ExitStatus {
+        let pid = self.0.id() as libc::pid_t;
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        self.0.wait().expect("the server exits")
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -158,9 +167,7 @@ fn serve_answers_plain_http_and_shows_a_move_made_through_the_client() {
     assert_eq!(counts["POST /graphql UpdateItemStatus"], 1);
 
     // SIGTERM stops it cleanly and the dump has the move.
-    let pid = server.0.id() as libc::pid_t;
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-    let status = server.0.wait().unwrap();
+    let status = server.stop();
     assert!(status.success(), "{status:?}");
     let after = SandboxState::load(&dump).unwrap();
     assert_eq!(after.column_of(1), Some("Research"));
@@ -177,7 +184,7 @@ fn serve_reads_yaml_state() {
     let state = SandboxState::load(&example()).unwrap();
     std::fs::write(&yaml, state.to_yaml().unwrap()).unwrap();
     let port = free_port();
-    let (_server, _) = serve(&yaml, port, None);
+    let (mut server, _) = serve(&yaml, port, None);
     let (status, body) = http(port, "GET", "/repos/acme/widgets/issues/3", None);
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("Translate the README"));
@@ -191,6 +198,7 @@ fn serve_reads_yaml_state() {
             .unwrap()
             .starts_with("https://docs.github.com/")
     );
+    assert!(server.stop().success());
 }
 
 #[test]

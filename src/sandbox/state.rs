@@ -134,8 +134,33 @@ pub struct BoardSeed {
     /// The columns, in order.
     pub options: Vec<String>,
     /// Issue or pull request number → column (`null`: on the board with no status).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "numbered_map")]
     pub items: BTreeMap<u64, Option<String>>,
+}
+
+/// A map keyed by issue numbers, written as numbers (YAML) or numeric strings (JSON, quoted YAML).
+fn numbered_map<'de, D, V>(d: D) -> Result<BTreeMap<u64, V>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    V: Deserialize<'de>,
+{
+    #[derive(Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+    #[serde(untagged)]
+    enum Key {
+        Number(u64),
+        Text(String),
+    }
+    let raw = BTreeMap::<Key, V>::deserialize(d)?;
+    raw.into_iter()
+        .map(|(k, v)| match k {
+            Key::Number(n) => Ok((n, v)),
+            Key::Text(t) => t
+                .trim()
+                .parse()
+                .map(|n| (n, v))
+                .map_err(|_| serde::de::Error::custom(format!("`{t}` is not an issue number"))),
+        })
+        .collect()
 }
 
 fn default_board_title() -> String {
@@ -510,6 +535,18 @@ mod tests {
         assert_eq!(back, s);
         let back: SandboxState = serde_norway::from_str(&s.to_yaml().unwrap()).unwrap();
         assert_eq!(back, s);
+    }
+
+    #[test]
+    fn board_items_take_numbers_or_numeric_strings() {
+        let yaml = "repo: {owner: a, name: b}\nboard: {owner: a, number: 1, options: [X], items: {1: X, '2': null}}\n";
+        let s: SandboxState = serde_norway::from_str(yaml).unwrap();
+        assert_eq!(s.board.unwrap().items.len(), 2);
+        let json = r#"{"repo": {"owner": "a", "name": "b"}, "board": {"owner": "a", "number": 1, "options": ["X"], "items": {"x": "X"}}}"#;
+        let e = serde_json::from_str::<SandboxState>(json)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not an issue number"), "{e}");
     }
 
     #[test]
