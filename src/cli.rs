@@ -107,6 +107,9 @@ pub enum SandboxCommand {
         state: PathBuf,
         #[arg(long, default_value_t = 0)]
         port: u16,
+        /// Write the final state here (JSON, or YAML for .yaml/.yml) when stopped.
+        #[arg(long, value_name = "FILE")]
+        dump: Option<PathBuf>,
     },
 }
 
@@ -151,7 +154,9 @@ fn dispatch(cli: Cli) -> u8 {
             only,
             json,
         } => gates_command(&dir, base, &only, json),
-        Command::Sandbox { .. } => not_yet("sandbox serve"),
+        Command::Sandbox {
+            command: SandboxCommand::Serve { state, port, dump },
+        } => sandbox_serve(state, port, dump),
     }
 }
 
@@ -191,5 +196,82 @@ fn check(root: PathBuf, json: bool) -> u8 {
             }
             EXIT_USAGE
         }
+    }
+}
+
+/// `supervisor sandbox serve`: serve a state file until Ctrl-C (or SIGTERM), then optionally dump it.
+fn sandbox_serve(state: PathBuf, port: u16, dump: Option<PathBuf>) -> u8 {
+    use crate::sandbox::{Sandbox, SandboxError, SandboxState};
+    let seed = match SandboxState::load(&state) {
+        Ok(seed) => seed,
+        Err(e) => {
+            eprintln!("supervisor sandbox serve: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("supervisor sandbox serve: cannot start the async runtime: {e}");
+            return EXIT_STOPPED;
+        }
+    };
+    runtime.block_on(async move {
+        let sandbox = match Sandbox::start(seed, port).await {
+            Ok(s) => s,
+            Err(e @ SandboxError::Bind { .. }) => {
+                eprintln!("supervisor sandbox serve: {e}: choose another --port");
+                return EXIT_USAGE;
+            }
+            Err(e) => {
+                eprintln!("supervisor sandbox serve: {e}");
+                return EXIT_USAGE;
+            }
+        };
+        // Catch the signals before saying we are ready, so an early Ctrl-C still cleans up.
+        let stop = stop_signal();
+        eprint!("{}", sandbox.banner());
+        stop.await;
+        let snapshot = sandbox.snapshot();
+        sandbox.shutdown().await;
+        if let Some(path) = dump {
+            if let Err(e) = snapshot.save(&path) {
+                eprintln!("supervisor sandbox serve: {e}");
+                return EXIT_STOPPED;
+            }
+            eprintln!("sandbox state written to {}", path.display());
+        }
+        EXIT_OK
+    })
+}
+
+/// Resolves on Ctrl-C or SIGTERM; the handlers are installed when this is called.
+fn stop_signal() -> impl std::future::Future<Output = ()> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let int = signal(SignalKind::interrupt());
+        let term = signal(SignalKind::terminate());
+        async move {
+            match (int, term) {
+                (Ok(mut int), Ok(mut term)) => {
+                    tokio::select! {
+                        _ = int.recv() => {}
+                        _ = term.recv() => {}
+                    }
+                }
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    async {
+        let _ = tokio::signal::ctrl_c().await;
     }
 }

@@ -10,6 +10,8 @@ pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod gates;
+pub mod github;
 pub mod pipeline;
 pub mod report;
+pub mod sandbox;
 pub mod workspace;

@@ -1,0 +1,247 @@
+//! Pull requests, commits and check runs (REST).
+
+use http::{Method, StatusCode};
+use serde::Deserialize;
+use serde_json::json;
+
+use super::retry::{ApiRequest, ApiResponse};
+use super::types::{CheckRun, Conditional, NewPullRequest, PullRequest};
+use super::{GitHub, GitHubError, MAX_BODY_CHARS, fit_body, url_encode};
+
+#[derive(Deserialize)]
+struct WireRef {
+    #[serde(rename = "ref")]
+    name: String,
+    #[serde(default)]
+    sha: String,
+}
+
+#[derive(Deserialize)]
+struct WirePull {
+    number: u64,
+    #[serde(default)]
+    html_url: String,
+    state: String,
+    head: WireRef,
+    base: WireRef,
+    #[serde(default)]
+    title: String,
+    #[serde(default)]
+    body: Option<String>,
+    #[serde(default)]
+    draft: Option<bool>,
+    #[serde(default)]
+    merged: Option<bool>,
+    #[serde(default)]
+    mergeable: Option<bool>,
+    #[serde(default)]
+    mergeable_state: Option<String>,
+}
+
+impl WirePull {
+    fn into_pull(self) -> PullRequest {
+        PullRequest {
+            number: self.number,
+            html_url: self.html_url,
+            state: self.state,
+            head: self.head.name,
+            head_sha: self.head.sha,
+            base: self.base.name,
+            title: self.title,
+            body: self.body.unwrap_or_default(),
+            draft: self.draft.unwrap_or(false),
+            merged: self.merged.unwrap_or(false),
+            mergeable: self.mergeable,
+            mergeable_state: self.mergeable_state,
+        }
+    }
+}
+
+fn pull_of(resp: &ApiResponse) -> Result<PullRequest, GitHubError> {
+    resp.json::<WirePull>().map(WirePull::into_pull)
+}
+
+#[derive(Deserialize)]
+struct WireCheckRun {
+    name: String,
+    status: String,
+    #[serde(default)]
+    conclusion: Option<String>,
+    #[serde(default)]
+    html_url: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireCheckRuns {
+    #[serde(default)]
+    total_count: u64,
+    check_runs: Vec<WireCheckRun>,
+}
+
+fn runs_of(page: WireCheckRuns) -> Vec<CheckRun> {
+    page.check_runs
+        .into_iter()
+        .map(|r| CheckRun {
+            name: r.name,
+            status: r.status,
+            conclusion: r.conclusion,
+            html_url: r.html_url,
+        })
+        .collect()
+}
+
+impl GitHub {
+    /// Check runs of a commit. With the ETag of an earlier answer, an unchanged list comes back as
+    /// [`Conditional::NotModified`], which costs no rate-limit quota.
+    pub async fn check_runs(
+        &self,
+        sha: &str,
+        etag: Option<&str>,
+    ) -> Result<Conditional<Vec<CheckRun>>, GitHubError> {
+        let route = "/repos/{owner}/{repo}/commits/{ref}/check-runs";
+        let mut req = ApiRequest::get(
+            self.repo_path(&format!(
+                "/commits/{}/check-runs?per_page=100",
+                url_encode(sha)
+            )),
+            route,
+        );
+        req.if_none_match = etag.map(str::to_string);
+        let resp = self.t.send(&req).await?;
+        if resp.status == StatusCode::NOT_MODIFIED {
+            return Ok(Conditional::NotModified);
+        }
+        let etag = resp.header("etag").map(str::to_string);
+        let first = resp.json::<WireCheckRuns>()?;
+        let total = first.total_count as usize;
+        let mut runs = runs_of(first);
+        let mut next = resp.next_page(&self.t.base);
+        while let Some(path) = next.take() {
+            if runs.len() >= total {
+                break;
+            }
+            let page = self.t.send(&ApiRequest::get(path, route)).await?;
+            let before = runs.len();
+            runs.extend(runs_of(page.json::<WireCheckRuns>()?));
+            if runs.len() == before {
+                break;
+            }
+            next = page.next_page(&self.t.base);
+        }
+        Ok(Conditional::Modified { value: runs, etag })
+    }
+
+    /// Whether the repository on GitHub has the commit (e.g. the push has landed).
+    pub async fn commit_exists(&self, sha: &str) -> Result<bool, GitHubError> {
+        let mut req = ApiRequest::get(
+            self.repo_path(&format!("/commits/{}", url_encode(sha))),
+            "/repos/{owner}/{repo}/commits/{ref}",
+        );
+        // Only the sha, not the whole diff.
+        req.accept = Some("application/vnd.github.sha");
+        match self.t.send(&req).await {
+            Ok(_) => Ok(true),
+            Err(e) if matches!(e.status(), Some(404 | 422)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The open pull request from `head_branch` of this repository, if any.
+    pub async fn find_open_pr(
+        &self,
+        head_branch: &str,
+    ) -> Result<Option<PullRequest>, GitHubError> {
+        let path = self.repo_path(&format!(
+            "/pulls?state=open&per_page=100&head={}",
+            url_encode(&format!("{}:{}", self.t.repo.owner, head_branch))
+        ));
+        let resp = self
+            .t
+            .send(&ApiRequest::get(path, "/repos/{owner}/{repo}/pulls"))
+            .await?;
+        Ok(resp
+            .json::<Vec<WirePull>>()?
+            .into_iter()
+            .map(WirePull::into_pull)
+            .find(|p| p.head == head_branch))
+    }
+
+    /// The open pull request from `pr.head`, or a new one. `true` when this call opened it.
+    pub async fn find_or_create_pr(
+        &self,
+        pr: &NewPullRequest,
+    ) -> Result<(PullRequest, bool), GitHubError> {
+        if let Some(open) = self.find_open_pr(&pr.head).await? {
+            return Ok((open, false));
+        }
+        let req = ApiRequest::write(
+            Method::POST,
+            self.repo_path("/pulls"),
+            "/repos/{owner}/{repo}/pulls",
+            json!({
+                "title": pr.title,
+                "head": pr.head,
+                "base": pr.base,
+                "body": fit_body(&pr.body, MAX_BODY_CHARS),
+                "draft": pr.draft,
+            }),
+            false,
+        );
+        let created = self
+            .t
+            .create(
+                &req,
+                |resp| pull_of(resp).map(|p| (p, true)),
+                || async { Ok(self.find_open_pr(&pr.head).await?.map(|p| (p, true))) },
+            )
+            .await;
+        match created {
+            Ok(done) => Ok(done),
+            // Opened meanwhile by someone else (or an earlier attempt of ours).
+            Err(GitHubError::Api {
+                status: 422,
+                message,
+                ..
+            }) if message.contains("already exists") => match self.find_open_pr(&pr.head).await? {
+                Some(open) => Ok((open, false)),
+                None => Err(GitHubError::Api {
+                    status: 422,
+                    route: req.route.clone(),
+                    message,
+                    documentation_url: None,
+                }),
+            },
+            Err(GitHubError::Api {
+                status: 422,
+                route,
+                message,
+                documentation_url,
+            }) => Err(GitHubError::Api {
+                status: 422,
+                route,
+                message: format!(
+                    "{message}: is branch `{}` pushed, with commits that `{}` does not have?",
+                    pr.head, pr.base
+                ),
+                documentation_url,
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A pull request by number, with its mergeability (`None` while GitHub computes it).
+    pub async fn get_pr(&self, number: u64) -> Result<PullRequest, GitHubError> {
+        let req = ApiRequest::get(
+            self.repo_path(&format!("/pulls/{number}")),
+            "/repos/{owner}/{repo}/pulls/{number}",
+        );
+        match self.t.send(&req).await {
+            Ok(resp) => pull_of(&resp),
+            Err(e) if e.status() == Some(404) => Err(GitHubError::PullNotFound {
+                repo: self.t.repo.clone(),
+                number,
+            }),
+            Err(e) => Err(e),
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! The bare repository standing for GitHub's copy of the repository: branches, commits, merges.
+
+use std::path::{Path, PathBuf};
+
+use git2::{BranchType, Oid, Repository, Signature};
+
+/// A commit as the commits API shows it.
+#[derive(Debug, Clone)]
+pub struct CommitInfo {
+    pub sha: String,
+    pub message: String,
+    pub author: String,
+    pub email: String,
+    pub time: i64,
+    pub parents: Vec<String>,
+}
+
+/// How a merge of head into base would go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mergeability {
+    Clean,
+    Conflicting,
+    /// A branch is missing.
+    Unknown,
+}
+
+/// A bare repository standing for GitHub's copy.
+pub struct GitRemote {
+    path: PathBuf,
+}
+
+fn open(path: &Path) -> Result<Repository, git2::Error> {
+    Repository::open_bare(path).or_else(|_| Repository::open(path))
+}
+
+/// The commit a local branch points at.
+fn tip<'r>(repo: &'r Repository, branch: &str) -> Result<git2::Commit<'r>, git2::Error> {
+    repo.find_branch(branch, BranchType::Local)?
+        .get()
+        .peel_to_commit()
+}
+
+impl GitRemote {
+    pub fn open(path: &Path) -> Result<GitRemote, String> {
+        open(path).map_err(|e| {
+            format!(
+                "{} is not a git repository ({}): create it with `git init --bare {}`, or leave repo.git_dir out for a temporary one",
+                path.display(),
+                e.message(),
+                path.display()
+            )
+        })?;
+        Ok(GitRemote {
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// A new bare repository at `path` with one commit on `branch`.
+    pub fn create(path: &Path, branch: &str) -> Result<GitRemote, String> {
+        let fail = |e: git2::Error| format!("cannot create {}: {}", path.display(), e.message());
+        let repo = Repository::init_bare(path).map_err(fail)?;
+        let remote = GitRemote {
+            path: path.to_path_buf(),
+        };
+        remote.commit_files(
+            branch,
+            None,
+            &[(
+                "README.md",
+                "A repository served by the supervisor sandbox GitHub.\n",
+            )],
+            "Initial commit",
+        )?;
+        repo.set_head(&format!("refs/heads/{branch}"))
+            .map_err(fail)?;
+        Ok(remote)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Commit top-level `files` (name, content) on `branch`, which starts from `from` when it does not exist
+    /// yet. For tests and demos that need branches to open pull requests from. Returns the sha.
+    pub fn commit_files(
+        &self,
+        branch: &str,
+        from: Option<&str>,
+        files: &[(&str, &str)],
+        message: &str,
+    ) -> Result<String, String> {
+        let fail = |e: git2::Error| format!("commit on {branch}: {}", e.message());
+        let repo = open(&self.path).map_err(fail)?;
+        let sig = Signature::now("sandbox", "sandbox@localhost").map_err(fail)?;
+        let parent = match tip(&repo, branch) {
+            Ok(c) => Some(c),
+            Err(_) => match from {
+                Some(f) => Some(tip(&repo, f).map_err(fail)?),
+                None => None,
+            },
+        };
+        let base_tree = match &parent {
+            Some(p) => Some(p.tree().map_err(fail)?),
+            None => None,
+        };
+        let mut tb = repo.treebuilder(base_tree.as_ref()).map_err(fail)?;
+        for (name, content) in files {
+            let blob = repo.blob(content.as_bytes()).map_err(fail)?;
+            tb.insert(name, blob, 0o100644).map_err(fail)?;
+        }
+        let tree = repo.find_tree(tb.write().map_err(fail)?).map_err(fail)?;
+        let parents: Vec<&git2::Commit> = parent.iter().collect();
+        let oid = repo
+            .commit(
+                Some(&format!("refs/heads/{branch}")),
+                &sig,
+                &sig,
+                message,
+                &tree,
+                &parents,
+            )
+            .map_err(fail)?;
+        Ok(oid.to_string())
+    }
+
+    fn repo(&self) -> Option<Repository> {
+        open(&self.path).ok()
+    }
+
+    /// Tip of a branch.
+    pub fn branch_sha(&self, branch: &str) -> Option<String> {
+        let repo = self.repo()?;
+        let b = repo.find_branch(branch, BranchType::Local).ok()?;
+        b.get().target().map(|o| o.to_string())
+    }
+
+    /// A commit by sha (full or abbreviated) or branch name.
+    pub fn commit(&self, spec: &str) -> Option<CommitInfo> {
+        if spec.is_empty() || spec.starts_with('-') || spec.contains("..") {
+            return None;
+        }
+        let repo = self.repo()?;
+        let commit = tip(&repo, spec).ok().or_else(|| {
+            let is_hex = spec.len() >= 4 && spec.chars().all(|c| c.is_ascii_hexdigit());
+            is_hex
+                .then(|| repo.revparse_single(spec).ok()?.peel_to_commit().ok())
+                .flatten()
+        })?;
+        let author = commit.author();
+        Some(CommitInfo {
+            sha: commit.id().to_string(),
+            message: commit.message().unwrap_or_default().to_string(),
+            author: author.name().unwrap_or_default().to_string(),
+            email: author.email().unwrap_or_default().to_string(),
+            time: commit.time().seconds(),
+            parents: commit.parent_ids().map(|p| p.to_string()).collect(),
+        })
+    }
+
+    /// Whether `head` has commits that `base` lacks.
+    pub fn has_commits_beyond(&self, base: &str, head: &str) -> bool {
+        let Some(repo) = self.repo() else {
+            return false;
+        };
+        let (Some(b), Some(h)) = (self.branch_sha(base), self.branch_sha(head)) else {
+            return false;
+        };
+        let (Ok(b), Ok(h)) = (Oid::from_str(&b), Oid::from_str(&h)) else {
+            return false;
+        };
+        repo.merge_base(b, h).map(|m| m != h).unwrap_or(true)
+    }
+
+    /// Merge `head` into `base` in memory.
+    pub fn mergeability(&self, base: &str, head: &str) -> Mergeability {
+        let merge = || -> Option<Mergeability> {
+            let repo = self.repo()?;
+            let base = tip(&repo, base).ok()?;
+            let head = tip(&repo, head).ok()?;
+            let index = repo.merge_commits(&base, &head, None).ok()?;
+            Some(if index.has_conflicts() {
+                Mergeability::Conflicting
+            } else {
+                Mergeability::Clean
+            })
+        };
+        merge().unwrap_or(Mergeability::Unknown)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merges_and_conflicts() {
+        let dir = tempfile::tempdir().unwrap();
+        let remote = GitRemote::create(&dir.path().join("r.git"), "main").unwrap();
+        remote
+            .commit_files("clean", Some("main"), &[("a.txt", "a\n")], "add a")
+            .unwrap();
+        remote
+            .commit_files(
+                "clash",
+                Some("main"),
+                &[("README.md", "theirs\n")],
+                "theirs",
+            )
+            .unwrap();
+        remote
+            .commit_files("main", None, &[("README.md", "ours\n")], "ours")
+            .unwrap();
+        assert_eq!(remote.mergeability("main", "clean"), Mergeability::Clean);
+        assert_eq!(
+            remote.mergeability("main", "clash"),
+            Mergeability::Conflicting
+        );
+        assert_eq!(
+            remote.mergeability("main", "missing"),
+            Mergeability::Unknown
+        );
+        assert!(remote.has_commits_beyond("main", "clean"));
+        assert!(!remote.has_commits_beyond("main", "main"));
+        let sha = remote.branch_sha("clean").unwrap();
+        assert_eq!(remote.commit(&sha).unwrap().sha, sha);
+        assert_eq!(remote.commit(&sha[..7]).unwrap().sha, sha);
+        assert_eq!(remote.commit("clean").unwrap().sha, sha);
+        assert!(remote.commit("deadbeef").is_none());
+        assert!(remote.commit("--all").is_none());
+    }
+
+    #[test]
+    fn open_explains_a_missing_repository() {
+        let e = GitRemote::open(Path::new("/nonexistent/x.git"))
+            .err()
+            .unwrap();
+        assert!(e.contains("git init --bare"), "{e}");
+    }
+}

@@ -1,0 +1,1563 @@
+//! GraphQL over the sandbox's state: the operation is parsed with graphql-parser and its selection
+//! set executed over the data, so hand-written queries work as well as supervisor's own (variables,
+//! aliases, fragments, inline fragments, `__typename`, `@skip`/`@include`).
+//!
+//! The subset of GitHub's schema emulated: `repository`, `user`, `organization`, `repositoryOwner`,
+//! `viewer`, `node`, `rateLimit`; repositories, issues, pull requests, comments, labels; Projects v2
+//! boards, their single-select status field and options, items and their status values; the
+//! mutations `updateProjectV2ItemFieldValue` and `addProjectV2ItemById`. A field GitHub does not have
+//! gets GitHub's `undefinedField` error; one it has that the sandbox does not emulate is `null` with a
+//! `SANDBOX_UNSUPPORTED` error. Project data needs the `read:project` or `project` scope (mutations
+//! `project`), else the answer is GitHub's `INSUFFICIENT_SCOPES` error.
+
+use std::collections::HashMap;
+
+use graphql_parser::Pos;
+use graphql_parser::query::{
+    Definition, Directive, Document, FragmentDefinition, OperationDefinition, Selection,
+    SelectionSet, TypeCondition, Value as GqlValue, VariableDefinition,
+};
+use serde_json::{Map, Value, json};
+
+use super::schema::SchemaIndex;
+use super::state::{PullSeed, SandboxState, SeedState};
+use super::{Caller, ids};
+
+/// A GraphQL request body.
+#[derive(Debug, serde::Deserialize)]
+pub(crate) struct GqlRequest {
+    #[serde(default)]
+    pub query: Option<String>,
+    #[serde(default)]
+    pub variables: Option<Value>,
+    #[serde(default, rename = "operationName")]
+    pub operation_name: Option<String>,
+}
+
+/// The operation to run and its name (for request counts).
+pub(crate) fn pick_operation<'d, 'q>(
+    doc: &'d Document<'q, &'q str>,
+    wanted: Option<&str>,
+) -> Result<(&'d OperationDefinition<'q, &'q str>, String), String> {
+    let ops: Vec<&OperationDefinition<&str>> = doc
+        .definitions
+        .iter()
+        .filter_map(|d| match d {
+            Definition::Operation(op) => Some(op),
+            Definition::Fragment(_) => None,
+        })
+        .collect();
+    let name_of = |op: &OperationDefinition<'q, &'q str>| match op {
+        OperationDefinition::Query(q) => q.name,
+        OperationDefinition::Mutation(m) => m.name,
+        OperationDefinition::Subscription(s) => s.name,
+        OperationDefinition::SelectionSet(_) => None,
+    };
+    let op = match wanted.filter(|w| !w.is_empty()) {
+        Some(w) => ops
+            .into_iter()
+            .find(|op| name_of(op) == Some(w))
+            .ok_or_else(|| format!("No operation named \"{w}\""))?,
+        None if ops.len() == 1 => ops[0],
+        None if ops.is_empty() => return Err("No operations in the document".into()),
+        None => {
+            return Err("An operation name is required when the document has several".into());
+        }
+    };
+    Ok((op, name_of(op).unwrap_or("anonymous").to_string()))
+}
+
+/// Objects of the emulated schema.
+#[derive(Debug, Clone, PartialEq)]
+enum Obj {
+    Query,
+    Mutation,
+    Repository,
+    Ref(String),
+    Issue(u64),
+    Pull(u64),
+    Comment(u64),
+    Label(String),
+    User(String),
+    Organization(String),
+    Bot(String),
+    Project,
+    StatusField,
+    FieldOption(usize),
+    Item(u64),
+    ItemValue(u64),
+    RateLimit,
+    Connection {
+        typename: &'static str,
+        nodes: Vec<Obj>,
+        cursors: Vec<String>,
+        total: usize,
+        has_next: bool,
+        has_previous: bool,
+    },
+    Edge {
+        typename: &'static str,
+        node: Box<Obj>,
+        cursor: String,
+    },
+    PageInfo {
+        has_next: bool,
+        has_previous: bool,
+        start: Option<String>,
+        end: Option<String>,
+    },
+    Payload {
+        typename: &'static str,
+        client_mutation_id: Option<String>,
+        item: Option<u64>,
+    },
+}
+
+impl Obj {
+    fn typename(&self) -> &'static str {
+        match self {
+            Obj::Query => "Query",
+            Obj::Mutation => "Mutation",
+            Obj::Repository => "Repository",
+            Obj::Ref(_) => "Ref",
+            Obj::Issue(_) => "Issue",
+            Obj::Pull(_) => "PullRequest",
+            Obj::Comment(_) => "IssueComment",
+            Obj::Label(_) => "Label",
+            Obj::User(_) => "User",
+            Obj::Organization(_) => "Organization",
+            Obj::Bot(_) => "Bot",
+            Obj::Project => "ProjectV2",
+            Obj::StatusField => "ProjectV2SingleSelectField",
+            Obj::FieldOption(_) => "ProjectV2SingleSelectFieldOption",
+            Obj::Item(_) => "ProjectV2Item",
+            Obj::ItemValue(_) => "ProjectV2ItemFieldSingleSelectValue",
+            Obj::RateLimit => "RateLimit",
+            Obj::Connection { typename, .. }
+            | Obj::Edge { typename, .. }
+            | Obj::Payload { typename, .. } => typename,
+            Obj::PageInfo { .. } => "PageInfo",
+        }
+    }
+}
+
+/// A resolved field before its sub-selection is applied.
+enum Out {
+    Null,
+    Leaf(Value),
+    Obj(Obj),
+    List(Vec<Out>),
+}
+
+fn leaf(v: impl Into<Value>) -> Result<Out, Fail> {
+    Ok(Out::Leaf(v.into()))
+}
+
+/// Why a field has no value.
+enum Fail {
+    /// Not a field of GitHub's type.
+    Undefined,
+    /// GitHub has it; the sandbox does not emulate it.
+    Unsupported,
+    /// The token lacks a scope.
+    Scope {
+        need: &'static str,
+    },
+    NotFound(String),
+    /// Invalid input to a mutation or an argument.
+    Invalid(String),
+    /// Pagination arguments GitHub refuses.
+    Pagination {
+        kind: &'static str,
+        message: String,
+    },
+}
+
+type Args = Map<String, Value>;
+
+/// Runs one operation over the state.
+pub(crate) struct Exec<'q, 's> {
+    state: &'s mut SandboxState,
+    base: &'s str,
+    caller: &'s Caller,
+    vars: Map<String, Value>,
+    fragments: HashMap<&'q str, &'q FragmentDefinition<'q, &'q str>>,
+    errors: Vec<Value>,
+    /// Errors GitHub reports instead of any data (validation, scopes).
+    fatal_errors: Vec<Value>,
+    fatal: bool,
+    schema: &'static SchemaIndex,
+}
+
+impl<'q, 's> Exec<'q, 's> {
+    pub fn new(
+        state: &'s mut SandboxState,
+        base: &'s str,
+        caller: &'s Caller,
+        doc: &'q Document<'q, &'q str>,
+        variables: Option<&Value>,
+    ) -> Exec<'q, 's> {
+        let fragments = doc
+            .definitions
+            .iter()
+            .filter_map(|d| match d {
+                Definition::Fragment(f) => Some((f.name, f)),
+                Definition::Operation(_) => None,
+            })
+            .collect();
+        let vars = variables
+            .and_then(|v| v.as_object())
+            .cloned()
+            .unwrap_or_default();
+        Exec {
+            state,
+            base,
+            caller,
+            vars,
+            fragments,
+            errors: Vec::new(),
+            fatal_errors: Vec::new(),
+            fatal: false,
+            schema: SchemaIndex::get(),
+        }
+    }
+
+    /// The response body.
+    pub fn run(mut self, op: &'q OperationDefinition<'q, &'q str>) -> Value {
+        let (root, defs, set): (Obj, &[VariableDefinition<&str>], &SelectionSet<&str>) = match op {
+            OperationDefinition::Query(q) => {
+                (Obj::Query, &q.variable_definitions, &q.selection_set)
+            }
+            OperationDefinition::Mutation(m) => {
+                (Obj::Mutation, &m.variable_definitions, &m.selection_set)
+            }
+            OperationDefinition::SelectionSet(s) => (Obj::Query, &[], s),
+            OperationDefinition::Subscription(_) => {
+                return json!({"errors": [{"message": "Subscriptions are not supported by GitHub's API"}]});
+            }
+        };
+        for def in defs {
+            if self.vars.get(def.name).is_none_or(Value::is_null) {
+                match &def.default_value {
+                    Some(d) => {
+                        let v = self.value(d);
+                        self.vars.insert(def.name.to_string(), v);
+                    }
+                    None if matches!(def.var_type, graphql_parser::query::Type::NonNullType(_)) => {
+                        self.fatal_error(json!({
+                            "extensions": {"code": "variableMismatch", "variableName": def.name},
+                            "locations": [loc(def.position)],
+                            "message": format!("Variable ${} of type {} was provided invalid value", def.name, def.var_type),
+                        }));
+                    }
+                    None => {}
+                }
+            }
+        }
+        let data = if self.fatal {
+            Value::Null
+        } else {
+            Value::Object(self.select(&root, set, &mut Vec::new()))
+        };
+        let mut body = Map::new();
+        let errors = if self.fatal {
+            self.fatal_errors
+        } else {
+            body.insert("data".into(), data);
+            self.errors
+        };
+        if !errors.is_empty() {
+            body.insert("errors".into(), Value::Array(errors));
+        }
+        Value::Object(body)
+    }
+
+    fn value(&self, v: &GqlValue<'q, &'q str>) -> Value {
+        match v {
+            GqlValue::Variable(name) => self.vars.get(*name).cloned().unwrap_or(Value::Null),
+            GqlValue::Int(n) => n.as_i64().map_or(Value::Null, Value::from),
+            GqlValue::Float(f) => json!(f),
+            GqlValue::String(s) => Value::String(s.clone()),
+            GqlValue::Boolean(b) => Value::Bool(*b),
+            GqlValue::Null => Value::Null,
+            GqlValue::Enum(e) => Value::String(e.to_string()),
+            GqlValue::List(items) => Value::Array(items.iter().map(|i| self.value(i)).collect()),
+            GqlValue::Object(map) => Value::Object(
+                map.iter()
+                    .map(|(k, v)| (k.to_string(), self.value(v)))
+                    .collect(),
+            ),
+        }
+    }
+
+    fn included(&self, directives: &[Directive<'q, &'q str>]) -> bool {
+        directives.iter().all(|d| {
+            let cond = d
+                .arguments
+                .iter()
+                .find(|(n, _)| *n == "if")
+                .map(|(_, v)| self.value(v).as_bool().unwrap_or(false));
+            match (d.name, cond) {
+                ("skip", Some(c)) => !c,
+                ("include", Some(c)) => c,
+                _ => true,
+            }
+        })
+    }
+
+    fn select(
+        &mut self,
+        obj: &Obj,
+        set: &'q SelectionSet<'q, &'q str>,
+        path: &mut Vec<Value>,
+    ) -> Map<String, Value> {
+        let mut out = Map::new();
+        let typename = obj.typename();
+        for sel in &set.items {
+            match sel {
+                Selection::Field(f) => {
+                    if !self.included(&f.directives) {
+                        continue;
+                    }
+                    let key = f.alias.unwrap_or(f.name);
+                    if f.name == "__typename" {
+                        out.insert(key.to_string(), Value::String(typename.to_string()));
+                        continue;
+                    }
+                    let args: Args = f
+                        .arguments
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), self.value(v)))
+                        .collect();
+                    path.push(Value::String(key.to_string()));
+                    let value = match self.resolve(obj, f.name, &args) {
+                        Ok(o) => {
+                            self.complete(o, f.name, typename, &f.selection_set, f.position, path)
+                        }
+                        Err(fail) => {
+                            self.fail(fail, typename, f.name, f.position, path);
+                            Value::Null
+                        }
+                    };
+                    path.pop();
+                    merge_into(&mut out, key, value);
+                }
+                Selection::FragmentSpread(s) => {
+                    if !self.included(&s.directives) {
+                        continue;
+                    }
+                    let Some(frag) = self.fragments.get(s.fragment_name).copied() else {
+                        self.fatal_error(json!({
+                            "extensions": {"code": "useAndDefineFragment", "fragmentName": s.fragment_name},
+                            "locations": [loc(s.position)],
+                            "message": format!("Fragment {} was used, but not defined", s.fragment_name),
+                        }));
+                        continue;
+                    };
+                    let TypeCondition::On(cond) = frag.type_condition;
+                    if !self.known_type(cond, frag.position) {
+                        continue;
+                    }
+                    if self.schema.matches(typename, cond) {
+                        for (k, v) in self.select(obj, &frag.selection_set, path) {
+                            merge_into(&mut out, &k, v);
+                        }
+                    }
+                }
+                Selection::InlineFragment(i) => {
+                    if !self.included(&i.directives) {
+                        continue;
+                    }
+                    let applies = match &i.type_condition {
+                        None => true,
+                        Some(TypeCondition::On(cond)) => {
+                            self.known_type(cond, i.position) && self.schema.matches(typename, cond)
+                        }
+                    };
+                    if applies {
+                        for (k, v) in self.select(obj, &i.selection_set, path) {
+                            merge_into(&mut out, &k, v);
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn fatal_error(&mut self, error: Value) {
+        self.fatal = true;
+        self.fatal_errors.push(error);
+    }
+
+    /// Whether GitHub has the type a fragment is on; GitHub's error when not.
+    fn known_type(&mut self, name: &str, pos: Pos) -> bool {
+        if self.schema.has_type(name) {
+            return true;
+        }
+        self.fatal_error(json!({
+            "extensions": {"code": "undefinedType", "typeName": name},
+            "locations": [loc(pos)],
+            "message": format!("No such type {name}, so it can't be a fragment condition"),
+        }));
+        false
+    }
+
+    fn complete(
+        &mut self,
+        out: Out,
+        field: &str,
+        parent: &str,
+        set: &'q SelectionSet<'q, &'q str>,
+        pos: Pos,
+        path: &mut Vec<Value>,
+    ) -> Value {
+        match out {
+            Out::Null => Value::Null,
+            Out::Leaf(v) => {
+                if !set.items.is_empty() {
+                    self.fatal_error(json!({
+                        "extensions": {"code": "selectionMismatch", "nodeName": format!("field '{field}'")},
+                        "locations": [loc(pos)],
+                        "path": path.clone(),
+                        "message": format!("Selections can't be made on scalars (field '{field}' of '{parent}')"),
+                    }));
+                }
+                v
+            }
+            Out::Obj(o) => {
+                if set.items.is_empty() {
+                    self.fatal_error(json!({
+                        "extensions": {"code": "selectionMismatch", "nodeName": format!("field '{field}'")},
+                        "locations": [loc(pos)],
+                        "path": path.clone(),
+                        "message": format!("Field must have selections (field '{field}' returns {} but has no selections. Did you mean '{field} {{ ... }}'?)", o.typename()),
+                    }));
+                    return Value::Null;
+                }
+                Value::Object(self.select(&o, set, path))
+            }
+            Out::List(items) => Value::Array(
+                items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, item)| {
+                        path.push(Value::from(i));
+                        let v = self.complete(item, field, parent, set, pos, path);
+                        path.pop();
+                        v
+                    })
+                    .collect(),
+            ),
+        }
+    }
+
+    fn fail(&mut self, fail: Fail, typename: &str, field: &str, pos: Pos, path: &[Value]) {
+        let mut fatal = false;
+        let error = match fail {
+            Fail::Undefined => {
+                fatal = true;
+                json!({
+                    "path": path,
+                    "extensions": {"code": "undefinedField", "typeName": typename, "fieldName": field},
+                    "locations": [loc(pos)],
+                    "message": format!("Field '{field}' doesn't exist on type '{typename}'"),
+                })
+            }
+            Fail::Unsupported => json!({
+                "type": "SANDBOX_UNSUPPORTED",
+                "path": path,
+                "locations": [loc(pos)],
+                "message": format!("Field '{field}' of type '{typename}' exists on GitHub, but the sandbox does not emulate it"),
+            }),
+            Fail::Scope { need } => {
+                fatal = true;
+                let granted = self
+                    .caller
+                    .scopes()
+                    .map(|s| {
+                        s.iter()
+                            .map(|s| format!("'{s}'"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    })
+                    .unwrap_or_default();
+                json!({
+                    "type": "INSUFFICIENT_SCOPES",
+                    "locations": [loc(pos)],
+                    "message": format!("Your token has not been granted the required scopes to execute this query. The '{field}' field requires one of the following scopes: ['{need}'], but your token has only been granted the: [{granted}] scopes. Please modify your token's scopes at: https://github.com/settings/tokens."),
+                })
+            }
+            Fail::NotFound(message) => json!({
+                "type": "NOT_FOUND",
+                "path": path,
+                "locations": [loc(pos)],
+                "message": message,
+            }),
+            Fail::Invalid(message) => json!({
+                "type": "UNPROCESSABLE",
+                "path": path,
+                "locations": [loc(pos)],
+                "message": message,
+            }),
+            Fail::Pagination { kind, message } => {
+                fatal = true;
+                json!({"type": kind, "path": path, "locations": [loc(pos)], "message": message})
+            }
+        };
+        if fatal {
+            self.fatal_error(error);
+        } else {
+            self.errors.push(error);
+        }
+    }
+
+    /// A field the emulation does not answer: GitHub's error for fields it lacks, else "unsupported".
+    fn unknown(&self, obj: &Obj, field: &str) -> Fail {
+        if self.schema.has_field(obj.typename(), field) {
+            Fail::Unsupported
+        } else {
+            Fail::Undefined
+        }
+    }
+
+    fn need_project(&self, write: bool) -> Result<(), Fail> {
+        let Some(scopes) = self.caller.scopes() else {
+            return Ok(());
+        };
+        let ok = scopes
+            .iter()
+            .any(|s| s == "project" || (!write && s == "read:project"));
+        if ok {
+            Ok(())
+        } else {
+            Err(Fail::Scope {
+                need: if write { "project" } else { "read:project" },
+            })
+        }
+    }
+
+    fn resolve(&mut self, obj: &Obj, field: &str, args: &Args) -> Result<Out, Fail> {
+        match obj {
+            Obj::Query => self.query_field(field, args),
+            Obj::Mutation => self.mutation_field(field, args),
+            Obj::Repository => self.repository_field(field, args),
+            Obj::Ref(name) => match field {
+                "name" => leaf(name.clone()),
+                "prefix" => leaf("refs/heads/"),
+                "id" => leaf(format!("REF_{name}")),
+                _ => Err(self.unknown(obj, field)),
+            },
+            Obj::Issue(n) => self.issue_field(*n, field, args),
+            Obj::Pull(n) => self.pull_field(*n, field, args),
+            Obj::Comment(id) => self.comment_field(*id, field),
+            Obj::Label(name) => match field {
+                "name" => leaf(name.clone()),
+                "id" => leaf(format!("LA_{name}")),
+                "color" => leaf("ededed"),
+                "description" => Ok(Out::Null),
+                _ => Err(self.unknown(obj, field)),
+            },
+            Obj::User(login) | Obj::Organization(login) | Obj::Bot(login) => {
+                self.owner_field(obj, login, field, args)
+            }
+            Obj::Project => self.project_field(field, args),
+            Obj::StatusField => self.status_field_field(field, args),
+            Obj::FieldOption(i) => {
+                let name = self
+                    .state
+                    .board
+                    .as_ref()
+                    .and_then(|b| b.options.get(*i))
+                    .cloned()
+                    .unwrap_or_default();
+                match field {
+                    "id" => leaf(ids::option(&name)),
+                    "name" | "nameHTML" => leaf(name),
+                    "color" => leaf("GRAY"),
+                    "description" | "descriptionHTML" => leaf(""),
+                    _ => Err(self.unknown(obj, field)),
+                }
+            }
+            Obj::Item(n) => self.item_field(*n, field, args),
+            Obj::ItemValue(n) => self.item_value_field(*n, field),
+            Obj::RateLimit => match field {
+                "limit" => leaf(5000),
+                "cost" => leaf(1),
+                "remaining" => leaf(4999),
+                "used" => leaf(1),
+                "nodeCount" => leaf(1),
+                "resetAt" => leaf((chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339()),
+                _ => Err(self.unknown(obj, field)),
+            },
+            Obj::Connection {
+                typename,
+                nodes,
+                cursors,
+                total,
+                has_next,
+                has_previous,
+            } => match field {
+                "nodes" => Ok(Out::List(nodes.iter().cloned().map(Out::Obj).collect())),
+                "edges" => Ok(Out::List(
+                    nodes
+                        .iter()
+                        .zip(cursors)
+                        .map(|(n, c)| {
+                            Out::Obj(Obj::Edge {
+                                typename: edge_name(typename),
+                                node: Box::new(n.clone()),
+                                cursor: c.clone(),
+                            })
+                        })
+                        .collect(),
+                )),
+                "totalCount" => leaf(*total),
+                "pageInfo" => Ok(Out::Obj(Obj::PageInfo {
+                    has_next: *has_next,
+                    has_previous: *has_previous,
+                    start: cursors.first().cloned(),
+                    end: cursors.last().cloned(),
+                })),
+                _ => Err(self.unknown(obj, field)),
+            },
+            Obj::Edge { node, cursor, .. } => match field {
+                "node" => Ok(Out::Obj((**node).clone())),
+                "cursor" => leaf(cursor.clone()),
+                _ => Err(self.unknown(obj, field)),
+            },
+            Obj::PageInfo {
+                has_next,
+                has_previous,
+                start,
+                end,
+            } => match field {
+                "hasNextPage" => leaf(*has_next),
+                "hasPreviousPage" => leaf(*has_previous),
+                "startCursor" => leaf(start.clone()),
+                "endCursor" => leaf(end.clone()),
+                _ => Err(self.unknown(obj, field)),
+            },
+            Obj::Payload {
+                client_mutation_id,
+                item,
+                ..
+            } => match field {
+                "clientMutationId" => leaf(client_mutation_id.clone()),
+                "projectV2Item" | "item" => Ok(item.map_or(Out::Null, |n| Out::Obj(Obj::Item(n)))),
+                _ => Err(self.unknown(obj, field)),
+            },
+        }
+    }
+
+    fn query_field(&mut self, field: &str, args: &Args) -> Result<Out, Fail> {
+        match field {
+            "repository" => {
+                let owner = arg_str(args, "owner")?;
+                let name = arg_str(args, "name")?;
+                let repo = &self.state.repo;
+                let visible = !repo.private || !self.caller.is_anonymous();
+                if visible
+                    && repo.owner.eq_ignore_ascii_case(&owner)
+                    && repo.name.eq_ignore_ascii_case(&name)
+                {
+                    Ok(Out::Obj(Obj::Repository))
+                } else {
+                    Err(Fail::NotFound(format!(
+                        "Could not resolve to a Repository with the name '{owner}/{name}'."
+                    )))
+                }
+            }
+            "user" => {
+                let login = arg_str(args, "login")?;
+                match self.owner(&login) {
+                    Some(o @ (Obj::User(_) | Obj::Bot(_))) => Ok(Out::Obj(o)),
+                    _ => Err(Fail::NotFound(format!(
+                        "Could not resolve to a User with the login of '{login}'."
+                    ))),
+                }
+            }
+            "organization" => {
+                let login = arg_str(args, "login")?;
+                match self.owner(&login) {
+                    Some(o @ Obj::Organization(_)) => Ok(Out::Obj(o)),
+                    _ => Err(Fail::NotFound(format!(
+                        "Could not resolve to an Organization with the login of '{login}'."
+                    ))),
+                }
+            }
+            "repositoryOwner" => {
+                let login = arg_str(args, "login")?;
+                Ok(self.owner(&login).map_or(Out::Null, Out::Obj))
+            }
+            "viewer" => Ok(Out::Obj(match self.caller.login() {
+                Some(l) if l.ends_with("[bot]") => Obj::Bot(l.to_string()),
+                Some(l) => Obj::User(l.to_string()),
+                None => Obj::User(self.state.repo.owner.clone()),
+            })),
+            "node" => {
+                let id = arg_str(args, "id")?;
+                self.node(&id).map(Out::Obj).ok_or_else(|| {
+                    Fail::NotFound(format!(
+                        "Could not resolve to a node with the global id of '{id}'"
+                    ))
+                })
+            }
+            "rateLimit" => Ok(Out::Obj(Obj::RateLimit)),
+            _ => Err(self.unknown(&Obj::Query, field)),
+        }
+    }
+
+    fn owner(&self, login: &str) -> Option<Obj> {
+        if self.state.is_org(login) {
+            let canonical = if self.state.repo.owner.eq_ignore_ascii_case(login) {
+                self.state.repo.owner.clone()
+            } else {
+                self.state
+                    .board
+                    .as_ref()
+                    .map_or(login.to_string(), |b| b.owner.clone())
+            };
+            Some(Obj::Organization(canonical))
+        } else if login.ends_with("[bot]") {
+            Some(Obj::Bot(login.to_string()))
+        } else if self.state.is_user(login) {
+            Some(Obj::User(login.to_string()))
+        } else {
+            None
+        }
+    }
+
+    fn author(&self, login: &str) -> Out {
+        Out::Obj(if login.ends_with("[bot]") {
+            Obj::Bot(login.to_string())
+        } else {
+            Obj::User(login.to_string())
+        })
+    }
+
+    fn node(&self, id: &str) -> Option<Obj> {
+        let (kind, rest) = id.split_once('_')?;
+        let number = || rest.parse::<u64>().ok();
+        match kind {
+            "R" => Some(Obj::Repository),
+            "I" => number()
+                .filter(|n| self.state.issue(*n).is_some())
+                .map(Obj::Issue),
+            "PR" => number()
+                .filter(|n| self.state.pull(*n).is_some())
+                .map(Obj::Pull),
+            "IC" => number()
+                .filter(|id| self.comment(*id).is_some())
+                .map(Obj::Comment),
+            "U" | "O" => self.owner(rest),
+            "PVT" => self
+                .state
+                .board
+                .as_ref()
+                .filter(|b| ids::project(b.number) == id)
+                .map(|_| Obj::Project),
+            "PVTSSF" => self
+                .state
+                .board
+                .as_ref()
+                .filter(|b| ids::status_field(b.number) == id)
+                .map(|_| Obj::StatusField),
+            "PVTI" => number().filter(|n| self.state.on_board(*n)).map(Obj::Item),
+            _ => None,
+        }
+    }
+
+    fn comment(&self, id: u64) -> Option<(u64, &super::state::CommentSeed)> {
+        self.state.issues.iter().find_map(|i| {
+            i.comments
+                .iter()
+                .find(|c| c.id == id)
+                .map(|c| (i.number, c))
+        })
+    }
+
+    fn repository_field(&mut self, field: &str, args: &Args) -> Result<Out, Fail> {
+        let repo = &self.state.repo;
+        match field {
+            "id" => leaf(ids::REPO),
+            "name" => leaf(repo.name.clone()),
+            "nameWithOwner" => leaf(format!("{}/{}", repo.owner, repo.name)),
+            "owner" => Ok(self.owner(&repo.owner.clone()).map_or(Out::Null, Out::Obj)),
+            "url" => leaf(format!("{}/{}/{}", self.base, repo.owner, repo.name)),
+            "isPrivate" => leaf(repo.private),
+            "defaultBranchRef" => Ok(Out::Obj(Obj::Ref(repo.default_branch.clone()))),
+            "issue" | "pullRequest" | "issueOrPullRequest" => {
+                let n = arg_u64(args, "number")?;
+                let issue = self.state.issue(n).map(|_| Obj::Issue(n));
+                let pull = self.state.pull(n).map(|_| Obj::Pull(n));
+                let (found, what) = match field {
+                    "issue" => (issue, "an Issue"),
+                    "pullRequest" => (pull, "a PullRequest"),
+                    _ => (issue.or(pull), "an issue or pull request"),
+                };
+                found.map(Out::Obj).ok_or_else(|| {
+                    Fail::NotFound(format!(
+                        "Could not resolve to {what} with the number of {n}."
+                    ))
+                })
+            }
+            _ => Err(self.unknown(&Obj::Repository, field)),
+        }
+    }
+
+    fn issue_field(&mut self, n: u64, field: &str, args: &Args) -> Result<Out, Fail> {
+        let Some(issue) = self.state.issue(n) else {
+            return Ok(Out::Null);
+        };
+        let closed = issue.state == SeedState::Closed;
+        let created = issue.created_at.map(|t| t.to_rfc3339());
+        match field {
+            "id" => leaf(ids::issue(n)),
+            "number" => leaf(n),
+            "databaseId" | "fullDatabaseId" => leaf(n),
+            "title" => leaf(issue.title.clone()),
+            "body" | "bodyText" => leaf(issue.body.clone()),
+            "state" => leaf(if closed { "CLOSED" } else { "OPEN" }),
+            "closed" => leaf(closed),
+            "url" => leaf(format!(
+                "{}/{}/{}/issues/{n}",
+                self.base, self.state.repo.owner, self.state.repo.name
+            )),
+            "author" => Ok(self.author(&issue.author.clone())),
+            "createdAt" | "updatedAt" => leaf(created),
+            "repository" => Ok(Out::Obj(Obj::Repository)),
+            "labels" => {
+                let labels = issue.labels.clone();
+                self.connection(
+                    "LabelConnection",
+                    field,
+                    labels.into_iter().map(Obj::Label).collect(),
+                    args,
+                )
+            }
+            "comments" => {
+                let comments = issue.comments.iter().map(|c| Obj::Comment(c.id)).collect();
+                self.connection("IssueCommentConnection", field, comments, args)
+            }
+            "projectItems" => self.project_items(n, field, args),
+            _ => Err(self.unknown(&Obj::Issue(n), field)),
+        }
+    }
+
+    fn project_items(&mut self, n: u64, field: &str, args: &Args) -> Result<Out, Fail> {
+        self.need_project(false)?;
+        let nodes = if self.state.on_board(n) {
+            vec![Obj::Item(n)]
+        } else {
+            Vec::new()
+        };
+        self.connection("ProjectV2ItemConnection", field, nodes, args)
+    }
+
+    fn pull_field(&mut self, n: u64, field: &str, args: &Args) -> Result<Out, Fail> {
+        let Some(pr) = self.state.pull(n).cloned() else {
+            return Ok(Out::Null);
+        };
+        let PullSeed {
+            head,
+            base,
+            title,
+            body,
+            state,
+            draft,
+            merged,
+            author,
+            created_at,
+            ..
+        } = pr;
+        match field {
+            "id" => leaf(ids::pull(n)),
+            "number" => leaf(n),
+            "title" => leaf(title),
+            "body" => leaf(body),
+            "state" => leaf(match (merged, state) {
+                (true, _) => "MERGED",
+                (false, SeedState::Closed) => "CLOSED",
+                (false, SeedState::Open) => "OPEN",
+            }),
+            "closed" => leaf(merged || state == SeedState::Closed),
+            "merged" => leaf(merged),
+            "isDraft" => leaf(draft),
+            "headRefName" => leaf(head),
+            "baseRefName" => leaf(base),
+            "url" => leaf(format!(
+                "{}/{}/{}/pull/{n}",
+                self.base, self.state.repo.owner, self.state.repo.name
+            )),
+            "author" => Ok(self.author(&author)),
+            "createdAt" | "updatedAt" => leaf(created_at.map(|t| t.to_rfc3339())),
+            "repository" => Ok(Out::Obj(Obj::Repository)),
+            "projectItems" => self.project_items(n, field, args),
+            _ => Err(self.unknown(&Obj::Pull(n), field)),
+        }
+    }
+
+    fn comment_field(&mut self, id: u64, field: &str) -> Result<Out, Fail> {
+        let Some((issue, c)) = self.comment(id) else {
+            return Ok(Out::Null);
+        };
+        let (author, body, created) = (c.author.clone(), c.body.clone(), c.created_at);
+        match field {
+            "id" => leaf(format!("IC_{id}")),
+            "databaseId" | "fullDatabaseId" => leaf(id),
+            "body" | "bodyText" => leaf(body),
+            "author" => Ok(self.author(&author)),
+            "createdAt" | "updatedAt" => leaf(created.map(|t| t.to_rfc3339())),
+            "url" => leaf(format!(
+                "{}/{}/{}/issues/{issue}#issuecomment-{id}",
+                self.base, self.state.repo.owner, self.state.repo.name
+            )),
+            "issue" => Ok(Out::Obj(Obj::Issue(issue))),
+            _ => Err(self.unknown(&Obj::Comment(id), field)),
+        }
+    }
+
+    fn owner_field(
+        &mut self,
+        obj: &Obj,
+        login: &str,
+        field: &str,
+        args: &Args,
+    ) -> Result<Out, Fail> {
+        let board_here = self
+            .state
+            .board
+            .as_ref()
+            .filter(|b| b.owner.eq_ignore_ascii_case(login))
+            .map(|b| b.number);
+        match field {
+            "id" => leaf(match obj {
+                Obj::Organization(_) => format!("O_{login}"),
+                _ => format!("U_{login}"),
+            }),
+            "login" => leaf(login.to_string()),
+            "name" => leaf(
+                self.state
+                    .users
+                    .iter()
+                    .find(|u| u.login.eq_ignore_ascii_case(login))
+                    .and_then(|u| u.name.clone()),
+            ),
+            "url" => leaf(format!("{}/{login}", self.base)),
+            "projectV2" if !matches!(obj, Obj::Bot(_)) => {
+                self.need_project(false)?;
+                let number = arg_u64(args, "number")?;
+                if board_here == Some(number) {
+                    Ok(Out::Obj(Obj::Project))
+                } else {
+                    Err(Fail::NotFound(format!(
+                        "Could not resolve to a ProjectV2 with the number {number}."
+                    )))
+                }
+            }
+            "projectsV2" if !matches!(obj, Obj::Bot(_)) => {
+                self.need_project(false)?;
+                let nodes = board_here.map(|_| Obj::Project).into_iter().collect();
+                self.connection("ProjectV2Connection", field, nodes, args)
+            }
+            _ => Err(self.unknown(obj, field)),
+        }
+    }
+
+    fn project_field(&mut self, field: &str, args: &Args) -> Result<Out, Fail> {
+        self.need_project(false)?;
+        let Some(board) = self.state.board.clone() else {
+            return Ok(Out::Null);
+        };
+        match field {
+            "id" => leaf(ids::project(board.number)),
+            "number" => leaf(board.number),
+            "title" => leaf(board.title),
+            "url" => leaf(format!(
+                "{}/orgs/{}/projects/{}",
+                self.base, board.owner, board.number
+            )),
+            "closed" | "public" | "template" => leaf(false),
+            "shortDescription" | "readme" => Ok(Out::Null),
+            "owner" => Ok(self.owner(&board.owner).map_or(Out::Null, Out::Obj)),
+            "field" => {
+                let name = arg_str(args, "name")?;
+                Ok(if name == board.status_field {
+                    Out::Obj(Obj::StatusField)
+                } else {
+                    Out::Null
+                })
+            }
+            "fields" => self.connection(
+                "ProjectV2FieldConfigurationConnection",
+                field,
+                vec![Obj::StatusField],
+                args,
+            ),
+            "items" => {
+                let nodes = board.items.keys().map(|n| Obj::Item(*n)).collect();
+                self.connection("ProjectV2ItemConnection", field, nodes, args)
+            }
+            _ => Err(self.unknown(&Obj::Project, field)),
+        }
+    }
+
+    fn status_field_field(&mut self, field: &str, args: &Args) -> Result<Out, Fail> {
+        self.need_project(false)?;
+        let Some(board) = self.state.board.clone() else {
+            return Ok(Out::Null);
+        };
+        match field {
+            "id" => leaf(ids::status_field(board.number)),
+            "name" => leaf(board.status_field),
+            "dataType" => leaf("SINGLE_SELECT"),
+            "project" => Ok(Out::Obj(Obj::Project)),
+            "options" => {
+                let names: Option<Vec<String>> =
+                    args.get("names").and_then(|v| v.as_array()).map(|a| {
+                        a.iter()
+                            .filter_map(|v| v.as_str().map(str::to_string))
+                            .collect()
+                    });
+                Ok(Out::List(
+                    board
+                        .options
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, o)| names.as_ref().is_none_or(|n| n.contains(o)))
+                        .map(|(i, _)| Out::Obj(Obj::FieldOption(i)))
+                        .collect(),
+                ))
+            }
+            _ => Err(self.unknown(&Obj::StatusField, field)),
+        }
+    }
+
+    fn item_field(&mut self, n: u64, field: &str, args: &Args) -> Result<Out, Fail> {
+        self.need_project(false)?;
+        let Some(board) = self.state.board.clone() else {
+            return Ok(Out::Null);
+        };
+        let has_value = board.items.get(&n).is_some_and(|c| c.is_some());
+        match field {
+            "id" => leaf(ids::item(n)),
+            "type" => leaf(if self.state.pull(n).is_some() {
+                "PULL_REQUEST"
+            } else {
+                "ISSUE"
+            }),
+            "isArchived" => leaf(false),
+            "project" => Ok(Out::Obj(Obj::Project)),
+            "content" => Ok(if self.state.issue(n).is_some() {
+                Out::Obj(Obj::Issue(n))
+            } else if self.state.pull(n).is_some() {
+                Out::Obj(Obj::Pull(n))
+            } else {
+                Out::Null
+            }),
+            "fieldValueByName" => {
+                let name = arg_str(args, "name")?;
+                Ok(if name == board.status_field && has_value {
+                    Out::Obj(Obj::ItemValue(n))
+                } else {
+                    Out::Null
+                })
+            }
+            "fieldValues" => {
+                let nodes = if has_value {
+                    vec![Obj::ItemValue(n)]
+                } else {
+                    Vec::new()
+                };
+                self.connection("ProjectV2ItemFieldValueConnection", field, nodes, args)
+            }
+            "createdAt" | "updatedAt" => leaf(chrono::Utc::now().to_rfc3339()),
+            "databaseId" | "fullDatabaseId" => leaf(n),
+            _ => Err(self.unknown(&Obj::Item(n), field)),
+        }
+    }
+
+    fn item_value_field(&mut self, n: u64, field: &str) -> Result<Out, Fail> {
+        let column = self.state.column_of(n).map(str::to_string);
+        match field {
+            "id" => leaf(format!("PVTFSV_{n}")),
+            "name" | "nameHTML" => leaf(column),
+            "optionId" => leaf(column.as_deref().map(ids::option)),
+            "field" => Ok(Out::Obj(Obj::StatusField)),
+            "item" => Ok(Out::Obj(Obj::Item(n))),
+            "color" => leaf("GRAY"),
+            "description" | "descriptionHTML" => leaf(""),
+            "createdAt" | "updatedAt" => leaf(chrono::Utc::now().to_rfc3339()),
+            _ => Err(self.unknown(&Obj::ItemValue(n), field)),
+        }
+    }
+
+    fn mutation_field(&mut self, field: &str, args: &Args) -> Result<Out, Fail> {
+        let input = args
+            .get("input")
+            .and_then(|v| v.as_object())
+            .cloned()
+            .unwrap_or_default();
+        let client_mutation_id = input
+            .get("clientMutationId")
+            .and_then(|v| v.as_str())
+            .map(str::to_string);
+        match field {
+            "updateProjectV2ItemFieldValue" => {
+                self.need_project(true)?;
+                let project = arg_str(&input, "projectId")?;
+                let item = arg_str(&input, "itemId")?;
+                let field_id = arg_str(&input, "fieldId")?;
+                let board = self.state.board.clone().ok_or_else(|| no_node(&project))?;
+                if project != ids::project(board.number) {
+                    return Err(no_node(&project));
+                }
+                let n = item
+                    .strip_prefix("PVTI_")
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .filter(|n| board.items.contains_key(n))
+                    .ok_or_else(|| no_node(&item))?;
+                if field_id != ids::status_field(board.number) {
+                    return Err(no_node(&field_id));
+                }
+                let value = input
+                    .get("value")
+                    .and_then(|v| v.as_object())
+                    .cloned()
+                    .unwrap_or_default();
+                let Some(option) = value.get("singleSelectOptionId").and_then(|v| v.as_str())
+                else {
+                    return Err(Fail::Invalid(
+                        "The field is a single select field: set `value: {singleSelectOptionId: ...}`".into(),
+                    ));
+                };
+                let Some(name) = board.options.iter().find(|o| ids::option(o) == option) else {
+                    return Err(Fail::Invalid(format!(
+                        "The single select option Id '{option}' does not belong to the field"
+                    )));
+                };
+                if let Some(b) = self.state.board.as_mut() {
+                    b.items.insert(n, Some(name.clone()));
+                }
+                Ok(Out::Obj(Obj::Payload {
+                    typename: "UpdateProjectV2ItemFieldValuePayload",
+                    client_mutation_id,
+                    item: Some(n),
+                }))
+            }
+            "addProjectV2ItemById" => {
+                self.need_project(true)?;
+                let project = arg_str(&input, "projectId")?;
+                let content = arg_str(&input, "contentId")?;
+                let number = self.state.board.as_ref().map(|b| b.number);
+                if number.map(ids::project).as_deref() != Some(project.as_str()) {
+                    return Err(no_node(&project));
+                }
+                let n = match self.node(&content) {
+                    Some(Obj::Issue(n) | Obj::Pull(n)) => n,
+                    _ => return Err(no_node(&content)),
+                };
+                if let Some(b) = self.state.board.as_mut() {
+                    b.items.entry(n).or_insert(None);
+                }
+                Ok(Out::Obj(Obj::Payload {
+                    typename: "AddProjectV2ItemByIdPayload",
+                    client_mutation_id,
+                    item: Some(n),
+                }))
+            }
+            _ => Err(self.unknown(&Obj::Mutation, field)),
+        }
+    }
+
+    /// A connection over `all`, paged by `first`/`after` or `last`/`before` as GitHub does.
+    fn connection(
+        &self,
+        typename: &'static str,
+        field: &str,
+        all: Vec<Obj>,
+        args: &Args,
+    ) -> Result<Out, Fail> {
+        let first = args.get("first").and_then(|v| v.as_i64());
+        let last = args.get("last").and_then(|v| v.as_i64());
+        if first.is_none() && last.is_none() {
+            return Err(Fail::Pagination {
+                kind: "MISSING_PAGINATION_BOUNDARIES",
+                message: format!(
+                    "You must provide a `first` or `last` value to properly paginate the `{field}` connection."
+                ),
+            });
+        }
+        for (name, v) in [("first", first), ("last", last)] {
+            if let Some(v) = v {
+                if !(0..=100).contains(&v) {
+                    return Err(Fail::Pagination {
+                        kind: "EXCESSIVE_PAGINATION",
+                        message: format!(
+                            "Requesting {v} records on the `{field}` connection exceeds the `{name}` limit of 100 records."
+                        ),
+                    });
+                }
+            }
+        }
+        let cursor_index = |key: &str| {
+            args.get(key)
+                .and_then(|v| v.as_str())
+                .and_then(|c| c.strip_prefix("cursor:"))
+                .and_then(|c| c.parse::<usize>().ok())
+        };
+        let total = all.len();
+        let mut start = cursor_index("after").map_or(0, |i| i + 1).min(total);
+        let mut end = cursor_index("before")
+            .unwrap_or(total)
+            .min(total)
+            .max(start);
+        if let Some(f) = first {
+            end = end.min(start + f as usize);
+        }
+        if let Some(l) = last {
+            start = start.max(end.saturating_sub(l as usize));
+        }
+        Ok(Out::Obj(Obj::Connection {
+            typename,
+            nodes: all[start..end].to_vec(),
+            cursors: (start..end).map(|i| format!("cursor:{i}")).collect(),
+            total,
+            has_next: end < total,
+            has_previous: start > 0,
+        }))
+    }
+}
+
+fn edge_name(connection: &str) -> &'static str {
+    match connection {
+        "ProjectV2ItemConnection" => "ProjectV2ItemEdge",
+        "ProjectV2Connection" => "ProjectV2Edge",
+        "LabelConnection" => "LabelEdge",
+        "IssueCommentConnection" => "IssueCommentEdge",
+        "ProjectV2FieldConfigurationConnection" => "ProjectV2FieldConfigurationEdge",
+        "ProjectV2ItemFieldValueConnection" => "ProjectV2ItemFieldValueEdge",
+        _ => "Edge",
+    }
+}
+
+fn no_node(id: &str) -> Fail {
+    Fail::NotFound(format!(
+        "Could not resolve to a node with the global id of '{id}'"
+    ))
+}
+
+fn loc(pos: Pos) -> Value {
+    json!({"line": pos.line, "column": pos.column})
+}
+
+fn arg_str(args: &Args, name: &str) -> Result<String, Fail> {
+    args.get(name)
+        .and_then(|v| v.as_str())
+        .map(str::to_string)
+        .ok_or_else(|| Fail::Invalid(format!("Argument '{name}' is missing or not a String")))
+}
+
+fn arg_u64(args: &Args, name: &str) -> Result<u64, Fail> {
+    args.get(name)
+        .and_then(|v| v.as_u64())
+        .ok_or_else(|| Fail::Invalid(format!("Argument '{name}' is missing or not an Int")))
+}
+
+/// Put `value` under `key`, merging objects selected more than once (fragments overlapping).
+fn merge_into(out: &mut Map<String, Value>, key: &str, value: Value) {
+    match (out.get_mut(key), value) {
+        (Some(Value::Object(existing)), Value::Object(new)) => {
+            for (k, v) in new {
+                merge_into(existing, &k, v);
+            }
+        }
+        (Some(Value::Array(existing)), Value::Array(new)) if existing.len() == new.len() => {
+            for (e, n) in existing.iter_mut().zip(new) {
+                if let (Value::Object(e), Value::Object(n)) = (e, n) {
+                    for (k, v) in n {
+                        merge_into(e, &k, v);
+                    }
+                }
+            }
+        }
+        (Some(_), _) => {}
+        (None, value) => {
+            out.insert(key.to_string(), value);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::sandbox::state::{BoardSeed, IssueSeed, OwnerType};
+
+    fn state() -> SandboxState {
+        let mut s = SandboxState::new("acme", "widgets");
+        for n in 1..=3 {
+            s.issues.push(IssueSeed {
+                number: n,
+                title: format!("issue {n}"),
+                body: String::new(),
+                author: "alice".into(),
+                labels: vec!["bug".into()],
+                state: SeedState::Open,
+                state_reason: None,
+                blocked_by: vec![],
+                comments: vec![],
+                created_at: None,
+            });
+        }
+        s.board = Some(BoardSeed {
+            owner: "acme".into(),
+            owner_type: OwnerType::Organization,
+            number: 2,
+            title: "Board".into(),
+            status_field: "Status".into(),
+            options: vec!["Todo".into(), "Doing".into(), "Done".into()],
+            items: BTreeMap::from([
+                (1, Some("Todo".into())),
+                (2, None),
+                (3, Some("Done".into())),
+            ]),
+        });
+        s
+    }
+
+    fn run_as(state: &mut SandboxState, caller: &Caller, query: &str, vars: Value) -> Value {
+        let doc = graphql_parser::parse_query::<&str>(query).expect("query parses");
+        let (op, _) = pick_operation(&doc, None).expect("one operation");
+        Exec::new(state, "http://sandbox", caller, &doc, Some(&vars)).run(op)
+    }
+
+    fn run(state: &mut SandboxState, query: &str, vars: Value) -> Value {
+        let caller = Caller::Unrestricted {
+            login: "alice".into(),
+        };
+        run_as(state, &caller, query, vars)
+    }
+
+    #[test]
+    fn aliases_variables_fragments_and_typename() {
+        let mut s = state();
+        let out = run(
+            &mut s,
+            r#"
+            query Q($n: Int!, $field: String = "Status") {
+              repo: repository(owner: "acme", name: "widgets") {
+                first: issue(number: $n) { ...Basics }
+                other: issue(number: 3) { number }
+              }
+              owner: repositoryOwner(login: "acme") {
+                __typename
+                ... on ProjectV2Owner { id }
+                ... on Organization { projectV2(number: 2) { title field(name: $field) { ... on ProjectV2FieldCommon { name } ... on ProjectV2SingleSelectField { options { name } } } } }
+              }
+            }
+            fragment Basics on Issue { __typename number title labels(first: 5) { nodes { name } } }
+            "#,
+            json!({"n": 1}),
+        );
+        assert!(out.get("errors").is_none(), "{out}");
+        let d = &out["data"];
+        assert_eq!(d["repo"]["first"]["__typename"], "Issue");
+        assert_eq!(d["repo"]["first"]["labels"]["nodes"][0]["name"], "bug");
+        assert_eq!(d["repo"]["other"]["number"], 3);
+        assert_eq!(d["owner"]["__typename"], "Organization");
+        assert_eq!(d["owner"]["id"], "O_acme");
+        let field = &d["owner"]["projectV2"]["field"];
+        assert_eq!(field["name"], "Status");
+        assert_eq!(field["options"][1]["name"], "Doing");
+    }
+
+    #[test]
+    fn skip_and_include() {
+        let mut s = state();
+        let out = run(
+            &mut s,
+            "query($yes: Boolean!) { viewer { login @include(if: $yes) id @skip(if: $yes) } }",
+            json!({"yes": true}),
+        );
+        assert_eq!(out["data"]["viewer"], json!({"login": "alice"}));
+    }
+
+    #[test]
+    fn connections_page_and_refuse_bad_bounds() {
+        let mut s = state();
+        let q = r#"query($after: String) { organization(login: "acme") { projectV2(number: 2) {
+            items(first: 2, after: $after) { totalCount pageInfo { hasNextPage endCursor } nodes { id } } } } }"#;
+        let out = run(&mut s, q, json!({}));
+        let items = &out["data"]["organization"]["projectV2"]["items"];
+        assert_eq!(items["totalCount"], 3);
+        assert_eq!(items["nodes"].as_array().unwrap().len(), 2);
+        assert_eq!(items["pageInfo"]["hasNextPage"], true);
+        let cursor = items["pageInfo"]["endCursor"].clone();
+        let out = run(&mut s, q, json!({"after": cursor}));
+        let items = &out["data"]["organization"]["projectV2"]["items"];
+        assert_eq!(items["nodes"], json!([{"id": "PVTI_3"}]));
+        assert_eq!(items["pageInfo"]["hasNextPage"], false);
+
+        let out = run(
+            &mut s,
+            r#"{ organization(login: "acme") { projectV2(number: 2) { items { totalCount } } } }"#,
+            json!({}),
+        );
+        assert!(out.get("data").is_none());
+        assert_eq!(out["errors"][0]["type"], "MISSING_PAGINATION_BOUNDARIES");
+        let out = run(
+            &mut s,
+            r#"{ organization(login: "acme") { projectV2(number: 2) { items(first: 101) { totalCount } } } }"#,
+            json!({}),
+        );
+        assert_eq!(out["errors"][0]["type"], "EXCESSIVE_PAGINATION");
+    }
+
+    #[test]
+    fn github_style_errors() {
+        let mut s = state();
+        let out = run(&mut s, "{ viewer { logn } }", json!({}));
+        assert!(out.get("data").is_none());
+        assert_eq!(out["errors"][0]["extensions"]["code"], "undefinedField");
+        assert_eq!(
+            out["errors"][0]["message"],
+            "Field 'logn' doesn't exist on type 'User'"
+        );
+        let out = run(&mut s, "{ viewer }", json!({}));
+        assert_eq!(out["errors"][0]["extensions"]["code"], "selectionMismatch");
+        let out = run(&mut s, "{ viewer { login { x } } }", json!({}));
+        assert_eq!(out["errors"][0]["extensions"]["code"], "selectionMismatch");
+        let out = run(&mut s, "{ viewer { ...Nope } }", json!({}));
+        assert_eq!(
+            out["errors"][0]["extensions"]["code"],
+            "useAndDefineFragment"
+        );
+        let out = run(&mut s, "{ viewer { ... on Nope { id } } }", json!({}));
+        assert_eq!(out["errors"][0]["extensions"]["code"], "undefinedType");
+        let out = run(
+            &mut s,
+            "query($n: Int!) { repository(owner: \"acme\", name: \"widgets\") { issue(number: $n) { id } } }",
+            json!({}),
+        );
+        assert_eq!(out["errors"][0]["extensions"]["code"], "variableMismatch");
+        let out = run(
+            &mut s,
+            r#"{ repository(owner: "acme", name: "nope") { id } user(login: "acme") { id } }"#,
+            json!({}),
+        );
+        assert_eq!(out["data"], json!({"repository": null, "user": null}));
+        assert_eq!(out["errors"][0]["type"], "NOT_FOUND");
+        assert_eq!(out["errors"][0]["path"], json!(["repository"]));
+        assert_eq!(
+            out["errors"][1]["message"],
+            "Could not resolve to a User with the login of 'acme'."
+        );
+    }
+
+    #[test]
+    fn scopes_are_checked() {
+        let mut s = state();
+        let caller = Caller::Token {
+            login: "alice".into(),
+            scopes: vec!["repo".into(), "read:project".into()],
+        };
+        let read = r#"{ repository(owner: "acme", name: "widgets") { issue(number: 1) { projectItems(first: 1) { nodes { id } } } } }"#;
+        let out = run_as(&mut s, &caller, read, json!({}));
+        assert_eq!(
+            out["data"]["repository"]["issue"]["projectItems"]["nodes"][0]["id"],
+            "PVTI_1"
+        );
+        let write = r#"mutation { updateProjectV2ItemFieldValue(input: {projectId: "PVT_2", itemId: "PVTI_1", fieldId: "PVTSSF_2", value: {singleSelectOptionId: "x"}}) { clientMutationId } }"#;
+        let out = run_as(&mut s, &caller, write, json!({}));
+        assert_eq!(out["errors"][0]["type"], "INSUFFICIENT_SCOPES");
+        assert!(
+            out["errors"][0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("['project']")
+        );
+        let repo_only = Caller::Token {
+            login: "alice".into(),
+            scopes: vec!["repo".into()],
+        };
+        let out = run_as(&mut s, &repo_only, read, json!({}));
+        assert!(out.get("data").is_none());
+        assert!(
+            out["errors"][0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("granted the: ['repo']")
+        );
+    }
+
+    #[test]
+    fn mutations_change_the_board() {
+        let mut s = state();
+        let doing = ids::option("Doing");
+        let out = run(
+            &mut s,
+            r#"mutation($o: String!) {
+                a: updateProjectV2ItemFieldValue(input: {projectId: "PVT_2", itemId: "PVTI_2", fieldId: "PVTSSF_2", value: {singleSelectOptionId: $o}, clientMutationId: "c1"}) {
+                  clientMutationId projectV2Item { fieldValueByName(name: "Status") { ... on ProjectV2ItemFieldSingleSelectValue { name optionId } } }
+                }
+              }"#,
+            json!({"o": doing}),
+        );
+        assert!(out.get("errors").is_none(), "{out}");
+        assert_eq!(out["data"]["a"]["clientMutationId"], "c1");
+        assert_eq!(
+            out["data"]["a"]["projectV2Item"]["fieldValueByName"]["name"],
+            "Doing"
+        );
+        assert_eq!(s.column_of(2), Some("Doing"));
+        s.board.as_mut().unwrap().items.remove(&3);
+        let out = run(
+            &mut s,
+            r#"mutation { addProjectV2ItemById(input: {projectId: "PVT_2", contentId: "I_3"}) { item { id content { ... on Issue { number } } } } }"#,
+            json!({}),
+        );
+        assert_eq!(
+            out["data"]["addProjectV2ItemById"]["item"]["content"]["number"],
+            3
+        );
+        assert!(s.on_board(3) && s.column_of(3).is_none());
+        let out = run(
+            &mut s,
+            r#"mutation { addProjectV2ItemById(input: {projectId: "PVT_9", contentId: "I_3"}) { item { id } } }"#,
+            json!({}),
+        );
+        assert_eq!(out["errors"][0]["type"], "NOT_FOUND");
+    }
+
+    #[test]
+    fn nodes_by_id() {
+        let mut s = state();
+        let out = run(
+            &mut s,
+            r#"{ a: node(id: "I_2") { __typename ... on Issue { title } } b: node(id: "PVTI_1") { ... on ProjectV2Item { type } } c: node(id: "zzz") { id } }"#,
+            json!({}),
+        );
+        assert_eq!(
+            out["data"]["a"],
+            json!({"__typename": "Issue", "title": "issue 2"})
+        );
+        assert_eq!(out["data"]["b"]["type"], "ISSUE");
+        assert_eq!(out["data"]["c"], Value::Null);
+    }
+
+    #[test]
+    fn operation_choice() {
+        let doc = graphql_parser::parse_query::<&str>(
+            "query A { viewer { login } } query B { viewer { id } }",
+        )
+        .unwrap();
+        assert!(pick_operation(&doc, None).is_err());
+        assert_eq!(pick_operation(&doc, Some("B")).unwrap().1, "B");
+        assert!(pick_operation(&doc, Some("C")).is_err());
+        let doc = graphql_parser::parse_query::<&str>("{ viewer { login } }").unwrap();
+        assert_eq!(pick_operation(&doc, None).unwrap().1, "anonymous");
+    }
+}

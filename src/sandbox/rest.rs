@@ -1,0 +1,1307 @@
+//! The HTTP side: routes, the gate every request passes (auth, counting, faults, rate-limit
+//! headers), the REST handlers and the GraphQL endpoint.
+
+// Handlers return early with a finished error `Response` through `Result<_, Response>`; boxing
+// each one would only add noise to a test server.
+#![allow(clippy::result_large_err)]
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Extension, MatchedPath, Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Map, Value, json};
+
+use super::git::Mergeability;
+use super::graphql::{Exec, GqlRequest, pick_operation};
+use super::state::{CommentSeed, IssueSeed, PullSeed, SandboxState, SeedState, TokenSeed};
+use super::{Caller, Fault, Shared, ids};
+
+type S = State<Arc<Shared>>;
+type Q = Query<HashMap<String, String>>;
+
+const DOCS: &str = "https://docs.github.com/rest";
+
+/// GitHub Enterprise Server's REST prefix; the sandbox answers with and without it.
+const GHES_PREFIX: &str = "/api/v3";
+
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .merge(api_routes())
+        .nest(GHES_PREFIX, api_routes())
+        .route("/graphql", post(graphql))
+        .route("/api/graphql", post(graphql))
+        .route("/_sandbox/state", get(dump))
+        .route("/_sandbox/requests", get(counts))
+        .route("/_sandbox/faults", post(add_fault))
+        .fallback(not_found_route)
+        .layer(middleware::from_fn_with_state(shared.clone(), gate))
+        .with_state(shared)
+}
+
+/// The REST routes, served at the root (as api.github.com) and under `/api/v3` (as GHES).
+fn api_routes() -> Router<Arc<Shared>> {
+    Router::new()
+        .route("/user", get(user))
+        .route("/repos/{owner}/{repo}", get(repository))
+        .route(
+            "/repos/{owner}/{repo}/issues/{number}",
+            get(get_issue).patch(patch_issue),
+        )
+        .route(
+            "/repos/{owner}/{repo}/issues/{number}/comments",
+            get(list_comments).post(create_comment),
+        )
+        .route(
+            "/repos/{owner}/{repo}/issues/comments/{comment_id}",
+            get(get_comment).patch(update_comment),
+        )
+        .route(
+            "/repos/{owner}/{repo}/issues/{number}/dependencies/blocked_by",
+            get(blocked_by),
+        )
+        .route("/repos/{owner}/{repo}/commits/{ref}", get(commit))
+        .route(
+            "/repos/{owner}/{repo}/commits/{ref}/check-runs",
+            get(check_runs),
+        )
+        .route(
+            "/repos/{owner}/{repo}/pulls",
+            get(list_pulls).post(create_pull),
+        )
+        .route("/repos/{owner}/{repo}/pulls/{number}", get(get_pull))
+        .route("/repos/{owner}/{repo}/installation", get(installation))
+        .route(
+            "/app/installations/{installation_id}/access_tokens",
+            post(installation_token),
+        )
+}
+
+/// GitHub's error body.
+fn gh_error(status: StatusCode, message: &str, doc: &str) -> Response {
+    (
+        status,
+        axum::Json(json!({
+            "message": message,
+            "documentation_url": doc,
+            "status": status.as_u16().to_string(),
+        })),
+    )
+        .into_response()
+}
+
+fn not_found(doc: &str) -> Response {
+    gh_error(StatusCode::NOT_FOUND, "Not Found", doc)
+}
+
+fn validation_failed(errors: Value, doc: &str) -> Response {
+    (
+        StatusCode::UNPROCESSABLE_ENTITY,
+        axum::Json(json!({
+            "message": "Validation Failed",
+            "errors": errors,
+            "documentation_url": doc,
+            "status": "422",
+        })),
+    )
+        .into_response()
+}
+
+fn json_ok(status: StatusCode, value: Value) -> Response {
+    (status, axum::Json(value)).into_response()
+}
+
+async fn not_found_route() -> Response {
+    not_found(DOCS)
+}
+
+/// Who the `Authorization` header names; `Err` is the 401 answer.
+fn identify(
+    state: &SandboxState,
+    headers: &HeaderMap,
+    app_route: bool,
+) -> Result<Caller, Response> {
+    let raw = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim);
+    if state.tokens.is_empty() {
+        return Ok(match raw {
+            Some(r) if app_route && looks_like_jwt(r) => Caller::AppJwt(bearer(r).to_string()),
+            _ => Caller::Unrestricted {
+                login: state.repo.owner.clone(),
+            },
+        });
+    }
+    let Some(raw) = raw else {
+        return Ok(Caller::Anonymous);
+    };
+    let token = bearer(raw);
+    if let Some(TokenSeed { login, scopes, .. }) = state.tokens.iter().find(|t| t.token == token) {
+        return Ok(Caller::Token {
+            login: login.clone(),
+            scopes: scopes.clone(),
+        });
+    }
+    if app_route && looks_like_jwt(raw) {
+        return Ok(Caller::AppJwt(token.to_string()));
+    }
+    Err(gh_error(StatusCode::UNAUTHORIZED, "Bad credentials", DOCS))
+}
+
+fn bearer(raw: &str) -> &str {
+    raw.strip_prefix("Bearer ")
+        .or_else(|| raw.strip_prefix("bearer "))
+        .or_else(|| raw.strip_prefix("token "))
+        .unwrap_or(raw)
+        .trim()
+}
+
+fn looks_like_jwt(raw: &str) -> bool {
+    let t = bearer(raw);
+    t.starts_with("eyJ") && t.matches('.').count() == 2
+}
+
+/// Every request: identify the caller, count it, apply an injected fault, add GitHub's headers.
+async fn gate(State(s): S, mut req: Request, next: Next) -> Response {
+    let full = req.uri().path().to_string();
+    if full.starts_with("/_sandbox/") {
+        return next.run(req).await;
+    }
+    // Count GitHub Enterprise Server's paths under github.com's routes.
+    let path = match full.strip_prefix(GHES_PREFIX) {
+        Some(rest) if rest.starts_with('/') => rest.to_string(),
+        _ if full == "/api/graphql" => "/graphql".to_string(),
+        _ => full,
+    };
+    let template = req.extensions().get::<MatchedPath>().map_or_else(
+        || "<unmatched>".to_string(),
+        |m| {
+            let t = m.as_str();
+            t.strip_prefix(GHES_PREFIX)
+                .filter(|rest| rest.starts_with('/'))
+                .unwrap_or(if t == "/api/graphql" { "/graphql" } else { t })
+                .to_string()
+        },
+    );
+    let route = format!("{} {template}", req.method());
+    let app_route = path.starts_with("/app/") || template.ends_with("/installation");
+    let caller = identify(&s.state(), req.headers(), app_route);
+    let mut resp = match caller {
+        Err(resp) => {
+            s.admit(&route);
+            resp
+        }
+        Ok(caller) => {
+            req.extensions_mut().insert(caller.clone());
+            if path == "/graphql" {
+                // Counted and faulted by the handler, which knows the operation's name.
+                next.run(req).await
+            } else {
+                let fault = s.admit(&route);
+                with_fault(fault, next.run(req)).await
+            }
+        }
+    };
+    let scopes = req_scopes(&resp);
+    add_github_headers(&s, &path, &mut resp, scopes);
+    resp
+}
+
+/// Scopes to report, carried from the handler through a response extension.
+fn req_scopes(resp: &Response) -> Option<String> {
+    resp.extensions().get::<ScopesHeader>().map(|s| s.0.clone())
+}
+
+#[derive(Clone)]
+struct ScopesHeader(String);
+
+/// Apply `fault` around `answer`.
+async fn with_fault(fault: Option<Fault>, answer: impl Future<Output = Response>) -> Response {
+    let Some(fault) = fault else {
+        return answer.await;
+    };
+    if fault.delay_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(fault.delay_ms)).await;
+    }
+    let mut resp = match fault.status {
+        None => answer.await,
+        Some(code) => {
+            if fault.after_handler {
+                let _ = answer.await;
+            }
+            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            json_ok(status, fault.answer_body())
+        }
+    };
+    for (k, v) in &fault.headers {
+        if let (Ok(k), Ok(v)) = (
+            HeaderName::from_bytes(k.as_bytes()),
+            HeaderValue::from_str(v),
+        ) {
+            resp.headers_mut().insert(k, v);
+        }
+    }
+    resp
+}
+
+fn add_github_headers(s: &Shared, path: &str, resp: &mut Response, scopes: Option<String>) {
+    let (limit, remaining, reset, used) = s.quota();
+    let resource = if path == "/graphql" {
+        "graphql"
+    } else {
+        "core"
+    };
+    let h = resp.headers_mut();
+    let mut put = |k: &'static str, v: String| {
+        if !h.contains_key(k) {
+            if let Ok(v) = HeaderValue::from_str(&v) {
+                h.insert(k, v);
+            }
+        }
+    };
+    put("x-ratelimit-limit", limit.to_string());
+    put("x-ratelimit-remaining", remaining.to_string());
+    put("x-ratelimit-reset", reset.to_string());
+    put("x-ratelimit-used", used.to_string());
+    put("x-ratelimit-resource", resource.to_string());
+    put("x-github-api-version-selected", "2022-11-28".to_string());
+    put("x-github-request-id", format!("SANDBOX:{used:08X}"));
+    if let Some(scopes) = scopes {
+        put("x-oauth-scopes", scopes);
+    }
+}
+
+/// Attach the caller's scopes so the gate can send `X-OAuth-Scopes`.
+fn with_scopes(caller: &Caller, mut resp: Response) -> Response {
+    let scopes = match caller.scopes() {
+        None => Some("repo, project, read:org".to_string()),
+        Some(s) if matches!(caller, Caller::Token { .. }) => Some(s.join(", ")),
+        Some(_) => None,
+    };
+    if let Some(s) = scopes {
+        resp.extensions_mut().insert(ScopesHeader(s));
+    }
+    resp
+}
+
+/// 404 unless `owner/repo` is the sandbox's repository and the caller may see it.
+fn check_repo(st: &SandboxState, owner: &str, repo: &str, caller: &Caller) -> Result<(), Response> {
+    let ours = st.repo.owner.eq_ignore_ascii_case(owner) && st.repo.name.eq_ignore_ascii_case(repo);
+    if ours && (!st.repo.private || !caller.is_anonymous()) {
+        Ok(())
+    } else {
+        Err(not_found(DOCS))
+    }
+}
+
+fn require_auth(caller: &Caller) -> Result<(), Response> {
+    if caller.is_anonymous() {
+        Err(gh_error(
+            StatusCode::UNAUTHORIZED,
+            "Requires authentication",
+            DOCS,
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+fn author_of(caller: &Caller, st: &SandboxState) -> String {
+    caller
+        .login()
+        .map_or_else(|| st.repo.owner.clone(), str::to_string)
+}
+
+fn parse_body(body: &Bytes) -> Result<Map<String, Value>, Response> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(m)) => Ok(m),
+        _ => Err(gh_error(
+            StatusCode::BAD_REQUEST,
+            "Problems parsing JSON",
+            DOCS,
+        )),
+    }
+}
+
+fn number(s: &str) -> Option<u64> {
+    s.parse().ok()
+}
+
+fn user_json(base: &str, login: &str) -> Value {
+    let bot = login.ends_with("[bot]");
+    json!({
+        "login": login,
+        "id": ids::fnv(login),
+        "node_id": format!("U_{login}"),
+        "type": if bot { "Bot" } else { "User" },
+        "site_admin": false,
+        "url": format!("{base}/users/{login}"),
+        "html_url": format!("{base}/{login}"),
+    })
+}
+
+fn web(s: &Shared, st: &SandboxState, rest: &str) -> String {
+    format!("{}/{}/{}{rest}", s.base, st.repo.owner, st.repo.name)
+}
+
+fn api(s: &Shared, st: &SandboxState, rest: &str) -> String {
+    format!("{}/repos/{}/{}{rest}", s.base, st.repo.owner, st.repo.name)
+}
+
+fn association(st: &SandboxState, login: &str) -> &'static str {
+    if st.repo.owner.eq_ignore_ascii_case(login) {
+        "OWNER"
+    } else {
+        "NONE"
+    }
+}
+
+fn time(t: Option<chrono::DateTime<chrono::Utc>>) -> String {
+    t.unwrap_or_else(chrono::Utc::now)
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+fn issue_json(s: &Shared, st: &SandboxState, i: &IssueSeed) -> Value {
+    let n = i.number;
+    json!({
+        "id": n,
+        "node_id": ids::issue(n),
+        "number": n,
+        "title": i.title,
+        "body": i.body,
+        "user": user_json(&s.base, &i.author),
+        "labels": i.labels.iter().map(|l| json!({
+            "id": ids::fnv(l), "node_id": format!("LA_{l}"), "name": l, "color": "ededed", "default": false,
+        })).collect::<Vec<_>>(),
+        "state": match i.state { SeedState::Open => "open", SeedState::Closed => "closed" },
+        "state_reason": i.state_reason,
+        "locked": false,
+        "comments": i.comments.len(),
+        "author_association": association(st, &i.author),
+        "created_at": time(i.created_at),
+        "updated_at": time(i.created_at),
+        "closed_at": Value::Null,
+        "url": api(s, st, &format!("/issues/{n}")),
+        "repository_url": api(s, st, ""),
+        "comments_url": api(s, st, &format!("/issues/{n}/comments")),
+        "html_url": web(s, st, &format!("/issues/{n}")),
+    })
+}
+
+/// A pull request as the issues API shows it.
+fn pull_as_issue_json(s: &Shared, st: &SandboxState, p: &PullSeed) -> Value {
+    let n = p.number;
+    json!({
+        "id": n,
+        "node_id": ids::pull(n),
+        "number": n,
+        "title": p.title,
+        "body": p.body,
+        "user": user_json(&s.base, &p.author),
+        "labels": [],
+        "state": if p.state == SeedState::Open && !p.merged { "open" } else { "closed" },
+        "locked": false,
+        "comments": 0,
+        "author_association": association(st, &p.author),
+        "created_at": time(p.created_at),
+        "url": api(s, st, &format!("/issues/{n}")),
+        "html_url": web(s, st, &format!("/pull/{n}")),
+        "pull_request": {
+            "url": api(s, st, &format!("/pulls/{n}")),
+            "html_url": web(s, st, &format!("/pull/{n}")),
+        },
+    })
+}
+
+fn comment_json(s: &Shared, st: &SandboxState, issue: u64, c: &CommentSeed) -> Value {
+    json!({
+        "id": c.id,
+        "node_id": format!("IC_{}", c.id),
+        "user": user_json(&s.base, &c.author),
+        "body": c.body,
+        "author_association": association(st, &c.author),
+        "created_at": time(c.created_at),
+        "updated_at": time(c.created_at),
+        "url": api(s, st, &format!("/issues/comments/{}", c.id)),
+        "issue_url": api(s, st, &format!("/issues/{issue}")),
+        "html_url": web(s, st, &format!("/issues/{issue}#issuecomment-{}", c.id)),
+    })
+}
+
+fn pull_json(s: &Shared, st: &SandboxState, p: &PullSeed) -> Value {
+    let n = p.number;
+    let open = p.state == SeedState::Open && !p.merged;
+    let (mergeable, mergeable_state) = if open {
+        match s.git.mergeability(&p.base, &p.head) {
+            Mergeability::Clean if p.draft => (json!(true), "draft"),
+            Mergeability::Clean => (json!(true), "clean"),
+            Mergeability::Conflicting => (json!(false), "dirty"),
+            Mergeability::Unknown => (Value::Null, "unknown"),
+        }
+    } else {
+        (Value::Null, "unknown")
+    };
+    let side = |branch: &str| {
+        json!({
+            "ref": branch,
+            "sha": s.git.branch_sha(branch).unwrap_or_default(),
+            "label": format!("{}:{branch}", st.repo.owner),
+            "repo": {"name": st.repo.name, "full_name": format!("{}/{}", st.repo.owner, st.repo.name)},
+        })
+    };
+    json!({
+        "id": 1_000_000 + n,
+        "node_id": ids::pull(n),
+        "number": n,
+        "state": if open { "open" } else { "closed" },
+        "locked": false,
+        "title": p.title,
+        "body": p.body,
+        "user": user_json(&s.base, &p.author),
+        "draft": p.draft,
+        "merged": p.merged,
+        "mergeable": mergeable,
+        "mergeable_state": mergeable_state,
+        "head": side(&p.head),
+        "base": side(&p.base),
+        "author_association": association(st, &p.author),
+        "created_at": time(p.created_at),
+        "updated_at": time(p.created_at),
+        "url": api(s, st, &format!("/pulls/{n}")),
+        "issue_url": api(s, st, &format!("/issues/{n}")),
+        "html_url": web(s, st, &format!("/pull/{n}")),
+    })
+}
+
+/// `per_page` (default 30, at most 100) and `page` (from 1), as GitHub reads them.
+fn page_params(query: &HashMap<String, String>) -> (usize, usize) {
+    let get = |k: &str| query.get(k).and_then(|v| v.parse::<usize>().ok());
+    (
+        get("per_page").unwrap_or(30).clamp(1, 100),
+        get("page").unwrap_or(1).max(1),
+    )
+}
+
+/// One page of `items` with GitHub's `Link` header.
+fn paged(s: &Shared, path: &str, query: &HashMap<String, String>, items: Vec<Value>) -> Response {
+    let (per_page, page) = page_params(query);
+    let total = items.len();
+    let last = total.div_ceil(per_page).max(1);
+    let slice: Vec<Value> = items
+        .into_iter()
+        .skip((page - 1) * per_page)
+        .take(per_page)
+        .collect();
+    let mut resp = json_ok(StatusCode::OK, Value::Array(slice));
+    if let Some(link) = link_header(s, path, query, per_page, page, last) {
+        if let Ok(v) = HeaderValue::from_str(&link) {
+            resp.headers_mut().insert(header::LINK, v);
+        }
+    }
+    resp
+}
+
+fn link_header(
+    s: &Shared,
+    path: &str,
+    query: &HashMap<String, String>,
+    per_page: usize,
+    page: usize,
+    last: usize,
+) -> Option<String> {
+    let mut keep: Vec<(&String, &String)> = query
+        .iter()
+        .filter(|(k, _)| k.as_str() != "page" && k.as_str() != "per_page")
+        .collect();
+    keep.sort();
+    let url = |p: usize| {
+        let mut q: Vec<String> = keep
+            .iter()
+            .map(|(k, v)| {
+                format!(
+                    "{}={}",
+                    crate::github::url_encode(k),
+                    crate::github::url_encode(v)
+                )
+            })
+            .collect();
+        q.push(format!("per_page={per_page}"));
+        q.push(format!("page={p}"));
+        format!("<{}{path}?{}>", s.base, q.join("&"))
+    };
+    let mut links = Vec::new();
+    if page > 1 {
+        links.push(format!("{}; rel=\"prev\"", url(page - 1)));
+    }
+    if page < last {
+        links.push(format!("{}; rel=\"next\"", url(page + 1)));
+        links.push(format!("{}; rel=\"last\"", url(last)));
+    }
+    if page > 1 {
+        links.push(format!("{}; rel=\"first\"", url(1)));
+    }
+    (!links.is_empty()).then(|| links.join(", "))
+}
+
+macro_rules! tri {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(resp) => return resp,
+        }
+    };
+}
+
+async fn user(State(s): S, Extension(caller): Extension<Caller>) -> Response {
+    let Some(login) = caller.login() else {
+        return gh_error(StatusCode::UNAUTHORIZED, "Requires authentication", DOCS);
+    };
+    with_scopes(&caller, json_ok(StatusCode::OK, user_json(&s.base, login)))
+}
+
+async fn repository(
+    State(s): S,
+    Extension(caller): Extension<Caller>,
+    Path((owner, repo)): Path<(String, String)>,
+) -> Response {
+    let st = s.state();
+    tri!(check_repo(&st, &owner, &repo, &caller));
+    let r = &st.repo;
+    with_scopes(
+        &caller,
+        json_ok(
+            StatusCode::OK,
+            json!({
+                "id": 1,
+                "node_id": ids::REPO,
+                "name": r.name,
+                "full_name": format!("{}/{}", r.owner, r.name),
+                "owner": user_json(&s.base, &r.owner),
+                "private": r.private,
+                "default_branch": r.default_branch,
+                "html_url": web(&s, &st, ""),
+                "url": api(&s, &st, ""),
+            }),
+        ),
+    )
+}
+
+async fn get_issue(
+    State(s): S,
+    Extension(caller): Extension<Caller>,
+    Path((owner, repo, n)): Path<(String, String, String)>,
+) -> Response {
+    let st = s.state();
+    tri!(check_repo(&st, &owner, &repo, &caller));
+    let doc = "https://docs.github.com/rest/issues/issues#get-an-issue";
+    let Some(n) = number(&n) else {
+        return not_found(doc);
+    };
+    let body = if let Some(i) = st.issue(n) {
+        issue_json(&s, &st, i)
+    } else if let Some(p) = st.pull(n) {
+        pull_as_issue_json(&s, &st, p)
+    } else {
+        return not_found(doc);
+    };
+    with_scopes(&caller, json_ok(StatusCode::OK, body))
+}
+
+async fn patch_issue(
+    State(s): S,
+    Extension(caller): Extension<Caller>,
+    Path((owner, repo, n)): Path<(String, String, String)>,
+    body: Bytes,
+) -> Response {
+    let doc = "https://docs.github.com/rest/issues/issues#update-an-issue";
+    let mut st = s.state();
+    tri!(check_repo(&st, &owner, &repo, &caller));
+    tri!(require_auth(&caller));
+    let input = tri!(parse_body(&body));
+    let Some(n) = number(&n) else {
+        return not_found(doc);
+    };
+    let state = match input.get("state").map(|v| v.as_str()) {
+        None => None,
+        Some(Some("open")) => Some(SeedState::Open),
+        Some(Some("closed")) => Some(SeedState::Closed),
+        Some(_) => {
+            return validation_failed(
+                json!([{"resource": "Issue", "field": "state", "code": "invalid"}]),
+                doc,
+            );
+        }
+    };
+    let text = |k: &str| input.get(k).and_then(|v| v.as_str()).map(str::to_string);
+    if let Some(issue) = st.issue_mut(n) {
+        if let Some(state) = state {
+            issue.state = state;
+            issue.state_reason = match state {
+                SeedState::Closed => {
+                    Some(text("state_reason").unwrap_or_else(|| "completed".into()))
+                }
+                SeedState::Open => text("state_reason").filter(|r| r == "reopened"),
+            };
+        }
+        if let Some(t) = text("title") {
+            issue.title = t;
+        }
+        if let Some(b) = text("body") {
+            issue.body = b;
+        }
+        if let Some(labels) = input.get("labels").and_then(|v| v.as_array()) {
+            issue.labels = labels
+                .iter()
+                .filter_map(|l| l.as_str().or_else(|| l.get("name")?.as_str()))
+                .map(str::to_string)
+                .collect();
+        }
+        let issue = issue.clone();
+        return with_scopes(
+            &caller,
+            json_ok(StatusCode::OK, issue_json(&s, &st, &issue)),
+        );
+    }
+    if let Some(pull) = st.pulls.iter_mut().find(|p| p.number == n) {
+        if let Some(state) = state {
+            pull.state = state;
+        }
+        if let Some(t) = text("title") {
+            pull.title = t;
+        }
+        if let Some(b) = text("body") {
+            pull.body = b;
+        }
+        let pull = pull.clone();
+        return with_scopes(
+            &caller,
+            json_ok(StatusCode::OK, pull_as_issue_json(&s, &st, &pull)),
+        );
+    }
+    not_found(doc)
+}
+
+async fn list_comments(
+    State(s): S,
+    Extension(caller): Extension<Caller>,
+    Path((owner, repo, n)): Path<(String, String, String)>,
+    Query(q): Q,
+) -> Response {
+    let st = s.state();
+    tri!(check_repo(&st, &owner, &repo, &caller));
+    let doc = "https://docs.github.com/rest/issues/comments#list-issue-comments";
+    let Some(n) = number(&n) else {
+        return not_found(doc);
+    };
+    let items = match st.issue(n) {
+        Some(i) => i
+            .comments
+            .iter()
+            .map(|c| comment_json(&s, &st, n, c))
+            .collect(),
+        None if st.pull(n).is_some() => Vec::new(),
+        None => return not_found(doc),
+    };
+    let path = format!("/repos/{owner}/{repo}/issues/{n}/comments");
+    with_scopes(&caller, paged(&s, &path, &q, items))
+}
+
+async fn create_comment(
+    State(s): S,
+    Extension(caller): Extension<Caller>,
+    Path((owner, repo, n)): Path<(String, String, String)>,
+    body: Bytes,
+) -> Response {
+    let doc = "https://docs.github.com/rest/issues/comments#create-an-issue-comment";
+    let mut st = s.state();
+    let text = tri!(comment_write(&st, &owner, &repo, &caller, &body, doc));
+    let Some(n) = number(&n) else {
+        return not_found(doc);
+    };
+    let id = st.max_comment_id() + 1;
+    let author = author_of(&caller, &st);
+    let Some(issue) = st.issue_mut(n) else {
+        return not_found(doc);
+    };
+    let comment = CommentSeed {
+        id,
+        author,
+        body: text,
+        created_at: Some(chrono::Utc::now()),
+    };
+    issue.comments.push(comment.clone());
+    let mut resp = json_ok(StatusCode::CREATED, comment_json(&s, &st, n, &comment));
+    if let Ok(v) = HeaderValue::from_str(&api(&s, &st, &format!("/issues/comments/{id}"))) {
+        resp.headers_mut().insert(header::LOCATION, v);
+    }
+    with_scopes(&caller, resp)
+}
+
+/// The checks of a comment write, and the comment's new text.
+fn comment_write(
+    st: &SandboxState,
+    owner: &str,
+    repo: &str,
+    caller: &Caller,
+    body: &Bytes,
+    doc: &str,
+) -> Result<String, Response> {
+    check_repo(st, owner, repo, caller)?;
+    require_auth(caller)?;
+    let input = parse_body(body)?;
+    match input.get("body").and_then(|v| v.as_str()) {
+        Some(text) if text.chars().count() > crate::github::MAX_BODY_CHARS => {
+            Err(validation_failed(
+                json!([{"resource": "IssueComment", "code": "unprocessable", "field": "data",
+                    "message": "Body is too long (maximum is 65536 characters)"}]),
+                doc,
+            ))
+        }
+        Some(text) => Ok(text.to_string()),
+        None => Err(gh_error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "Invalid request.\n\n\"body\" wasn't supplied.",
+            doc,
+        )),
+    }
+}
+
+fn find_comment(st: &SandboxState, id: u64) -> Option<(u64, usize)> {
+    st.issues.iter().find_map(|i| {
+        i.comments
+            .iter()
+            .position(|c| c.id == id)
+            .map(|pos| (i.number, pos))
+    })
+}
+
+async fn get_comment(
+    State(s): S,
+    Extension(caller): Extension<Caller>,
+    Path((owner, repo, id)): Path<(String, String, String)>,
+) -> Response {
+    let st = s.state();
+    tri!(check_repo(&st, &owner, &repo, &caller));
+    let doc = "https://docs.github.com/rest/issues/comments#get-an-issue-comment";
+    let Some((n, pos)) = number(&id).and_then(|id| find_comment(&st, id)) else {
+        return not_found(doc);
+    };
+    let c = &st.comments_of(n)[pos];
+    with_scopes(
+        &caller,
+        json_ok(StatusCode::OK, comment_json(&s, &st, n, c)),
+    )
+}
+
+async fn update_comment(
+    State(s): S,
+    Extension(caller): Extension<Caller>,
+    Path((owner, repo, id)): Path<(String, String, String)>,
+    body: Bytes,
+) -> Response {
+    let doc = "https://docs.github.com/rest/issues/comments#update-an-issue-comment";
+    let mut st = s.state();
+    let text = tri!(comment_write(&st, &owner, &repo, &caller, &body, doc));
+    let Some((n, pos)) = number(&id).and_then(|id| find_comment(&st, id)) else {
+        return not_found(doc);
+    };
+    let Some(issue) = st.issue_mut(n) else {
+        return not_found(doc);
+    };
+    issue.comments[pos].body = text;
+    let c = issue.comments[pos].clone();
+    with_scopes(
+        &caller,
+        json_ok(StatusCode::OK, comment_json(&s, &st, n, &c)),
+    )
+}
+
+async fn blocked_by(
+    State(s): S,
+    Extension(caller): Extension<Caller>,
+    Path((owner, repo, n)): Path<(String, String, String)>,
+    Query(q): Q,
+) -> Response {
+    let st = s.state();
+    tri!(check_repo(&st, &owner, &repo, &caller));
+    let doc = "https://docs.github.com/rest/issues/issue-dependencies#list-dependencies-an-issue-is-blocked-by";
+    let Some(issue) = number(&n).and_then(|n| st.issue(n)) else {
+        return not_found(doc);
+    };
+    let items = issue
+        .blocked_by
+        .iter()
+        .filter_map(|b| st.issue(*b))
+        .map(|i| issue_json(&s, &st, i))
+        .collect();
+    let path = format!("/repos/{owner}/{repo}/issues/{n}/dependencies/blocked_by");
+    with_scopes(&caller, paged(&s, &path, &q, items))
+}
+
+fn no_commit(spec: &str) -> Response {
+    gh_error(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        &format!("No commit found for SHA: {spec}"),
+        "https://docs.github.com/rest/commits/commits#get-a-commit",
+    )
+}
+
+async fn commit(
+    State(s): S,
+    Extension(caller): Extension<Caller>,
+    Path((owner, repo, spec)): Path<(String, String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    {
+        let st = s.state();
+        tri!(check_repo(&st, &owner, &repo, &caller));
+    }
+    let Some(c) = s.git.commit(&spec) else {
+        return no_commit(&spec);
+    };
+    let wants_sha = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("vnd.github.sha"));
+    if wants_sha {
+        return with_scopes(&caller, (StatusCode::OK, c.sha).into_response());
+    }
+    let st = s.state();
+    let date = chrono::DateTime::from_timestamp(c.time, 0)
+        .unwrap_or_default()
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    with_scopes(
+        &caller,
+        json_ok(
+            StatusCode::OK,
+            json!({
+                "sha": c.sha,
+                "node_id": format!("C_{}", c.sha),
+                "commit": {
+                    "message": c.message,
+                    "author": {"name": c.author, "email": c.email, "date": date},
+                    "committer": {"name": c.author, "email": c.email, "date": date},
+                },
+                "parents": c.parents.iter().map(|p| json!({"sha": p})).collect::<Vec<_>>(),
+                "url": api(&s, &st, &format!("/commits/{}", c.sha)),
+                "html_url": web(&s, &st, &format!("/commit/{}", c.sha)),
+            }),
+        ),
+    )
+}
+
+async fn check_runs(
+    State(s): S,
+    Extension(caller): Extension<Caller>,
+    Path((owner, repo, spec)): Path<(String, String, String)>,
+    Query(q): Q,
+    headers: HeaderMap,
+) -> Response {
+    let st = s.state();
+    tri!(check_repo(&st, &owner, &repo, &caller));
+    // Runs are keyed by sha (or by the name they were seeded under); a branch name reaches its sha.
+    let sha = s.git.commit(&spec).map(|c| c.sha);
+    let seeded = st
+        .check_runs
+        .get(&spec)
+        .or_else(|| sha.as_ref().and_then(|sha| st.check_runs.get(sha)));
+    let runs = match (seeded, &sha) {
+        (Some(runs), _) => runs.clone(),
+        (None, Some(_)) => Vec::new(),
+        (None, None) => return no_commit(&spec),
+    };
+    let head_sha = sha.unwrap_or_else(|| spec.clone());
+    let (per_page, page) = page_params(&q);
+    let total = runs.len();
+    let items: Vec<Value> = runs
+        .iter()
+        .enumerate()
+        .skip((page - 1) * per_page)
+        .take(per_page)
+        .map(|(i, r)| {
+            json!({
+                "id": u64::from(ids::fnv(&format!("{head_sha}/{}", r.name))) + i as u64,
+                "name": r.name,
+                "head_sha": head_sha,
+                "status": r.status,
+                "conclusion": r.conclusion,
+                "html_url": r.html_url.clone().unwrap_or_else(|| web(&s, &st, &format!("/runs/{}", ids::fnv(&r.name)))),
+                "details_url": r.html_url,
+            })
+        })
+        .collect();
+    let body = json!({"total_count": total, "check_runs": items});
+    let text = body.to_string();
+    let etag = format!("W/\"{:08x}{:08x}\"", ids::fnv(&text), text.len());
+    let matches = headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag));
+    let mut resp = if matches {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        json_ok(StatusCode::OK, body)
+    };
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        resp.headers_mut().insert(header::ETAG, v);
+    }
+    let last = total.div_ceil(per_page).max(1);
+    let path = format!("/repos/{owner}/{repo}/commits/{spec}/check-runs");
+    if !matches {
+        if let Some(link) = link_header(&s, &path, &q, per_page, page, last) {
+            if let Ok(v) = HeaderValue::from_str(&link) {
+                resp.headers_mut().insert(header::LINK, v);
+            }
+        }
+    }
+    with_scopes(&caller, resp)
+}
+
+async fn list_pulls(
+    State(s): S,
+    Extension(caller): Extension<Caller>,
+    Path((owner, repo)): Path<(String, String)>,
+    Query(q): Q,
+) -> Response {
+    let st = s.state();
+    tri!(check_repo(&st, &owner, &repo, &caller));
+    let want_state = q.get("state").map_or("open", String::as_str);
+    let head = q.get("head").map(|h| match h.split_once(':') {
+        Some((o, b)) => (Some(o.to_string()), b.to_string()),
+        None => (None, h.clone()),
+    });
+    let mut pulls: Vec<&PullSeed> = st
+        .pulls
+        .iter()
+        .filter(|p| {
+            let open = p.state == SeedState::Open && !p.merged;
+            match want_state {
+                "all" => true,
+                "closed" => !open,
+                _ => open,
+            }
+        })
+        .filter(|p| {
+            head.as_ref().is_none_or(|(o, b)| {
+                &p.head == b
+                    && o.as_ref()
+                        .is_none_or(|o| o.eq_ignore_ascii_case(&st.repo.owner))
+            })
+        })
+        .filter(|p| q.get("base").is_none_or(|b| &p.base == b))
+        .collect();
+    pulls.sort_by_key(|p| std::cmp::Reverse(p.number));
+    let items = pulls.into_iter().map(|p| pull_json(&s, &st, p)).collect();
+    let path = format!("/repos/{owner}/{repo}/pulls");
+    with_scopes(&caller, paged(&s, &path, &q, items))
+}
+
+async fn create_pull(
+    State(s): S,
+    Extension(caller): Extension<Caller>,
+    Path((owner, repo)): Path<(String, String)>,
+    body: Bytes,
+) -> Response {
+    let doc = "https://docs.github.com/rest/pulls/pulls#create-a-pull-request";
+    let mut st = s.state();
+    tri!(check_repo(&st, &owner, &repo, &caller));
+    tri!(require_auth(&caller));
+    let input = tri!(parse_body(&body));
+    let text = |k: &str| input.get(k).and_then(|v| v.as_str()).map(str::to_string);
+    let (Some(title), Some(head), Some(base)) = (text("title"), text("head"), text("base")) else {
+        let missing: Vec<Value> = ["title", "head", "base"]
+            .iter()
+            .filter(|k| text(k).is_none())
+            .map(|k| json!({"resource": "PullRequest", "field": k, "code": "missing_field"}))
+            .collect();
+        return validation_failed(Value::Array(missing), doc);
+    };
+    if text("body").is_some_and(|b| b.chars().count() > crate::github::MAX_BODY_CHARS) {
+        return validation_failed(
+            json!([{"resource": "PullRequest", "code": "custom", "field": "body",
+                    "message": "body is too long (maximum is 65536 characters)"}]),
+            doc,
+        );
+    }
+    let head_branch = match head.split_once(':') {
+        Some((o, b)) if o.eq_ignore_ascii_case(&st.repo.owner) => b.to_string(),
+        Some(_) => {
+            return validation_failed(
+                json!([{"resource": "PullRequest", "field": "head", "code": "invalid"}]),
+                doc,
+            );
+        }
+        None => head.clone(),
+    };
+    if s.git.branch_sha(&base).is_none() {
+        return validation_failed(
+            json!([{"resource": "PullRequest", "field": "base", "code": "invalid"}]),
+            doc,
+        );
+    }
+    if s.git.branch_sha(&head_branch).is_none() {
+        return validation_failed(
+            json!([{"resource": "PullRequest", "field": "head", "code": "invalid"}]),
+            doc,
+        );
+    }
+    if st
+        .pulls
+        .iter()
+        .any(|p| p.head == head_branch && p.base == base && p.state == SeedState::Open && !p.merged)
+    {
+        return validation_failed(
+            json!([{"resource": "PullRequest", "code": "custom", "message": format!("A pull request already exists for {}:{head_branch}.", st.repo.owner)}]),
+            doc,
+        );
+    }
+    if !s.git.has_commits_beyond(&base, &head_branch) {
+        return validation_failed(
+            json!([{"resource": "PullRequest", "code": "custom", "message": format!("No commits between {base} and {head_branch}")}]),
+            doc,
+        );
+    }
+    let pull = PullSeed {
+        number: st.next_number(),
+        head: head_branch,
+        base,
+        title,
+        body: text("body").unwrap_or_default(),
+        state: SeedState::Open,
+        draft: input
+            .get("draft")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false),
+        merged: false,
+        author: author_of(&caller, &st),
+        created_at: Some(chrono::Utc::now()),
+    };
+    st.pulls.push(pull.clone());
+    let mut resp = json_ok(StatusCode::CREATED, pull_json(&s, &st, &pull));
+    if let Ok(v) = HeaderValue::from_str(&api(&s, &st, &format!("/pulls/{}", pull.number))) {
+        resp.headers_mut().insert(header::LOCATION, v);
+    }
+    with_scopes(&caller, resp)
+}
+
+async fn get_pull(
+    State(s): S,
+    Extension(caller): Extension<Caller>,
+    Path((owner, repo, n)): Path<(String, String, String)>,
+) -> Response {
+    let st = s.state();
+    tri!(check_repo(&st, &owner, &repo, &caller));
+    let Some(p) = number(&n).and_then(|n| st.pull(n)) else {
+        return not_found("https://docs.github.com/rest/pulls/pulls#get-a-pull-request");
+    };
+    with_scopes(&caller, json_ok(StatusCode::OK, pull_json(&s, &st, p)))
+}
+
+/// The App whose JWT this is, after checking its signature with the seeded public key.
+fn app_of_jwt(st: &SandboxState, caller: &Caller) -> Result<super::state::AppSeed, Response> {
+    use octocrab::jsonwebtoken::{Algorithm, DecodingKey, Validation, decode};
+    let refuse = |why: &str| {
+        gh_error(
+            StatusCode::UNAUTHORIZED,
+            &format!("A JSON web token could not be decoded: {why}"),
+            "https://docs.github.com/rest",
+        )
+    };
+    let Caller::AppJwt(jwt) = caller else {
+        return Err(refuse("send the App's JWT as a Bearer token"));
+    };
+    #[derive(serde::Deserialize)]
+    struct Claims {
+        iss: Value,
+    }
+    for app in &st.apps {
+        let pem = match (&app.public_key_pem, &app.public_key_path) {
+            (Some(p), _) => p.clone(),
+            (None, Some(path)) => std::fs::read_to_string(path).unwrap_or_default(),
+            (None, None) => continue,
+        };
+        let Ok(key) = DecodingKey::from_rsa_pem(pem.as_bytes()) else {
+            continue;
+        };
+        let mut validation = Validation::new(Algorithm::RS256);
+        validation.set_required_spec_claims(&["exp"]);
+        validation.leeway = 60;
+        if let Ok(data) = decode::<Claims>(jwt, &key, &validation) {
+            let iss = match &data.claims.iss {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            if iss == app.app_id.to_string() {
+                return Ok(app.clone());
+            }
+        }
+    }
+    Err(refuse("no installed App's key verifies it"))
+}
+
+async fn installation(
+    State(s): S,
+    Extension(caller): Extension<Caller>,
+    Path((owner, repo)): Path<(String, String)>,
+) -> Response {
+    let st = s.state();
+    let app = tri!(app_of_jwt(&st, &caller));
+    let ours =
+        st.repo.owner.eq_ignore_ascii_case(&owner) && st.repo.name.eq_ignore_ascii_case(&repo);
+    if !ours {
+        return not_found(
+            "https://docs.github.com/rest/apps/apps#get-a-repository-installation-for-the-authenticated-app",
+        );
+    }
+    json_ok(
+        StatusCode::OK,
+        json!({
+            "id": app.installation_id,
+            "app_id": app.app_id,
+            "app_slug": app.slug,
+            "account": user_json(&s.base, &st.repo.owner),
+            "target_type": "Organization",
+            "permissions": {"issues": "write", "pull_requests": "write", "contents": "write", "organization_projects": "write"},
+        }),
+    )
+}
+
+async fn installation_token(
+    State(s): S,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Response {
+    let mut st = s.state();
+    let app = tri!(app_of_jwt(&st, &caller));
+    if number(&id) != Some(app.installation_id) {
+        return not_found(
+            "https://docs.github.com/rest/apps/apps#create-an-installation-access-token-for-an-app",
+        );
+    }
+    let token = format!("ghs_sandbox{:016x}", fastrand::u64(..));
+    st.tokens.push(TokenSeed {
+        token: token.clone(),
+        login: format!("{}[bot]", app.slug),
+        scopes: app.scopes.clone(),
+    });
+    let expires = (chrono::Utc::now() + chrono::Duration::hours(1))
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    json_ok(
+        StatusCode::CREATED,
+        json!({"token": token, "expires_at": expires, "permissions": {}, "repository_selection": "all"}),
+    )
+}
+
+async fn graphql(State(s): S, Extension(caller): Extension<Caller>, body: Bytes) -> Response {
+    let request: GqlRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(_) => {
+            s.admit("POST /graphql");
+            return gh_error(
+                StatusCode::BAD_REQUEST,
+                "Problems parsing JSON",
+                "https://docs.github.com/graphql",
+            );
+        }
+    };
+    if caller.is_anonymous() {
+        s.admit("POST /graphql");
+        return gh_error(
+            StatusCode::UNAUTHORIZED,
+            "This endpoint requires you to be authenticated.",
+            "https://docs.github.com/graphql/guides/forming-calls-with-graphql#authenticating-with-graphql",
+        );
+    }
+    let name = match operation_name(&request) {
+        Ok(name) => name,
+        Err(errors) => {
+            s.admit("POST /graphql");
+            return json_ok(StatusCode::OK, errors);
+        }
+    };
+    let fault = s.admit(&format!("POST /graphql {name}"));
+    let answer = async { json_ok(StatusCode::OK, execute(&s, &caller, &request)) };
+    with_fault(fault, answer).await
+}
+
+/// The name of the operation the request runs, or the errors body when there is none to run.
+fn operation_name(request: &GqlRequest) -> Result<String, Value> {
+    let Some(query) = request.query.as_deref() else {
+        return Err(
+            json!({"errors": [{"message": "A query attribute must be specified and must be a string."}]}),
+        );
+    };
+    let doc = graphql_parser::parse_query::<&str>(query)
+        .map_err(|e| json!({"errors": [{"message": format!("Parse error: {e}")}]}))?;
+    pick_operation(&doc, request.operation_name.as_deref())
+        .map(|(_, name)| name)
+        .map_err(|message| json!({"errors": [{"message": message}]}))
+}
+
+/// Run the request over the state (kept synchronous: the parsed document never crosses an await).
+fn execute(s: &Shared, caller: &Caller, request: &GqlRequest) -> Value {
+    let Some(query) = request.query.as_deref() else {
+        return json!({"errors": [{"message": "A query attribute must be specified and must be a string."}]});
+    };
+    let doc = match graphql_parser::parse_query::<&str>(query) {
+        Ok(doc) => doc,
+        Err(e) => return json!({"errors": [{"message": format!("Parse error: {e}")}]}),
+    };
+    let op = match pick_operation(&doc, request.operation_name.as_deref()) {
+        Ok((op, _)) => op,
+        Err(message) => return json!({"errors": [{"message": message}]}),
+    };
+    let mut st = s.state();
+    Exec::new(&mut st, &s.base, caller, &doc, request.variables.as_ref()).run(op)
+}
+
+async fn dump(State(s): S, Query(q): Q) -> Response {
+    let snapshot = s.snapshot();
+    if q.get("format").is_some_and(|f| f == "yaml") {
+        return match snapshot.to_yaml() {
+            Ok(text) => ([(header::CONTENT_TYPE, "application/yaml")], text).into_response(),
+            Err(e) => gh_error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string(), DOCS),
+        };
+    }
+    json_ok(
+        StatusCode::OK,
+        serde_json::to_value(&snapshot).unwrap_or_default(),
+    )
+}
+
+async fn counts(State(s): S) -> Response {
+    let counts = super::lock(&s.counts).clone();
+    json_ok(
+        StatusCode::OK,
+        serde_json::to_value(counts).unwrap_or_default(),
+    )
+}
+
+async fn add_fault(State(s): S, body: Bytes) -> Response {
+    match serde_json::from_slice::<Fault>(&body) {
+        Ok(fault) => {
+            super::lock(&s.faults).push(fault);
+            json_ok(
+                StatusCode::CREATED,
+                json!({"queued": super::lock(&s.faults).len()}),
+            )
+        }
+        Err(e) => gh_error(
+            StatusCode::BAD_REQUEST,
+            &format!(
+                "not a fault: {e} (fields: route, status, headers, body, delay_ms, times, after_handler)"
+            ),
+            DOCS,
+        ),
+    }
+}

@@ -1,0 +1,574 @@
+//! The sandbox's world: what it is seeded with, what it changes, what it dumps. JSON or YAML.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::SandboxError;
+
+/// Whether a login is a person or an organization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum OwnerType {
+    #[default]
+    Organization,
+    User,
+}
+
+/// The one repository the sandbox serves.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RepoSeed {
+    pub owner: String,
+    pub name: String,
+    #[serde(default = "default_branch")]
+    pub default_branch: String,
+    /// Bare git repository standing for GitHub's copy: branches for pull requests and
+    /// `mergeable`, commits for check runs. Relative paths are relative to the state file. When
+    /// absent, a temporary bare repository with one commit on `default_branch` is made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_dir: Option<PathBuf>,
+    #[serde(default)]
+    pub owner_type: OwnerType,
+    #[serde(default)]
+    pub private: bool,
+}
+
+fn default_branch() -> String {
+    "main".into()
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserSeed {
+    pub login: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+/// A token the sandbox accepts, the user it stands for and its OAuth scopes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenSeed {
+    pub token: String,
+    pub login: String,
+    #[serde(default)]
+    pub scopes: Vec<String>,
+}
+
+/// A GitHub App installed on the repository.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppSeed {
+    pub app_id: u64,
+    pub installation_id: u64,
+    /// The bot's login is `<slug>[bot]`.
+    pub slug: String,
+    /// RSA public key (PEM) that the App's JWTs are checked with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_key_pem: Option<String>,
+    /// File holding it, relative to the state file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_key_path: Option<PathBuf>,
+    /// What installation tokens may do, as OAuth scopes (`repo`, `project`).
+    #[serde(default)]
+    pub scopes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SeedState {
+    #[default]
+    Open,
+    Closed,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommentSeed {
+    /// Assigned when absent (0).
+    #[serde(default)]
+    pub id: u64,
+    pub author: String,
+    pub body: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IssueSeed {
+    pub number: u64,
+    pub title: String,
+    #[serde(default)]
+    pub body: String,
+    pub author: String,
+    #[serde(default)]
+    pub labels: Vec<String>,
+    #[serde(default)]
+    pub state: SeedState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_reason: Option<String>,
+    /// Issues this one is blocked by (GitHub's issue dependencies).
+    #[serde(default)]
+    pub blocked_by: Vec<u64>,
+    #[serde(default)]
+    pub comments: Vec<CommentSeed>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<DateTime<Utc>>,
+}
+
+/// The Projects (v2) board: its single-select status field and where each card is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BoardSeed {
+    pub owner: String,
+    #[serde(default)]
+    pub owner_type: OwnerType,
+    pub number: u64,
+    #[serde(default = "default_board_title")]
+    pub title: String,
+    #[serde(default = "default_status_field")]
+    pub status_field: String,
+    /// The columns, in order.
+    pub options: Vec<String>,
+    /// Issue or pull request number → column (`null`: on the board with no status).
+    #[serde(default, deserialize_with = "numbered_map")]
+    pub items: BTreeMap<u64, Option<String>>,
+}
+
+/// A map keyed by issue numbers, written as numbers (YAML) or numeric strings (JSON, quoted YAML).
+fn numbered_map<'de, D, V>(d: D) -> Result<BTreeMap<u64, V>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    V: Deserialize<'de>,
+{
+    #[derive(Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+    #[serde(untagged)]
+    enum Key {
+        Number(u64),
+        Text(String),
+    }
+    let raw = BTreeMap::<Key, V>::deserialize(d)?;
+    raw.into_iter()
+        .map(|(k, v)| match k {
+            Key::Number(n) => Ok((n, v)),
+            Key::Text(t) => t
+                .trim()
+                .parse()
+                .map(|n| (n, v))
+                .map_err(|_| serde::de::Error::custom(format!("`{t}` is not an issue number"))),
+        })
+        .collect()
+}
+
+fn default_board_title() -> String {
+    "Board".into()
+}
+
+fn default_status_field() -> String {
+    "Status".into()
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckRunSeed {
+    pub name: String,
+    #[serde(default = "default_check_status")]
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conclusion: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub html_url: Option<String>,
+}
+
+fn default_check_status() -> String {
+    "completed".into()
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PullSeed {
+    pub number: u64,
+    pub head: String,
+    pub base: String,
+    pub title: String,
+    #[serde(default)]
+    pub body: String,
+    #[serde(default)]
+    pub state: SeedState,
+    #[serde(default)]
+    pub draft: bool,
+    #[serde(default)]
+    pub merged: bool,
+    pub author: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<DateTime<Utc>>,
+}
+
+/// Everything the sandbox knows. The seed format and the dump format are the same.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxState {
+    pub repo: RepoSeed,
+    #[serde(default)]
+    pub users: Vec<UserSeed>,
+    /// Accepted tokens. When empty, any token (and none) is accepted as `repo.owner` with every scope.
+    #[serde(default)]
+    pub tokens: Vec<TokenSeed>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub apps: Vec<AppSeed>,
+    #[serde(default)]
+    pub issues: Vec<IssueSeed>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub board: Option<BoardSeed>,
+    /// Commit sha (or branch name) → its check runs.
+    #[serde(default)]
+    pub check_runs: BTreeMap<String, Vec<CheckRunSeed>>,
+    #[serde(default)]
+    pub pulls: Vec<PullSeed>,
+}
+
+impl SandboxState {
+    /// A state with just a repository; build the rest in code.
+    pub fn new(owner: &str, name: &str) -> SandboxState {
+        SandboxState {
+            repo: RepoSeed {
+                owner: owner.into(),
+                name: name.into(),
+                default_branch: default_branch(),
+                git_dir: None,
+                owner_type: OwnerType::Organization,
+                private: false,
+            },
+            users: Vec::new(),
+            tokens: Vec::new(),
+            apps: Vec::new(),
+            issues: Vec::new(),
+            board: None,
+            check_runs: BTreeMap::new(),
+            pulls: Vec::new(),
+        }
+    }
+
+    /// Read a state file (`.yaml`/`.yml` as YAML, anything else as JSON). Relative paths in it are
+    /// made relative to the file's directory.
+    pub fn load(path: &Path) -> Result<SandboxState, SandboxError> {
+        let text = std::fs::read_to_string(path).map_err(|e| SandboxError::State {
+            path: path.to_path_buf(),
+            problem: format!("cannot read it: {e}"),
+        })?;
+        let yaml = matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("yaml" | "yml")
+        );
+        let parsed = if yaml {
+            serde_norway::from_str(&text).map_err(|e| e.to_string())
+        } else {
+            serde_json::from_str(&text).map_err(|e| e.to_string())
+        };
+        let mut state: SandboxState = parsed.map_err(|problem| SandboxError::State {
+            path: path.to_path_buf(),
+            problem,
+        })?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let anchor = |p: &mut PathBuf| {
+            if p.is_relative() {
+                *p = dir.join(&*p);
+            }
+        };
+        if let Some(git) = state.repo.git_dir.as_mut() {
+            anchor(git);
+        }
+        for app in &mut state.apps {
+            if let Some(p) = app.public_key_path.as_mut() {
+                anchor(p);
+            }
+        }
+        Ok(state)
+    }
+
+    /// Write the state as JSON, or YAML for `.yaml`/`.yml` paths.
+    pub fn save(&self, path: &Path) -> Result<(), SandboxError> {
+        let yaml = matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("yaml" | "yml")
+        );
+        let text = if yaml {
+            self.to_yaml()?
+        } else {
+            self.to_json()
+        };
+        std::fs::write(path, text).map_err(|e| SandboxError::State {
+            path: path.to_path_buf(),
+            problem: format!("cannot write it: {e}"),
+        })
+    }
+
+    pub fn to_json(&self) -> String {
+        let mut s = serde_json::to_string_pretty(self).unwrap_or_else(|_| "{}".into());
+        s.push('\n');
+        s
+    }
+
+    pub fn to_yaml(&self) -> Result<String, SandboxError> {
+        serde_norway::to_string(self).map_err(|e| SandboxError::State {
+            path: PathBuf::from("<dump>"),
+            problem: e.to_string(),
+        })
+    }
+
+    /// Check the seed and fill in what it may leave out (comment ids and times).
+    pub fn normalize(&mut self) -> Result<(), String> {
+        let mut seen = std::collections::BTreeSet::new();
+        for n in self
+            .issues
+            .iter()
+            .map(|i| i.number)
+            .chain(self.pulls.iter().map(|p| p.number))
+        {
+            if n == 0 {
+                return Err("issue and pull request numbers start at 1".into());
+            }
+            if !seen.insert(n) {
+                return Err(format!(
+                    "number {n} is used twice: issues and pull requests share one sequence"
+                ));
+            }
+        }
+        if let Some(board) = &self.board {
+            if board.options.is_empty() {
+                return Err("board.options is empty: list the columns".into());
+            }
+            for (n, col) in &board.items {
+                if !seen.contains(n) {
+                    return Err(format!(
+                        "board.items has #{n}, which is no issue or pull request"
+                    ));
+                }
+                if let Some(c) = col {
+                    if !board.options.contains(c) {
+                        return Err(format!(
+                            "board.items puts #{n} in `{c}`, which is not one of board.options"
+                        ));
+                    }
+                }
+            }
+        }
+        for issue in &self.issues {
+            for b in &issue.blocked_by {
+                if !self.issues.iter().any(|i| i.number == *b) {
+                    return Err(format!(
+                        "issue #{} is blocked_by #{b}, which is not an issue",
+                        issue.number
+                    ));
+                }
+            }
+        }
+        for app in &self.apps {
+            if app.public_key_pem.is_none() && app.public_key_path.is_none() {
+                return Err(format!(
+                    "app {} needs public_key_pem or public_key_path to check its JWTs",
+                    app.app_id
+                ));
+            }
+        }
+        let mut next = self.max_comment_id() + 1;
+        let now = Utc::now();
+        for issue in &mut self.issues {
+            issue.created_at.get_or_insert(now);
+            for c in &mut issue.comments {
+                if c.id == 0 {
+                    c.id = next;
+                    next += 1;
+                }
+                c.created_at.get_or_insert(now);
+            }
+        }
+        for p in &mut self.pulls {
+            p.created_at.get_or_insert(now);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn max_comment_id(&self) -> u64 {
+        self.issues
+            .iter()
+            .flat_map(|i| i.comments.iter().map(|c| c.id))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The number a new issue or pull request gets.
+    pub(crate) fn next_number(&self) -> u64 {
+        self.issues
+            .iter()
+            .map(|i| i.number)
+            .chain(self.pulls.iter().map(|p| p.number))
+            .max()
+            .unwrap_or(0)
+            + 1
+    }
+
+    pub fn issue(&self, number: u64) -> Option<&IssueSeed> {
+        self.issues.iter().find(|i| i.number == number)
+    }
+
+    pub fn issue_mut(&mut self, number: u64) -> Option<&mut IssueSeed> {
+        self.issues.iter_mut().find(|i| i.number == number)
+    }
+
+    pub fn pull(&self, number: u64) -> Option<&PullSeed> {
+        self.pulls.iter().find(|p| p.number == number)
+    }
+
+    /// Comments of an issue, oldest first (none for an unknown issue).
+    pub fn comments_of(&self, number: u64) -> &[CommentSeed] {
+        self.issue(number).map_or(&[], |i| i.comments.as_slice())
+    }
+
+    /// The card's column; `None` when not on the board or with no status.
+    pub fn column_of(&self, number: u64) -> Option<&str> {
+        self.board.as_ref()?.items.get(&number)?.as_deref()
+    }
+
+    pub fn on_board(&self, number: u64) -> bool {
+        self.board
+            .as_ref()
+            .is_some_and(|b| b.items.contains_key(&number))
+    }
+
+    pub fn pulls(&self) -> &[PullSeed] {
+        &self.pulls
+    }
+
+    /// Logins that are organizations.
+    pub(crate) fn is_org(&self, login: &str) -> bool {
+        (self.repo.owner.eq_ignore_ascii_case(login)
+            && self.repo.owner_type == OwnerType::Organization)
+            || self.board.as_ref().is_some_and(|b| {
+                b.owner.eq_ignore_ascii_case(login) && b.owner_type == OwnerType::Organization
+            })
+    }
+
+    /// Logins that are people (or bots): users, token holders, authors, and user-type owners.
+    pub(crate) fn is_user(&self, login: &str) -> bool {
+        if self.is_org(login) {
+            return false;
+        }
+        let eq = |l: &str| l.eq_ignore_ascii_case(login);
+        self.users.iter().any(|u| eq(&u.login))
+            || self.tokens.iter().any(|t| eq(&t.login))
+            || self
+                .issues
+                .iter()
+                .any(|i| eq(&i.author) || i.comments.iter().any(|c| eq(&c.author)))
+            || self.pulls.iter().any(|p| eq(&p.author))
+            || eq(&self.repo.owner)
+            || self.board.as_ref().is_some_and(|b| eq(&b.owner))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> SandboxState {
+        let mut s = SandboxState::new("acme", "widgets");
+        s.issues.push(IssueSeed {
+            number: 1,
+            title: "t".into(),
+            body: String::new(),
+            author: "alice".into(),
+            labels: vec![],
+            state: SeedState::Open,
+            state_reason: None,
+            blocked_by: vec![],
+            comments: vec![CommentSeed {
+                id: 0,
+                author: "bob".into(),
+                body: "hi".into(),
+                created_at: None,
+            }],
+            created_at: None,
+        });
+        s.board = Some(BoardSeed {
+            owner: "acme".into(),
+            owner_type: OwnerType::Organization,
+            number: 1,
+            title: "B".into(),
+            status_field: "Status".into(),
+            options: vec!["Todo".into(), "Done".into()],
+            items: BTreeMap::from([(1, Some("Todo".into()))]),
+        });
+        s
+    }
+
+    #[test]
+    fn normalize_assigns_ids_and_checks_references() {
+        let mut s = sample();
+        s.normalize().unwrap();
+        assert_eq!(s.comments_of(1)[0].id, 1);
+        assert_eq!(s.column_of(1), Some("Todo"));
+        assert_eq!(s.next_number(), 2);
+        let mut bad = sample();
+        bad.board
+            .as_mut()
+            .unwrap()
+            .items
+            .insert(1, Some("Nope".into()));
+        assert!(bad.normalize().unwrap_err().contains("Nope"));
+        let mut bad = sample();
+        bad.board.as_mut().unwrap().items.insert(9, None);
+        assert!(bad.normalize().is_err());
+        let mut bad = sample();
+        bad.issues[0].blocked_by.push(5);
+        assert!(bad.normalize().is_err());
+    }
+
+    #[test]
+    fn json_and_yaml_round_trip() {
+        let mut s = sample();
+        s.normalize().unwrap();
+        let back: SandboxState = serde_json::from_str(&s.to_json()).unwrap();
+        assert_eq!(back, s);
+        let back: SandboxState = serde_norway::from_str(&s.to_yaml().unwrap()).unwrap();
+        assert_eq!(back, s);
+    }
+
+    #[test]
+    fn board_items_take_numbers_or_numeric_strings() {
+        let yaml = "repo: {owner: a, name: b}\nboard: {owner: a, number: 1, options: [X], items: {1: X, '2': null}}\n";
+        let s: SandboxState = serde_norway::from_str(yaml).unwrap();
+        assert_eq!(s.board.unwrap().items.len(), 2);
+        let json = r#"{"repo": {"owner": "a", "name": "b"}, "board": {"owner": "a", "number": 1, "options": ["X"], "items": {"x": "X"}}}"#;
+        let e = serde_json::from_str::<SandboxState>(json)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not an issue number"), "{e}");
+    }
+
+    #[test]
+    fn load_anchors_relative_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = sample();
+        s.repo.git_dir = Some("remote.git".into());
+        let path = dir.path().join("state.yaml");
+        std::fs::write(&path, s.to_yaml().unwrap()).unwrap();
+        let loaded = SandboxState::load(&path).unwrap();
+        assert_eq!(loaded.repo.git_dir, Some(dir.path().join("remote.git")));
+        std::fs::write(&path, "repo: {owner: a}").unwrap();
+        let e = SandboxState::load(&path).unwrap_err().to_string();
+        assert!(e.contains("state.yaml"), "{e}");
+    }
+
+    #[test]
+    fn logins() {
+        let s = sample();
+        assert!(s.is_org("ACME"));
+        assert!(!s.is_user("acme"));
+        assert!(s.is_user("bob"));
+        assert!(!s.is_user("nobody"));
+    }
+}

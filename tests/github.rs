@@ -1,0 +1,595 @@
+//! The real client against the sandbox GitHub over loopback, one operation at a time, asserting on
+//! the sandbox's state afterwards.
+
+mod common;
+
+use common::*;
+use supervisor::github::{
+    AppCredentials, BlockerKind, ClientConfig, Conditional, GitHub, GitHubError, IssueState,
+    Marker, NewPullRequest,
+};
+use supervisor::sandbox::{AppSeed, Sandbox};
+
+const ISSUE: &str = "GET /repos/{owner}/{repo}/issues/{number}";
+const COMMENTS: &str = "GET /repos/{owner}/{repo}/issues/{number}/comments";
+const POST_COMMENT: &str = "POST /repos/{owner}/{repo}/issues/{number}/comments";
+
+#[tokio::test]
+async fn reads_an_issue() {
+    within(async {
+        let w = World::new().await;
+        let issue = w.gh.get_issue(1).await.unwrap();
+        assert_eq!(issue.number, 1);
+        assert_eq!(issue.title, "Add a --verbose flag");
+        assert_eq!(issue.body, "Print more.");
+        assert_eq!(issue.author, "alice");
+        assert_eq!(issue.labels, vec!["enhancement", "cli"]);
+        assert_eq!(issue.state, IssueState::Open);
+        assert_eq!(issue.node_id, "I_1");
+        assert!(issue.html_url.ends_with("/acme/widgets/issues/1"));
+        assert!(!issue.is_pull_request);
+        assert_eq!(w.gh.get_issue(2).await.unwrap().state, IssueState::Closed);
+        assert_eq!(w.count(ISSUE), 2);
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_missing_issue_is_named() {
+    within(async {
+        let w = World::new().await;
+        let e = w.gh.get_issue(99).await.unwrap_err();
+        assert!(matches!(e, GitHubError::IssueNotFound { number: 99, .. }));
+        assert!(
+            e.to_string()
+                .starts_with("Issue #99 not found in acme/widgets"),
+            "{e}"
+        );
+        // Not retried: a 404 is an answer.
+        assert_eq!(w.count(ISSUE), 1);
+        let e = w.gh.board_item(&board(), 99).await.unwrap_err();
+        assert!(
+            matches!(e, GitHubError::IssueNotFound { number: 99, .. }),
+            "{e}"
+        );
+        let e = w.gh.list_comments(99).await.unwrap_err();
+        assert!(
+            matches!(e, GitHubError::IssueNotFound { number: 99, .. }),
+            "{e}"
+        );
+    })
+    .await
+}
+
+#[tokio::test]
+async fn lists_250_comments_over_three_pages() {
+    within(async {
+        let w = World::with(|s| {
+            let issue = s.issue_mut(3).unwrap();
+            issue.comments = (0..250)
+                .map(|i| comment("bob", &format!("comment {i}")))
+                .collect();
+        })
+        .await;
+        let comments = w.gh.list_comments(3).await.unwrap();
+        assert_eq!(comments.len(), 250);
+        assert_eq!(comments[0].body, "comment 0");
+        assert_eq!(comments[249].body, "comment 249");
+        assert!(comments.windows(2).all(|p| p[0].id < p[1].id));
+        assert_eq!(w.count(COMMENTS), 3, "100 + 100 + 50 per page");
+    })
+    .await
+}
+
+#[tokio::test]
+async fn comments_are_created_listed_and_updated() {
+    within(async {
+        let w = World::new().await;
+        let c =
+            w.gh.create_comment(1, "## Research Findings\n\nnone")
+                .await
+                .unwrap();
+        assert_eq!(c.author, "alice");
+        assert!(c.html_url.contains("#issuecomment-"));
+        let listed = w.gh.list_comments(1).await.unwrap();
+        assert_eq!(listed.len(), 2);
+        assert_eq!(listed[1], c);
+        let updated = w.gh.update_comment(c.id, "edited").await.unwrap();
+        assert_eq!(updated.body, "edited");
+        assert_eq!(w.sandbox.snapshot().comments_of(1)[1].body, "edited");
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_marked_comment_is_not_reposted() {
+    within(async {
+        let w = World::new().await;
+        let marker = Marker::new("run-1", "Research", 1, "stage");
+        let first =
+            w.gh.post_once(1, &marker, "## Research Findings", None)
+                .await
+                .unwrap();
+        assert!(first.created);
+        assert!(marker.is_in(&first.comment.body));
+        // A rerun of the same run, stage and attempt finds it on GitHub.
+        let again =
+            w.gh.post_once(1, &marker, "## Research Findings", None)
+                .await
+                .unwrap();
+        assert!(!again.created);
+        assert_eq!(again.comment.id, first.comment.id);
+        // With the comments already known, no request at all.
+        let known = w.gh.list_comments(1).await.unwrap();
+        let before = w.sandbox.request_total();
+        let third =
+            w.gh.post_once(1, &marker, "## Research Findings", Some(&known))
+                .await
+                .unwrap();
+        assert!(!third.created);
+        assert_eq!(w.sandbox.request_total(), before);
+        // A new attempt is a new write: exactly one request.
+        let next = Marker::new("run-1", "Research", 2, "stage");
+        let posted =
+            w.gh.post_once(1, &next, "## Research Findings (2)", Some(&known))
+                .await
+                .unwrap();
+        assert!(posted.created);
+        assert_eq!(w.sandbox.request_total(), before + 1);
+        let bodies: Vec<String> = w
+            .sandbox
+            .snapshot()
+            .comments_of(1)
+            .iter()
+            .map(|c| c.body.clone())
+            .collect();
+        assert_eq!(bodies.iter().filter(|b| marker.is_in(b)).count(), 1);
+        assert_eq!(bodies.iter().filter(|b| next.is_in(b)).count(), 1);
+        assert_eq!(w.count(POST_COMMENT), 2);
+    })
+    .await
+}
+
+#[tokio::test]
+async fn an_overlong_comment_is_cut_to_fit_and_keeps_its_marker() {
+    within(async {
+        let w = World::new().await;
+        let marker = Marker::new("run-long", "Audit", 1, "stage");
+        let long = "x".repeat(70_000);
+        let posted = w.gh.post_once(3, &marker, &long, Some(&[])).await.unwrap();
+        assert!(marker.is_in(&posted.comment.body));
+        assert!(posted.comment.body.chars().count() <= supervisor::github::MAX_BODY_CHARS);
+        assert!(posted.comment.body.contains("GitHub's limit"));
+        // The sandbox refuses what GitHub refuses.
+        let e = w.gh.create_comment(3, &long).await.unwrap_err();
+        assert_eq!(e.status(), Some(422));
+        assert!(e.to_string().contains("Body is too long"), "{e}");
+    })
+    .await
+}
+
+#[tokio::test]
+async fn closes_an_issue_with_one_comment() {
+    within(async {
+        let w = World::new().await;
+        let marker = Marker::new("run-9", "Implementation", 1, "close");
+        w.gh.close_issue(3, Some((&marker, "Already resolved.")))
+            .await
+            .unwrap();
+        w.gh.close_issue(3, Some((&marker, "Already resolved.")))
+            .await
+            .unwrap();
+        let snap = w.sandbox.snapshot();
+        let issue = snap.issue(3).unwrap();
+        assert_eq!(issue.state, supervisor::sandbox::SeedState::Closed);
+        assert_eq!(issue.state_reason.as_deref(), Some("completed"));
+        assert_eq!(issue.comments.len(), 1);
+        assert!(marker.is_in(&issue.comments[0].body));
+        assert_eq!(w.gh.get_issue(3).await.unwrap().state, IssueState::Closed);
+        let e = w.gh.close_issue(99, None).await.unwrap_err();
+        assert!(matches!(e, GitHubError::IssueNotFound { .. }), "{e}");
+    })
+    .await
+}
+
+#[tokio::test]
+async fn open_blockers_native_and_from_the_body() {
+    within(async {
+        let w = World::new().await;
+        let issue = w.gh.get_issue(4).await.unwrap();
+        let blockers = w.gh.open_blockers(&issue).await.unwrap();
+        let found: Vec<(u64, BlockerKind)> = blockers.iter().map(|b| (b.number, b.kind)).collect();
+        // #1 natively (open), #2 natively but closed, #3 from the body (open), #99 only inside a
+        // code block, #77 does not exist.
+        assert_eq!(
+            found,
+            vec![(1, BlockerKind::Native), (3, BlockerKind::BodyReference)]
+        );
+        assert_eq!(blockers[0].title, "Add a --verbose flag");
+        assert!(blockers[1].url.ends_with("/issues/3"));
+        let free = w.gh.get_issue(3).await.unwrap();
+        assert!(w.gh.open_blockers(&free).await.unwrap().is_empty());
+    })
+    .await
+}
+
+#[tokio::test]
+async fn check_runs_are_polled_with_etags() {
+    within(async {
+        let w = World::new().await;
+        let sha = w.sandbox.git().branch_sha("feature").unwrap();
+        w.check_runs(&sha, &[("build", "in_progress", None)]);
+        let Conditional::Modified { value, etag } = w.gh.check_runs(&sha, None).await.unwrap()
+        else {
+            panic!("first poll must carry the runs");
+        };
+        assert_eq!(value.len(), 1);
+        assert_eq!(value[0].status, "in_progress");
+        let etag = etag.expect("an ETag");
+        assert_eq!(
+            w.gh.check_runs(&sha, Some(&etag)).await.unwrap(),
+            Conditional::NotModified
+        );
+        w.check_runs(
+            &sha,
+            &[
+                ("build", "completed", Some("success")),
+                ("lint", "completed", Some("failure")),
+            ],
+        );
+        let Conditional::Modified { value, etag: next } =
+            w.gh.check_runs(&sha, Some(&etag)).await.unwrap()
+        else {
+            panic!("changed runs must be sent");
+        };
+        assert_eq!(value[1].conclusion.as_deref(), Some("failure"));
+        assert_ne!(next.as_deref(), Some(etag.as_str()));
+        // A commit with no runs: an empty list. An unknown commit: GitHub's 422.
+        let main = w.sandbox.git().branch_sha("main").unwrap();
+        assert!(matches!(
+            w.gh.check_runs(&main, None).await.unwrap(),
+            Conditional::Modified { value, .. } if value.is_empty()
+        ));
+        let e =
+            w.gh.check_runs("0123456789abcdef0123456789abcdef01234567", None)
+                .await
+                .unwrap_err();
+        assert_eq!(e.status(), Some(422), "{e}");
+    })
+    .await
+}
+
+#[tokio::test]
+async fn commits_exist_or_not() {
+    within(async {
+        let w = World::new().await;
+        let sha = w.sandbox.git().branch_sha("feature").unwrap();
+        assert!(w.gh.commit_exists(&sha).await.unwrap());
+        assert!(
+            !w.gh
+                .commit_exists("0123456789abcdef0123456789abcdef01234567")
+                .await
+                .unwrap()
+        );
+    })
+    .await
+}
+
+fn new_pr(head: &str) -> NewPullRequest {
+    NewPullRequest {
+        head: head.into(),
+        base: "main".into(),
+        title: "feat(#1): --verbose".into(),
+        body: "## Audit Approved".into(),
+        draft: false,
+    }
+}
+
+#[tokio::test]
+async fn a_pull_request_is_found_instead_of_duplicated() {
+    within(async {
+        let w = World::new().await;
+        assert!(w.gh.find_open_pr("feature").await.unwrap().is_none());
+        let (pr, created) = w.gh.find_or_create_pr(&new_pr("feature")).await.unwrap();
+        assert!(created);
+        assert_eq!(pr.number, 5, "numbers continue after the issues");
+        assert!(pr.html_url.ends_with("/acme/widgets/pull/5"));
+        assert_eq!((pr.head.as_str(), pr.base.as_str()), ("feature", "main"));
+        assert_eq!(pr.head_sha, w.sandbox.git().branch_sha("feature").unwrap());
+        let (again, created) = w.gh.find_or_create_pr(&new_pr("feature")).await.unwrap();
+        assert!(!created);
+        assert_eq!(again.number, 5);
+        assert_eq!(w.sandbox.snapshot().pulls().len(), 1);
+        assert_eq!(w.count("POST /repos/{owner}/{repo}/pulls"), 1);
+        // The issues API sees the pull request under its number.
+        assert!(w.gh.get_issue(5).await.unwrap().is_pull_request);
+    })
+    .await
+}
+
+#[tokio::test]
+async fn mergeable_comes_from_the_branches() {
+    within(async {
+        let w = World::new().await;
+        let (clean, _) = w.gh.find_or_create_pr(&new_pr("feature")).await.unwrap();
+        let clean = w.gh.get_pr(clean.number).await.unwrap();
+        assert_eq!(clean.mergeable, Some(true));
+        assert_eq!(clean.mergeable_state.as_deref(), Some("clean"));
+        let (clash, _) = w.gh.find_or_create_pr(&new_pr("clash")).await.unwrap();
+        let clash = w.gh.get_pr(clash.number).await.unwrap();
+        assert_eq!(clash.mergeable, Some(false));
+        assert_eq!(clash.mergeable_state.as_deref(), Some("dirty"));
+        let e = w.gh.get_pr(42).await.unwrap_err();
+        assert!(
+            matches!(e, GitHubError::PullNotFound { number: 42, .. }),
+            "{e}"
+        );
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_pull_request_from_a_missing_branch_is_refused() {
+    within(async {
+        let w = World::new().await;
+        let e =
+            w.gh.find_or_create_pr(&new_pr("not-pushed"))
+                .await
+                .unwrap_err();
+        assert_eq!(e.status(), Some(422));
+        let text = e.to_string();
+        assert!(text.contains("Validation Failed"), "{text}");
+        assert!(text.contains("not-pushed"), "{text}");
+        let e = w.gh.find_or_create_pr(&new_pr("main")).await.unwrap_err();
+        assert!(e.to_string().contains("No commits between"), "{e}");
+        assert!(w.sandbox.snapshot().pulls().is_empty());
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_card_is_moved_and_read_back() {
+    within(async {
+        let w = World::new().await;
+        let item =
+            w.gh.board_item(&board(), 1)
+                .await
+                .unwrap()
+                .expect("on the board");
+        assert_eq!(item.column.as_deref(), Some("Backlog"));
+        assert_eq!(item.project_number, 7);
+        assert_eq!(item.issue, 1);
+        let names: Vec<&str> = item.options.iter().map(|o| o.name.as_str()).collect();
+        assert_eq!(names, COLUMNS);
+        assert_eq!(w.gh.board_columns(&board()).await.unwrap(), item.options);
+        w.gh.move_card(&item, "Research").await.unwrap();
+        assert_eq!(w.sandbox.snapshot().column_of(1), Some("Research"));
+        let again = w.gh.board_item(&board(), 1).await.unwrap().unwrap();
+        assert_eq!(again.column.as_deref(), Some("Research"));
+        // Case does not matter; unknown columns list the options.
+        w.gh.move_card(&again, "testdesign").await.unwrap();
+        assert_eq!(w.sandbox.snapshot().column_of(1), Some("TestDesign"));
+        let e = w.gh.move_card(&again, "Doing").await.unwrap_err();
+        assert!(matches!(e, GitHubError::UnknownColumn { .. }));
+        assert!(
+            e.to_string().contains("Backlog, Research, Architecture"),
+            "{e}"
+        );
+        assert_eq!(w.count("POST /graphql UpdateItemStatus"), 2);
+        assert_eq!(w.count("POST /graphql IssueBoardItems"), 2);
+    })
+    .await
+}
+
+#[tokio::test]
+async fn an_issue_off_the_board_is_added() {
+    within(async {
+        let w = World::new().await;
+        assert!(w.gh.board_item(&board(), 3).await.unwrap().is_none());
+        let issue = w.gh.get_issue(3).await.unwrap();
+        let item = w.gh.add_to_board(&board(), &issue).await.unwrap();
+        assert_eq!(item.column, None);
+        assert!(w.sandbox.snapshot().on_board(3));
+        w.gh.move_card(&item, "Backlog").await.unwrap();
+        let read = w.gh.board_item(&board(), 3).await.unwrap().unwrap();
+        assert_eq!(read.column.as_deref(), Some("Backlog"));
+        // Adding again returns the same card.
+        let same = w.gh.add_to_board(&board(), &issue).await.unwrap();
+        assert_eq!(same.item_id, item.item_id);
+        assert_eq!(same.column.as_deref(), Some("Backlog"));
+        // The board of another owner or number does not exist.
+        let mut other = board();
+        other.number = 8;
+        let e = w.gh.add_to_board(&other, &issue).await.unwrap_err();
+        assert!(
+            matches!(e, GitHubError::BoardNotFound { number: 8, .. }),
+            "{e}"
+        );
+        // An issue on board 7 is not on board 8.
+        assert!(w.gh.board_item(&other, 1).await.unwrap().is_none());
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_wrong_status_field_is_named() {
+    within(async {
+        let w = World::new().await;
+        let mut b = board();
+        b.status_field = "Stage".into();
+        let e = w.gh.board_item(&b, 1).await.unwrap_err();
+        assert!(matches!(e, GitHubError::StatusFieldNotFound { .. }), "{e}");
+        assert!(e.to_string().contains("statusField"), "{e}");
+        let e = w.gh.board_columns(&b).await.unwrap_err();
+        assert!(matches!(e, GitHubError::StatusFieldNotFound { .. }), "{e}");
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_token_without_project_scope_gets_the_actionable_message() {
+    within(async {
+        let w = World::new().await;
+        let gh = client(&w.sandbox, Some(REPO_ONLY), quick());
+        // REST works with `repo` alone.
+        assert_eq!(gh.get_issue(1).await.unwrap().number, 1);
+        let e = gh.board_item(&board(), 1).await.unwrap_err();
+        assert!(matches!(e, GitHubError::MissingScope { .. }), "{e}");
+        let text = e.to_string();
+        assert!(
+            text.starts_with("GitHub token missing 'project' scope"),
+            "{text}"
+        );
+        assert!(text.contains("gh auth refresh -s project"), "{text}");
+        assert!(!e.is_resumable());
+        let item = w.gh.board_item(&board(), 1).await.unwrap().unwrap();
+        let e = gh.move_card(&item, "Done").await.unwrap_err();
+        assert!(matches!(e, GitHubError::MissingScope { .. }), "{e}");
+        assert_eq!(w.sandbox.snapshot().column_of(1), Some("Backlog"));
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_bad_token_is_unauthorized() {
+    within(async {
+        let w = World::new().await;
+        let gh = client(&w.sandbox, Some("tok-revoked"), quick());
+        let e = gh.get_issue(1).await.unwrap_err();
+        assert!(matches!(e, GitHubError::Unauthorized { .. }), "{e}");
+        assert!(e.to_string().contains("GH_TOKEN"), "{e}");
+        assert_eq!(w.count(ISSUE), 1, "401 is not retried");
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_github_app_gets_an_installation_token() {
+    within(async {
+        let fixtures =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/github");
+        let w = World::with(|s| {
+            s.apps.push(AppSeed {
+                app_id: 4242,
+                installation_id: 77,
+                slug: "supervisor-bot".into(),
+                public_key_pem: None,
+                public_key_path: Some(fixtures.join("app-key.pub.pem")),
+                scopes: vec!["repo".into(), "project".into()],
+            });
+        })
+        .await;
+        let pem = std::fs::read_to_string(fixtures.join("app-key.pem")).unwrap();
+        let mut cfg = ClientConfig::new(
+            w.sandbox.url(),
+            None,
+            supervisor::config::RepoSlug::parse("acme/widgets").unwrap(),
+        );
+        cfg.app = Some(AppCredentials::new(4242, pem, None).unwrap());
+        cfg.retry = quick();
+        let gh = GitHub::new(cfg).unwrap();
+        // The installation is found from the repository, a token minted, and used.
+        let c = gh.create_comment(1, "from the app").await.unwrap();
+        assert_eq!(c.author, "supervisor-bot[bot]");
+        let item = gh.board_item(&board(), 1).await.unwrap().unwrap();
+        gh.move_card(&item, "Research").await.unwrap();
+        assert_eq!(w.count("GET /repos/{owner}/{repo}/installation"), 1);
+        let token = gh
+            .access_token()
+            .await
+            .unwrap()
+            .expect("an installation token");
+        assert!(token.expose().starts_with("ghs_"));
+        assert!(!format!("{token:?}").contains(token.expose()));
+        // A key the sandbox does not know is refused with a message about the App.
+        let other = Sandbox::start(common::seed(&w.dir.path().join("remote.git")), 0)
+            .await
+            .unwrap();
+        let mut cfg = ClientConfig::new(
+            other.url(),
+            None,
+            supervisor::config::RepoSlug::parse("acme/widgets").unwrap(),
+        );
+        cfg.app = Some(
+            AppCredentials::new(
+                4242,
+                std::fs::read_to_string(fixtures.join("app-key.pem")).unwrap(),
+                None,
+            )
+            .unwrap(),
+        );
+        cfg.retry = quick();
+        let e = GitHub::new(cfg).unwrap().get_issue(1).await.unwrap_err();
+        assert!(matches!(e, GitHubError::AppAuth { .. }), "{e}");
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_happy_path_fits_the_request_budget() {
+    within(async {
+        let w = World::new().await;
+        let gh = &w.gh;
+        let issue = gh.get_issue(1).await.unwrap();
+        let mut known = gh.list_comments(1).await.unwrap();
+        assert!(gh.open_blockers(&issue).await.unwrap().is_empty());
+        let mut item = gh.board_item(&board(), 1).await.unwrap().unwrap();
+        for (attempt, column) in [
+            "Research",
+            "Architecture",
+            "TestDesign",
+            "Implementation",
+            "Audit",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            gh.move_card(&item, column).await.unwrap();
+            item.column = Some(column.to_string());
+            if column != "Implementation" {
+                let m = Marker::new("run-budget", column, 1, "stage");
+                let posted = gh
+                    .post_once(1, &m, &format!("## {column}"), Some(&known))
+                    .await
+                    .unwrap();
+                known.push(posted.comment);
+            }
+            let _ = attempt;
+        }
+        let sha = w.sandbox.git().branch_sha("feature").unwrap();
+        let _ = gh.check_runs(&sha, None).await.unwrap();
+        let (pr, _) = gh.find_or_create_pr(&new_pr("feature")).await.unwrap();
+        gh.move_card(&item, "Done").await.unwrap();
+        let _ = gh.get_pr(pr.number).await.unwrap();
+        assert!(gh.requests_sent() <= 25, "{} requests", gh.requests_sent());
+        assert_eq!(gh.requests_sent(), w.sandbox.request_total());
+    })
+    .await
+}
+
+#[tokio::test]
+async fn github_enterprise_server_paths_work() {
+    within(async {
+        let w = World::with(|s| {
+            s.issue_mut(3).unwrap().comments =
+                (0..120).map(|i| comment("bob", &i.to_string())).collect();
+        })
+        .await;
+        let mut cfg = ClientConfig::new(
+            format!("{}/api/v3/", w.sandbox.url()),
+            Some(supervisor::github::Token::new(FULL).unwrap()),
+            supervisor::config::RepoSlug::parse("acme/widgets").unwrap(),
+        );
+        cfg.retry = quick();
+        let gh = GitHub::new(cfg).unwrap();
+        assert_eq!(gh.get_issue(1).await.unwrap().number, 1);
+        assert_eq!(gh.list_comments(3).await.unwrap().len(), 120);
+        assert_eq!(w.count(COMMENTS), 2);
+        // GraphQL goes to /api/graphql: the sandbox has no /api/v3/graphql.
+        let item = gh.board_item(&board(), 1).await.unwrap().unwrap();
+        gh.move_card(&item, "Research").await.unwrap();
+        assert_eq!(w.sandbox.snapshot().column_of(1), Some("Research"));
+        assert_eq!(w.count("POST /graphql UpdateItemStatus"), 1);
+    })
+    .await
+}
