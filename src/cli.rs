@@ -4,6 +4,8 @@
 //! 130 interrupted. Human output goes to stderr, `--json` output to stdout.
 
 mod agent;
+mod demo;
+mod run;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,27 +48,18 @@ pub enum Command {
         json: bool,
     },
     /// Run the pipeline for one issue.
-    Run {
-        /// Issue number.
-        issue: u64,
-        #[arg(long, value_name = "DIR", default_value = ".")]
-        repo_root: PathBuf,
-        /// Keep the worktree when PR creation fails.
-        #[arg(long)]
-        debug: bool,
-        /// Show what would be done without writing to GitHub or pushing.
-        #[arg(long)]
-        dry_run: bool,
-        #[arg(long)]
-        json: bool,
-    },
+    Run(run::RunArgs),
     /// Run the whole pipeline against the built-in sandbox GitHub: no token, no network.
     Demo {
+        /// Print the summary as JSON on stdout.
         #[arg(long)]
         json: bool,
-        /// Keep the demo's temporary directory.
+        /// Remove the demo's directory afterwards (it is kept by default, to be looked at).
         #[arg(long)]
-        keep: bool,
+        clean: bool,
+        /// Build the demo in this directory instead of a new temporary one.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
     },
     /// Run one role agent once in a directory, as the pipeline would.
     Agent(agent::AgentCommand),
@@ -140,8 +133,8 @@ fn init_tracing() {
 fn dispatch(cli: Cli) -> u8 {
     match cli.command {
         Command::Check { repo_root, json } => check(repo_root, json),
-        Command::Run { .. } => not_yet("run"),
-        Command::Demo { .. } => not_yet("demo"),
+        Command::Run(args) => run::run(args),
+        Command::Demo { json, clean, dir } => demo::run(json, clean, dir),
         Command::Agent(args) => agent::run(args),
         Command::AgentScript {
             script,
@@ -171,11 +164,6 @@ fn agent_script(script: &std::path::Path, role: &str, attempt: u32) -> u8 {
         &mut std::io::stderr().lock(),
     );
     code.clamp(0, 255) as u8
-}
-
-fn not_yet(what: &str) -> u8 {
-    eprintln!("supervisor {what}: not available in this build");
-    EXIT_USAGE
 }
 
 fn check(root: PathBuf, json: bool) -> u8 {

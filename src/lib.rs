@@ -9,6 +9,7 @@ pub mod agent;
 pub mod audit;
 pub mod cli;
 pub mod config;
+pub mod demo;
 pub mod gates;
 pub mod github;
 pub mod pipeline;

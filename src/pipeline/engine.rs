@@ -10,15 +10,24 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use super::context::{IssueContext, Return, TaskInput, TrustedNote, build_task, has_heading};
-use super::decide::{DecideError, DecideInput, Decision, RunState, Step, StopReason, Transition, TransitionKind, decide, plan};
+use super::decide::{
+    DecideError, DecideInput, Decision, RunState, Step, StopReason, Transition, TransitionKind,
+    decide, plan,
+};
 use super::journal::{Event, Journal, JournalError, Replay};
 use super::project::Project;
-use crate::agent::{self, AgentRequest, AgentRun, ExitReason, Outcome, ProtocolError, parse_outcome};
+use crate::agent::{
+    self, AgentRequest, AgentRun, ExitReason, Outcome, ProtocolError, parse_outcome,
+};
 use crate::config::{ConfigError, Stage};
 use crate::gates::{self, CiContext, CiSource, GateContext, GateReport, GateStatus, IssueText};
-use crate::github::{BoardItem, BoardRef, Comment, GitHub, GitHubError, Issue, IssueState, Marker, NewPullRequest};
+use crate::github::{
+    BoardItem, BoardRef, Comment, GitHub, GitHubError, Issue, IssueState, Marker, NewPullRequest,
+};
 use crate::report::{self, AgentLine, GateRound, RunEnd, RunFacts, RunSummary};
-use crate::workspace::{self, Checkpoint, MergeOutcome, PushAuth, WorkspaceConfig, WorkspaceError, Worktree};
+use crate::workspace::{
+    self, Checkpoint, MergeOutcome, PushAuth, WorkspaceConfig, WorkspaceError, Worktree,
+};
 
 /// What `supervisor run` was asked to do.
 #[derive(Debug, Clone, Default)]
@@ -55,11 +64,22 @@ pub enum RunError {
     Workspace(#[from] WorkspaceError),
     #[error(transparent)]
     Journal(#[from] JournalError),
-    #[error("another supervisor (pid {pid}) is running issue #{issue}; wait for it, or stop it and run again to resume")]
+    #[error(
+        "another supervisor (pid {pid}) is running issue #{issue}; wait for it, or stop it and run again to resume"
+    )]
     Busy { pid: u32, issue: u64 },
 }
 
 impl RunError {
+    /// Whether running the same command again continues the run.
+    pub fn is_resumable(&self) -> bool {
+        match self {
+            RunError::GitHub(e) => e.is_resumable() || e.is_transient(),
+            RunError::Config(_) | RunError::Busy { .. } => false,
+            _ => true,
+        }
+    }
+
     pub fn exit_code(&self) -> u8 {
         match self {
             RunError::Config(_) => crate::cli::EXIT_USAGE,
@@ -86,11 +106,6 @@ fn new_run_id(issue: u64) -> String {
     format!("{issue}-{}", chrono::Utc::now().format("%Y%m%dT%H%M%S%3fZ"))
 }
 
-fn pid_alive(pid: u32) -> bool {
-    // Signal 0 checks existence without sending anything.
-    pid != 0 && unsafe { libc::kill(pid as libc::pid_t, 0) } == 0
-}
-
 struct Engine<'p> {
     p: &'p Project,
     gh: GitHub,
@@ -110,6 +125,7 @@ struct Engine<'p> {
     attempts: BTreeMap<String, u32>,
     ws: WorkspaceConfig,
     wt: Option<Worktree>,
+    checkpoint: Option<Checkpoint>,
     agents: Vec<AgentLine>,
     gate_rounds: Vec<GateRound>,
     warnings: Vec<String>,
@@ -121,7 +137,11 @@ struct Engine<'p> {
 }
 
 /// Run the pipeline for one issue.
-pub async fn run_issue(p: &Project, svc: Services, opts: RunOptions) -> Result<RunSummary, RunError> {
+pub async fn run_issue(
+    p: &Project,
+    svc: Services,
+    opts: RunOptions,
+) -> Result<RunSummary, RunError> {
     let started = Instant::now();
     let gh = svc.github.clone();
     let ws = WorkspaceConfig::from_settings(&p.root, &p.settings);
@@ -131,7 +151,10 @@ pub async fn run_issue(p: &Project, svc: Services, opts: RunOptions) -> Result<R
     let mut run_id = new_run_id(opts.issue);
     if !opts.dry_run {
         if let Some(cp) = Checkpoint::load(&p.root, opts.issue)? {
-            if cp.pid != std::process::id() && pid_alive(cp.pid) && !cp.is_stale(chrono::Utc::now()) {
+            if cp.pid != std::process::id()
+                && cp.process_alive()
+                && !cp.is_stale(chrono::Utc::now())
+            {
                 return Err(RunError::Busy {
                     pid: cp.pid,
                     issue: opts.issue,
@@ -184,13 +207,25 @@ pub async fn run_issue(p: &Project, svc: Services, opts: RunOptions) -> Result<R
             issue.author,
             p.settings.codeowners.join(", ")
         );
-        journal.record(Event::Stopped { reason: reason.clone() })?;
-        return Ok(base_summary(RunEnd::Refused { reason }, &journal, &issue.title));
+        journal.record(Event::Stopped {
+            reason: reason.clone(),
+        })?;
+        return Ok(base_summary(
+            RunEnd::Refused { reason },
+            &journal,
+            &issue.title,
+        ));
     }
     if issue.state == IssueState::Closed {
         let reason = format!("issue #{} is closed", issue.number);
-        journal.record(Event::Stopped { reason: reason.clone() })?;
-        return Ok(base_summary(RunEnd::Refused { reason }, &journal, &issue.title));
+        journal.record(Event::Stopped {
+            reason: reason.clone(),
+        })?;
+        return Ok(base_summary(
+            RunEnd::Refused { reason },
+            &journal,
+            &issue.title,
+        ));
     }
     let board_ref = BoardRef {
         owner: p.settings.board_owner().to_string(),
@@ -215,15 +250,23 @@ pub async fn run_issue(p: &Project, svc: Services, opts: RunOptions) -> Result<R
             .collect::<Vec<_>>()
             .join(", ");
         let reason = format!("blocked by open {names}; run again when they are closed");
-        journal.record(Event::Stopped { reason: reason.clone() })?;
-        return Ok(base_summary(RunEnd::Refused { reason }, &journal, &issue.title));
+        journal.record(Event::Stopped {
+            reason: reason.clone(),
+        })?;
+        return Ok(base_summary(
+            RunEnd::Refused { reason },
+            &journal,
+            &issue.title,
+        ));
     }
     let comments = gh.list_comments(issue.number).await?;
     let column = board
         .column
         .clone()
         .unwrap_or_else(|| p.workflow.backlog().status.clone());
-    journal.record(Event::Admitted { column: column.clone() })?;
+    journal.record(Event::Admitted {
+        column: column.clone(),
+    })?;
     let title = issue.title.clone();
 
     let mut engine = Engine {
@@ -246,6 +289,7 @@ pub async fn run_issue(p: &Project, svc: Services, opts: RunOptions) -> Result<R
         column,
         ws,
         wt: None,
+        checkpoint: None,
         agents: Vec::new(),
         gate_rounds: Vec::new(),
         warnings: Vec::new(),
@@ -254,10 +298,16 @@ pub async fn run_issue(p: &Project, svc: Services, opts: RunOptions) -> Result<R
         started,
         pr_failed: false,
     };
-    if p.workflow.stage_for_column(&engine.column).is_some_and(|s| s.built_in == Some(crate::config::BuiltIn::Done)) {
-        engine.journal.record(Event::Finished { outcome: "already done".into() })?;
+    if p.workflow
+        .stage_for_column(&engine.column)
+        .is_some_and(|s| s.built_in == Some(crate::config::BuiltIn::Done))
+    {
+        engine.journal.record(Event::Finished {
+            outcome: "already done".into(),
+        })?;
         return Ok(engine.summary(RunEnd::AlreadyDone, &title));
     }
+    engine.recover_unapplied()?;
     if opts.dry_run {
         let plan = engine.dry_run_plan();
         return Ok(engine.summary(RunEnd::DryRun { plan }, &title));
@@ -267,7 +317,9 @@ pub async fn run_issue(p: &Project, svc: Services, opts: RunOptions) -> Result<R
     let end = match end {
         Ok(end) => end,
         Err(e) => {
-            let _ = engine.journal.record(Event::Stopped { reason: e.to_string() });
+            let _ = engine.journal.record(Event::Stopped {
+                reason: e.to_string(),
+            });
             // Resumable: keep the checkpoint and worktree so a rerun continues.
             return Err(e);
         }
@@ -296,23 +348,69 @@ impl Engine<'_> {
         }
     }
 
+    /// A decision journaled before a crash whose card move reached GitHub but was not recorded as
+    /// applied: the board shows its target, so it took effect.
+    fn recover_unapplied(&mut self) -> Result<(), RunError> {
+        let entries = self.journal.entries();
+        let last_decision = entries
+            .iter()
+            .rposition(|e| matches!(e.event, Event::Decision { .. }));
+        let last_applied = entries
+            .iter()
+            .rposition(|e| matches!(e.event, Event::Applied { .. }));
+        let Some(d) = last_decision.filter(|d| last_applied.is_none_or(|a| a < *d)) else {
+            return Ok(());
+        };
+        let Event::Decision { transition } = &entries[d].event else {
+            return Ok(());
+        };
+        let t = transition.clone();
+        let here = self
+            .p
+            .workflow
+            .stage_for_column(&self.column)
+            .map(|s| s.status.clone());
+        if t.to != t.from && here.as_deref() == Some(t.to.as_str()) {
+            self.journal.record(Event::Applied {
+                transition: t.clone(),
+            })?;
+            self.state.apply(&t);
+            self.transitions.push(t);
+            self.replay.pending_outcome = None;
+        }
+        Ok(())
+    }
+
     fn warn(&mut self, message: String) {
         tracing::warn!("{message}");
-        let _ = self.journal.record(Event::Warning { message: message.clone() });
+        let _ = self.journal.record(Event::Warning {
+            message: message.clone(),
+        });
         self.warnings.push(message);
     }
 
     fn dry_run_plan(&self) -> Vec<String> {
         let wf = &self.p.workflow;
         let mut steps = vec![format!("card is in {}", self.column)];
-        let start = wf.stage_for_column(&self.column).and_then(|s| wf.index(&s.status)).unwrap_or(0);
+        let start = wf
+            .stage_for_column(&self.column)
+            .and_then(|s| wf.index(&s.status))
+            .unwrap_or(0);
         for st in &wf.stages[start..] {
             match (&st.agent, st.built_in) {
-                (_, Some(crate::config::BuiltIn::Backlog)) => steps.push(format!("move {} → {}", st.status, st.forward.as_deref().unwrap_or("?"))),
-                (_, Some(crate::config::BuiltIn::Done)) => steps.push("open the pull request and move the card to Done".into()),
+                (_, Some(crate::config::BuiltIn::Backlog)) => steps.push(format!(
+                    "move {} → {}",
+                    st.status,
+                    st.forward.as_deref().unwrap_or("?")
+                )),
+                (_, Some(crate::config::BuiltIn::Done)) => {
+                    steps.push("open the pull request and move the card to Done".into())
+                }
                 (Some(agent), None) => {
                     let def = self.p.roles.get(agent);
-                    let backend = def.map(|d| d.backend_name(&self.p.settings).to_string()).unwrap_or_default();
+                    let backend = def
+                        .map(|d| d.backend_name(&self.p.settings).to_string())
+                        .unwrap_or_default();
                     let mut s = format!("{}: run {agent} ({backend})", st.status);
                     if st.commits {
                         s.push_str(", commit and push");
@@ -320,7 +418,14 @@ impl Engine<'_> {
                         s.push_str(", post its comment");
                     }
                     if !st.hooks.is_empty() {
-                        s.push_str(&format!(", then gates: {}", st.hooks.iter().map(|h| h.name.as_str()).collect::<Vec<_>>().join(", ")));
+                        s.push_str(&format!(
+                            ", then gates: {}",
+                            st.hooks
+                                .iter()
+                                .map(|h| h.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ));
                     }
                     steps.push(s);
                 }
@@ -329,7 +434,10 @@ impl Engine<'_> {
         }
         steps.push(format!(
             "worktree {} on branch {}{}",
-            self.ws.worktree_root.join(format!("{}{}", self.ws.branch_prefix, self.opts.issue)).display(),
+            self.ws
+                .worktree_root
+                .join(format!("{}{}", self.ws.branch_prefix, self.opts.issue))
+                .display(),
             self.ws.branch_prefix,
             self.opts.issue
         ));
@@ -348,18 +456,15 @@ impl Engine<'_> {
     /// Comments that may reach an agent: by codeowners, or posted by supervisor (marker present and
     /// written by the same account that posts our comments).
     fn trusted_notes(&self) -> Vec<TrustedNote> {
-        let own_authors: Vec<&str> = self
-            .comments
-            .iter()
-            .filter(|c| !Marker::parse_all(&c.body).is_empty() && self.posted_by_us(c))
-            .map(|c| c.author.as_str())
-            .collect();
-        let _ = own_authors;
+        let ours = self.created_ids();
         self.comments
             .iter()
             .filter_map(|c| {
                 let markers = Marker::parse_all(&c.body);
-                if let Some(m) = markers.first().filter(|_| self.posted_by_us(c)) {
+                if let Some(m) = markers
+                    .first()
+                    .filter(|_| ours.contains(&c.id) || self.p.settings.is_codeowner(&c.author))
+                {
                     return Some(TrustedNote {
                         stage: Some(m.stage.clone()),
                         kind: m.kind.clone(),
@@ -367,36 +472,37 @@ impl Engine<'_> {
                         body: c.body.clone(),
                     });
                 }
-                self.p.settings.is_codeowner(&c.author).then(|| TrustedNote {
-                    stage: None,
-                    kind: "human".into(),
-                    author: c.author.clone(),
-                    body: c.body.clone(),
-                })
+                self.p
+                    .settings
+                    .is_codeowner(&c.author)
+                    .then(|| TrustedNote {
+                        stage: None,
+                        kind: "human".into(),
+                        author: c.author.clone(),
+                        body: c.body.clone(),
+                    })
             })
             .collect()
     }
 
-    /// Whether supervisor's account wrote `c`: its id is one we created, or its author is a codeowner
-    /// (a personal token) — a marker alone proves nothing, anyone can type one.
-    fn posted_by_us(&self, c: &Comment) -> bool {
-        self.created_ids().contains(&c.id) || self.p.settings.is_codeowner(&c.author)
-    }
-
+    /// Ids of the comments this run posted (a marker alone proves nothing: anyone can type one).
     fn created_ids(&self) -> Vec<u64> {
         self.journal
             .entries()
             .iter()
-            .chain(std::iter::empty())
             .filter_map(|e| match &e.event {
-                Event::GitHubWrite { url: Some(u), .. } => u.rsplit("issuecomment-").next().and_then(|id| id.parse().ok()),
+                Event::GitHubWrite { comment_id, .. } => *comment_id,
                 _ => None,
             })
             .collect()
     }
 
     fn has_trusted_heading(&self, heading: &str) -> bool {
-        has_heading(&self.issue.body, heading) || self.trusted_notes().iter().any(|n| has_heading(&n.body, heading))
+        has_heading(&self.issue.body, heading)
+            || self
+                .trusted_notes()
+                .iter()
+                .any(|n| has_heading(&n.body, heading))
     }
 
     async fn ensure_worktree(&mut self) -> Result<(), RunError> {
@@ -418,17 +524,9 @@ impl Engine<'_> {
             reused: format!("{:?}", wt.origin),
             warnings,
         })?;
-        let now = chrono::Utc::now();
-        Checkpoint {
-            run_id: self.run_id.clone(),
-            issue: self.opts.issue,
-            pid: std::process::id(),
-            worktree: wt.path.clone(),
-            branch: wt.branch.clone(),
-            started_at: now,
-            updated_at: now,
-        }
-        .save(&self.p.root)?;
+        let checkpoint = Checkpoint::new(self.run_id.clone(), self.opts.issue, &wt);
+        checkpoint.save(&self.p.root)?;
+        self.checkpoint = Some(checkpoint);
         self.wt = Some(wt);
         Ok(())
     }
@@ -447,7 +545,13 @@ impl Engine<'_> {
             }
             let wf = &self.p.workflow;
             let notes_have = |h: &str| self.has_trusted_heading(h);
-            let step = plan(wf, &self.state, &self.column, self.p.settings.enable_experimental_features, &notes_have);
+            let step = plan(
+                wf,
+                &self.state,
+                &self.column,
+                self.p.settings.enable_experimental_features,
+                &notes_have,
+            );
             let step = match step {
                 Ok(s) => s,
                 Err(e) => return Ok(self.stop_without_comment(e.to_string())),
@@ -461,7 +565,10 @@ impl Engine<'_> {
                 }
                 Step::RunAgent => {}
             }
-            let stage = wf.stage_for_column(&self.column).expect("plan checked the column").clone();
+            let stage = wf
+                .stage_for_column(&self.column)
+                .expect("plan checked the column")
+                .clone();
             match self.work_stage(&stage).await? {
                 Some(end) => return Ok(end),
                 None => continue,
@@ -470,7 +577,9 @@ impl Engine<'_> {
     }
 
     fn stop_without_comment(&mut self, reason: String) -> RunEnd {
-        let _ = self.journal.record(Event::Stopped { reason: reason.clone() });
+        let _ = self.journal.record(Event::Stopped {
+            reason: reason.clone(),
+        });
         RunEnd::Stopped {
             stage: self.column.clone(),
             reason,
@@ -488,18 +597,25 @@ impl Engine<'_> {
         let attempt = self.attempts.get(&stage).copied().unwrap_or(0);
         let marker = self.marker(&stage, attempt, "stopped");
         self.post(&marker, &body).await;
-        self.journal.record(Event::Stopped { reason: reason.clone() })?;
+        self.journal.record(Event::Stopped {
+            reason: reason.clone(),
+        })?;
         Ok(RunEnd::Stopped { stage, reason })
     }
 
     /// Post a comment once; failures are warnings (the pipeline continues, as the spec says).
     async fn post(&mut self, marker: &Marker, body: &str) -> Option<Comment> {
-        match self.gh.post_once(self.opts.issue, marker, body, Some(&self.comments)).await {
+        match self
+            .gh
+            .post_once(self.opts.issue, marker, body, Some(&self.comments))
+            .await
+        {
             Ok(posted) => {
                 let _ = self.journal.record(Event::GitHubWrite {
                     what: format!("comment {}", marker.kind),
                     marker: Some(marker.render()),
                     url: Some(posted.comment.html_url.clone()),
+                    comment_id: Some(posted.comment.id),
                     created: posted.created,
                 });
                 if posted.created {
@@ -516,7 +632,9 @@ impl Engine<'_> {
 
     /// Move the card (unless the transition stays in place), record and apply the transition.
     async fn apply(&mut self, t: Transition) -> Result<(), RunError> {
-        self.journal.record(Event::Decision { transition: t.clone() })?;
+        self.journal.record(Event::Decision {
+            transition: t.clone(),
+        })?;
         if t.to != t.from {
             let column = self
                 .p
@@ -529,10 +647,13 @@ impl Engine<'_> {
                 what: format!("move card {} → {}", t.from, t.to),
                 marker: None,
                 url: None,
+                comment_id: None,
                 created: true,
             })?;
         }
-        self.journal.record(Event::Applied { transition: t.clone() })?;
+        self.journal.record(Event::Applied {
+            transition: t.clone(),
+        })?;
         self.state.apply(&t);
         self.column = t.to.clone();
         self.transitions.push(t);
@@ -543,26 +664,37 @@ impl Engine<'_> {
     async fn work_stage(&mut self, stage: &Stage) -> Result<Option<RunEnd>, RunError> {
         let agent_name = stage.agent.clone().expect("agent stages name an agent");
         let Some(def) = self.p.roles.get(&agent_name).cloned() else {
-            return self.stop(format!("agent `{agent_name}` has no definition")).await.map(Some);
+            return self
+                .stop(format!("agent `{agent_name}` has no definition"))
+                .await
+                .map(Some);
         };
         // Resume: an outcome recorded for the latest attempt of this stage is used, not re-earned.
         let recovered = self
             .replay
             .pending_outcome
             .take()
-            .filter(|(s, a, _)| *s == stage.status && Some(*a) == self.attempts.get(&stage.status).copied())
+            .filter(|(s, a, _)| {
+                *s == stage.status && Some(*a) == self.attempts.get(&stage.status).copied()
+            })
             .and_then(|(_, a, v)| serde_json::from_value::<Outcome>(v).ok().map(|o| (a, o)));
         let (attempt, outcome, facts) = match recovered {
             Some((attempt, outcome)) => (attempt, outcome, None),
             None => {
                 let attempt = self.attempts.get(&stage.status).copied().unwrap_or(0) + 1;
                 self.attempts.insert(stage.status.clone(), attempt);
+                if let Some(cp) = self.checkpoint.as_mut() {
+                    cp.touch(&self.p.root)?;
+                }
                 self.journal.record(Event::StageStarted {
                     stage: stage.status.clone(),
                     agent: agent_name.clone(),
                     attempt,
                 })?;
-                let run = self.dispatch(stage, &def, attempt).await?;
+                let run = match self.dispatch(stage, &def, attempt).await? {
+                    Ok(run) => run,
+                    Err(reason) => return self.stop(reason).await.map(Some),
+                };
                 let facts = RunFacts {
                     agent: agent_name.clone(),
                     attempt,
@@ -588,10 +720,20 @@ impl Engine<'_> {
         // After the agent: commit + push, or post its comment.
         if stage.commits {
             let wt = self.wt.as_ref().expect("worktree exists");
-            let message = format!("#{}: {} ({} attempt {attempt})", self.issue.number, self.issue.title.trim(), agent_name);
+            let message = format!(
+                "#{}: {} ({} attempt {attempt})",
+                self.issue.number,
+                self.issue.title.trim(),
+                agent_name
+            );
             let sha = match wt.commit_all(&message) {
                 Ok(sha) => sha,
-                Err(e) => return self.stop(format!("committing the developer's work failed: {e}")).await.map(Some),
+                Err(e) => {
+                    return self
+                        .stop(format!("committing the developer's work failed: {e}"))
+                        .await
+                        .map(Some);
+                }
             };
             self.journal.record(Event::Committed {
                 stage: stage.status.clone(),
@@ -600,7 +742,10 @@ impl Engine<'_> {
             })?;
             if let Some(sha) = sha {
                 if let Err(e) = wt.push(&self.svc_push) {
-                    return self.stop(format!("pushing {} failed: {e}", wt.branch)).await.map(Some);
+                    return self
+                        .stop(format!("pushing {} failed: {e}", wt.branch))
+                        .await
+                        .map(Some);
                 }
                 self.journal.record(Event::Pushed { sha })?;
             }
@@ -615,7 +760,20 @@ impl Engine<'_> {
                 attempt,
                 ..RunFacts::default()
             });
-            let note = outcome.notes.iter().find(|n| n.starts_with("partial")).map(String::as_str);
+            let note = outcome
+                .notes
+                .iter()
+                .find(|n| n.starts_with("partial"))
+                .map(String::as_str);
+            let body = if stage.review && !outcome.findings.is_empty() {
+                format!(
+                    "{}\n\n### Findings\n\n{}",
+                    body.trim_end(),
+                    report::findings_list(&outcome.findings)
+                )
+            } else {
+                body
+            };
             let text = report::stage_comment(&body, &facts, note);
             let marker = self.marker(&stage.status, attempt, "stage");
             self.post(&marker, &text).await;
@@ -665,7 +823,7 @@ impl Engine<'_> {
                             let note = gates_note(&reports);
                             let marker = self.marker(&stage.status, attempt, "gates");
                             self.post(&marker, &note).await;
-                            if reports.iter().any(|r| r.gate == "dead-code" && r.status == GateStatus::Fail) {
+                            if gates::dead_code_requires_uncommit(&reports) {
                                 let wt = self.wt.as_ref().expect("worktree exists");
                                 if let Err(e) = wt.undo_last_commit() {
                                     self.warn(format!("could not undo the last commit after the dead-code gate: {e}"));
@@ -697,7 +855,13 @@ impl Engine<'_> {
     }
 
     /// The score-gate comment (rejections post the auditor's own comment already).
-    async fn note_rejection(&mut self, stage: &Stage, attempt: u32, t: &Transition, outcome: &Outcome) {
+    async fn note_rejection(
+        &mut self,
+        stage: &Stage,
+        attempt: u32,
+        t: &Transition,
+        outcome: &Outcome,
+    ) {
         if t.kind == TransitionKind::ScoreGate {
             if let Some(score) = &t.score {
                 let body = report::score_gate_comment(score, &outcome.findings);
@@ -707,7 +871,12 @@ impl Engine<'_> {
         }
     }
 
-    async fn dispatch(&mut self, stage: &Stage, def: &crate::agent::AgentDefinition, attempt: u32) -> Result<AgentRun, RunError> {
+    async fn dispatch(
+        &mut self,
+        stage: &Stage,
+        def: &crate::agent::AgentDefinition,
+        attempt: u32,
+    ) -> Result<Result<AgentRun, String>, RunError> {
         let wt = self.wt.as_ref().expect("worktree exists");
         let returned = self.return_context(stage);
         let gate_context = stage.review.then(|| self.gate_context()).flatten();
@@ -734,27 +903,32 @@ impl Engine<'_> {
         let slug = format!("{}-{attempt}", stage.status);
         let _ = std::fs::write(prompts.join(format!("{slug}.md")), &task);
         let backend_name = def.backend_name(&self.p.settings).to_string();
-        let mut backend = match agent::Backend::resolve(&backend_name, &self.p.settings) {
-            Ok(b) => b,
-            Err(e) => {
-                return Ok(AgentRun::failed(format!("backend `{backend_name}`: {e}")));
-            }
+        let token = self.github_token.clone();
+        let mut req = match AgentRequest::for_role(
+            &self.p.settings,
+            &self.p.root,
+            def,
+            task,
+            wt.path.clone(),
+            None,
+            token.as_deref(),
+        ) {
+            Ok(r) => r,
+            Err(e) => return Ok(Err(format!("{} cannot run: {e}", def.name))),
         };
-        if let (agent::Backend::Scripted { program, .. }, Some(p)) = (&mut backend, &self.scripted_program) {
+        if let (agent::Backend::Scripted { program, .. }, Some(p)) =
+            (&mut req.backend, &self.scripted_program)
+        {
             *program = p.clone();
         }
-        let token = self.p.settings.pass_github_token.then(|| self.github_token.clone()).flatten();
-        let req = AgentRequest {
-            role: def,
-            task,
-            cwd: wt.path.clone(),
-            backend,
-            limits: agent::Limits::for_role(&self.p.settings, &def.name),
-            env: agent::agent_env(&self.p.settings, token.as_deref()),
-            transcript: Some(self.journal.dir().join("transcripts").join(format!("{slug}.jsonl"))),
-            attempt,
-            keep_partial_on_budget: stage.skip_when_heading.is_some(),
-        };
+        req.transcript = Some(
+            self.journal
+                .dir()
+                .join("transcripts")
+                .join(format!("{slug}.jsonl")),
+        );
+        req.attempt = attempt;
+        req.keep_partial_on_budget |= stage.skip_when_heading.is_some();
         let run = agent::run_agent(req, self.cancel.clone()).await;
         self.journal.record(Event::AgentFinished {
             stage: stage.status.clone(),
@@ -781,7 +955,7 @@ impl Engine<'_> {
             model: run.model.clone(),
             exit: exit_text(&run.exit),
         });
-        Ok(run)
+        Ok(Ok(run))
     }
 
     /// The outcome of an agent run, or why the run ends without one.
@@ -802,14 +976,20 @@ impl Engine<'_> {
             other => return Err(Halt::Stop(format!("{agent} {}", exit_text(other)))),
         }
         parse_outcome(&run.final_text, stage).map_err(|e| match e {
-            ProtocolError::Empty | ProtocolError::Refusal { .. } => Halt::Stop(format!("{agent}: {e}")),
+            ProtocolError::Empty | ProtocolError::Refusal { .. } => {
+                Halt::Stop(format!("{agent}: {e}"))
+            }
             e => Halt::Stop(format!("{agent} produced no usable outcome: {e}")),
         })
     }
 
     /// Why work is back in `stage`: the last applied transition into it, if it came from elsewhere.
     fn return_context(&self, stage: &Stage) -> Option<Return> {
-        let t = self.transitions.iter().rev().find(|t| t.to == stage.status)?;
+        let t = self
+            .transitions
+            .iter()
+            .rev()
+            .find(|t| t.to == stage.status)?;
         let latest = |kind: &str, from: &str| {
             self.trusted_notes()
                 .into_iter()
@@ -818,10 +998,20 @@ impl Engine<'_> {
                 .map(|n| n.body)
         };
         match t.kind {
-            TransitionKind::GateBounce => latest("gates", &t.from).map(|note| Return::GatesBlocked { note }),
-            TransitionKind::ScoreGate => latest("score-gate", &t.from).map(|note| Return::ScoreGate { note }),
-            TransitionKind::Rejection => latest("stage", &t.from).map(|note| Return::Rejected { from: t.from.clone(), note }),
-            TransitionKind::LoopBack => latest("stage", &t.from).map(|note| Return::LoopBack { from: t.from.clone(), note }),
+            TransitionKind::GateBounce => {
+                latest("gates", &t.from).map(|note| Return::GatesBlocked { note })
+            }
+            TransitionKind::ScoreGate => {
+                latest("score-gate", &t.from).map(|note| Return::ScoreGate { note })
+            }
+            TransitionKind::Rejection => latest("stage", &t.from).map(|note| Return::Rejected {
+                from: t.from.clone(),
+                note,
+            }),
+            TransitionKind::LoopBack => latest("stage", &t.from).map(|note| Return::LoopBack {
+                from: t.from.clone(),
+                note,
+            }),
             _ => None,
         }
     }
@@ -835,14 +1025,23 @@ impl Engine<'_> {
         ))
     }
 
-    async fn run_gates(&mut self, stage: &Stage, attempt: u32, hooks: &[crate::config::Hook]) -> Result<Vec<GateReport>, RunError> {
+    async fn run_gates(
+        &mut self,
+        stage: &Stage,
+        attempt: u32,
+        hooks: &[crate::config::Hook],
+    ) -> Result<Vec<GateReport>, RunError> {
         let wt = self.wt.as_ref().expect("worktree exists").clone();
-        let base = format!("{}/{}", self.ws.remote, self.ws.default_branch);
-        let changes = match gates::ChangeSet::compute(&wt.path, &base).or_else(|_| gates::ChangeSet::compute(&wt.path, &self.ws.default_branch)) {
+        let changes = match gates::ChangeSet::compute(&wt.path, &self.ws.default_branch) {
             Ok(c) => c,
             Err(e) => {
                 self.warn(format!("could not compute the change set: {e}"));
-                gates::ChangeSet::empty(&self.ws.default_branch)
+                gates::ChangeSet {
+                    base: self.ws.default_branch.clone(),
+                    merge_base: None,
+                    files: Vec::new(),
+                    commits: Vec::new(),
+                }
             }
         };
         let ci = (self.p.settings.ci_gating_timeout_sec > 0).then(|| CiContext {
@@ -866,6 +1065,7 @@ impl Engine<'_> {
             settings: self.p.settings.gates.clone(),
             ci,
             state_dir: self.p.root.join(".supervisor").join("gates"),
+            search_path: None,
         };
         let reports = gates::run_gates(hooks, &ctx).await;
         self.journal.record(Event::GatesFinished {
@@ -877,9 +1077,21 @@ impl Engine<'_> {
             stage: stage.status.clone(),
             attempt,
             blocked: reports.iter().any(GateReport::blocks),
-            failing: reports.iter().filter(|r| r.status == GateStatus::Fail).map(|r| r.gate.clone()).collect(),
-            not_run: reports.iter().filter(|r| matches!(r.status, GateStatus::NotRun(_))).map(|r| r.gate.clone()).collect(),
-            warnings: reports.iter().filter(|r| r.status == GateStatus::Warn).map(|r| r.gate.clone()).collect(),
+            failing: reports
+                .iter()
+                .filter(|r| r.status == GateStatus::Fail)
+                .map(|r| r.gate.clone())
+                .collect(),
+            not_run: reports
+                .iter()
+                .filter(|r| matches!(r.status, GateStatus::NotRun(_)))
+                .map(|r| r.gate.clone())
+                .collect(),
+            warnings: reports
+                .iter()
+                .filter(|r| r.status == GateStatus::Warn)
+                .map(|r| r.gate.clone())
+                .collect(),
         });
         self.last_gates = Some(reports.clone());
         Ok(reports)
@@ -890,11 +1102,14 @@ impl Engine<'_> {
         let body = report::already_resolved_comment(&wt.branch, &wt.base);
         let attempt = self.attempts.get(&self.column).copied().unwrap_or(0);
         let marker = self.marker(&self.column.clone(), attempt, "resolved");
-        self.gh.close_issue(self.opts.issue, Some((&marker, &body))).await?;
+        self.gh
+            .close_issue(self.opts.issue, Some((&marker, &body)))
+            .await?;
         self.journal.record(Event::GitHubWrite {
             what: "close issue as already resolved".into(),
             marker: Some(marker.render()),
             url: None,
+            comment_id: None,
             created: true,
         })?;
         let done = self.p.workflow.done().status.clone();
@@ -910,11 +1125,22 @@ impl Engine<'_> {
     }
 
     /// Phase 2: the PR, its mergeability, a merge of the base when it conflicts.
-    async fn open_pull_request(&mut self, outcome: &Outcome, _attempt: u32) -> Result<RunEnd, RunError> {
+    async fn open_pull_request(
+        &mut self,
+        outcome: &Outcome,
+        _attempt: u32,
+    ) -> Result<RunEnd, RunError> {
         let wt = self.wt.as_ref().expect("worktree exists").clone();
         let score = self.last_score.clone().expect("approvals are scored");
-        let gate_table = self.last_gates.as_deref().map(report::gate_summary_table).unwrap_or_default();
-        let audit_comment = outcome.comment_body.clone().unwrap_or_else(|| "## Audit Approved".into());
+        let gate_table = self
+            .last_gates
+            .as_deref()
+            .map(report::gate_summary_table)
+            .unwrap_or_default();
+        let audit_comment = outcome
+            .comment_body
+            .clone()
+            .unwrap_or_else(|| "## Audit Approved".into());
         let body = report::pr_body(&report::PrBodyInput {
             issue: self.issue.number,
             audit_comment: &audit_comment,
@@ -940,7 +1166,9 @@ impl Engine<'_> {
             Ok(x) => x,
             Err(e) => {
                 self.pr_failed = true;
-                return self.stop(format!("opening the pull request failed: {e}")).await;
+                return self
+                    .stop(format!("opening the pull request failed: {e}"))
+                    .await;
             }
         };
         self.journal.record(Event::PullRequest {
@@ -954,7 +1182,10 @@ impl Engine<'_> {
                     Ok(()) => {
                         self.journal.record(Event::Pushed { sha })?;
                     }
-                    Err(e) => self.warn(format!("merged {} into the branch but the push failed: {e}", self.ws.default_branch)),
+                    Err(e) => self.warn(format!(
+                        "merged {} into the branch but the push failed: {e}",
+                        self.ws.default_branch
+                    )),
                 },
                 Ok(MergeOutcome::Conflicts { files }) => self.warn(format!(
                     "the pull request conflicts with {}; resolve by hand: {}",
@@ -962,10 +1193,15 @@ impl Engine<'_> {
                     files.join(", ")
                 )),
                 Ok(MergeOutcome::UpToDate) => {}
-                Err(e) => self.warn(format!("could not merge {} into the branch: {e}", self.ws.default_branch)),
+                Err(e) => self.warn(format!(
+                    "could not merge {} into the branch: {e}",
+                    self.ws.default_branch
+                )),
             },
             Ok(_) => {}
-            Err(e) => self.warn(format!("could not read the pull request's mergeability: {e}")),
+            Err(e) => self.warn(format!(
+                "could not read the pull request's mergeability: {e}"
+            )),
         }
         Ok(RunEnd::PullRequest {
             number: pr.number,
@@ -979,9 +1215,15 @@ impl Engine<'_> {
         let keep = self.opts.debug && self.pr_failed;
         if let Some(wt) = self.wt.take() {
             if keep {
-                self.warn(format!("--debug: keeping the worktree {}", wt.path.display()));
+                self.warn(format!(
+                    "--debug: keeping the worktree {}",
+                    wt.path.display()
+                ));
             } else if let Err(e) = workspace::cleanup(&self.ws, &wt) {
-                self.warn(format!("could not remove the worktree {}: {e}", wt.path.display()));
+                self.warn(format!(
+                    "could not remove the worktree {}: {e}",
+                    wt.path.display()
+                ));
             }
         }
         Checkpoint::remove(&self.p.root, self.opts.issue)?;
@@ -1006,7 +1248,8 @@ fn gates_note(reports: &[GateReport]) -> String {
 }
 
 fn partial_outcome(text: &str) -> Outcome {
-    let mut o = parse_outcome("{\"action\": \"COMPLETE\"}", &partial_stage()).expect("a literal outcome parses");
+    let mut o = parse_outcome("{\"action\": \"COMPLETE\"}", &partial_stage())
+        .expect("a literal outcome parses");
     o.comment_body = Some(text.trim().to_string()).filter(|t| !t.is_empty());
     o
 }
@@ -1022,9 +1265,16 @@ fn exit_text(exit: &ExitReason) -> String {
     match exit {
         ExitReason::Completed => "completed".into(),
         ExitReason::Failed(m) => format!("failed: {m}"),
-        ExitReason::TimedOut(d) => format!("timed out after {}", report::human_duration(d.as_millis() as u64)),
-        ExitReason::TokenBudget { used, budget } => format!("exceeded the token budget ({used} of {budget} tokens)"),
-        ExitReason::ToolCallCap { calls, cap } => format!("reached the tool-call cap ({calls} of {cap})"),
+        ExitReason::TimedOut(d) => format!(
+            "timed out after {}",
+            report::human_duration(d.as_millis() as u64)
+        ),
+        ExitReason::TokenBudget { used, budget } => {
+            format!("exceeded the token budget ({used} of {budget} tokens)")
+        }
+        ExitReason::ToolCallCap { calls, cap } => {
+            format!("reached the tool-call cap ({calls} of {cap})")
+        }
         ExitReason::Interrupted => "interrupted".into(),
         ExitReason::SpawnFailed(m) => format!("could not start: {m}"),
     }
@@ -1042,22 +1292,28 @@ struct GitHubChecks {
 }
 
 impl CiSource for GitHubChecks {
-    fn check_runs<'a>(&'a self, sha: &'a str, etag: Option<&'a str>) -> gates::BoxFuture<'a, Result<gates::CiPoll, String>> {
+    fn check_runs<'a>(
+        &'a self,
+        sha: &'a str,
+        etag: Option<&'a str>,
+    ) -> gates::BoxFuture<'a, Result<gates::CiPoll, String>> {
         Box::pin(async move {
             match self.gh.check_runs(sha, etag).await {
                 Ok(crate::github::Conditional::NotModified) => Ok(gates::CiPoll::NotModified),
-                Ok(crate::github::Conditional::Modified { value, etag }) => Ok(gates::CiPoll::Runs {
-                    runs: value
-                        .into_iter()
-                        .map(|r| gates::CiRun {
-                            name: r.name,
-                            status: r.status,
-                            conclusion: r.conclusion,
-                            url: r.html_url,
-                        })
-                        .collect(),
-                    etag,
-                }),
+                Ok(crate::github::Conditional::Modified { value, etag }) => {
+                    Ok(gates::CiPoll::Runs {
+                        runs: value
+                            .into_iter()
+                            .map(|r| gates::CiRun {
+                                name: r.name,
+                                status: r.status,
+                                conclusion: r.conclusion,
+                                url: r.html_url,
+                            })
+                            .collect(),
+                        etag,
+                    })
+                }
                 Err(e) => Err(e.to_string()),
             }
         })

@@ -73,6 +73,9 @@ pub enum Event {
         what: String,
         marker: Option<String>,
         url: Option<String>,
+        /// The id of a comment we posted: only these (and codeowners') comments are trusted.
+        #[serde(default)]
+        comment_id: Option<u64>,
         created: bool,
     },
     Decision {

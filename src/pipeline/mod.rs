@@ -1,7 +1,8 @@
-//! The engine: pure decisions, and (later) the loop that performs them.
+//! The engine: pure decisions (`plan`, `decide`), the journal, and the loop that performs them.
 
 mod context;
 mod decide;
+mod engine;
 mod journal;
 mod project;
 
@@ -12,5 +13,6 @@ pub use decide::{
     DecideError, DecideInput, Decision, MAX_ITERATIONS, RunState, Step, StopReason, Transition,
     TransitionKind, decide, plan,
 };
+pub use engine::{RunError, RunOptions, Services, exit_code, run_issue};
 pub use journal::{Entry, Event, Journal, JournalError, Replay, read_entries, runs_dir};
 pub use project::{Project, process_env};

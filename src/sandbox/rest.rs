@@ -916,7 +916,8 @@ async fn check_runs(
         .or_else(|| sha.as_ref().and_then(|sha| st.check_runs.get(sha)));
     let runs = match (seeded, &sha) {
         (Some(runs), _) => runs.clone(),
-        (None, Some(_)) => Vec::new(),
+        // A commit without runs of its own gets the state's `auto_check_runs` (a CI that checks every push).
+        (None, Some(_)) => st.auto_check_runs.clone(),
         (None, None) => return no_commit(&spec),
     };
     let head_sha = sha.unwrap_or_else(|| spec.clone());

@@ -226,6 +226,9 @@ pub struct SandboxState {
     /// Commit sha (or branch name) → its check runs.
     #[serde(default)]
     pub check_runs: BTreeMap<String, Vec<CheckRunSeed>>,
+    /// Check runs reported for every commit that has none of its own: a CI that checks each push.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub auto_check_runs: Vec<CheckRunSeed>,
     #[serde(default)]
     pub pulls: Vec<PullSeed>,
 }
@@ -248,6 +251,7 @@ impl SandboxState {
             issues: Vec::new(),
             board: None,
             check_runs: BTreeMap::new(),
+            auto_check_runs: Vec::new(),
             pulls: Vec::new(),
         }
     }

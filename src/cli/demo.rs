@@ -1,0 +1,104 @@
+//! `supervisor demo`: the whole pipeline against the built-in sandbox GitHub.
+
+use std::path::{Path, PathBuf};
+
+use super::run::{present, runtime};
+use super::{EXIT_STOPPED, EXIT_USAGE};
+use crate::demo::{demo_dir, demo_spec, run_demo};
+use crate::workspace::Shutdown;
+
+/// Gate tools installed by `scripts/install-tools.sh` in the checkout this binary was built from.
+fn source_tools() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    [".tools/node/node_modules/.bin", ".tools/venv/bin"]
+        .iter()
+        .map(|p| root.join(p))
+        .filter(|p| p.is_dir())
+        .collect()
+}
+
+pub fn run(json: bool, clean: bool, dir: Option<PathBuf>) -> u8 {
+    // Where the pinned gate tools exist, the demo uses them; where they don't, those gates show as not run.
+    let tools = source_tools();
+    if !tools.is_empty() {
+        let mut paths = tools;
+        paths.extend(std::env::split_paths(
+            &std::env::var_os("PATH").unwrap_or_default(),
+        ));
+        if let Ok(joined) = std::env::join_paths(paths) {
+            // SAFETY: no other thread exists yet; the runtime starts below.
+            unsafe { std::env::set_var("PATH", joined) };
+        }
+    }
+    let program = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!(
+                "supervisor demo: cannot find its own executable for the scripted agents: {e}"
+            );
+            return EXIT_STOPPED;
+        }
+    };
+    let dir = dir.unwrap_or_else(demo_dir);
+    if dir.join("repo").exists() {
+        eprintln!(
+            "supervisor demo: {} already holds a demo; pick another --dir",
+            dir.display()
+        );
+        return EXIT_USAGE;
+    }
+    let rt = match runtime("demo") {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    let code = rt.block_on(async {
+        let shutdown = match Shutdown::install() {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("supervisor demo: cannot install signal handlers: {e}");
+                return EXIT_STOPPED;
+            }
+        };
+        eprintln!(
+            "supervisor demo: building a repository, a bare remote and the sandbox GitHub in {}",
+            dir.display()
+        );
+        match run_demo(&dir, demo_spec(), program, &shutdown).await {
+            Ok((summary, report)) => {
+                let code = present(&summary, json, false);
+                if json {
+                    println!("{}", serde_json::to_string_pretty(&report).expect("json"));
+                }
+                eprintln!("\nwhere to look");
+                if let crate::report::RunEnd::PullRequest { url, .. } = &summary.end {
+                    eprintln!("  pull request   {url}");
+                }
+                eprintln!(
+                    "  issue #1       {} comments, card in {}",
+                    report.comments,
+                    report.column.as_deref().unwrap_or("(no column)")
+                );
+                eprintln!("  journal        {}", report.journal);
+                eprintln!("  run map        {} (mermaid)", report.run_map.display());
+                eprintln!("  GitHub state   {}", report.sandbox_state.display());
+                eprintln!(
+                    "                 browse it: supervisor sandbox serve --state {}",
+                    report.sandbox_state.display()
+                );
+                eprintln!(
+                    "  requests       {} to the sandbox GitHub",
+                    report.github_requests
+                );
+                code
+            }
+            Err(e) => {
+                eprintln!("supervisor demo: {e}");
+                EXIT_STOPPED
+            }
+        }
+    });
+    if clean {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    code
+}
