@@ -1,7 +1,7 @@
 //! The command line. Thin: parse, call into the rooms, map results to exit codes.
 //!
-//! Exit codes: 0 done, 1 pipeline stopped, 2 usage or configuration error, 3 GitHub or auth error,
-//! 130 interrupted. Human output goes to stderr, `--json` output to stdout.
+//! Exit codes: 0 done (or stopped cleanly by a signal), 1 pipeline stopped, 2 usage or configuration
+//! error, 3 GitHub or auth error. Human output goes to stderr, `--json` output to stdout.
 
 mod agent;
 mod demo;
@@ -22,7 +22,6 @@ pub const EXIT_OK: u8 = 0;
 pub const EXIT_STOPPED: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_GITHUB: u8 = 3;
-pub const EXIT_INTERRUPTED: u8 = 130;
 
 #[derive(Debug, Parser)]
 #[command(

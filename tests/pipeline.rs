@@ -179,9 +179,7 @@ fn pulls(world: &World) -> Vec<(String, String, String)> {
 }
 
 fn issue_state(world: &World) -> SeedState {
-    world
-        .sandbox
-        .with_state(|s| s.issue(1).unwrap().state.clone())
+    world.sandbox.with_state(|s| s.issue(1).unwrap().state)
 }
 
 fn run_dirs(world: &World) -> Vec<PathBuf> {

@@ -323,3 +323,30 @@ pub async fn run_demo(
     world.sandbox.shutdown().await;
     Ok((summary, report))
 }
+
+/// The demo's world with instant agents that succeed at once and only the cheap gates (CI and
+/// traceability): the happy path, for benchmarks and quick checks.
+pub fn quick_spec() -> WorldSpec {
+    let mut spec = demo_spec();
+    let complete = |agent: &str, body: &str| json!([[{ "final": answer("Done.", json!({ "action": "COMPLETE", "agentName": agent, "commentBody": body })) }]]);
+    spec.script = json!({
+        "researcher": complete("researcher", "## Research Findings\n\nfindings"),
+        "architect": complete("architect", "## Architecture\n\nplan"),
+        "test-designer": complete("test-designer", "## Test Plan\n\ncases"),
+        "developer": [[
+            { "write": { "path": "src/duration.ts", "content": DURATION_V2 } },
+            { "write": { "path": "src/duration.test.ts", "content": DURATION_TEST } },
+            { "final": answer("Done.", json!({ "action": "COMPLETE", "agentName": "developer" })) }
+        ]],
+        "auditor": [[{ "final": answer("Reviewed.", json!({ "action": "APPROVED", "agentName": "auditor",
+            "commentBody": "## Audit Approved\n\nGood.", "findings": [] })) }]],
+    });
+    let mut wf = demo_workflow();
+    for stage in wf["stages"].as_array_mut().into_iter().flatten() {
+        if stage["status"] == "Implementation" {
+            stage["hooks"] = json!(["ci", "traceability"]);
+        }
+    }
+    spec.workflow = Some(wf);
+    spec
+}

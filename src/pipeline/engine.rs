@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tokio::sync::watch;
 
+use super::checks::GitHubChecks;
 use super::context::{IssueContext, Return, TaskInput, TrustedNote, build_task, has_heading};
 use super::decide::{
     DecideError, DecideInput, Decision, RunState, Step, StopReason, Transition, TransitionKind,
@@ -1048,11 +1049,11 @@ impl Engine<'_> {
             head_sha: wt.head_sha().unwrap_or_default(),
             timeout: Duration::from_secs(self.p.settings.ci_gating_timeout_sec),
             interval: Duration::from_secs(self.p.settings.gates.ci_poll_interval_sec),
-            source: Arc::new(GitHubChecks {
-                gh: self.gh.clone(),
-                wt: wt.clone(),
-                auth: self.svc_push.clone(),
-            }) as Arc<dyn CiSource>,
+            source: Arc::new(GitHubChecks::new(
+                self.gh.clone(),
+                wt.clone(),
+                self.svc_push.clone(),
+            )) as Arc<dyn CiSource>,
         });
         let ctx = GateContext {
             dir: wt.path.clone(),
@@ -1282,48 +1283,4 @@ fn exit_text(exit: &ExitReason) -> String {
 
 fn decide_error_text(e: &DecideError) -> String {
     e.to_string()
-}
-
-/// The CI gate's view of GitHub.
-struct GitHubChecks {
-    gh: GitHub,
-    wt: Worktree,
-    auth: PushAuth,
-}
-
-impl CiSource for GitHubChecks {
-    fn check_runs<'a>(
-        &'a self,
-        sha: &'a str,
-        etag: Option<&'a str>,
-    ) -> gates::BoxFuture<'a, Result<gates::CiPoll, String>> {
-        Box::pin(async move {
-            match self.gh.check_runs(sha, etag).await {
-                Ok(crate::github::Conditional::NotModified) => Ok(gates::CiPoll::NotModified),
-                Ok(crate::github::Conditional::Modified { value, etag }) => {
-                    Ok(gates::CiPoll::Runs {
-                        runs: value
-                            .into_iter()
-                            .map(|r| gates::CiRun {
-                                name: r.name,
-                                status: r.status,
-                                conclusion: r.conclusion,
-                                url: r.html_url,
-                            })
-                            .collect(),
-                        etag,
-                    })
-                }
-                Err(e) => Err(e.to_string()),
-            }
-        })
-    }
-
-    fn commit_visible<'a>(&'a self, sha: &'a str) -> gates::BoxFuture<'a, Result<bool, String>> {
-        Box::pin(async move { self.gh.commit_exists(sha).await.map_err(|e| e.to_string()) })
-    }
-
-    fn push<'a>(&'a self) -> gates::BoxFuture<'a, Result<(), String>> {
-        Box::pin(async move { self.wt.push(&self.auth).map_err(|e| e.to_string()) })
-    }
 }

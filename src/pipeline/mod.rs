@@ -1,11 +1,13 @@
 //! The engine: pure decisions (`plan`, `decide`), the journal, and the loop that performs them.
 
+mod checks;
 mod context;
 mod decide;
 mod engine;
 mod journal;
 mod project;
 
+pub use checks::GitHubChecks;
 pub use context::{
     IssueContext, MAX_NOTE_CHARS, Return, TaskInput, TrustedNote, build_task, has_heading,
 };

@@ -1,0 +1,128 @@
+//! The happy path with instant scripted agents: the real `supervisor run` binary against the sandbox
+//! GitHub and a local bare remote. Prints the wall time minus the worktree checkout (target ≤ 300 ms),
+//! GitHub requests by route (target ≤ 25 in all) and the run's peak RSS (target ≤ 25 MB).
+//!
+//! `cargo bench --bench pipeline`
+
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use supervisor::demo::{World, quick_spec};
+use supervisor::pipeline::{Event, read_entries};
+
+const ROUNDS: usize = 5;
+
+struct Round {
+    wall_ms: f64,
+    checkout_ms: f64,
+    requests: u64,
+    max_rss_kb: i64,
+    routes: std::collections::BTreeMap<String, u64>,
+}
+
+fn millis(a: &str, b: &str) -> f64 {
+    let a = chrono::DateTime::parse_from_rfc3339(a).unwrap();
+    let b = chrono::DateTime::parse_from_rfc3339(b).unwrap();
+    (b - a).num_microseconds().unwrap() as f64 / 1000.0
+}
+
+async fn round() -> Round {
+    let dir = tempfile::tempdir().unwrap();
+    let world = World::build(dir.path(), quick_spec()).await.unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_supervisor"));
+    cmd.args(["run", "1", "--repo-root"])
+        .arg(&world.repo)
+        .envs(world.env())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let started = Instant::now();
+    // Reaped by wait4 below (std's wait would not report the child's peak RSS).
+    #[allow(clippy::zombie_processes)]
+    let child = cmd.spawn().unwrap();
+    let pid = child.id() as libc::pid_t;
+    // wait4 gives this child's own peak RSS (its agents are separate processes).
+    let (status, rss) = tokio::task::spawn_blocking(move || {
+        let mut status = 0;
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        assert_eq!(r, pid);
+        (status, usage.ru_maxrss)
+    })
+    .await
+    .unwrap();
+    let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "the run failed"
+    );
+    let run_dir = std::fs::read_dir(world.runs_dir())
+        .unwrap()
+        .flatten()
+        .next()
+        .unwrap()
+        .path();
+    let entries = read_entries(&run_dir.join("events.jsonl")).unwrap();
+    let time_of = |pred: &dyn Fn(&Event) -> bool| {
+        entries
+            .iter()
+            .find(|e| pred(&e.event))
+            .map(|e| e.time.clone())
+            .unwrap()
+    };
+    let admitted = time_of(&|e| matches!(e, Event::Admitted { .. }));
+    let ready = time_of(&|e| matches!(e, Event::WorktreeReady { .. }));
+    let routes = world.sandbox.request_counts();
+    let requests = world.sandbox.request_total();
+    world.sandbox.shutdown().await;
+    Round {
+        wall_ms,
+        checkout_ms: millis(&admitted, &ready),
+        requests,
+        max_rss_kb: rss,
+        routes,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let rounds: Vec<Round> = (0..ROUNDS).map(|_| rt.block_on(round())).collect();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "happy path, instant scripted agents, gates ci + traceability, {ROUNDS} rounds (load {})",
+        load.trim()
+    );
+    for (i, r) in rounds.iter().enumerate() {
+        println!(
+            "  round {}: wall {:.0} ms, worktree checkout {:.0} ms, wall − checkout {:.0} ms, {} requests, peak RSS {:.1} MB",
+            i + 1,
+            r.wall_ms,
+            r.checkout_ms,
+            r.wall_ms - r.checkout_ms,
+            r.requests,
+            r.max_rss_kb as f64 / 1024.0
+        );
+    }
+    let net = median(rounds.iter().map(|r| r.wall_ms - r.checkout_ms).collect());
+    let rss = median(
+        rounds
+            .iter()
+            .map(|r| r.max_rss_kb as f64 / 1024.0)
+            .collect(),
+    );
+    println!("median wall time minus worktree checkout: {net:.0} ms (target ≤ 300 ms)");
+    println!("GitHub requests: {} (target ≤ 25)", rounds[0].requests);
+    for (route, n) in &rounds[0].routes {
+        println!("  {n:>3}  {route}");
+    }
+    println!("median peak RSS of supervisor run: {rss:.1} MB (target ≤ 25 MB)");
+}

@@ -1,0 +1,59 @@
+//! `supervisor demo` end to end: the real binary builds its world, runs the pipeline and prints a PR URL.
+
+use std::process::Command;
+
+#[test]
+fn demo_runs_the_whole_pipeline_and_prints_a_pull_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = dir.path().join("demo");
+    let out = Command::new(env!("CARGO_BIN_EXE_supervisor"))
+        .args(["demo", "--json", "--dir"])
+        .arg(&demo)
+        .env_remove("GH_TOKEN")
+        .env_remove("GITHUB_TOKEN")
+        .env_remove("GITHUB_API_URL")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("pull request   http://127.0.0.1:"),
+        "{stderr}"
+    );
+    let docs: Vec<serde_json::Value> = serde_json::Deserializer::from_slice(&out.stdout)
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .expect("stdout holds the summary and the report as JSON");
+    let (summary, report) = (&docs[0], &docs[1]);
+    assert_eq!(summary["end"]["kind"], "pull-request");
+    assert!(
+        summary["end"]["url"]
+            .as_str()
+            .unwrap()
+            .ends_with("/demo-org/durations/pull/2")
+    );
+    // The loops people should see: one gate bounce, one auditor rejection.
+    assert_eq!(summary["gateBounces"], 1);
+    assert_eq!(summary["rejections"], 1);
+    assert_eq!(summary["agents"].as_array().unwrap().len(), 8);
+    // The no-TODO gate needs only git, so the bounce happens on every machine; tools that are
+    // missing show as not run, never as passed.
+    let first = &summary["gateRounds"][0];
+    assert!(
+        first["failing"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g == "no-todo"),
+        "{first}"
+    );
+    for round in summary["gateRounds"].as_array().unwrap() {
+        for gate in round["notRun"].as_array().unwrap() {
+            assert!(!round["failing"].as_array().unwrap().contains(gate));
+        }
+    }
+    assert_eq!(report["column"], "Done");
+    let state = std::fs::read_to_string(report["sandboxState"].as_str().unwrap()).unwrap();
+    assert!(state.contains("feat(#1): accept hours in parseDuration"));
+    assert!(std::path::Path::new(report["runMap"].as_str().unwrap()).is_file());
+}
