@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-pub use world::{COLUMNS, IssueSpec, World, WorldError, WorldSpec, demo_project, git};
+pub use world::{IssueSpec, World, WorldError, WorldSpec, columns, demo_project, git};
 
 use crate::config::DEFAULT_WORKFLOW;
 use crate::github::{ClientConfig, GitHub, Token};

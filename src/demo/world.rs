@@ -14,15 +14,13 @@ use crate::sandbox::{
 };
 
 /// The columns of the built-in workflow, in board order.
-pub const COLUMNS: [&str; 7] = [
-    "Backlog",
-    "Research",
-    "Architecture",
-    "TestDesign",
-    "Implementation",
-    "Audit",
-    "Done",
-];
+pub fn columns() -> Vec<String> {
+    crate::config::Workflow::builtin(&BTreeMap::new())
+        .stages
+        .into_iter()
+        .map(|s| s.status)
+        .collect()
+}
 
 /// The issue the run is about.
 #[derive(Debug, Clone)]
@@ -245,7 +243,7 @@ impl World {
             number: 1,
             title: "Delivery".into(),
             status_field: "Status".into(),
-            options: COLUMNS.iter().map(|c| c.to_string()).collect(),
+            options: columns(),
             items,
         });
         state.auto_check_runs = spec.auto_checks.clone();

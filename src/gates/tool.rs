@@ -34,48 +34,40 @@ pub struct ToolSpec {
     pub ecosystem: Ecosystem,
 }
 
-pub const TSC: ToolSpec = ToolSpec {
-    bin: "tsc",
-    package: "typescript",
-    version: "5.9.3",
-    ecosystem: Ecosystem::Npm,
-};
-pub const TYPESCRIPT_LANGUAGE_SERVER: ToolSpec = ToolSpec {
-    bin: "typescript-language-server",
-    package: "typescript-language-server",
-    version: "5.1.2",
-    ecosystem: Ecosystem::Npm,
-};
-pub const KNIP: ToolSpec = ToolSpec {
-    bin: "knip",
-    package: "knip",
-    version: "6.44.2",
-    ecosystem: Ecosystem::Npm,
-};
-pub const JSCPD: ToolSpec = ToolSpec {
-    bin: "jscpd",
-    package: "jscpd",
-    version: "4.3.0",
-    ecosystem: Ecosystem::Npm,
-};
-pub const PYLSP: ToolSpec = ToolSpec {
-    bin: "pylsp",
-    package: "python-lsp-server[pyflakes]",
-    version: "1.15.0",
-    ecosystem: Ecosystem::Python,
-};
-pub const GOPLS: ToolSpec = ToolSpec {
-    bin: "gopls",
-    package: "gopls",
-    version: "",
-    ecosystem: Ecosystem::System,
-};
-pub const RUST_ANALYZER: ToolSpec = ToolSpec {
-    bin: "rust-analyzer",
-    package: "rust-analyzer",
-    version: "",
-    ecosystem: Ecosystem::System,
-};
+impl ToolSpec {
+    const fn new(
+        bin: &'static str,
+        package: &'static str,
+        version: &'static str,
+        ecosystem: Ecosystem,
+    ) -> ToolSpec {
+        ToolSpec {
+            bin,
+            package,
+            version,
+            ecosystem,
+        }
+    }
+}
+
+pub const TSC: ToolSpec = ToolSpec::new("tsc", "typescript", "5.9.3", Ecosystem::Npm);
+pub const TYPESCRIPT_LANGUAGE_SERVER: ToolSpec = ToolSpec::new(
+    "typescript-language-server",
+    "typescript-language-server",
+    "5.1.2",
+    Ecosystem::Npm,
+);
+pub const KNIP: ToolSpec = ToolSpec::new("knip", "knip", "6.44.2", Ecosystem::Npm);
+pub const JSCPD: ToolSpec = ToolSpec::new("jscpd", "jscpd", "4.3.0", Ecosystem::Npm);
+pub const PYLSP: ToolSpec = ToolSpec::new(
+    "pylsp",
+    "python-lsp-server[pyflakes]",
+    "1.15.0",
+    Ecosystem::Python,
+);
+pub const GOPLS: ToolSpec = ToolSpec::new("gopls", "gopls", "", Ecosystem::System);
+pub const RUST_ANALYZER: ToolSpec =
+    ToolSpec::new("rust-analyzer", "rust-analyzer", "", Ecosystem::System);
 
 /// A located tool.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -65,6 +65,23 @@ pub struct Transition {
     pub score: Option<AuditScore>,
 }
 
+impl Transition {
+    pub fn new(
+        from: &str,
+        to: &str,
+        kind: TransitionKind,
+        reason: impl Into<String>,
+    ) -> Transition {
+        Transition {
+            from: from.to_string(),
+            to: to.to_string(),
+            kind,
+            reason: reason.into(),
+            score: None,
+        }
+    }
+}
+
 /// Why the pipeline stopped short of Done.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
@@ -523,15 +540,27 @@ mod tests {
     ) -> Result<Decision, DecideError> {
         let o = outcome(text, wf, column);
         decide(DecideInput {
-            workflow: wf,
+            gates,
+            ..input(wf, state, column, &o)
+        })
+    }
+
+    fn input<'a>(
+        workflow: &'a Workflow,
+        state: &'a RunState,
+        column: &'a str,
+        outcome: &'a Outcome,
+    ) -> DecideInput<'a> {
+        DecideInput {
+            workflow,
             state,
             column,
-            outcome: &o,
-            gates,
+            outcome,
+            gates: None,
             max_rejections: 3,
             threshold: 0.75,
             experimental: false,
-        })
+        }
     }
 
     fn moved(d: Result<Decision, DecideError>) -> Transition {
@@ -698,37 +727,18 @@ mod tests {
             None,
         ));
         assert_eq!(t.kind, TransitionKind::Forward);
-        // Skipping ahead or to an unknown column is refused.
-        assert!(
-            run(
-                &wf,
-                &state,
-                "Research",
-                r#"{"action": "COMPLETE", "targetStatus": "Done"}"#,
-                None
-            )
-            .is_err()
-        );
-        assert!(
-            run(
-                &wf,
-                &state,
-                "Research",
-                r#"{"action": "COMPLETE", "targetStatus": "Nowhere"}"#,
-                None
-            )
-            .is_err()
-        );
-        assert!(
-            run(
-                &wf,
-                &state,
-                "Architecture",
-                r#"{"action": "COMPLETE", "targetStatus": "Architecture"}"#,
-                None
-            )
-            .is_err()
-        );
+        // Skipping ahead, an unknown column and the stage itself are refused.
+        for (column, target) in [
+            ("Research", "Done"),
+            ("Research", "Nowhere"),
+            ("Architecture", "Architecture"),
+        ] {
+            let text = format!(r#"{{"action": "COMPLETE", "targetStatus": "{target}"}}"#);
+            assert!(
+                run(&wf, &state, column, &text, None).is_err(),
+                "{column} → {target}"
+            );
+        }
     }
 
     #[test]
@@ -832,17 +842,8 @@ mod tests {
             .collect();
         let mut o = outcome(r#"{"action": "APPROVED"}"#, &wf, "Audit");
         o.findings = findings;
-        let input = DecideInput {
-            workflow: &wf,
-            state: &state,
-            column: "Audit",
-            outcome: &o,
-            gates: None,
-            max_rejections: 3,
-            threshold: 0.75,
-            experimental: false,
-        };
-        let t = moved(decide(input));
+        let inp = input(&wf, &state, "Audit", &o);
+        let t = moved(decide(inp));
         assert_eq!(
             (t.to.as_str(), t.kind),
             ("Implementation", TransitionKind::ScoreGate)
@@ -857,16 +858,7 @@ mod tests {
         assert_eq!(state.rejections["Audit"], 1);
         // Exactly at the threshold passes: drop one warning → 6/8.
         o.findings.pop();
-        let t = moved(decide(DecideInput {
-            workflow: &wf,
-            state: &state,
-            column: "Audit",
-            outcome: &o,
-            gates: None,
-            max_rejections: 3,
-            threshold: 0.75,
-            experimental: false,
-        }));
+        let t = moved(decide(input(&wf, &state, "Audit", &o)));
         assert_eq!(t.to, "Done");
     }
 
@@ -978,21 +970,12 @@ mod tests {
             marker_target: None,
             notes: vec![],
         };
-        let input = DecideInput {
-            workflow: &wf,
-            state: &state,
-            column: "Audit",
-            outcome: &o,
-            gates: None,
-            max_rejections: 3,
-            threshold: 0.75,
-            experimental: false,
-        };
-        assert!(matches!(decide(input), Err(DecideError::Contradictory(_))));
+        let inp = input(&wf, &state, "Audit", &o);
+        assert!(matches!(decide(inp), Err(DecideError::Contradictory(_))));
         assert!(matches!(
             decide(DecideInput {
                 column: "Backlog",
-                ..input
+                ..inp
             }),
             Err(DecideError::NotAnAgentStage(_))
         ));
@@ -1017,22 +1000,13 @@ mod tests {
             Step::RunAgent
         );
         let o = outcome("{\"action\":\"COMPLETE\"}", &wf, "Build");
-        let mut input = DecideInput {
-            workflow: &wf,
-            state: &state,
-            column: "Build",
-            outcome: &o,
-            gates: None,
-            max_rejections: 3,
-            threshold: 0.75,
-            experimental: false,
-        };
-        let Decision::RunGates { hooks, .. } = decide(input).unwrap() else {
+        let mut inp = input(&wf, &state, "Build", &o);
+        let Decision::RunGates { hooks, .. } = decide(inp).unwrap() else {
             panic!()
         };
         assert_eq!(hooks.len(), 1);
-        input.experimental = true;
-        let Decision::RunGates { hooks, .. } = decide(input).unwrap() else {
+        inp.experimental = true;
+        let Decision::RunGates { hooks, .. } = decide(inp).unwrap() else {
             panic!()
         };
         assert_eq!(hooks.len(), 2);

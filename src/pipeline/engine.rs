@@ -185,22 +185,29 @@ pub async fn run_issue(
 
     // Phase 0: the issue, trust, the board, blockers.
     let issue = gh.get_issue(opts.issue).await?;
-    let base_summary = |end: RunEnd, journal: &Journal, title: &str| RunSummary {
-        run_id: run_id.clone(),
-        repo: p.settings.repo.to_string(),
-        issue: opts.issue,
-        title: title.to_string(),
-        end,
-        agents: Vec::new(),
-        transitions: Vec::new(),
-        gate_rounds: Vec::new(),
-        rejections: 0,
-        gate_bounces: 0,
-        score: None,
-        warnings: Vec::new(),
-        journal: journal.path().display().to_string(),
-        duration_ms: started.elapsed().as_millis() as u64,
-    };
+    // Refusals before anything is written: journaled, summarised, nothing posted.
+    let refuse =
+        |reason: String, journal: &mut Journal, title: &str| -> Result<RunSummary, RunError> {
+            journal.record(Event::Stopped {
+                reason: reason.clone(),
+            })?;
+            Ok(RunSummary {
+                run_id: run_id.clone(),
+                repo: p.settings.repo.to_string(),
+                issue: opts.issue,
+                title: title.to_string(),
+                end: RunEnd::Refused { reason },
+                agents: Vec::new(),
+                transitions: Vec::new(),
+                gate_rounds: Vec::new(),
+                rejections: 0,
+                gate_bounces: 0,
+                score: None,
+                warnings: Vec::new(),
+                journal: journal.path().display().to_string(),
+                duration_ms: started.elapsed().as_millis() as u64,
+            })
+        };
     if !p.settings.is_codeowner(&issue.author) {
         let reason = format!(
             "issue #{} was opened by @{}, who is not a codeowner ({}); nothing was posted",
@@ -208,25 +215,11 @@ pub async fn run_issue(
             issue.author,
             p.settings.codeowners.join(", ")
         );
-        journal.record(Event::Stopped {
-            reason: reason.clone(),
-        })?;
-        return Ok(base_summary(
-            RunEnd::Refused { reason },
-            &journal,
-            &issue.title,
-        ));
+        return refuse(reason, &mut journal, &issue.title);
     }
     if issue.state == IssueState::Closed {
         let reason = format!("issue #{} is closed", issue.number);
-        journal.record(Event::Stopped {
-            reason: reason.clone(),
-        })?;
-        return Ok(base_summary(
-            RunEnd::Refused { reason },
-            &journal,
-            &issue.title,
-        ));
+        return refuse(reason, &mut journal, &issue.title);
     }
     let board_ref = BoardRef {
         owner: p.settings.board_owner().to_string(),
@@ -251,14 +244,7 @@ pub async fn run_issue(
             .collect::<Vec<_>>()
             .join(", ");
         let reason = format!("blocked by open {names}; run again when they are closed");
-        journal.record(Event::Stopped {
-            reason: reason.clone(),
-        })?;
-        return Ok(base_summary(
-            RunEnd::Refused { reason },
-            &journal,
-            &issue.title,
-        ));
+        return refuse(reason, &mut journal, &issue.title);
     }
     let comments = gh.list_comments(issue.number).await?;
     let column = board

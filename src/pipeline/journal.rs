@@ -324,13 +324,7 @@ mod tests {
     use crate::pipeline::TransitionKind;
 
     fn t(from: &str, to: &str, kind: TransitionKind) -> Transition {
-        Transition {
-            from: from.into(),
-            to: to.into(),
-            kind,
-            reason: "r".into(),
-            score: None,
-        }
+        Transition::new(from, to, kind, "r")
     }
 
     #[test]

@@ -253,13 +253,7 @@ mod tests {
     use super::*;
 
     fn t(from: &str, to: &str, kind: TransitionKind) -> Transition {
-        Transition {
-            from: from.into(),
-            to: to.into(),
-            kind,
-            reason: String::new(),
-            score: None,
-        }
+        Transition::new(from, to, kind, "r")
     }
 
     fn transitions() -> Vec<Transition> {
