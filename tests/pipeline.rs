@@ -978,3 +978,141 @@ async fn kill_9_in_test_design_then_rerun_resumes() {
 async fn kill_9_in_audit_then_rerun_resumes() {
     kill_then_resume("Audit").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflicting_pull_request_gets_the_base_merged_or_its_files_listed() {
+    use supervisor::demo::git;
+    let mut spec = spec();
+    set_role(
+        &mut spec,
+        "developer",
+        vec![developer_change(
+            "src/duration.ts",
+            "export const parseDuration = (t: string): number => Number(t);\n",
+        )],
+    );
+    let (_d, world) = world(spec).await;
+    // Someone else changes the same file on main after supervisor's clone was made.
+    let remote = world.remote.display().to_string();
+    git(&world.dir, &["clone", "--quiet", &remote, "other"]).unwrap();
+    let other = world.dir.join("other");
+    std::fs::write(
+        other.join("src/duration.ts"),
+        "export function parseDuration(): number {\n  return 0;\n}\n",
+    )
+    .unwrap();
+    git(
+        &other,
+        &["commit", "--quiet", "-am", "Rewrite parseDuration"],
+    )
+    .unwrap();
+    git(&other, &["push", "--quiet", "origin", "main"]).unwrap();
+    // And a second file, which merges cleanly.
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(pulls(&world).len(), 1, "the PR is opened anyway");
+    let warnings = r.summary["warnings"].to_string();
+    assert!(
+        warnings.contains("conflicts with main") && warnings.contains("src/duration.ts"),
+        "{warnings}"
+    );
+    // The branch on the remote is the developer's, unmerged (a conflicted merge is never pushed).
+    let log = git(
+        &world.remote,
+        &["log", "--format=%s", "worktree-git-issue-1"],
+    )
+    .unwrap();
+    assert!(!log.contains("Merge"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_base_that_moved_cleanly_needs_no_merge() {
+    use supervisor::demo::git;
+    let (_d, world) = world(spec()).await;
+    let remote = world.remote.display().to_string();
+    git(&world.dir, &["clone", "--quiet", &remote, "other"]).unwrap();
+    let other = world.dir.join("other");
+    std::fs::write(other.join("CHANGELOG.md"), "# Changes\n").unwrap();
+    git(&other, &["add", "CHANGELOG.md"]).unwrap();
+    git(&other, &["commit", "--quiet", "-m", "Add a changelog"]).unwrap();
+    git(&other, &["push", "--quiet", "origin", "main"]).unwrap();
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.summary["warnings"], json!([]));
+    assert_eq!(pulls(&world).len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_required_gate_whose_tool_is_missing_stops_the_run_and_never_passes() {
+    let mut spec = spec();
+    spec.workflow = Some(workflow_with_hooks(
+        json!([{ "gate": "tsc", "required": true }, "traceability"]),
+    ));
+    let (_d, world) = world(spec).await;
+    let mut cmd = command(&world, 1, &[]);
+    cmd.env("PATH", "/usr/local/bin:/usr/bin:/bin");
+    let r = finish(cmd.spawn().unwrap()).await;
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(starts(&world, "Implementation"), 1, "no pointless bounce");
+    assert_eq!(column(&world).as_deref(), Some("Implementation"));
+    let stop = comments(&world).last().unwrap().1.clone();
+    assert!(
+        stop.contains("required gates could not run: tsc (not run: tsc not found"),
+        "{stop}"
+    );
+    assert!(pulls(&world).is_empty());
+    assert_eq!(r.summary["gateRounds"][0]["notRun"], json!(["tsc"]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_push_stops_keeps_the_work_and_the_next_run_delivers_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_d, world) = world(spec()).await;
+    let gate = world.dir.join("reject-pushes");
+    let hook = world.remote.join("hooks/pre-receive");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\nif [ -f '{}' ]; then echo 'pushes are closed' >&2; exit 1; fi\n",
+            gate.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(&gate, "").unwrap();
+
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let stop = comments(&world).last().unwrap().1.clone();
+    assert!(
+        stop.contains("pushing worktree-git-issue-1 failed"),
+        "{stop}"
+    );
+    assert_eq!(column(&world).as_deref(), Some("Implementation"));
+    assert!(
+        worktree(&world).join("src/hours.ts").is_file(),
+        "the unpushed work is kept"
+    );
+    assert!(
+        r.summary["warnings"]
+            .to_string()
+            .contains("keeping the worktree")
+    );
+
+    std::fs::remove_file(&gate).unwrap();
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(pulls(&world).len(), 1);
+    let files = supervisor::demo::git(
+        &world.remote,
+        &["ls-tree", "-r", "--name-only", "worktree-git-issue-1"],
+    )
+    .unwrap();
+    assert!(files.lines().any(|f| f == "src/hours.ts"), "{files}");
+    assert_eq!(
+        starts(&world, "Research"),
+        1,
+        "earlier stages are not repeated"
+    );
+    assert!(!worktree(&world).exists());
+}

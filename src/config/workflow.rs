@@ -120,25 +120,19 @@ pub enum HookSpec {
     Full(HookObject),
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct HookObject {
     pub gate: String,
-    #[serde(default)]
     pub name: Option<String>,
     /// A gate that could not run blocks the transition instead of being reported and passed over.
-    #[serde(default)]
     pub required: bool,
     /// Shell command of a `command` gate.
-    #[serde(default)]
     pub run: Option<String>,
     /// `pass` (default), `fail` or `contains:TEXT`.
-    #[serde(default)]
     pub expect: Option<String>,
-    #[serde(default)]
     pub timeout_sec: Option<u64>,
     /// Runs only with `enableExperimentalFeatures`.
-    #[serde(default)]
     pub experimental: bool,
 }
 
@@ -156,39 +150,27 @@ pub struct Hook {
 }
 
 /// One stage as written in the workflow file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct StageSpec {
     pub status: String,
-    #[serde(default)]
     pub agent_name: Option<String>,
-    #[serde(default)]
     pub marker_map: BTreeMap<String, String>,
-    #[serde(default)]
     pub can_loop_back_to: Vec<String>,
-    #[serde(default)]
     pub hooks: Vec<HookSpec>,
-    #[serde(default)]
     pub max_rejections: Option<u32>,
-    #[serde(default)]
     pub built_in: Option<BuiltIn>,
     /// Forward target; when absent, the nearest later marker target, else the next stage.
-    #[serde(default)]
     pub next: Option<String>,
     /// The agent approves or rejects (APPROVED/REJECTED), its approval is scored, and approval opens the PR.
-    #[serde(default)]
     pub review: bool,
     /// The agent changes code: its work is committed and pushed instead of posted as a comment.
-    #[serde(default)]
     pub commits: bool,
     /// Skip the agent when a trusted text already has this Markdown heading (research dedup).
-    #[serde(default)]
     pub skip_when_heading: Option<String>,
     /// Audit dimension dropped from scoring when this stage was skipped.
-    #[serde(default)]
     pub score_dimension: Option<String>,
     /// Runs only with `enableExperimentalFeatures`; otherwise passed straight through.
-    #[serde(default)]
     pub experimental: bool,
 }
 
@@ -684,12 +666,7 @@ fn hook_from_spec(spec: &HookSpec) -> Result<Hook, (String, String)> {
     let obj = match spec {
         HookSpec::Name(n) => HookObject {
             gate: n.clone(),
-            name: None,
-            required: false,
-            run: None,
-            expect: None,
-            timeout_sec: None,
-            experimental: false,
+            ..HookObject::default()
         },
         HookSpec::Full(o) => o.clone(),
     };

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::agent::{Action, Outcome};
 use crate::audit::{self, AuditScore};
 use crate::config::{BuiltIn, Hook, Stage, Workflow};
-use crate::gates::GateReport;
+use crate::gates::{GateReport, GateStatus};
 
 /// The spec's bound on loop iterations per run.
 pub const MAX_ITERATIONS: u32 = 20;
@@ -96,6 +96,10 @@ pub enum StopReason {
     IterationLimit {
         max: u32,
     },
+    /// Only required gates that could not run block: no agent can fix a missing or broken tool.
+    RequiredGatesNotRun {
+        gates: String,
+    },
 }
 
 impl fmt::Display for StopReason {
@@ -113,6 +117,11 @@ impl fmt::Display for StopReason {
                     "the pipeline made {max} moves without reaching Done (iteration limit)"
                 )
             }
+            StopReason::RequiredGatesNotRun { gates } => write!(
+                f,
+                "required gates could not run: {gates}; install their tools (scripts/install-tools.sh \
+                 pins them) or mark the gates not required, then run again"
+            ),
         }
     }
 }
@@ -465,6 +474,17 @@ fn finish_forward(
     if blocking.is_empty() {
         return Ok(Decision::Move(transition));
     }
+    if blocking
+        .iter()
+        .all(|r| matches!(r.status, GateStatus::NotRun(_)))
+    {
+        let gates = blocking
+            .iter()
+            .map(|r| format!("{} ({})", r.gate, r.status.label()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        return Ok(Decision::Stop(StopReason::RequiredGatesNotRun { gates }));
+    }
     let names = blocking
         .iter()
         .map(|r| format!("{} ({})", r.gate, r.status.label()))
@@ -521,7 +541,6 @@ fn count_rejection(
 mod tests {
     use super::*;
     use crate::agent::{AuditFinding, Evidence, Severity, parse_outcome};
-    use crate::gates::GateStatus;
 
     fn wf() -> Workflow {
         Workflow::builtin(&BTreeMap::new())
@@ -669,6 +688,35 @@ mod tests {
         state.apply(&t);
         assert_eq!(state.gate_bounces, 1);
         assert_eq!(state.total_rejections(), 0);
+    }
+
+    #[test]
+    fn required_gates_that_cannot_run_stop_instead_of_bouncing() {
+        let wf = wf();
+        let state = RunState::default();
+        let missing = gate("tsc", GateStatus::NotRun("tsc not found".into()), true);
+        match run(
+            &wf,
+            &state,
+            "Implementation",
+            "IMPLEMENTATION_COMPLETE",
+            Some(&[missing.clone()]),
+        ) {
+            Ok(Decision::Stop(StopReason::RequiredGatesNotRun { gates })) => {
+                assert_eq!(gates, "tsc (not run: tsc not found)");
+            }
+            other => panic!("{other:?}"),
+        }
+        // With a failure the developer can fix, it still bounces.
+        let reports = [missing, gate("lsp", GateStatus::Fail, false)];
+        let t = moved(run(
+            &wf,
+            &state,
+            "Implementation",
+            "IMPLEMENTATION_COMPLETE",
+            Some(&reports),
+        ));
+        assert_eq!(t.kind, TransitionKind::GateBounce);
     }
 
     #[test]

@@ -496,9 +496,9 @@ impl Engine<'_> {
         if self.wt.is_some() {
             return Ok(());
         }
-        let wt = workspace::ensure_worktree(&self.ws, self.opts.issue)?;
+        let wt = workspace::ensure_worktree_with(&self.ws, self.opts.issue, &self.svc_push)?;
         let mut warnings = Vec::new();
-        if wt.origin == workspace::Reuse::Created {
+        if wt.origin != workspace::Reuse::ExistingWorktree {
             let report = workspace::setup(&self.ws, &wt).await;
             warnings = report.warnings.clone();
         }
@@ -727,7 +727,14 @@ impl Engine<'_> {
                 attempt,
                 sha: sha.clone(),
             })?;
-            if let Some(sha) = sha {
+            // Push whenever the branch has commits: idempotent, and it also delivers a commit that a
+            // crash or a failed push left behind.
+            let pushed = match sha {
+                Some(sha) => Some(sha),
+                None if wt.commits_ahead()? > 0 => Some(wt.head_sha()?),
+                None => None,
+            };
+            if let Some(sha) = pushed {
                 if let Err(e) = wt.push(&self.svc_push) {
                     return self
                         .stop(format!("pushing {} failed: {e}", wt.branch))
@@ -1164,27 +1171,29 @@ impl Engine<'_> {
             created,
         })?;
         match self.gh.get_pr(pr.number).await {
-            Ok(state) if state.mergeable == Some(false) => match wt.merge_base_branch() {
-                Ok(MergeOutcome::Merged { sha }) => match wt.push(&self.svc_push) {
-                    Ok(()) => {
-                        self.journal.record(Event::Pushed { sha })?;
-                    }
+            Ok(state) if state.mergeable == Some(false) => {
+                match wt.merge_base_branch_with(&self.svc_push) {
+                    Ok(MergeOutcome::Merged { sha }) => match wt.push(&self.svc_push) {
+                        Ok(()) => {
+                            self.journal.record(Event::Pushed { sha })?;
+                        }
+                        Err(e) => self.warn(format!(
+                            "merged {} into the branch but the push failed: {e}",
+                            self.ws.default_branch
+                        )),
+                    },
+                    Ok(MergeOutcome::Conflicts { files }) => self.warn(format!(
+                        "the pull request conflicts with {}; resolve by hand: {}",
+                        self.ws.default_branch,
+                        files.join(", ")
+                    )),
+                    Ok(MergeOutcome::UpToDate) => {}
                     Err(e) => self.warn(format!(
-                        "merged {} into the branch but the push failed: {e}",
+                        "could not merge {} into the branch: {e}",
                         self.ws.default_branch
                     )),
-                },
-                Ok(MergeOutcome::Conflicts { files }) => self.warn(format!(
-                    "the pull request conflicts with {}; resolve by hand: {}",
-                    self.ws.default_branch,
-                    files.join(", ")
-                )),
-                Ok(MergeOutcome::UpToDate) => {}
-                Err(e) => self.warn(format!(
-                    "could not merge {} into the branch: {e}",
-                    self.ws.default_branch
-                )),
-            },
+                }
+            }
             Ok(_) => {}
             Err(e) => self.warn(format!(
                 "could not read the pull request's mergeability: {e}"
@@ -1197,13 +1206,33 @@ impl Engine<'_> {
         })
     }
 
+    /// Whether the worktree's branch has commits that never reached the remote.
+    fn unpushed(&self, wt: &Worktree) -> bool {
+        let last_pushed = self
+            .journal
+            .entries()
+            .iter()
+            .rev()
+            .find_map(|e| match &e.event {
+                Event::Pushed { sha } => Some(sha.clone()),
+                _ => None,
+            });
+        wt.commits_ahead().unwrap_or(0) > 0 && wt.head_sha().ok() != last_pushed
+    }
+
     /// Phase 2 cleanup: remove the worktree (kept with --debug when PR creation failed) and the checkpoint.
     fn finish(&mut self, end: &RunEnd) -> Result<(), RunError> {
         let keep = self.opts.debug && self.pr_failed;
         if let Some(wt) = self.wt.take() {
+            let unpushed = self.unpushed(&wt);
             if keep {
                 self.warn(format!(
                     "--debug: keeping the worktree {}",
+                    wt.path.display()
+                ));
+            } else if unpushed {
+                self.warn(format!(
+                    "keeping the worktree {}: its branch has commits the remote does not; the next run continues from them",
                     wt.path.display()
                 ));
             } else if let Err(e) = workspace::cleanup(&self.ws, &wt) {

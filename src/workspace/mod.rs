@@ -21,7 +21,7 @@ pub use checkpoint::{CHECKPOINT_DIR, Checkpoint, STALE_AFTER, prune_stale};
 pub use git::PushAuth;
 pub use setup::{SetupReport, SetupStep, setup};
 pub use shutdown::Shutdown;
-pub use worktree::{MergeOutcome, cleanup, ensure_worktree};
+pub use worktree::{MergeOutcome, cleanup, ensure_worktree, ensure_worktree_with};
 
 /// Where and how worktrees are made.
 #[derive(Debug, Clone, PartialEq)]
@@ -115,6 +115,8 @@ pub enum Reuse {
     Created,
     /// The branch existed (an earlier run): a new worktree on it.
     ExistingBranch,
+    /// The branch existed only on the remote (pushed by an earlier run): continued from there.
+    RemoteBranch,
     /// The worktree existed on the right branch: used as it is.
     ExistingWorktree,
 }

@@ -93,10 +93,39 @@ fn base_commit<'r>(
     })
 }
 
+/// The issue's branch as the remote has it, fetched into `refs/remotes/<remote>/<branch>`; `None`
+/// when the remote has no such branch or cannot be reached (then a new branch starts from the base).
+fn fetch_remote_branch<'r>(
+    repo: &'r Repository,
+    cfg: &WorkspaceConfig,
+    branch: &str,
+    auth: &PushAuth,
+) -> Option<git2::Commit<'r>> {
+    let remote = repo.find_remote(&cfg.remote).ok()?;
+    let url = remote.url().ok().map(str::to_string);
+    let tracking = format!("refs/remotes/{}/{branch}", cfg.remote);
+    let refspec = format!("+refs/heads/{branch}:{tracking}");
+    Git::new(&cfg.repo_root, &cfg.git_config)
+        .with_auth(auth, url.as_deref())
+        .run(&["fetch", "--quiet", "--", &cfg.remote, &refspec])
+        .ok()?;
+    repo.find_reference(&tracking).ok()?.peel_to_commit().ok()
+}
+
 /// Make (or find) the worktree of `issue`: at `<worktree_root>/<branch>` on branch
 /// `<branch_prefix><issue>` from the default branch. An existing branch is reused; an existing
 /// directory is reused when it is that worktree and refused when it is anything else.
 pub fn ensure_worktree(cfg: &WorkspaceConfig, issue: u64) -> Result<Worktree, WorkspaceError> {
+    ensure_worktree_with(cfg, issue, &PushAuth::None)
+}
+
+/// `ensure_worktree`, first fetching the issue's branch from the remote (with `auth` for HTTPS), so
+/// that work pushed by an earlier run is continued rather than replaced by a fresh branch.
+pub fn ensure_worktree_with(
+    cfg: &WorkspaceConfig,
+    issue: u64,
+    auth: &PushAuth,
+) -> Result<Worktree, WorkspaceError> {
     cfg.check_names()?;
     let branch = cfg.branch_for(issue)?;
     let path = cfg.worktree_path(issue)?;
@@ -172,11 +201,18 @@ pub fn ensure_worktree(cfg: &WorkspaceConfig, issue: u64) -> Result<Worktree, Wo
     let (reference, origin) = match repo.find_branch(&branch, BranchType::Local) {
         Ok(b) => (b.into_reference(), Reuse::ExistingBranch),
         Err(e) if e.code() == ErrorCode::NotFound => {
-            let base = base_commit(&repo, cfg)?;
-            let b = repo
-                .branch(&branch, &base, false)
-                .map_err(git_err("branch create"))?;
-            (b.into_reference(), Reuse::Created)
+            if let Some(pushed) = fetch_remote_branch(&repo, cfg, &branch, auth) {
+                let b = repo
+                    .branch(&branch, &pushed, false)
+                    .map_err(git_err("branch create"))?;
+                (b.into_reference(), Reuse::RemoteBranch)
+            } else {
+                let base = base_commit(&repo, cfg)?;
+                let b = repo
+                    .branch(&branch, &base, false)
+                    .map_err(git_err("branch create"))?;
+                (b.into_reference(), Reuse::Created)
+            }
         }
         Err(e) => return Err(git_err("branch lookup")(e)),
     };
