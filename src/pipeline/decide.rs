@@ -700,7 +700,7 @@ mod tests {
             &state,
             "Implementation",
             "IMPLEMENTATION_COMPLETE",
-            Some(&[missing.clone()]),
+            Some(std::slice::from_ref(&missing)),
         ) {
             Ok(Decision::Stop(StopReason::RequiredGatesNotRun { gates })) => {
                 assert_eq!(gates, "tsc (not run: tsc not found)");
