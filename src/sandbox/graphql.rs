@@ -20,7 +20,7 @@ use graphql_parser::query::{
 use serde_json::{Map, Value, json};
 
 use super::schema::SchemaIndex;
-use super::state::{PullSeed, SandboxState, SeedState};
+use super::state::{BoardSeed, PullSeed, SandboxState, SeedState};
 use super::{Caller, ids};
 
 /// A GraphQL request body.
@@ -537,6 +537,12 @@ impl<'q, 's> Exec<'q, 's> {
         }
     }
 
+    /// The board, once the caller's scopes may read it.
+    fn readable_board(&self) -> Result<Option<BoardSeed>, Fail> {
+        self.need_project(false)?;
+        Ok(self.state.board.clone())
+    }
+
     fn resolve(&mut self, obj: &Obj, field: &str, args: &Args) -> Result<Out, Fail> {
         match obj {
             Obj::Query => self.query_field(field, args),
@@ -966,8 +972,7 @@ impl<'q, 's> Exec<'q, 's> {
     }
 
     fn project_field(&mut self, field: &str, args: &Args) -> Result<Out, Fail> {
-        self.need_project(false)?;
-        let Some(board) = self.state.board.clone() else {
+        let Some(board) = self.readable_board()? else {
             return Ok(Out::Null);
         };
         match field {
@@ -1004,8 +1009,7 @@ impl<'q, 's> Exec<'q, 's> {
     }
 
     fn status_field_field(&mut self, field: &str, args: &Args) -> Result<Out, Fail> {
-        self.need_project(false)?;
-        let Some(board) = self.state.board.clone() else {
+        let Some(board) = self.readable_board()? else {
             return Ok(Out::Null);
         };
         match field {
@@ -1035,8 +1039,7 @@ impl<'q, 's> Exec<'q, 's> {
     }
 
     fn item_field(&mut self, n: u64, field: &str, args: &Args) -> Result<Out, Fail> {
-        self.need_project(false)?;
-        let Some(board) = self.state.board.clone() else {
+        let Some(board) = self.readable_board()? else {
             return Ok(Out::Null);
         };
         let has_value = board.items.get(&n).is_some_and(|c| c.is_some());

@@ -6,16 +6,18 @@
 #![allow(clippy::result_large_err)]
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Extension, MatchedPath, Path, Query, Request, State};
+use axum::extract::{Extension, FromRequestParts, MatchedPath, Path, Query, Request, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use graphql_parser::query::{Document, OperationDefinition};
 use serde_json::{Map, Value, json};
 
 use super::git::Mergeability;
@@ -291,26 +293,18 @@ fn with_scopes(caller: &Caller, mut resp: Response) -> Response {
     resp
 }
 
-/// 404 unless `owner/repo` is the sandbox's repository and the caller may see it.
-fn check_repo(st: &SandboxState, owner: &str, repo: &str, caller: &Caller) -> Result<(), Response> {
-    let ours = st.repo.owner.eq_ignore_ascii_case(owner) && st.repo.name.eq_ignore_ascii_case(repo);
-    if ours && (!st.repo.private || !caller.is_anonymous()) {
-        Ok(())
-    } else {
-        Err(not_found(DOCS))
+/// Set header `name` to `value`, when `value` can be one.
+fn set_header(resp: &mut Response, name: HeaderName, value: &str) {
+    if let Ok(v) = HeaderValue::from_str(value) {
+        resp.headers_mut().insert(name, v);
     }
 }
 
-fn require_auth(caller: &Caller) -> Result<(), Response> {
-    if caller.is_anonymous() {
-        Err(gh_error(
-            StatusCode::UNAUTHORIZED,
-            "Requires authentication",
-            DOCS,
-        ))
-    } else {
-        Ok(())
-    }
+/// The caller's login; `Err` is the 401 answer for an anonymous caller.
+fn require_auth(caller: &Caller) -> Result<&str, Response> {
+    caller
+        .login()
+        .ok_or_else(|| gh_error(StatusCode::UNAUTHORIZED, "Requires authentication", DOCS))
 }
 
 fn author_of(caller: &Caller, st: &SandboxState) -> String {
@@ -330,8 +324,151 @@ fn parse_body(body: &Bytes) -> Result<Map<String, Value>, Response> {
     }
 }
 
+/// The string at `key` of a request body.
+fn text_field(input: &Map<String, Value>, key: &str) -> Option<String> {
+    input.get(key).and_then(|v| v.as_str()).map(str::to_string)
+}
+
 fn number(s: &str) -> Option<u64> {
     s.parse().ok()
+}
+
+/// The value, or GitHub's 404 pointing at `doc`.
+fn found<T>(value: Option<T>, doc: &str) -> Result<T, Response> {
+    value.ok_or_else(|| not_found(doc))
+}
+
+/// A request on a `/repos/{owner}/{repo}/…` route: the server, the caller, the repository as the
+/// path names it, and the path's next parameter (an issue or comment number, a commit ref; empty
+/// where the route has none).
+///
+/// Extracting it checks nothing: the handler's first [`state`](RepoCall::state) (or
+/// [`write`](RepoCall::write)) does, so that the repository check answers after the body has been
+/// read, as it always has.
+struct RepoCall {
+    s: Arc<Shared>,
+    caller: Caller,
+    owner: String,
+    repo: String,
+    arg: String,
+}
+
+impl FromRequestParts<Arc<Shared>> for RepoCall {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, s: &Arc<Shared>) -> Result<Self, Response> {
+        let Extension(caller) = Extension::<Caller>::from_request_parts(parts, s)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let Path(params) = Path::<Vec<String>>::from_request_parts(parts, s)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let mut params = params.into_iter();
+        let mut next = || params.next().unwrap_or_default();
+        let (owner, repo, arg) = (next(), next(), next());
+        Ok(RepoCall {
+            s: s.clone(),
+            caller,
+            owner,
+            repo,
+            arg,
+        })
+    }
+}
+
+impl RepoCall {
+    /// The path names the sandbox's repository (in any case).
+    fn names_ours(&self, st: &SandboxState) -> bool {
+        st.repo.owner.eq_ignore_ascii_case(&self.owner)
+            && st.repo.name.eq_ignore_ascii_case(&self.repo)
+    }
+
+    /// The locked state; `Err` is the 404 answer unless the path names the sandbox's repository
+    /// and the caller may see it.
+    fn state(&self) -> Result<MutexGuard<'_, SandboxState>, Response> {
+        let st = self.s.state();
+        if self.names_ours(&st) && (!st.repo.private || !self.caller.is_anonymous()) {
+            Ok(st)
+        } else {
+            Err(not_found(DOCS))
+        }
+    }
+
+    /// [`state`](RepoCall::state) for a write, which also needs a caller that is not anonymous and
+    /// a body that is a JSON object (checked in that order).
+    fn write(
+        &self,
+        body: &Bytes,
+    ) -> Result<(MutexGuard<'_, SandboxState>, Map<String, Value>), Response> {
+        let st = self.state()?;
+        require_auth(&self.caller)?;
+        Ok((st, parse_body(body)?))
+    }
+
+    /// The checks of a comment write, and the comment's new text.
+    fn comment_write(
+        &self,
+        body: &Bytes,
+        doc: &str,
+    ) -> Result<(MutexGuard<'_, SandboxState>, String), Response> {
+        let (st, input) = self.write(body)?;
+        match input.get("body").and_then(|v| v.as_str()) {
+            Some(text) if text.chars().count() > crate::github::MAX_BODY_CHARS => {
+                Err(validation_failed(
+                    json!([{"resource": "IssueComment", "code": "unprocessable", "field": "data",
+                        "message": "Body is too long (maximum is 65536 characters)"}]),
+                    doc,
+                ))
+            }
+            Some(text) => Ok((st, text.to_string())),
+            None => Err(gh_error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "Invalid request.\n\n\"body\" wasn't supplied.",
+                doc,
+            )),
+        }
+    }
+
+    /// What `look` finds for the number in the path; `Err` is the 404 answer with `doc` when the
+    /// path holds no number or `look` finds nothing.
+    fn find<T>(&self, doc: &str, look: impl FnOnce(u64) -> Option<T>) -> Result<T, Response> {
+        found(number(&self.arg).and_then(look), doc)
+    }
+
+    /// The number in the path; `Err` is the 404 answer with `doc`.
+    fn number(&self, doc: &str) -> Result<u64, Response> {
+        self.find(doc, Some)
+    }
+
+    /// `rest` under the repository's path as the request spelled it.
+    fn path(&self, rest: &str) -> String {
+        format!("/repos/{}/{}{rest}", self.owner, self.repo)
+    }
+
+    /// The answer, with the caller's scopes.
+    fn reply(&self, resp: Response) -> Response {
+        with_scopes(&self.caller, resp)
+    }
+
+    /// 200 with `body`.
+    fn ok(&self, body: Value) -> Response {
+        self.reply(json_ok(StatusCode::OK, body))
+    }
+
+    /// 201 with `body`, and a `Location` of `rest` under the repository's API URL.
+    fn created(&self, st: &SandboxState, body: Value, rest: &str) -> Response {
+        let mut resp = json_ok(StatusCode::CREATED, body);
+        set_header(&mut resp, header::LOCATION, &api(&self.s, st, rest));
+        self.reply(resp)
+    }
+
+    /// One page of `items`, linked under `rest` of the repository's path.
+    fn paged(&self, rest: &str, query: &HashMap<String, String>, items: Vec<Value>) -> Response {
+        let paging = Paging::of(query, items.len());
+        let mut resp = json_ok(StatusCode::OK, Value::Array(paging.page(items).collect()));
+        paging.link(&self.s, &self.path(rest), query, &mut resp);
+        self.reply(resp)
+    }
 }
 
 fn user_json(base: &str, login: &str) -> Value {
@@ -363,10 +500,13 @@ fn association(st: &SandboxState, login: &str) -> &'static str {
     }
 }
 
+/// GitHub's timestamp format.
+fn iso(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
 fn time(t: Option<chrono::DateTime<chrono::Utc>>) -> String {
-    t.unwrap_or_else(chrono::Utc::now)
-        .format("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
+    iso(t.unwrap_or_else(chrono::Utc::now))
 }
 
 fn issue_json(s: &Shared, st: &SandboxState, i: &IssueSeed) -> Value {
@@ -481,74 +621,71 @@ fn pull_json(s: &Shared, st: &SandboxState, p: &PullSeed) -> Value {
     })
 }
 
-/// `per_page` (default 30, at most 100) and `page` (from 1), as GitHub reads them.
-fn page_params(query: &HashMap<String, String>) -> (usize, usize) {
-    let get = |k: &str| query.get(k).and_then(|v| v.parse::<usize>().ok());
-    (
-        get("per_page").unwrap_or(30).clamp(1, 100),
-        get("page").unwrap_or(1).max(1),
-    )
-}
-
-/// One page of `items` with GitHub's `Link` header.
-fn paged(s: &Shared, path: &str, query: &HashMap<String, String>, items: Vec<Value>) -> Response {
-    let (per_page, page) = page_params(query);
-    let total = items.len();
-    let last = total.div_ceil(per_page).max(1);
-    let slice: Vec<Value> = items
-        .into_iter()
-        .skip((page - 1) * per_page)
-        .take(per_page)
-        .collect();
-    let mut resp = json_ok(StatusCode::OK, Value::Array(slice));
-    if let Some(link) = link_header(s, path, query, per_page, page, last) {
-        if let Ok(v) = HeaderValue::from_str(&link) {
-            resp.headers_mut().insert(header::LINK, v);
-        }
-    }
-    resp
-}
-
-fn link_header(
-    s: &Shared,
-    path: &str,
-    query: &HashMap<String, String>,
+/// Which page of `total` items a query asks for, as GitHub reads it: `per_page` (default 30, at
+/// most 100) and `page` (from 1).
+struct Paging {
     per_page: usize,
     page: usize,
     last: usize,
-) -> Option<String> {
-    let mut keep: Vec<(&String, &String)> = query
-        .iter()
-        .filter(|(k, _)| k.as_str() != "page" && k.as_str() != "per_page")
-        .collect();
-    keep.sort();
-    let url = |p: usize| {
-        let mut q: Vec<String> = keep
+}
+
+impl Paging {
+    fn of(query: &HashMap<String, String>, total: usize) -> Paging {
+        let get = |k: &str| query.get(k).and_then(|v| v.parse::<usize>().ok());
+        let per_page = get("per_page").unwrap_or(30).clamp(1, 100);
+        Paging {
+            per_page,
+            page: get("page").unwrap_or(1).max(1),
+            last: total.div_ceil(per_page).max(1),
+        }
+    }
+
+    /// The items of the page asked for.
+    fn page<I: IntoIterator>(&self, items: I) -> impl Iterator<Item = I::Item> {
+        items
+            .into_iter()
+            .skip((self.page - 1) * self.per_page)
+            .take(self.per_page)
+    }
+
+    /// GitHub's `Link` header to the other pages of `path`, where there are any.
+    fn link(&self, s: &Shared, path: &str, query: &HashMap<String, String>, resp: &mut Response) {
+        let mut keep: Vec<(&String, &String)> = query
             .iter()
-            .map(|(k, v)| {
-                format!(
-                    "{}={}",
-                    crate::github::url_encode(k),
-                    crate::github::url_encode(v)
-                )
-            })
+            .filter(|(k, _)| k.as_str() != "page" && k.as_str() != "per_page")
             .collect();
-        q.push(format!("per_page={per_page}"));
-        q.push(format!("page={p}"));
-        format!("<{}{path}?{}>", s.base, q.join("&"))
-    };
-    let mut links = Vec::new();
-    if page > 1 {
-        links.push(format!("{}; rel=\"prev\"", url(page - 1)));
+        keep.sort();
+        let url = |p: usize| {
+            let mut q: Vec<String> = keep
+                .iter()
+                .map(|(k, v)| {
+                    format!(
+                        "{}={}",
+                        crate::github::url_encode(k),
+                        crate::github::url_encode(v)
+                    )
+                })
+                .collect();
+            q.push(format!("per_page={}", self.per_page));
+            q.push(format!("page={p}"));
+            format!("<{}{path}?{}>", s.base, q.join("&"))
+        };
+        let (page, last) = (self.page, self.last);
+        let mut links = Vec::new();
+        if page > 1 {
+            links.push(format!("{}; rel=\"prev\"", url(page - 1)));
+        }
+        if page < last {
+            links.push(format!("{}; rel=\"next\"", url(page + 1)));
+            links.push(format!("{}; rel=\"last\"", url(last)));
+        }
+        if page > 1 {
+            links.push(format!("{}; rel=\"first\"", url(1)));
+        }
+        if !links.is_empty() {
+            set_header(resp, header::LINK, &links.join(", "));
+        }
     }
-    if page < last {
-        links.push(format!("{}; rel=\"next\"", url(page + 1)));
-        links.push(format!("{}; rel=\"last\"", url(last)));
-    }
-    if page > 1 {
-        links.push(format!("{}; rel=\"first\"", url(1)));
-    }
-    (!links.is_empty()).then(|| links.join(", "))
 }
 
 macro_rules! tri {
@@ -561,74 +698,44 @@ macro_rules! tri {
 }
 
 async fn user(State(s): S, Extension(caller): Extension<Caller>) -> Response {
-    let Some(login) = caller.login() else {
-        return gh_error(StatusCode::UNAUTHORIZED, "Requires authentication", DOCS);
-    };
+    let login = tri!(require_auth(&caller));
     with_scopes(&caller, json_ok(StatusCode::OK, user_json(&s.base, login)))
 }
 
-async fn repository(
-    State(s): S,
-    Extension(caller): Extension<Caller>,
-    Path((owner, repo)): Path<(String, String)>,
-) -> Response {
-    let st = s.state();
-    tri!(check_repo(&st, &owner, &repo, &caller));
-    let r = &st.repo;
-    with_scopes(
-        &caller,
-        json_ok(
-            StatusCode::OK,
-            json!({
-                "id": 1,
-                "node_id": ids::REPO,
-                "name": r.name,
-                "full_name": format!("{}/{}", r.owner, r.name),
-                "owner": user_json(&s.base, &r.owner),
-                "private": r.private,
-                "default_branch": r.default_branch,
-                "html_url": web(&s, &st, ""),
-                "url": api(&s, &st, ""),
-            }),
-        ),
-    )
+async fn repository(call: RepoCall) -> Response {
+    let st = tri!(call.state());
+    let (s, r) = (&call.s, &st.repo);
+    call.ok(json!({
+        "id": 1,
+        "node_id": ids::REPO,
+        "name": r.name,
+        "full_name": format!("{}/{}", r.owner, r.name),
+        "owner": user_json(&s.base, &r.owner),
+        "private": r.private,
+        "default_branch": r.default_branch,
+        "html_url": web(s, &st, ""),
+        "url": api(s, &st, ""),
+    }))
 }
 
-async fn get_issue(
-    State(s): S,
-    Extension(caller): Extension<Caller>,
-    Path((owner, repo, n)): Path<(String, String, String)>,
-) -> Response {
-    let st = s.state();
-    tri!(check_repo(&st, &owner, &repo, &caller));
+async fn get_issue(call: RepoCall) -> Response {
+    let st = tri!(call.state());
     let doc = "https://docs.github.com/rest/issues/issues#get-an-issue";
-    let Some(n) = number(&n) else {
-        return not_found(doc);
-    };
+    let n = tri!(call.number(doc));
     let body = if let Some(i) = st.issue(n) {
-        issue_json(&s, &st, i)
+        issue_json(&call.s, &st, i)
     } else if let Some(p) = st.pull(n) {
-        pull_as_issue_json(&s, &st, p)
+        pull_as_issue_json(&call.s, &st, p)
     } else {
         return not_found(doc);
     };
-    with_scopes(&caller, json_ok(StatusCode::OK, body))
+    call.ok(body)
 }
 
-async fn patch_issue(
-    State(s): S,
-    Extension(caller): Extension<Caller>,
-    Path((owner, repo, n)): Path<(String, String, String)>,
-    body: Bytes,
-) -> Response {
+async fn patch_issue(call: RepoCall, body: Bytes) -> Response {
     let doc = "https://docs.github.com/rest/issues/issues#update-an-issue";
-    let mut st = s.state();
-    tri!(check_repo(&st, &owner, &repo, &caller));
-    tri!(require_auth(&caller));
-    let input = tri!(parse_body(&body));
-    let Some(n) = number(&n) else {
-        return not_found(doc);
-    };
+    let (mut st, input) = tri!(call.write(&body));
+    let n = tri!(call.number(doc));
     let state = match input.get("state").map(|v| v.as_str()) {
         None => None,
         Some(Some("open")) => Some(SeedState::Open),
@@ -640,21 +747,20 @@ async fn patch_issue(
             );
         }
     };
-    let text = |k: &str| input.get(k).and_then(|v| v.as_str()).map(str::to_string);
     if let Some(issue) = st.issue_mut(n) {
         if let Some(state) = state {
             issue.state = state;
             issue.state_reason = match state {
                 SeedState::Closed => {
-                    Some(text("state_reason").unwrap_or_else(|| "completed".into()))
+                    Some(text_field(&input, "state_reason").unwrap_or_else(|| "completed".into()))
                 }
-                SeedState::Open => text("state_reason").filter(|r| r == "reopened"),
+                SeedState::Open => text_field(&input, "state_reason").filter(|r| r == "reopened"),
             };
         }
-        if let Some(t) = text("title") {
+        if let Some(t) = text_field(&input, "title") {
             issue.title = t;
         }
-        if let Some(b) = text("body") {
+        if let Some(b) = text_field(&input, "body") {
             issue.body = b;
         }
         if let Some(labels) = input.get("labels").and_then(|v| v.as_array()) {
@@ -665,69 +771,46 @@ async fn patch_issue(
                 .collect();
         }
         let issue = issue.clone();
-        return with_scopes(
-            &caller,
-            json_ok(StatusCode::OK, issue_json(&s, &st, &issue)),
-        );
+        return call.ok(issue_json(&call.s, &st, &issue));
     }
     if let Some(pull) = st.pulls.iter_mut().find(|p| p.number == n) {
         if let Some(state) = state {
             pull.state = state;
         }
-        if let Some(t) = text("title") {
+        if let Some(t) = text_field(&input, "title") {
             pull.title = t;
         }
-        if let Some(b) = text("body") {
+        if let Some(b) = text_field(&input, "body") {
             pull.body = b;
         }
         let pull = pull.clone();
-        return with_scopes(
-            &caller,
-            json_ok(StatusCode::OK, pull_as_issue_json(&s, &st, &pull)),
-        );
+        return call.ok(pull_as_issue_json(&call.s, &st, &pull));
     }
     not_found(doc)
 }
 
-async fn list_comments(
-    State(s): S,
-    Extension(caller): Extension<Caller>,
-    Path((owner, repo, n)): Path<(String, String, String)>,
-    Query(q): Q,
-) -> Response {
-    let st = s.state();
-    tri!(check_repo(&st, &owner, &repo, &caller));
+async fn list_comments(call: RepoCall, Query(q): Q) -> Response {
+    let st = tri!(call.state());
     let doc = "https://docs.github.com/rest/issues/comments#list-issue-comments";
-    let Some(n) = number(&n) else {
-        return not_found(doc);
-    };
+    let n = tri!(call.number(doc));
     let items = match st.issue(n) {
         Some(i) => i
             .comments
             .iter()
-            .map(|c| comment_json(&s, &st, n, c))
+            .map(|c| comment_json(&call.s, &st, n, c))
             .collect(),
         None if st.pull(n).is_some() => Vec::new(),
         None => return not_found(doc),
     };
-    let path = format!("/repos/{owner}/{repo}/issues/{n}/comments");
-    with_scopes(&caller, paged(&s, &path, &q, items))
+    call.paged(&format!("/issues/{n}/comments"), &q, items)
 }
 
-async fn create_comment(
-    State(s): S,
-    Extension(caller): Extension<Caller>,
-    Path((owner, repo, n)): Path<(String, String, String)>,
-    body: Bytes,
-) -> Response {
+async fn create_comment(call: RepoCall, body: Bytes) -> Response {
     let doc = "https://docs.github.com/rest/issues/comments#create-an-issue-comment";
-    let mut st = s.state();
-    let text = tri!(comment_write(&st, &owner, &repo, &caller, &body, doc));
-    let Some(n) = number(&n) else {
-        return not_found(doc);
-    };
+    let (mut st, text) = tri!(call.comment_write(&body, doc));
+    let n = tri!(call.number(doc));
     let id = st.max_comment_id() + 1;
-    let author = author_of(&caller, &st);
+    let author = author_of(&call.caller, &st);
     let Some(issue) = st.issue_mut(n) else {
         return not_found(doc);
     };
@@ -738,40 +821,8 @@ async fn create_comment(
         created_at: Some(chrono::Utc::now()),
     };
     issue.comments.push(comment.clone());
-    let mut resp = json_ok(StatusCode::CREATED, comment_json(&s, &st, n, &comment));
-    if let Ok(v) = HeaderValue::from_str(&api(&s, &st, &format!("/issues/comments/{id}"))) {
-        resp.headers_mut().insert(header::LOCATION, v);
-    }
-    with_scopes(&caller, resp)
-}
-
-/// The checks of a comment write, and the comment's new text.
-fn comment_write(
-    st: &SandboxState,
-    owner: &str,
-    repo: &str,
-    caller: &Caller,
-    body: &Bytes,
-    doc: &str,
-) -> Result<String, Response> {
-    check_repo(st, owner, repo, caller)?;
-    require_auth(caller)?;
-    let input = parse_body(body)?;
-    match input.get("body").and_then(|v| v.as_str()) {
-        Some(text) if text.chars().count() > crate::github::MAX_BODY_CHARS => {
-            Err(validation_failed(
-                json!([{"resource": "IssueComment", "code": "unprocessable", "field": "data",
-                    "message": "Body is too long (maximum is 65536 characters)"}]),
-                doc,
-            ))
-        }
-        Some(text) => Ok(text.to_string()),
-        None => Err(gh_error(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "Invalid request.\n\n\"body\" wasn't supplied.",
-            doc,
-        )),
-    }
+    let body = comment_json(&call.s, &st, n, &comment);
+    call.created(&st, body, &format!("/issues/comments/{id}"))
 }
 
 fn find_comment(st: &SandboxState, id: u64) -> Option<(u64, usize)> {
@@ -783,67 +834,37 @@ fn find_comment(st: &SandboxState, id: u64) -> Option<(u64, usize)> {
     })
 }
 
-async fn get_comment(
-    State(s): S,
-    Extension(caller): Extension<Caller>,
-    Path((owner, repo, id)): Path<(String, String, String)>,
-) -> Response {
-    let st = s.state();
-    tri!(check_repo(&st, &owner, &repo, &caller));
+async fn get_comment(call: RepoCall) -> Response {
+    let st = tri!(call.state());
     let doc = "https://docs.github.com/rest/issues/comments#get-an-issue-comment";
-    let Some((n, pos)) = number(&id).and_then(|id| find_comment(&st, id)) else {
-        return not_found(doc);
-    };
-    let c = &st.comments_of(n)[pos];
-    with_scopes(
-        &caller,
-        json_ok(StatusCode::OK, comment_json(&s, &st, n, c)),
-    )
+    let (n, pos) = tri!(call.find(doc, |id| find_comment(&st, id)));
+    call.ok(comment_json(&call.s, &st, n, &st.comments_of(n)[pos]))
 }
 
-async fn update_comment(
-    State(s): S,
-    Extension(caller): Extension<Caller>,
-    Path((owner, repo, id)): Path<(String, String, String)>,
-    body: Bytes,
-) -> Response {
+async fn update_comment(call: RepoCall, body: Bytes) -> Response {
     let doc = "https://docs.github.com/rest/issues/comments#update-an-issue-comment";
-    let mut st = s.state();
-    let text = tri!(comment_write(&st, &owner, &repo, &caller, &body, doc));
-    let Some((n, pos)) = number(&id).and_then(|id| find_comment(&st, id)) else {
-        return not_found(doc);
-    };
+    let (mut st, text) = tri!(call.comment_write(&body, doc));
+    let (n, pos) = tri!(call.find(doc, |id| find_comment(&st, id)));
     let Some(issue) = st.issue_mut(n) else {
         return not_found(doc);
     };
     issue.comments[pos].body = text;
     let c = issue.comments[pos].clone();
-    with_scopes(
-        &caller,
-        json_ok(StatusCode::OK, comment_json(&s, &st, n, &c)),
-    )
+    call.ok(comment_json(&call.s, &st, n, &c))
 }
 
-async fn blocked_by(
-    State(s): S,
-    Extension(caller): Extension<Caller>,
-    Path((owner, repo, n)): Path<(String, String, String)>,
-    Query(q): Q,
-) -> Response {
-    let st = s.state();
-    tri!(check_repo(&st, &owner, &repo, &caller));
+async fn blocked_by(call: RepoCall, Query(q): Q) -> Response {
+    let st = tri!(call.state());
     let doc = "https://docs.github.com/rest/issues/issue-dependencies#list-dependencies-an-issue-is-blocked-by";
-    let Some(issue) = number(&n).and_then(|n| st.issue(n)) else {
-        return not_found(doc);
-    };
+    let issue = tri!(call.find(doc, |n| st.issue(n)));
     let items = issue
         .blocked_by
         .iter()
         .filter_map(|b| st.issue(*b))
-        .map(|i| issue_json(&s, &st, i))
+        .map(|i| issue_json(&call.s, &st, i))
         .collect();
-    let path = format!("/repos/{owner}/{repo}/issues/{n}/dependencies/blocked_by");
-    with_scopes(&caller, paged(&s, &path, &q, items))
+    let rest = format!("/issues/{}/dependencies/blocked_by", call.arg);
+    call.paged(&rest, &q, items)
 }
 
 fn no_commit(spec: &str) -> Response {
@@ -854,80 +875,54 @@ fn no_commit(spec: &str) -> Response {
     )
 }
 
-async fn commit(
-    State(s): S,
-    Extension(caller): Extension<Caller>,
-    Path((owner, repo, spec)): Path<(String, String, String)>,
-    headers: HeaderMap,
-) -> Response {
-    {
-        let st = s.state();
-        tri!(check_repo(&st, &owner, &repo, &caller));
-    }
-    let Some(c) = s.git.commit(&spec) else {
-        return no_commit(&spec);
+async fn commit(call: RepoCall, headers: HeaderMap) -> Response {
+    // Only the check: the state is not held while git answers.
+    drop(tri!(call.state()));
+    let Some(c) = call.s.git.commit(&call.arg) else {
+        return no_commit(&call.arg);
     };
     let wants_sha = headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("vnd.github.sha"));
     if wants_sha {
-        return with_scopes(&caller, (StatusCode::OK, c.sha).into_response());
+        return call.reply((StatusCode::OK, c.sha).into_response());
     }
-    let st = s.state();
-    let date = chrono::DateTime::from_timestamp(c.time, 0)
-        .unwrap_or_default()
-        .format("%Y-%m-%dT%H:%M:%SZ")
-        .to_string();
-    with_scopes(
-        &caller,
-        json_ok(
-            StatusCode::OK,
-            json!({
-                "sha": c.sha,
-                "node_id": format!("C_{}", c.sha),
-                "commit": {
-                    "message": c.message,
-                    "author": {"name": c.author, "email": c.email, "date": date},
-                    "committer": {"name": c.author, "email": c.email, "date": date},
-                },
-                "parents": c.parents.iter().map(|p| json!({"sha": p})).collect::<Vec<_>>(),
-                "url": api(&s, &st, &format!("/commits/{}", c.sha)),
-                "html_url": web(&s, &st, &format!("/commit/{}", c.sha)),
-            }),
-        ),
-    )
+    let st = call.s.state();
+    let date = iso(chrono::DateTime::from_timestamp(c.time, 0).unwrap_or_default());
+    call.ok(json!({
+        "sha": c.sha,
+        "node_id": format!("C_{}", c.sha),
+        "commit": {
+            "message": c.message,
+            "author": {"name": c.author, "email": c.email, "date": date},
+            "committer": {"name": c.author, "email": c.email, "date": date},
+        },
+        "parents": c.parents.iter().map(|p| json!({"sha": p})).collect::<Vec<_>>(),
+        "url": api(&call.s, &st, &format!("/commits/{}", c.sha)),
+        "html_url": web(&call.s, &st, &format!("/commit/{}", c.sha)),
+    }))
 }
 
-async fn check_runs(
-    State(s): S,
-    Extension(caller): Extension<Caller>,
-    Path((owner, repo, spec)): Path<(String, String, String)>,
-    Query(q): Q,
-    headers: HeaderMap,
-) -> Response {
-    let st = s.state();
-    tri!(check_repo(&st, &owner, &repo, &caller));
+async fn check_runs(call: RepoCall, Query(q): Q, headers: HeaderMap) -> Response {
+    let st = tri!(call.state());
+    let (s, spec) = (&call.s, &call.arg);
     // Runs are keyed by sha (or by the name they were seeded under); a branch name reaches its sha.
-    let sha = s.git.commit(&spec).map(|c| c.sha);
+    let sha = s.git.commit(spec).map(|c| c.sha);
     let seeded = st
         .check_runs
-        .get(&spec)
+        .get(spec)
         .or_else(|| sha.as_ref().and_then(|sha| st.check_runs.get(sha)));
     let runs = match (seeded, &sha) {
         (Some(runs), _) => runs.clone(),
         // A commit without runs of its own gets the state's `auto_check_runs` (a CI that checks every push).
         (None, Some(_)) => st.auto_check_runs.clone(),
-        (None, None) => return no_commit(&spec),
+        (None, None) => return no_commit(spec),
     };
     let head_sha = sha.unwrap_or_else(|| spec.clone());
-    let (per_page, page) = page_params(&q);
-    let total = runs.len();
-    let items: Vec<Value> = runs
-        .iter()
-        .enumerate()
-        .skip((page - 1) * per_page)
-        .take(per_page)
+    let paging = Paging::of(&q, runs.len());
+    let items: Vec<Value> = paging
+        .page(runs.iter().enumerate())
         .map(|(i, r)| {
             json!({
                 "id": u64::from(ids::fnv(&format!("{head_sha}/{}", r.name))) + i as u64,
@@ -935,12 +930,12 @@ async fn check_runs(
                 "head_sha": head_sha,
                 "status": r.status,
                 "conclusion": r.conclusion,
-                "html_url": r.html_url.clone().unwrap_or_else(|| web(&s, &st, &format!("/runs/{}", ids::fnv(&r.name)))),
+                "html_url": r.html_url.clone().unwrap_or_else(|| web(s, &st, &format!("/runs/{}", ids::fnv(&r.name)))),
                 "details_url": r.html_url,
             })
         })
         .collect();
-    let body = json!({"total_count": total, "check_runs": items});
+    let body = json!({"total_count": runs.len(), "check_runs": items});
     let text = body.to_string();
     let etag = format!("W/\"{:08x}{:08x}\"", ids::fnv(&text), text.len());
     let matches = headers
@@ -952,29 +947,16 @@ async fn check_runs(
     } else {
         json_ok(StatusCode::OK, body)
     };
-    if let Ok(v) = HeaderValue::from_str(&etag) {
-        resp.headers_mut().insert(header::ETAG, v);
-    }
-    let last = total.div_ceil(per_page).max(1);
-    let path = format!("/repos/{owner}/{repo}/commits/{spec}/check-runs");
+    set_header(&mut resp, header::ETAG, &etag);
     if !matches {
-        if let Some(link) = link_header(&s, &path, &q, per_page, page, last) {
-            if let Ok(v) = HeaderValue::from_str(&link) {
-                resp.headers_mut().insert(header::LINK, v);
-            }
-        }
+        let path = call.path(&format!("/commits/{spec}/check-runs"));
+        paging.link(s, &path, &q, &mut resp);
     }
-    with_scopes(&caller, resp)
+    call.reply(resp)
 }
 
-async fn list_pulls(
-    State(s): S,
-    Extension(caller): Extension<Caller>,
-    Path((owner, repo)): Path<(String, String)>,
-    Query(q): Q,
-) -> Response {
-    let st = s.state();
-    tri!(check_repo(&st, &owner, &repo, &caller));
+async fn list_pulls(call: RepoCall, Query(q): Q) -> Response {
+    let st = tri!(call.state());
     let want_state = q.get("state").map_or("open", String::as_str);
     let head = q.get("head").map(|h| match h.split_once(':') {
         Some((o, b)) => (Some(o.to_string()), b.to_string()),
@@ -1001,23 +983,18 @@ async fn list_pulls(
         .filter(|p| q.get("base").is_none_or(|b| &p.base == b))
         .collect();
     pulls.sort_by_key(|p| std::cmp::Reverse(p.number));
-    let items = pulls.into_iter().map(|p| pull_json(&s, &st, p)).collect();
-    let path = format!("/repos/{owner}/{repo}/pulls");
-    with_scopes(&caller, paged(&s, &path, &q, items))
+    let items = pulls
+        .into_iter()
+        .map(|p| pull_json(&call.s, &st, p))
+        .collect();
+    call.paged("/pulls", &q, items)
 }
 
-async fn create_pull(
-    State(s): S,
-    Extension(caller): Extension<Caller>,
-    Path((owner, repo)): Path<(String, String)>,
-    body: Bytes,
-) -> Response {
+async fn create_pull(call: RepoCall, body: Bytes) -> Response {
     let doc = "https://docs.github.com/rest/pulls/pulls#create-a-pull-request";
-    let mut st = s.state();
-    tri!(check_repo(&st, &owner, &repo, &caller));
-    tri!(require_auth(&caller));
-    let input = tri!(parse_body(&body));
-    let text = |k: &str| input.get(k).and_then(|v| v.as_str()).map(str::to_string);
+    let s = &call.s;
+    let (mut st, input) = tri!(call.write(&body));
+    let text = |k: &str| text_field(&input, k);
     let (Some(title), Some(head), Some(base)) = (text("title"), text("head"), text("base")) else {
         let missing: Vec<Value> = ["title", "head", "base"]
             .iter()
@@ -1033,27 +1010,22 @@ async fn create_pull(
             doc,
         );
     }
+    let invalid = |field: &str| {
+        validation_failed(
+            json!([{"resource": "PullRequest", "field": field, "code": "invalid"}]),
+            doc,
+        )
+    };
     let head_branch = match head.split_once(':') {
         Some((o, b)) if o.eq_ignore_ascii_case(&st.repo.owner) => b.to_string(),
-        Some(_) => {
-            return validation_failed(
-                json!([{"resource": "PullRequest", "field": "head", "code": "invalid"}]),
-                doc,
-            );
-        }
+        Some(_) => return invalid("head"),
         None => head.clone(),
     };
     if s.git.branch_sha(&base).is_none() {
-        return validation_failed(
-            json!([{"resource": "PullRequest", "field": "base", "code": "invalid"}]),
-            doc,
-        );
+        return invalid("base");
     }
     if s.git.branch_sha(&head_branch).is_none() {
-        return validation_failed(
-            json!([{"resource": "PullRequest", "field": "head", "code": "invalid"}]),
-            doc,
-        );
+        return invalid("head");
     }
     if st
         .pulls
@@ -1083,28 +1055,19 @@ async fn create_pull(
             .and_then(|v| v.as_bool())
             .unwrap_or(false),
         merged: false,
-        author: author_of(&caller, &st),
+        author: author_of(&call.caller, &st),
         created_at: Some(chrono::Utc::now()),
     };
     st.pulls.push(pull.clone());
-    let mut resp = json_ok(StatusCode::CREATED, pull_json(&s, &st, &pull));
-    if let Ok(v) = HeaderValue::from_str(&api(&s, &st, &format!("/pulls/{}", pull.number))) {
-        resp.headers_mut().insert(header::LOCATION, v);
-    }
-    with_scopes(&caller, resp)
+    let rest = format!("/pulls/{}", pull.number);
+    call.created(&st, pull_json(s, &st, &pull), &rest)
 }
 
-async fn get_pull(
-    State(s): S,
-    Extension(caller): Extension<Caller>,
-    Path((owner, repo, n)): Path<(String, String, String)>,
-) -> Response {
-    let st = s.state();
-    tri!(check_repo(&st, &owner, &repo, &caller));
-    let Some(p) = number(&n).and_then(|n| st.pull(n)) else {
-        return not_found("https://docs.github.com/rest/pulls/pulls#get-a-pull-request");
-    };
-    with_scopes(&caller, json_ok(StatusCode::OK, pull_json(&s, &st, p)))
+async fn get_pull(call: RepoCall) -> Response {
+    let st = tri!(call.state());
+    let doc = "https://docs.github.com/rest/pulls/pulls#get-a-pull-request";
+    let p = tri!(call.find(doc, |n| st.pull(n)));
+    call.ok(pull_json(&call.s, &st, p))
 }
 
 /// The App whose JWT this is, after checking its signature with the seeded public key.
@@ -1114,7 +1077,7 @@ fn app_of_jwt(st: &SandboxState, caller: &Caller) -> Result<super::state::AppSee
         gh_error(
             StatusCode::UNAUTHORIZED,
             &format!("A JSON web token could not be decoded: {why}"),
-            "https://docs.github.com/rest",
+            DOCS,
         )
     };
     let Caller::AppJwt(jwt) = caller else {
@@ -1149,16 +1112,10 @@ fn app_of_jwt(st: &SandboxState, caller: &Caller) -> Result<super::state::AppSee
     Err(refuse("no installed App's key verifies it"))
 }
 
-async fn installation(
-    State(s): S,
-    Extension(caller): Extension<Caller>,
-    Path((owner, repo)): Path<(String, String)>,
-) -> Response {
-    let st = s.state();
-    let app = tri!(app_of_jwt(&st, &caller));
-    let ours =
-        st.repo.owner.eq_ignore_ascii_case(&owner) && st.repo.name.eq_ignore_ascii_case(&repo);
-    if !ours {
+async fn installation(call: RepoCall) -> Response {
+    let st = call.s.state();
+    let app = tri!(app_of_jwt(&st, &call.caller));
+    if !call.names_ours(&st) {
         return not_found(
             "https://docs.github.com/rest/apps/apps#get-a-repository-installation-for-the-authenticated-app",
         );
@@ -1169,7 +1126,7 @@ async fn installation(
             "id": app.installation_id,
             "app_id": app.app_id,
             "app_slug": app.slug,
-            "account": user_json(&s.base, &st.repo.owner),
+            "account": user_json(&call.s.base, &st.repo.owner),
             "target_type": "Organization",
             "permissions": {"issues": "write", "pull_requests": "write", "contents": "write", "organization_projects": "write"},
         }),
@@ -1194,9 +1151,7 @@ async fn installation_token(
         login: format!("{}[bot]", app.slug),
         scopes: app.scopes.clone(),
     });
-    let expires = (chrono::Utc::now() + chrono::Duration::hours(1))
-        .format("%Y-%m-%dT%H:%M:%SZ")
-        .to_string();
+    let expires = iso(chrono::Utc::now() + chrono::Duration::hours(1));
     json_ok(
         StatusCode::CREATED,
         json!({"token": token, "expires_at": expires, "permissions": {}, "repository_selection": "all"}),
@@ -1204,30 +1159,11 @@ async fn installation_token(
 }
 
 async fn graphql(State(s): S, Extension(caller): Extension<Caller>, body: Bytes) -> Response {
-    let request: GqlRequest = match serde_json::from_slice(&body) {
-        Ok(r) => r,
-        Err(_) => {
+    let (request, name) = match graphql_request(&caller, &body) {
+        Ok(ok) => ok,
+        Err(resp) => {
             s.admit("POST /graphql");
-            return gh_error(
-                StatusCode::BAD_REQUEST,
-                "Problems parsing JSON",
-                "https://docs.github.com/graphql",
-            );
-        }
-    };
-    if caller.is_anonymous() {
-        s.admit("POST /graphql");
-        return gh_error(
-            StatusCode::UNAUTHORIZED,
-            "This endpoint requires you to be authenticated.",
-            "https://docs.github.com/graphql/guides/forming-calls-with-graphql#authenticating-with-graphql",
-        );
-    }
-    let name = match operation_name(&request) {
-        Ok(name) => name,
-        Err(errors) => {
-            s.admit("POST /graphql");
-            return json_ok(StatusCode::OK, errors);
+            return resp;
         }
     };
     let fault = s.admit(&format!("POST /graphql {name}"));
@@ -1235,35 +1171,67 @@ async fn graphql(State(s): S, Extension(caller): Extension<Caller>, body: Bytes)
     with_fault(fault, answer).await
 }
 
-/// The name of the operation the request runs, or the errors body when there is none to run.
-fn operation_name(request: &GqlRequest) -> Result<String, Value> {
+/// The request and the name of the operation it runs; `Err` is the answer to a request that runs
+/// none (counted under `POST /graphql` alone).
+fn graphql_request(caller: &Caller, body: &Bytes) -> Result<(GqlRequest, String), Response> {
+    let Ok(request) = serde_json::from_slice::<GqlRequest>(body) else {
+        return Err(gh_error(
+            StatusCode::BAD_REQUEST,
+            "Problems parsing JSON",
+            "https://docs.github.com/graphql",
+        ));
+    };
+    if caller.is_anonymous() {
+        return Err(gh_error(
+            StatusCode::UNAUTHORIZED,
+            "This endpoint requires you to be authenticated.",
+            "https://docs.github.com/graphql/guides/forming-calls-with-graphql#authenticating-with-graphql",
+        ));
+    }
+    let name = operation_name(&request).map_err(|errors| json_ok(StatusCode::OK, errors))?;
+    Ok((request, name))
+}
+
+/// The request's query, parsed; `Err` is the errors body when there is none or it does not parse.
+fn document(request: &GqlRequest) -> Result<Document<'_, &str>, Value> {
     let Some(query) = request.query.as_deref() else {
         return Err(
             json!({"errors": [{"message": "A query attribute must be specified and must be a string."}]}),
         );
     };
-    let doc = graphql_parser::parse_query::<&str>(query)
-        .map_err(|e| json!({"errors": [{"message": format!("Parse error: {e}")}]}))?;
-    pick_operation(&doc, request.operation_name.as_deref())
-        .map(|(_, name)| name)
+    graphql_parser::parse_query::<&str>(query)
+        .map_err(|e| json!({"errors": [{"message": format!("Parse error: {e}")}]}))
+}
+
+/// The operation the request runs in `doc` and its name; `Err` is the errors body when there is
+/// none to run.
+fn operation<'d, 'q>(
+    doc: &'d Document<'q, &'q str>,
+    request: &GqlRequest,
+) -> Result<(&'d OperationDefinition<'q, &'q str>, String), Value> {
+    pick_operation(doc, request.operation_name.as_deref())
         .map_err(|message| json!({"errors": [{"message": message}]}))
+}
+
+/// The name of the operation the request runs, or the errors body when there is none to run.
+fn operation_name(request: &GqlRequest) -> Result<String, Value> {
+    let doc = document(request)?;
+    operation(&doc, request).map(|(_, name)| name)
 }
 
 /// Run the request over the state (kept synchronous: the parsed document never crosses an await).
 fn execute(s: &Shared, caller: &Caller, request: &GqlRequest) -> Value {
-    let Some(query) = request.query.as_deref() else {
-        return json!({"errors": [{"message": "A query attribute must be specified and must be a string."}]});
-    };
-    let doc = match graphql_parser::parse_query::<&str>(query) {
+    let doc = match document(request) {
         Ok(doc) => doc,
-        Err(e) => return json!({"errors": [{"message": format!("Parse error: {e}")}]}),
+        Err(errors) => return errors,
     };
-    let op = match pick_operation(&doc, request.operation_name.as_deref()) {
-        Ok((op, _)) => op,
-        Err(message) => return json!({"errors": [{"message": message}]}),
-    };
-    let mut st = s.state();
-    Exec::new(&mut st, &s.base, caller, &doc, request.variables.as_ref()).run(op)
+    match operation(&doc, request) {
+        Ok((op, _)) => {
+            let mut st = s.state();
+            Exec::new(&mut st, &s.base, caller, &doc, request.variables.as_ref()).run(op)
+        }
+        Err(errors) => errors,
+    }
 }
 
 async fn dump(State(s): S, Query(q): Q) -> Response {
