@@ -631,7 +631,18 @@ async fn no_commits_closes_the_issue_as_resolved() {
 }
 
 async fn refused(spec: WorldSpec, issue: u64, code: i32, message: &str) -> World {
+    refused_after(spec, issue, code, message, |_| {}).await
+}
+
+async fn refused_after(
+    spec: WorldSpec,
+    issue: u64,
+    code: i32,
+    message: &str,
+    edit: impl FnOnce(&mut supervisor::sandbox::SandboxState),
+) -> World {
     let (dir, world) = world(spec).await;
+    world.sandbox.with_state(edit);
     let before = comments(&world).len();
     let r = run_issue(&world, issue, &[]).await;
     assert_eq!(r.code, code, "{}", r.stderr);
@@ -689,6 +700,7 @@ async fn an_open_blocker_stops_the_run() {
             state_reason: None,
             blocked_by: vec![],
             comments: vec![],
+            editor: None,
             created_at: None,
         });
     }
@@ -1115,4 +1127,42 @@ async fn a_failed_push_stops_keeps_the_work_and_the_next_run_delivers_it() {
         "earlier stages are not repeated"
     );
     assert!(!worktree(&world).exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_edited_by_a_non_codeowner_never_reaches_a_prompt() {
+    let mut spec = spec();
+    spec.issue
+        .comments
+        .push(("alice".into(), format!("Also: {INJECTION} (edited in)")));
+    let (_d, world) = world(spec).await;
+    // mallory edits alice's comment; GitHub records the editor.
+    world.sandbox.with_state(|s| {
+        s.issue_mut(1).unwrap().comments[2].editor = Some("mallory".into());
+    });
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for (name, text) in prompts(&world) {
+        assert!(
+            !text.contains(INJECTION),
+            "{name} contains text edited by a non-codeowner"
+        );
+        assert!(
+            text.contains(MAINTAINER_NOTE),
+            "{name} lost the unedited codeowner comment"
+        );
+    }
+
+    // An issue description last edited by a non-codeowner is refused with nothing posted.
+    let world = refused_after(
+        self::spec(),
+        1,
+        1,
+        "last edited by @mallory, who is not a codeowner",
+        |s| {
+            s.issue_mut(1).unwrap().editor = Some("mallory".into());
+        },
+    )
+    .await;
+    assert_eq!(column(&world).as_deref(), Some("Backlog"));
 }

@@ -226,9 +226,11 @@ impl World {
                     id: 1000 + i as u64,
                     author: author.clone(),
                     body: body.clone(),
+                    editor: None,
                     created_at: None,
                 })
                 .collect(),
+            editor: None,
             created_at: None,
         }];
         issues.extend(spec.extra_issues.iter().cloned());

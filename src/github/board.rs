@@ -23,7 +23,7 @@ pub(crate) struct GqlError {
 }
 
 impl GqlError {
-    fn path_is(&self, want: &[&str]) -> bool {
+    pub(super) fn path_is(&self, want: &[&str]) -> bool {
         self.path.len() == want.len()
             && self
                 .path
@@ -124,7 +124,7 @@ mod added {
 
 impl GitHub {
     /// Send one graphql_client operation; the envelope's `data` and `errors`.
-    async fn graphql<Q: GraphQLQuery>(
+    pub(super) async fn graphql<Q: GraphQLQuery>(
         &self,
         variables: Q::Variables,
         operation: &str,
@@ -155,7 +155,7 @@ impl GitHub {
 
     /// The first error, as the most specific [`GitHubError`]: scopes, then `not_found`'s reading of a
     /// `NOT_FOUND`, then a generic GraphQL error.
-    fn graphql_error(
+    pub(super) fn graphql_error(
         &self,
         operation: &str,
         errors: &[GqlError],

@@ -23,7 +23,8 @@ use crate::agent::{
 use crate::config::{ConfigError, Stage};
 use crate::gates::{self, CiContext, CiSource, GateContext, GateReport, GateStatus, IssueText};
 use crate::github::{
-    BoardItem, BoardRef, Comment, GitHub, GitHubError, Issue, IssueState, Marker, NewPullRequest,
+    BoardItem, BoardRef, Comment, Editors, GitHub, GitHubError, Issue, IssueState, Marker,
+    NewPullRequest,
 };
 use crate::report::{self, AgentLine, GateRound, RunEnd, RunFacts, RunSummary};
 use crate::workspace::{
@@ -120,6 +121,7 @@ struct Engine<'p> {
     replay: Replay,
     issue: Issue,
     comments: Vec<Comment>,
+    editors: Editors,
     board: BoardItem,
     column: String,
     state: RunState,
@@ -247,6 +249,19 @@ pub async fn run_issue(
         return refuse(reason, &mut journal, &issue.title);
     }
     let comments = gh.list_comments(issue.number).await?;
+    let editors = gh.issue_editors(issue.number).await?;
+    if let Some(editor) = editors
+        .issue
+        .as_deref()
+        .filter(|e| !p.settings.is_codeowner(e))
+    {
+        let reason = format!(
+            "the description of issue #{} was last edited by @{editor}, who is not a codeowner; \
+             a codeowner must review it (and edit it, so the edit is theirs) before it runs; nothing was posted",
+            issue.number
+        );
+        return refuse(reason, &mut journal, &issue.title);
+    }
     let column = board
         .column
         .clone()
@@ -272,6 +287,7 @@ pub async fn run_issue(
         replay,
         issue,
         comments,
+        editors,
         board,
         column,
         ws,
@@ -444,13 +460,24 @@ impl Engine<'_> {
     /// written by the same account that posts our comments).
     fn trusted_notes(&self) -> Vec<TrustedNote> {
         let ours = self.created_ids();
+        let owner = |login: &str| self.p.settings.is_codeowner(login);
         self.comments
             .iter()
             .filter_map(|c| {
+                // Edited text is trusted only when the last editor is a codeowner; comments too old
+                // for the editor check are trusted only when this run wrote them.
+                let edited_ok = match self.editors.comment(c.id) {
+                    Ok(None) => true,
+                    Ok(Some(editor)) => owner(editor),
+                    Err(()) => ours.contains(&c.id),
+                };
+                if !edited_ok {
+                    return None;
+                }
                 let markers = Marker::parse_all(&c.body);
                 if let Some(m) = markers
                     .first()
-                    .filter(|_| ours.contains(&c.id) || self.p.settings.is_codeowner(&c.author))
+                    .filter(|_| ours.contains(&c.id) || owner(&c.author))
                 {
                     return Some(TrustedNote {
                         stage: Some(m.stage.clone()),
@@ -459,15 +486,12 @@ impl Engine<'_> {
                         body: c.body.clone(),
                     });
                 }
-                self.p
-                    .settings
-                    .is_codeowner(&c.author)
-                    .then(|| TrustedNote {
-                        stage: None,
-                        kind: "human".into(),
-                        author: c.author.clone(),
-                        body: c.body.clone(),
-                    })
+                owner(&c.author).then(|| TrustedNote {
+                    stage: None,
+                    kind: "human".into(),
+                    author: c.author.clone(),
+                    body: c.body.clone(),
+                })
             })
             .collect()
     }

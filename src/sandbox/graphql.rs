@@ -831,6 +831,7 @@ impl<'q, 's> Exec<'q, 's> {
                 self.base, self.state.repo.owner, self.state.repo.name
             )),
             "author" => Ok(self.author(&issue.author.clone())),
+            "editor" => Ok(issue.editor.clone().map_or(Out::Null, |e| self.author(&e))),
             "createdAt" | "updatedAt" => leaf(created),
             "repository" => Ok(Out::Obj(Obj::Repository)),
             "labels" => {
@@ -908,12 +909,18 @@ impl<'q, 's> Exec<'q, 's> {
         let Some((issue, c)) = self.comment(id) else {
             return Ok(Out::Null);
         };
-        let (author, body, created) = (c.author.clone(), c.body.clone(), c.created_at);
+        let (author, body, created, editor) = (
+            c.author.clone(),
+            c.body.clone(),
+            c.created_at,
+            c.editor.clone(),
+        );
         match field {
             "id" => leaf(format!("IC_{id}")),
             "databaseId" | "fullDatabaseId" => leaf(id),
             "body" | "bodyText" => leaf(body),
             "author" => Ok(self.author(&author)),
+            "editor" => Ok(editor.map_or(Out::Null, |e| self.author(&e))),
             "createdAt" | "updatedAt" => leaf(created.map(|t| t.to_rfc3339())),
             "url" => leaf(format!(
                 "{}/{}/{}/issues/{issue}#issuecomment-{id}",
@@ -1312,6 +1319,7 @@ mod tests {
                 state_reason: None,
                 blocked_by: vec![],
                 comments: vec![],
+                editor: None,
                 created_at: None,
             });
         }

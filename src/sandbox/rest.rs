@@ -736,6 +736,7 @@ async fn patch_issue(call: RepoCall, body: Bytes) -> Response {
     let doc = "https://docs.github.com/rest/issues/issues#update-an-issue";
     let (mut st, input) = tri!(call.write(&body));
     let n = tri!(call.number(doc));
+    let editor = author_of(&call.caller, &st);
     let state = match input.get("state").map(|v| v.as_str()) {
         None => None,
         Some(Some("open")) => Some(SeedState::Open),
@@ -762,6 +763,7 @@ async fn patch_issue(call: RepoCall, body: Bytes) -> Response {
         }
         if let Some(b) = text_field(&input, "body") {
             issue.body = b;
+            issue.editor = Some(editor);
         }
         if let Some(labels) = input.get("labels").and_then(|v| v.as_array()) {
             issue.labels = labels
@@ -818,6 +820,7 @@ async fn create_comment(call: RepoCall, body: Bytes) -> Response {
         id,
         author,
         body: text,
+        editor: None,
         created_at: Some(chrono::Utc::now()),
     };
     issue.comments.push(comment.clone());
@@ -845,10 +848,12 @@ async fn update_comment(call: RepoCall, body: Bytes) -> Response {
     let doc = "https://docs.github.com/rest/issues/comments#update-an-issue-comment";
     let (mut st, text) = tri!(call.comment_write(&body, doc));
     let (n, pos) = tri!(call.find(doc, |id| find_comment(&st, id)));
+    let editor = author_of(&call.caller, &st);
     let Some(issue) = st.issue_mut(n) else {
         return not_found(doc);
     };
     issue.comments[pos].body = text;
+    issue.comments[pos].editor = Some(editor);
     let c = issue.comments[pos].clone();
     call.ok(comment_json(&call.s, &st, n, &c))
 }

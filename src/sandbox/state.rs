@@ -92,6 +92,9 @@ pub struct CommentSeed {
     pub id: u64,
     pub author: String,
     pub body: String,
+    /// Who last edited the body, when someone did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub editor: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<DateTime<Utc>>,
 }
@@ -115,6 +118,9 @@ pub struct IssueSeed {
     pub blocked_by: Vec<u64>,
     #[serde(default)]
     pub comments: Vec<CommentSeed>,
+    /// Who last edited the body, when someone did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub editor: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<DateTime<Utc>>,
 }
@@ -493,8 +499,10 @@ mod tests {
                 id: 0,
                 author: "bob".into(),
                 body: "hi".into(),
+                editor: None,
                 created_at: None,
             }],
+            editor: None,
             created_at: None,
         });
         s.board = Some(BoardSeed {

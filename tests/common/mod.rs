@@ -37,6 +37,7 @@ pub fn issue(number: u64, title: &str, body: &str, author: &str) -> IssueSeed {
         state_reason: None,
         blocked_by: Vec::new(),
         comments: Vec::new(),
+        editor: None,
         created_at: None,
     }
 }
@@ -46,6 +47,7 @@ pub fn comment(author: &str, body: &str) -> CommentSeed {
         id: 0,
         author: author.into(),
         body: body.into(),
+        editor: None,
         created_at: None,
     }
 }

@@ -22,3 +22,12 @@ macro_rules! operation {
 }
 
 operation!(IssueBoardItems, ProjectBoard, AddToBoard, UpdateItemStatus);
+
+/// Who edited an issue and its comments (`trust.graphql`).
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "src/github/graphql/schema.graphql",
+    query_path = "src/github/graphql/trust.graphql",
+    response_derives = "Debug, Clone"
+)]
+pub struct IssueEditors;
