@@ -17,13 +17,23 @@ pub struct Editors {
     pub checked: Vec<u64>,
 }
 
+/// Whether, and by whom, a comment was edited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommentEdit<'a> {
+    Unedited,
+    EditedBy(&'a str),
+    /// Too old for the check (beyond the most recent 100 comments).
+    Unknown,
+}
+
 impl Editors {
-    /// The editor of comment `id`: `Ok(None)` when unedited, `Err(())` when it was not checked.
-    pub fn comment(&self, id: u64) -> Result<Option<&str>, ()> {
-        if !self.checked.contains(&id) {
-            return Err(());
+    /// What is known about edits of comment `id`.
+    pub fn comment(&self, id: u64) -> CommentEdit<'_> {
+        match self.comments.get(&id) {
+            Some(editor) => CommentEdit::EditedBy(editor),
+            None if self.checked.contains(&id) => CommentEdit::Unedited,
+            None => CommentEdit::Unknown,
         }
-        Ok(self.comments.get(&id).map(String::as_str))
     }
 }
 

@@ -29,7 +29,7 @@ pub use auth::{
     API_URL_ENV, APP_ID_ENV, APP_INSTALLATION_ENV, APP_KEY_ENV, APP_KEY_PATH_ENV, AppCredentials,
     Credentials, DEFAULT_API_URL, Token, TokenSource, api_url_from_env,
 };
-pub use editors::Editors;
+pub use editors::{CommentEdit, Editors};
 pub use error::{GitHubError, PROJECT_SCOPE_HINT};
 pub use marker::Marker;
 pub use references::body_blockers;

@@ -467,9 +467,9 @@ impl Engine<'_> {
                 // Edited text is trusted only when the last editor is a codeowner; comments too old
                 // for the editor check are trusted only when this run wrote them.
                 let edited_ok = match self.editors.comment(c.id) {
-                    Ok(None) => true,
-                    Ok(Some(editor)) => owner(editor),
-                    Err(()) => ours.contains(&c.id),
+                    CommentEdit::Unedited => true,
+                    CommentEdit::EditedBy(editor) => owner(editor),
+                    CommentEdit::Unknown => ours.contains(&c.id),
                 };
                 if !edited_ok {
                     return None;
