@@ -23,8 +23,8 @@ use crate::agent::{
 use crate::config::{ConfigError, Stage};
 use crate::gates::{self, CiContext, CiSource, GateContext, GateReport, GateStatus, IssueText};
 use crate::github::{
-    BoardItem, BoardRef, Comment, Editors, GitHub, GitHubError, Issue, IssueState, Marker,
-    NewPullRequest,
+    BoardItem, BoardRef, Comment, CommentEdit, Editors, GitHub, GitHubError, Issue, IssueState,
+    Marker, NewPullRequest,
 };
 use crate::report::{self, AgentLine, GateRound, RunEnd, RunFacts, RunSummary};
 use crate::workspace::{
