@@ -94,6 +94,9 @@ pub struct GateSettings {
     pub npm_registry: String,
     /// More changed files than this is flagged by traceability.
     pub max_changed_files: usize,
+    /// Globs of files the gates leave out (generated code, vendored code, fixtures): `dist/`,
+    /// `**/*.generated.ts`.
+    pub exclude: Vec<String>,
 }
 
 impl Default for GateSettings {
@@ -106,6 +109,7 @@ impl Default for GateSettings {
             package_safety_blocking: false,
             npm_registry: "https://registry.npmjs.org".into(),
             max_changed_files: 50,
+            exclude: Vec::new(),
         }
     }
 }
@@ -289,6 +293,7 @@ const GATE_FIELDS: &[&str] = &[
     "packageSafetyBlocking",
     "npmRegistry",
     "maxChangedFiles",
+    "exclude",
 ];
 
 /// `projectNumber` → `SUPERVISOR_PROJECT_NUMBER`.

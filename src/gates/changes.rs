@@ -70,7 +70,41 @@ pub struct ChangeSet {
     pub commits: Vec<CommitInfo>,
 }
 
+/// Whether `path` matches a glob `pattern`: `*` and `?` stay within a path segment, `**` spans
+/// segments, and a pattern ending in `/` matches everything below that directory.
+pub fn glob_match(pattern: &str, path: &str) -> bool {
+    if let Some(dir) = pattern.strip_suffix('/') {
+        return glob_match(&format!("{dir}/**"), path);
+    }
+    fn go(p: &[u8], s: &[u8]) -> bool {
+        match p.first() {
+            None => s.is_empty(),
+            Some(b'*') if p.get(1) == Some(&b'*') => {
+                let rest = p[2..].strip_prefix(b"/").unwrap_or(&p[2..]);
+                if rest.is_empty() {
+                    return true;
+                }
+                (0..=s.len()).any(|i| (i == 0 || s[i - 1] == b'/') && go(rest, &s[i..]))
+            }
+            Some(b'*') => (0..=s.len())
+                .take_while(|&i| i == 0 || s[i - 1] != b'/')
+                .any(|i| go(&p[1..], &s[i..])),
+            Some(b'?') => s.first().is_some_and(|&c| c != b'/') && go(&p[1..], &s[1..]),
+            Some(&c) => s.first() == Some(&c) && go(&p[1..], &s[1..]),
+        }
+    }
+    go(pattern.as_bytes(), path.as_bytes())
+}
+
 impl ChangeSet {
+    /// The change without the files matching any of `patterns` (`gates.exclude`).
+    pub fn without(&self, patterns: &[String]) -> ChangeSet {
+        let mut kept = self.clone();
+        kept.files
+            .retain(|f| !patterns.iter().any(|p| glob_match(p, &f.path)));
+        kept
+    }
+
     /// Compute the change of the checkout at `dir` against `base`: merge-base(base, HEAD) → HEAD, plus
     /// what is staged, modified or untracked (not ignored) in the working tree. `base` may be a local
     /// branch, `origin/<base>` or any revision; when both `<base>` and `origin/<base>` exist, the one
@@ -334,6 +368,56 @@ fn commits_between(
         });
     }
     Ok(commits)
+}
+
+#[cfg(test)]
+mod glob_tests {
+    use super::glob_match;
+
+    #[test]
+    fn globs() {
+        let cases = [
+            ("src/*.ts", "src/a.ts", true),
+            ("src/*.ts", "src/x/a.ts", false),
+            ("**/*.generated.ts", "a/b/c.generated.ts", true),
+            ("**/*.generated.ts", "c.generated.ts", true),
+            ("tests/fixtures/", "tests/fixtures/gates/x.ts", true),
+            ("tests/fixtures/", "tests/fixture.ts", false),
+            ("vendor/**", "vendor/lib/a.js", true),
+            ("a?.py", "ab.py", true),
+            ("a?.py", "a/.py", false),
+            ("README.md", "README.md", true),
+            ("README.md", "docs/README.md", false),
+        ];
+        for (p, s, want) in cases {
+            assert_eq!(glob_match(p, s), want, "{p} ~ {s}");
+        }
+    }
+
+    #[test]
+    fn excluded_files_leave_the_change_set() {
+        use super::{ChangeSet, ChangedFile, FileStatus};
+        let file = |path: &str| ChangedFile {
+            path: path.into(),
+            status: FileStatus::Added,
+            additions: 1,
+            deletions: 0,
+        };
+        let all = ChangeSet {
+            base: "main".into(),
+            merge_base: None,
+            files: vec![
+                file("src/a.ts"),
+                file("dist/a.js"),
+                file("src/api.generated.ts"),
+            ],
+            commits: vec![],
+        };
+        let kept = all.without(&["dist/".into(), "**/*.generated.ts".into()]);
+        let paths: Vec<&str> = kept.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["src/a.ts"]);
+        assert_eq!(all.without(&[]), all);
+    }
 }
 
 #[cfg(test)]

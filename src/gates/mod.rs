@@ -115,6 +115,15 @@ impl GateContext {
         })
     }
 
+    /// The context the gates see: the change without the files `gates.exclude` names.
+    pub fn effective(&self) -> GateContext {
+        let mut ctx = self.clone();
+        if !ctx.settings.exclude.is_empty() {
+            ctx.changes = ctx.changes.without(&ctx.settings.exclude);
+        }
+        ctx
+    }
+
     /// Read a changed (or any) file of the working tree as text; `None` when absent, binary or huge.
     pub fn read_text(&self, rel: &str) -> Option<String> {
         read_text_file(&self.dir.join(rel))
@@ -231,7 +240,7 @@ async fn run_gates_with(
     ctx: &GateContext,
     resolve: fn(GateKind) -> &'static dyn Gate,
 ) -> Vec<GateReport> {
-    let shared = Arc::new(ctx.clone());
+    let shared = Arc::new(ctx.effective());
     let handles: Vec<_> = hooks
         .iter()
         .map(|hook| {
@@ -264,7 +273,7 @@ async fn run_gates_with(
 
 /// Run one hook's gate with its deadline (not concurrently with others).
 pub async fn run_gate(hook: &Hook, ctx: &GateContext) -> GateReport {
-    run_gate_with(hook, ctx, gate_for(hook.gate)).await
+    run_gate_with(hook, &ctx.effective(), gate_for(hook.gate)).await
 }
 
 async fn run_gate_with(hook: &Hook, ctx: &GateContext, gate: &dyn Gate) -> GateReport {
