@@ -181,7 +181,13 @@ pub fn summary_text(s: &RunSummary) -> String {
                 "  {} attempt {}: {}",
                 g.stage,
                 g.attempt,
-                if g.blocked { "blocked" } else { "passed" }
+                if g.blocked {
+                    "blocked"
+                } else if g.not_run.is_empty() && g.warnings.is_empty() {
+                    "passed"
+                } else {
+                    "not blocked"
+                }
             );
             if !g.failing.is_empty() {
                 let _ = write!(line, "; failing {}", g.failing.join(", "));
@@ -301,14 +307,24 @@ mod tests {
                 exit: "completed".into(),
             }],
             transitions: transitions(),
-            gate_rounds: vec![GateRound {
-                stage: "Implementation".into(),
-                attempt: 1,
-                blocked: true,
-                failing: vec!["tsc".into()],
-                not_run: vec!["lsp".into()],
-                warnings: vec![],
-            }],
+            gate_rounds: vec![
+                GateRound {
+                    stage: "Implementation".into(),
+                    attempt: 1,
+                    blocked: true,
+                    failing: vec!["tsc".into()],
+                    not_run: vec!["lsp".into()],
+                    warnings: vec![],
+                },
+                GateRound {
+                    stage: "Implementation".into(),
+                    attempt: 2,
+                    blocked: false,
+                    failing: vec![],
+                    not_run: vec!["lsp".into()],
+                    warnings: vec![],
+                },
+            ],
             rejections: 1,
             gate_bounces: 1,
             score: None,
@@ -316,7 +332,12 @@ mod tests {
             journal: ".supervisor/runs/42/events.jsonl".into(),
             duration_ms: 4200,
         };
-        insta::assert_snapshot!(summary_text(&s));
+        let text = summary_text(&s);
+        insta::assert_snapshot!(text);
+        assert!(
+            text.contains("attempt 2: not blocked; not run lsp"),
+            "a round with a gate not run is never called passed"
+        );
         let v = serde_json::to_value(&s).unwrap();
         assert_eq!(v["end"]["kind"], "pull-request");
         assert_eq!(v["end"]["url"], "http://127.0.0.1:1/acme/widgets/pull/7");
