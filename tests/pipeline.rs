@@ -979,6 +979,11 @@ async fn kill_then_resume(stage: &'static str) {
     assert!(comments(&world).starts_with(&before));
     assert_eq!(pulls(&world).len(), 1);
     assert_eq!(column(&world).as_deref(), Some("Done"));
+    // What the gates found before the kill still reaches the reviewer and the PR.
+    assert!(pulls(&world)[0].2.contains("| ci |"), "the PR keeps its gate table");
+    if stage == "Audit" {
+        assert!(prompt(&world, "Audit-2.md").contains("## Quality gates"));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

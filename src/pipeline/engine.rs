@@ -12,8 +12,7 @@ use tokio::sync::watch;
 use super::checks::GitHubChecks;
 use super::context::{IssueContext, Return, TaskInput, TrustedNote, build_task, has_heading};
 use super::decide::{
-    DecideError, DecideInput, Decision, RunState, Step, StopReason, Transition, TransitionKind,
-    decide, plan,
+    DecideInput, Decision, RunState, Step, StopReason, Transition, TransitionKind, decide, plan,
 };
 use super::journal::{Event, Journal, JournalError, Replay};
 use super::project::Project;
@@ -271,6 +270,10 @@ pub async fn run_issue(
     })?;
     let title = issue.title.clone();
 
+    let last_gates: Option<Vec<GateReport>> = replay
+        .last_gates
+        .clone()
+        .and_then(|v| serde_json::from_value(v).ok());
     let mut engine = Engine {
         p,
         gh,
@@ -296,7 +299,7 @@ pub async fn run_issue(
         agents: Vec::new(),
         gate_rounds: Vec::new(),
         warnings: Vec::new(),
-        last_gates: None,
+        last_gates,
         last_score: None,
         started,
         pr_failed: false,
@@ -812,7 +815,7 @@ impl Engine<'_> {
             };
             let decision = match decide(input) {
                 Ok(d) => d,
-                Err(e) => return self.stop(decide_error_text(&e)).await.map(Some),
+                Err(e) => return self.stop(e.to_string()).await.map(Some),
             };
             match decision {
                 Decision::RunGates { hooks, .. } => {
@@ -838,7 +841,7 @@ impl Engine<'_> {
                     match t.kind {
                         TransitionKind::GateBounce => {
                             let reports = gate_reports.clone().unwrap_or_default();
-                            let note = gates_note(&reports);
+                            let note = report::combined_gate_note(&reports);
                             let marker = self.marker(&stage.status, attempt, "gates");
                             self.post(&marker, &note).await;
                             if gates::dead_code_requires_uncommit(&reports) {
@@ -984,7 +987,7 @@ impl Engine<'_> {
             ExitReason::TokenBudget { .. } if run.degraded() => {
                 // Graceful degradation: keep the partial findings and go on.
                 let mut o = parse_outcome(&run.final_text, stage)
-                    .unwrap_or_else(|_| partial_outcome(&run.final_text));
+                    .unwrap_or_else(|_| partial_outcome(&run.final_text, stage));
                 o.notes.push(format!(
                     "partial findings: {agent} stopped when it {}",
                     exit_text(&run.exit)
@@ -1283,22 +1286,12 @@ enum Halt {
     Stop(String),
 }
 
-fn gates_note(reports: &[GateReport]) -> String {
-    report::combined_gate_note(reports)
-}
-
-fn partial_outcome(text: &str) -> Outcome {
-    let mut o = parse_outcome("{\"action\": \"COMPLETE\"}", &partial_stage())
-        .expect("a literal outcome parses");
+/// The outcome of a researcher stopped at its budget: its partial text, moving on.
+fn partial_outcome(text: &str, stage: &Stage) -> Outcome {
+    let mut o =
+        parse_outcome("{\"action\": \"COMPLETE\"}", stage).expect("a literal outcome parses");
     o.comment_body = Some(text.trim().to_string()).filter(|t| !t.is_empty());
     o
-}
-
-fn partial_stage() -> Stage {
-    crate::config::Workflow::builtin(&BTreeMap::new())
-        .stage("Research")
-        .expect("the built-in workflow has Research")
-        .clone()
 }
 
 fn exit_text(exit: &ExitReason) -> String {
@@ -1318,8 +1311,4 @@ fn exit_text(exit: &ExitReason) -> String {
         ExitReason::Interrupted => "interrupted".into(),
         ExitReason::SpawnFailed(m) => format!("could not start: {m}"),
     }
-}
-
-fn decide_error_text(e: &DecideError) -> String {
-    e.to_string()
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::decide::{RunState, StopReason, Transition};
+use super::decide::{RunState, Transition};
 
 /// Where runs of a repository are kept.
 pub fn runs_dir(repo_root: &Path) -> PathBuf {
@@ -268,16 +268,11 @@ pub struct Replay {
     pub state: RunState,
     /// Highest attempt started per stage.
     pub attempts: std::collections::BTreeMap<String, u32>,
-    /// Outcomes recorded for a stage attempt whose decision has not been applied yet.
+    /// Outcome recorded for a stage attempt whose decision has not been applied yet.
     pub pending_outcome: Option<(String, u32, Value)>,
-    /// Gate reports recorded for the pending attempt.
-    pub pending_gates: Option<Value>,
-    pub commits: Vec<String>,
-    pub pull_request: Option<(u64, String)>,
-    pub stopped: Option<String>,
-    pub finished: bool,
+    /// The latest gate reports: the reviewer's context and the PR's gate table after a resume.
+    pub last_gates: Option<Value>,
     pub transitions: Vec<Transition>,
-    pub stop_reason: Option<StopReason>,
 }
 
 impl Replay {
@@ -289,7 +284,6 @@ impl Replay {
                     let a = r.attempts.entry(stage.clone()).or_default();
                     *a = (*a).max(*attempt);
                     r.pending_outcome = None;
-                    r.pending_gates = None;
                 }
                 Event::Outcome {
                     stage,
@@ -298,19 +292,12 @@ impl Replay {
                 } => {
                     r.pending_outcome = Some((stage.clone(), *attempt, outcome.clone()));
                 }
-                Event::GatesFinished { reports, .. } => r.pending_gates = Some(reports.clone()),
+                Event::GatesFinished { reports, .. } => r.last_gates = Some(reports.clone()),
                 Event::Applied { transition } => {
                     r.state.apply(transition);
                     r.transitions.push(transition.clone());
                     r.pending_outcome = None;
-                    r.pending_gates = None;
                 }
-                Event::Committed { sha: Some(sha), .. } => r.commits.push(sha.clone()),
-                Event::PullRequest { number, url, .. } => {
-                    r.pull_request = Some((*number, url.clone()))
-                }
-                Event::Stopped { reason } => r.stopped = Some(reason.clone()),
-                Event::Finished { .. } => r.finished = true,
                 _ => {}
             }
         }
@@ -445,6 +432,6 @@ mod tests {
         assert_eq!(r.attempts["Architecture"], 1);
         let (stage, attempt, _) = r.pending_outcome.clone().unwrap();
         assert_eq!((stage.as_str(), attempt), ("Research", 2));
-        assert!(!r.finished);
+        assert_eq!(r.last_gates, None);
     }
 }
