@@ -191,7 +191,7 @@ pub fn gate_summary_table(reports: &[GateReport]) -> String {
 pub fn verdict_text(v: Verdict) -> &'static str {
     match v {
         Verdict::Pass => "pass",
-        Verdict::PassWithWarnings => "pass with warnings",
+        Verdict::PassWithWarnings => "not blocked: warnings or gates not run",
         Verdict::Blocked => "blocked",
     }
 }
