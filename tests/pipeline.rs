@@ -980,7 +980,10 @@ async fn kill_then_resume(stage: &'static str) {
     assert_eq!(pulls(&world).len(), 1);
     assert_eq!(column(&world).as_deref(), Some("Done"));
     // What the gates found before the kill still reaches the reviewer and the PR.
-    assert!(pulls(&world)[0].2.contains("| ci |"), "the PR keeps its gate table");
+    assert!(
+        pulls(&world)[0].2.contains("| ci |"),
+        "the PR keeps its gate table"
+    );
     if stage == "Audit" {
         assert!(prompt(&world, "Audit-2.md").contains("## Quality gates"));
     }

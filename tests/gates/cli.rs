@@ -72,7 +72,10 @@ fn human_output_goes_to_stderr_and_a_clean_change_exits_0() {
     assert!(stderr.contains("✅ tsc"), "{stderr}");
     assert!(stderr.contains("⛔ ci"), "{stderr}");
     assert!(stderr.contains("no GitHub connection"), "{stderr}");
-    assert!(stderr.contains("verdict: not blocked: warnings or gates not run"), "{stderr}");
+    assert!(
+        stderr.contains("verdict: not blocked: warnings or gates not run"),
+        "{stderr}"
+    );
 }
 
 #[test]
