@@ -18,10 +18,10 @@ use crate::report;
 mod gates_command;
 use gates_command::gates_command;
 
-pub const EXIT_OK: u8 = 0;
-pub const EXIT_STOPPED: u8 = 1;
-pub const EXIT_USAGE: u8 = 2;
-pub const EXIT_GITHUB: u8 = 3;
+pub const EXIT_OK: u8 = crate::pipeline::exit::OK;
+pub const EXIT_STOPPED: u8 = crate::pipeline::exit::STOPPED;
+pub const EXIT_USAGE: u8 = crate::pipeline::exit::USAGE;
+pub const EXIT_GITHUB: u8 = crate::pipeline::exit::RESUMABLE;
 
 #[derive(Debug, Parser)]
 #[command(

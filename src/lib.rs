@@ -13,6 +13,8 @@ pub mod demo;
 pub mod gates;
 pub mod github;
 pub mod pipeline;
+pub mod process;
 pub mod report;
+pub mod runtime;
 pub mod sandbox;
 pub mod workspace;

@@ -160,7 +160,7 @@ async fn run_async(cmd: AgentCommand) -> u8 {
         Ok(mut req) => {
             req.attempt = cmd.attempt.max(1);
             req.transcript = Some(transcript_path(&project.root, &role.name));
-            let run = run_agent(req, shutdown.subscribe()).await;
+            let run = run_agent(req, shutdown.token()).await;
             print_run(&project, &run, cmd.json);
             if run.exit == ExitReason::Interrupted || run.succeeded() {
                 EXIT_OK

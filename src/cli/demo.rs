@@ -70,7 +70,7 @@ pub fn run(json: bool, clean: bool, dir: Option<PathBuf>) -> u8 {
                     println!("{}", serde_json::to_string_pretty(&report).expect("json"));
                 }
                 eprintln!("\nwhere to look");
-                if let crate::report::RunEnd::PullRequest { url, .. } = &summary.end {
+                if let crate::pipeline::RunEnd::PullRequest { url, .. } = &summary.end {
                     eprintln!("  pull request   {url}");
                 }
                 eprintln!(

@@ -6,8 +6,9 @@ use clap::Args;
 
 use super::{EXIT_GITHUB, EXIT_STOPPED, EXIT_USAGE};
 use crate::github::{ClientConfig, GitHub, GitHubError};
-use crate::pipeline::{Project, RunOptions, Services, exit_code, process_env, run_issue};
-use crate::report::{self, RunSummary};
+use crate::pipeline::{Project, RunOptions, RunSummary, process_env};
+use crate::report;
+use crate::runtime::{Services, run_issue};
 use crate::workspace::{PushAuth, Shutdown};
 
 #[derive(Debug, Args)]
@@ -17,7 +18,7 @@ pub struct RunArgs {
     /// Repository root (default: the current directory).
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub repo_root: PathBuf,
-    /// Keep the worktree when PR creation fails.
+    /// Keep the worktree however the run ends.
     #[arg(long)]
     pub debug: bool,
     /// Show what would be done without writing to GitHub or pushing.
@@ -91,7 +92,7 @@ async fn run_async(args: RunArgs) -> u8 {
             .filter(|_| project.settings.pass_github_token)
             .map(|t| t.expose().to_string()),
         scripted_program: None,
-        cancel: shutdown.subscribe(),
+        cancel: shutdown.token(),
     };
     let opts = RunOptions {
         issue: args.issue,
@@ -99,8 +100,9 @@ async fn run_async(args: RunArgs) -> u8 {
         dry_run: args.dry_run,
         add_to_board: args.add_to_board,
     };
-    match run_issue(&project, services, opts).await {
-        Ok(summary) => present(&summary, args.json, project.settings.bell_on_complete),
+    let bell = project.settings.bell_on_complete;
+    match run_issue(std::sync::Arc::new(project), services, opts).await {
+        Ok(summary) => present(&summary, args.json, bell),
         Err(e) => {
             let code = e.exit_code();
             if args.json {
@@ -150,5 +152,5 @@ pub(super) fn present(summary: &RunSummary, json: bool, bell: bool) -> u8 {
     if bell {
         eprint!("\x07");
     }
-    exit_code(&summary.end)
+    summary.end.exit_code()
 }

@@ -21,12 +21,49 @@ pub struct IssueContext {
     pub url: String,
 }
 
+/// What a trusted comment is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoteKind {
+    /// A stage agent's comment.
+    Stage,
+    /// The combined note of a gate round that blocked.
+    Gates,
+    /// An approval whose score missed the threshold.
+    ScoreGate,
+    /// Any other comment supervisor posts (stops, closures).
+    Other,
+    /// A codeowner's own comment.
+    Human,
+}
+
+impl NoteKind {
+    /// The marker kind supervisor writes for this note.
+    pub fn marker_kind(self) -> &'static str {
+        match self {
+            NoteKind::Stage => "stage",
+            NoteKind::Gates => "gates",
+            NoteKind::ScoreGate => "score-gate",
+            NoteKind::Other => "other",
+            NoteKind::Human => "human",
+        }
+    }
+
+    /// The kind of a supervisor comment from its marker's kind.
+    pub fn from_marker(kind: &str) -> NoteKind {
+        match kind {
+            "stage" => NoteKind::Stage,
+            "gates" => NoteKind::Gates,
+            "score-gate" => NoteKind::ScoreGate,
+            _ => NoteKind::Other,
+        }
+    }
+}
+
 /// A trusted comment: by a codeowner, or posted by supervisor (then `stage` says which stage wrote it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrustedNote {
     pub stage: Option<String>,
-    /// Marker kind for supervisor's comments (`stage`, `gates`, `score-gate`, …); `human` otherwise.
-    pub kind: String,
+    pub kind: NoteKind,
     pub author: String,
     pub body: String,
 }
@@ -196,7 +233,7 @@ pub fn build_task(input: &TaskInput<'_>) -> String {
         let latest = notes
             .iter()
             .rev()
-            .filter(|n| n.kind == "stage" || n.kind == "human")
+            .filter(|n| matches!(n.kind, NoteKind::Stage | NoteKind::Human))
             .find(|n| note_stage(workflow, n).is_some_and(|s| s.status == st.status));
         if let Some(n) = latest {
             let _ = writeln!(
@@ -215,7 +252,7 @@ pub fn build_task(input: &TaskInput<'_>) -> String {
     // Maintainers' own remarks that belong to no stage.
     let remarks: Vec<&TrustedNote> = notes
         .iter()
-        .filter(|n| n.kind == "human" && note_stage(workflow, n).is_none())
+        .filter(|n| n.kind == NoteKind::Human && note_stage(workflow, n).is_none())
         .collect();
     if !remarks.is_empty() {
         let _ = writeln!(out, "## Comments from maintainers\n");
@@ -260,7 +297,11 @@ mod tests {
     fn note(stage: Option<&str>, kind: &str, body: &str) -> TrustedNote {
         TrustedNote {
             stage: stage.map(String::from),
-            kind: kind.into(),
+            kind: if kind == "human" {
+                NoteKind::Human
+            } else {
+                NoteKind::from_marker(kind)
+            },
             author: if kind == "human" {
                 "alice".into()
             } else {

@@ -5,16 +5,61 @@ use std::fmt::Write;
 
 use crate::agent::{AuditFinding, Severity};
 use crate::audit::{AuditScore, DIMENSIONS};
+use crate::pipeline::{PrRequest, RunFacts, Text};
 
-/// Facts about an agent run shown under its comment.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RunFacts {
-    pub agent: String,
-    pub attempt: u32,
-    pub duration_ms: u64,
-    pub tokens: u64,
-    pub tool_calls: u64,
-    pub model: Option<String>,
+/// The Markdown of a comment the pipeline posts.
+pub fn comment_text(text: &Text) -> String {
+    match text {
+        Text::Stage {
+            body,
+            findings,
+            facts,
+            note,
+        } => {
+            let body = if findings.is_empty() {
+                body.clone()
+            } else {
+                format!(
+                    "{}\n\n### Findings\n\n{}",
+                    body.trim_end(),
+                    findings_list(findings)
+                )
+            };
+            stage_comment(&body, facts, note.as_deref())
+        }
+        Text::Gates { reports } => super::gates::combined_gate_note(reports),
+        Text::ScoreGate { score, findings } => score_gate_comment(score, findings),
+        Text::Stopped { stage, reason } => stopped_comment(
+            stage,
+            reason,
+            "The card stays in its column. Fix the cause, then run supervisor again: it resumes from the board.",
+        ),
+        Text::Resolved { branch, base } => already_resolved_comment(branch, base),
+    }
+}
+
+/// The title and body of the pull request the pipeline opens.
+pub fn pull_request_text(pr: &PrRequest) -> (String, String) {
+    let gate_table = if pr.gates.is_empty() {
+        String::new()
+    } else {
+        super::gates::gate_summary_table(&pr.gates)
+    };
+    let body = pr_body(&PrBodyInput {
+        issue: pr.issue,
+        audit_comment: &pr.audit_comment,
+        score: &pr.score,
+        findings: &pr.findings,
+        gate_table: &gate_table,
+        auditor_pr_body: pr.auditor_body.as_deref(),
+        rejections: pr.rejections,
+        gate_bounces: pr.gate_bounces,
+    });
+    let title = pr
+        .title
+        .clone()
+        .unwrap_or_else(|| default_pr_title(pr.issue, &pr.issue_title));
+    (title, body)
 }
 
 pub fn human_duration(ms: u64) -> String {

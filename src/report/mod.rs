@@ -7,12 +7,12 @@ mod summary;
 
 pub use check::{check_json, check_text, errors_text};
 pub use comments::{
-    PrBodyInput, RunFacts, already_resolved_comment, default_pr_title, dimension_table,
-    findings_list, human_duration, human_tokens, pr_body, score_gate_comment, score_line,
-    stage_comment, stopped_comment,
+    PrBodyInput, already_resolved_comment, comment_text, default_pr_title, dimension_table,
+    findings_list, human_duration, human_tokens, pr_body, pull_request_text, score_gate_comment,
+    score_line, stage_comment, stopped_comment,
 };
 pub use gates::{
     combined_gate_note, gate_findings_for_auditor, gate_reports_text, gate_summary_table,
     verdict_text,
 };
-pub use summary::{AgentLine, GateRound, RunEnd, RunSummary, run_map, summary_text};
+pub use summary::{run_map, summary_text};

@@ -2,94 +2,8 @@
 
 use std::fmt::Write;
 
-use serde::Serialize;
-
 use super::comments::{human_duration, human_tokens};
-use crate::audit::AuditScore;
-use crate::pipeline::{Transition, TransitionKind};
-
-/// How the run ended.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum RunEnd {
-    /// Approved; the pull request is open.
-    PullRequest {
-        number: u64,
-        url: String,
-        created: bool,
-    },
-    /// The card was already in Done: nothing to do.
-    AlreadyDone,
-    /// The developer changed nothing: the issue was closed as already resolved.
-    ClosedAsResolved,
-    /// Stopped before Done; a human is needed.
-    Stopped { stage: String, reason: String },
-    /// Refused before anything was written (untrusted author, blockers, …).
-    Refused { reason: String },
-    /// SIGINT/SIGTERM: the agent was stopped and the worktree cleaned.
-    Interrupted,
-    /// `--dry-run`: nothing was written.
-    DryRun { plan: Vec<String> },
-}
-
-/// One agent dispatch.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentLine {
-    pub stage: String,
-    pub agent: String,
-    pub attempt: u32,
-    pub backend: String,
-    pub duration_ms: u64,
-    pub tokens: u64,
-    pub cost_usd: f64,
-    pub tool_calls: u64,
-    pub model: Option<String>,
-    /// `completed`, `timed out after 30m`, …
-    pub exit: String,
-}
-
-/// One run of the gates.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GateRound {
-    pub stage: String,
-    pub attempt: u32,
-    pub blocked: bool,
-    pub failing: Vec<String>,
-    pub not_run: Vec<String>,
-    pub warnings: Vec<String>,
-}
-
-/// Everything the summary shows.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RunSummary {
-    pub run_id: String,
-    pub repo: String,
-    pub issue: u64,
-    pub title: String,
-    pub end: RunEnd,
-    pub agents: Vec<AgentLine>,
-    pub transitions: Vec<Transition>,
-    pub gate_rounds: Vec<GateRound>,
-    pub rejections: u32,
-    pub gate_bounces: u32,
-    pub score: Option<AuditScore>,
-    pub warnings: Vec<String>,
-    pub journal: String,
-    pub duration_ms: u64,
-}
-
-impl RunSummary {
-    pub fn total_tokens(&self) -> u64 {
-        self.agents.iter().map(|a| a.tokens).sum()
-    }
-
-    pub fn total_cost(&self) -> f64 {
-        self.agents.iter().map(|a| a.cost_usd).sum()
-    }
-}
+use crate::pipeline::{RunEnd, RunSummary, Transition, TransitionKind};
 
 /// The summary for a terminal.
 pub fn summary_text(s: &RunSummary) -> String {
@@ -110,6 +24,9 @@ pub fn summary_text(s: &RunSummary) -> String {
         RunEnd::Refused { reason } => format!("✖ not started: {reason}"),
         RunEnd::Interrupted => {
             "✖ interrupted: the agent was stopped and the worktree removed".into()
+        }
+        RunEnd::Paused { reason } => {
+            format!("… paused: {reason}; run the same command again to resume")
         }
         RunEnd::DryRun { .. } => "dry run: nothing was written".into(),
     };
@@ -257,6 +174,7 @@ pub fn run_map(transitions: &[Transition]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pipeline::{AgentLine, GateRound};
 
     fn t(from: &str, to: &str, kind: TransitionKind) -> Transition {
         Transition::new(from, to, kind, "r")

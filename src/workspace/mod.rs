@@ -179,6 +179,9 @@ pub enum WorkspaceError {
     Checkpoint { path: PathBuf, problem: String },
     #[error("refusing to delete {path}: {reason}")]
     RefuseToDelete { path: PathBuf, reason: String },
+    /// Git work that could not finish (its task failed, or a step after it did).
+    #[error("{0}")]
+    Task(String),
 }
 
 /// `map_err` helper for git2 calls.

@@ -340,6 +340,29 @@ impl Worktree {
         Ok(walk.count() as u32)
     }
 
+    /// Whether the branch holds commits the remote does not: commits beyond the base whose tip is
+    /// not on the remote-tracking branch (which `push` and `fetch` keep current).
+    pub fn unpushed(&self) -> Result<bool, WorkspaceError> {
+        if self.commits_ahead()? == 0 {
+            return Ok(false);
+        }
+        let repo = self.repo()?;
+        let head = repo
+            .head()
+            .ok()
+            .and_then(|h| h.target())
+            .ok_or_else(|| git_err("head")(git2::Error::from_str("HEAD has no target")))?;
+        let tracking = format!("refs/remotes/{}/{}", self.remote, self.branch);
+        let Ok(remote) = repo.refname_to_id(&tracking) else {
+            return Ok(true);
+        };
+        let reached = remote == head
+            || repo
+                .graph_descendant_of(remote, head)
+                .map_err(git_err("merge base"))?;
+        Ok(!reached)
+    }
+
     /// Push the branch to the remote with `--force-with-lease` (the branch is ours; `undo_last_commit`
     /// may have rewritten it). A token is used for HTTPS remotes only and never written anywhere.
     pub fn push(&self, auth: &PushAuth) -> Result<(), WorkspaceError> {

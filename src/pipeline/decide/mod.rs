@@ -4,6 +4,10 @@
 //! `decide` turns an agent's parsed outcome (and, when the move has hooks, the gate reports) into the
 //! next transition. Neither does I/O; the engine applies their answers.
 
+pub mod admission;
+pub mod trust;
+pub mod work;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
@@ -52,6 +56,17 @@ pub enum TransitionKind {
     GateBounce,
 }
 
+/// Why a stage was passed over.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum SkipReason {
+    /// A trusted text already has the stage's heading: its work is done, and its audit dimension
+    /// is left out of the score.
+    AlreadyDone { heading: String },
+    /// The stage is experimental and experimental features are off.
+    Experimental,
+}
+
 /// One move of the card (or, for a gate bounce, a re-run of the same column).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -63,6 +78,9 @@ pub struct Transition {
     /// The audit score, on every review approval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub score: Option<AuditScore>,
+    /// Why the stage was skipped, for `Skip` moves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip: Option<SkipReason>,
 }
 
 impl Transition {
@@ -78,6 +96,7 @@ impl Transition {
             kind,
             reason: reason.into(),
             score: None,
+            skip: None,
         }
     }
 }
@@ -180,7 +199,7 @@ impl RunState {
             }
             TransitionKind::GateBounce => self.gate_bounces += 1,
             TransitionKind::Skip => {
-                if t.reason.starts_with("already has") {
+                if let Some(SkipReason::AlreadyDone { .. }) = t.skip {
                     self.skipped.insert(t.from.clone());
                 }
             }
@@ -246,6 +265,7 @@ pub fn plan(
             kind: TransitionKind::Auto,
             reason: format!("{} moves on automatically", stage.status),
             score: None,
+            skip: None,
         }));
     }
     if stage.experimental && !experimental {
@@ -255,6 +275,7 @@ pub fn plan(
             kind: TransitionKind::Skip,
             reason: "experimental stage; enableExperimentalFeatures is off".into(),
             score: None,
+            skip: Some(SkipReason::Experimental),
         }));
     }
     if let Some(heading) = &stage.skip_when_heading {
@@ -268,6 +289,9 @@ pub fn plan(
                     stage.agent.as_deref().unwrap_or("agent")
                 ),
                 score: None,
+                skip: Some(SkipReason::AlreadyDone {
+                    heading: heading.clone(),
+                }),
             }));
         }
     }
@@ -437,6 +461,7 @@ pub fn decide(input: DecideInput<'_>) -> Result<Decision, DecideError> {
                     kind: TransitionKind::LoopBack,
                     reason,
                     score: None,
+                    skip: None,
                 }))
             }
         }
@@ -457,6 +482,7 @@ fn finish_forward(
         kind: TransitionKind::Forward,
         reason,
         score: None,
+        skip: None,
     };
     let hooks: Vec<Hook> = stage
         .hooks
@@ -499,6 +525,7 @@ fn finish_forward(
             stage.agent.as_deref().unwrap_or("the agent")
         ),
         score: None,
+        skip: None,
     }))
 }
 
@@ -524,6 +551,7 @@ fn count_rejection(
         kind,
         reason,
         score,
+        skip: None,
     };
     if count > max {
         Decision::Stop(StopReason::MaxRejections {
