@@ -1,9 +1,11 @@
 //! Settings, the workflow and their validation. Knows no other room.
 
+mod dimension;
 mod issue;
 mod settings;
 mod workflow;
 
+pub use dimension::Dimension;
 pub use issue::{ConfigError, ConfigIssue, did_you_mean, json_key_line};
 pub use settings::{
     CommandBackend, GateSettings, LoadedSettings, PromptVia, RepoSlug, SETTINGS_PATHS, Settings,

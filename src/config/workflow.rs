@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::Dimension;
 use super::issue::{ConfigError, ConfigIssue, did_you_mean, json_key_line};
 
 /// The built-in workflow's text.
@@ -201,7 +202,7 @@ pub struct Stage {
     pub review: bool,
     pub commits: bool,
     pub skip_when_heading: Option<String>,
-    pub score_dimension: Option<String>,
+    pub score_dimension: Option<Dimension>,
     pub experimental: bool,
 }
 
@@ -570,6 +571,18 @@ fn validate(
                 None,
             );
         }
+        let score_dimension = s.score_dimension.as_deref().and_then(|d| {
+            let parsed = Dimension::parse(d);
+            if parsed.is_none() {
+                err(
+                    at("scoreDimension"),
+                    format!("`{d}` is not an audit dimension"),
+                    format!("use one of {}", Dimension::names()),
+                    None,
+                );
+            }
+            parsed
+        });
 
         // Forward: explicit next, else nearest later marker target, else the next stage.
         let forward = if s.built_in == Some(BuiltIn::Done) {
@@ -614,7 +627,7 @@ fn validate(
             review: s.review,
             commits: s.commits,
             skip_when_heading: s.skip_when_heading.clone(),
-            score_dimension: s.score_dimension.clone(),
+            score_dimension,
             experimental: s.experimental,
         });
     }
@@ -830,8 +843,8 @@ mod tests {
             Some("Research Findings")
         );
         assert_eq!(
-            research.score_dimension.as_deref(),
-            Some("research-incorporation")
+            research.score_dimension,
+            Some(Dimension::ResearchIncorporation)
         );
         let gates: Vec<GateKind> = wf
             .stage("Implementation")

@@ -79,6 +79,8 @@ pub enum Return {
     ScoreGate { note: String },
     /// Blocking gates: the combined gate note.
     GatesBlocked { note: String },
+    /// The agent's previous answer broke the output protocol.
+    Unusable { problem: String },
 }
 
 /// Everything a task is built from.
@@ -210,6 +212,13 @@ pub fn build_task(input: &TaskInput<'_>) -> String {
                 "The previous implementation was approved, but its audit score missed the threshold. Resolve the \
                  findings of the failing dimensions:\n\n{}\n",
                 clip(&content(note))
+            );
+        }
+        Some(Return::Unusable { problem }) => {
+            let _ = writeln!(
+                out,
+                "Your previous answer could not be used: {problem}. Answer again: finish the stage's work \
+                 if it is not done, and end with the fenced JSON block your instructions describe.\n"
             );
         }
         Some(Return::GatesBlocked { note }) => {

@@ -46,6 +46,9 @@ pub enum Halt {
     Interrupted,
     /// The run stops here; a human is needed.
     Stop { reason: String },
+    /// The answer broke the output protocol (no outcome, an unknown audit dimension, a bad field):
+    /// the agent is asked once to answer again.
+    Unusable { problem: String },
 }
 
 /// What happened. `kind` and `payload` in the file.
@@ -74,6 +77,9 @@ pub enum Event {
         stage: String,
         agent: String,
         attempt: u32,
+        /// Why the previous answer could not be used, when this attempt asks the agent to fix it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fix: Option<String>,
     },
     AgentFinished {
         stage: String,
@@ -382,6 +388,7 @@ mod tests {
             stage: "Research".into(),
             agent: "researcher".into(),
             attempt: 1,
+            fix: None,
         })
         .unwrap();
         drop(j);

@@ -56,6 +56,10 @@ struct Work {
     stage: String,
     agent: String,
     attempt: u32,
+    /// This attempt asks the agent to fix an unusable answer.
+    fix: Option<String>,
+    /// The answer broke the output protocol.
+    unusable: Option<String>,
     ran: bool,
     outcome: Option<Outcome>,
     /// Commits ahead of the base after the commit (commit stages).
@@ -255,6 +259,7 @@ impl Machine {
                 stage,
                 agent,
                 attempt,
+                fix,
             } => {
                 let a = r.attempts.entry(stage.clone()).or_default();
                 *a = (*a).max(*attempt);
@@ -262,6 +267,8 @@ impl Machine {
                     stage: stage.clone(),
                     agent: agent.clone(),
                     attempt: *attempt,
+                    fix: fix.clone(),
+                    unusable: None,
                     ran: false,
                     outcome: None,
                     ahead: None,
@@ -293,6 +300,11 @@ impl Machine {
                     }
                 }
                 Halt::Stop { reason } => r.stop = Some(reason.clone()),
+                Halt::Unusable { problem } => {
+                    if let Some(w) = r.work.as_mut() {
+                        w.unusable = Some(problem.clone());
+                    }
+                }
             },
             Event::Committed { ahead, .. } => {
                 if let Some(w) = r.work.as_mut() {
@@ -830,6 +842,24 @@ impl Machine {
             stage: stage.status.clone(),
             agent,
             attempt: attempt + 1,
+            fix: None,
+        }])
+    }
+
+    /// An answer that broke the output protocol: ask once for a usable one, then stop.
+    fn want_fix(&self, w: &Work, problem: &str) -> Want {
+        if w.fix.is_some() {
+            return Want::Record(vec![halt(
+                w.stage.clone(),
+                w.attempt,
+                format!("{} produced no usable outcome, twice: {problem}", w.agent),
+            )]);
+        }
+        Want::Record(vec![Event::StageStarted {
+            stage: w.stage.clone(),
+            agent: w.agent.clone(),
+            attempt: w.attempt + 1,
+            fix: Some(problem.to_string()),
         }])
     }
 
@@ -841,6 +871,9 @@ impl Machine {
                 format!("the workflow has no stage {}", w.stage),
             )]);
         };
+        if let Some(problem) = &w.unusable {
+            return self.want_fix(w, problem);
+        }
         let Some(outcome) = &w.outcome else {
             if self.s.started.as_ref() != Some(&(w.stage.clone(), w.attempt)) {
                 // Started before a crash and never finished: a new attempt begins.
@@ -1049,7 +1082,12 @@ impl Machine {
             .as_ref()
             .expect("admitted runs know their issue");
         let notes = self.trusted_notes();
-        let returned = return_context(&self.r.transitions, &notes, stage);
+        let returned = match &w.fix {
+            Some(problem) => Some(super::context::Return::Unusable {
+                problem: problem.clone(),
+            }),
+            None => return_context(&self.r.transitions, &notes, stage),
+        };
         Dispatch {
             stage: w.stage.clone(),
             agent: w.agent.clone(),

@@ -4,7 +4,8 @@
 use std::fmt::Write;
 
 use crate::agent::{AuditFinding, Severity};
-use crate::audit::{AuditScore, DIMENSIONS};
+use crate::audit::AuditScore;
+use crate::config::Dimension;
 use crate::pipeline::{PrRequest, RunFacts, Text};
 
 /// The Markdown of a comment the pipeline posts.
@@ -112,23 +113,16 @@ pub fn stage_comment(body: &str, facts: &RunFacts, note: Option<&str>) -> String
 /// One Markdown table row per dimension, with its worst finding.
 pub fn dimension_table(score: &AuditScore, findings: &[AuditFinding]) -> String {
     let mut out = String::from("| Dimension | Result | Findings |\n|---|---|---|\n");
-    for d in DIMENSIONS {
-        let result = if score.excluded.iter().any(|e| e == d) {
-            "excluded".to_string()
-        } else if score.failing.iter().any(|f| f == d) {
-            "❌ fail".to_string()
+    for d in Dimension::ALL {
+        let result = if score.excluded.contains(&d) {
+            "excluded"
+        } else if score.failing.contains(&d) {
+            "❌ fail"
         } else {
-            "✅ pass".to_string()
+            "✅ pass"
         };
         let count = findings.iter().filter(|f| f.dimension == d).count();
         let _ = writeln!(out, "| {d} | {result} | {count} |");
-    }
-    for u in &score.unknown {
-        let count = findings.iter().filter(|f| &f.dimension == u).count();
-        let _ = writeln!(
-            out,
-            "| {u} (not an audit dimension) | not scored | {count} |"
-        );
     }
     out
 }
@@ -171,7 +165,11 @@ pub fn score_line(score: &AuditScore) -> String {
         score.total,
         score.ratio(),
         score.threshold,
-        if score.passed { "passed" } else { "not met" }
+        match (score.passed, score.meets_threshold()) {
+            (true, _) => "passed",
+            (false, true) => "not met: a critical finding is never approved",
+            (false, false) => "not met",
+        }
     )
 }
 
@@ -303,7 +301,7 @@ mod tests {
     fn finding(sev: Severity, dim: &str, msg: &str, file: Option<(&str, u32)>) -> AuditFinding {
         AuditFinding {
             severity: sev,
-            dimension: dim.into(),
+            dimension: Dimension::parse(dim).unwrap(),
             message: msg.into(),
             file: file.map(|f| f.0.to_string()),
             line: file.map(|f| f.1),
@@ -364,7 +362,6 @@ mod tests {
                 Some(("README.md", 0)),
             ),
             finding(Severity::Warning, "test-quality", "no edge cases", None),
-            finding(Severity::Warning, "vibes", "unknown dimension", None),
         ];
         let s = score(
             &findings,
@@ -393,12 +390,7 @@ mod tests {
             "rename x",
             Some(("a.ts", 1)),
         )];
-        let s = score(
-            &findings,
-            &["research-incorporation".to_string()],
-            0.75,
-            None,
-        );
+        let s = score(&findings, &[Dimension::ResearchIncorporation], 0.75, None);
         let body = pr_body(&PrBodyInput {
             issue: 42,
             audit_comment: "## Audit Approved\n\n### Summary\nGood.\n\n```\n## not a heading\n```",

@@ -79,7 +79,10 @@ pub fn summary_text(s: &RunSummary) -> String {
             if score.failing.is_empty() {
                 String::new()
             } else {
-                format!("; failing: {}", score.failing.join(", "))
+                format!(
+                    "; failing: {}",
+                    crate::config::Dimension::list(&score.failing)
+                )
             }
         );
     }

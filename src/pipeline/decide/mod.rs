@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::{Action, Outcome};
 use crate::audit::{self, AuditScore};
-use crate::config::{BuiltIn, Hook, Stage, Workflow};
+use crate::config::{BuiltIn, Dimension, Hook, Stage, Workflow};
 use crate::gates::{GateReport, GateStatus};
 
 /// The spec's bound on loop iterations per run.
@@ -208,10 +208,10 @@ impl RunState {
     }
 
     /// Audit dimensions to leave out because their stage was skipped.
-    pub fn excluded_dimensions(&self, workflow: &Workflow) -> Vec<String> {
+    pub fn excluded_dimensions(&self, workflow: &Workflow) -> Vec<Dimension> {
         self.skipped
             .iter()
-            .filter_map(|s| workflow.stage(s).and_then(|st| st.score_dimension.clone()))
+            .filter_map(|s| workflow.stage(s).and_then(|st| st.score_dimension))
             .collect()
     }
 
@@ -313,20 +313,22 @@ pub struct DecideInput<'a> {
     pub experimental: bool,
 }
 
+/// Where an outcome points, besides the stage's forward move.
+enum Target {
+    Forward,
+    /// A loop-back the stage may make.
+    Back(String),
+    /// A marker naming a later stage other than the forward one.
+    Later(String),
+}
+
 /// The next transition after an agent's outcome.
 pub fn decide(input: DecideInput<'_>) -> Result<Decision, DecideError> {
-    let DecideInput {
-        workflow,
-        state,
-        column,
-        outcome,
-        ..
-    } = input;
-    let stage = lookup(workflow, column)?;
+    let stage = lookup(input.workflow, input.column)?;
     if stage.built_in.is_some() {
         return Err(DecideError::NotAnAgentStage(stage.status.clone()));
     }
-    if state.iteration >= MAX_ITERATIONS {
+    if input.state.iteration >= MAX_ITERATIONS {
         return Ok(Decision::Stop(StopReason::IterationLimit {
             max: MAX_ITERATIONS,
         }));
@@ -334,138 +336,156 @@ pub fn decide(input: DecideInput<'_>) -> Result<Decision, DecideError> {
     let forward = stage
         .forward
         .clone()
-        .unwrap_or_else(|| workflow.done().status.clone());
+        .unwrap_or_else(|| input.workflow.done().status.clone());
     let who = stage.agent.clone().unwrap_or_else(|| stage.status.clone());
+    let requested = match target(input, stage, &forward)? {
+        Target::Forward => None,
+        Target::Back(back) => Some(back),
+        Target::Later(m) => {
+            // A marker to a later stage other than the default forward: honour it, as the map says.
+            let reason = format!("{who} output a marker for {m}");
+            return finish_forward(input, stage, m, reason);
+        }
+    };
+    if stage.review {
+        return decide_review(input, stage, forward, &who, requested);
+    }
+    let Some(back) = requested else {
+        return finish_forward(input, stage, forward, format!("{who} completed"));
+    };
+    let reason = format!("{who} sent the issue back to {back}");
+    // Non-review loop-backs count only when the stage sets its own limit.
+    if stage.max_rejections.is_some() {
+        return Ok(count_rejection(
+            input,
+            stage,
+            back,
+            TransitionKind::LoopBack,
+            reason,
+            None,
+        ));
+    }
+    Ok(Decision::Move(Transition::new(
+        &stage.status,
+        &back,
+        TransitionKind::LoopBack,
+        reason,
+    )))
+}
 
-    // Where does the outcome point?
-    let requested: Option<String> = match (&outcome.target_status, &outcome.marker_target) {
+/// Where the outcome asks to go: its `targetStatus` (which the stage must allow), or its marker.
+fn target(input: DecideInput<'_>, stage: &Stage, forward: &str) -> Result<Target, DecideError> {
+    let workflow = input.workflow;
+    match (&input.outcome.target_status, &input.outcome.marker_target) {
         (Some(t), _) => {
             let target = workflow
                 .stage_for_column(t)
                 .map(|s| s.status.clone())
                 .unwrap_or_else(|| t.clone());
             if target == forward {
-                None
+                Ok(Target::Forward)
             } else if stage.can_loop_back_to.contains(&target) {
-                Some(target)
+                Ok(Target::Back(target))
             } else {
-                let mut allowed = vec![forward.clone()];
+                let mut allowed = vec![forward.to_string()];
                 allowed.extend(stage.can_loop_back_to.iter().cloned());
-                return Err(DecideError::TargetNotAllowed {
+                Err(DecideError::TargetNotAllowed {
                     from: stage.status.clone(),
                     to: t.clone(),
                     allowed: allowed.join(", "),
-                });
+                })
             }
         }
-        (None, Some(m)) if workflow.is_backwards(&stage.status, m) => Some(m.clone()),
-        (None, Some(m)) if *m != forward => {
-            // A marker to a later stage other than the default forward: honour it, as the map says.
-            return finish_forward(
+        (None, Some(m)) if workflow.is_backwards(&stage.status, m) => Ok(Target::Back(m.clone())),
+        (None, Some(m)) if m != forward => Ok(Target::Later(m.clone())),
+        _ => Ok(Target::Forward),
+    }
+}
+
+/// A review stage: an approval is scored (and must pass), a rejection counts.
+fn decide_review(
+    input: DecideInput<'_>,
+    stage: &Stage,
+    forward: String,
+    who: &str,
+    requested: Option<String>,
+) -> Result<Decision, DecideError> {
+    let reject_to = || {
+        stage
+            .reject_to
+            .clone()
+            .expect("validated review stages have a reject target")
+    };
+    match (input.outcome.action, requested) {
+        (Action::Approved, Some(back)) => Err(DecideError::Contradictory(format!(
+            "{who} APPROVED but asked to go back to {back}"
+        ))),
+        (Action::Approved, None) => {
+            let score = audit::score(
+                &input.outcome.findings,
+                &input.state.excluded_dimensions(input.workflow),
+                input.threshold,
+                input.outcome.audit_score,
+            );
+            if score.passed {
+                let reason = format!(
+                    "{who} approved; audit score {}/{} meets the threshold {}",
+                    score.passing, score.total, input.threshold
+                );
+                let mut d = finish_forward(input, stage, forward, reason)?;
+                if let Decision::Move(t) | Decision::RunGates { transition: t, .. } = &mut d {
+                    t.score = Some(score);
+                }
+                return Ok(d);
+            }
+            let reason = score_refusal(who, &score, input.threshold);
+            Ok(count_rejection(
                 input,
                 stage,
-                m.clone(),
-                format!("{who} output a marker for {m}"),
+                reject_to(),
+                TransitionKind::ScoreGate,
+                reason,
+                Some(score),
+            ))
+        }
+        (Action::Rejected, back) => {
+            let n = input.outcome.findings.len();
+            let reason = format!(
+                "{who} rejected the work ({n} finding{})",
+                if n == 1 { "" } else { "s" }
             );
+            let back = back.unwrap_or_else(reject_to);
+            Ok(count_rejection(
+                input,
+                stage,
+                back,
+                TransitionKind::Rejection,
+                reason,
+                None,
+            ))
         }
-        _ => None,
-    };
-
-    if stage.review {
-        return match (outcome.action, requested) {
-            (Action::Approved, Some(back)) => Err(DecideError::Contradictory(format!(
-                "{who} APPROVED but asked to go back to {back}"
-            ))),
-            (Action::Approved, None) => {
-                let excluded = state.excluded_dimensions(workflow);
-                let score = audit::score(
-                    &outcome.findings,
-                    &excluded,
-                    input.threshold,
-                    outcome.audit_score,
-                );
-                if score.passed {
-                    let reason = format!(
-                        "{who} approved; audit score {}/{} meets the threshold {}",
-                        score.passing, score.total, input.threshold
-                    );
-                    let mut d = finish_forward(input, stage, forward, reason)?;
-                    if let Decision::Move(t) | Decision::RunGates { transition: t, .. } = &mut d {
-                        t.score = Some(score);
-                    }
-                    Ok(d)
-                } else {
-                    let back = stage
-                        .reject_to
-                        .clone()
-                        .expect("validated review stages have a reject target");
-                    let reason = format!(
-                        "{who} approved, but the audit score {}/{} is below the threshold {} (failing: {})",
-                        score.passing,
-                        score.total,
-                        input.threshold,
-                        score.failing.join(", ")
-                    );
-                    Ok(count_rejection(
-                        input,
-                        stage,
-                        back,
-                        TransitionKind::ScoreGate,
-                        reason,
-                        Some(score),
-                    ))
-                }
-            }
-            (Action::Rejected, back) => {
-                let back = back
-                    .or_else(|| stage.reject_to.clone())
-                    .expect("validated review stages have a reject target");
-                let n = outcome.findings.len();
-                let reason = format!(
-                    "{who} rejected the work ({n} finding{})",
-                    if n == 1 { "" } else { "s" }
-                );
-                Ok(count_rejection(
-                    input,
-                    stage,
-                    back,
-                    TransitionKind::Rejection,
-                    reason,
-                    None,
-                ))
-            }
-            (Action::Complete, _) => Err(DecideError::Contradictory(format!(
-                "{who} must APPROVE or REJECT in the {} stage",
-                stage.status
-            ))),
-        };
+        (Action::Complete, _) => Err(DecideError::Contradictory(format!(
+            "{who} must APPROVE or REJECT in the {} stage",
+            stage.status
+        ))),
     }
+}
 
-    match requested {
-        Some(back) => {
-            let reason = format!("{who} sent the issue back to {back}");
-            // Non-review loop-backs count only when the stage sets its own limit.
-            if stage.max_rejections.is_some() {
-                Ok(count_rejection(
-                    input,
-                    stage,
-                    back,
-                    TransitionKind::LoopBack,
-                    reason,
-                    None,
-                ))
-            } else {
-                Ok(Decision::Move(Transition {
-                    from: stage.status.clone(),
-                    to: back,
-                    kind: TransitionKind::LoopBack,
-                    reason,
-                    score: None,
-                    skip: None,
-                }))
-            }
-        }
-        None => finish_forward(input, stage, forward, format!("{who} completed")),
+/// Why an approval was refused by the numbers.
+fn score_refusal(who: &str, score: &AuditScore, threshold: f64) -> String {
+    let names = Dimension::list;
+    if score.meets_threshold() {
+        format!(
+            "{who} approved with a critical finding ({}), which is never approved",
+            names(&score.critical)
+        )
+    } else {
+        format!(
+            "{who} approved, but the audit score {}/{} is below the threshold {threshold} (failing: {})",
+            score.passing,
+            score.total,
+            names(&score.failing)
+        )
     }
 }
 
@@ -910,7 +930,7 @@ mod tests {
             .iter()
             .map(|d| AuditFinding {
                 severity: Severity::Warning,
-                dimension: d.to_string(),
+                dimension: Dimension::parse(d).unwrap(),
                 message: "x".into(),
                 file: None,
                 line: None,
@@ -955,7 +975,10 @@ mod tests {
         );
         assert!(t.reason.contains("researcher skipped"));
         state.apply(&t);
-        assert_eq!(state.excluded_dimensions(&wf), ["research-incorporation"]);
+        assert_eq!(
+            state.excluded_dimensions(&wf),
+            [Dimension::ResearchIncorporation]
+        );
         // The audit is then scored over 7 dimensions.
         let t = moved(run(&wf, &state, "Audit", r#"{"action": "APPROVED"}"#, None));
         assert_eq!(t.score.map(|s| (s.passing, s.total)), Some((7, 7)));

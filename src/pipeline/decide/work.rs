@@ -29,7 +29,9 @@ pub fn outcome_of(stage: &Stage, agent: &str, run: &AgentRun) -> Result<Outcome,
     }
     parse_outcome(&run.final_text, stage).map_err(|e| match e {
         ProtocolError::Empty | ProtocolError::Refusal { .. } => stop(format!("{agent}: {e}")),
-        e => stop(format!("{agent} produced no usable outcome: {e}")),
+        e => Halt::Unusable {
+            problem: e.to_string(),
+        },
     })
 }
 
