@@ -1,7 +1,9 @@
 //! Settings, the workflow and their validation. Knows no other room.
 
 mod issue;
+pub mod schema;
 mod settings;
+mod source;
 mod workflow;
 
 pub use issue::{ConfigError, ConfigIssue, did_you_mean, json_key_line};
@@ -9,6 +11,7 @@ pub use settings::{
     CommandBackend, GateSettings, LoadedSettings, PromptVia, RepoSlug, SETTINGS_PATHS, Settings,
     env_name,
 };
+pub use source::{DuplicateKey, JsonIndex, read_text};
 pub use workflow::{
     BuiltIn, DEFAULT_WORKFLOW, Expect, GateKind, Hook, HookObject, HookSpec, Stage, StageSpec,
     WORKFLOW_PATH, Workflow,

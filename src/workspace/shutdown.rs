@@ -1,6 +1,8 @@
 //! SIGINT/SIGTERM handling: the first signal asks everything to stop (the running agent is killed,
 //! the worktree cleaned); a second one exits at once with status 1.
 
+use std::io::Write;
+
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 
@@ -26,12 +28,15 @@ impl Shutdown {
                     _ = int.recv() => "SIGINT",
                     _ = term.recv() => "SIGTERM",
                 };
+                // Best effort: stderr may be a closed pipe, which must not stop the shutdown.
+                let mut stderr = std::io::stderr();
                 if *tx.borrow() {
-                    eprintln!("supervisor: {name} again: exiting now");
+                    let _ = writeln!(stderr, "supervisor: {name} again: exiting now");
                     crate::agent::kill_live_agents();
                     std::process::exit(SECOND_SIGNAL_EXIT);
                 }
-                eprintln!(
+                let _ = writeln!(
+                    stderr,
                     "supervisor: {name}: stopping the agent and cleaning up (signal again to exit at once)"
                 );
                 tx.send_replace(true);
