@@ -164,8 +164,8 @@ macro_rules! settings_block {
                     doc: concat!($($doc, "\n"),*),
                     kind: <$ty as $crate::config::schema::Setting>::KIND,
                     nullable: <$ty as $crate::config::schema::Setting>::NULLABLE,
-                    required: settings_block!(@required $how),
-                    example: settings_block!(@example $($example)?),
+                    required: $crate::config::schema::settings_block!(@required $how),
+                    example: $crate::config::schema::settings_block!(@example $($example)?),
                     nested: <$ty as $crate::config::schema::Setting>::NESTED,
                     expected: <$ty as $crate::config::schema::Setting>::expected,
                 }
@@ -182,7 +182,7 @@ macro_rules! settings_block {
                         &mut entries,
                         path,
                         rows.next().expect("one table row per field"),
-                        settings_block!(@default $ty; $how $($default)?),
+                        $crate::config::schema::settings_block!(@default $ty; $how $($default)?),
                     );
                 )*
                 Some($name { $($field: $field?),* })
