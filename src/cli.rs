@@ -5,7 +5,10 @@
 
 mod agent;
 mod demo;
+mod output;
 mod run;
+
+use output::{err, errln, outln};
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -169,17 +172,17 @@ fn check(root: PathBuf, json: bool) -> u8 {
     match Project::load(&root, &process_env) {
         Ok(project) => {
             if json {
-                println!("{}", report::check_json(&project));
+                outln!("{}", report::check_json(&project));
             } else {
-                eprint!("{}", report::check_text(&project));
+                err!("{}", report::check_text(&project));
             }
             EXIT_OK
         }
         Err(e) => {
             if json {
-                println!("{}", report::errors_text(&e, true));
+                outln!("{}", report::errors_text(&e, true));
             } else {
-                eprint!("{}", report::errors_text(&e, false));
+                err!("{}", report::errors_text(&e, false));
             }
             EXIT_USAGE
         }
@@ -192,7 +195,7 @@ fn sandbox_serve(state: PathBuf, port: u16, dump: Option<PathBuf>) -> u8 {
     let seed = match SandboxState::load(&state) {
         Ok(seed) => seed,
         Err(e) => {
-            eprintln!("supervisor sandbox serve: {e}");
+            errln!("supervisor sandbox serve: {e}");
             return EXIT_USAGE;
         }
     };
@@ -203,7 +206,7 @@ fn sandbox_serve(state: PathBuf, port: u16, dump: Option<PathBuf>) -> u8 {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("supervisor sandbox serve: cannot start the async runtime: {e}");
+            errln!("supervisor sandbox serve: cannot start the async runtime: {e}");
             return EXIT_STOPPED;
         }
     };
@@ -211,26 +214,26 @@ fn sandbox_serve(state: PathBuf, port: u16, dump: Option<PathBuf>) -> u8 {
         let sandbox = match Sandbox::start(seed, port).await {
             Ok(s) => s,
             Err(e @ SandboxError::Bind { .. }) => {
-                eprintln!("supervisor sandbox serve: {e}: choose another --port");
+                errln!("supervisor sandbox serve: {e}: choose another --port");
                 return EXIT_USAGE;
             }
             Err(e) => {
-                eprintln!("supervisor sandbox serve: {e}");
+                errln!("supervisor sandbox serve: {e}");
                 return EXIT_USAGE;
             }
         };
         // Catch the signals before saying we are ready, so an early Ctrl-C still cleans up.
         let stop = stop_signal();
-        eprint!("{}", sandbox.banner());
+        err!("{}", sandbox.banner());
         stop.await;
         let snapshot = sandbox.snapshot();
         sandbox.shutdown().await;
         if let Some(path) = dump {
             if let Err(e) = snapshot.save(&path) {
-                eprintln!("supervisor sandbox serve: {e}");
+                errln!("supervisor sandbox serve: {e}");
                 return EXIT_STOPPED;
             }
-            eprintln!("sandbox state written to {}", path.display());
+            errln!("sandbox state written to {}", path.display());
         }
         EXIT_OK
     })

@@ -11,6 +11,7 @@ use crate::gates::{
 use crate::pipeline::{Project, process_env};
 use crate::report;
 
+use super::output::{err, errln, outln};
 use super::{EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
 
 /// What the repository's configuration says about its gates.
@@ -65,7 +66,7 @@ fn plan(root: &Path) -> Result<GatePlan, u8> {
             })
         }
         Err(e) => {
-            eprint!("{}", report::errors_text(&e, false));
+            err!("{}", report::errors_text(&e, false));
             Err(EXIT_USAGE)
         }
     }
@@ -112,7 +113,7 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
     let root = match worktree_root(dir) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("supervisor gates: {e}");
+            errln!("supervisor gates: {e}");
             return EXIT_USAGE;
         }
     };
@@ -123,7 +124,7 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
     let hooks = match select(plan.hooks, only) {
         Ok(h) => h,
         Err(e) => {
-            eprintln!("supervisor gates: {e}");
+            errln!("supervisor gates: {e}");
             return EXIT_USAGE;
         }
     };
@@ -131,7 +132,7 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
     let changes = match ChangeSet::compute(&root, &base) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("supervisor gates: {e}");
+            errln!("supervisor gates: {e}");
             return EXIT_USAGE;
         }
     };
@@ -152,7 +153,7 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
         search_path: None,
     };
     if !json {
-        eprintln!(
+        errln!(
             "gates{} on {} against {} ({} changed file{}, {} commit{}):",
             plan.stage
                 .as_deref()
@@ -180,7 +181,7 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("supervisor gates: cannot start the async runtime: {e}");
+            errln!("supervisor gates: cannot start the async runtime: {e}");
             return EXIT_STOPPED;
         }
     };
@@ -195,13 +196,13 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
             "verdict": v,
             "reports": reports,
         });
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&doc)
                 .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
         );
     } else {
-        eprint!("{}", report::gate_reports_text(&reports));
+        err!("{}", report::gate_reports_text(&reports));
     }
     if v == Verdict::Blocked {
         EXIT_STOPPED

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
+use super::output::{err, errln, outln};
 use super::{EXIT_GITHUB, EXIT_STOPPED, EXIT_USAGE};
 use crate::github::{ClientConfig, GitHub, GitHubError};
 use crate::pipeline::{Project, RunOptions, RunSummary, process_env};
@@ -38,7 +39,7 @@ pub(super) fn runtime(what: &str) -> Result<tokio::runtime::Runtime, u8> {
         .enable_all()
         .build()
         .map_err(|e| {
-            eprintln!("supervisor {what}: cannot start the async runtime: {e}");
+            errln!("supervisor {what}: cannot start the async runtime: {e}");
             EXIT_STOPPED
         })
 }
@@ -59,12 +60,12 @@ async fn run_async(args: RunArgs) -> u8 {
     let project = match Project::load(&root, &process_env) {
         Ok(p) => p,
         Err(e) => {
-            eprint!("{}", report::errors_text(&e, false));
+            err!("{}", report::errors_text(&e, false));
             return EXIT_USAGE;
         }
     };
     for w in &project.warnings {
-        eprintln!("warning: {w}");
+        errln!("warning: {w}");
     }
     let gh = match connect(&project) {
         Ok(gh) => gh,
@@ -73,7 +74,7 @@ async fn run_async(args: RunArgs) -> u8 {
     let shutdown = match Shutdown::install() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("supervisor run: cannot install signal handlers: {e}");
+            errln!("supervisor run: cannot install signal handlers: {e}");
             return EXIT_STOPPED;
         }
     };
@@ -106,14 +107,14 @@ async fn run_async(args: RunArgs) -> u8 {
         Err(e) => {
             let code = e.exit_code();
             if args.json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::json!({ "ok": false, "error": e.to_string() })
                 );
             }
-            eprintln!("supervisor run: {e}");
+            errln!("supervisor run: {e}");
             if code == EXIT_STOPPED || e.is_resumable() {
-                eprintln!("the run can be resumed: run the same command again");
+                errln!("the run can be resumed: run the same command again");
             }
             code
         }
@@ -131,26 +132,26 @@ pub(super) fn connect(project: &Project) -> Result<GitHub, GitHubError> {
 
 fn github_failure(e: &GitHubError, json: bool) -> u8 {
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({ "ok": false, "error": e.to_string() })
         );
     }
-    eprintln!("supervisor run: {e}");
+    errln!("supervisor run: {e}");
     EXIT_GITHUB
 }
 
 /// Print a run's summary; the exit code it maps to.
 pub(super) fn present(summary: &RunSummary, json: bool, bell: bool) -> u8 {
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(summary).expect("summaries serialise")
         );
     }
-    eprint!("{}", report::summary_text(summary));
+    err!("{}", report::summary_text(summary));
     if bell {
-        eprint!("\x07");
+        err!("\x07");
     }
     summary.end.exit_code()
 }

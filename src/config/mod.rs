@@ -2,7 +2,9 @@
 
 mod dimension;
 mod issue;
+pub mod schema;
 mod settings;
+mod source;
 mod workflow;
 
 pub use dimension::Dimension;
@@ -11,6 +13,7 @@ pub use settings::{
     CommandBackend, GateSettings, LoadedSettings, PromptVia, RepoSlug, SETTINGS_PATHS, Settings,
     env_name,
 };
+pub use source::{DuplicateKey, JsonIndex, read_text};
 pub use workflow::{
     BuiltIn, DEFAULT_WORKFLOW, Expect, GateKind, Hook, HookObject, HookSpec, Stage, StageSpec,
     WORKFLOW_PATH, Workflow,

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Dimension;
 use super::issue::{ConfigError, ConfigIssue, did_you_mean, json_key_line};
+use super::source::{JsonIndex, read_text};
 
 /// The built-in workflow's text.
 pub const DEFAULT_WORKFLOW: &str = include_str!("../../config/workflow.json");
@@ -265,14 +266,7 @@ impl Workflow {
                 Ok(w)
             }
             Some(path) => {
-                let text = std::fs::read_to_string(&path).map_err(|e| {
-                    ConfigError::one(ConfigIssue::new(
-                        &path,
-                        "(file)",
-                        format!("cannot be read: {e}"),
-                        "check the file's permissions",
-                    ))
-                })?;
+                let text = read_text(&path).map_err(ConfigError::one)?;
                 Workflow::parse(&path, &text, status_mapping)
             }
         }
@@ -284,6 +278,7 @@ impl Workflow {
         text: &str,
         status_mapping: &BTreeMap<String, String>,
     ) -> Result<Workflow, ConfigError> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let file: WorkflowFile = serde_json::from_str(text).map_err(|e| {
             ConfigError::one(
                 ConfigIssue::new(
@@ -295,6 +290,12 @@ impl Workflow {
                 .at_line(Some(e.line())),
             )
         })?;
+        let duplicates = JsonIndex::new(text).duplicates;
+        if !duplicates.is_empty() {
+            return Err(ConfigError::new(
+                duplicates.iter().map(|d| d.issue(path)).collect(),
+            ));
+        }
         validate(path, text, file.stages, status_mapping)
     }
 
@@ -345,20 +346,19 @@ impl Workflow {
 }
 
 fn remap_mapping_errors(e: ConfigError, settings_path: &Path) -> ConfigError {
-    ConfigError {
-        issues: e
-            .issues
-            .into_iter()
-            .map(|mut i| {
-                if i.field.starts_with("statusMapping") {
-                    i.file = settings_path.to_path_buf();
-                    i.field = format!("supervisor.{}", i.field);
-                    i.line = None;
-                }
-                i
-            })
-            .collect(),
-    }
+    let issues = e
+        .issues
+        .into_iter()
+        .map(|mut i| {
+            if i.field.starts_with("statusMapping") {
+                i.file = settings_path.to_path_buf();
+                i.field = format!("supervisor.{}", i.field);
+                i.line = None;
+            }
+            i
+        })
+        .collect();
+    ConfigError::new(issues).with_warnings(e.warnings)
 }
 
 fn validate(
@@ -392,7 +392,7 @@ fn validate(
             "list the stages from Backlog to Done".into(),
             Some("stages"),
         );
-        return Err(ConfigError { issues: errors });
+        return Err(ConfigError::new(errors));
     }
 
     let mut seen = BTreeSet::new();
@@ -632,7 +632,7 @@ fn validate(
         });
     }
     if !errors.is_empty() {
-        return Err(ConfigError { issues: errors });
+        return Err(ConfigError::new(errors));
     }
 
     let wf = Workflow {

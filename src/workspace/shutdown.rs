@@ -2,6 +2,8 @@
 //! (every run holds a child of it: its agents and gates stop, its worktree is cleaned); a second one
 //! kills every registered child process group and exits at once with status 1.
 
+use std::io::Write;
+
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
@@ -27,12 +29,15 @@ impl Shutdown {
                     _ = int.recv() => "SIGINT",
                     _ = term.recv() => "SIGTERM",
                 };
+                // Best effort: stderr may be a closed pipe, which must not stop the shutdown.
+                let mut stderr = std::io::stderr();
                 if token.is_cancelled() {
-                    eprintln!("supervisor: {name} again: exiting now");
+                    let _ = writeln!(stderr, "supervisor: {name} again: exiting now");
                     crate::process::kill_all_groups();
                     std::process::exit(SECOND_SIGNAL_EXIT);
                 }
-                eprintln!(
+                let _ = writeln!(
+                    stderr,
                     "supervisor: {name}: stopping: the running agent, gates or setup are killed and the worktree cleaned up (signal again to exit at once)"
                 );
                 token.cancel();
