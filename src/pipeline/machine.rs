@@ -241,6 +241,7 @@ impl Machine {
             agents: self.r.agents.clone(),
             transitions: self.r.transitions.clone(),
             gate_rounds: self.r.gate_rounds.clone(),
+            gates: self.r.last_gates.clone().unwrap_or_default(),
             rejections: self.r.state.total_rejections(),
             gate_bounces: self.r.state.gate_bounces,
             score: self.r.last_score.clone(),

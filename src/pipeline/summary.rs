@@ -117,6 +117,9 @@ pub struct RunSummary {
     pub agents: Vec<AgentLine>,
     pub transitions: Vec<Transition>,
     pub gate_rounds: Vec<GateRound>,
+    /// The latest gate round's reports, findings included.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gates: Vec<crate::gates::GateReport>,
     pub rejections: u32,
     pub gate_bounces: u32,
     pub score: Option<AuditScore>,

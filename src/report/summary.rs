@@ -246,6 +246,7 @@ mod tests {
                     warnings: vec![],
                 },
             ],
+            gates: Vec::new(),
             rejections: 1,
             gate_bounces: 1,
             score: None,
