@@ -156,83 +156,39 @@ pub fn has_heading(text: &str, title: &str) -> bool {
     })
 }
 
-/// Build the task text for one dispatch.
-pub fn build_task(input: &TaskInput<'_>) -> String {
-    let TaskInput {
-        workflow,
-        stage,
-        issue,
-        notes,
-        attempt,
-        returned,
-        gate_context,
-        worktree,
-    } = input;
-    let mut out = String::new();
-    let _ = writeln!(out, "# Issue #{}: {}\n", issue.number, issue.title.trim());
-    let _ = writeln!(out, "Opened by @{} · {}\n", issue.author, issue.url);
-    let body = clip(&issue.body);
-    out.push_str(if body.is_empty() {
-        "_(no description)_"
-    } else {
-        &body
-    });
-    out.push_str("\n\n");
-
-    let agent = stage.agent.as_deref().unwrap_or("agent");
-    let _ = writeln!(
-        out,
-        "## Your stage: {}{}\n",
-        stage.status,
-        if *attempt > 1 {
-            format!(" (attempt {attempt})")
-        } else {
-            String::new()
-        }
-    );
+/// Why the work is back, and what to do about it.
+fn returned_text(returned: &Return) -> String {
     match returned {
-        Some(Return::LoopBack { from, note }) => {
-            let _ = writeln!(
-                out,
-                "The {from} stage sent this issue back to you. Address what it asks for:\n\n{}\n",
-                clip(&content(note))
-            );
-        }
-        Some(Return::Rejected { from, note }) => {
-            let _ = writeln!(
-                out,
-                "The {from} stage REJECTED the previous implementation. Resolve every critical and warning finding \
-                 below, and say in your summary how each was addressed:\n\n{}\n",
-                clip(&content(note))
-            );
-        }
-        Some(Return::ScoreGate { note }) => {
-            let _ = writeln!(
-                out,
-                "The previous implementation was approved, but its audit score missed the threshold. Resolve the \
-                 findings of the failing dimensions:\n\n{}\n",
-                clip(&content(note))
-            );
-        }
-        Some(Return::Unusable { problem }) => {
-            let _ = writeln!(
-                out,
-                "Your previous answer could not be used: {problem}. Answer again: finish the stage's work \
-                 if it is not done, and end with the fenced JSON block your instructions describe.\n"
-            );
-        }
-        Some(Return::GatesBlocked { note }) => {
-            let _ = writeln!(
-                out,
-                "The quality gates blocked the previous implementation. Fix every finding below; the gates run again \
-                 before the audit:\n\n{}\n",
-                clip(&content(note))
-            );
-        }
-        None => {}
+        Return::LoopBack { from, note } => format!(
+            "The {from} stage sent this issue back to you. Address what it asks for:\n\n{}\n\n",
+            clip(&content(note))
+        ),
+        Return::Rejected { from, note } => format!(
+            "The {from} stage REJECTED the previous implementation. Resolve every critical and warning finding \
+             below, and say in your summary how each was addressed:\n\n{}\n\n",
+            clip(&content(note))
+        ),
+        Return::ScoreGate { note } => format!(
+            "The previous implementation was approved, but its audit score missed the threshold. Resolve the \
+             findings of the failing dimensions:\n\n{}\n\n",
+            clip(&content(note))
+        ),
+        Return::Unusable { problem } => format!(
+            "Your previous answer could not be used: {problem}. Answer again: finish the stage's work \
+             if it is not done, and end with the fenced JSON block your instructions describe.\n\n"
+        ),
+        Return::GatesBlocked { note } => format!(
+            "The quality gates blocked the previous implementation. Fix every finding below; the gates run again \
+             before the audit:\n\n{}\n\n",
+            clip(&content(note))
+        ),
     }
+}
 
-    // The latest note of every earlier stage, in workflow order.
+/// The latest note of every earlier stage, in workflow order, then maintainers' own remarks that
+/// belong to no stage.
+fn earlier_text(workflow: &Workflow, stage: &Stage, notes: &[TrustedNote]) -> String {
+    let mut out = String::new();
     let here = workflow.index(&stage.status).unwrap_or(0);
     let mut earlier = String::new();
     for (i, st) in workflow.stages.iter().enumerate() {
@@ -270,6 +226,47 @@ pub fn build_task(input: &TaskInput<'_>) -> String {
         }
     }
 
+    out
+}
+
+/// Build the task text for one dispatch.
+pub fn build_task(input: &TaskInput<'_>) -> String {
+    let TaskInput {
+        workflow,
+        stage,
+        issue,
+        notes,
+        attempt,
+        returned,
+        gate_context,
+        worktree,
+    } = input;
+    let mut out = String::new();
+    let _ = writeln!(out, "# Issue #{}: {}\n", issue.number, issue.title.trim());
+    let _ = writeln!(out, "Opened by @{} · {}\n", issue.author, issue.url);
+    let body = clip(&issue.body);
+    out.push_str(if body.is_empty() {
+        "_(no description)_"
+    } else {
+        &body
+    });
+    out.push_str("\n\n");
+
+    let agent = stage.agent.as_deref().unwrap_or("agent");
+    let _ = writeln!(
+        out,
+        "## Your stage: {}{}\n",
+        stage.status,
+        if *attempt > 1 {
+            format!(" (attempt {attempt})")
+        } else {
+            String::new()
+        }
+    );
+    if let Some(r) = returned {
+        out.push_str(&returned_text(r));
+    }
+    out.push_str(&earlier_text(workflow, stage, notes));
     if let Some(g) = gate_context {
         let _ = writeln!(out, "## Quality gates\n\n{}\n", g.trim());
     }

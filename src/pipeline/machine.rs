@@ -69,6 +69,46 @@ struct Work {
     undone: bool,
 }
 
+impl Work {
+    fn new(stage: &str, agent: &str, attempt: u32, fix: Option<String>) -> Work {
+        Work {
+            stage: stage.to_string(),
+            agent: agent.to_string(),
+            attempt,
+            fix,
+            unusable: None,
+            ran: false,
+            outcome: None,
+            ahead: None,
+            pushed: false,
+            gates: None,
+            undone: false,
+        }
+    }
+
+    /// Fold the events that concern the attempt in progress.
+    fn apply(&mut self, event: &Event) {
+        match event {
+            Event::AgentFinished { .. } => self.ran = true,
+            Event::Outcome { outcome, .. } => self.outcome = Some((**outcome).clone()),
+            // An interrupted attempt produced nothing: a resumed run starts a new one.
+            Event::Halted {
+                halt: Halt::Interrupted,
+                ..
+            } => self.ran = false,
+            Event::Halted {
+                halt: Halt::Unusable { problem },
+                ..
+            } => self.unusable = Some(problem.clone()),
+            Event::Committed { ahead, .. } => self.ahead = Some(*ahead),
+            Event::Pushed { .. } => self.pushed = true,
+            Event::GatesFinished { reports, .. } => self.gates = Some(reports.clone()),
+            Event::CommitUndone { .. } => self.undone = true,
+            _ => {}
+        }
+    }
+}
+
 /// The run as its journal tells it.
 #[derive(Debug, Default)]
 struct Record {
@@ -254,6 +294,9 @@ impl Machine {
     /// Fold one journal event into the run's state.
     fn apply(&mut self, event: &Event) {
         let r = &mut self.r;
+        if let Some(w) = r.work.as_mut() {
+            w.apply(event);
+        }
         match event {
             Event::Admitted { column } => r.column = Some(column.clone()),
             Event::StageStarted {
@@ -264,59 +307,17 @@ impl Machine {
             } => {
                 let a = r.attempts.entry(stage.clone()).or_default();
                 *a = (*a).max(*attempt);
-                r.work = Some(Work {
-                    stage: stage.clone(),
-                    agent: agent.clone(),
-                    attempt: *attempt,
-                    fix: fix.clone(),
-                    unusable: None,
-                    ran: false,
-                    outcome: None,
-                    ahead: None,
-                    pushed: false,
-                    gates: None,
-                    undone: false,
-                });
+                r.work = Some(Work::new(stage, agent, *attempt, fix.clone()));
             }
             Event::AgentFinished {
                 stage,
                 attempt,
                 stats,
-            } => {
-                r.agents.push(agent_line(stage, *attempt, stats));
-                if let Some(w) = r.work.as_mut() {
-                    w.ran = true;
-                }
-            }
-            Event::Outcome { outcome, .. } => {
-                if let Some(w) = r.work.as_mut() {
-                    w.outcome = Some((**outcome).clone());
-                }
-            }
-            Event::Halted { halt, .. } => match halt {
-                // The attempt produced nothing: a resumed run starts a new one.
-                Halt::Interrupted => {
-                    if let Some(w) = r.work.as_mut() {
-                        w.ran = false;
-                    }
-                }
-                Halt::Stop { reason } => r.stop = Some(reason.clone()),
-                Halt::Unusable { problem } => {
-                    if let Some(w) = r.work.as_mut() {
-                        w.unusable = Some(problem.clone());
-                    }
-                }
-            },
-            Event::Committed { ahead, .. } => {
-                if let Some(w) = r.work.as_mut() {
-                    w.ahead = Some(*ahead);
-                }
-            }
-            Event::Pushed { .. } => {
-                if let Some(w) = r.work.as_mut() {
-                    w.pushed = true;
-                }
-            }
+            } => r.agents.push(agent_line(stage, *attempt, stats)),
+            Event::Halted {
+                halt: Halt::Stop { reason },
+                ..
+            } => r.stop = Some(reason.clone()),
             Event::GatesFinished {
                 stage,
                 attempt,
@@ -324,9 +325,6 @@ impl Machine {
             } => {
                 r.gate_rounds.push(gate_round(stage, *attempt, reports));
                 r.last_gates = Some(reports.clone());
-                if let Some(w) = r.work.as_mut() {
-                    w.gates = Some(reports.clone());
-                }
             }
             Event::Posted {
                 marker, comment_id, ..
@@ -339,11 +337,6 @@ impl Machine {
             Event::WriteFailed { marker, text, .. } => {
                 if !r.outbox.iter().any(|(m, _)| m == marker) {
                     r.outbox.push((marker.clone(), text.clone()));
-                }
-            }
-            Event::CommitUndone { .. } => {
-                if let Some(w) = r.work.as_mut() {
-                    w.undone = true;
                 }
             }
             Event::Decision { transition } => {
@@ -369,10 +362,7 @@ impl Machine {
             Event::IssueClosed => r.closed = true,
             Event::Warning { message } => r.warnings.push(message.clone()),
             Event::Stopped { .. } => r.stopped = true,
-            Event::RunStarted { .. }
-            | Event::WorktreeReady { .. }
-            | Event::Paused { .. }
-            | Event::Finished { .. } => {}
+            _ => {}
         }
     }
 
