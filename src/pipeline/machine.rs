@@ -334,10 +334,10 @@ impl Machine {
                     r.posted.push((marker.clone(), *comment_id));
                 }
             }
-            Event::WriteFailed { marker, text, .. } => {
-                if !r.outbox.iter().any(|(m, _)| m == marker) {
-                    r.outbox.push((marker.clone(), text.clone()));
-                }
+            Event::WriteFailed { marker, text, .. }
+                if !r.outbox.iter().any(|(m, _)| m == marker) =>
+            {
+                r.outbox.push((marker.clone(), text.clone()));
             }
             Event::Decision { transition } => {
                 if transition.score.is_some() {
