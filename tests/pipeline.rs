@@ -1114,3 +1114,143 @@ async fn text_edited_by_a_non_codeowner_never_reaches_a_prompt() {
     .await;
     assert_eq!(column(&world).as_deref(), Some("Backlog"));
 }
+
+const POST_COMMENT: &str = "POST /repos/{owner}/{repo}/issues/{number}/comments";
+
+/// Issue 10: a comment that GitHub refuses (a secondary limit far longer than the client waits) is
+/// not lost: the run ends resumable (exit 3, never 0) and the rerun posts it before anything else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_comment_github_refuses_is_kept_and_posted_when_the_run_resumes() {
+    use supervisor::sandbox::Fault;
+    let (_d, world) = world(spec()).await;
+    // Every post of the first run — the four stage comments and their retries at its end — fails.
+    world
+        .sandbox
+        .inject(Fault::secondary_limit(POST_COMMENT, 3600).times(8));
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert_eq!(r.summary["end"]["kind"], "paused", "{}", r.summary);
+    assert!(posted_headings(&world).is_empty());
+    assert!(
+        prompt(&world, "Architecture-1.md").contains("## Research Findings"),
+        "the next agent still saw the research"
+    );
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        posted_headings(&world),
+        [
+            "## Research Findings",
+            "## Architecture",
+            "## Test Plan",
+            "## Audit Approved"
+        ]
+    );
+    assert_eq!(run_dirs(&world).len(), 1, "the same run finished");
+    assert_eq!(pulls(&world).len(), 1);
+}
+
+/// Issue 10: the approved audit survives a pull request GitHub would not open: the rerun opens
+/// it without running any agent again or posting anything twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_request_that_fails_to_open_is_opened_on_resume() {
+    use supervisor::sandbox::Fault;
+    let (_d, world) = world(spec()).await;
+    // As many failures as the client makes attempts (the loopback policy's five).
+    world
+        .sandbox
+        .inject(Fault::status("POST /repos/{owner}/{repo}/pulls", 502).times(5));
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("the approved audit is kept"),
+        "{}",
+        r.stderr
+    );
+    assert!(pulls(&world).is_empty());
+    let before = comments(&world).len();
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(pulls(&world).len(), 1);
+    assert_eq!(column(&world).as_deref(), Some("Done"));
+    assert_eq!(comments(&world).len(), before, "nothing posted twice");
+    for stage in ["Implementation", "Audit"] {
+        assert_eq!(starts(&world, stage), 1, "{stage} ran again");
+    }
+}
+
+/// Issue 10: a run that dies after the card reached Done leaves its worktree and checkpoint; the
+/// next run, finding the card in Done, cleans them up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leftovers_of_a_run_that_died_in_done_are_cleaned_up() {
+    use supervisor::demo::git;
+    let (_d, world) = world(spec()).await;
+    assert_eq!(run(&world, &[]).await.code, 0);
+    // What a kill -9 between the last card move and the cleanup leaves behind.
+    let wt = worktree(&world);
+    git(
+        &world.repo,
+        &[
+            "worktree",
+            "add",
+            "--quiet",
+            &wt.display().to_string(),
+            "worktree-git-issue-1",
+        ],
+    )
+    .unwrap();
+    let run_id = run_dirs(&world)[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let now = chrono::Utc::now().to_rfc3339();
+    std::fs::write(
+        world.runs_dir().join("checkpoint-1.json"),
+        json!({ "runId": run_id, "issue": 1, "pid": 999_999, "worktree": wt, "branch": "worktree-git-issue-1",
+                "startedAt": now, "updatedAt": now }).to_string(),
+    )
+    .unwrap();
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!wt.exists(), "the worktree is removed");
+    assert!(!world.runs_dir().join("checkpoint-1.json").exists());
+    assert_eq!(pulls(&world).len(), 1);
+}
+
+/// Issue 10: a control character in the title (a NUL) does not make the commit fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nul_in_the_title_does_not_break_the_commit() {
+    let mut spec = spec();
+    spec.issue.title = "Accept hours\u{0} in parseDuration".into();
+    let (_d, world) = world(spec).await;
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(pulls(&world).len(), 1);
+    let log = supervisor::demo::git(
+        &world.remote,
+        &["log", "-1", "--format=%s", "worktree-git-issue-1"],
+    )
+    .unwrap();
+    assert!(log.contains("Accept hours  in parseDuration"), "{log}");
+}
+
+/// Issue 9: an approval naming a dimension the audit does not have is not an approval: the auditor
+/// is asked once to fix it, then the run stops — no pull request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_audit_dimension_never_opens_the_pull_request() {
+    let mut spec = spec();
+    set_role(
+        &mut spec,
+        "auditor",
+        vec![approve(json!([
+            { "severity": "critical", "dimension": "security", "message": "the token is logged" }
+        ]))],
+    );
+    let (_d, world) = world(spec).await;
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(pulls(&world).is_empty(), "no pull request");
+    assert_eq!(column(&world).as_deref(), Some("Audit"));
+    assert!(prompt(&world, "Audit-2.md").contains("which is not an audit dimension"));
+}

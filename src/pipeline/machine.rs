@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::context::{IssueContext, has_heading};
+use super::context::{IssueContext, NoteKind, TrustedNote, has_heading};
 use super::decide::admission::{refuse_context, refuse_issue, start_column};
 use super::decide::trust::{Authority, trusted_notes};
 use super::decide::work::{
@@ -121,6 +121,8 @@ struct Record {
     pending: Option<Transition>,
     last_gates: Option<Vec<GateReport>>,
     last_score: Option<AuditScore>,
+    /// The latest outcome of each stage: what a stage that sent work back said.
+    outcomes: BTreeMap<String, Outcome>,
     /// Comments GitHub confirmed: marker → comment id.
     posted: Vec<(Marker, u64)>,
     /// Comments GitHub did not confirm, to post again.
@@ -338,6 +340,9 @@ impl Machine {
                 if !r.outbox.iter().any(|(m, _)| m == marker) =>
             {
                 r.outbox.push((marker.clone(), text.clone()));
+            }
+            Event::Outcome { stage, outcome, .. } => {
+                r.outcomes.insert(stage.clone(), (**outcome).clone());
             }
             Event::Decision { transition } => {
                 if transition.score.is_some() {
@@ -1077,7 +1082,12 @@ impl Machine {
             Some(problem) => Some(super::context::Return::Unusable {
                 problem: problem.clone(),
             }),
-            None => return_context(&self.r.transitions, &notes, stage),
+            None => return_context(
+                &self.r.transitions,
+                &self.r.outcomes,
+                self.r.last_gates.as_deref(),
+                stage,
+            ),
         };
         Dispatch {
             stage: w.stage.clone(),
@@ -1119,14 +1129,16 @@ impl Machine {
         self.s.issue.as_ref()
     }
 
-    fn trusted_notes(&self) -> Vec<super::context::TrustedNote> {
+    /// Comments that may reach an agent, and this run's stage comments GitHub has not confirmed yet
+    /// (they are supervisor's own text, waiting in the outbox).
+    fn trusted_notes(&self) -> Vec<TrustedNote> {
         let Some(ctx) = &self.s.context else {
             return Vec::new();
         };
         let ours = self.r.posted.iter().map(|(_, id)| *id).collect();
         let settings = &self.project.settings;
         let owner = |login: &str| settings.is_codeowner(login);
-        trusted_notes(
+        let mut notes = trusted_notes(
             &ctx.comments,
             &ctx.editors,
             &Authority {
@@ -1134,7 +1146,17 @@ impl Machine {
                 ours: &ours,
                 is_codeowner: &owner,
             },
-        )
+        );
+        notes.extend(self.r.outbox.iter().filter_map(|(m, text)| match text {
+            Text::Stage { body, .. } => Some(TrustedNote {
+                stage: Some(m.stage.clone()),
+                kind: NoteKind::Stage,
+                author: ctx.viewer.clone().unwrap_or_default(),
+                body: body.clone(),
+            }),
+            _ => None,
+        }));
+        notes
     }
 
     fn has_trusted_heading(&self, heading: &str) -> bool {

@@ -12,9 +12,7 @@ mod project;
 mod summary;
 
 pub use checks::GitHubChecks;
-pub use context::{
-    IssueContext, MAX_NOTE_CHARS, NoteKind, Return, TaskInput, TrustedNote, build_task, has_heading,
-};
+pub use context::{IssueContext, NoteKind, Return, TrustedNote, has_heading};
 pub use decide::{
     DecideError, DecideInput, Decision, MAX_ITERATIONS, RunState, SkipReason, Step, StopReason,
     Transition, TransitionKind, decide, plan,

@@ -4,6 +4,7 @@ mod check;
 mod comments;
 mod gates;
 mod summary;
+mod task;
 
 pub use check::{check_json, check_text, errors_text};
 pub use comments::{
@@ -16,3 +17,4 @@ pub use gates::{
     verdict_text,
 };
 pub use summary::{run_map, summary_text};
+pub use task::{MAX_NOTE_CHARS, TaskInput, build_task, task_text};

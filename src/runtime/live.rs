@@ -16,38 +16,12 @@ use crate::github::{
 };
 use crate::pipeline::{
     Cleanup, CommitResult, Context, Dispatch, Effects, GitHubChecks, PrRequest, Project, RunError,
-    TaskInput, Text, WorktreeInfo, build_task,
+    Text, WorktreeInfo,
 };
 use crate::report;
 use crate::workspace::{
     self, Checkpoint, MergeOutcome, PushAuth, Reuse, WorkspaceConfig, WorkspaceError, Worktree,
 };
-
-/// The task an agent receives for `dispatch`, as text.
-pub fn task_text(project: &Project, dispatch: &Dispatch) -> String {
-    let stage = project
-        .workflow
-        .stage(&dispatch.stage)
-        .expect("dispatches name a workflow stage");
-    let spec = &dispatch.task;
-    let gate_context = spec.gates.as_deref().map(|reports| {
-        format!(
-            "{}\n\n{}",
-            report::gate_summary_table(reports),
-            report::gate_findings_for_auditor(reports)
-        )
-    });
-    build_task(&TaskInput {
-        workflow: &project.workflow,
-        stage,
-        issue: &spec.issue,
-        notes: &spec.notes,
-        attempt: dispatch.attempt,
-        returned: spec.returned.as_ref(),
-        gate_context: gate_context.as_deref(),
-        worktree: Some((&spec.worktree.0, &spec.worktree.1)),
-    })
-}
 
 /// The effects of one run against the real world.
 pub struct LiveEffects {
@@ -330,7 +304,12 @@ impl Effects for LiveEffects {
 
     async fn cleanup(&mut self, how: Cleanup) -> Vec<String> {
         let mut warnings = Vec::new();
-        if let Some(wt) = self.wt.take() {
+        // A worktree this process did not prepare may be an earlier process's (it died late).
+        let wt = match self.wt.take() {
+            Some(wt) => Some(wt),
+            None => workspace::existing_worktree(&self.ws, self.issue).unwrap_or_default(),
+        };
+        if let Some(wt) = wt {
             let ws = self.ws.clone();
             let keep = how.keep_worktree;
             let result = tokio::task::spawn_blocking(move || {
@@ -366,7 +345,7 @@ impl Effects for LiveEffects {
     async fn dispatch(&mut self, d: &Dispatch, cancel: &CancellationToken) -> AgentRun {
         self.touch_checkpoint();
         let p = self.project.clone();
-        let task = task_text(&p, d);
+        let task = report::task_text(&p.workflow, d);
         let prompts = self.journal_dir.join("prompts");
         let slug = format!("{}-{}", d.stage, d.attempt);
         if let Err(e) = std::fs::create_dir_all(&prompts)

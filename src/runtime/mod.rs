@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-pub use live::{LiveEffects, task_text};
+pub use live::LiveEffects;
 
 use crate::github::GitHub;
 use crate::pipeline::{Event, Journal, Machine, Project, RunError, RunOptions, RunSummary, drive};

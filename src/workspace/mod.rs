@@ -21,7 +21,9 @@ pub use checkpoint::{CHECKPOINT_DIR, Checkpoint, STALE_AFTER, prune_stale};
 pub use git::PushAuth;
 pub use setup::{SetupReport, SetupStep, setup};
 pub use shutdown::Shutdown;
-pub use worktree::{MergeOutcome, cleanup, ensure_worktree, ensure_worktree_with};
+pub use worktree::{
+    MergeOutcome, cleanup, ensure_worktree, ensure_worktree_with, existing_worktree,
+};
 
 /// Where and how worktrees are made.
 #[derive(Debug, Clone, PartialEq)]

@@ -226,6 +226,28 @@ pub fn ensure_worktree_with(
     Ok(make(origin))
 }
 
+/// The worktree of `issue` when one exists (a crashed run's, say), without creating anything.
+pub fn existing_worktree(
+    cfg: &WorkspaceConfig,
+    issue: u64,
+) -> Result<Option<Worktree>, WorkspaceError> {
+    let branch = cfg.branch_for(issue)?;
+    let path = cfg.worktree_path(issue)?;
+    let repo = open(&cfg.repo_root)?;
+    let branch_ref = format!("refs/heads/{branch}");
+    let found = registered(&repo)?.into_iter().any(|(_, wt_path, valid)| {
+        valid && same_dir(&wt_path, &path) && head_ref(&wt_path).as_deref() == Some(&branch_ref)
+    });
+    Ok(found.then(|| Worktree {
+        path,
+        branch,
+        base: cfg.default_branch.clone(),
+        origin: Reuse::ExistingWorktree,
+        remote: cfg.remote.clone(),
+        git_config: cfg.git_config.clone(),
+    }))
+}
+
 /// Whether `path` is a checkout whose `.git` file points into `repo`'s worktree records.
 fn is_worktree_of(repo: &Repository, path: &Path) -> bool {
     let Ok(text) = std::fs::read_to_string(path.join(".git")) else {

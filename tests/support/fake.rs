@@ -25,7 +25,6 @@ use supervisor::pipeline::{
     Project, RunError, RunOptions, RunSummary, Text, WorktreeInfo, drive, read_entries, runs_dir,
 };
 use supervisor::report;
-use supervisor::runtime::task_text;
 use supervisor::sandbox::{CommentSeed, PullSeed, SandboxState, SeedState};
 use supervisor::workspace::{MergeOutcome, Reuse};
 use tokio_util::sync::CancellationToken;
@@ -789,7 +788,7 @@ impl Effects for FakeEffects {
 
     async fn dispatch(&mut self, d: &Dispatch, cancel: &CancellationToken) -> AgentRun {
         self.enter("dispatch").await;
-        let task = task_text(&self.project, d);
+        let task = report::task_text(&self.project.workflow, d);
         self.world
             .prompts
             .lock()

@@ -4,7 +4,9 @@
 use crate::agent::{AgentRun, ExitReason, Outcome, ProtocolError, human_duration, parse_outcome};
 use crate::config::{BuiltIn, Stage, Workflow};
 use crate::gates::{GateReport, dead_code_requires_uncommit};
-use crate::pipeline::context::{NoteKind, Return, TrustedNote};
+use std::collections::BTreeMap;
+
+use crate::pipeline::context::Return;
 use crate::pipeline::journal::Halt;
 
 use super::{Transition, TransitionKind};
@@ -60,34 +62,38 @@ pub fn exit_text(exit: &ExitReason) -> String {
     }
 }
 
-/// Why work is back in `stage`: the last transition into it, with the trusted note that sent it.
+/// Why work is back in `stage`: the last transition into it, with what sent it back as the journal
+/// recorded it (the sender's outcome, the gate reports, the score) — never comment text, which a
+/// failed post or a forger could change.
 pub fn return_context(
     transitions: &[Transition],
-    notes: &[TrustedNote],
+    outcomes: &BTreeMap<String, Outcome>,
+    last_gates: Option<&[GateReport]>,
     stage: &Stage,
 ) -> Option<Return> {
     let t = transitions.iter().rev().find(|t| t.to == stage.status)?;
-    let latest = |kind: NoteKind| {
-        notes
-            .iter()
-            .rev()
-            .find(|n| n.kind == kind && n.stage.as_deref() == Some(t.from.as_str()))
-            .map(|n| n.body.clone())
+    let sender = outcomes.get(&t.from);
+    let note = || {
+        sender
+            .and_then(|o| o.comment_body.clone().or_else(|| o.summary.clone()))
+            .unwrap_or_default()
     };
+    let findings = || sender.map(|o| o.findings.clone()).unwrap_or_default();
     let from = t.from.clone();
     match t.kind {
-        TransitionKind::GateBounce => {
-            latest(NoteKind::Gates).map(|note| Return::GatesBlocked { note })
-        }
-        TransitionKind::ScoreGate => {
-            latest(NoteKind::ScoreGate).map(|note| Return::ScoreGate { note })
-        }
-        TransitionKind::Rejection => {
-            latest(NoteKind::Stage).map(|note| Return::Rejected { from, note })
-        }
-        TransitionKind::LoopBack => {
-            latest(NoteKind::Stage).map(|note| Return::LoopBack { from, note })
-        }
+        TransitionKind::GateBounce => last_gates.map(|r| Return::GatesBlocked {
+            reports: r.to_vec(),
+        }),
+        TransitionKind::ScoreGate => t.score.clone().map(|score| Return::ScoreGate {
+            score,
+            findings: findings(),
+        }),
+        TransitionKind::Rejection => Some(Return::Rejected {
+            from,
+            note: note(),
+            findings: findings(),
+        }),
+        TransitionKind::LoopBack => Some(Return::LoopBack { from, note: note() }),
         TransitionKind::Auto | TransitionKind::Skip | TransitionKind::Forward => None,
     }
 }
