@@ -108,8 +108,19 @@ pub enum SandboxCommand {
     },
 }
 
+/// Variables holding credentials supervisor reads: kept in memory only.
+const SECRET_VARS: [&str; 5] = [
+    "GH_TOKEN",
+    "GITHUB_TOKEN",
+    "GITHUB_PAT",
+    crate::github::APP_KEY_ENV,
+    "SUPERVISOR_WEBHOOK_SECRET",
+];
+
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
+    // Before any thread starts: tokens leave the environment (and /proc/<pid>/environ) at once.
+    crate::process::take_secrets(&SECRET_VARS);
     init_tracing();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

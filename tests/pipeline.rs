@@ -1254,3 +1254,130 @@ async fn an_unknown_audit_dimension_never_opens_the_pull_request() {
     assert_eq!(column(&world).as_deref(), Some("Audit"));
     assert!(prompt(&world, "Audit-2.md").contains("which is not an audit dimension"));
 }
+
+/// Issue 10: the token never stays in supervisor's own environment, where an agent (same user)
+/// could read it from /proc/<pid>/environ.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_is_not_in_supervisors_process_environment() {
+    let mut spec = spec();
+    set_role(
+        &mut spec,
+        "architect",
+        vec![
+            json!([{ "run": "while [ ! -f ../../go.on ]; do sleep 0.05; done" }, { "final": answer("ok", json!({"action": "COMPLETE", "agentName": "architect", "commentBody": "## Architecture"})) }]),
+        ],
+    );
+    let (_d, world) = world(spec).await;
+    let child = command(&world, 1, &[]).spawn().unwrap();
+    let pid = child.id().unwrap();
+    wait_for(&world, "the architect to start", started("Architecture")).await;
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    std::fs::write(world.worktrees.parent().unwrap().join("go.on"), "").unwrap();
+    let r = finish(child).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let text = String::from_utf8_lossy(&environ);
+    assert!(!text.is_empty());
+    assert!(
+        !text.contains(&world.token),
+        "the token is readable in /proc/{pid}/environ"
+    );
+}
+
+fn group_of(pid: i32) -> i32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = stat.rsplit_once(')').unwrap().1;
+    rest.split_whitespace().nth(2).unwrap().parse().unwrap()
+}
+
+async fn eventually(what: &str, cond: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Issue 10: an agent dies with supervisor (kill -9 included), and the resumed run kills whatever
+/// the agent's process group left running before it touches the worktree.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_die_with_supervisor_and_a_resume_kills_their_leftovers() {
+    let mut spec = spec();
+    let mut attempt = vec![
+        json!({ "run": "if [ ! -f ticker.pid ]; then (while true; do date >> ticks.txt; sleep 0.05; done) >/dev/null 2>&1 & echo $! > ticker.pid; fi; while [ ! -f ../../resume.ok ]; do sleep 0.05; done" }),
+    ];
+    attempt.extend(
+        developer_change("src/hours.ts", GOOD_CODE)
+            .as_array()
+            .unwrap()
+            .iter()
+            .cloned(),
+    );
+    spec.script["developer"] = json!([attempt]);
+    let (_d, world) = world(spec).await;
+    let mut child = command(&world, 1, &[]).spawn().unwrap();
+    let pidfile = worktree(&world).join("ticker.pid");
+    eventually("the agent's ticker to start", || {
+        std::fs::read_to_string(&pidfile).is_ok_and(|s| s.ends_with('\n'))
+    })
+    .await;
+    let ticker: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let leader = group_of(ticker);
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    eventually("the agent to die with supervisor", || {
+        !process_running(leader)
+    })
+    .await;
+    assert!(process_running(ticker), "the ticker outlived its leader");
+    std::fs::write(world.worktrees.parent().unwrap().join("resume.ok"), "").unwrap();
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        !process_running(ticker),
+        "the resumed run killed what the dead run left"
+    );
+}
+
+/// Issue 10: a live run is never pruned, however old its checkpoint looks: a second supervisor
+/// for the same issue refuses while the first holds the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_run_is_never_pruned_however_old_its_checkpoint() {
+    let mut spec = spec();
+    set_role(
+        &mut spec,
+        "architect",
+        vec![
+            json!([{ "run": "while [ ! -f ../../go.on ]; do sleep 0.05; done" }, { "final": answer("ok", json!({"action": "COMPLETE", "agentName": "architect", "commentBody": "## Architecture"})) }]),
+        ],
+    );
+    let (_d, world) = world(spec).await;
+    let first = command(&world, 1, &[]).spawn().unwrap();
+    wait_for(&world, "the architect to start", started("Architecture")).await;
+    let path = world.runs_dir().join("checkpoint-1.json");
+    let mut cp: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let old = (chrono::Utc::now() - chrono::Duration::hours(2)).to_rfc3339();
+    cp["updatedAt"] = json!(old);
+    std::fs::write(&path, cp.to_string()).unwrap();
+    let second = run(&world, &[]).await;
+    assert_ne!(second.code, 0, "{}", second.stderr);
+    assert!(
+        second.stderr.contains("another supervisor"),
+        "{}",
+        second.stderr
+    );
+    assert!(
+        worktree(&world).exists(),
+        "the live run's worktree was not pruned"
+    );
+    std::fs::write(world.worktrees.parent().unwrap().join("go.on"), "").unwrap();
+    let r = finish(first).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(pulls(&world).len(), 1);
+}

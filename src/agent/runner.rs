@@ -83,8 +83,8 @@ pub async fn run_agent(req: AgentRequest<'_>, cancel: CancellationToken) -> Agen
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
+    crate::process::lead_own_group(&mut cmd);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {

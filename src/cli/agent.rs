@@ -142,9 +142,8 @@ async fn run_async(cmd: AgentCommand) -> u8 {
         }
     };
 
-    let token = std::env::var("GITHUB_TOKEN")
-        .or_else(|_| std::env::var("GH_TOKEN"))
-        .ok();
+    let token = crate::pipeline::process_env("GITHUB_TOKEN")
+        .or_else(|| crate::pipeline::process_env("GH_TOKEN"));
     let code = match AgentRequest::for_role(
         &project.settings,
         &project.root,

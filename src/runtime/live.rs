@@ -41,8 +41,12 @@ pub struct LiveEffects {
     /// The login supervisor posts as; only its comments' markers count.
     viewer: Option<String>,
     wt: Option<Worktree>,
-    checkpoint: Option<Checkpoint>,
+    /// Shared with the recorder of the run's process groups, which writes them into it.
+    checkpoint: Arc<std::sync::Mutex<Option<Checkpoint>>>,
 }
+
+/// How often a live run refreshes its checkpoint while an agent works.
+const HEARTBEAT: Duration = Duration::from_secs(60);
 
 impl LiveEffects {
     pub fn new(
@@ -67,8 +71,17 @@ impl LiveEffects {
             comments: Vec::new(),
             viewer: None,
             wt: None,
-            checkpoint: None,
+            checkpoint: Arc::default(),
         }
+    }
+
+    /// A recorder of the run's child process groups that keeps them in the checkpoint.
+    pub fn group_recorder(&self) -> Arc<crate::process::RunGroups> {
+        let checkpoint = self.checkpoint.clone();
+        let root = self.project.root.clone();
+        crate::process::RunGroups::new(move |groups| {
+            update_checkpoint(&checkpoint, &root, |cp| cp.groups = groups.to_vec());
+        })
     }
 
     /// The run's cancellation token.
@@ -129,12 +142,22 @@ impl LiveEffects {
             search_path: None,
         }
     }
+}
 
-    fn touch_checkpoint(&mut self) {
-        if let Some(cp) = self.checkpoint.as_mut() {
-            if let Err(e) = cp.touch(&self.project.root) {
-                tracing::warn!("could not refresh the checkpoint: {e}");
-            }
+/// Change the run's checkpoint (when it has one) and save it.
+fn update_checkpoint(
+    checkpoint: &std::sync::Mutex<Option<Checkpoint>>,
+    root: &std::path::Path,
+    change: impl FnOnce(&mut Checkpoint),
+) {
+    let Ok(mut guard) = checkpoint.lock() else {
+        return;
+    };
+    if let Some(cp) = guard.as_mut() {
+        change(cp);
+        cp.updated_at = chrono::Utc::now();
+        if let Err(e) = cp.save(root) {
+            tracing::warn!("could not write the checkpoint: {e}");
         }
     }
 }
@@ -238,13 +261,16 @@ impl Effects for LiveEffects {
             tokio::task::spawn_blocking(move || workspace::ensure_worktree_with(&ws, issue, &auth))
                 .await
                 .map_err(|e| RunError::Workspace(WorkspaceError::Task(e.to_string())))??;
+        // The checkpoint comes first, so that setup's processes are recorded in it too.
+        let checkpoint = Checkpoint::new(self.run_id.clone(), issue, &wt);
+        checkpoint.save(&self.project.root)?;
+        if let Ok(mut cp) = self.checkpoint.lock() {
+            *cp = Some(checkpoint);
+        }
         let mut warnings = Vec::new();
         if wt.origin != Reuse::ExistingWorktree {
             warnings = workspace::setup(&self.ws, &wt).await.warnings;
         }
-        let checkpoint = Checkpoint::new(self.run_id.clone(), issue, &wt);
-        checkpoint.save(&self.project.root)?;
-        self.checkpoint = Some(checkpoint);
         let info = WorktreeInfo {
             path: wt.path.display().to_string(),
             branch: wt.branch.clone(),
@@ -335,6 +361,9 @@ impl Effects for LiveEffects {
             }
         }
         if !how.keep_checkpoint {
+            if let Ok(mut cp) = self.checkpoint.lock() {
+                *cp = None;
+            }
             if let Err(e) = Checkpoint::remove(&self.project.root, self.issue) {
                 warnings.push(e.to_string());
             }
@@ -343,7 +372,6 @@ impl Effects for LiveEffects {
     }
 
     async fn dispatch(&mut self, d: &Dispatch, cancel: &CancellationToken) -> AgentRun {
-        self.touch_checkpoint();
         let p = self.project.clone();
         let task = report::task_text(&p.workflow, d);
         let prompts = self.journal_dir.join("prompts");
@@ -378,7 +406,18 @@ impl Effects for LiveEffects {
         );
         req.attempt = d.attempt;
         req.keep_partial_on_budget |= d.keep_partial;
-        agent::run_agent(req, cancel.clone()).await
+        // The checkpoint shows the run alive for as long as the agent works.
+        let (checkpoint, root) = (self.checkpoint.clone(), p.root.clone());
+        let heartbeat = async move {
+            loop {
+                update_checkpoint(&checkpoint, &root, |_| {});
+                tokio::time::sleep(HEARTBEAT).await;
+            }
+        };
+        tokio::select! {
+            run = agent::run_agent(req, cancel.clone()) => run,
+            () = heartbeat => unreachable!("the heartbeat never ends"),
+        }
     }
 
     async fn run_gates(

@@ -13,7 +13,7 @@ pub use live::LiveEffects;
 
 use crate::github::GitHub;
 use crate::pipeline::{Event, Journal, Machine, Project, RunError, RunOptions, RunSummary, drive};
-use crate::workspace::{self, Checkpoint, PushAuth, WorkspaceConfig};
+use crate::workspace::{self, Checkpoint, PushAuth, RunLock, WorkspaceConfig};
 
 /// What a run talks to.
 pub struct Services {
@@ -32,22 +32,41 @@ fn new_run_id(issue: u64) -> String {
     format!("{issue}-{}", chrono::Utc::now().format("%Y%m%dT%H%M%S%3fZ"))
 }
 
-/// The run id to use for `issue`: the live checkpoint's (resume), or a new one. A stale
-/// checkpoint's worktree is pruned; a checkpoint held by another live process refuses.
-fn claim(project: &Project, ws: &WorkspaceConfig, issue: u64) -> Result<(String, bool), RunError> {
-    let Some(cp) = Checkpoint::load(&project.root, issue)? else {
-        return Ok((new_run_id(issue), false));
+/// Claim `issue`'s run: take its lock (another live process holding it refuses), kill what a dead
+/// run left running, then resume its run id from the checkpoint — or, when the checkpoint is stale
+/// or absent, prune what is left and start a new one.
+fn claim(
+    project: &Project,
+    ws: &WorkspaceConfig,
+    issue: u64,
+) -> Result<(String, bool, RunLock), RunError> {
+    let busy = |cp: Option<&Checkpoint>| RunError::Busy {
+        pid: cp.map(|c| c.pid).unwrap_or_default(),
+        issue,
     };
-    let now = chrono::Utc::now();
-    if cp.pid != std::process::id() && cp.process_alive() && !cp.is_stale(now) {
-        return Err(RunError::Busy { pid: cp.pid, issue });
+    let cp = Checkpoint::load(&project.root, issue)?;
+    let Some(lock) = RunLock::acquire(&project.root, issue)? else {
+        return Err(busy(cp.as_ref()));
+    };
+    let Some(cp) = cp else {
+        return Ok((new_run_id(issue), false, lock));
+    };
+    // Never take over from a process that is still running, however old its checkpoint.
+    if cp.pid != std::process::id() && cp.process_alive() {
+        return Err(busy(Some(&cp)));
     }
-    if cp.is_stale(now) {
+    let killed = crate::process::kill_leftovers(&cp.groups, cp.updated_at.into());
+    if killed > 0 {
+        tracing::warn!(
+            "killed {killed} process(es) the previous run of issue #{issue} left running"
+        );
+    }
+    if cp.is_stale(chrono::Utc::now()) {
         workspace::prune_stale(ws, &cp)?;
         Checkpoint::remove(&project.root, issue)?;
-        return Ok((new_run_id(issue), false));
+        return Ok((new_run_id(issue), false, lock));
     }
-    Ok((cp.run_id, true))
+    Ok((cp.run_id, true, lock))
 }
 
 /// Run the pipeline for one issue, resuming its run when a checkpoint says one is live.
@@ -57,10 +76,11 @@ pub async fn run_issue(
     opts: RunOptions,
 ) -> Result<RunSummary, RunError> {
     let ws = WorkspaceConfig::from_settings(&project.root, &project.settings);
-    let (run_id, resumed) = if opts.dry_run {
-        (new_run_id(opts.issue), false)
+    let (run_id, resumed, lock) = if opts.dry_run {
+        (new_run_id(opts.issue), false, None)
     } else {
-        claim(&project, &ws, opts.issue)?
+        let (id, resumed, lock) = claim(&project, &ws, opts.issue)?;
+        (id, resumed, Some(lock))
     };
     let mut journal = if opts.dry_run {
         Journal::in_memory()
@@ -88,5 +108,12 @@ pub async fn run_issue(
         journal.dir().to_path_buf(),
     );
     let cancel = effects.cancel_token();
-    drive(&mut machine, &mut effects, &mut journal, &cancel).await
+    let groups = effects.group_recorder();
+    let result = crate::process::recording(
+        groups,
+        drive(&mut machine, &mut effects, &mut journal, &cancel),
+    )
+    .await;
+    drop(lock);
+    result
 }
