@@ -118,10 +118,13 @@ pub fn lead_own_group(cmd: &mut tokio::process::Command) {
     }
 }
 
+/// Told the live groups whenever they change.
+type OnChange = Box<dyn Fn(&[i32]) + Send + Sync>;
+
 /// A run's record of the process groups it started, told to whoever keeps the run's checkpoint.
 pub struct RunGroups {
     groups: std::sync::Mutex<Vec<i32>>,
-    on_change: Box<dyn Fn(&[i32]) + Send + Sync>,
+    on_change: OnChange,
 }
 
 impl RunGroups {

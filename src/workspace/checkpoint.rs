@@ -211,6 +211,7 @@ mod tests {
             branch: "b".into(),
             started_at: now,
             updated_at: now - chrono::Duration::minutes(59),
+            groups: Vec::new(),
         };
         assert!(!cp.is_stale(now));
         cp.updated_at = now - chrono::Duration::minutes(61);
