@@ -176,7 +176,7 @@ fn main() {
     fresh_state(&mut ctx, 0, "warmup");
     let warm = runtime.block_on(run_gates(&hooks, &ctx));
     for r in &warm {
-        println!("  warm-up {:<15} {}", r.gate, r.status.label());
+        println!("  warm-up {:<15} {}", r.name, r.status.label());
     }
 
     let mut concurrent = Vec::new();
@@ -190,7 +190,7 @@ fn main() {
             let t = Instant::now();
             let cpu = children_cpu();
             let report: GateReport = runtime.block_on(run_gate(hook, &ctx));
-            per_gate.push((report.gate, t.elapsed(), children_cpu().saturating_sub(cpu)));
+            per_gate.push((report.name, t.elapsed(), children_cpu().saturating_sub(cpu)));
         }
         let seq = started.elapsed();
         let tool_cpu: Duration = per_gate.iter().map(|(_, _, c)| *c).sum();

@@ -37,7 +37,7 @@ pub use changes::{
 pub use ci::{CiContext, CiPoll, CiRun, CiSource, NoCiConnection};
 pub use duplicates::{CloneType, classify_clone};
 pub use npm_semver::{Range as NpmRange, Version as NpmVersion};
-pub use report::{Finding, FindingSeverity, GateReport, GateStatus, Verdict, verdict};
+pub use report::{Finding, FindingSeverity, GateReport, GateStatus, NotRunCause, Verdict, verdict};
 pub use tool::{ToolLocation, find_on_path};
 
 /// A boxed, sendable future (no async-trait dependency).
@@ -151,6 +151,8 @@ pub struct GateOutcome {
     pub status: GateStatus,
     pub findings: Vec<Finding>,
     pub summary: String,
+    /// Why a `NotRun` outcome did not run; `None` counts as [`NotRunCause::Setup`].
+    pub cause: Option<NotRunCause>,
 }
 
 impl GateOutcome {
@@ -159,7 +161,14 @@ impl GateOutcome {
             status,
             findings,
             summary: summary.into(),
+            cause: None,
         }
+    }
+
+    /// Record why the gate did not run (meaningful only with `NotRun`).
+    pub fn because(mut self, cause: NotRunCause) -> Self {
+        self.cause = Some(cause);
+        self
     }
 
     pub fn pass(summary: impl Into<String>) -> Self {
@@ -171,10 +180,16 @@ impl GateOutcome {
         Self::new(GateStatus::NotApplicable, Vec::new(), why)
     }
 
-    /// The gate could not run; the reason is both the status and the summary.
+    /// The gate could not run for a set-up reason (tool missing, crashed, timed out); the reason is
+    /// both the status and the summary.
     pub fn not_run(reason: impl Into<String>) -> Self {
+        Self::not_run_because(NotRunCause::Setup, reason)
+    }
+
+    /// The gate could not run, for `cause`; the reason is both the status and the summary.
+    pub fn not_run_because(cause: NotRunCause, reason: impl Into<String>) -> Self {
         let reason = reason.into();
-        Self::new(GateStatus::NotRun(reason.clone()), Vec::new(), reason)
+        Self::new(GateStatus::NotRun(reason.clone()), Vec::new(), reason).because(cause)
     }
 }
 
@@ -317,9 +332,15 @@ fn gate_deadline(hook: &Hook, ctx: &GateContext) -> Duration {
 }
 
 fn report_from(hook: &Hook, outcome: GateOutcome, elapsed: Duration) -> GateReport {
+    let cause = match outcome.status {
+        GateStatus::NotRun(_) => Some(outcome.cause.unwrap_or(NotRunCause::Setup)),
+        _ => None,
+    };
     GateReport {
-        gate: hook.name.clone(),
+        kind: hook.gate,
+        name: hook.name.clone(),
         status: outcome.status,
+        cause,
         findings: outcome.findings,
         duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
         required: hook.required,
@@ -340,9 +361,9 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
 /// Whether the dead-code gate failed, so the pipeline undoes its last commit in the worktree (the spec:
 /// "Dead code: found → block + uncommit") before handing the work back to the developer.
 pub fn dead_code_requires_uncommit(reports: &[GateReport]) -> bool {
-    reports.iter().any(|r| {
-        GateKind::parse(&r.gate) == Some(GateKind::DeadCode) && r.status == GateStatus::Fail
-    })
+    reports
+        .iter()
+        .any(|r| r.kind == GateKind::DeadCode && r.status == GateStatus::Fail)
 }
 
 /// Await all futures concurrently, results in order.
@@ -446,30 +467,70 @@ mod tests {
         );
         assert!(reports[0].required && reports[0].blocks());
         assert_eq!(reports[1].status, GateStatus::Pass);
-        assert_eq!(reports[1].gate, "traceability");
+        assert_eq!(reports[0].not_run_cause(), Some(NotRunCause::Setup));
+        assert_eq!(reports[1].kind, GateKind::Traceability);
+        assert_eq!(reports[1].name, "traceability");
         assert_eq!(verdict(&reports), Verdict::Blocked);
+    }
+
+    /// Fails whatever it is asked to check.
+    struct Failing;
+    impl Gate for Failing {
+        fn kind(&self) -> GateKind {
+            GateKind::DeadCode
+        }
+        fn run<'a>(&'a self, _: &'a Hook, _: &'a GateContext) -> BoxFuture<'a, GateOutcome> {
+            Box::pin(async { GateOutcome::new(GateStatus::Fail, Vec::new(), "found something") })
+        }
+    }
+
+    #[tokio::test]
+    async fn the_hook_kind_not_its_name_decides_the_uncommit() {
+        fn resolve(_: GateKind) -> &'static dyn Gate {
+            &Failing
+        }
+        let mut renamed = default_hook(GateKind::DeadCode);
+        renamed.name = "unused code".into();
+        let reports = run_gates_with(&[renamed], &test_context(), resolve).await;
+        assert_eq!(reports[0].status, GateStatus::Fail);
+        assert!(
+            dead_code_requires_uncommit(&reports),
+            "a dead-code gate with a custom name still undoes the commit"
+        );
+
+        let mut knip = default_hook(GateKind::Command);
+        knip.name = "knip".into();
+        knip.run = Some("npx knip".into());
+        let reports = run_gates_with(&[knip], &test_context(), resolve).await;
+        assert_eq!(reports[0].status, GateStatus::Fail);
+        assert!(
+            !dead_code_requires_uncommit(&reports),
+            "a command gate named knip never undoes the commit"
+        );
     }
 
     #[test]
     fn uncommit_only_on_dead_code_failure() {
-        let report = |gate: &str, status| GateReport {
-            gate: gate.into(),
+        let report = |kind: GateKind, status| GateReport {
+            kind,
+            name: kind.name().into(),
             status,
+            cause: None,
             findings: vec![],
             duration_ms: 0,
             required: false,
             summary: String::new(),
         };
         assert!(dead_code_requires_uncommit(&[report(
-            "dead-code",
+            GateKind::DeadCode,
             GateStatus::Fail
         )]));
         assert!(!dead_code_requires_uncommit(&[report(
-            "dead-code",
+            GateKind::DeadCode,
             GateStatus::NotRun("knip missing".into())
         )]));
         assert!(!dead_code_requires_uncommit(&[report(
-            "tsc",
+            GateKind::Tsc,
             GateStatus::Fail
         )]));
     }

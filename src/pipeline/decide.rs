@@ -480,14 +480,14 @@ fn finish_forward(
     {
         let gates = blocking
             .iter()
-            .map(|r| format!("{} ({})", r.gate, r.status.label()))
+            .map(|r| format!("{} ({})", r.name, r.status.label()))
             .collect::<Vec<_>>()
             .join(", ");
         return Ok(Decision::Stop(StopReason::RequiredGatesNotRun { gates }));
     }
     let names = blocking
         .iter()
-        .map(|r| format!("{} ({})", r.gate, r.status.label()))
+        .map(|r| format!("{} ({})", r.name, r.status.label()))
         .collect::<Vec<_>>()
         .join(", ");
     Ok(Decision::Move(Transition {
@@ -541,6 +541,7 @@ fn count_rejection(
 mod tests {
     use super::*;
     use crate::agent::{AuditFinding, Evidence, Severity, parse_outcome};
+    use crate::config::GateKind;
 
     fn wf() -> Workflow {
         Workflow::builtin(&BTreeMap::new())
@@ -589,10 +590,12 @@ mod tests {
         }
     }
 
-    fn gate(name: &str, status: GateStatus, required: bool) -> GateReport {
+    fn gate(kind: GateKind, status: GateStatus, required: bool) -> GateReport {
         GateReport {
-            gate: name.into(),
+            kind,
+            name: kind.name().into(),
             status,
+            cause: None,
             findings: vec![],
             duration_ms: 1,
             required,
@@ -643,9 +646,13 @@ mod tests {
         }
         // All gates fine (warnings and optional not-run included) → Audit.
         let reports = [
-            gate("tsc", GateStatus::Pass, false),
-            gate("duplicates", GateStatus::Warn, false),
-            gate("lsp", GateStatus::NotRun("pylsp missing".into()), false),
+            gate(GateKind::Tsc, GateStatus::Pass, false),
+            gate(GateKind::Duplicates, GateStatus::Warn, false),
+            gate(
+                GateKind::Lsp,
+                GateStatus::NotRun("pylsp missing".into()),
+                false,
+            ),
         ];
         let t = moved(run(
             &wf,
@@ -662,13 +669,13 @@ mod tests {
         let wf = wf();
         let mut state = RunState::default();
         let reports = [
-            gate("tsc", GateStatus::Fail, false),
+            gate(GateKind::Tsc, GateStatus::Fail, false),
             gate(
-                "lsp",
+                GateKind::Lsp,
                 GateStatus::NotRun("typescript-language-server missing".into()),
                 true,
             ),
-            gate("ci", GateStatus::Pass, false),
+            gate(GateKind::Ci, GateStatus::Pass, false),
         ];
         let t = moved(run(
             &wf,
@@ -694,7 +701,11 @@ mod tests {
     fn required_gates_that_cannot_run_stop_instead_of_bouncing() {
         let wf = wf();
         let state = RunState::default();
-        let missing = gate("tsc", GateStatus::NotRun("tsc not found".into()), true);
+        let missing = gate(
+            GateKind::Tsc,
+            GateStatus::NotRun("tsc not found".into()),
+            true,
+        );
         match run(
             &wf,
             &state,
@@ -708,7 +719,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // With a failure the developer can fix, it still bounces.
-        let reports = [missing, gate("lsp", GateStatus::Fail, false)];
+        let reports = [missing, gate(GateKind::Lsp, GateStatus::Fail, false)];
         let t = moved(run(
             &wf,
             &state,

@@ -20,7 +20,7 @@ use crate::agent::{
     self, AgentRequest, AgentRun, ExitReason, Outcome, ProtocolError, parse_outcome,
 };
 use crate::config::{ConfigError, Stage};
-use crate::gates::{self, CiContext, CiSource, GateContext, GateReport, GateStatus, IssueText};
+use crate::gates::{self, CiContext, CiSource, GateContext, GateReport, IssueText};
 use crate::github::{
     BoardItem, BoardRef, Comment, CommentEdit, Editors, GitHub, GitHubError, Issue, IssueState,
     Marker, NewPullRequest,
@@ -1094,26 +1094,8 @@ impl Engine<'_> {
             attempt,
             reports: serde_json::to_value(&reports).expect("reports serialise"),
         })?;
-        self.gate_rounds.push(GateRound {
-            stage: stage.status.clone(),
-            attempt,
-            blocked: reports.iter().any(GateReport::blocks),
-            failing: reports
-                .iter()
-                .filter(|r| r.status == GateStatus::Fail)
-                .map(|r| r.gate.clone())
-                .collect(),
-            not_run: reports
-                .iter()
-                .filter(|r| matches!(r.status, GateStatus::NotRun(_)))
-                .map(|r| r.gate.clone())
-                .collect(),
-            warnings: reports
-                .iter()
-                .filter(|r| r.status == GateStatus::Warn)
-                .map(|r| r.gate.clone())
-                .collect(),
-        });
+        self.gate_rounds
+            .push(GateRound::new(&stage.status, attempt, &reports));
         self.last_gates = Some(reports.clone());
         Ok(reports)
     }

@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use super::comments::{human_duration, human_tokens};
 use crate::audit::AuditScore;
+use crate::gates::{GateReport, GateStatus, Verdict};
 use crate::pipeline::{Transition, TransitionKind};
 
 /// How the run ended.
@@ -49,16 +50,37 @@ pub struct AgentLine {
     pub exit: String,
 }
 
-/// One run of the gates.
+/// One run of the gates; gates are listed by their hooks' names.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GateRound {
     pub stage: String,
     pub attempt: u32,
-    pub blocked: bool,
+    pub verdict: Verdict,
     pub failing: Vec<String>,
     pub not_run: Vec<String>,
     pub warnings: Vec<String>,
+}
+
+impl GateRound {
+    /// The round of `reports`, run when leaving `stage` on its `attempt`.
+    pub fn new(stage: &str, attempt: u32, reports: &[GateReport]) -> GateRound {
+        let names = |keep: fn(&GateStatus) -> bool| -> Vec<String> {
+            reports
+                .iter()
+                .filter(|r| keep(&r.status))
+                .map(|r| r.name.clone())
+                .collect()
+        };
+        GateRound {
+            stage: stage.to_string(),
+            attempt,
+            verdict: Verdict::of(reports),
+            failing: names(|s| *s == GateStatus::Fail),
+            not_run: names(|s| matches!(s, GateStatus::NotRun(_))),
+            warnings: names(|s| *s == GateStatus::Warn),
+        }
+    }
 }
 
 /// Everything the summary shows.
@@ -177,18 +199,7 @@ pub fn summary_text(s: &RunSummary) -> String {
     if !s.gate_rounds.is_empty() {
         let _ = writeln!(out, "\ngates");
         for g in &s.gate_rounds {
-            let mut line = format!(
-                "  {} attempt {}: {}",
-                g.stage,
-                g.attempt,
-                if g.blocked {
-                    "blocked"
-                } else if g.not_run.is_empty() && g.warnings.is_empty() {
-                    "passed"
-                } else {
-                    "not blocked"
-                }
-            );
+            let mut line = format!("  {} attempt {}: {}", g.stage, g.attempt, g.verdict);
             if !g.failing.is_empty() {
                 let _ = write!(line, "; failing {}", g.failing.join(", "));
             }
@@ -311,7 +322,7 @@ mod tests {
                 GateRound {
                     stage: "Implementation".into(),
                     attempt: 1,
-                    blocked: true,
+                    verdict: Verdict::Blocked,
                     failing: vec!["tsc".into()],
                     not_run: vec!["lsp".into()],
                     warnings: vec![],
@@ -319,7 +330,7 @@ mod tests {
                 GateRound {
                     stage: "Implementation".into(),
                     attempt: 2,
-                    blocked: false,
+                    verdict: Verdict::NotBlocked,
                     failing: vec![],
                     not_run: vec!["lsp".into()],
                     warnings: vec![],
@@ -335,7 +346,7 @@ mod tests {
         let text = summary_text(&s);
         insta::assert_snapshot!(text);
         assert!(
-            text.contains("attempt 2: not blocked; not run lsp"),
+            text.contains("attempt 2: not-blocked; not run lsp"),
             "a round with a gate not run is never called passed"
         );
         let v = serde_json::to_value(&s).unwrap();
@@ -343,5 +354,37 @@ mod tests {
         assert_eq!(v["end"]["url"], "http://127.0.0.1:1/acme/widgets/pull/7");
         assert_eq!(v["agents"][0]["toolCalls"], 4);
         assert_eq!(v["transitions"].as_array().unwrap().len(), 9);
+        assert_eq!(v["gateRounds"][1]["verdict"], "not-blocked");
+    }
+
+    #[test]
+    fn a_gate_round_names_hooks_and_takes_the_gates_verdict() {
+        use crate::config::GateKind;
+        let report = |kind: GateKind, name: &str, status: GateStatus| GateReport {
+            kind,
+            name: name.into(),
+            status,
+            cause: None,
+            findings: vec![],
+            duration_ms: 0,
+            required: false,
+            summary: String::new(),
+        };
+        let reports = [
+            report(GateKind::Command, "unit tests", GateStatus::Pass),
+            report(
+                GateKind::Lsp,
+                "lsp",
+                GateStatus::NotRun("pylsp missing".into()),
+            ),
+            report(GateKind::Duplicates, "clones", GateStatus::Warn),
+        ];
+        let round = GateRound::new("Implementation", 2, &reports);
+        assert_eq!(round.verdict, Verdict::NotBlocked);
+        assert_eq!(round.not_run, ["lsp"]);
+        assert_eq!(round.warnings, ["clones"]);
+        assert!(round.failing.is_empty());
+        let all_pass = GateRound::new("Implementation", 1, &reports[..1]);
+        assert_eq!(all_pass.verdict, Verdict::Pass);
     }
 }
