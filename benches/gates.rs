@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use common::{Fixture, tools_path};
 use supervisor::config::{Expect, GateKind, Hook};
 use supervisor::gates::{
-    BoxFuture, CiContext, CiPoll, CiRun, CiSource, GateContext, GateReport, default_hook, run_gate,
-    run_gates,
+    BoxFuture, CiContext, CiError, CiPoll, CiRun, CiSource, GateContext, GateReport, default_hook,
+    run_gate, run_gates,
 };
 
 /// CI that has already finished green.
@@ -25,7 +25,7 @@ impl CiSource for GreenCi {
         &'a self,
         _sha: &'a str,
         _etag: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<CiPoll, String>> {
+    ) -> BoxFuture<'a, Result<CiPoll, CiError>> {
         Box::pin(async {
             Ok(CiPoll::Runs {
                 runs: vec![CiRun {
@@ -38,10 +38,10 @@ impl CiSource for GreenCi {
             })
         })
     }
-    fn commit_visible<'a>(&'a self, _sha: &'a str) -> BoxFuture<'a, Result<bool, String>> {
+    fn commit_visible<'a>(&'a self, _sha: &'a str) -> BoxFuture<'a, Result<bool, CiError>> {
         Box::pin(async { Ok(true) })
     }
-    fn push<'a>(&'a self) -> BoxFuture<'a, Result<(), String>> {
+    fn push<'a>(&'a self) -> BoxFuture<'a, Result<(), CiError>> {
         Box::pin(async { Ok(()) })
     }
 }

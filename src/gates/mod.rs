@@ -34,7 +34,7 @@ use crate::config::{GateKind, GateSettings, Hook};
 pub use changes::{
     ChangeSet, ChangedFile, CommitInfo, FileStatus, current_branch, extension_of, worktree_root,
 };
-pub use ci::{CiContext, CiPoll, CiRun, CiSource, NoCiConnection};
+pub use ci::{CiContext, CiError, CiPoll, CiRun, CiSource, NoCiConnection};
 pub use duplicates::{CloneType, classify_clone};
 pub use npm_semver::{Range as NpmRange, Version as NpmVersion};
 pub use report::{Finding, FindingSeverity, GateReport, GateStatus, NotRunCause, Verdict, verdict};

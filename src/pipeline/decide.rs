@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::agent::{Action, Outcome};
 use crate::audit::{self, AuditScore};
 use crate::config::{BuiltIn, Hook, Stage, Workflow};
-use crate::gates::{GateReport, GateStatus};
+use crate::gates::{GateReport, NotRunCause};
 
 /// The spec's bound on loop iterations per run.
 pub const MAX_ITERATIONS: u32 = 20;
@@ -100,6 +100,18 @@ pub enum StopReason {
     RequiredGatesNotRun {
         gates: String,
     },
+    /// Only required gates block that could not reach a verdict for now (a service failing for the
+    /// moment, CI still pending): nothing needs fixing, running again later resumes.
+    RequiredGatesUnavailable {
+        gates: String,
+    },
+}
+
+impl StopReason {
+    /// Running the same command again later, with nothing changed, may get past this stop.
+    pub fn is_resumable(&self) -> bool {
+        matches!(self, StopReason::RequiredGatesUnavailable { .. })
+    }
 }
 
 impl fmt::Display for StopReason {
@@ -119,8 +131,14 @@ impl fmt::Display for StopReason {
             }
             StopReason::RequiredGatesNotRun { gates } => write!(
                 f,
-                "required gates could not run: {gates}; install their tools (scripts/install-tools.sh \
-                 pins them) or mark the gates not required, then run again"
+                "required gates could not run: {gates}; fix what each reason names (install missing \
+                 tools, which scripts/install-tools.sh pins, or grant the permission named) or mark \
+                 the gates not required, then run again"
+            ),
+            StopReason::RequiredGatesUnavailable { gates } => write!(
+                f,
+                "required gates could not reach a verdict yet: {gates}; nothing is wrong with the \
+                 change and nothing was lost: run the same command again later to resume"
             ),
         }
     }
@@ -474,16 +492,21 @@ fn finish_forward(
     if blocking.is_empty() {
         return Ok(Decision::Move(transition));
     }
-    if blocking
-        .iter()
-        .all(|r| matches!(r.status, GateStatus::NotRun(_)))
-    {
+    let causes: Option<Vec<NotRunCause>> = blocking.iter().map(|r| r.not_run_cause()).collect();
+    if let Some(causes) = causes {
         let gates = blocking
             .iter()
             .map(|r| format!("{} ({})", r.name, r.status.label()))
             .collect::<Vec<_>>()
             .join(", ");
-        return Ok(Decision::Stop(StopReason::RequiredGatesNotRun { gates }));
+        // Transient trouble and pending CI pass with time; anything else needs a person.
+        return Ok(Decision::Stop(
+            if causes.into_iter().all(NotRunCause::is_resumable) {
+                StopReason::RequiredGatesUnavailable { gates }
+            } else {
+                StopReason::RequiredGatesNotRun { gates }
+            },
+        ));
     }
     let names = blocking
         .iter()
@@ -542,6 +565,7 @@ mod tests {
     use super::*;
     use crate::agent::{AuditFinding, Evidence, Severity, parse_outcome};
     use crate::config::GateKind;
+    use crate::gates::GateStatus;
 
     fn wf() -> Workflow {
         Workflow::builtin(&BTreeMap::new())
@@ -695,6 +719,70 @@ mod tests {
         state.apply(&t);
         assert_eq!(state.gate_bounces, 1);
         assert_eq!(state.total_rejections(), 0);
+    }
+
+    #[test]
+    fn a_required_ci_gate_without_a_verdict_stops_resumably_only_when_time_can_help() {
+        let wf = wf();
+        let state = RunState::default();
+        let ci = |cause: NotRunCause| GateReport {
+            cause: Some(cause),
+            ..gate(
+                GateKind::Ci,
+                GateStatus::NotRun("CI status unknown: rate limited".into()),
+                true,
+            )
+        };
+        let stop = |reports: &[GateReport]| match run(
+            &wf,
+            &state,
+            "Implementation",
+            "IMPLEMENTATION_COMPLETE",
+            Some(reports),
+        ) {
+            Ok(Decision::Stop(reason)) => reason,
+            other => panic!("a required gate without a verdict stops: {other:?}"),
+        };
+        for cause in [NotRunCause::Transient, NotRunCause::Pending] {
+            let reason = stop(&[ci(cause)]);
+            assert!(
+                matches!(reason, StopReason::RequiredGatesUnavailable { .. }),
+                "{cause:?}: {reason:?}"
+            );
+            assert!(reason.is_resumable());
+            assert!(
+                reason
+                    .to_string()
+                    .contains("run the same command again later")
+            );
+        }
+        let reason = stop(&[ci(NotRunCause::Denied)]);
+        assert!(
+            matches!(reason, StopReason::RequiredGatesNotRun { .. }),
+            "a missing permission needs a person: {reason:?}"
+        );
+        assert!(!reason.is_resumable());
+        // A transient CI failure next to a missing tool: a person must act first.
+        let missing = gate(
+            GateKind::Tsc,
+            GateStatus::NotRun("tsc not found".into()),
+            true,
+        );
+        let reason = stop(&[ci(NotRunCause::Transient), missing]);
+        assert!(!reason.is_resumable(), "{reason:?}");
+        // An optional CI gate without a verdict does not block: the audit proceeds.
+        let optional = GateReport {
+            required: false,
+            ..ci(NotRunCause::Pending)
+        };
+        let t = moved(run(
+            &wf,
+            &state,
+            "Implementation",
+            "IMPLEMENTATION_COMPLETE",
+            Some(&[optional]),
+        ));
+        assert_eq!(t.to, "Audit");
     }
 
     #[test]
