@@ -32,7 +32,8 @@ use tracing::Instrument;
 use crate::config::{GateKind, GateSettings, Hook};
 
 pub use changes::{
-    ChangeSet, ChangedFile, CommitInfo, FileStatus, current_branch, extension_of, worktree_root,
+    ChangeSet, ChangedFile, CommitInfo, ExcludeError, ExcludeGlobs, FileStatus, current_branch,
+    extension_of, worktree_root,
 };
 pub use ci::{CiContext, CiError, CiPoll, CiRun, CiSource, NoCiConnection};
 pub use duplicates::{CloneType, classify_clone};
@@ -116,12 +117,14 @@ impl GateContext {
     }
 
     /// The context the gates see: the change without the files `gates.exclude` names.
-    pub fn effective(&self) -> GateContext {
+    pub fn effective(&self) -> Result<GateContext, ExcludeError> {
         let mut ctx = self.clone();
         if !ctx.settings.exclude.is_empty() {
-            ctx.changes = ctx.changes.without(&ctx.settings.exclude);
+            ctx.changes = ctx
+                .changes
+                .without(&ExcludeGlobs::new(&ctx.settings.exclude)?);
         }
-        ctx
+        Ok(ctx)
     }
 
     /// Read a changed (or any) file of the working tree as text; `None` when absent, binary or huge.
@@ -255,7 +258,15 @@ async fn run_gates_with(
     ctx: &GateContext,
     resolve: fn(GateKind) -> &'static dyn Gate,
 ) -> Vec<GateReport> {
-    let shared = Arc::new(ctx.effective());
+    let shared = match ctx.effective() {
+        Ok(ctx) => Arc::new(ctx),
+        Err(e) => {
+            return hooks
+                .iter()
+                .map(|hook| unusable_exclude(hook, &e))
+                .collect();
+        }
+    };
     let handles: Vec<_> = hooks
         .iter()
         .map(|hook| {
@@ -288,7 +299,15 @@ async fn run_gates_with(
 
 /// Run one hook's gate with its deadline (not concurrently with others).
 pub async fn run_gate(hook: &Hook, ctx: &GateContext) -> GateReport {
-    run_gate_with(hook, &ctx.effective(), gate_for(hook.gate)).await
+    match ctx.effective() {
+        Ok(ctx) => run_gate_with(hook, &ctx, gate_for(hook.gate)).await,
+        Err(e) => unusable_exclude(hook, &e),
+    }
+}
+
+/// With a `gates.exclude` that cannot be read, no gate knows which files to check: none runs.
+fn unusable_exclude(hook: &Hook, e: &ExcludeError) -> GateReport {
+    report_from(hook, GateOutcome::not_run(e.to_string()), Duration::ZERO)
 }
 
 async fn run_gate_with(hook: &Hook, ctx: &GateContext, gate: &dyn Gate) -> GateReport {
@@ -507,6 +526,30 @@ mod tests {
             !dead_code_requires_uncommit(&reports),
             "a command gate named knip never undoes the commit"
         );
+    }
+
+    #[tokio::test]
+    async fn an_exclude_pattern_that_is_not_a_glob_runs_no_gate() {
+        fn resolve(_: GateKind) -> &'static dyn Gate {
+            &Passing
+        }
+        let mut ctx = test_context();
+        ctx.settings.exclude = vec!["src/[ab.ts".into()];
+        let mut required = default_hook(GateKind::Traceability);
+        required.required = true;
+        let reports = run_gates_with(&[required.clone()], &ctx, resolve).await;
+        let single = run_gate(&required, &ctx).await;
+        for r in [&reports[0], &single] {
+            let GateStatus::NotRun(reason) = &r.status else {
+                panic!("{r:?}")
+            };
+            assert!(
+                reason.starts_with("gates.exclude: `src/[ab.ts` is not a valid glob"),
+                "{reason}"
+            );
+            assert!(r.blocks());
+            assert_eq!(r.not_run_cause(), Some(NotRunCause::Setup));
+        }
     }
 
     #[test]

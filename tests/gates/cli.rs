@@ -171,3 +171,19 @@ fn a_gate_that_did_not_run_reads_not_blocked_in_json_and_text_alike() {
         "the text names the verdict with the JSON's word: {stderr}"
     );
 }
+
+#[test]
+fn an_exclude_pattern_that_is_not_a_glob_is_a_usage_error_naming_it() {
+    let f = Fixture::new("ts-base");
+    f.write(
+        ".pi/settings.json",
+        r#"{"supervisor": {"repo": "acme/widgets", "projectNumber": 1, "codeowners": ["alice"], "gates": {"exclude": ["dist/", "src/[ab.ts"]}}}"#,
+    );
+    let out = supervisor(&f, &["--only", "traceability"], tools_path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("gates.exclude: `src/[ab.ts` is not a valid glob"),
+        "{stderr}"
+    );
+}
