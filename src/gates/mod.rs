@@ -12,7 +12,6 @@ mod duplicates;
 mod http;
 mod lsp;
 mod lsp_client;
-mod npm_semver;
 mod package_safety;
 mod report;
 mod tool;
@@ -37,7 +36,6 @@ pub use changes::{
 };
 pub use ci::{CiContext, CiError, CiPoll, CiRun, CiSource, NoCiConnection};
 pub use duplicates::{CloneType, classify_clone};
-pub use npm_semver::{Range as NpmRange, Version as NpmVersion};
 pub use report::{Finding, FindingSeverity, GateReport, GateStatus, NotRunCause, Verdict, verdict};
 pub use tool::{ToolLocation, find_on_path};
 
