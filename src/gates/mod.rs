@@ -28,6 +28,9 @@ use std::time::{Duration, Instant};
 
 use tracing::Instrument;
 
+/// Await futures concurrently, results in order (the language servers of the lsp gate).
+pub(crate) use futures_util::future::join_all;
+
 use crate::config::{GateKind, GateSettings, Hook};
 
 pub use changes::{
@@ -381,30 +384,6 @@ pub fn dead_code_requires_uncommit(reports: &[GateReport]) -> bool {
     reports
         .iter()
         .any(|r| r.kind == GateKind::DeadCode && r.status == GateStatus::Fail)
-}
-
-/// Await all futures concurrently, results in order.
-pub(crate) async fn join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
-    let mut pinned: Vec<std::pin::Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
-    let mut results: Vec<Option<F::Output>> = pinned.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (i, fut) in pinned.iter_mut().enumerate() {
-            if results[i].is_none() {
-                match fut.as_mut().poll(cx) {
-                    std::task::Poll::Ready(v) => results[i] = Some(v),
-                    std::task::Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            std::task::Poll::Pending
-        } else {
-            std::task::Poll::Ready(())
-        }
-    })
-    .await;
-    results.into_iter().flatten().collect()
 }
 
 /// Write `text` to `path` atomically (temp file + rename), creating the directory.

@@ -8,11 +8,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use futures_util::{StreamExt, stream};
 use nodejs_semver::{Range, Version};
 use serde_json::Value;
 
 use super::changes::content_at_base;
-use super::{Finding, FindingSeverity, FnGate, GateContext, GateOutcome, GateStatus, join_all};
+use super::{Finding, FindingSeverity, FnGate, GateContext, GateOutcome, GateStatus};
 use crate::config::GateKind;
 
 /// Manifest sections whose packages get installed.
@@ -116,10 +117,13 @@ async fn run(ctx: &GateContext) -> GateOutcome {
         return GateOutcome::pass("package.json changed, but no dependency was added or changed");
     }
     let timeout = Duration::from_secs(ctx.settings.tool_timeout_sec.clamp(1, 60));
-    let mut verdicts = Vec::with_capacity(changes.len());
-    for chunk in changes.chunks(CONCURRENT_LOOKUPS) {
-        verdicts.extend(join_all(chunk.iter().map(|c| check(ctx, c, timeout))).await);
-    }
+    // At most CONCURRENT_LOOKUPS at once, answers in order. (Collected first: a lazy `map` closure
+    // held across the await would make the gate's future lose its `Send` proof.)
+    let lookups: Vec<_> = changes.iter().map(|c| check(ctx, c, timeout)).collect();
+    let verdicts: Vec<Verdict> = stream::iter(lookups)
+        .buffered(CONCURRENT_LOOKUPS)
+        .collect()
+        .await;
 
     let min_days = ctx.settings.min_package_age_days;
     let blocking = ctx.settings.package_safety_blocking;
