@@ -531,16 +531,7 @@ mod tests {
 
     #[test]
     fn uncommit_only_on_dead_code_failure() {
-        let report = |kind: GateKind, status| GateReport {
-            kind,
-            name: kind.name().into(),
-            status,
-            cause: None,
-            findings: vec![],
-            duration_ms: 0,
-            required: false,
-            summary: String::new(),
-        };
+        let report = |kind: GateKind, status| GateReport::new(kind, kind.name(), status);
         assert!(dead_code_requires_uncommit(&[report(
             GateKind::DeadCode,
             GateStatus::Fail

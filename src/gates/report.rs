@@ -118,6 +118,20 @@ pub struct GateReport {
 }
 
 impl GateReport {
+    /// A report of `kind` under the hook name `name`: no findings, no summary, not required, no time.
+    pub fn new(kind: GateKind, name: impl Into<String>, status: GateStatus) -> GateReport {
+        GateReport {
+            kind,
+            name: name.into(),
+            status,
+            cause: None,
+            findings: Vec::new(),
+            duration_ms: 0,
+            required: false,
+            summary: String::new(),
+        }
+    }
+
     /// Whether this report stops the transition.
     pub fn blocks(&self) -> bool {
         match &self.status {
@@ -226,14 +240,8 @@ mod tests {
 
     fn report(status: GateStatus, required: bool) -> GateReport {
         GateReport {
-            kind: GateKind::Tsc,
-            name: "g".into(),
-            status,
-            cause: None,
-            findings: vec![],
-            duration_ms: 0,
             required,
-            summary: String::new(),
+            ..GateReport::new(GateKind::Tsc, "g", status)
         }
     }
 

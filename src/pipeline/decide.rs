@@ -616,14 +616,9 @@ mod tests {
 
     fn gate(kind: GateKind, status: GateStatus, required: bool) -> GateReport {
         GateReport {
-            kind,
-            name: kind.name().into(),
-            status,
-            cause: None,
-            findings: vec![],
             duration_ms: 1,
             required,
-            summary: String::new(),
+            ..GateReport::new(kind, kind.name(), status)
         }
     }
 

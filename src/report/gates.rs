@@ -329,29 +329,11 @@ mod tests {
         ms: u64,
     ) -> GateReport {
         GateReport {
-            kind,
-            name: kind.name().into(),
-            status,
-            cause: None,
             findings,
             duration_ms: ms,
             required,
             summary: summary.into(),
-        }
-    }
-
-    fn named(
-        name: &str,
-        kind: GateKind,
-        status: GateStatus,
-        required: bool,
-        findings: Vec<Finding>,
-        summary: &str,
-        ms: u64,
-    ) -> GateReport {
-        GateReport {
-            name: name.into(),
-            ..report(kind, status, required, findings, summary, ms)
+            ..GateReport::new(kind, kind.name(), status)
         }
     }
 
@@ -392,15 +374,17 @@ mod tests {
             ),
             report(GateKind::Traceability, GateStatus::Pass, false, vec![], "checklist: 3/3 items traced; tests: 1/1 changed sources have a changed test", 20),
             report(GateKind::PackageSafety, GateStatus::NotApplicable, false, vec![], "no package.json in the change", 1),
-            named(
-                "tests",
-                GateKind::Command,
-                GateStatus::Fail,
-                true,
-                vec![finding(None, None, "command", "`cargo test` ended with exit status 101; expected exit status 0. Last output:\ntest totals ... FAILED\nerror: test failed, to rerun pass `--lib`")],
-                "`cargo test` ended with exit status 101 after 12.0 s; expected exit status 0",
-                75_000,
-            ),
+            GateReport {
+                name: "tests".into(),
+                ..report(
+                    GateKind::Command,
+                    GateStatus::Fail,
+                    true,
+                    vec![finding(None, None, "command", "`cargo test` ended with exit status 101; expected exit status 0. Last output:\ntest totals ... FAILED\nerror: test failed, to rerun pass `--lib`")],
+                    "`cargo test` ended with exit status 101 after 12.0 s; expected exit status 0",
+                    75_000,
+                )
+            },
         ]
     }
 

@@ -360,16 +360,7 @@ mod tests {
     #[test]
     fn a_gate_round_names_hooks_and_takes_the_gates_verdict() {
         use crate::config::GateKind;
-        let report = |kind: GateKind, name: &str, status: GateStatus| GateReport {
-            kind,
-            name: name.into(),
-            status,
-            cause: None,
-            findings: vec![],
-            duration_ms: 0,
-            required: false,
-            summary: String::new(),
-        };
+        let report = GateReport::new;
         let reports = [
             report(GateKind::Command, "unit tests", GateStatus::Pass),
             report(
