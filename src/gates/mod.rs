@@ -28,9 +28,6 @@ use std::time::{Duration, Instant};
 
 use tracing::Instrument;
 
-/// Await futures concurrently, results in order (the language servers of the lsp gate).
-pub(crate) use futures_util::future::join_all;
-
 use crate::config::{GateKind, GateSettings, Hook};
 
 pub use changes::{
@@ -41,6 +38,9 @@ pub use ci::{CiContext, CiError, CiPoll, CiRun, CiSource, NoCiConnection};
 pub use duplicates::{CloneType, classify_clone};
 pub use report::{Finding, FindingSeverity, GateReport, GateStatus, NotRunCause, Verdict, verdict};
 pub use tool::{ToolLocation, find_on_path};
+
+/// Await futures concurrently, results in order (the language servers of the lsp gate).
+pub(crate) use futures_util::future::join_all;
 
 /// A boxed, sendable future (no async-trait dependency).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
