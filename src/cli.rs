@@ -120,7 +120,13 @@ const SECRET_VARS: [&str; 5] = [
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     // Before any thread starts: tokens leave the environment (and /proc/<pid>/environ) at once.
-    crate::process::take_secrets(&SECRET_VARS);
+    // The scripted agent is an agent: it keeps the environment supervisor chose to give it.
+    let scripted_agent = std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == crate::agent::backend::SCRIPT_SUBCOMMAND);
+    if !scripted_agent {
+        crate::process::take_secrets(&SECRET_VARS);
+    }
     init_tracing();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

@@ -1381,3 +1381,38 @@ async fn a_live_run_is_never_pruned_however_old_its_checkpoint() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(pulls(&world).len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_required_ci_gate_github_will_not_answer_stops_resumably_without_a_bounce() {
+    use supervisor::sandbox::Fault;
+    let mut spec = spec();
+    spec.workflow = Some(workflow_with_hooks(
+        json!([{ "gate": "ci", "required": true }, "traceability"]),
+    ));
+    let (_d, world) = world(spec).await;
+    world.sandbox.inject(
+        Fault::secondary_limit("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", 3600)
+            .times(1000),
+    );
+    let r = run(&world, &[]).await;
+    assert_ne!(r.code, 0, "{}", r.stderr);
+    assert!(
+        pulls(&world).is_empty(),
+        "an unknown CI status never approves"
+    );
+    assert_eq!(
+        starts(&world, "Implementation"),
+        1,
+        "the developer cannot fix GitHub's rate limit: no bounce"
+    );
+    assert_eq!(column(&world).as_deref(), Some("Implementation"));
+    let stop = comments(&world).last().unwrap().1.clone();
+    assert!(
+        stop.contains(
+            "required gates could not reach a verdict yet: ci (not run: CI status unknown"
+        ),
+        "{stop}"
+    );
+    assert!(stop.contains("run the same command again later"), "{stop}");
+    assert_eq!(r.summary["gateRounds"][0]["notRun"], json!(["ci"]));
+}

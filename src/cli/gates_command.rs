@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use crate::config::{GateKind, GateSettings, Hook, SETTINGS_PATHS, Workflow};
 use crate::gates::{
-    ChangeSet, CiContext, GateContext, NoCiConnection, Verdict, default_hook, run_gates, verdict,
-    worktree_root,
+    ChangeSet, CiContext, ExcludeGlobs, GateContext, NoCiConnection, Verdict, default_hook,
+    run_gates, verdict, worktree_root,
 };
 use crate::pipeline::{Project, process_env};
 use crate::report;
@@ -128,6 +128,10 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
             return EXIT_USAGE;
         }
     };
+    if let Err(e) = ExcludeGlobs::new(&plan.settings.exclude) {
+        eprintln!("supervisor gates: {e}");
+        return EXIT_USAGE;
+    }
     let base = base.unwrap_or(plan.base);
     let changes = match ChangeSet::compute(&root, &base) {
         Ok(c) => c,

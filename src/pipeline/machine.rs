@@ -30,7 +30,7 @@ use super::summary::{AgentLine, GateRound, RunEnd, RunFacts, RunSummary};
 use crate::agent::{AgentRun, Outcome};
 use crate::audit::AuditScore;
 use crate::config::{BuiltIn, Stage};
-use crate::gates::{GateReport, GateStatus, IssueText};
+use crate::gates::{GateReport, IssueText};
 use crate::github::{BoardItem, Comment, GitHubError, Issue, Marker};
 use crate::workspace::MergeOutcome;
 
@@ -103,6 +103,8 @@ impl Work {
             Event::Committed { ahead, .. } => self.ahead = Some(*ahead),
             Event::Pushed { .. } => self.pushed = true,
             Event::GatesFinished { reports, .. } => self.gates = Some(reports.clone()),
+            // A pause waits for something outside: the rerun asks the gates again.
+            Event::Paused { .. } => self.gates = None,
             Event::CommitUndone { .. } => self.undone = true,
             _ => {}
         }
@@ -220,8 +222,12 @@ impl Machine {
                 Want::Record(more) => {
                     for e in &more {
                         self.apply(e);
-                        if let Event::StageStarted { stage, attempt, .. } = e {
-                            self.s.started = Some((stage.clone(), *attempt));
+                        match e {
+                            Event::StageStarted { stage, attempt, .. } => {
+                                self.s.started = Some((stage.clone(), *attempt));
+                            }
+                            Event::Paused { reason } => self.s.pause = Some(reason.clone()),
+                            _ => {}
                         }
                     }
                     events.extend(more);
@@ -325,7 +331,7 @@ impl Machine {
                 attempt,
                 reports,
             } => {
-                r.gate_rounds.push(gate_round(stage, *attempt, reports));
+                r.gate_rounds.push(GateRound::new(stage, *attempt, reports));
                 r.last_gates = Some(reports.clone());
             }
             Event::Posted {
@@ -978,12 +984,31 @@ impl Machine {
     }
 
     fn want_stop_decided(&self, w: &Work, outcome: &Outcome, reason: StopReason) -> Want {
+        if reason.is_resumable() {
+            return self.want_pause(w, reason.to_string());
+        }
         if let StopReason::MaxRejections { last, .. } = &reason {
             if let Some(post) = self.score_note(w, outcome, last) {
                 return post;
             }
         }
         Want::Record(vec![halt(w.stage.clone(), w.attempt, reason.to_string())])
+    }
+
+    /// Stop short with a comment saying why, keeping everything for a rerun (time, not a human,
+    /// fixes the cause); the rerun runs the gates again.
+    fn want_pause(&self, w: &Work, reason: String) -> Want {
+        let marker = self.marker(&w.stage, w.attempt, "paused");
+        if !self.handled(&marker) {
+            return Want::Do(Effect::Post {
+                marker,
+                text: Text::Stopped {
+                    stage: w.stage.clone(),
+                    reason,
+                },
+            });
+        }
+        Want::Record(vec![Event::Paused { reason }])
     }
 
     /// The score-gate comment for an approval that missed the threshold, unless already posted.
@@ -1357,23 +1382,5 @@ fn agent_line(stage: &str, attempt: u32, stats: &AgentStats) -> AgentLine {
         tool_calls: stats.tool_calls,
         model: stats.model.clone(),
         exit: exit_text(&stats.exit),
-    }
-}
-
-fn gate_round(stage: &str, attempt: u32, reports: &[GateReport]) -> GateRound {
-    let names = |pred: &dyn Fn(&GateStatus) -> bool| {
-        reports
-            .iter()
-            .filter(|r| pred(&r.status))
-            .map(|r| r.gate.clone())
-            .collect()
-    };
-    GateRound {
-        stage: stage.to_string(),
-        attempt,
-        blocked: reports.iter().any(GateReport::blocks),
-        failing: names(&|s| *s == GateStatus::Fail),
-        not_run: names(&|s| matches!(s, GateStatus::NotRun(_))),
-        warnings: names(&|s| *s == GateStatus::Warn),
     }
 }

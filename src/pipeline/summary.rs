@@ -4,6 +4,7 @@ use serde::Serialize;
 
 use super::decide::Transition;
 use crate::audit::AuditScore;
+use crate::gates::{GateReport, GateStatus, Verdict};
 
 /// Exit status of `supervisor run` (and every command that runs the pipeline).
 pub mod exit {
@@ -81,16 +82,37 @@ pub struct AgentLine {
     pub exit: String,
 }
 
-/// One run of the gates.
+/// One run of the gates; gates are listed by their hooks' names.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GateRound {
     pub stage: String,
     pub attempt: u32,
-    pub blocked: bool,
+    pub verdict: Verdict,
     pub failing: Vec<String>,
     pub not_run: Vec<String>,
     pub warnings: Vec<String>,
+}
+
+impl GateRound {
+    /// The round of `reports`, run when leaving `stage` on its `attempt`.
+    pub fn new(stage: &str, attempt: u32, reports: &[GateReport]) -> GateRound {
+        let names = |keep: fn(&GateStatus) -> bool| -> Vec<String> {
+            reports
+                .iter()
+                .filter(|r| keep(&r.status))
+                .map(|r| r.name.clone())
+                .collect()
+        };
+        GateRound {
+            stage: stage.to_string(),
+            attempt,
+            verdict: Verdict::of(reports),
+            failing: names(|s| *s == GateStatus::Fail),
+            not_run: names(|s| matches!(s, GateStatus::NotRun(_))),
+            warnings: names(|s| *s == GateStatus::Warn),
+        }
+    }
 }
 
 /// Facts about an agent run shown under its comment.

@@ -97,18 +97,7 @@ pub fn summary_text(s: &RunSummary) -> String {
     if !s.gate_rounds.is_empty() {
         let _ = writeln!(out, "\ngates");
         for g in &s.gate_rounds {
-            let mut line = format!(
-                "  {} attempt {}: {}",
-                g.stage,
-                g.attempt,
-                if g.blocked {
-                    "blocked"
-                } else if g.not_run.is_empty() && g.warnings.is_empty() {
-                    "passed"
-                } else {
-                    "not blocked"
-                }
-            );
+            let mut line = format!("  {} attempt {}: {}", g.stage, g.attempt, g.verdict);
             if !g.failing.is_empty() {
                 let _ = write!(line, "; failing {}", g.failing.join(", "));
             }
@@ -177,6 +166,7 @@ pub fn run_map(transitions: &[Transition]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gates::{GateReport, GateStatus, Verdict};
     use crate::pipeline::{AgentLine, GateRound};
 
     fn t(from: &str, to: &str, kind: TransitionKind) -> Transition {
@@ -232,7 +222,7 @@ mod tests {
                 GateRound {
                     stage: "Implementation".into(),
                     attempt: 1,
-                    blocked: true,
+                    verdict: Verdict::Blocked,
                     failing: vec!["tsc".into()],
                     not_run: vec!["lsp".into()],
                     warnings: vec![],
@@ -240,7 +230,7 @@ mod tests {
                 GateRound {
                     stage: "Implementation".into(),
                     attempt: 2,
-                    blocked: false,
+                    verdict: Verdict::NotBlocked,
                     failing: vec![],
                     not_run: vec!["lsp".into()],
                     warnings: vec![],
@@ -257,7 +247,7 @@ mod tests {
         let text = summary_text(&s);
         insta::assert_snapshot!(text);
         assert!(
-            text.contains("attempt 2: not blocked; not run lsp"),
+            text.contains("attempt 2: not-blocked; not run lsp"),
             "a round with a gate not run is never called passed"
         );
         let v = serde_json::to_value(&s).unwrap();
@@ -265,5 +255,28 @@ mod tests {
         assert_eq!(v["end"]["url"], "http://127.0.0.1:1/acme/widgets/pull/7");
         assert_eq!(v["agents"][0]["toolCalls"], 4);
         assert_eq!(v["transitions"].as_array().unwrap().len(), 9);
+        assert_eq!(v["gateRounds"][1]["verdict"], "not-blocked");
+    }
+
+    #[test]
+    fn a_gate_round_names_hooks_and_takes_the_gates_verdict() {
+        use crate::config::GateKind;
+        let report = GateReport::new;
+        let reports = [
+            report(GateKind::Command, "unit tests", GateStatus::Pass),
+            report(
+                GateKind::Lsp,
+                "lsp",
+                GateStatus::NotRun("pylsp missing".into()),
+            ),
+            report(GateKind::Duplicates, "clones", GateStatus::Warn),
+        ];
+        let round = GateRound::new("Implementation", 2, &reports);
+        assert_eq!(round.verdict, Verdict::NotBlocked);
+        assert_eq!(round.not_run, ["lsp"]);
+        assert_eq!(round.warnings, ["clones"]);
+        assert!(round.failing.is_empty());
+        let all_pass = GateRound::new("Implementation", 1, &reports[..1]);
+        assert_eq!(all_pass.verdict, Verdict::Pass);
     }
 }

@@ -292,8 +292,6 @@ mod tests {
         ];
         let ret = Return::GatesBlocked {
             reports: vec![GateReport {
-                gate: "tsc".into(),
-                status: crate::gates::GateStatus::Fail,
                 findings: vec![crate::gates::Finding {
                     file: Some("src/a.ts".into()),
                     line: Some(3),
@@ -306,6 +304,11 @@ mod tests {
                 duration_ms: 10,
                 required: true,
                 summary: "1 error".into(),
+                ..GateReport::new(
+                    crate::config::GateKind::Tsc,
+                    "tsc",
+                    crate::gates::GateStatus::Fail,
+                )
             }],
         };
         let task = build_task(&TaskInput {

@@ -102,12 +102,10 @@ pub fn passing() -> GateRule {
 
 pub fn report(hook: &Hook, status: GateStatus) -> GateReport {
     GateReport {
-        gate: hook.name.clone(),
-        status,
-        findings: Vec::new(),
         duration_ms: 1,
         required: hook.required,
         summary: "fake gate".into(),
+        ..GateReport::new(hook.gate, hook.name.clone(), status)
     }
 }
 

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::agent::{Action, Outcome};
 use crate::audit::{self, AuditScore};
 use crate::config::{BuiltIn, Dimension, Hook, Stage, Workflow};
-use crate::gates::{GateReport, GateStatus};
+use crate::gates::{GateReport, NotRunCause};
 
 /// The spec's bound on loop iterations per run.
 pub const MAX_ITERATIONS: u32 = 20;
@@ -119,6 +119,18 @@ pub enum StopReason {
     RequiredGatesNotRun {
         gates: String,
     },
+    /// Only required gates block that could not reach a verdict for now (a service failing for the
+    /// moment, CI still pending): nothing needs fixing, running again later resumes.
+    RequiredGatesUnavailable {
+        gates: String,
+    },
+}
+
+impl StopReason {
+    /// Running the same command again later, with nothing changed, may get past this stop.
+    pub fn is_resumable(&self) -> bool {
+        matches!(self, StopReason::RequiredGatesUnavailable { .. })
+    }
 }
 
 impl fmt::Display for StopReason {
@@ -138,8 +150,14 @@ impl fmt::Display for StopReason {
             }
             StopReason::RequiredGatesNotRun { gates } => write!(
                 f,
-                "required gates could not run: {gates}; install their tools (scripts/install-tools.sh \
-                 pins them) or mark the gates not required, then run again"
+                "required gates could not run: {gates}; fix what each reason names (install missing \
+                 tools, which scripts/install-tools.sh pins, or grant the permission named) or mark \
+                 the gates not required, then run again"
+            ),
+            StopReason::RequiredGatesUnavailable { gates } => write!(
+                f,
+                "required gates could not reach a verdict yet: {gates}; nothing is wrong with the \
+                 change and nothing was lost: run the same command again later to resume"
             ),
         }
     }
@@ -520,20 +538,25 @@ fn finish_forward(
     if blocking.is_empty() {
         return Ok(Decision::Move(transition));
     }
-    if blocking
-        .iter()
-        .all(|r| matches!(r.status, GateStatus::NotRun(_)))
-    {
+    let causes: Option<Vec<NotRunCause>> = blocking.iter().map(|r| r.not_run_cause()).collect();
+    if let Some(causes) = causes {
         let gates = blocking
             .iter()
-            .map(|r| format!("{} ({})", r.gate, r.status.label()))
+            .map(|r| format!("{} ({})", r.name, r.status.label()))
             .collect::<Vec<_>>()
             .join(", ");
-        return Ok(Decision::Stop(StopReason::RequiredGatesNotRun { gates }));
+        // Transient trouble and pending CI pass with time; anything else needs a person.
+        return Ok(Decision::Stop(
+            if causes.into_iter().all(NotRunCause::is_resumable) {
+                StopReason::RequiredGatesUnavailable { gates }
+            } else {
+                StopReason::RequiredGatesNotRun { gates }
+            },
+        ));
     }
     let names = blocking
         .iter()
-        .map(|r| format!("{} ({})", r.gate, r.status.label()))
+        .map(|r| format!("{} ({})", r.name, r.status.label()))
         .collect::<Vec<_>>()
         .join(", ");
     Ok(Decision::Move(Transition {
@@ -589,6 +612,8 @@ fn count_rejection(
 mod tests {
     use super::*;
     use crate::agent::{AuditFinding, Evidence, Severity, parse_outcome};
+    use crate::config::GateKind;
+    use crate::gates::GateStatus;
 
     fn wf() -> Workflow {
         Workflow::builtin(&BTreeMap::new())
@@ -637,14 +662,11 @@ mod tests {
         }
     }
 
-    fn gate(name: &str, status: GateStatus, required: bool) -> GateReport {
+    fn gate(kind: GateKind, status: GateStatus, required: bool) -> GateReport {
         GateReport {
-            gate: name.into(),
-            status,
-            findings: vec![],
             duration_ms: 1,
             required,
-            summary: String::new(),
+            ..GateReport::new(kind, kind.name(), status)
         }
     }
 
@@ -691,9 +713,13 @@ mod tests {
         }
         // All gates fine (warnings and optional not-run included) → Audit.
         let reports = [
-            gate("tsc", GateStatus::Pass, false),
-            gate("duplicates", GateStatus::Warn, false),
-            gate("lsp", GateStatus::NotRun("pylsp missing".into()), false),
+            gate(GateKind::Tsc, GateStatus::Pass, false),
+            gate(GateKind::Duplicates, GateStatus::Warn, false),
+            gate(
+                GateKind::Lsp,
+                GateStatus::NotRun("pylsp missing".into()),
+                false,
+            ),
         ];
         let t = moved(run(
             &wf,
@@ -710,13 +736,13 @@ mod tests {
         let wf = wf();
         let mut state = RunState::default();
         let reports = [
-            gate("tsc", GateStatus::Fail, false),
+            gate(GateKind::Tsc, GateStatus::Fail, false),
             gate(
-                "lsp",
+                GateKind::Lsp,
                 GateStatus::NotRun("typescript-language-server missing".into()),
                 true,
             ),
-            gate("ci", GateStatus::Pass, false),
+            gate(GateKind::Ci, GateStatus::Pass, false),
         ];
         let t = moved(run(
             &wf,
@@ -739,10 +765,78 @@ mod tests {
     }
 
     #[test]
+    fn a_required_ci_gate_without_a_verdict_stops_resumably_only_when_time_can_help() {
+        let wf = wf();
+        let state = RunState::default();
+        let ci = |cause: NotRunCause| GateReport {
+            cause: Some(cause),
+            ..gate(
+                GateKind::Ci,
+                GateStatus::NotRun("CI status unknown: rate limited".into()),
+                true,
+            )
+        };
+        let stop = |reports: &[GateReport]| match run(
+            &wf,
+            &state,
+            "Implementation",
+            "IMPLEMENTATION_COMPLETE",
+            Some(reports),
+        ) {
+            Ok(Decision::Stop(reason)) => reason,
+            other => panic!("a required gate without a verdict stops: {other:?}"),
+        };
+        for cause in [NotRunCause::Transient, NotRunCause::Pending] {
+            let reason = stop(&[ci(cause)]);
+            assert!(
+                matches!(reason, StopReason::RequiredGatesUnavailable { .. }),
+                "{cause:?}: {reason:?}"
+            );
+            assert!(reason.is_resumable());
+            assert!(
+                reason
+                    .to_string()
+                    .contains("run the same command again later")
+            );
+        }
+        let reason = stop(&[ci(NotRunCause::Denied)]);
+        assert!(
+            matches!(reason, StopReason::RequiredGatesNotRun { .. }),
+            "a missing permission needs a person: {reason:?}"
+        );
+        assert!(!reason.is_resumable());
+        // A transient CI failure next to a missing tool: a person must act first.
+        let missing = gate(
+            GateKind::Tsc,
+            GateStatus::NotRun("tsc not found".into()),
+            true,
+        );
+        let reason = stop(&[ci(NotRunCause::Transient), missing]);
+        assert!(!reason.is_resumable(), "{reason:?}");
+        // An optional CI gate without a verdict does not block: the audit proceeds.
+        let optional = GateReport {
+            required: false,
+            ..ci(NotRunCause::Pending)
+        };
+        let t = moved(run(
+            &wf,
+            &state,
+            "Implementation",
+            "IMPLEMENTATION_COMPLETE",
+            Some(&[optional]),
+        ));
+        assert_eq!(t.to, "Audit");
+    }
+
+    #[test]
     fn required_gates_that_cannot_run_stop_instead_of_bouncing() {
         let wf = wf();
         let state = RunState::default();
-        let missing = gate("tsc", GateStatus::NotRun("tsc not found".into()), true);
+        let missing = gate(
+            GateKind::Tsc,
+            GateStatus::NotRun("tsc not found".into()),
+            true,
+        );
         match run(
             &wf,
             &state,
@@ -756,7 +850,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // With a failure the developer can fix, it still bounces.
-        let reports = [missing, gate("lsp", GateStatus::Fail, false)];
+        let reports = [missing, gate(GateKind::Lsp, GateStatus::Fail, false)];
         let t = moved(run(
             &wf,
             &state,
