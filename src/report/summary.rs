@@ -3,13 +3,11 @@
 use std::fmt::Write;
 
 use super::comments::{human_duration, human_tokens};
-use crate::pipeline::{RunEnd, RunSummary, Transition, TransitionKind};
+use crate::pipeline::{GateRound, RunEnd, RunSummary, Transition, TransitionKind};
 
-/// The summary for a terminal.
-pub fn summary_text(s: &RunSummary) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "supervisor · {}#{} — {}", s.repo, s.issue, s.title);
-    let headline = match &s.end {
+/// One line saying how the run ended.
+pub(super) fn headline(end: &RunEnd) -> String {
+    match end {
         RunEnd::PullRequest { url, created, .. } => {
             format!(
                 "✔ approved — pull request {}: {url}",
@@ -29,7 +27,25 @@ pub fn summary_text(s: &RunSummary) -> String {
             format!("… paused: {reason}; run the same command again to resume")
         }
         RunEnd::DryRun { .. } => "dry run: nothing was written".into(),
-    };
+    }
+}
+
+/// `blocked`, `passed` or `not blocked` (a gate that warned or did not run is never "passed").
+pub(super) fn round_result(g: &GateRound) -> &'static str {
+    if g.blocked {
+        "blocked"
+    } else if g.not_run.is_empty() && g.warnings.is_empty() {
+        "passed"
+    } else {
+        "not blocked"
+    }
+}
+
+/// The summary for a terminal.
+pub fn summary_text(s: &RunSummary) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "supervisor · {}#{} — {}", s.repo, s.issue, s.title);
+    let headline = headline(&s.end);
     let _ = writeln!(out, "{headline}");
     if let RunEnd::DryRun { plan } = &s.end {
         for step in plan {
@@ -97,18 +113,7 @@ pub fn summary_text(s: &RunSummary) -> String {
     if !s.gate_rounds.is_empty() {
         let _ = writeln!(out, "\ngates");
         for g in &s.gate_rounds {
-            let mut line = format!(
-                "  {} attempt {}: {}",
-                g.stage,
-                g.attempt,
-                if g.blocked {
-                    "blocked"
-                } else if g.not_run.is_empty() && g.warnings.is_empty() {
-                    "passed"
-                } else {
-                    "not blocked"
-                }
-            );
+            let mut line = format!("  {} attempt {}: {}", g.stage, g.attempt, round_result(g));
             if !g.failing.is_empty() {
                 let _ = write!(line, "; failing {}", g.failing.join(", "));
             }
@@ -177,7 +182,7 @@ pub fn run_map(transitions: &[Transition]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pipeline::{AgentLine, GateRound};
+    use crate::pipeline::AgentLine;
 
     fn t(from: &str, to: &str, kind: TransitionKind) -> Transition {
         Transition::new(from, to, kind, "r")
