@@ -17,13 +17,16 @@ const ANNOTATIONS_PER_LEVEL: usize = 10;
 /// latest gate table, the audit score, the run map (mermaid) and the warnings.
 pub fn job_summary(s: &RunSummary) -> String {
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "## supervisor · {}#{} — {}\n",
-        s.repo,
-        s.issue,
-        one_line(&s.title)
-    );
+    let _ = match s.title.trim().is_empty() {
+        true => writeln!(out, "## supervisor · {}#{}\n", s.repo, s.issue),
+        false => writeln!(
+            out,
+            "## supervisor · {}#{} — {}\n",
+            s.repo,
+            s.issue,
+            one_line(&s.title)
+        ),
+    };
     let _ = writeln!(out, "**{}**\n", one_line(&headline(&s.end)));
     if let RunEnd::PullRequest { number, url, .. } = &s.end {
         let _ = writeln!(out, "Pull request: [#{number}]({url})\n");

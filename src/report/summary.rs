@@ -44,7 +44,10 @@ pub(super) fn round_result(g: &GateRound) -> &'static str {
 /// The summary for a terminal.
 pub fn summary_text(s: &RunSummary) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "supervisor · {}#{} — {}", s.repo, s.issue, s.title);
+    let _ = match s.title.is_empty() {
+        true => writeln!(out, "supervisor · {}#{}", s.repo, s.issue),
+        false => writeln!(out, "supervisor · {}#{} — {}", s.repo, s.issue, s.title),
+    };
     let headline = headline(&s.end);
     let _ = writeln!(out, "{headline}");
     if let RunEnd::DryRun { plan } = &s.end {
