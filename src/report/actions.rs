@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::comments::{dimension_result, human_duration, human_tokens, score_line};
 use super::gates::{cell, gate_summary_table};
-use super::summary::{headline, round_result, run_map};
+use super::summary::{cost, headline, round_result, run_map};
 use crate::config::Dimension;
 use crate::gates::{FindingSeverity, GateReport, GateStatus, verdict};
 use crate::pipeline::{RunEnd, RunSummary};
@@ -37,62 +37,63 @@ pub fn job_summary(s: &RunSummary) -> String {
         }
         out.push('\n');
     }
-    let _ = writeln!(
-        out,
-        "| run | duration | tokens | rejections | gate bounces |"
-    );
-    let _ = writeln!(out, "|---|---|---|---|---|");
-    let _ = writeln!(
-        out,
-        "| `{}` | {} | {}{} | {} | {} |\n",
-        cell(&s.run_id),
-        human_duration(s.duration_ms),
-        human_tokens(s.total_tokens()),
-        if s.total_cost() > 0.0 {
-            format!(" (${:.4})", s.total_cost())
-        } else {
-            String::new()
-        },
-        s.rejections,
-        s.gate_bounces
+    table(
+        &mut out,
+        &["run", "duration", "tokens", "rejections", "gate bounces"],
+        [vec![
+            format!("`{}`", cell(&s.run_id)),
+            human_duration(s.duration_ms),
+            format!(
+                "{}{}",
+                human_tokens(s.total_tokens()),
+                cost(s).map(|c| format!(" ({c})")).unwrap_or_default()
+            ),
+            s.rejections.to_string(),
+            s.gate_bounces.to_string(),
+        ]],
     );
     if !s.agents.is_empty() {
         out.push_str("### Agents\n\n");
-        out.push_str("| stage | agent | try | time | tokens | tool calls | model | exit |\n");
-        out.push_str("|---|---|---|---|---|---|---|---|\n");
-        for a in &s.agents {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+        let rows = s.agents.iter().map(|a| {
+            vec![
                 cell(&a.stage),
                 cell(&a.agent),
-                a.attempt,
+                a.attempt.to_string(),
                 human_duration(a.duration_ms),
                 human_tokens(a.tokens),
-                a.tool_calls,
+                a.tool_calls.to_string(),
                 cell(a.model.as_deref().unwrap_or("-")),
-                cell(&a.exit)
-            );
-        }
-        out.push('\n');
+                cell(&a.exit),
+            ]
+        });
+        let headers = [
+            "stage",
+            "agent",
+            "try",
+            "time",
+            "tokens",
+            "tool calls",
+            "model",
+            "exit",
+        ];
+        table(&mut out, &headers, rows);
     }
     if !s.gate_rounds.is_empty() {
         out.push_str("### Gates\n\n");
-        out.push_str("| stage | attempt | result | failing | not run | warnings |\n");
-        out.push_str("|---|---|---|---|---|---|\n");
-        for g in &s.gate_rounds {
-            let _ = writeln!(
-                out,
-                "| {} | {} | {} | {} | {} | {} |",
+        let rows = s.gate_rounds.iter().map(|g| {
+            vec![
                 cell(&g.stage),
-                g.attempt,
-                round_result(g),
+                g.attempt.to_string(),
+                round_result(g).to_string(),
                 cell(&g.failing.join(", ")),
                 cell(&g.not_run.join(", ")),
-                cell(&g.warnings.join(", "))
-            );
-        }
-        out.push('\n');
+                cell(&g.warnings.join(", ")),
+            ]
+        });
+        let headers = [
+            "stage", "attempt", "result", "failing", "not run", "warnings",
+        ];
+        table(&mut out, &headers, rows);
     }
     if !s.gates.is_empty() {
         out.push_str("#### Latest gate run\n\n");
@@ -102,11 +103,10 @@ pub fn job_summary(s: &RunSummary) -> String {
     if let Some(score) = &s.score {
         out.push_str("### Audit score\n\n");
         let _ = writeln!(out, "{}\n", score_line(score));
-        out.push_str("| dimension | result |\n|---|---|\n");
-        for d in Dimension::ALL {
-            let _ = writeln!(out, "| {d} | {} |", dimension_result(score, d));
-        }
-        out.push('\n');
+        let rows = Dimension::ALL
+            .iter()
+            .map(|d| vec![d.to_string(), dimension_result(score, *d).to_string()]);
+        table(&mut out, &["dimension", "result"], rows);
     }
     if !s.transitions.is_empty() {
         out.push_str("### Run map\n\n```mermaid\n");
@@ -124,6 +124,16 @@ pub fn job_summary(s: &RunSummary) -> String {
         let _ = writeln!(out, "<sub>journal: `{}`</sub>", cell(&s.journal));
     }
     out
+}
+
+/// A Markdown table (cells already escaped) and a blank line.
+fn table(out: &mut String, headers: &[&str], rows: impl IntoIterator<Item = Vec<String>>) {
+    let _ = writeln!(out, "| {} |", headers.join(" | "));
+    let _ = writeln!(out, "|{}", "---|".repeat(headers.len()));
+    for row in rows {
+        let _ = writeln!(out, "| {} |", row.join(" | "));
+    }
+    out.push('\n');
 }
 
 /// The job summary of a run that could not start (configuration, credentials, GitHub).
@@ -393,6 +403,18 @@ mod tests {
         }
     }
 
+    fn round(failing: &[&str], not_run: &[&str]) -> GateRound {
+        let names = |l: &[&str]| l.iter().map(|n| n.to_string()).collect();
+        GateRound {
+            stage: "Implementation".into(),
+            attempt: 1,
+            blocked: false,
+            failing: names(failing),
+            not_run: names(not_run),
+            warnings: Vec::new(),
+        }
+    }
+
     fn summary() -> RunSummary {
         use TransitionKind::*;
         let t = |a: &str, b: &str, k| Transition::new(a, b, k, "r");
@@ -424,12 +446,8 @@ mod tests {
                 t("Audit", "Done", Forward),
             ],
             gate_rounds: vec![GateRound {
-                stage: "Implementation".into(),
-                attempt: 1,
                 blocked: true,
-                failing: vec!["tsc".into()],
-                not_run: vec!["lsp".into()],
-                warnings: vec![],
+                ..round(&["tsc"], &["lsp"])
             }],
             gates: vec![
                 report(

@@ -41,6 +41,11 @@ pub(super) fn round_result(g: &GateRound) -> &'static str {
     }
 }
 
+/// What the run's agents cost, when their CLIs said.
+pub(super) fn cost(s: &RunSummary) -> Option<String> {
+    (s.total_cost() > 0.0).then(|| format!("${:.4}", s.total_cost()))
+}
+
 /// The summary for a terminal.
 pub fn summary_text(s: &RunSummary) -> String {
     let mut out = String::new();
@@ -80,11 +85,7 @@ pub fn summary_text(s: &RunSummary) -> String {
             out,
             "  total: {} tokens{}, {} dispatches",
             human_tokens(s.total_tokens()),
-            if s.total_cost() > 0.0 {
-                format!(", ${:.4}", s.total_cost())
-            } else {
-                String::new()
-            },
+            cost(s).map(|c| format!(", {c}")).unwrap_or_default(),
             s.agents.len()
         );
     }
