@@ -3,6 +3,7 @@
 //! Exit codes: 0 done (or stopped cleanly by a signal), 1 pipeline stopped, 2 usage or configuration
 //! error, 3 GitHub or auth error. Human output goes to stderr, `--json` output to stdout.
 
+mod actions;
 mod agent;
 mod demo;
 mod output;

@@ -114,17 +114,21 @@ pub fn stage_comment(body: &str, facts: &RunFacts, note: Option<&str>) -> String
 pub fn dimension_table(score: &AuditScore, findings: &[AuditFinding]) -> String {
     let mut out = String::from("| Dimension | Result | Findings |\n|---|---|---|\n");
     for d in Dimension::ALL {
-        let result = if score.excluded.contains(&d) {
-            "excluded"
-        } else if score.failing.contains(&d) {
-            "❌ fail"
-        } else {
-            "✅ pass"
-        };
         let count = findings.iter().filter(|f| f.dimension == d).count();
-        let _ = writeln!(out, "| {d} | {result} | {count} |");
+        let _ = writeln!(out, "| {d} | {} | {count} |", dimension_result(score, d));
     }
     out
+}
+
+/// `excluded`, `❌ fail` or `✅ pass`: how a dimension counted in the score.
+pub(super) fn dimension_result(score: &AuditScore, d: Dimension) -> &'static str {
+    if score.excluded.contains(&d) {
+        "excluded"
+    } else if score.failing.contains(&d) {
+        "❌ fail"
+    } else {
+        "✅ pass"
+    }
 }
 
 /// Findings as a Markdown list, most severe first.

@@ -36,7 +36,7 @@ fn duration_text(ms: u64) -> String {
 }
 
 /// Text safe inside a Markdown table cell.
-fn cell(s: &str) -> String {
+pub(super) fn cell(s: &str) -> String {
     s.replace('|', "\\|").replace(['\r', '\n'], " ")
 }
 

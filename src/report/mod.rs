@@ -1,11 +1,16 @@
 //! Every text a human reads: the `check` summary, comments, the PR body, the run summary.
 
+mod actions;
 mod check;
 mod comments;
 mod gates;
 mod summary;
 mod task;
 
+pub use actions::{
+    action_outputs, annotations, delimiter_fits, error_job_summary, error_outputs, escape_data,
+    escape_property, github_output, job_summary,
+};
 pub use check::{check_json, check_text, errors_text};
 pub use comments::{
     PrBodyInput, already_resolved_comment, comment_text, default_pr_title, dimension_table,

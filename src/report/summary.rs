@@ -5,11 +5,9 @@ use std::fmt::Write;
 use super::comments::{human_duration, human_tokens};
 use crate::pipeline::{RunEnd, RunSummary, Transition, TransitionKind};
 
-/// The summary for a terminal.
-pub fn summary_text(s: &RunSummary) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "supervisor · {}#{} — {}", s.repo, s.issue, s.title);
-    let headline = match &s.end {
+/// One line saying how the run ended.
+pub(super) fn headline(end: &RunEnd) -> String {
+    match end {
         RunEnd::PullRequest { url, created, .. } => {
             format!(
                 "✔ approved — pull request {}: {url}",
@@ -29,7 +27,22 @@ pub fn summary_text(s: &RunSummary) -> String {
             format!("… paused: {reason}; run the same command again to resume")
         }
         RunEnd::DryRun { .. } => "dry run: nothing was written".into(),
+    }
+}
+
+/// What the run's agents cost, when their CLIs said.
+pub(super) fn cost(s: &RunSummary) -> Option<String> {
+    (s.total_cost() > 0.0).then(|| format!("${:.4}", s.total_cost()))
+}
+
+/// The summary for a terminal.
+pub fn summary_text(s: &RunSummary) -> String {
+    let mut out = String::new();
+    let _ = match s.title.is_empty() {
+        true => writeln!(out, "supervisor · {}#{}", s.repo, s.issue),
+        false => writeln!(out, "supervisor · {}#{} — {}", s.repo, s.issue, s.title),
     };
+    let headline = headline(&s.end);
     let _ = writeln!(out, "{headline}");
     if let RunEnd::DryRun { plan } = &s.end {
         for step in plan {
@@ -61,11 +74,7 @@ pub fn summary_text(s: &RunSummary) -> String {
             out,
             "  total: {} tokens{}, {} dispatches",
             human_tokens(s.total_tokens()),
-            if s.total_cost() > 0.0 {
-                format!(", ${:.4}", s.total_cost())
-            } else {
-                String::new()
-            },
+            cost(s).map(|c| format!(", {c}")).unwrap_or_default(),
             s.agents.len()
         );
     }
