@@ -1,0 +1,542 @@
+//! GitHub webhook payloads → [`Event`]s. Call only on a body whose signature was verified.
+//!
+//! Read: `projects_v2_item` (`edited`: a card's column changed), `issue_comment` (`created`,
+//! `edited`: commands; on pull requests also conversation comments), `issues` (`labeled` with the
+//! trigger label), `pull_request_review` (`submitted`), `pull_request_review_comment` (`created`)
+//! and `ping`. Other actions of these events are ignored with a reason; other event types are
+//! unknown.
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::command::{Command, CommandError, CommandSyntax};
+use super::{
+    Actor, AuthorAssociation, BoardRef, CardMoved, Column, ColumnChange, CommentCommand, Event,
+    IssueLabeled, Origin, Ping, ReviewActivity, ReviewKind, ReviewState, Target,
+};
+use crate::config::RepoSlug;
+
+/// What payloads are read against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookOptions {
+    pub commands: CommandSyntax,
+    /// The board's single-select field holding the column (`Status`).
+    pub status_field: String,
+    /// Adding this label to an issue asks for a run; `None`: labels ask for nothing.
+    pub trigger_label: Option<String>,
+}
+
+impl Default for WebhookOptions {
+    fn default() -> Self {
+        WebhookOptions {
+            commands: CommandSyntax::default(),
+            status_field: "Status".to_string(),
+            trigger_label: None,
+        }
+    }
+}
+
+/// What a delivery asks for.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Parsed {
+    /// Events, in the order the payload gives them (a comment may hold several commands).
+    Events(Vec<Event>),
+    /// An event supervisor reads, but this one asks for nothing; the reason says why.
+    Ignored(String),
+    /// An event type supervisor does not read.
+    UnknownEventType,
+}
+
+/// A payload that is not what GitHub sends for its event.
+#[derive(Debug, thiserror::Error)]
+pub enum PayloadError {
+    #[error("the `{event}` payload cannot be read: {source}")]
+    Json {
+        event: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("the `{event}` payload {problem}")]
+    Invalid { event: String, problem: String },
+}
+
+/// Read the body of a delivery of `event_type` (its `X-GitHub-Event` header) whose
+/// `X-GitHub-Delivery` id is `delivery`.
+pub fn parse_webhook(
+    event_type: &str,
+    delivery: &str,
+    body: &[u8],
+    options: &WebhookOptions,
+) -> Result<Parsed, PayloadError> {
+    let origin = Origin::Webhook {
+        delivery: delivery.to_string(),
+    };
+    match event_type {
+        "projects_v2_item" => card_moved(read(event_type, body)?, origin, options),
+        "issue_comment" => issue_comment(read(event_type, body)?, origin, options),
+        "issues" => issue_labeled(read(event_type, body)?, origin, options),
+        "pull_request_review" => review(read(event_type, body)?, origin),
+        "pull_request_review_comment" => review_comment(read(event_type, body)?, origin),
+        "ping" => {
+            let ping: PingPayload = read(event_type, body)?;
+            Ok(Parsed::Events(vec![Event::Ping(Ping {
+                origin,
+                hook_id: ping.hook_id,
+                events: ping.hook.map(|h| h.events).unwrap_or_default(),
+            })]))
+        }
+        _ => Ok(Parsed::UnknownEventType),
+    }
+}
+
+fn read<T: DeserializeOwned>(event: &str, body: &[u8]) -> Result<T, PayloadError> {
+    serde_json::from_slice(body).map_err(|source| PayloadError::Json {
+        event: event.to_string(),
+        source,
+    })
+}
+
+fn ignored(reason: impl Into<String>) -> Result<Parsed, PayloadError> {
+    Ok(Parsed::Ignored(reason.into()))
+}
+
+#[derive(Deserialize)]
+struct User {
+    login: String,
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+}
+
+impl User {
+    fn actor(self, association: Option<AuthorAssociation>) -> Actor {
+        Actor {
+            is_bot: self.kind.as_deref() == Some("Bot"),
+            login: self.login,
+            association,
+        }
+    }
+}
+
+/// An account GitHub no longer knows (a deleted user) appears as `null`.
+fn actor_or_ghost(user: Option<User>, association: Option<AuthorAssociation>) -> Actor {
+    match user {
+        Some(user) => user.actor(association),
+        None => Actor {
+            login: "ghost".to_string(),
+            association,
+            is_bot: false,
+        },
+    }
+}
+
+#[derive(Deserialize)]
+struct Repository {
+    full_name: String,
+}
+
+impl Repository {
+    fn slug(&self, event: &str) -> Result<RepoSlug, PayloadError> {
+        RepoSlug::parse(&self.full_name).ok_or_else(|| PayloadError::Invalid {
+            event: event.to_string(),
+            problem: "names a repository that is not of the form owner/name".to_string(),
+        })
+    }
+}
+
+// --- projects_v2_item -------------------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct ItemPayload {
+    action: String,
+    projects_v2_item: Item,
+    changes: Option<ItemChanges>,
+    organization: Option<Organization>,
+    sender: User,
+}
+
+#[derive(Deserialize)]
+struct Item {
+    node_id: String,
+    project_node_id: String,
+    content_node_id: String,
+    content_type: String,
+}
+
+#[derive(Deserialize)]
+struct Organization {
+    login: String,
+}
+
+#[derive(Deserialize)]
+struct ItemChanges {
+    field_value: Option<FieldValue>,
+}
+
+#[derive(Deserialize)]
+struct FieldValue {
+    field_node_id: String,
+    field_type: Option<String>,
+    field_name: Option<String>,
+    project_number: Option<u64>,
+    /// Absent in older payloads; `null` when the field had (or now has) no value.
+    #[serde(default, deserialize_with = "present")]
+    from: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    to: Option<Value>,
+}
+
+/// Tells a key given as `null` (`Some(Value::Null)`) from an absent one (`None`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+/// A single-select option (`{ "id", "name", … }`) or `null`; anything else is not a column.
+fn column(value: &Value) -> Result<Option<Column>, ()> {
+    match value {
+        Value::Null => Ok(None),
+        Value::Object(option) => match (option.get("id"), option.get("name")) {
+            (Some(Value::String(id)), Some(Value::String(name))) => Ok(Some(Column {
+                option_id: id.clone(),
+                name: name.clone(),
+            })),
+            _ => Err(()),
+        },
+        _ => Err(()),
+    }
+}
+
+fn card_moved(
+    payload: ItemPayload,
+    origin: Origin,
+    options: &WebhookOptions,
+) -> Result<Parsed, PayloadError> {
+    if payload.action != "edited" {
+        return ignored(format!(
+            "projects_v2_item `{}`: only an edit of a card's status moves it",
+            payload.action
+        ));
+    }
+    let Some(field) = payload.changes.and_then(|c| c.field_value) else {
+        return ignored("projects_v2_item `edited` without a field change (a draft issue's text)");
+    };
+    match (&field.field_name, field.field_type.as_deref()) {
+        (Some(name), _) if name != &options.status_field => {
+            return ignored(format!(
+                "projects_v2_item: field `{name}` changed, not `{}`",
+                options.status_field
+            ));
+        }
+        (None, Some(kind)) if kind != "single_select" => {
+            return ignored(format!(
+                "projects_v2_item: a {kind} field changed, not the single-select status field"
+            ));
+        }
+        _ => {}
+    }
+    let item = payload.projects_v2_item;
+    if item.content_type != "Issue" {
+        return ignored(format!(
+            "projects_v2_item: the card holds a {}, not an issue",
+            item.content_type
+        ));
+    }
+    let columns = match (&field.from, &field.to) {
+        (Some(from), Some(to)) => match (column(from), column(to)) {
+            (Ok(from), Ok(to)) => ColumnChange::Known { from, to },
+            _ => ColumnChange::NeedsLookup,
+        },
+        _ => ColumnChange::NeedsLookup,
+    };
+    Ok(Parsed::Events(vec![Event::CardMoved(CardMoved {
+        origin,
+        item_node_id: item.node_id,
+        board: BoardRef {
+            node_id: item.project_node_id,
+            number: field.project_number,
+            owner: payload.organization.map(|o| o.login),
+        },
+        issue_node_id: item.content_node_id,
+        issue_number: None,
+        field_node_id: field.field_node_id,
+        field_name: field.field_name,
+        columns,
+        moved_by: payload.sender.actor(None),
+    })]))
+}
+
+// --- issue_comment ----------------------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct CommentPayload {
+    action: String,
+    issue: CommentedIssue,
+    comment: Comment,
+    changes: Option<CommentChanges>,
+    repository: Repository,
+    sender: User,
+}
+
+#[derive(Deserialize)]
+struct CommentedIssue {
+    number: u64,
+    /// Present when the "issue" is a pull request's conversation.
+    pull_request: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct Comment {
+    id: u64,
+    body: Option<String>,
+    user: Option<User>,
+    author_association: Option<AuthorAssociation>,
+}
+
+#[derive(Deserialize)]
+struct CommentChanges {
+    body: Option<BodyChange>,
+}
+
+#[derive(Deserialize)]
+struct BodyChange {
+    from: Option<String>,
+}
+
+fn issue_comment(
+    payload: CommentPayload,
+    origin: Origin,
+    options: &WebhookOptions,
+) -> Result<Parsed, PayloadError> {
+    let edited = match payload.action.as_str() {
+        "created" => false,
+        "edited" => true,
+        other => return ignored(format!("issue_comment `{other}`")),
+    };
+    let repository = payload.repository.slug("issue_comment")?;
+    let number = payload.issue.number;
+    let target = match payload.issue.pull_request {
+        Some(Value::Null) | None => Target::Issue(number),
+        Some(_) => Target::PullRequest(number),
+    };
+    let body = payload.comment.body.unwrap_or_default();
+    let mut commands = options.commands.parse(&body);
+    if edited {
+        // Only commands the edit added: fixing a typo elsewhere in a comment runs nothing again.
+        let before = match payload.changes.and_then(|c| c.body) {
+            Some(change) => options.commands.parse(&change.from.unwrap_or_default()),
+            None => commands.clone(),
+        };
+        commands = without(commands, before);
+    }
+    let association = payload.comment.author_association;
+    let author = actor_or_ghost(payload.comment.user, association);
+    if commands.is_empty() {
+        return match (target, edited) {
+            (Target::PullRequest(pull_request), false) => {
+                Ok(Parsed::Events(vec![Event::Review(ReviewActivity {
+                    origin,
+                    repository,
+                    pull_request,
+                    author,
+                    kind: ReviewKind::Conversation {
+                        comment_id: payload.comment.id,
+                    },
+                    body: Some(body),
+                })]))
+            }
+            _ if edited => ignored("issue_comment `edited` added no command"),
+            _ => ignored("issue_comment without a command"),
+        };
+    }
+    let sender = payload.sender.actor(None);
+    let events = commands
+        .into_iter()
+        .map(|command| {
+            Event::Command(CommentCommand {
+                origin: origin.clone(),
+                repository: repository.clone(),
+                target,
+                comment_id: payload.comment.id,
+                author: author.clone(),
+                sender: sender.clone(),
+                edited,
+                command,
+            })
+        })
+        .collect();
+    Ok(Parsed::Events(events))
+}
+
+/// `now` less one occurrence of each of `before`.
+fn without(
+    now: Vec<Result<Command, CommandError>>,
+    mut before: Vec<Result<Command, CommandError>>,
+) -> Vec<Result<Command, CommandError>> {
+    now.into_iter()
+        .filter(|command| match before.iter().position(|b| b == command) {
+            Some(i) => {
+                let _ = before.swap_remove(i);
+                false
+            }
+            None => true,
+        })
+        .collect()
+}
+
+// --- issues -----------------------------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct IssuesPayload {
+    action: String,
+    issue: LabeledIssue,
+    label: Option<Label>,
+    repository: Repository,
+    sender: User,
+}
+
+#[derive(Deserialize)]
+struct LabeledIssue {
+    number: u64,
+    node_id: String,
+    user: Option<User>,
+    author_association: Option<AuthorAssociation>,
+}
+
+#[derive(Deserialize)]
+struct Label {
+    name: String,
+}
+
+fn issue_labeled(
+    payload: IssuesPayload,
+    origin: Origin,
+    options: &WebhookOptions,
+) -> Result<Parsed, PayloadError> {
+    if payload.action != "labeled" {
+        return ignored(format!("issues `{}`", payload.action));
+    }
+    let Some(label) = payload.label else {
+        return ignored("issues `labeled` without a label");
+    };
+    let Some(trigger) = &options.trigger_label else {
+        return ignored(format!(
+            "issues `labeled` `{}`: no trigger label is configured",
+            label.name
+        ));
+    };
+    // GitHub treats label names without regard to case.
+    if !label.name.eq_ignore_ascii_case(trigger) {
+        return ignored(format!(
+            "issues `labeled` `{}`, not the trigger label `{trigger}`",
+            label.name
+        ));
+    }
+    let repository = payload.repository.slug("issues")?;
+    Ok(Parsed::Events(vec![Event::IssueLabeled(IssueLabeled {
+        origin,
+        repository,
+        issue: payload.issue.number,
+        issue_node_id: payload.issue.node_id,
+        label: label.name,
+        labeled_by: payload.sender.actor(None),
+        issue_author: actor_or_ghost(payload.issue.user, payload.issue.author_association),
+    })]))
+}
+
+// --- pull_request_review, pull_request_review_comment -----------------------------------------
+
+#[derive(Deserialize)]
+struct ReviewPayload {
+    action: String,
+    review: Review,
+    pull_request: PullRequest,
+    repository: Repository,
+}
+
+#[derive(Deserialize)]
+struct Review {
+    id: u64,
+    user: Option<User>,
+    body: Option<String>,
+    state: ReviewState,
+    author_association: Option<AuthorAssociation>,
+}
+
+#[derive(Deserialize)]
+struct PullRequest {
+    number: u64,
+}
+
+fn review(payload: ReviewPayload, origin: Origin) -> Result<Parsed, PayloadError> {
+    if payload.action != "submitted" {
+        return ignored(format!("pull_request_review `{}`", payload.action));
+    }
+    let review = payload.review;
+    Ok(Parsed::Events(vec![Event::Review(ReviewActivity {
+        origin,
+        repository: payload.repository.slug("pull_request_review")?,
+        pull_request: payload.pull_request.number,
+        author: actor_or_ghost(review.user, review.author_association),
+        kind: ReviewKind::Review {
+            review_id: review.id,
+            state: review.state,
+        },
+        body: review.body,
+    })]))
+}
+
+#[derive(Deserialize)]
+struct ReviewCommentPayload {
+    action: String,
+    comment: ReviewComment,
+    pull_request: PullRequest,
+    repository: Repository,
+}
+
+#[derive(Deserialize)]
+struct ReviewComment {
+    id: u64,
+    user: Option<User>,
+    body: Option<String>,
+    author_association: Option<AuthorAssociation>,
+    path: String,
+    line: Option<u64>,
+    pull_request_review_id: Option<u64>,
+}
+
+fn review_comment(payload: ReviewCommentPayload, origin: Origin) -> Result<Parsed, PayloadError> {
+    if payload.action != "created" {
+        return ignored(format!("pull_request_review_comment `{}`", payload.action));
+    }
+    let comment = payload.comment;
+    Ok(Parsed::Events(vec![Event::Review(ReviewActivity {
+        origin,
+        repository: payload.repository.slug("pull_request_review_comment")?,
+        pull_request: payload.pull_request.number,
+        author: actor_or_ghost(comment.user, comment.author_association),
+        kind: ReviewKind::ReviewComment {
+            comment_id: comment.id,
+            review_id: comment.pull_request_review_id,
+            path: comment.path,
+            line: comment.line,
+        },
+        body: comment.body,
+    })]))
+}
+
+// --- ping -------------------------------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct PingPayload {
+    hook_id: Option<u64>,
+    hook: Option<Hook>,
+}
+
+#[derive(Deserialize)]
+struct Hook {
+    #[serde(default)]
+    events: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests;
