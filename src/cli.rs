@@ -7,6 +7,7 @@ mod agent;
 mod demo;
 mod output;
 mod run;
+mod serve;
 
 use output::{err, errln, outln};
 
@@ -87,6 +88,8 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Receive GitHub webhook deliveries: verify, de-duplicate and queue them as events.
+    Serve(serve::ServeArgs),
     /// The sandbox GitHub.
     Sandbox {
         #[command(subcommand)]
@@ -149,6 +152,7 @@ fn dispatch(cli: Cli) -> u8 {
             only,
             json,
         } => gates_command(&dir, base, &only, json),
+        Command::Serve(args) => serve::run(args),
         Command::Sandbox {
             command: SandboxCommand::Serve { state, port, dump },
         } => sandbox_serve(state, port, dump),

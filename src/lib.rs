@@ -19,4 +19,5 @@ pub mod process;
 pub mod report;
 pub mod runtime;
 pub mod sandbox;
+pub mod serve;
 pub mod workspace;

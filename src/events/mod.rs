@@ -191,27 +191,36 @@ pub struct CardMoved {
     /// The card (`PVTI_…`).
     pub item_node_id: String,
     pub board: BoardRef,
-    /// The issue on the card (`I_…`).
-    pub issue_node_id: String,
-    /// The issue's number, when the source knew it (a poll does; a webhook names only the node).
-    pub issue_number: Option<u64>,
-    /// The single-select field that changed (`PVTSSF_…`). When `field_name` is absent the payload
-    /// did not say which field it is: compare this with the board's status field.
-    pub field_node_id: String,
-    pub field_name: Option<String>,
+    /// The issue on the card.
+    pub issue: IssueRef,
+    /// The single-select field that changed: the status field, unless only its node says so.
+    pub field: FieldRef,
     pub columns: ColumnChange,
     /// Who moved the card.
     pub moved_by: Actor,
 }
 
-/// A Projects (v2) board as an event names it.
+/// An issue as the source names it: a webhook by its node (`I_…`), a poll also by number.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IssueRef {
+    pub node_id: String,
+    pub number: Option<u64>,
+}
+
+/// A board field as a payload names it (`PVTSSF_…`). Without a name, the payload did not say
+/// which field changed: compare the node with the board's status field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FieldRef {
+    pub node_id: String,
+    pub name: Option<String>,
+}
+
+/// A Projects (v2) board as an event names it: by its node (`PVT_…`), and by its number and the
+/// organization owning it when the payload carries them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BoardRef {
-    /// `PVT_…`.
     pub node_id: String,
-    /// The board's number, when the payload carries it.
     pub number: Option<u64>,
-    /// The organization owning the board, when the payload names it.
     pub owner: Option<String>,
 }
 
@@ -327,15 +336,6 @@ pub enum ReviewState {
     Unknown,
 }
 
-/// GitHub's hello to a new webhook.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Ping {
-    pub origin: Origin,
-    pub hook_id: Option<u64>,
-    /// The events the webhook is subscribed to (`*`: all).
-    pub events: Vec<String>,
-}
-
 /// A command given on supervisor's command line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CliCommand {
@@ -343,14 +343,23 @@ pub struct CliCommand {
     pub command: Command,
 }
 
+/// GitHub's hello to a new webhook.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Ping {
+    pub origin: Origin,
+    /// The events the webhook is subscribed to (`*`: all).
+    pub events: Vec<String>,
+    pub hook_id: Option<u64>,
+}
+
 impl fmt::Display for Event {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Names, numbers and verdicts only: never someone's free text.
         match self {
             Event::CardMoved(e) => {
-                let issue = match e.issue_number {
+                let issue = match e.issue.number {
                     Some(n) => format!("issue #{n}"),
-                    None => format!("issue {}", e.issue_node_id),
+                    None => format!("issue {}", e.issue.node_id),
                 };
                 let board = match e.board.number {
                     Some(n) => format!("board #{n}"),

@@ -13,7 +13,8 @@ use serde_json::Value;
 use super::command::{Command, CommandError, CommandSyntax};
 use super::{
     Actor, AuthorAssociation, BoardRef, CardMoved, Column, ColumnChange, CommentCommand, Event,
-    IssueLabeled, Origin, Ping, ReviewActivity, ReviewKind, ReviewState, Target,
+    FieldRef, IssueLabeled, IssueRef, Origin, Ping, ReviewActivity, ReviewKind, ReviewState,
+    Target,
 };
 use crate::config::RepoSlug;
 
@@ -73,21 +74,73 @@ pub fn parse_webhook(
         delivery: delivery.to_string(),
     };
     match event_type {
-        "projects_v2_item" => card_moved(read(event_type, body)?, origin, options),
-        "issue_comment" => issue_comment(read(event_type, body)?, origin, options),
-        "issues" => issue_labeled(read(event_type, body)?, origin, options),
-        "pull_request_review" => review(read(event_type, body)?, origin),
-        "pull_request_review_comment" => review_comment(read(event_type, body)?, origin),
-        "ping" => {
-            let ping: PingPayload = read(event_type, body)?;
-            Ok(Parsed::Events(vec![Event::Ping(Ping {
-                origin,
-                hook_id: ping.hook_id,
-                events: ping.hook.map(|h| h.events).unwrap_or_default(),
-            })]))
-        }
+        "projects_v2_item" => handle(event_type, body, &["edited"], origin, options, card_moved),
+        "issue_comment" => handle(
+            event_type,
+            body,
+            &["created", "edited"],
+            origin,
+            options,
+            issue_comment,
+        ),
+        "issues" => handle(
+            event_type,
+            body,
+            &["labeled"],
+            origin,
+            options,
+            issue_labeled,
+        ),
+        "pull_request_review" => handle(
+            event_type,
+            body,
+            &["submitted"],
+            origin,
+            options,
+            review::<Review>,
+        ),
+        "pull_request_review_comment" => handle(
+            event_type,
+            body,
+            &["created"],
+            origin,
+            options,
+            review::<ReviewComment>,
+        ),
+        "ping" => handle(event_type, body, &[], origin, options, ping),
         _ => Ok(Parsed::UnknownEventType),
     }
+}
+
+/// Makes the events of one event type's payload.
+type Maker<P> = fn(P, &str, Origin, &WebhookOptions) -> Result<Parsed, PayloadError>;
+
+/// One way for every event type: pass over actions not read (none listed: the event has no
+/// actions), read the payload, make its events.
+fn handle<P: DeserializeOwned>(
+    event: &str,
+    body: &[u8],
+    actions: &[&str],
+    origin: Origin,
+    options: &WebhookOptions,
+    make: Maker<P>,
+) -> Result<Parsed, PayloadError> {
+    if !actions.is_empty() {
+        let Action { action } = read(event, body)?;
+        if !actions.contains(&action.as_str()) {
+            let read: Vec<String> = actions.iter().map(|a| format!("`{a}`")).collect();
+            return ignored(format!(
+                "{event} `{action}`: only {} is read",
+                read.join(" and ")
+            ));
+        }
+    }
+    make(read(event, body)?, event, origin, options)
+}
+
+#[derive(Deserialize)]
+struct Action {
+    action: String,
 }
 
 fn read<T: DeserializeOwned>(event: &str, body: &[u8]) -> Result<T, PayloadError> {
@@ -148,7 +201,6 @@ impl Repository {
 
 #[derive(Deserialize)]
 struct ItemPayload {
-    action: String,
     projects_v2_item: Item,
     changes: Option<ItemChanges>,
     organization: Option<Organization>,
@@ -208,15 +260,10 @@ fn column(value: &Value) -> Result<Option<Column>, ()> {
 
 fn card_moved(
     payload: ItemPayload,
+    _: &str,
     origin: Origin,
     options: &WebhookOptions,
 ) -> Result<Parsed, PayloadError> {
-    if payload.action != "edited" {
-        return ignored(format!(
-            "projects_v2_item `{}`: only an edit of a card's status moves it",
-            payload.action
-        ));
-    }
     let Some(field) = payload.changes.and_then(|c| c.field_value) else {
         return ignored("projects_v2_item `edited` without a field change (a draft issue's text)");
     };
@@ -256,10 +303,14 @@ fn card_moved(
             number: field.project_number,
             owner: payload.organization.map(|o| o.login),
         },
-        issue_node_id: item.content_node_id,
-        issue_number: None,
-        field_node_id: field.field_node_id,
-        field_name: field.field_name,
+        issue: IssueRef {
+            node_id: item.content_node_id,
+            number: None,
+        },
+        field: FieldRef {
+            node_id: field.field_node_id,
+            name: field.field_name,
+        },
         columns,
         moved_by: payload.sender.actor(None),
     })]))
@@ -304,14 +355,11 @@ struct BodyChange {
 
 fn issue_comment(
     payload: CommentPayload,
+    _: &str,
     origin: Origin,
     options: &WebhookOptions,
 ) -> Result<Parsed, PayloadError> {
-    let edited = match payload.action.as_str() {
-        "created" => false,
-        "edited" => true,
-        other => return ignored(format!("issue_comment `{other}`")),
-    };
+    let edited = payload.action == "edited";
     let repository = payload.repository.slug("issue_comment")?;
     let number = payload.issue.number;
     let target = match payload.issue.pull_request {
@@ -387,7 +435,6 @@ fn without(
 
 #[derive(Deserialize)]
 struct IssuesPayload {
-    action: String,
     issue: LabeledIssue,
     label: Option<Label>,
     repository: Repository,
@@ -409,12 +456,10 @@ struct Label {
 
 fn issue_labeled(
     payload: IssuesPayload,
+    _: &str,
     origin: Origin,
     options: &WebhookOptions,
 ) -> Result<Parsed, PayloadError> {
-    if payload.action != "labeled" {
-        return ignored(format!("issues `{}`", payload.action));
-    }
     let Some(label) = payload.label else {
         return ignored("issues `labeled` without a label");
     };
@@ -445,12 +490,26 @@ fn issue_labeled(
 
 // --- pull_request_review, pull_request_review_comment -----------------------------------------
 
+/// A `pull_request_review` or `pull_request_review_comment` payload: its `review` or `comment`.
 #[derive(Deserialize)]
-struct ReviewPayload {
-    action: String,
-    review: Review,
+struct PullRequestPayload<T> {
+    #[serde(alias = "review", alias = "comment")]
+    item: T,
     pull_request: PullRequest,
     repository: Repository,
+}
+
+#[derive(Deserialize)]
+struct PullRequest {
+    number: u64,
+}
+
+/// What a review or a review comment says, and who wrote it.
+struct Written {
+    user: Option<User>,
+    author_association: Option<AuthorAssociation>,
+    body: Option<String>,
+    kind: ReviewKind,
 }
 
 #[derive(Deserialize)]
@@ -462,35 +521,18 @@ struct Review {
     author_association: Option<AuthorAssociation>,
 }
 
-#[derive(Deserialize)]
-struct PullRequest {
-    number: u64,
-}
-
-fn review(payload: ReviewPayload, origin: Origin) -> Result<Parsed, PayloadError> {
-    if payload.action != "submitted" {
-        return ignored(format!("pull_request_review `{}`", payload.action));
+impl From<Review> for Written {
+    fn from(review: Review) -> Written {
+        Written {
+            user: review.user,
+            author_association: review.author_association,
+            body: review.body,
+            kind: ReviewKind::Review {
+                review_id: review.id,
+                state: review.state,
+            },
+        }
     }
-    let review = payload.review;
-    Ok(Parsed::Events(vec![Event::Review(ReviewActivity {
-        origin,
-        repository: payload.repository.slug("pull_request_review")?,
-        pull_request: payload.pull_request.number,
-        author: actor_or_ghost(review.user, review.author_association),
-        kind: ReviewKind::Review {
-            review_id: review.id,
-            state: review.state,
-        },
-        body: review.body,
-    })]))
-}
-
-#[derive(Deserialize)]
-struct ReviewCommentPayload {
-    action: String,
-    comment: ReviewComment,
-    pull_request: PullRequest,
-    repository: Repository,
 }
 
 #[derive(Deserialize)]
@@ -504,23 +546,37 @@ struct ReviewComment {
     pull_request_review_id: Option<u64>,
 }
 
-fn review_comment(payload: ReviewCommentPayload, origin: Origin) -> Result<Parsed, PayloadError> {
-    if payload.action != "created" {
-        return ignored(format!("pull_request_review_comment `{}`", payload.action));
+impl From<ReviewComment> for Written {
+    fn from(comment: ReviewComment) -> Written {
+        Written {
+            user: comment.user,
+            author_association: comment.author_association,
+            body: comment.body,
+            kind: ReviewKind::ReviewComment {
+                comment_id: comment.id,
+                review_id: comment.pull_request_review_id,
+                path: comment.path,
+                line: comment.line,
+            },
+        }
     }
-    let comment = payload.comment;
+}
+
+/// A review or a review comment.
+fn review<T: Into<Written>>(
+    payload: PullRequestPayload<T>,
+    event: &str,
+    origin: Origin,
+    _: &WebhookOptions,
+) -> Result<Parsed, PayloadError> {
+    let written: Written = payload.item.into();
     Ok(Parsed::Events(vec![Event::Review(ReviewActivity {
         origin,
-        repository: payload.repository.slug("pull_request_review_comment")?,
+        repository: payload.repository.slug(event)?,
         pull_request: payload.pull_request.number,
-        author: actor_or_ghost(comment.user, comment.author_association),
-        kind: ReviewKind::ReviewComment {
-            comment_id: comment.id,
-            review_id: comment.pull_request_review_id,
-            path: comment.path,
-            line: comment.line,
-        },
-        body: comment.body,
+        author: actor_or_ghost(written.user, written.author_association),
+        kind: written.kind,
+        body: written.body,
     })]))
 }
 
@@ -536,6 +592,19 @@ struct PingPayload {
 struct Hook {
     #[serde(default)]
     events: Vec<String>,
+}
+
+fn ping(
+    payload: PingPayload,
+    _: &str,
+    origin: Origin,
+    _: &WebhookOptions,
+) -> Result<Parsed, PayloadError> {
+    Ok(Parsed::Events(vec![Event::Ping(Ping {
+        origin,
+        hook_id: payload.hook_id,
+        events: payload.hook.map(|h| h.events).unwrap_or_default(),
+    })]))
 }
 
 #[cfg(test)]

@@ -164,10 +164,14 @@ fn a_status_edit_without_from_and_to_needs_a_board_lookup() {
                 number: None,
                 owner: Some("Octocoders".into()),
             },
-            issue_node_id: "I_kwDOAWcTxs5ABCDE".into(),
-            issue_number: None,
-            field_node_id: "PVTF_lADOAWcTxs07G84AAali".into(),
-            field_name: None,
+            issue: IssueRef {
+                node_id: "I_kwDOAWcTxs5ABCDE".into(),
+                number: None,
+            },
+            field: FieldRef {
+                node_id: "PVTF_lADOAWcTxs07G84AAali".into(),
+                name: None,
+            },
             columns: ColumnChange::NeedsLookup,
             moved_by: Actor {
                 login: "wolfy1339".into(),
@@ -203,7 +207,7 @@ fn a_status_edit_with_from_and_to_names_both_columns() {
         }
     );
     assert_eq!(moved.board.number, Some(3));
-    assert_eq!(moved.field_name.as_deref(), Some("Status"));
+    assert_eq!(moved.field.name.as_deref(), Some("Status"));
     assert_eq!(
         Event::CardMoved(moved).to_string(),
         "card of issue I_kwDOAWcTxs5ABCDE moved from Backlog to Research on board #3 by wolfy1339"
