@@ -113,21 +113,27 @@ pub enum SandboxCommand {
 
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
-    init_tracing();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
+            init_tracing("warn");
             let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
             let _ = e.print();
             return ExitCode::from(code);
         }
     };
+    // A server says what it receives and why it ignores things; a command speaks up on trouble.
+    init_tracing(match cli.command {
+        Command::Serve(_) => "warn,supervisor=info",
+        _ => "warn",
+    });
     ExitCode::from(dispatch(cli))
 }
 
-fn init_tracing() {
+/// Logs go to stderr; `RUST_LOG` overrides `default`.
+fn init_tracing(default: &str) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

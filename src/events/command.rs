@@ -135,18 +135,18 @@ impl CommandSyntax {
     /// Where the command lines are: their starts and the ends of their paragraphs.
     fn command_lines(&self, text: &str) -> Vec<CommandLine> {
         let mut found = Vec::new();
-        // Open tags other than a top-level paragraph: inside any of them, nothing is a command.
+        // Open tags other than paragraphs: inside any of them, nothing is a command.
         let mut other_tags = 0usize;
         let mut paragraph_end = None;
         let mut line_start = false;
         for (event, range) in Parser::new_ext(text, Options::empty()).into_offset_iter() {
             let at_line_start = std::mem::replace(&mut line_start, false);
             match event {
-                Md::Start(Tag::Paragraph) if other_tags == 0 => {
+                Md::Start(Tag::Paragraph) => {
                     paragraph_end = Some(range.end);
                     line_start = true;
                 }
-                Md::End(TagEnd::Paragraph) if other_tags == 0 => paragraph_end = None,
+                Md::End(TagEnd::Paragraph) => paragraph_end = None,
                 Md::Start(_) => other_tags += 1,
                 Md::End(_) => other_tags = other_tags.saturating_sub(1),
                 Md::SoftBreak | Md::HardBreak => line_start = true,
@@ -327,6 +327,9 @@ mod tests {
             "[/supervisor run](https://example.com)",
             "<!--\n/supervisor run\n-->",
             "<div>\n/supervisor run\n</div>",
+            // Lazy continuation lines: GitHub shows them inside the quote or the list item.
+            "> quoted\n/supervisor run",
+            "- item\n/supervisor run",
         ] {
             assert_eq!(parse(text), vec![], "{text:?}");
         }

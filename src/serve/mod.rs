@@ -332,7 +332,7 @@ fn take(shared: &Shared, event_type: &str, delivery: &str, body: &[u8]) -> Respo
     let queued = work.len();
     let last = work.last().map(|e| summary(e, delivery));
     for (permit, event) in permits.zip(work) {
-        tracing::info!(delivery, "queued: {event}");
+        tracing::debug!(delivery, "queued: {event}");
         permit.send(event);
     }
     let mut stats = shared.stats();
