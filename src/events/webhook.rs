@@ -70,44 +70,21 @@ pub fn parse_webhook(
     body: &[u8],
     options: &WebhookOptions,
 ) -> Result<Parsed, PayloadError> {
-    let origin = Origin::Webhook {
-        delivery: delivery.to_string(),
+    let delivery = Delivery {
+        event: event_type,
+        body,
+        origin: Origin::Webhook {
+            delivery: delivery.to_string(),
+        },
+        options,
     };
     match event_type {
-        "projects_v2_item" => handle(event_type, body, &["edited"], origin, options, card_moved),
-        "issue_comment" => handle(
-            event_type,
-            body,
-            &["created", "edited"],
-            origin,
-            options,
-            issue_comment,
-        ),
-        "issues" => handle(
-            event_type,
-            body,
-            &["labeled"],
-            origin,
-            options,
-            issue_labeled,
-        ),
-        "pull_request_review" => handle(
-            event_type,
-            body,
-            &["submitted"],
-            origin,
-            options,
-            review::<Review>,
-        ),
-        "pull_request_review_comment" => handle(
-            event_type,
-            body,
-            &["created"],
-            origin,
-            options,
-            review::<ReviewComment>,
-        ),
-        "ping" => handle(event_type, body, &[], origin, options, ping),
+        "projects_v2_item" => delivery.read(&["edited"], card_moved),
+        "issue_comment" => delivery.read(&["created", "edited"], issue_comment),
+        "issues" => delivery.read(&["labeled"], issue_labeled),
+        "pull_request_review" => delivery.read(&["submitted"], review::<Review>),
+        "pull_request_review_comment" => delivery.read(&["created"], review::<ReviewComment>),
+        "ping" => delivery.read(&[], ping),
         _ => Ok(Parsed::UnknownEventType),
     }
 }
@@ -115,27 +92,36 @@ pub fn parse_webhook(
 /// Makes the events of one event type's payload.
 type Maker<P> = fn(P, &str, Origin, &WebhookOptions) -> Result<Parsed, PayloadError>;
 
-/// One way for every event type: pass over actions not read (none listed: the event has no
-/// actions), read the payload, make its events.
-fn handle<P: DeserializeOwned>(
-    event: &str,
-    body: &[u8],
-    actions: &[&str],
+/// A verified delivery of a known event type.
+struct Delivery<'a> {
+    event: &'a str,
+    body: &'a [u8],
     origin: Origin,
-    options: &WebhookOptions,
-    make: Maker<P>,
-) -> Result<Parsed, PayloadError> {
-    if !actions.is_empty() {
-        let Action { action } = read(event, body)?;
-        if !actions.contains(&action.as_str()) {
-            let read: Vec<String> = actions.iter().map(|a| format!("`{a}`")).collect();
-            return ignored(format!(
-                "{event} `{action}`: only {} is read",
-                read.join(" and ")
-            ));
+    options: &'a WebhookOptions,
+}
+
+impl Delivery<'_> {
+    /// One way for every event type: pass over actions not read (none listed: the event has no
+    /// actions), read the payload, make its events.
+    fn read<P: DeserializeOwned>(
+        self,
+        actions: &[&str],
+        make: Maker<P>,
+    ) -> Result<Parsed, PayloadError> {
+        if !actions.is_empty() {
+            let Action { action } = read(self.event, self.body)?;
+            if !actions.contains(&action.as_str()) {
+                let read: Vec<String> = actions.iter().map(|a| format!("`{a}`")).collect();
+                return ignored(format!(
+                    "{} `{action}`: only {} is read",
+                    self.event,
+                    read.join(" and ")
+                ));
+            }
         }
+        let payload = read(self.event, self.body)?;
+        make(payload, self.event, self.origin, self.options)
     }
-    make(read(event, body)?, event, origin, options)
 }
 
 #[derive(Deserialize)]
