@@ -8,6 +8,7 @@ mod agent;
 mod demo;
 mod output;
 mod run;
+mod serve;
 
 use output::{err, errln, outln};
 
@@ -88,6 +89,8 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Receive GitHub webhook deliveries: verify, de-duplicate and queue them as events.
+    Serve(serve::ServeArgs),
     /// The sandbox GitHub.
     Sandbox {
         #[command(subcommand)]
@@ -118,6 +121,17 @@ const SECRET_VARS: [&str; 5] = [
     "SUPERVISOR_WEBHOOK_SECRET",
 ];
 
+/// The variable `serve --webhook-secret-env NAME` reads its secret from: scrubbed like the others.
+fn webhook_secret_var(args: impl Iterator<Item = String>) -> Option<String> {
+    let mut args =
+        args.skip_while(|a| a != "--webhook-secret-env" && !a.starts_with("--webhook-secret-env="));
+    let flag = args.next()?;
+    match flag.split_once('=') {
+        Some((_, name)) => Some(name.to_owned()),
+        None => args.next(),
+    }
+}
+
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
     // Before any thread starts: tokens leave the environment (and /proc/<pid>/environ) at once.
@@ -126,26 +140,35 @@ pub fn main() -> ExitCode {
         .nth(1)
         .is_some_and(|a| a == crate::agent::backend::SCRIPT_SUBCOMMAND);
     if !scripted_agent {
-        crate::process::take_secrets(&SECRET_VARS);
+        let mut names: Vec<String> = SECRET_VARS.iter().map(|n| n.to_string()).collect();
+        names.extend(webhook_secret_var(std::env::args()));
+        crate::process::take_secrets(&names.iter().map(String::as_str).collect::<Vec<_>>());
     }
-    init_tracing();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
+            init_tracing("warn");
             let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
             let _ = e.print();
             return ExitCode::from(code);
         }
     };
+    // A server says what it receives and why it ignores things; a command speaks up on trouble.
+    init_tracing(match cli.command {
+        Command::Serve(_) => "warn,supervisor=info",
+        _ => "warn",
+    });
     ExitCode::from(dispatch(cli))
 }
 
-fn init_tracing() {
+/// Logs go to stderr; `RUST_LOG` overrides `default`.
+fn init_tracing(default: &str) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
 }
@@ -167,6 +190,7 @@ fn dispatch(cli: Cli) -> u8 {
             only,
             json,
         } => gates_command(&dir, base, &only, json),
+        Command::Serve(args) => serve::run(args),
         Command::Sandbox {
             command: SandboxCommand::Serve { state, port, dump },
         } => sandbox_serve(state, port, dump),

@@ -31,7 +31,10 @@ fn allowed() -> BTreeMap<&'static str, Vec<&'static str>> {
     t.insert("runtime", runtime.clone());
     let scheduler = [&runtime[..], &["runtime", "events"]].concat();
     t.insert("scheduler", scheduler.clone());
-    let top = [&scheduler[..], &["scheduler", "sandbox"]].concat();
+    // The webhook receiver hands its events to the scheduler.
+    let serve = [&scheduler[..], &["scheduler"]].concat();
+    t.insert("serve", serve.clone());
+    let top = [&serve[..], &["serve", "sandbox"]].concat();
     t.insert("demo", top.clone());
     t.insert("cli", [&top[..], &["demo"]].concat());
     t

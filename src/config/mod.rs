@@ -11,7 +11,7 @@ pub use dimension::Dimension;
 pub use issue::{ConfigError, ConfigIssue, did_you_mean, json_key_line};
 pub use settings::{
     CommandBackend, GateSettings, LoadedSettings, PromptVia, RepoSlug, SETTINGS_PATHS, Settings,
-    env_name,
+    WatchSettings, command_prefix_problem, env_name,
 };
 pub use source::{DuplicateKey, JsonIndex, read_text};
 pub use workflow::{

@@ -131,6 +131,26 @@ impl Default for GateSettings {
 }
 
 settings_block! {
+    /// Settings of the board-driven modes (`supervisor serve`).
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct WatchSettings {
+        /// What starts a command in a comment (`/supervisor run`): a word such as `/supervisor`,
+        /// or a mention such as `@my-bot`.
+        #[setting(key = "commandPrefix", default = "/supervisor".into(), example = r#""/supervisor""#)]
+        pub command_prefix: String,
+        /// Adding this label to an issue asks for a run; absent: labels start nothing.
+        #[setting(key = "triggerLabel", default = None, example = r#""supervisor""#)]
+        pub trigger_label: Option<String>,
+    }
+}
+
+impl Default for WatchSettings {
+    fn default() -> Self {
+        Self::defaults().expect("every watch setting has a default")
+    }
+}
+
+settings_block! {
     /// The validated `supervisor` settings block.
     #[derive(Debug, Clone, PartialEq)]
     pub struct Settings {
@@ -228,6 +248,9 @@ settings_block! {
         /// Settings of the quality gates.
         #[setting(key = "gates", default = GateSettings::default())]
         pub gates: GateSettings,
+        /// Settings of the board-driven modes.
+        #[setting(key = "watch", default = WatchSettings::default())]
+        pub watch: WatchSettings,
     }
 }
 
@@ -478,6 +501,25 @@ impl Settings {
                 "use a poll interval of at least 1 second (default 15)",
             );
         }
+        if let Some(problem) = command_prefix_problem(&self.watch.command_prefix) {
+            err(
+                "watch.commandPrefix",
+                problem.into(),
+                "use one word that Markdown leaves alone, such as \"/supervisor\" or \"@my-bot\"",
+            );
+        }
+        if self
+            .watch
+            .trigger_label
+            .as_ref()
+            .is_some_and(|l| l.trim().is_empty())
+        {
+            err(
+                "watch.triggerLabel",
+                "is empty".into(),
+                "name a label, such as \"supervisor\", or remove the key",
+            );
+        }
         for (name, backend) in &self.backends {
             if backend.command.is_empty() {
                 err(
@@ -536,6 +578,21 @@ impl Settings {
         Checker::detached()
             .block(Value::Object(block), "")
             .expect("minimal settings are valid")
+    }
+}
+
+/// Why `prefix` cannot start commands in comments, if it cannot.
+pub fn command_prefix_problem(prefix: &str) -> Option<&'static str> {
+    if prefix.is_empty() {
+        Some("is empty")
+    } else if prefix.len() > 64 {
+        Some("is longer than 64 bytes")
+    } else if prefix.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        Some("contains white space")
+    } else if prefix.starts_with(['>', '#', '`', '~', '-', '*', '+', '<', '|', '[', '!', '\\']) {
+        Some("starts with a character that Markdown reads as formatting")
+    } else {
+        None
     }
 }
 
@@ -953,6 +1010,36 @@ mod tests {
     }
 
     #[test]
+    fn watch_settings_are_read_and_checked() {
+        let s = load(MINIMAL).unwrap().settings;
+        assert_eq!(s.watch.command_prefix, "/supervisor");
+        assert_eq!(s.watch.trigger_label, None);
+        let text = r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+            "watch": { "commandPrefix": "@acme-bot", "triggerLabel": "supervisor" } } }"#;
+        let s = load(text).unwrap().settings;
+        assert_eq!(s.watch.command_prefix, "@acme-bot");
+        assert_eq!(s.watch.trigger_label.as_deref(), Some("supervisor"));
+        for (value, problem) in [
+            ("\"\"", "is empty"),
+            ("\"run it\"", "white space"),
+            ("\">quote\"", "formatting"),
+        ] {
+            let text = format!(
+                r#"{{ "supervisor": {{ "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+                "watch": {{ "commandPrefix": {value} }} }} }}"#
+            );
+            let e = single_error(&text);
+            assert_eq!(e.field, "supervisor.watch.commandPrefix", "{value}");
+            assert!(e.problem.contains(problem), "{e}");
+        }
+        let e = single_error(
+            r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+            "watch": { "triggerLabel": " " } } }"#,
+        );
+        assert_eq!(e.field, "supervisor.watch.triggerLabel");
+    }
+
+    #[test]
     fn the_table_is_the_struct() {
         let serialized = serde_json::to_value(load(MINIMAL).unwrap().settings).unwrap();
         // Serialized keys come out sorted.
@@ -969,6 +1056,7 @@ mod tests {
         };
         same_keys(&serialized, Settings::FIELDS);
         same_keys(&serialized["gates"], GateSettings::FIELDS);
+        same_keys(&serialized["watch"], WatchSettings::FIELDS);
         for field in Settings::FIELDS {
             assert!(
                 !field.summary().is_empty(),
