@@ -109,6 +109,12 @@ pub enum SandboxCommand {
         /// Write the final state here (JSON, or YAML for .yaml/.yml) when stopped.
         #[arg(long, value_name = "FILE")]
         dump: Option<PathBuf>,
+        /// Send webhooks (card moves, comments, labels, closed issues) to this URL.
+        #[arg(long, value_name = "URL", requires = "webhook_secret")]
+        webhook: Option<String>,
+        /// The secret the webhooks are signed with (at least 16 bytes).
+        #[arg(long, value_name = "SECRET", requires = "webhook")]
+        webhook_secret: Option<String>,
     },
 }
 
@@ -192,8 +198,15 @@ fn dispatch(cli: Cli) -> u8 {
         } => gates_command(&dir, base, &only, json),
         Command::Serve(args) => serve::run(args),
         Command::Sandbox {
-            command: SandboxCommand::Serve { state, port, dump },
-        } => sandbox_serve(state, port, dump),
+            command:
+                SandboxCommand::Serve {
+                    state,
+                    port,
+                    dump,
+                    webhook,
+                    webhook_secret,
+                },
+        } => sandbox_serve(state, port, dump, webhook.zip(webhook_secret)),
     }
 }
 
@@ -232,8 +245,23 @@ fn check(root: PathBuf, json: bool) -> u8 {
 }
 
 /// `supervisor sandbox serve`: serve a state file until Ctrl-C (or SIGTERM), then optionally dump it.
-fn sandbox_serve(state: PathBuf, port: u16, dump: Option<PathBuf>) -> u8 {
-    use crate::sandbox::{Sandbox, SandboxError, SandboxState};
+fn sandbox_serve(
+    state: PathBuf,
+    port: u16,
+    dump: Option<PathBuf>,
+    webhook: Option<(String, String)>,
+) -> u8 {
+    use crate::sandbox::{Sandbox, SandboxError, SandboxState, WebhookTarget};
+    let webhook = match webhook {
+        Some((url, secret)) => match crate::events::WebhookSecret::new(secret) {
+            Ok(secret) => Some(WebhookTarget { url, secret }),
+            Err(e) => {
+                errln!("supervisor sandbox serve: --webhook-secret: {e}");
+                return EXIT_USAGE;
+            }
+        },
+        None => None,
+    };
     let seed = match SandboxState::load(&state) {
         Ok(seed) => seed,
         Err(e) => {
@@ -253,7 +281,7 @@ fn sandbox_serve(state: PathBuf, port: u16, dump: Option<PathBuf>) -> u8 {
         }
     };
     runtime.block_on(async move {
-        let sandbox = match Sandbox::start(seed, port).await {
+        let sandbox = match Sandbox::start_with_webhook(seed, port, webhook).await {
             Ok(s) => s,
             Err(e @ SandboxError::Bind { .. }) => {
                 errln!("supervisor sandbox serve: {e}: choose another --port");

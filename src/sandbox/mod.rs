@@ -12,6 +12,7 @@
 mod fault;
 pub mod git;
 mod graphql;
+mod hooks;
 mod rest;
 mod schema;
 mod state;
@@ -27,9 +28,10 @@ use tokio::task::JoinHandle;
 
 pub use fault::Fault;
 pub use git::GitRemote;
+pub use hooks::{Act, DeliveryRecord, WebhookTarget};
 pub use state::{
-    AppSeed, BoardSeed, CheckRunSeed, CommentSeed, IssueSeed, OwnerType, PullSeed, RepoSeed,
-    SandboxState, SeedState, TokenSeed, UserSeed,
+    AppSeed, BoardSeed, CheckRunSeed, CommentSeed, DispatchSeed, IssueSeed, OwnerType, PullSeed,
+    RepoSeed, SandboxState, SeedState, TokenSeed, UserSeed,
 };
 
 /// Why the sandbox could not start or load.
@@ -130,6 +132,8 @@ pub(crate) struct Shared {
     started: i64,
     /// The bare repository was made for this run and is not part of the dump.
     temp_git: bool,
+    /// Where webhooks go, when the sandbox sends them.
+    hooks: Option<hooks::Hooks>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -145,6 +149,11 @@ impl Shared {
     pub fn admit(&self, route: &str) -> Option<Fault> {
         *lock(&self.counts).entry(route.to_string()).or_default() += 1;
         self.used.fetch_add(1, Ordering::Relaxed);
+        self.take_fault(route)
+    }
+
+    /// Take the first fault injected for `route`.
+    pub fn take_fault(&self, route: &str) -> Option<Fault> {
         let mut faults = lock(&self.faults);
         let i = faults.iter().position(|f| f.matches(route))?;
         let fault = faults[i].clone();
@@ -194,7 +203,20 @@ impl std::fmt::Debug for Sandbox {
 
 impl Sandbox {
     /// Serve `state` on 127.0.0.1:`port` (0: any free port).
-    pub async fn start(mut state: SandboxState, port: u16) -> Result<Sandbox, SandboxError> {
+    pub async fn start(state: SandboxState, port: u16) -> Result<Sandbox, SandboxError> {
+        Sandbox::start_with_webhook(state, port, None).await
+    }
+
+    /// [`start`](Sandbox::start), sending webhooks to `webhook` when given.
+    pub async fn start_with_webhook(
+        mut state: SandboxState,
+        port: u16,
+        webhook: Option<WebhookTarget>,
+    ) -> Result<Sandbox, SandboxError> {
+        let hooks = match webhook {
+            Some(target) => Some(hooks::Hooks::start(target).map_err(SandboxError::Invalid)?),
+            None => None,
+        };
         state.normalize().map_err(SandboxError::Invalid)?;
         let (git, temp) = match &state.repo.git_dir {
             Some(dir) => (GitRemote::open(dir).map_err(SandboxError::Git)?, None),
@@ -222,6 +244,7 @@ impl Sandbox {
             used: AtomicU64::new(0),
             started: chrono::Utc::now().timestamp(),
             temp_git: temp.is_some(),
+            hooks,
         });
         let app = rest::router(shared.clone());
         let (stop, stopped) = oneshot::channel::<()>();
@@ -324,6 +347,26 @@ impl Sandbox {
     /// GraphQL, operation name (`POST /graphql UpdateItemStatus`).
     pub fn request_counts(&self) -> BTreeMap<String, u64> {
         lock(&self.shared.counts).clone()
+    }
+
+    /// The webhooks sent so far, in order (empty when the sandbox sends none).
+    pub fn deliveries(&self) -> Vec<DeliveryRecord> {
+        self.shared
+            .hooks
+            .as_ref()
+            .map(|h| h.log())
+            .unwrap_or_default()
+    }
+
+    /// Webhooks queued and not yet answered by the receiver.
+    pub fn deliveries_pending(&self) -> usize {
+        self.shared.hooks.as_ref().map_or(0, |h| h.pending())
+    }
+
+    /// Play a human: move a card, comment, label or close an issue, as `POST /_sandbox/act`
+    /// does (webhooks included).
+    pub fn act(&self, act: Act) -> Result<(), String> {
+        rest::act(&self.shared, act)
     }
 
     /// Requests served in total.

@@ -5,7 +5,7 @@
 // each one would only add noise to a test server.
 #![allow(clippy::result_large_err)]
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
@@ -16,13 +16,16 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use graphql_parser::query::{Document, OperationDefinition};
 use serde_json::{Map, Value, json};
 
 use super::git::Mergeability;
 use super::graphql::{Exec, GqlRequest, pick_operation};
-use super::state::{CommentSeed, IssueSeed, PullSeed, SandboxState, SeedState, TokenSeed};
+use super::hooks::{Act, Hook};
+use super::state::{
+    CommentSeed, DispatchSeed, IssueSeed, PullSeed, SandboxState, SeedState, TokenSeed,
+};
 use super::{Caller, Fault, Shared, ids};
 
 type S = State<Arc<Shared>>;
@@ -42,6 +45,8 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/_sandbox/state", get(dump))
         .route("/_sandbox/requests", get(counts))
         .route("/_sandbox/faults", post(add_fault))
+        .route("/_sandbox/act", post(act_route))
+        .route("/_sandbox/deliveries", get(deliveries))
         .fallback(not_found_route)
         .layer(middleware::from_fn_with_state(shared.clone(), gate))
         .with_state(shared)
@@ -78,6 +83,18 @@ fn api_routes() -> Router<Arc<Shared>> {
             get(list_pulls).post(create_pull),
         )
         .route("/repos/{owner}/{repo}/pulls/{number}", get(get_pull))
+        .route(
+            "/repos/{owner}/{repo}/issues/{number}/labels",
+            post(add_labels),
+        )
+        .route(
+            "/repos/{owner}/{repo}/issues/{number}/labels/{name}",
+            delete(remove_label),
+        )
+        .route(
+            "/repos/{owner}/{repo}/actions/workflows/{workflow_id}/dispatches",
+            post(dispatch_workflow),
+        )
         .route("/repos/{owner}/{repo}/installation", get(installation))
         .route(
             "/app/installations/{installation_id}/access_tokens",
@@ -471,7 +488,7 @@ impl RepoCall {
     }
 }
 
-fn user_json(base: &str, login: &str) -> Value {
+pub(super) fn user_json(base: &str, login: &str) -> Value {
     let bot = login.ends_with("[bot]");
     json!({
         "login": login,
@@ -492,7 +509,7 @@ fn api(s: &Shared, st: &SandboxState, rest: &str) -> String {
     format!("{}/repos/{}/{}{rest}", s.base, st.repo.owner, st.repo.name)
 }
 
-fn association(st: &SandboxState, login: &str) -> &'static str {
+pub(super) fn association(st: &SandboxState, login: &str) -> &'static str {
     if st.repo.owner.eq_ignore_ascii_case(login) {
         "OWNER"
     } else {
@@ -509,7 +526,7 @@ fn time(t: Option<chrono::DateTime<chrono::Utc>>) -> String {
     iso(t.unwrap_or_else(chrono::Utc::now))
 }
 
-fn issue_json(s: &Shared, st: &SandboxState, i: &IssueSeed) -> Value {
+pub(super) fn issue_json(s: &Shared, st: &SandboxState, i: &IssueSeed) -> Value {
     let n = i.number;
     json!({
         "id": n,
@@ -518,9 +535,7 @@ fn issue_json(s: &Shared, st: &SandboxState, i: &IssueSeed) -> Value {
         "title": i.title,
         "body": i.body,
         "user": user_json(&s.base, &i.author),
-        "labels": i.labels.iter().map(|l| json!({
-            "id": ids::fnv(l), "node_id": format!("LA_{l}"), "name": l, "color": "ededed", "default": false,
-        })).collect::<Vec<_>>(),
+        "labels": labels_json(i),
         "state": match i.state { SeedState::Open => "open", SeedState::Closed => "closed" },
         "state_reason": i.state_reason,
         "locked": false,
@@ -561,7 +576,7 @@ fn pull_as_issue_json(s: &Shared, st: &SandboxState, p: &PullSeed) -> Value {
     })
 }
 
-fn comment_json(s: &Shared, st: &SandboxState, issue: u64, c: &CommentSeed) -> Value {
+pub(super) fn comment_json(s: &Shared, st: &SandboxState, issue: u64, c: &CommentSeed) -> Value {
     json!({
         "id": c.id,
         "node_id": format!("IC_{}", c.id),
@@ -704,8 +719,12 @@ async fn user(State(s): S, Extension(caller): Extension<Caller>) -> Response {
 
 async fn repository(call: RepoCall) -> Response {
     let st = tri!(call.state());
-    let (s, r) = (&call.s, &st.repo);
-    call.ok(json!({
+    call.ok(repo_json(&call.s, &st))
+}
+
+pub(super) fn repo_json(s: &Shared, st: &SandboxState) -> Value {
+    let r = &st.repo;
+    json!({
         "id": 1,
         "node_id": ids::REPO,
         "name": r.name,
@@ -713,9 +732,9 @@ async fn repository(call: RepoCall) -> Response {
         "owner": user_json(&s.base, &r.owner),
         "private": r.private,
         "default_branch": r.default_branch,
-        "html_url": web(s, &st, ""),
-        "url": api(s, &st, ""),
-    }))
+        "html_url": web(s, st, ""),
+        "url": api(s, st, ""),
+    })
 }
 
 async fn get_issue(call: RepoCall) -> Response {
@@ -730,6 +749,143 @@ async fn get_issue(call: RepoCall) -> Response {
         return not_found(doc);
     };
     call.ok(body)
+}
+
+pub(super) fn label_json(name: &str) -> Value {
+    json!({ "id": ids::fnv(name), "node_id": format!("LA_{name}"), "name": name, "color": "ededed", "default": false })
+}
+
+fn labels_json(issue: &IssueSeed) -> Value {
+    Value::Array(issue.labels.iter().map(|l| label_json(l)).collect())
+}
+
+async fn add_labels(call: RepoCall, body: Bytes) -> Response {
+    let doc = "https://docs.github.com/rest/issues/labels#add-labels-to-an-issue";
+    let (mut st, input) = tri!(call.write(&body));
+    let n = tri!(call.number(doc));
+    let names: Option<Vec<String>> = input.get("labels").and_then(|v| v.as_array()).map(|a| {
+        a.iter()
+            .filter_map(|l| l.as_str().or_else(|| l.get("name")?.as_str()))
+            .map(str::to_string)
+            .collect()
+    });
+    let Some(names) = names.filter(|n| !n.is_empty()) else {
+        return validation_failed(
+            json!([{"resource": "Label", "field": "labels", "code": "missing_field"}]),
+            doc,
+        );
+    };
+    let by = author_of(&call.caller, &st);
+    let Some(issue) = st.issue_mut(n) else {
+        return not_found(doc);
+    };
+    let mut added = Vec::new();
+    for name in names {
+        if !issue.labels.iter().any(|l| l.eq_ignore_ascii_case(&name)) {
+            issue.labels.push(name.clone());
+            added.push(name);
+        }
+    }
+    let labels = labels_json(issue);
+    for label in added {
+        call.s.emit(
+            &st,
+            Hook::Labeled {
+                issue: n,
+                label,
+                by: by.clone(),
+            },
+        );
+    }
+    call.ok(labels)
+}
+
+async fn remove_label(
+    call: RepoCall,
+    Path((_, _, _, name)): Path<(String, String, String, String)>,
+) -> Response {
+    let doc = "https://docs.github.com/rest/issues/labels#remove-a-label-from-an-issue";
+    let mut st = tri!(call.state());
+    tri!(require_auth(&call.caller));
+    let n = tri!(call.number(doc));
+    let by = author_of(&call.caller, &st);
+    let Some(issue) = st.issue_mut(n) else {
+        return not_found(doc);
+    };
+    let Some(pos) = issue
+        .labels
+        .iter()
+        .position(|l| l.eq_ignore_ascii_case(&name))
+    else {
+        return gh_error(StatusCode::NOT_FOUND, "Label does not exist", doc);
+    };
+    let label = issue.labels.remove(pos);
+    let labels = labels_json(issue);
+    call.s.emit(
+        &st,
+        Hook::Unlabeled {
+            issue: n,
+            label,
+            by,
+        },
+    );
+    call.ok(labels)
+}
+
+async fn dispatch_workflow(call: RepoCall, body: Bytes) -> Response {
+    let doc = "https://docs.github.com/rest/actions/workflows#create-a-workflow-dispatch-event";
+    let (mut st, input) = tri!(call.write(&body));
+    let Some(git_ref) = text_field(&input, "ref") else {
+        return validation_failed(
+            json!([{"resource": "WorkflowDispatch", "field": "ref", "code": "missing_field"}]),
+            doc,
+        );
+    };
+    let mut inputs = BTreeMap::new();
+    match input.get("inputs") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(map)) => {
+            for (k, v) in map {
+                let Some(v) = v.as_str() else {
+                    return gh_error(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        &format!("Invalid value for input '{k}': inputs are strings"),
+                        doc,
+                    );
+                };
+                inputs.insert(k.clone(), v.to_string());
+            }
+        }
+        Some(_) => {
+            return gh_error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "inputs must be an object",
+                doc,
+            );
+        }
+    }
+    let known_ref = git_ref == st.repo.default_branch
+        || call
+            .s
+            .git
+            .branch_sha(git_ref.trim_start_matches("refs/heads/"))
+            .is_some();
+    if !known_ref {
+        return gh_error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            &format!("No ref found for: {git_ref}"),
+            doc,
+        );
+    }
+    let actor = author_of(&call.caller, &st);
+    st.dispatches.push(DispatchSeed {
+        workflow: call.arg.clone(),
+        git_ref,
+        inputs,
+        actor,
+        created_at: Some(chrono::Utc::now()),
+    });
+    call.reply(StatusCode::NO_CONTENT.into_response())
 }
 
 async fn patch_issue(call: RepoCall, body: Bytes) -> Response {
@@ -749,6 +905,7 @@ async fn patch_issue(call: RepoCall, body: Bytes) -> Response {
         }
     };
     if let Some(issue) = st.issue_mut(n) {
+        let closes = state == Some(SeedState::Closed) && issue.state == SeedState::Open;
         if let Some(state) = state {
             issue.state = state;
             issue.state_reason = match state {
@@ -763,7 +920,7 @@ async fn patch_issue(call: RepoCall, body: Bytes) -> Response {
         }
         if let Some(b) = text_field(&input, "body") {
             issue.body = b;
-            issue.editor = Some(editor);
+            issue.editor = Some(editor.clone());
         }
         if let Some(labels) = input.get("labels").and_then(|v| v.as_array()) {
             issue.labels = labels
@@ -773,6 +930,15 @@ async fn patch_issue(call: RepoCall, body: Bytes) -> Response {
                 .collect();
         }
         let issue = issue.clone();
+        if closes {
+            call.s.emit(
+                &st,
+                Hook::Closed {
+                    issue: n,
+                    by: editor,
+                },
+            );
+        }
         return call.ok(issue_json(&call.s, &st, &issue));
     }
     if let Some(pull) = st.pulls.iter_mut().find(|p| p.number == n) {
@@ -824,6 +990,15 @@ async fn create_comment(call: RepoCall, body: Bytes) -> Response {
         created_at: Some(chrono::Utc::now()),
     };
     issue.comments.push(comment.clone());
+    let by = comment.author.clone();
+    call.s.emit(
+        &st,
+        Hook::Commented {
+            issue: n,
+            comment_id: id,
+            by,
+        },
+    );
     let body = comment_json(&call.s, &st, n, &comment);
     call.created(&st, body, &format!("/issues/comments/{id}"))
 }
@@ -852,9 +1027,20 @@ async fn update_comment(call: RepoCall, body: Bytes) -> Response {
     let Some(issue) = st.issue_mut(n) else {
         return not_found(doc);
     };
-    issue.comments[pos].body = text;
-    issue.comments[pos].editor = Some(editor);
+    let before = std::mem::replace(&mut issue.comments[pos].body, text);
+    issue.comments[pos].editor = Some(editor.clone());
     let c = issue.comments[pos].clone();
+    if before != c.body {
+        call.s.emit(
+            &st,
+            Hook::CommentEdited {
+                issue: n,
+                comment_id: c.id,
+                before,
+                by: editor,
+            },
+        );
+    }
     call.ok(comment_json(&call.s, &st, n, &c))
 }
 
@@ -1233,9 +1419,43 @@ fn execute(s: &Shared, caller: &Caller, request: &GqlRequest) -> Value {
     match operation(&doc, request) {
         Ok((op, _)) => {
             let mut st = s.state();
-            Exec::new(&mut st, &s.base, caller, &doc, request.variables.as_ref()).run(op)
+            let mutation = matches!(op, OperationDefinition::Mutation(_)) && s.hooks.is_some();
+            let before = mutation.then(|| st.board.as_ref().map(|b| b.items.clone()));
+            let answer =
+                Exec::new(&mut st, &s.base, caller, &doc, request.variables.as_ref()).run(op);
+            if let Some(Some(before)) = before {
+                card_moves(s, &st, caller, &before);
+            }
+            answer
         }
         Err(errors) => errors,
+    }
+}
+
+/// The webhooks of the cards a mutation moved.
+fn card_moves(
+    s: &Shared,
+    st: &SandboxState,
+    caller: &Caller,
+    before: &BTreeMap<u64, Option<String>>,
+) {
+    let Some(board) = &st.board else {
+        return;
+    };
+    let by = author_of(caller, st);
+    for (issue, to) in &board.items {
+        let from = before.get(issue);
+        if from != Some(to) {
+            s.emit(
+                st,
+                Hook::CardMoved {
+                    issue: *issue,
+                    from: from.cloned().flatten(),
+                    to: to.clone(),
+                    by: by.clone(),
+                },
+            );
+        }
     }
 }
 
@@ -1278,4 +1498,101 @@ async fn add_fault(State(s): S, body: Bytes) -> Response {
             DOCS,
         ),
     }
+}
+
+/// Play a human's action on the state, with its webhook.
+pub(super) fn act(s: &Shared, act: Act) -> Result<(), String> {
+    let mut st = s.state();
+    let missing = |n: u64| format!("issue #{n} does not exist");
+    let hook = match act {
+        Act::Move { issue, to, by } => {
+            let board = st.board.as_mut().ok_or("the sandbox has no board")?;
+            if let Some(column) = &to {
+                if !board.options.contains(column) {
+                    return Err(format!(
+                        "`{column}` is not a column of the board ({})",
+                        board.options.join(", ")
+                    ));
+                }
+            }
+            let from = board.items.insert(issue, to.clone()).flatten();
+            Hook::CardMoved {
+                issue,
+                from,
+                to,
+                by,
+            }
+        }
+        Act::Comment { issue, body, by } => {
+            let id = st.max_comment_id() + 1;
+            st.issue_mut(issue)
+                .ok_or_else(|| missing(issue))?
+                .comments
+                .push(CommentSeed {
+                    id,
+                    author: by.clone(),
+                    body,
+                    editor: None,
+                    created_at: Some(chrono::Utc::now()),
+                });
+            Hook::Commented {
+                issue,
+                comment_id: id,
+                by,
+            }
+        }
+        Act::Label { issue, name, by } => {
+            let i = st.issue_mut(issue).ok_or_else(|| missing(issue))?;
+            if !i.labels.iter().any(|l| l.eq_ignore_ascii_case(&name)) {
+                i.labels.push(name.clone());
+            }
+            Hook::Labeled {
+                issue,
+                label: name,
+                by,
+            }
+        }
+        Act::Unlabel { issue, name, by } => {
+            let i = st.issue_mut(issue).ok_or_else(|| missing(issue))?;
+            i.labels.retain(|l| !l.eq_ignore_ascii_case(&name));
+            Hook::Unlabeled {
+                issue,
+                label: name,
+                by,
+            }
+        }
+        Act::Close { issue, by } => {
+            let i = st.issue_mut(issue).ok_or_else(|| missing(issue))?;
+            i.state = SeedState::Closed;
+            i.state_reason = Some("completed".into());
+            Hook::Closed { issue, by }
+        }
+    };
+    s.emit(&st, hook);
+    Ok(())
+}
+
+async fn act_route(State(s): S, body: Bytes) -> Response {
+    let action = match serde_json::from_slice::<Act>(&body) {
+        Ok(action) => action,
+        Err(e) => {
+            return gh_error(
+                StatusCode::BAD_REQUEST,
+                &format!("not an action: {e} (one of move, comment, label, unlabel, close)"),
+                DOCS,
+            );
+        }
+    };
+    match act(&s, action) {
+        Ok(()) => json_ok(StatusCode::OK, json!({ "done": true })),
+        Err(e) => gh_error(StatusCode::UNPROCESSABLE_ENTITY, &e, DOCS),
+    }
+}
+
+async fn deliveries(State(s): S) -> Response {
+    let log = s.hooks.as_ref().map(|h| h.log()).unwrap_or_default();
+    json_ok(
+        StatusCode::OK,
+        serde_json::to_value(log).unwrap_or_default(),
+    )
 }

@@ -237,6 +237,25 @@ pub struct SandboxState {
     pub auto_check_runs: Vec<CheckRunSeed>,
     #[serde(default)]
     pub pulls: Vec<PullSeed>,
+    /// Workflow runs asked for through `POST …/actions/workflows/{id}/dispatches`, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dispatches: Vec<DispatchSeed>,
+}
+
+/// A `workflow_dispatch` the sandbox received.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DispatchSeed {
+    /// The workflow's file name or id, as the path named it.
+    pub workflow: String,
+    #[serde(rename = "ref")]
+    pub git_ref: String,
+    #[serde(default)]
+    pub inputs: BTreeMap<String, String>,
+    /// Who asked for it.
+    pub actor: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<DateTime<Utc>>,
 }
 
 impl SandboxState {
@@ -259,6 +278,7 @@ impl SandboxState {
             check_runs: BTreeMap::new(),
             auto_check_runs: Vec::new(),
             pulls: Vec::new(),
+            dispatches: Vec::new(),
         }
     }
 

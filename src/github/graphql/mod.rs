@@ -7,6 +7,8 @@ use graphql_client::GraphQLQuery;
 
 /// GitHub's `URI` scalar.
 pub type URI = String;
+/// GitHub's `DateTime` scalar (ISO 8601).
+pub type DateTime = String;
 
 /// An operation of `board.graphql`, typed by graphql_client from the vendored schema.
 macro_rules! operation {
@@ -21,7 +23,14 @@ macro_rules! operation {
     )+};
 }
 
-operation!(IssueBoardItems, ProjectBoard, AddToBoard, UpdateItemStatus);
+operation!(
+    IssueBoardItems,
+    ProjectBoard,
+    AddToBoard,
+    UpdateItemStatus,
+    BoardItems,
+    BoardCard
+);
 
 /// Who edited an issue and its comments (`trust.graphql`).
 #[derive(GraphQLQuery)]
