@@ -9,6 +9,7 @@ mod demo;
 mod output;
 mod run;
 mod serve;
+mod watch;
 
 use output::{err, errln, outln};
 
@@ -89,8 +90,11 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Receive GitHub webhook deliveries: verify, de-duplicate and queue them as events.
+    /// Receive GitHub webhook deliveries and run what they ask for (with a slow board poll as a
+    /// safety net).
     Serve(serve::ServeArgs),
+    /// Poll the board and run what arrives in the trigger columns; stop what a human moves away.
+    Watch(watch::WatchArgs),
     /// The sandbox GitHub.
     Sandbox {
         #[command(subcommand)]
@@ -161,7 +165,7 @@ pub fn main() -> ExitCode {
     };
     // A server says what it receives and why it ignores things; a command speaks up on trouble.
     init_tracing(match cli.command {
-        Command::Serve(_) => "warn,supervisor=info",
+        Command::Serve(_) | Command::Watch(_) => "warn,supervisor=info",
         _ => "warn",
     });
     ExitCode::from(dispatch(cli))
@@ -197,6 +201,7 @@ fn dispatch(cli: Cli) -> u8 {
             json,
         } => gates_command(&dir, base, &only, json),
         Command::Serve(args) => serve::run(args),
+        Command::Watch(args) => watch::run(args),
         Command::Sandbox {
             command:
                 SandboxCommand::Serve {

@@ -76,7 +76,7 @@ pub fn run(args: RunArgs) -> u8 {
     }
 }
 
-fn canonical(dir: &Path) -> PathBuf {
+pub(super) fn canonical(dir: &Path) -> PathBuf {
     dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf())
 }
 
@@ -133,6 +133,7 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
             .map(|t| t.expose().to_string()),
         scripted_program: None,
         cancel: shutdown.token(),
+        hooks: None,
     };
     let opts = RunOptions {
         issue: args.issue,

@@ -292,6 +292,7 @@ pub async fn run_demo(
         github_token: None,
         scripted_program: Some(program),
         cancel: shutdown.token(),
+        hooks: None,
     };
     let opts = RunOptions {
         issue: world.spec.issue.number,

@@ -25,6 +25,18 @@ pub struct Services {
     pub scripted_program: Option<PathBuf>,
     /// Cancelled on SIGINT/SIGTERM (or by the scheduler): the run stops at its next safe point.
     pub cancel: CancellationToken,
+    /// Told of the run's card moves, and may hold a move back (the scheduler's column limits).
+    pub hooks: Option<Arc<dyn RunHooks>>,
+}
+
+/// What a scheduler hears from a run it started, and how it holds one back.
+pub trait RunHooks: Send + Sync {
+    /// The run is about to move `issue`'s card to `column`: the move waits until the returned
+    /// future resolves (room in a column with a limit). It resolves early when the run is
+    /// cancelled, and then the card is not moved.
+    fn moving(&self, issue: u64, column: &str) -> futures_util::future::BoxFuture<'static, ()>;
+    /// The run moved `issue`'s card to `column`.
+    fn moved(&self, issue: u64, column: &str);
 }
 
 /// A new run id: `<issue>-<UTC timestamp>`.
