@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use crate::sandbox::{
     BoardSeed, CheckRunSeed, CommentSeed, IssueSeed, OwnerType, Sandbox, SandboxError,
-    SandboxState, SeedState, TokenSeed, UserSeed,
+    SandboxState, SeedState, TokenSeed, UserSeed, WebhookTarget,
 };
 
 /// The columns of the built-in workflow, in board order.
@@ -222,6 +222,15 @@ impl WorldSpec {
 impl World {
     /// Build the world under `dir` (created if needed) and start its sandbox.
     pub async fn build(dir: &Path, spec: WorldSpec) -> Result<World, WorldError> {
+        World::build_with_webhook(dir, spec, None).await
+    }
+
+    /// [`build`](World::build), with a sandbox that sends its webhooks to `webhook`.
+    pub async fn build_with_webhook(
+        dir: &Path,
+        spec: WorldSpec,
+        webhook: Option<WebhookTarget>,
+    ) -> Result<World, WorldError> {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         let dir = dir.canonicalize().map_err(io(dir))?;
         let remote = dir.join("remote.git");
@@ -270,7 +279,7 @@ impl World {
 
         let token = spec.token();
         let state = spec.sandbox_state(Some(remote.clone()));
-        let sandbox = Sandbox::start(state, 0).await?;
+        let sandbox = Sandbox::start_with_webhook(state, 0, webhook).await?;
         Ok(World {
             dir,
             repo,

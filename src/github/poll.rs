@@ -48,6 +48,8 @@ pub struct BoardPoll {
     pub skipped: usize,
     pub pages: u32,
     pub rate: RateLimit,
+    /// The login the token acts as.
+    pub viewer: Option<String>,
 }
 
 /// A card found by its node id, and the board it is on.
@@ -156,6 +158,7 @@ impl GitHub {
                 poll.rate.remaining = Some(rate.remaining.max(0) as u64);
                 poll.rate.reset_at = Some(rate.reset_at.clone());
             }
+            poll.viewer = Some(data.viewer.login.clone());
             use board_items::BoardItemsRepositoryOwner as Owner;
             let project = data
                 .repository_owner

@@ -88,6 +88,13 @@ impl Claims {
         self.ttl
     }
 
+    /// The login this watcher posts as (its claim comments count).
+    pub fn set_login(&self, login: &str) {
+        if let Ok(mut l) = self.login.lock() {
+            *l = Some(login.to_string());
+        }
+    }
+
     fn login(&self) -> Option<String> {
         self.login.lock().ok().and_then(|l| l.clone())
     }
@@ -164,10 +171,10 @@ impl Claims {
         }
         let stale = self.notes(&comments);
         if let Some(old) = stale.last() {
-            tracing::info!(
+            tracing::debug!(
                 issue,
                 holder = %old.holder,
-                "taking over a stale claim (not renewed since {})",
+                "the earlier claim ended at {}: claiming afresh",
                 old.expires
             );
         }

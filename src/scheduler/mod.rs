@@ -213,6 +213,8 @@ struct Loop {
     queue: VecDeque<(u64, String)>,
     /// Issues to queue again at the next poll (a run GitHub's trouble paused).
     retry: BTreeSet<u64>,
+    /// Runs an earlier process left: where their cards are is learnt from their own moves.
+    resumed: BTreeSet<u64>,
     runs: JoinSet<(u64, Result<RunSummary, RunError>)>,
     /// The board's node, once a poll has read it.
     board_id: Option<String>,
@@ -249,6 +251,7 @@ impl Loop {
             live: BTreeMap::new(),
             queue: VecDeque::new(),
             retry: BTreeSet::new(),
+            resumed: BTreeSet::new(),
             runs: JoinSet::new(),
             board_id: None,
             accepting: true,
@@ -405,7 +408,11 @@ impl Loop {
 
     fn spawn(&mut self, issue: u64, held: Held) {
         let cancel = self.shutdown.child_token();
-        let column = self.seen_column(issue);
+        let column = if self.resumed.remove(&issue) {
+            None
+        } else {
+            self.seen_column(issue)
+        };
         if let Some(c) = &column {
             self.tracker.enter(issue, c);
         } else {
@@ -610,6 +617,9 @@ impl Loop {
         self.last_poll = json!({ "at": chrono::Utc::now().to_rfc3339(), "poll": notice });
         self.notice(notice);
         self.board_id = Some(poll.project_id.clone());
+        if let Some(login) = &poll.viewer {
+            self.claims.set_login(login);
+        }
         let cards: BTreeMap<u64, &Card> = poll.cards.iter().map(|c| (c.issue, c)).collect();
         let live: Vec<u64> = self.live.keys().copied().collect();
         for issue in live {
