@@ -518,6 +518,16 @@ mod binary {
         dir
     }
 
+    /// The sandbox GitHub `serve` acts on, on its own runtime.
+    fn github() -> (tokio::runtime::Runtime, supervisor::sandbox::Sandbox) {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let state = supervisor::sandbox::SandboxState::new("Codertocat", "Hello-World");
+        let sandbox = rt
+            .block_on(supervisor::sandbox::Sandbox::start(state, 0))
+            .unwrap();
+        (rt, sandbox)
+    }
+
     fn serve(dir: &std::path::Path, secret_value: Option<&str>) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_supervisor"));
         cmd.args([
@@ -559,7 +569,12 @@ mod binary {
     #[test]
     fn serve_prints_each_queued_event_and_stops_on_sigterm() {
         let dir = settings_dir();
-        let mut child = serve(dir.path(), Some(SECRET)).spawn().unwrap();
+        let (_rt, github) = github();
+        let mut child = serve(dir.path(), Some(SECRET))
+            .env("GITHUB_API_URL", github.url())
+            .env("GH_TOKEN", "sandbox-token")
+            .spawn()
+            .unwrap();
         let stderr = child.stderr.take().unwrap();
         let server = Server(child);
         let (tx, rx) = std_mpsc::channel();

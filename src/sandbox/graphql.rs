@@ -538,9 +538,9 @@ impl<'q, 's> Exec<'q, 's> {
     }
 
     /// The board, once the caller's scopes may read it.
-    fn readable_board(&self) -> Result<Option<BoardSeed>, Fail> {
+    fn readable_board(&self) -> Result<Option<&BoardSeed>, Fail> {
         self.need_project(false)?;
-        Ok(self.state.board.clone())
+        Ok(self.state.board.as_ref())
     }
 
     fn resolve(&mut self, obj: &Obj, field: &str, args: &Args) -> Result<Out, Fail> {
@@ -985,7 +985,7 @@ impl<'q, 's> Exec<'q, 's> {
         match field {
             "id" => leaf(ids::project(board.number)),
             "number" => leaf(board.number),
-            "title" => leaf(board.title),
+            "title" => leaf(board.title.clone()),
             "url" => leaf(format!(
                 "{}/orgs/{}/projects/{}",
                 self.base, board.owner, board.number
@@ -1021,7 +1021,7 @@ impl<'q, 's> Exec<'q, 's> {
         };
         match field {
             "id" => leaf(ids::status_field(board.number)),
-            "name" => leaf(board.status_field),
+            "name" => leaf(board.status_field.clone()),
             "dataType" => leaf("SINGLE_SELECT"),
             "project" => Ok(Out::Obj(Obj::Project)),
             "options" => {

@@ -213,6 +213,8 @@ struct Loop {
     queue: VecDeque<(u64, String)>,
     /// Issues to queue again at the next poll (a run GitHub's trouble paused).
     retry: BTreeSet<u64>,
+    /// Issues already tried again in this process (`once`).
+    retried: BTreeSet<u64>,
     /// Runs an earlier process left: where their cards are is learnt from their own moves.
     resumed: BTreeSet<u64>,
     runs: JoinSet<(u64, Result<RunSummary, RunError>)>,
@@ -252,6 +254,7 @@ impl Loop {
             queue: VecDeque::new(),
             retry: BTreeSet::new(),
             resumed: BTreeSet::new(),
+            retried: BTreeSet::new(),
             runs: JoinSet::new(),
             board_id: None,
             accepting: true,
@@ -547,7 +550,12 @@ impl Loop {
             Err(e) => {
                 let resumable = e.is_resumable() && !matches!(e, RunError::Busy { .. });
                 if resumable && !self.draining {
-                    self.retry.insert(issue);
+                    if self.s.config.once && self.retried.insert(issue) {
+                        // No later poll will come: once more now, from its checkpoint.
+                        self.queue.push_back((issue, "trying again".to_string()));
+                    } else {
+                        self.retry.insert(issue);
+                    }
                 }
                 self.notice(Notice::Failed {
                     issue,
