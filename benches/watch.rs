@@ -136,7 +136,13 @@ async fn webhook_to_start() {
     let port_text = port.to_string();
     let mut cmd = command(
         &world,
-        &["serve", "--webhook-secret-env", "BENCH_SECRET", "--port", &port_text],
+        &[
+            "serve",
+            "--webhook-secret-env",
+            "BENCH_SECRET",
+            "--port",
+            &port_text,
+        ],
     );
     cmd.env("BENCH_SECRET", secret);
     let mut child = cmd.spawn().unwrap();
@@ -190,7 +196,14 @@ async fn twenty_runs() {
     let (_d, world) = world(RUNS, "Research", None).await;
     let cmd = command(
         &world,
-        &["watch", "--once", "--max-concurrent", "20", "--interval", "1s"],
+        &[
+            "watch",
+            "--once",
+            "--max-concurrent",
+            "20",
+            "--interval",
+            "1s",
+        ],
     );
     let mut cmd = cmd.into_std();
     let log = world.dir.join("watch.log");

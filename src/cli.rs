@@ -65,6 +65,9 @@ pub enum Command {
         /// Build the demo in this directory instead of a new temporary one.
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
+        /// The board-driven mode: the scheduler watches the board, a maintainer drags the card.
+        #[arg(long)]
+        watch: bool,
     },
     /// Run one role agent once in a directory, as the pipeline would.
     Agent(agent::AgentCommand),
@@ -187,7 +190,12 @@ fn dispatch(cli: Cli) -> u8 {
     match cli.command {
         Command::Check { repo_root, json } => check(repo_root, json),
         Command::Run(args) => run::run(args),
-        Command::Demo { json, clean, dir } => demo::run(json, clean, dir),
+        Command::Demo {
+            json,
+            clean,
+            dir,
+            watch,
+        } => demo::run(json, clean, dir, watch),
         Command::Agent(args) => agent::run(args),
         Command::AgentScript {
             script,

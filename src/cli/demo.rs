@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 
 use super::output::{errln, outln};
 use super::run::{present, runtime};
-use super::{EXIT_STOPPED, EXIT_USAGE};
-use crate::demo::{demo_dir, demo_spec, run_demo};
+use super::{EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
+use crate::demo::{DemoReport, demo_dir, demo_spec, run_demo, run_demo_watch};
 use crate::workspace::Shutdown;
 
 /// Gate tools installed by `scripts/install-tools.sh` in the checkout this binary was built from.
@@ -18,7 +18,7 @@ fn source_tools() -> Vec<PathBuf> {
         .collect()
 }
 
-pub fn run(json: bool, clean: bool, dir: Option<PathBuf>) -> u8 {
+pub fn run(json: bool, clean: bool, dir: Option<PathBuf>, watch: bool) -> u8 {
     // Where the pinned gate tools exist, the demo uses them; where they don't, those gates show as not run.
     let tools = source_tools();
     if !tools.is_empty() {
@@ -62,32 +62,20 @@ pub fn run(json: bool, clean: bool, dir: Option<PathBuf>) -> u8 {
             "supervisor demo: building a repository, a bare remote and the sandbox GitHub in {}",
             dir.display()
         );
+        if watch {
+            return watch_demo(&dir, json, &shutdown).await;
+        }
         match run_demo(&dir, demo_spec(), program, &shutdown).await {
             Ok((summary, report)) => {
                 let code = present(&summary, json, false);
                 if json {
                     outln!("{}", serde_json::to_string_pretty(&report).expect("json"));
                 }
-                errln!("\nwhere to look");
-                if let crate::pipeline::RunEnd::PullRequest { url, .. } = &summary.end {
-                    errln!("  pull request   {url}");
-                }
-                errln!(
-                    "  issue #1       {} comments, card in {}",
-                    report.comments,
-                    report.column.as_deref().unwrap_or("(no column)")
-                );
-                errln!("  journal        {}", report.journal);
-                errln!("  run map        {} (mermaid)", report.run_map.display());
-                errln!("  GitHub state   {}", report.sandbox_state.display());
-                errln!(
-                    "                 browse it: supervisor sandbox serve --state {}",
-                    report.sandbox_state.display()
-                );
-                errln!(
-                    "  requests       {} to the sandbox GitHub",
-                    report.github_requests
-                );
+                let pr = match &summary.end {
+                    crate::pipeline::RunEnd::PullRequest { url, .. } => Some(url.as_str()),
+                    _ => None,
+                };
+                where_to_look(&report, pr);
                 code
             }
             Err(e) => {
@@ -100,4 +88,53 @@ pub fn run(json: bool, clean: bool, dir: Option<PathBuf>) -> u8 {
         let _ = std::fs::remove_dir_all(&dir);
     }
     code
+}
+
+/// `demo --watch`: the board-driven mode on the demo's board.
+async fn watch_demo(dir: &Path, json: bool, shutdown: &Shutdown) -> u8 {
+    errln!(
+        "supervisor demo --watch: the scheduler watches the board; a maintainer drags issue #1 from Backlog to Research"
+    );
+    match run_demo_watch(dir, demo_spec(), super::watch::printer(json), shutdown).await {
+        Ok((end, pr, report)) => {
+            if json {
+                outln!("{}", serde_json::to_string_pretty(&report).expect("json"));
+            }
+            where_to_look(&report, pr.as_deref());
+            if end == "pull-request" {
+                EXIT_OK
+            } else {
+                EXIT_STOPPED
+            }
+        }
+        Err(e) => {
+            errln!("supervisor demo: {e}");
+            EXIT_STOPPED
+        }
+    }
+}
+
+fn where_to_look(report: &DemoReport, pr: Option<&str>) {
+    errln!("\nwhere to look");
+    if let Some(url) = pr {
+        errln!("  pull request   {url}");
+    }
+    errln!(
+        "  issue #1       {} comments, card in {}",
+        report.comments,
+        report.column.as_deref().unwrap_or("(no column)")
+    );
+    errln!("  journal        {}", report.journal);
+    if let Some(map) = &report.run_map {
+        errln!("  run map        {} (mermaid)", map.display());
+    }
+    errln!("  GitHub state   {}", report.sandbox_state.display());
+    errln!(
+        "                 browse it: supervisor sandbox serve --state {}",
+        report.sandbox_state.display()
+    );
+    errln!(
+        "  requests       {} to the sandbox GitHub",
+        report.github_requests
+    );
 }

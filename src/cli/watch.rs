@@ -137,15 +137,24 @@ impl Engine {
 }
 
 /// Notices on stderr, or as JSON lines on stdout.
-fn printer(json: bool) -> NoticeSink {
+/// On stderr a poll is shown at most once a minute (`--json` shows every one).
+pub(super) fn printer(json: bool) -> NoticeSink {
+    let last_poll = std::sync::Mutex::new(None::<std::time::Instant>);
     Arc::new(move |n: &Notice| {
         if json {
             if let Ok(line) = serde_json::to_string(n) {
                 outln!("{line}");
             }
-        } else {
-            errln!("{}", notice_text(n));
+            return;
         }
+        if let Notice::Polled { .. } = n {
+            let mut last = last_poll.lock().unwrap_or_else(|e| e.into_inner());
+            if last.is_some_and(|t| t.elapsed() < Duration::from_secs(60)) {
+                return;
+            }
+            *last = Some(std::time::Instant::now());
+        }
+        errln!("{}", notice_text(n));
     })
 }
 
@@ -201,6 +210,7 @@ fn notice_text(n: &Notice) -> String {
             format!("#{issue} dispatched to {workflow}")
         }
         Notice::Ignored { event, reason } => format!("{event} ignored: {reason}"),
+        Notice::Draining { live } if live.is_empty() => "stopping".to_string(),
         Notice::Draining { live } => format!(
             "stopping: {} live run(s) stop at their next safe point and start again next time",
             live.len()

@@ -19,6 +19,7 @@ use crate::pipeline::{Project, RunOptions, RunSummary};
 use crate::report::run_map;
 use crate::runtime::{Services, run_issue};
 use crate::sandbox::CheckRunSeed;
+use crate::scheduler::{Mode, Notice, NoticeSink, Scheduler, SchedulerConfig};
 use crate::workspace::{PushAuth, Shutdown};
 
 /// A fenced JSON answer after a line of prose, as agents write them.
@@ -245,7 +246,8 @@ pub fn demo_dir() -> PathBuf {
 pub struct DemoReport {
     pub dir: PathBuf,
     pub sandbox_state: PathBuf,
-    pub run_map: PathBuf,
+    /// The mermaid map of the run (the run of `demo` itself; `demo --watch` runs in the scheduler).
+    pub run_map: Option<PathBuf>,
     pub journal: String,
     pub comments: usize,
     pub column: Option<String>,
@@ -299,22 +301,33 @@ pub async fn run_demo(
         ..RunOptions::default()
     };
     let summary = run_issue(std::sync::Arc::new(project), services, opts).await?;
-    let state_path = world.dir.join("sandbox-state.json");
-    let snapshot = world.sandbox.snapshot();
-    let write = |path: &Path, text: &str| {
-        std::fs::write(path, text).map_err(|source| DemoError::Write {
-            path: path.to_path_buf(),
-            source,
-        })
-    };
-    write(&state_path, &snapshot.to_json())?;
     let map_path = world.dir.join("run-map.mmd");
     write(&map_path, &run_map(&summary.transitions))?;
+    let report = report(world, summary.journal.clone(), Some(map_path)).await?;
+    Ok((summary, report))
+}
+
+fn write(path: &Path, text: &str) -> Result<(), DemoError> {
+    std::fs::write(path, text).map_err(|source| DemoError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Keep the sandbox's final state beside the demo, stop the sandbox, and say where to look.
+async fn report(
+    world: World,
+    journal: String,
+    run_map: Option<PathBuf>,
+) -> Result<DemoReport, DemoError> {
+    let state_path = world.dir.join("sandbox-state.json");
+    let snapshot = world.sandbox.snapshot();
+    write(&state_path, &snapshot.to_json())?;
     let report = DemoReport {
         dir: world.dir.clone(),
         sandbox_state: state_path,
-        run_map: map_path,
-        journal: summary.journal.clone(),
+        run_map,
+        journal,
         comments: snapshot.comments_of(world.spec.issue.number).len(),
         column: snapshot
             .column_of(world.spec.issue.number)
@@ -323,7 +336,96 @@ pub async fn run_demo(
         requests_by_route: world.sandbox.request_counts(),
     };
     world.sandbox.shutdown().await;
-    Ok((summary, report))
+    Ok(report)
+}
+
+/// The board-driven mode: build the demo world, start the scheduler on its board, play a
+/// maintainer dragging the issue's card from Backlog to Research, and let the scheduler run it to
+/// its end. Every notice goes to `sink`; the run's end (`pull-request`, …) is returned with the
+/// report.
+pub async fn run_demo_watch(
+    dir: &Path,
+    spec: WorldSpec,
+    sink: NoticeSink,
+    shutdown: &Shutdown,
+) -> Result<(String, Option<String>, DemoReport), DemoError> {
+    let world = World::build(dir, spec).await?;
+    let project = Project::load(&world.repo, &|_| None)?;
+    let token = Token::new(world.token.clone())?;
+    let cfg = ClientConfig::new(
+        world.sandbox.url(),
+        Some(token),
+        project.settings.repo.clone(),
+    );
+    let github = GitHub::new(cfg)?;
+    let (tx, mut notices) = tokio::sync::mpsc::unbounded_channel::<Notice>();
+    let forward: NoticeSink = std::sync::Arc::new(move |n: &Notice| {
+        sink(n);
+        let _ = tx.send(n.clone());
+    });
+    let config = SchedulerConfig {
+        max_concurrent: 2,
+        poll_interval: std::time::Duration::from_millis(300),
+        once: false,
+        mode: Mode::Local,
+    };
+    let scheduler = Scheduler::new(
+        std::sync::Arc::new(project),
+        github,
+        PushAuth::None,
+        None,
+        config,
+        forward,
+    );
+    let stop = shutdown.token().child_token();
+    let task = tokio::spawn(scheduler.run(None, stop.clone()));
+    let issue = world.spec.issue.number;
+    let mut moved = false;
+    let mut end = ("interrupted".to_string(), None, String::new());
+    while let Some(n) = notices.recv().await {
+        match n {
+            Notice::Polled { .. } if !moved => {
+                moved = true;
+                let drag = crate::sandbox::Act::Move {
+                    issue,
+                    to: Some("Research".into()),
+                    by: world.spec.codeowner.clone(),
+                };
+                if let Err(e) = world.sandbox.act(drag) {
+                    tracing::warn!("the sandbox refused the card move: {e}");
+                    break;
+                }
+            }
+            Notice::Finished {
+                issue: i,
+                end: e,
+                pr_url,
+                run_id,
+            } if i == issue => {
+                end = (e, pr_url, run_id);
+                break;
+            }
+            Notice::Failed {
+                issue: i, error, ..
+            } if i == issue => {
+                end = ("error".to_string(), None, error);
+                break;
+            }
+            _ => {}
+        }
+        if shutdown.token().is_cancelled() {
+            break;
+        }
+    }
+    stop.cancel();
+    let _ = task.await;
+    let journal = crate::pipeline::runs_dir(&world.repo)
+        .join(&end.2)
+        .join("events.jsonl")
+        .display()
+        .to_string();
+    let report = report(world, journal, None).await?;
+    Ok((end.0, end.1, report))
 }
 
 /// The demo's world with instant agents that succeed at once and only the cheap gates (CI and
