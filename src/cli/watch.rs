@@ -11,7 +11,7 @@ use super::run::{canonical, connect};
 use super::{EXIT_GITHUB, EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
 use crate::pipeline::{Project, process_env};
 use crate::report;
-use crate::scheduler::{Mode, Notice, NoticeSink, Outcome, Scheduler, SchedulerConfig};
+use crate::scheduler::{Access, Mode, Notice, NoticeSink, Outcome, Scheduler, SchedulerConfig};
 use crate::workspace::{PushAuth, Shutdown};
 
 /// Where ready cards are worked.
@@ -125,14 +125,12 @@ impl Engine {
     }
 
     pub fn scheduler(&self, config: SchedulerConfig, json: bool) -> Scheduler {
-        Scheduler::new(
-            self.project.clone(),
-            self.gh.clone(),
-            self.push_auth.clone(),
-            self.token.clone(),
-            config,
-            printer(json),
-        )
+        let access = Access {
+            gh: self.gh.clone(),
+            push_auth: self.push_auth.clone(),
+            github_token: self.token.clone(),
+        };
+        Scheduler::new(self.project.clone(), access, config, printer(json))
     }
 }
 

@@ -19,7 +19,7 @@ use crate::pipeline::{Project, RunOptions, RunSummary};
 use crate::report::run_map;
 use crate::runtime::{Services, run_issue};
 use crate::sandbox::CheckRunSeed;
-use crate::scheduler::{Mode, Notice, NoticeSink, Scheduler, SchedulerConfig};
+use crate::scheduler::{Access, Mode, Notice, NoticeSink, Scheduler, SchedulerConfig};
 use crate::workspace::{PushAuth, Shutdown};
 
 /// A fenced JSON answer after a line of prose, as agents write them.
@@ -272,13 +272,8 @@ pub enum DemoError {
     },
 }
 
-/// Build the demo world in `dir`, run the pipeline on its issue, and report where to look.
-pub async fn run_demo(
-    dir: &Path,
-    spec: WorldSpec,
-    program: PathBuf,
-    shutdown: &Shutdown,
-) -> Result<(RunSummary, DemoReport), DemoError> {
+/// The world, its project and a GitHub client for its sandbox.
+async fn build(dir: &Path, spec: WorldSpec) -> Result<(World, Project, GitHub), DemoError> {
     let world = World::build(dir, spec).await?;
     let project = Project::load(&world.repo, &|_| None)?;
     let token = Token::new(world.token.clone())?;
@@ -288,6 +283,17 @@ pub async fn run_demo(
         project.settings.repo.clone(),
     );
     let github = GitHub::new(cfg)?;
+    Ok((world, project, github))
+}
+
+/// Build the demo world in `dir`, run the pipeline on its issue, and report where to look.
+pub async fn run_demo(
+    dir: &Path,
+    spec: WorldSpec,
+    program: PathBuf,
+    shutdown: &Shutdown,
+) -> Result<(RunSummary, DemoReport), DemoError> {
+    let (world, project, github) = build(dir, spec).await?;
     let services = Services {
         github,
         push_auth: PushAuth::None,
@@ -349,15 +355,7 @@ pub async fn run_demo_watch(
     sink: NoticeSink,
     shutdown: &Shutdown,
 ) -> Result<(String, Option<String>, DemoReport), DemoError> {
-    let world = World::build(dir, spec).await?;
-    let project = Project::load(&world.repo, &|_| None)?;
-    let token = Token::new(world.token.clone())?;
-    let cfg = ClientConfig::new(
-        world.sandbox.url(),
-        Some(token),
-        project.settings.repo.clone(),
-    );
-    let github = GitHub::new(cfg)?;
+    let (world, project, github) = build(dir, spec).await?;
     let (tx, mut notices) = tokio::sync::mpsc::unbounded_channel::<Notice>();
     let forward: NoticeSink = std::sync::Arc::new(move |n: &Notice| {
         sink(n);
@@ -369,14 +367,12 @@ pub async fn run_demo_watch(
         once: false,
         mode: Mode::Local,
     };
-    let scheduler = Scheduler::new(
-        std::sync::Arc::new(project),
-        github,
-        PushAuth::None,
-        None,
-        config,
-        forward,
-    );
+    let access = Access {
+        gh: github,
+        push_auth: PushAuth::None,
+        github_token: None,
+    };
+    let scheduler = Scheduler::new(std::sync::Arc::new(project), access, config, forward);
     let stop = shutdown.token().child_token();
     let task = tokio::spawn(scheduler.run(None, stop.clone()));
     let issue = world.spec.issue.number;

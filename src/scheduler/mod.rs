@@ -136,12 +136,19 @@ pub struct Outcome {
 /// Who reads the notices.
 pub type NoticeSink = Arc<dyn Fn(&Notice) + Send + Sync>;
 
+/// How the scheduler and its runs reach GitHub.
+#[derive(Clone)]
+pub struct Access {
+    pub gh: GitHub,
+    pub push_auth: PushAuth,
+    /// Given to agents only when the settings opt in.
+    pub github_token: Option<String>,
+}
+
 /// The scheduler of one repository's board.
 pub struct Scheduler {
     project: Arc<Project>,
-    gh: GitHub,
-    push_auth: PushAuth,
-    github_token: Option<String>,
+    access: Access,
     config: SchedulerConfig,
     sink: NoticeSink,
     status: Arc<Mutex<Value>>,
@@ -150,17 +157,13 @@ pub struct Scheduler {
 impl Scheduler {
     pub fn new(
         project: Arc<Project>,
-        gh: GitHub,
-        push_auth: PushAuth,
-        github_token: Option<String>,
+        access: Access,
         config: SchedulerConfig,
         sink: NoticeSink,
     ) -> Scheduler {
         Scheduler {
             project,
-            gh,
-            push_auth,
-            github_token,
+            access,
             config,
             sink,
             status: Arc::new(Mutex::new(json!({ "live": [], "queue": [] }))),
@@ -238,7 +241,7 @@ impl Loop {
         let is_codeowner: Arc<dyn Fn(&str) -> bool + Send + Sync> =
             Arc::new(move |l: &str| owners.iter().any(|o| o.eq_ignore_ascii_case(l)));
         let claims = Claims::new(
-            s.gh.clone(),
+            s.access.gh.clone(),
             settings.watch.claim_label.clone(),
             Duration::from_secs(settings.watch.claim_ttl_sec),
             state.watcher.clone(),
@@ -422,10 +425,11 @@ impl Loop {
             self.tracker.enter_unknown(issue);
         }
         let svc = Services {
-            github: self.s.gh.clone(),
-            push_auth: self.s.push_auth.clone(),
+            github: self.s.access.gh.clone(),
+            push_auth: self.s.access.push_auth.clone(),
             github_token: self
                 .s
+                .access
                 .github_token
                 .clone()
                 .filter(|_| self.s.project.settings.pass_github_token),
@@ -464,6 +468,7 @@ impl Loop {
         let inputs = json!({ "issue": issue.to_string() });
         match self
             .s
+            .access
             .gh
             .dispatch_workflow(&workflow, &git_ref, &inputs)
             .await
@@ -582,7 +587,13 @@ impl Loop {
             capitalise(&stop.reason)
         );
         let marker = Marker::new(run_id, "board", 0, "board-stop");
-        if let Err(e) = self.s.gh.post_once(issue, &marker, &body, None).await {
+        if let Err(e) = self
+            .s
+            .access
+            .gh
+            .post_once(issue, &marker, &body, None)
+            .await
+        {
             tracing::warn!(issue, "could not post why the run stopped: {e}");
         }
     }
@@ -599,7 +610,7 @@ impl Loop {
 
     async fn poll(&mut self) {
         let started = Instant::now();
-        let poll = match self.s.gh.poll_board(&self.board).await {
+        let poll = match self.s.access.gh.poll_board(&self.board).await {
             Ok(poll) => poll,
             Err(e) => return self.poll_failed(e),
         };
@@ -828,7 +839,13 @@ impl Loop {
             |c| c.to_string(),
         );
         let marker = Marker::new(format!("status-{key}"), "status", 0, "status");
-        if let Err(e) = self.s.gh.post_once(issue, &marker, &body, None).await {
+        if let Err(e) = self
+            .s
+            .access
+            .gh
+            .post_once(issue, &marker, &body, None)
+            .await
+        {
             tracing::warn!(issue, "could not post the status: {e}");
         }
     }
@@ -848,6 +865,7 @@ impl Loop {
         }
         let found = match self
             .s
+            .access
             .gh
             .board_card(&moved.item_node_id, &self.board.status_field)
             .await
