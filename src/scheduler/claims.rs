@@ -240,8 +240,8 @@ impl Claims {
 mod tests {
     use super::*;
 
-    #[test]
-    fn claim_notes_are_read_back_and_forged_ones_do_not_count() {
+    #[tokio::test]
+    async fn claim_notes_are_read_back_and_forged_ones_do_not_count() {
         let gh = GitHub::new(crate::github::ClientConfig::new(
             "http://127.0.0.1:9",
             None,
