@@ -312,18 +312,61 @@ async fn mergeable_comes_from_the_branches() {
     within(async {
         let w = World::new().await;
         let (clean, _) = w.gh.find_or_create_pr(&new_pr("feature")).await.unwrap();
+        // Right after creation GitHub is still computing it: the first read answers null.
+        assert_eq!(clean.mergeable, None);
+        let first = w.gh.get_pr(clean.number).await.unwrap();
+        assert_eq!(first.mergeable, None);
+        assert_eq!(first.mergeable_state.as_deref(), Some("unknown"));
         let clean = w.gh.get_pr(clean.number).await.unwrap();
         assert_eq!(clean.mergeable, Some(true));
         assert_eq!(clean.mergeable_state.as_deref(), Some("clean"));
         let (clash, _) = w.gh.find_or_create_pr(&new_pr("clash")).await.unwrap();
+        let poll = w.gh.mergeable_poll();
+        assert_eq!(
+            w.gh.mergeable(clash.number, &poll).await.unwrap(),
+            Some(false)
+        );
         let clash = w.gh.get_pr(clash.number).await.unwrap();
-        assert_eq!(clash.mergeable, Some(false));
         assert_eq!(clash.mergeable_state.as_deref(), Some("dirty"));
         let e = w.gh.get_pr(42).await.unwrap_err();
         assert!(
             matches!(e, GitHubError::PullNotFound { number: 42, .. }),
             "{e}"
         );
+    })
+    .await
+}
+
+#[tokio::test]
+async fn mergeability_is_polled_until_github_knows_it() {
+    within(async {
+        let w = World::with(|s| s.mergeable_unknown_reads = 3).await;
+        let (clash, _) = w.gh.find_or_create_pr(&new_pr("clash")).await.unwrap();
+        let poll = w.gh.mergeable_poll();
+        assert_eq!(
+            w.gh.mergeable(clash.number, &poll).await.unwrap(),
+            Some(false)
+        );
+        assert_eq!(
+            w.count("GET /repos/{owner}/{repo}/pulls/{number}"),
+            4,
+            "3 unknown, then known"
+        );
+        // Bounded: a pull request GitHub never decides about gives up with `None`.
+        let (clean, _) = w.gh.find_or_create_pr(&new_pr("feature")).await.unwrap();
+        w.sandbox.with_state(|s| {
+            s.pulls
+                .iter_mut()
+                .find(|p| p.number == clean.number)
+                .unwrap()
+                .mergeable_pending = 1000
+        });
+        let short = supervisor::github::MergeablePoll {
+            attempts: 3,
+            ..poll
+        };
+        assert_eq!(w.gh.mergeable(clean.number, &short).await.unwrap(), None);
+        assert_eq!(w.count("GET /repos/{owner}/{repo}/pulls/{number}"), 7);
     })
     .await
 }
@@ -476,6 +519,7 @@ async fn a_github_app_gets_an_installation_token() {
                 public_key_pem: None,
                 public_key_path: Some(fixtures.join("app-key.pub.pem")),
                 scopes: vec!["repo".into(), "project".into()],
+                ..AppSeed::default()
             });
         })
         .await;

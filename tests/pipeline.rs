@@ -690,19 +690,8 @@ async fn an_open_blocker_stops_the_run() {
     spec.issue.body.push_str("\n\nDepends on #3");
     spec.issue.blocked_by = vec![2];
     for n in [2, 3] {
-        spec.extra_issues.push(IssueSeed {
-            number: n,
-            title: format!("Prerequisite {n}"),
-            body: String::new(),
-            author: "alice".into(),
-            labels: vec![],
-            state: SeedState::Open,
-            state_reason: None,
-            blocked_by: vec![],
-            comments: vec![],
-            editor: None,
-            created_at: None,
-        });
+        spec.extra_issues
+            .push(IssueSeed::new(n, &format!("Prerequisite {n}"), "", "alice"));
     }
     refused(
         spec,

@@ -201,12 +201,19 @@ impl World {
             .map(|l| UserSeed {
                 login: l.to_string(),
                 name: None,
+                // The maintainer and the bot belong to the organization; anyone else does not.
+                association: Some(if *l == &spec.codeowner || *l == &spec.bot {
+                    "MEMBER".into()
+                } else {
+                    "NONE".into()
+                }),
             })
             .collect();
         state.tokens = vec![TokenSeed {
             token: token.clone(),
             login: spec.bot.clone(),
             scopes: spec.token_scopes.clone(),
+            ..TokenSeed::default()
         }];
         let mut issues = vec![IssueSeed {
             number: spec.issue.number,
@@ -221,17 +228,9 @@ impl World {
                 .issue
                 .comments
                 .iter()
-                .enumerate()
-                .map(|(i, (author, body))| CommentSeed {
-                    id: 1000 + i as u64,
-                    author: author.clone(),
-                    body: body.clone(),
-                    editor: None,
-                    created_at: None,
-                })
+                .map(|(author, body)| CommentSeed::new(author, body))
                 .collect(),
-            editor: None,
-            created_at: None,
+            ..IssueSeed::default()
         }];
         issues.extend(spec.extra_issues.iter().cloned());
         state.issues = issues;

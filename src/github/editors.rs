@@ -1,5 +1,8 @@
-//! Who last edited an issue and its comments, so that text changed by anyone but a codeowner can be
-//! kept away from agents. One GraphQL request.
+//! Who last edited an issue and its comments, and who renamed it, so that text changed by anyone but
+//! a codeowner can be kept away from agents. One GraphQL request.
+//!
+//! Comments are matched to the REST API's ids through `fullDatabaseId` (a `BigInt` string):
+//! github.com's comment ids passed 2^31 in 2024, and `databaseId` is a 32-bit `Int`.
 
 use std::collections::BTreeMap;
 
@@ -15,6 +18,11 @@ pub struct Editors {
     pub comments: BTreeMap<u64, String>,
     /// Ids of the comments whose editors are known (edited or not).
     pub checked: Vec<u64>,
+    /// Who changed the issue's title, oldest first, one entry per rename (`ghost` for a deleted
+    /// account), among the most recent 100 renames.
+    pub title_renamers: Vec<String>,
+    /// The issue has more renames than `title_renamers` lists.
+    pub renames_truncated: bool,
 }
 
 /// Whether, and by whom, a comment was edited.
@@ -38,6 +46,7 @@ impl Editors {
 }
 
 impl GitHub {
+    /// Who last edited the issue's body and its most recent 100 comments, and who renamed it.
     pub async fn issue_editors(&self, number: u64) -> Result<Editors, GitHubError> {
         let repo = self.repo().clone();
         let (data, errors) = self
@@ -78,14 +87,37 @@ impl GitHub {
             .into_iter()
             .flatten()
         {
-            let Some(id) = node.database_id.and_then(|i| u64::try_from(i).ok()) else {
+            let Some(raw) = node.full_database_id else {
                 continue;
             };
+            let id = raw.trim().parse::<u64>().map_err(|_| GitHubError::InvalidResponse {
+                route: "POST /graphql IssueEditors".into(),
+                detail: format!(
+                    "comment `fullDatabaseId` is `{raw}`, not a whole number: GitHub's BigInt ids are strings of digits"
+                ),
+            })?;
             editors.checked.push(id);
             if let Some(e) = node.editor {
                 editors.comments.insert(id, e.login);
             }
         }
+        use super::graphql::issue_editors::IssueEditorsRepositoryIssueTimelineItemsNodes as Item;
+        let timeline = issue.timeline_items;
+        for node in timeline.nodes.unwrap_or_default().into_iter().flatten() {
+            if let Item::RenamedTitleEvent(event) = node {
+                editors
+                    .title_renamers
+                    .push(event.actor.map_or_else(|| "ghost".to_string(), |a| a.login));
+            }
+        }
+        editors.renames_truncated =
+            timeline.total_count.max(0) as usize > editors.title_renamers.len();
         Ok(editors)
+    }
+
+    /// Who renamed the issue, oldest first (see [`Editors::title_renamers`]); the same request as
+    /// [`GitHub::issue_editors`], which the pipeline already makes.
+    pub async fn title_renamers(&self, number: u64) -> Result<Vec<String>, GitHubError> {
+        Ok(self.issue_editors(number).await?.title_renamers)
     }
 }

@@ -32,6 +32,7 @@ pub use auth::{
 pub use editors::{CommentEdit, Editors};
 pub use error::{GitHubError, PROJECT_SCOPE_HINT};
 pub use marker::Marker;
+pub use pulls::MergeablePoll;
 pub use references::body_blockers;
 pub use retry::RetryPolicy;
 pub use types::{
@@ -174,17 +175,16 @@ pub(crate) fn fit_body(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// Bytes left as they are in a URL path segment or query value: RFC 3986's unreserved characters.
+pub(crate) const PATH_SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
 /// Percent-encode `s` for a URL path segment or query value.
 pub(crate) fn url_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(s, PATH_SEGMENT).to_string()
 }
 
 #[cfg(test)]

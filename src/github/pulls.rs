@@ -1,5 +1,7 @@
 //! Pull requests, commits and check runs (REST).
 
+use std::time::Duration;
+
 use http::{Method, StatusCode};
 use serde::Deserialize;
 use serde_json::json;
@@ -90,7 +92,88 @@ fn runs_of(page: WireCheckRuns) -> Vec<CheckRun> {
         .collect()
 }
 
+/// How patiently [`GitHub::mergeable`] waits while GitHub computes a pull request's mergeability
+/// in the background (right after `POST /pulls` it answers `mergeable: null`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeablePoll {
+    /// Reads of the pull request, the first included.
+    pub attempts: u32,
+    /// Wait before the second read; doubled before each later one.
+    pub first_delay: Duration,
+    /// Longest single wait.
+    pub max_delay: Duration,
+}
+
+impl MergeablePoll {
+    /// For github.com and GitHub Enterprise Server: 6 reads over about 23 s.
+    pub fn github() -> MergeablePoll {
+        MergeablePoll {
+            attempts: 6,
+            first_delay: Duration::from_secs(1),
+            max_delay: Duration::from_secs(8),
+        }
+    }
+
+    /// For a server on this machine (the sandbox).
+    pub fn loopback() -> MergeablePoll {
+        MergeablePoll {
+            attempts: 6,
+            first_delay: Duration::from_millis(10),
+            max_delay: Duration::from_millis(100),
+        }
+    }
+
+    /// The wait before read `attempt + 1` (`attempt` from 1).
+    pub fn delay(&self, attempt: u32) -> Duration {
+        self.first_delay
+            .saturating_mul(1u32 << attempt.saturating_sub(1).min(16))
+            .min(self.max_delay)
+    }
+}
+
+impl Default for MergeablePoll {
+    fn default() -> Self {
+        MergeablePoll::github()
+    }
+}
+
 impl GitHub {
+    /// The [`MergeablePoll`] that suits this client's API URL.
+    pub fn mergeable_poll(&self) -> MergeablePoll {
+        if self.retry_policy().min_mutation_interval.is_zero() {
+            MergeablePoll::loopback()
+        } else {
+            MergeablePoll::github()
+        }
+    }
+
+    /// Whether pull request `number` merges cleanly into its base: `Some(false)` when it conflicts.
+    /// GitHub computes this in the background and answers `null` meanwhile, so the pull request is
+    /// read again with back-off until the answer is known or `poll.attempts` reads were made;
+    /// `Ok(None)` when it is still unknown then (or the pull request is closed).
+    pub async fn mergeable(
+        &self,
+        number: u64,
+        poll: &MergeablePoll,
+    ) -> Result<Option<bool>, GitHubError> {
+        let attempts = poll.attempts.max(1);
+        for attempt in 1..=attempts {
+            let pr = self.get_pr(number).await?;
+            if pr.mergeable.is_some() || pr.state != "open" {
+                return Ok(pr.mergeable);
+            }
+            if attempt < attempts {
+                tokio::time::sleep(poll.delay(attempt)).await;
+            }
+        }
+        tracing::info!(
+            pr = number,
+            reads = attempts,
+            "GitHub had not computed the pull request's mergeability yet"
+        );
+        Ok(None)
+    }
+
     /// Check runs of a commit. With the ETag of an earlier answer, an unchanged list comes back as
     /// [`Conditional::NotModified`], which costs no rate-limit quota.
     pub async fn check_runs(

@@ -14,6 +14,7 @@ pub mod git;
 mod graphql;
 mod rest;
 mod schema;
+mod shapes;
 mod state;
 
 use std::collections::BTreeMap;
@@ -28,8 +29,8 @@ use tokio::task::JoinHandle;
 pub use fault::Fault;
 pub use git::GitRemote;
 pub use state::{
-    AppSeed, BoardSeed, CheckRunSeed, CommentSeed, IssueSeed, OwnerType, PullSeed, RepoSeed,
-    SandboxState, SeedState, TokenSeed, UserSeed,
+    AppSeed, BoardSeed, CheckRunSeed, CommentSeed, FIRST_COMMENT_ID, IssueSeed, OwnerType,
+    PullSeed, RenameSeed, RepoSeed, SandboxState, SeedState, TokenSeed, UserSeed,
 };
 
 /// Why the sandbox could not start or load.
@@ -49,9 +50,46 @@ pub enum SandboxError {
     },
 }
 
-/// Stable ids for GraphQL nodes, derived from the state so seeds need not carry them.
+/// Where a request reached the sandbox: the base of the API URLs and of the web URLs in its answer
+/// (`Link` headers, `url` and `html_url` fields). From the state's `public_url`, else the request's
+/// `Host`; API URLs keep GitHub Enterprise Server's `/api/v3` when the request used it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Origin {
+    pub api: String,
+    pub web: String,
+}
+
+/// Stable ids, derived from the state so seeds need not carry them. Database ids are as large as
+/// github.com's (above 2^31), and an issue's id is not its number.
 pub(crate) mod ids {
     pub const REPO: &str = "R_sandbox";
+    pub const REPO_ID: u64 = 1_296_269;
+
+    /// Database id of issue (or pull request) number `n` as the issues API shows it.
+    pub fn issue_id(n: u64) -> u64 {
+        3_100_000_000 + n * 7
+    }
+    /// Database id of pull request `n` as the pulls API shows it.
+    pub fn pull_id(n: u64) -> u64 {
+        2_600_000_000 + n * 7
+    }
+    /// Database id of a user, organization or bot.
+    pub fn user(login: &str) -> u64 {
+        u64::from(fnv(&login.to_ascii_lowercase()))
+    }
+    pub fn user_node(login: &str, kind: &str) -> String {
+        match kind {
+            "Organization" => format!("O_{login}"),
+            "Bot" => format!("BOT_{login}"),
+            _ => format!("U_{login}"),
+        }
+    }
+    pub fn comment(id: u64) -> String {
+        format!("IC_{id}")
+    }
+    pub fn label(name: &str) -> u64 {
+        u64::from(fnv(name))
+    }
 
     pub fn issue(n: u64) -> String {
         format!("I_{n}")
@@ -91,6 +129,8 @@ pub(crate) enum Caller {
     Token {
         login: String,
         scopes: Vec<String>,
+        /// A fine-grained token's or an App installation's repository permissions.
+        permissions: Option<BTreeMap<String, String>>,
     },
     /// A JWT, for the App endpoints (checked there).
     AppJwt(String),
@@ -116,6 +156,11 @@ impl Caller {
     pub fn is_anonymous(&self) -> bool {
         matches!(self, Caller::Anonymous | Caller::AppJwt(_))
     }
+
+    /// An App installation token (acting as `<slug>[bot]`).
+    pub fn is_app_installation(&self) -> bool {
+        matches!(self, Caller::Token { login, permissions: Some(_), .. } if login.ends_with("[bot]"))
+    }
 }
 
 /// Everything the server's handlers share.
@@ -127,7 +172,7 @@ pub(crate) struct Shared {
     faults: Mutex<Vec<Fault>>,
     counts: Mutex<BTreeMap<String, u64>>,
     used: AtomicU64,
-    started: i64,
+    pub started: i64,
     /// The bare repository was made for this run and is not part of the dump.
     temp_git: bool,
 }
@@ -154,6 +199,13 @@ impl Shared {
             faults[i].times -= 1;
         }
         Some(fault)
+    }
+
+    /// Give back the quota of a request that turned out not to count (a 304).
+    pub fn refund(&self) {
+        let _ = self
+            .used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| u.checked_sub(1));
     }
 
     /// `x-ratelimit-*` values: (limit, remaining, reset, used).

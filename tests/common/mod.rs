@@ -27,29 +27,11 @@ pub async fn within<F: Future>(f: F) -> F::Output {
 }
 
 pub fn issue(number: u64, title: &str, body: &str, author: &str) -> IssueSeed {
-    IssueSeed {
-        number,
-        title: title.into(),
-        body: body.into(),
-        author: author.into(),
-        labels: Vec::new(),
-        state: SeedState::Open,
-        state_reason: None,
-        blocked_by: Vec::new(),
-        comments: Vec::new(),
-        editor: None,
-        created_at: None,
-    }
+    IssueSeed::new(number, title, body, author)
 }
 
 pub fn comment(author: &str, body: &str) -> CommentSeed {
-    CommentSeed {
-        id: 0,
-        author: author.into(),
-        body: body.into(),
-        editor: None,
-        created_at: None,
-    }
+    CommentSeed::new(author, body)
 }
 
 pub const COLUMNS: [&str; 7] = [
@@ -70,18 +52,11 @@ pub fn seed(git_dir: &std::path::Path) -> SandboxState {
     s.users = vec![UserSeed {
         login: "alice".into(),
         name: Some("Alice".into()),
+        association: Some("MEMBER".into()),
     }];
     s.tokens = vec![
-        TokenSeed {
-            token: FULL.into(),
-            login: "alice".into(),
-            scopes: vec!["repo".into(), "project".into()],
-        },
-        TokenSeed {
-            token: REPO_ONLY.into(),
-            login: "alice".into(),
-            scopes: vec!["repo".into()],
-        },
+        TokenSeed::classic(FULL, "alice", &["repo", "project"]),
+        TokenSeed::classic(REPO_ONLY, "alice", &["repo"]),
     ];
     let mut one = issue(1, "Add a --verbose flag", "Print more.", "alice");
     one.labels = vec!["enhancement".into(), "cli".into()];

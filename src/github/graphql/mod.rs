@@ -7,6 +7,8 @@ use graphql_client::GraphQLQuery;
 
 /// GitHub's `URI` scalar.
 pub type URI = String;
+/// GitHub's `BigInt` scalar: an integer too large for `Int`, as a string of digits.
+pub type BigInt = String;
 
 /// An operation of `board.graphql`, typed by graphql_client from the vendored schema.
 macro_rules! operation {
