@@ -637,3 +637,328 @@ async fn github_enterprise_server_paths_work() {
     })
     .await
 }
+
+const CHECK_RUNS: &str = "/repos/acme/widgets/commits/main/check-runs";
+
+#[tokio::test]
+async fn comment_and_issue_ids_are_github_sized_and_editors_match_them() {
+    within(async {
+        let w = World::with(|s| {
+            let mut edited = comment("alice", "edited later");
+            edited.editor = Some("mallory".into());
+            s.issue_mut(1).unwrap().comments.push(edited);
+        })
+        .await;
+        let comments = w.gh.list_comments(1).await.unwrap();
+        assert_eq!(comments.len(), 2);
+        assert!(
+            comments.iter().all(|c| c.id > i32::MAX as u64),
+            "{comments:?}"
+        );
+        let issue = raw(
+            &w.sandbox.url(),
+            "GET",
+            "/repos/acme/widgets/issues/1",
+            &[],
+            "",
+        )
+        .await
+        .json();
+        assert_ne!(issue["id"], issue["number"]);
+        assert!(issue["id"].as_u64().unwrap() > i32::MAX as u64);
+        // The GraphQL ids are matched to the REST ones: every comment is known, the edited one
+        // with its editor.
+        let editors = w.gh.issue_editors(1).await.unwrap();
+        assert_eq!(
+            editors.checked,
+            comments.iter().map(|c| c.id).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            editors.comment(comments[1].id),
+            supervisor::github::CommentEdit::EditedBy("mallory")
+        );
+        assert_eq!(
+            editors.comment(comments[0].id),
+            supervisor::github::CommentEdit::Unedited
+        );
+    })
+    .await
+}
+
+#[tokio::test]
+async fn title_renames_are_read_with_their_actors() {
+    within(async {
+        let w = World::with(|s| {
+            s.tokens.push(supervisor::sandbox::TokenSeed::classic(
+                "tok-mallory-0123456789",
+                "mallory",
+                &["repo"],
+            ));
+        })
+        .await;
+        assert!(w.gh.title_renamers(1).await.unwrap().is_empty());
+        let url = w.sandbox.url();
+        for (token, title) in [
+            (
+                "tok-mallory-0123456789",
+                "Add a --verbose flag and push to main",
+            ),
+            (FULL, "Add a --verbose flag"),
+            // The same title again is no rename.
+            (FULL, "Add a --verbose flag"),
+        ] {
+            let a = raw(
+                &url,
+                "PATCH",
+                "/repos/acme/widgets/issues/1",
+                &[("Authorization", &format!("Bearer {token}"))],
+                &format!(r#"{{"title": "{title}"}}"#),
+            )
+            .await;
+            assert_eq!(a.status, 200, "{}", a.body);
+        }
+        let editors = w.gh.issue_editors(1).await.unwrap();
+        assert_eq!(editors.title_renamers, vec!["mallory", "alice"]);
+        assert!(!editors.renames_truncated);
+        assert_eq!(w.count("POST /graphql IssueEditors"), 2);
+    })
+    .await
+}
+
+#[tokio::test]
+async fn edits_move_updated_at_and_codeowners_are_members() {
+    within(async {
+        let long_ago = chrono::DateTime::parse_from_rfc3339("2024-07-01T10:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let w = World::with(|s| {
+            let c = &mut s.issue_mut(1).unwrap().comments[0];
+            c.created_at = Some(long_ago);
+        })
+        .await;
+        let id = w.gh.list_comments(1).await.unwrap()[0].id;
+        let path = format!("/repos/acme/widgets/issues/comments/{id}");
+        let before = raw(&w.sandbox.url(), "GET", &path, &[], "").await.json();
+        assert_eq!(before["updated_at"], "2024-07-01T10:00:00Z");
+        w.gh.update_comment(id, "changed").await.unwrap();
+        let after = raw(&w.sandbox.url(), "GET", &path, &[], "").await.json();
+        assert_eq!(after["created_at"], "2024-07-01T10:00:00Z");
+        assert_ne!(after["updated_at"], after["created_at"]);
+        // alice is a member of the organization; bob, a passer-by, is not.
+        let issue = raw(
+            &w.sandbox.url(),
+            "GET",
+            "/repos/acme/widgets/issues/1",
+            &[],
+            "",
+        )
+        .await
+        .json();
+        assert_eq!(issue["author_association"], "MEMBER");
+        assert_eq!(after["author_association"], "NONE");
+    })
+    .await
+}
+
+#[tokio::test]
+async fn not_modified_answers_cost_no_quota() {
+    within(async {
+        let w = World::new().await;
+        w.check_runs("main", &[("build", "completed", Some("success"))]);
+        let auth = format!("Bearer {FULL}");
+        let first = raw(
+            &w.sandbox.url(),
+            "GET",
+            CHECK_RUNS,
+            &[("Authorization", &auth)],
+            "",
+        )
+        .await;
+        assert_eq!(first.status, 200);
+        let etag = first.header("etag").unwrap().to_string();
+        let remaining = first.header("x-ratelimit-remaining").unwrap().to_string();
+        for _ in 0..3 {
+            let again = raw(
+                &w.sandbox.url(),
+                "GET",
+                CHECK_RUNS,
+                &[("Authorization", &auth), ("If-None-Match", &etag)],
+                "",
+            )
+            .await;
+            assert_eq!(again.status, 304);
+            assert_eq!(
+                again.header("x-ratelimit-remaining"),
+                Some(remaining.as_str())
+            );
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn links_name_the_host_the_client_used() {
+    within(async {
+        let w = World::with(|s| {
+            s.issue_mut(3).unwrap().comments =
+                (0..106).map(|i| comment("bob", &i.to_string())).collect();
+        })
+        .await;
+        let page = raw(
+            &w.sandbox.url(),
+            "GET",
+            "/repos/acme/widgets/issues/3/comments?per_page=100",
+            &[("Host", "gh.internal.example:8443")],
+            "",
+        )
+        .await;
+        let link = page.header("link").unwrap();
+        assert!(
+            link.starts_with(
+                "<http://gh.internal.example:8443/repos/acme/widgets/issues/3/comments?"
+            ),
+            "{link}"
+        );
+        assert_eq!(
+            page.json()[0]["user"]["url"],
+            "http://gh.internal.example:8443/users/bob"
+        );
+    })
+    .await
+}
+
+#[tokio::test]
+async fn pages_behind_a_proxy_are_all_read() {
+    within(async {
+        let w = World::with(|s| {
+            s.public_url = Some("https://github-proxy.example".into());
+            s.issue_mut(3).unwrap().comments =
+                (0..106).map(|i| comment("bob", &i.to_string())).collect();
+        })
+        .await;
+        // The sandbox's links name the proxy; the client follows them on its own API URL.
+        assert_eq!(w.gh.list_comments(3).await.unwrap().len(), 106);
+        assert_eq!(w.count(COMMENTS), 2);
+        // GitHub Enterprise Server behind the proxy: links keep /api/v3.
+        let mut cfg = ClientConfig::new(
+            format!("{}/api/v3", w.sandbox.url()),
+            Some(supervisor::github::Token::new(FULL).unwrap()),
+            supervisor::config::RepoSlug::parse("acme/widgets").unwrap(),
+        );
+        cfg.retry = quick();
+        let ghes = GitHub::new(cfg.clone()).unwrap();
+        assert_eq!(ghes.list_comments(3).await.unwrap().len(), 106);
+        // A proxy that moves the API under another path: the list cannot be completed, and that
+        // is an error rather than 100 of 106 comments.
+        w.sandbox
+            .with_state(|s| s.public_url = Some("https://github-proxy.example/github".into()));
+        let e = ghes.list_comments(3).await.unwrap_err();
+        assert!(matches!(e, GitHubError::InvalidResponse { .. }), "{e}");
+        assert!(e.to_string().contains("GITHUB_API_URL"), "{e}");
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_403_on_check_runs_names_the_checks_permission() {
+    within(async {
+        let fine_grained = |token: &str, perms: &[(&str, &str)]| supervisor::sandbox::TokenSeed {
+            token: token.into(),
+            login: "alice".into(),
+            permissions: Some(
+                perms
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..Default::default()
+        };
+        let w = World::with(|s| {
+            s.repo.private = true;
+            s.tokens.push(fine_grained(
+                "github_pat_nochecks",
+                &[("issues", "write"), ("contents", "write"), ("metadata", "read")],
+            ));
+            s.tokens.push(fine_grained(
+                "github_pat_checks",
+                &[("checks", "read"), ("metadata", "read")],
+            ));
+        })
+        .await;
+        w.check_runs("main", &[("build", "completed", Some("success"))]);
+        let gh = client(&w.sandbox, Some("github_pat_nochecks"), quick());
+        // Issues are readable; check runs are not, and the error says which permission is missing.
+        assert_eq!(gh.get_issue(1).await.unwrap().number, 1);
+        let e = gh.check_runs("main", None).await.unwrap_err();
+        assert!(
+            matches!(&e, GitHubError::MissingPermission { permission, .. } if permission == "Checks: read"),
+            "{e}"
+        );
+        assert!(!e.tolerable_mid_flight());
+        let e = gh.create_comment(1, "x").await.map(|_| ());
+        assert!(e.is_ok());
+        let reader = client(&w.sandbox, Some("github_pat_checks"), quick());
+        assert!(matches!(
+            reader.check_runs("main", None).await.unwrap(),
+            Conditional::Modified { .. }
+        ));
+        let e = reader.create_comment(1, "x").await.unwrap_err();
+        assert!(
+            matches!(&e, GitHubError::MissingPermission { permission, .. } if permission == "Issues: write"),
+            "{e}"
+        );
+    })
+    .await
+}
+
+#[tokio::test]
+async fn graphql_answers_carry_scopes_and_whole_second_times() {
+    within(async {
+        let w = World::new().await;
+        let a = raw(
+            &w.sandbox.url(),
+            "POST",
+            "/graphql",
+            &[("Authorization", &format!("Bearer {FULL}"))],
+            r#"{"query": "{ rateLimit { resetAt } }"}"#,
+        )
+        .await;
+        assert_eq!(a.status, 200, "{}", a.body);
+        assert_eq!(a.header("x-oauth-scopes"), Some("repo, project"));
+        let reset = a.json()["data"]["rateLimit"]["resetAt"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            regex::Regex::new(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+                .unwrap()
+                .is_match(&reset),
+            "{reset}"
+        );
+    })
+    .await
+}
+
+#[tokio::test]
+async fn the_sha_media_type_is_answered_with_the_sha() {
+    within(async {
+        let w = World::new().await;
+        let a = raw(
+            &w.sandbox.url(),
+            "GET",
+            "/repos/acme/widgets/commits/main",
+            &[("Accept", "application/vnd.github.sha")],
+            "",
+        )
+        .await;
+        assert_eq!(a.status, 200);
+        assert!(
+            a.header("content-type")
+                .is_some_and(|t| t.starts_with("application/vnd.github.sha")),
+            "{:?}",
+            a.headers
+        );
+        assert_eq!(a.body, w.sandbox.git().branch_sha("main").unwrap());
+    })
+    .await
+}

@@ -119,7 +119,7 @@ impl GitHub {
             }
             let resp = self.t.send(&ApiRequest::get(p.clone(), route)).await?;
             items.extend(resp.json::<Vec<T>>()?);
-            path = resp.next_page(&self.t.base);
+            path = resp.next_page(&self.t.base)?;
             seen.push(p);
         }
         Ok(items)

@@ -92,6 +92,20 @@ fn runs_of(page: WireCheckRuns) -> Vec<CheckRun> {
         .collect()
 }
 
+/// A 403 on check runs, named: on private repositories reading them needs `Checks: read`, which
+/// fine-grained tokens and GitHub Apps often lack. (Rate limits are told apart before this.)
+fn checks_permission(e: GitHubError) -> GitHubError {
+    match e {
+        GitHubError::Api {
+            status: 403, route, ..
+        } => GitHubError::MissingPermission {
+            route,
+            permission: "Checks: read".into(),
+        },
+        other => other,
+    }
+}
+
 /// How patiently [`GitHub::mergeable`] waits while GitHub computes a pull request's mergeability
 /// in the background (right after `POST /pulls` it answers `mergeable: null`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -190,7 +204,7 @@ impl GitHub {
             route,
         );
         req.if_none_match = etag.map(str::to_string);
-        let resp = self.t.send(&req).await?;
+        let resp = self.t.send(&req).await.map_err(checks_permission)?;
         if resp.status == StatusCode::NOT_MODIFIED {
             return Ok(Conditional::NotModified);
         }
@@ -198,18 +212,22 @@ impl GitHub {
         let first = resp.json::<WireCheckRuns>()?;
         let total = first.total_count as usize;
         let mut runs = runs_of(first);
-        let mut next = resp.next_page(&self.t.base);
+        let mut next = resp.next_page(&self.t.base)?;
         while let Some(path) = next.take() {
             if runs.len() >= total {
                 break;
             }
-            let page = self.t.send(&ApiRequest::get(path, route)).await?;
+            let page = self
+                .t
+                .send(&ApiRequest::get(path, route))
+                .await
+                .map_err(checks_permission)?;
             let before = runs.len();
             runs.extend(runs_of(page.json::<WireCheckRuns>()?));
             if runs.len() == before {
                 break;
             }
-            next = page.next_page(&self.t.base);
+            next = page.next_page(&self.t.base)?;
         }
         Ok(Conditional::Modified { value: runs, etag })
     }

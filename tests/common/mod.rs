@@ -185,3 +185,89 @@ pub fn client(sandbox: &Sandbox, token: Option<&str>, retry: RetryPolicy) -> Git
     cfg.retry = retry;
     GitHub::new(cfg).expect("client")
 }
+
+/// An answer read off the wire by [`raw`].
+pub struct RawAnswer {
+    pub status: u16,
+    /// Header names in lower case.
+    pub headers: BTreeMap<String, String>,
+    pub body: String,
+}
+
+impl RawAnswer {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(String::as_str)
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).expect("a JSON body")
+    }
+}
+
+/// One HTTP/1.1 request to `base` (`http://127.0.0.1:PORT`), headers and all, as a client other
+/// than supervisor's would send it (on a blocking thread, so the sandbox keeps serving).
+pub async fn raw(
+    base: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> RawAnswer {
+    let (base, method, path, body) = (
+        base.to_string(),
+        method.to_string(),
+        path.to_string(),
+        body.to_string(),
+    );
+    let headers: Vec<(String, String)> = headers
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    tokio::task::spawn_blocking(move || raw_blocking(&base, &method, &path, &headers, &body))
+        .await
+        .expect("the request ran")
+}
+
+fn raw_blocking(
+    base: &str,
+    method: &str,
+    path: &str,
+    headers: &[(String, String)],
+    body: &str,
+) -> RawAnswer {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        req.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    RawAnswer {
+        status,
+        headers,
+        body: body.to_string(),
+    }
+}
