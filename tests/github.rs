@@ -962,3 +962,126 @@ async fn the_sha_media_type_is_answered_with_the_sha() {
     })
     .await
 }
+
+/// A world whose repository has the sandbox App installed (`token_lifetime` seconds per token),
+/// and an App client for it.
+async fn app_world(
+    token_lifetime: Option<u64>,
+    change: impl FnOnce(&mut supervisor::sandbox::SandboxState),
+) -> (World, GitHub) {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/github");
+    let w = World::with(|s| {
+        s.apps.push(AppSeed {
+            app_id: 4242,
+            installation_id: 77,
+            slug: "supervisor-bot".into(),
+            public_key_path: Some(fixtures.join("app-key.pub.pem")),
+            scopes: vec!["repo".into(), "project".into()],
+            token_lifetime_secs: token_lifetime,
+            ..AppSeed::default()
+        });
+        change(s);
+    })
+    .await;
+    let pem = std::fs::read_to_string(fixtures.join("app-key.pem")).unwrap();
+    let mut cfg = ClientConfig::new(
+        w.sandbox.url(),
+        None,
+        supervisor::config::RepoSlug::parse("acme/widgets").unwrap(),
+    );
+    cfg.app = Some(AppCredentials::new(4242, pem, None).unwrap());
+    cfg.retry = quick();
+    let gh = GitHub::new(cfg).unwrap();
+    (w, gh)
+}
+
+#[tokio::test]
+async fn git_gets_a_fresh_app_token_before_the_old_one_expires() {
+    within(async {
+        let (w, gh) = app_world(Some(3), |_| {}).await;
+        let creds = gh.git_credentials().await.unwrap();
+        let token = |c: &supervisor::github::GitCredentials| {
+            let c = c.clone();
+            async move {
+                tokio::task::spawn_blocking(move || c.token().unwrap().unwrap())
+                    .await
+                    .unwrap()
+            }
+        };
+        let first = token(&creds).await;
+        assert!(first.expose().starts_with("ghs_"));
+        // Fresh enough: the same token again, no new request.
+        assert_eq!(token(&creds).await, first);
+        let minted = "POST /app/installations/{installation_id}/access_tokens";
+        let before = w.count(minted);
+        // Within the last half of its 3 s life it is replaced before git uses it.
+        tokio::time::sleep(std::time::Duration::from_millis(1700)).await;
+        let second = token(&creds).await;
+        assert_ne!(second, first);
+        assert_eq!(w.count(minted), before + 1);
+        // The old one stops working when GitHub says; the new one works.
+        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        let old = client(&w.sandbox, Some(first.expose()), quick());
+        assert!(matches!(
+            old.get_issue(1).await.unwrap_err(),
+            GitHubError::Unauthorized { .. }
+        ));
+        let new = client(&w.sandbox, Some(second.expose()), quick());
+        assert_eq!(new.get_issue(1).await.unwrap().number, 1);
+        // A token given in the environment is handed out as it is.
+        let fixed = w.gh.git_credentials().await.unwrap();
+        assert_eq!(token(&fixed).await.expose(), FULL);
+    })
+    .await
+}
+
+#[tokio::test]
+async fn the_viewer_login_is_the_token_user_or_the_app_bot() {
+    within(async {
+        let (w, app) = app_world(None, |_| {}).await;
+        assert_eq!(w.gh.viewer_login().await.unwrap(), "alice");
+        assert_eq!(w.gh.clone().viewer_login().await.unwrap(), "alice");
+        assert_eq!(w.count("GET /user"), 1, "asked once per client");
+        assert_eq!(app.viewer_login().await.unwrap(), "supervisor-bot[bot]");
+        assert_eq!(app.viewer_login().await.unwrap(), "supervisor-bot[bot]");
+        assert_eq!(w.count("GET /app"), 1);
+        // The bot is who the App's comments are authored by.
+        let c = app.create_comment(1, "from the app").await.unwrap();
+        assert_eq!(c.author, app.viewer_login().await.unwrap());
+        // An installation token cannot read /user, as on GitHub.
+        let token = app.access_token().await.unwrap().unwrap();
+        let as_bot = client(&w.sandbox, Some(token.expose()), quick());
+        let e = as_bot.viewer_login().await.unwrap_err();
+        assert_eq!(e.status(), Some(403), "{e}");
+    })
+    .await
+}
+
+#[tokio::test]
+async fn an_app_is_told_it_cannot_reach_a_users_board() {
+    within(async {
+        let (w, app) = app_world(None, |s| {
+            let b = s.board.as_mut().unwrap();
+            b.owner = "alice".into();
+            b.owner_type = supervisor::sandbox::OwnerType::User;
+        })
+        .await;
+        let board = supervisor::github::BoardRef {
+            owner: "alice".into(),
+            number: 7,
+            status_field: "Status".into(),
+        };
+        // The same board works with alice's classic token.
+        assert!(w.gh.board_item(&board, 1).await.unwrap().is_some());
+        let e = app.board_item(&board, 1).await.unwrap_err();
+        assert!(
+            matches!(&e, GitHubError::AppCannotReachUserBoard { owner, number: 7 } if owner == "alice"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("personal access token"), "{e}");
+        let issue = app.get_issue(3).await.unwrap();
+        let e = app.add_to_board(&board, &issue).await.unwrap_err();
+        assert!(matches!(e, GitHubError::AppCannotReachUserBoard { .. }), "{e}");
+    })
+    .await
+}

@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 pub use auth::{
     API_URL_ENV, APP_ID_ENV, APP_INSTALLATION_ENV, APP_KEY_ENV, APP_KEY_PATH_ENV, AppCredentials,
-    Credentials, DEFAULT_API_URL, Token, TokenSource, api_url_from_env,
+    Credentials, DEFAULT_API_URL, GitCredentials, Token, TokenSource, api_url_from_env,
 };
 pub use editors::{CommentEdit, Editors};
 pub use error::{GitHubError, PROJECT_SCOPE_HINT};
@@ -94,6 +94,10 @@ pub struct GitHub {
     t: Arc<Transport>,
     /// The configured token, handed out by [`GitHub::access_token`] when no App is used.
     token: Option<Token>,
+    /// The GitHub App, when one is used: git needs its installation tokens.
+    app: Option<AppCredentials>,
+    /// The login this client posts as, once asked ([`GitHub::viewer_login`]).
+    viewer: Arc<tokio::sync::OnceCell<String>>,
 }
 
 impl std::fmt::Debug for GitHub {
@@ -117,7 +121,51 @@ impl GitHub {
         Ok(GitHub {
             t: Arc::new(t),
             token: cfg.token,
+            app: cfg.app,
+            viewer: Arc::new(tokio::sync::OnceCell::new()),
         })
+    }
+
+    /// The login comments posted by this client are authored by: the token's user (`GET /user`),
+    /// or for a GitHub App its bot, `<app-slug>[bot]` (`GET /app` with the App's JWT; installation
+    /// tokens cannot read `/user`). Asked once per client (and its clones), then remembered. A
+    /// marker on a comment by anyone else is not supervisor's.
+    pub async fn viewer_login(&self) -> Result<String, GitHubError> {
+        #[derive(serde::Deserialize)]
+        struct User {
+            login: String,
+        }
+        #[derive(serde::Deserialize)]
+        struct App {
+            slug: String,
+        }
+        self.viewer
+            .get_or_try_init(|| async {
+                let app = self
+                    .t
+                    .send_as_app(&retry::ApiRequest::get("/app".into(), "/app"))
+                    .await?;
+                let login = match app {
+                    Some(resp) => format!("{}[bot]", resp.json::<App>()?.slug),
+                    None => {
+                        let resp = self
+                            .t
+                            .send(&retry::ApiRequest::get("/user".into(), "/user"))
+                            .await?;
+                        resp.json::<User>()?.login
+                    }
+                };
+                if login.trim().is_empty() || login == "[bot]" {
+                    return Err(GitHubError::InvalidResponse {
+                        route: "GET /user".into(),
+                        detail: "GitHub named no login for the token".into(),
+                    });
+                }
+                tracing::debug!(login = %login, "supervisor posts as");
+                Ok(login)
+            })
+            .await
+            .cloned()
     }
 
     pub fn repo(&self) -> &RepoSlug {
@@ -148,6 +196,29 @@ impl GitHub {
                 .map(Some),
             None => Ok(None),
         }
+    }
+
+    /// Credentials for git pushes and fetches over HTTPS: the configured token, or for a GitHub App
+    /// installation tokens minted afresh whenever the current one is near its end (they live an
+    /// hour, longer runs push later than that). Finds the App's installation when not yet known.
+    pub async fn git_credentials(&self) -> Result<GitCredentials, GitHubError> {
+        let Some(app) = &self.app else {
+            return Ok(GitCredentials::fixed(self.token.clone()));
+        };
+        let installation = self
+            .t
+            .installation_id()
+            .await?
+            .ok_or_else(|| GitHubError::AppAuth {
+                detail: "the App's installation is unknown: set SUPERVISOR_APP_INSTALLATION_ID"
+                    .into(),
+            })?;
+        Ok(GitCredentials::app(
+            &self.t.base,
+            app.clone(),
+            installation,
+            self.t.policy.request_timeout,
+        ))
     }
 
     /// `/repos/{owner}/{repo}` + `rest`.

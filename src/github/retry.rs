@@ -512,6 +512,15 @@ impl Transport {
         Ok(resp.json::<Installation>()?.id)
     }
 
+    /// The App's installation, found on first use (`None` without an App).
+    pub async fn installation_id(&self) -> Result<Option<u64>, GitHubError> {
+        if !self.is_app() {
+            return Ok(None);
+        }
+        self.client(false).await?;
+        Ok(installation_of(&self.auth))
+    }
+
     /// A fresh installation token of the App (`None` without an App).
     pub async fn app_token(&self) -> Result<Option<String>, GitHubError> {
         match &self.auth {
@@ -607,6 +616,24 @@ impl Transport {
     pub async fn send(&self, req: &ApiRequest) -> Result<ApiResponse, GitHubError> {
         let graphql = req.path.starts_with("/graphql");
         let client = self.client(graphql).await?;
+        self.send_on(client, graphql, req).await
+    }
+
+    /// [`send`](Self::send) authenticated as the GitHub App itself (its JWT), for the `/app`
+    /// endpoints; `Ok(None)` when the client is not an App.
+    pub async fn send_as_app(&self, req: &ApiRequest) -> Result<Option<ApiResponse>, GitHubError> {
+        match &self.auth {
+            Auth::App(a) => self.send_on(&a.app, false, req).await.map(Some),
+            Auth::Ready(_) => Ok(None),
+        }
+    }
+
+    async fn send_on(
+        &self,
+        client: &Octocrab,
+        graphql: bool,
+        req: &ApiRequest,
+    ) -> Result<ApiResponse, GitHubError> {
         let resource = if graphql { "graphql" } else { "core" };
         let mut secondary_hits = 0u32;
         let mut last: Option<GitHubError> = None;
@@ -1006,7 +1033,7 @@ mod tests {
             resp.next_page("http://h:1").unwrap(),
             Some("/x?page=2".into())
         );
-        let e = resp.next_page("http://h:1/api/v3").unwrap_err();
+        let e = resp.next_page("http://other:2/api/v3").unwrap_err();
         assert!(e.to_string().contains("not under the API URL"), "{e}");
         let resp = ApiResponse {
             headers: HeaderMap::new(),

@@ -4,6 +4,7 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 
 use super::WorkspaceError;
 
@@ -15,13 +16,38 @@ pub enum PushAuth {
     None,
     /// A GitHub token, used for HTTPS remotes only.
     Token(String),
+    /// Asked for a token before each git command that talks to an HTTPS remote, so that a token
+    /// that expires (a GitHub App's lives an hour) is replaced in time.
+    Provider(TokenProvider),
 }
+
+impl PushAuth {
+    /// Credentials from `provider`, asked before each HTTPS push or fetch.
+    pub fn provider(
+        provider: impl Fn() -> Result<String, String> + Send + Sync + 'static,
+    ) -> PushAuth {
+        PushAuth::Provider(TokenProvider(Arc::new(provider)))
+    }
+}
+
+/// Hands out the token to use now; `Err` says why there is none.
+#[derive(Clone)]
+pub struct TokenProvider(Arc<dyn Fn() -> Result<String, String> + Send + Sync>);
+
+impl PartialEq for TokenProvider {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for TokenProvider {}
 
 impl std::fmt::Debug for PushAuth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             PushAuth::None => f.write_str("None"),
             PushAuth::Token(_) => f.write_str("Token(***)"),
+            PushAuth::Provider(_) => f.write_str("Provider(***)"),
         }
     }
 }
@@ -43,7 +69,7 @@ const REPO_VARS: [&str; 5] = [
 pub(crate) struct Git<'a> {
     dir: &'a Path,
     config: Vec<(String, String)>,
-    token: Option<&'a str>,
+    token: Option<String>,
 }
 
 impl<'a> Git<'a> {
@@ -55,23 +81,37 @@ impl<'a> Git<'a> {
         }
     }
 
-    /// Use `auth` when `url` is an HTTPS URL.
-    pub(crate) fn with_auth(mut self, auth: &'a PushAuth, url: Option<&str>) -> Git<'a> {
-        if let (PushAuth::Token(t), Some(url)) = (auth, url) {
-            if url.starts_with("https://") {
-                self.token = Some(t);
-                // Reset the helper list first so no configured helper sees (or stores) the token.
-                self.config
-                    .push(("credential.helper".into(), String::new()));
-                self.config
-                    .push(("credential.helper".into(), HELPER.into()));
+    /// Use `auth` when `url` is an HTTPS URL (a provider is asked for its token now); `Err` when
+    /// the provider has none to give.
+    pub(crate) fn with_auth(
+        mut self,
+        auth: &PushAuth,
+        url: Option<&str>,
+    ) -> Result<Git<'a>, WorkspaceError> {
+        let https = url.is_some_and(|u| u.starts_with("https://"));
+        let token = match auth {
+            PushAuth::Token(t) if https => Some(t.clone()),
+            PushAuth::Provider(p) if https => {
+                Some((p.0)().map_err(|detail| WorkspaceError::GitCommand {
+                    command: "git credentials".into(),
+                    detail,
+                })?)
             }
+            _ => None,
+        };
+        if let Some(t) = token {
+            self.token = Some(t);
+            // Reset the helper list first so no configured helper sees (or stores) the token.
+            self.config
+                .push(("credential.helper".into(), String::new()));
+            self.config
+                .push(("credential.helper".into(), HELPER.into()));
         }
         // Give up on a stalled transfer instead of hanging the pipeline.
         self.config
             .push(("http.lowSpeedLimit".into(), "1000".into()));
         self.config.push(("http.lowSpeedTime".into(), "60".into()));
-        self
+        Ok(self)
     }
 
     pub(crate) fn command(&self, args: &[&str]) -> Command {
@@ -86,7 +126,7 @@ impl<'a> Git<'a> {
         for var in REPO_VARS {
             cmd.env_remove(var);
         }
-        if let Some(t) = self.token {
+        if let Some(t) = &self.token {
             cmd.env(TOKEN_VAR, t);
         }
         cmd
@@ -120,8 +160,8 @@ impl<'a> Git<'a> {
 
     /// Never let the token reach a message, whatever git printed.
     fn redact(&self, text: &str) -> String {
-        match self.token {
-            Some(t) if !t.is_empty() => text.replace(t, "***"),
+        match &self.token {
+            Some(t) if !t.is_empty() => text.replace(t.as_str(), "***"),
             _ => text.to_string(),
         }
     }
@@ -134,7 +174,9 @@ mod tests {
     #[test]
     fn token_only_for_https_and_only_in_the_environment() {
         let auth = PushAuth::Token("ghp_secret".into());
-        let g = Git::new(Path::new("."), &[]).with_auth(&auth, Some("https://github.com/o/r.git"));
+        let g = Git::new(Path::new("."), &[])
+            .with_auth(&auth, Some("https://github.com/o/r.git"))
+            .unwrap();
         let cmd = g.command(&["push"]);
         let args: Vec<String> = cmd
             .get_args()
@@ -149,7 +191,46 @@ mod tests {
         assert_eq!(g.redact("fatal: ghp_secret leaked"), "fatal: *** leaked");
         assert_eq!(format!("{auth:?}"), "Token(***)");
 
-        let g = Git::new(Path::new("."), &[]).with_auth(&auth, Some("/tmp/remote.git"));
+        let g = Git::new(Path::new("."), &[])
+            .with_auth(&auth, Some("/tmp/remote.git"))
+            .unwrap();
         assert!(g.command(&["push"]).get_envs().all(|(k, _)| k != TOKEN_VAR));
+    }
+
+    #[test]
+    fn a_provider_is_asked_before_each_https_command() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        let asked = Arc::new(AtomicU32::new(0));
+        let counter = asked.clone();
+        let auth = PushAuth::provider(move || {
+            Ok(format!(
+                "ghs_token{}",
+                counter.fetch_add(1, Ordering::SeqCst)
+            ))
+        });
+        let url = Some("https://github.com/o/r.git");
+        let env_token = |g: &Git| {
+            g.command(&["push"])
+                .get_envs()
+                .find(|(k, _)| *k == TOKEN_VAR)
+                .and_then(|(_, v)| v.map(|v| v.to_string_lossy().into_owned()))
+        };
+        let first = Git::new(Path::new("."), &[]).with_auth(&auth, url).unwrap();
+        let second = Git::new(Path::new("."), &[]).with_auth(&auth, url).unwrap();
+        assert_eq!(env_token(&first).as_deref(), Some("ghs_token0"));
+        assert_eq!(env_token(&second).as_deref(), Some("ghs_token1"));
+        // Local remotes need no token: the provider is not asked.
+        Git::new(Path::new("."), &[])
+            .with_auth(&auth, Some("/tmp/remote.git"))
+            .unwrap();
+        assert_eq!(asked.load(Ordering::SeqCst), 2);
+        assert_eq!(format!("{auth:?}"), "Provider(***)");
+        // A provider with nothing to give stops the command with its reason.
+        let broken = PushAuth::provider(|| Err("the App's key was refused".into()));
+        let e = Git::new(Path::new("."), &[])
+            .with_auth(&broken, url)
+            .err()
+            .expect("an error");
+        assert!(e.to_string().contains("the App's key was refused"), "{e}");
     }
 }
