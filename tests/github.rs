@@ -1085,3 +1085,45 @@ async fn an_app_is_told_it_cannot_reach_a_users_board() {
     })
     .await
 }
+
+#[tokio::test]
+async fn exchanges_unlike_githubs_descriptions_are_named() {
+    within(async {
+        let w = World::new().await;
+        // An answer missing what GitHub always sends.
+        let mut fault = supervisor::sandbox::Fault::status(ISSUE, 200);
+        fault.body = Some(serde_json::json!({"number": 1, "state": "open", "title": "t"}));
+        w.sandbox.inject(fault);
+        let _ = w.gh.get_issue(1).await;
+        // A request GitHub's description does not have: an unknown query parameter.
+        let _ = raw(
+            &w.sandbox.url(),
+            "GET",
+            "/repos/acme/widgets/issues/1/comments?perpage=5",
+            &[],
+            "",
+        )
+        .await;
+        // A GraphQL answer of the wrong shape for its query.
+        let mut fault = supervisor::sandbox::Fault::status("POST /graphql IssueEditors", 200);
+        fault.body = Some(serde_json::json!({"data": {"repository": {"issue": {"editor": null,
+            "comments": {"totalCount": 1, "nodes": [{"fullDatabaseId": 2250077004u64, "editor": null}]},
+            "timelineItems": {"totalCount": 0, "nodes": []}}}}}));
+        w.sandbox.inject(fault);
+        let _ = w.gh.issue_editors(1).await;
+        let found: Vec<String> = w
+            .sandbox
+            .take_violations()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let has = |text: &str| found.iter().any(|f| f.contains(text));
+        assert!(has("issues/get answer 200: (body): missing properties"), "{found:#?}");
+        assert!(has("issues/list-comments request: query.perpage: not a parameter"), "{found:#?}");
+        assert!(
+            has("graphql IssueEditors answer 200: /repository/issue/comments/nodes/0/fullDatabaseId: `2250077004` is not a BigInt"),
+            "{found:#?}"
+        );
+    })
+    .await
+}

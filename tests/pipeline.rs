@@ -125,17 +125,26 @@ async fn run(world: &World, extra: &[&str]) -> Run {
 }
 
 async fn run_issue(world: &World, issue: u64, extra: &[&str]) -> Run {
-    finish(
+    let run = finish(
         command(world, issue, extra)
             .spawn()
             .expect("spawn supervisor"),
     )
-    .await
+    .await;
+    // Every request supervisor sent and every answer it got conform to GitHub's descriptions.
+    if let Err(report) = world.sandbox.conformance_report() {
+        panic!("{report}");
+    }
+    run
 }
 
 async fn world(spec: WorldSpec) -> (tempfile::TempDir, World) {
     let dir = tempfile::tempdir().unwrap();
     let world = World::build(dir.path(), spec).await.expect("world builds");
+    world
+        .sandbox
+        .check_conformance()
+        .expect("the vendored description compiles");
     (dir, world)
 }
 

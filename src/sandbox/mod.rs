@@ -9,6 +9,7 @@
 //! Control endpoints live under `/_sandbox/`: `GET /_sandbox/state` (the dump), `GET
 //! /_sandbox/requests` (counts by route), `POST /_sandbox/faults` (inject a [`Fault`] as JSON).
 
+mod conformance;
 mod fault;
 pub mod git;
 mod graphql;
@@ -20,12 +21,13 @@ mod state;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+pub use conformance::{REST_DESCRIPTION, Side, Violation, check_rest_request, rest_operation_id};
 pub use fault::Fault;
 pub use git::GitRemote;
 pub use state::{
@@ -175,6 +177,9 @@ pub(crate) struct Shared {
     pub started: i64,
     /// The bare repository was made for this run and is not part of the dump.
     temp_git: bool,
+    /// Check every exchange against GitHub's descriptions ([`Sandbox::check_conformance`]).
+    pub checking: AtomicBool,
+    violations: Mutex<Vec<Violation>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -199,6 +204,16 @@ impl Shared {
             faults[i].times -= 1;
         }
         Some(fault)
+    }
+
+    /// Keep what an exchange broke of GitHub's descriptions.
+    pub fn record(&self, found: Vec<Violation>) {
+        if !found.is_empty() {
+            for v in &found {
+                tracing::warn!(violation = %v, "the exchange differs from GitHub's description");
+            }
+            lock(&self.violations).extend(found);
+        }
     }
 
     /// Give back the quota of a request that turned out not to count (a 304).
@@ -274,6 +289,8 @@ impl Sandbox {
             used: AtomicU64::new(0),
             started: chrono::Utc::now().timestamp(),
             temp_git: temp.is_some(),
+            checking: AtomicBool::new(false),
+            violations: Mutex::new(Vec::new()),
         });
         let app = rest::router(shared.clone());
         let (stop, stopped) = oneshot::channel::<()>();
@@ -376,6 +393,41 @@ impl Sandbox {
     /// GraphQL, operation name (`POST /graphql UpdateItemStatus`).
     pub fn request_counts(&self) -> BTreeMap<String, u64> {
         lock(&self.shared.counts).clone()
+    }
+
+    /// Check every exchange from now on against GitHub's published descriptions: REST requests
+    /// and answers against the vendored REST description, GraphQL answers against the shape of
+    /// their query. What differs is kept ([`Sandbox::violations`]).
+    pub fn check_conformance(&self) -> Result<(), SandboxError> {
+        conformance::RestContract::get().map_err(SandboxError::Invalid)?;
+        self.shared.checking.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// What exchanges broke of GitHub's descriptions so far.
+    pub fn violations(&self) -> Vec<Violation> {
+        lock(&self.shared.violations).clone()
+    }
+
+    /// The violations so far, forgetting them (for tests that break the description on purpose).
+    pub fn take_violations(&self) -> Vec<Violation> {
+        std::mem::take(&mut *lock(&self.shared.violations))
+    }
+
+    /// `Err` listing every violation (operation, side, field, problem), one a line.
+    pub fn conformance_report(&self) -> Result<(), String> {
+        let found = self.violations();
+        if found.is_empty() {
+            return Ok(());
+        }
+        let mut text = format!(
+            "{} exchange(s) differ from GitHub's published description:\n",
+            found.len()
+        );
+        for v in found {
+            text.push_str(&format!("  {v}\n"));
+        }
+        Err(text)
     }
 
     /// Requests served in total.

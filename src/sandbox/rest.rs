@@ -20,6 +20,7 @@ use axum::routing::{get, post};
 use graphql_parser::query::{Document, OperationDefinition};
 use serde_json::{Map, Value, json};
 
+use super::conformance::{RestContract, check_graphql_answer};
 use super::graphql::{Exec, GqlRequest, pick_operation};
 use super::shapes::{Shapes, iso};
 use super::state::{CommentSeed, PullSeed, RenameSeed, SandboxState, SeedState, TokenSeed};
@@ -209,6 +210,18 @@ async fn gate(State(s): S, mut req: Request, next: Next) -> Response {
         path == "/app" || path.starts_with("/app/") || template.ends_with("/installation");
     let origin = origin_of(&s, req.headers(), full_path_is_ghes(req.uri().path()));
     req.extensions_mut().insert(origin);
+    let method = req.method().to_string();
+    let checking = s.checking.load(std::sync::atomic::Ordering::Relaxed) && path != "/graphql";
+    if checking {
+        let (parts, body) = req.into_parts();
+        let bytes = axum::body::to_bytes(body, usize::MAX)
+            .await
+            .unwrap_or_default();
+        if let Ok(contract) = RestContract::get() {
+            s.record(contract.check_request(&method, &path, parts.uri.query(), &bytes));
+        }
+        req = Request::from_parts(parts, axum::body::Body::from(bytes));
+    }
     let caller = identify(&s.state(), req.headers(), app_route);
     let mut resp = match caller {
         Err(resp) => {
@@ -239,6 +252,26 @@ async fn gate(State(s): S, mut req: Request, next: Next) -> Response {
     }
     let scopes = req_scopes(&resp);
     add_github_headers(&s, &path, &mut resp, scopes);
+    if checking {
+        let (parts, body) = resp.into_parts();
+        let bytes = axum::body::to_bytes(body, usize::MAX)
+            .await
+            .unwrap_or_default();
+        if let Ok(contract) = RestContract::get() {
+            let content_type = parts
+                .headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok());
+            s.record(contract.check_response(
+                &method,
+                &path,
+                parts.status.as_u16(),
+                content_type,
+                &bytes,
+            ));
+        }
+        resp = Response::from_parts(parts, axum::body::Body::from(bytes));
+    }
     resp
 }
 
@@ -1199,7 +1232,23 @@ async fn graphql(
         let body = execute(&s, &caller, &origin, &request);
         with_scopes(&caller, json_ok(StatusCode::OK, body))
     };
-    with_fault(fault, answer).await
+    let resp = with_fault(fault, answer).await;
+    if !s.checking.load(std::sync::atomic::Ordering::Relaxed) {
+        return resp;
+    }
+    // Held to the shape of the query, whatever produced the answer.
+    let (parts, body) = resp.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .unwrap_or_default();
+    if let (Ok(doc), Ok(answer)) = (document(&request), serde_json::from_slice::<Value>(&bytes)) {
+        if let Ok((op, name)) = operation(&doc, &request) {
+            if parts.status.is_success() {
+                s.record(check_graphql_answer(&doc, op, &name, &answer));
+            }
+        }
+    }
+    Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
 /// The request and the name of the operation it runs; `Err` is the answer to a request that runs
@@ -1258,15 +1307,18 @@ fn execute(s: &Shared, caller: &Caller, origin: &Origin, request: &GqlRequest) -
     };
     match operation(&doc, request) {
         Ok((op, _)) => {
-            let mut st = s.state();
-            Exec::new(
-                &mut st,
-                &origin.web,
-                caller,
-                &doc,
-                request.variables.as_ref(),
-            )
-            .run(op)
+            let answer = {
+                let mut st = s.state();
+                Exec::new(
+                    &mut st,
+                    &origin.web,
+                    caller,
+                    &doc,
+                    request.variables.as_ref(),
+                )
+                .run(op)
+            };
+            answer
         }
         Err(errors) => errors,
     }

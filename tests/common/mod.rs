@@ -127,6 +127,10 @@ impl World {
         let mut state = seed(&git_dir);
         change(&mut state);
         let sandbox = Sandbox::start(state, 0).await.expect("sandbox starts");
+        // Every exchange of every test is held to GitHub's published descriptions.
+        sandbox
+            .check_conformance()
+            .expect("the vendored description compiles");
         let gh = client(&sandbox, Some(FULL), quick());
         World { sandbox, gh, dir }
     }
@@ -161,6 +165,18 @@ impl World {
                     .collect(),
             );
         });
+    }
+}
+
+impl Drop for World {
+    /// A test whose exchanges differ from GitHub's descriptions fails, naming operation and field.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        if let Err(report) = self.sandbox.conformance_report() {
+            panic!("{report}");
+        }
     }
 }
 
