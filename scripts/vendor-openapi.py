@@ -118,8 +118,13 @@ class Trimmer:
         return out
 
     def example(self, node):
+        """An example object's value; GitHub's often point at a shared example object."""
         node = self.resolve(node)
-        return node.get("value") if isinstance(node, dict) else None
+        value = node.get("value") if isinstance(node, dict) else None
+        while isinstance(value, dict) and set(value) == {"$ref"}:
+            target = self.resolve(value)
+            value = target.get("value", target)
+        return value
 
     def operation(self, method, path, op):
         params = []
