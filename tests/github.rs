@@ -1127,3 +1127,43 @@ async fn exchanges_unlike_githubs_descriptions_are_named() {
     })
     .await
 }
+
+#[tokio::test]
+async fn a_wrongly_typed_argument_fails_the_whole_document() {
+    within(async {
+        let w = World::new().await;
+        let ask = |body: &'static str| {
+            let url = w.sandbox.url();
+            async move {
+                raw(
+                    &url,
+                    "POST",
+                    "/graphql",
+                    &[("Authorization", &format!("Bearer {FULL}"))],
+                    body,
+                )
+                .await
+                .json()
+            }
+        };
+        let literal = ask(
+            r#"{"query": "{ viewer { login } repository(owner: \"acme\", name: \"widgets\") { issue(number: \"1\") { title } } }"}"#,
+        )
+        .await;
+        assert!(literal.get("data").is_none(), "{literal}");
+        assert_eq!(
+            literal["errors"][0]["extensions"]["code"],
+            "argumentLiteralsIncompatible"
+        );
+        let variable = ask(
+            r#"{"query": "query($n: Int!) { repository(owner: \"acme\", name: \"widgets\") { issue(number: $n) { title } } }", "variables": {"n": "1"}}"#,
+        )
+        .await;
+        assert!(variable.get("data").is_none(), "{variable}");
+        assert_eq!(
+            variable["errors"][0]["message"],
+            "Variable $n of type Int! was provided invalid value"
+        );
+    })
+    .await
+}

@@ -209,6 +209,7 @@ pub(crate) struct Exec<'q, 's> {
     base: &'s str,
     caller: &'s Caller,
     vars: Map<String, Value>,
+    doc: &'q Document<'q, &'q str>,
     fragments: HashMap<&'q str, &'q FragmentDefinition<'q, &'q str>>,
     errors: Vec<Value>,
     /// Errors GitHub reports instead of any data (validation, scopes).
@@ -241,6 +242,7 @@ impl<'q, 's> Exec<'q, 's> {
             state,
             base,
             caller,
+            doc,
             vars,
             fragments,
             errors: Vec::new(),
@@ -264,6 +266,10 @@ impl<'q, 's> Exec<'q, 's> {
                 return json!({"errors": [{"message": "Subscriptions are not supported by GitHub's API"}]});
             }
         };
+        // As GitHub: a document with arguments or variables of the wrong type does not run at all.
+        for error in super::graphql_validate::validate(self.doc, op, &self.vars) {
+            self.fatal_error(error);
+        }
         for def in defs {
             if self.vars.get(def.name).is_none_or(Value::is_null) {
                 match &def.default_value {

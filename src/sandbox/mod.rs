@@ -13,6 +13,7 @@ mod conformance;
 mod fault;
 pub mod git;
 mod graphql;
+mod graphql_validate;
 mod rest;
 mod schema;
 mod shapes;
