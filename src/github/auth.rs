@@ -124,8 +124,12 @@ impl Token {
 
 /// The host to ask gh about when the API is not github.com's.
 fn enterprise_host(api_url: &str) -> Option<String> {
-    let rest = api_url.split_once("://").map_or(api_url, |(_, r)| r);
-    let host = rest.split(['/', ':']).next()?.to_ascii_lowercase();
+    let host = url::Url::parse(api_url)
+        .ok()?
+        .host_str()?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase();
     (!host.is_empty() && host != "api.github.com" && host != "github.com").then_some(host)
 }
 
