@@ -16,7 +16,7 @@ use std::fmt;
 use std::sync::OnceLock;
 
 use graphql_parser::query::{
-    Definition, Document, OperationDefinition, Selection, SelectionSet, Type, TypeCondition,
+    Document, OperationDefinition, Selection, SelectionSet, Type, TypeCondition,
 };
 use serde_json::Value;
 
@@ -431,14 +431,7 @@ pub(crate) fn check_graphql_answer<'a, 'q>(
     };
     let mut check = AnswerCheck {
         schema,
-        fragments: doc
-            .definitions
-            .iter()
-            .filter_map(|d| match d {
-                Definition::Fragment(f) => Some((f.name, f)),
-                Definition::Operation(_) => None,
-            })
-            .collect(),
+        fragments: crate::github::graphql::fragment_map(doc),
         error_paths: answer["errors"]
             .as_array()
             .into_iter()
@@ -492,7 +485,6 @@ impl<'a, 'q> AnswerCheck<'a, 'q> {
     /// The fields `set` selects on an object of runtime type `runtime`, by response key.
     fn selected(
         &self,
-        static_type: &str,
         runtime: &str,
         set: &'a SelectionSet<'q, &'q str>,
         out: &mut Vec<(String, &'a graphql_parser::query::Field<'q, &'q str>)>,
@@ -509,7 +501,7 @@ impl<'a, 'q> AnswerCheck<'a, 'q> {
                     if let Some(frag) = self.fragments.get(s.fragment_name).copied() {
                         let TypeCondition::On(cond) = frag.type_condition;
                         if self.schema.matches(runtime, cond) {
-                            self.selected(static_type, runtime, &frag.selection_set, out);
+                            self.selected(runtime, &frag.selection_set, out);
                         }
                     }
                 }
@@ -519,7 +511,7 @@ impl<'a, 'q> AnswerCheck<'a, 'q> {
                         Some(TypeCondition::On(cond)) => self.schema.matches(runtime, cond),
                     };
                     if applies {
-                        self.selected(static_type, runtime, &i.selection_set, out);
+                        self.selected(runtime, &i.selection_set, out);
                     }
                 }
             }
@@ -546,7 +538,7 @@ impl<'a, 'q> AnswerCheck<'a, 'q> {
             None => static_type.to_string(),
         };
         let mut fields = Vec::new();
-        self.selected(static_type, &runtime, set, &mut fields);
+        self.selected(&runtime, set, &mut fields);
         for key in data.keys() {
             if !fields.iter().any(|(k, _)| k == key) {
                 path.push(Value::from(key.as_str()));
@@ -626,7 +618,9 @@ impl<'a, 'q> AnswerCheck<'a, 'q> {
         path: &mut Vec<Value>,
     ) {
         let problem = match name {
-            "Int" => (!v.as_i64().is_some_and(|n| i32::try_from(n).is_ok()))
+            "Int" => v
+                .as_i64()
+                .is_none_or(|n| i32::try_from(n).is_err())
                 .then(|| format!("`{v}` is not a 32-bit Int")),
             "Float" => (!v.is_number()).then(|| format!("`{v}` is not a Float")),
             "Boolean" => (!v.is_boolean()).then(|| format!("`{v}` is not a Boolean")),
@@ -676,6 +670,7 @@ fn is_date_time(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use graphql_parser::query::Definition;
     use serde_json::json;
 
     #[test]

@@ -226,14 +226,7 @@ impl<'q, 's> Exec<'q, 's> {
         doc: &'q Document<'q, &'q str>,
         variables: Option<&Value>,
     ) -> Exec<'q, 's> {
-        let fragments = doc
-            .definitions
-            .iter()
-            .filter_map(|d| match d {
-                Definition::Fragment(f) => Some((f.name, f)),
-                Definition::Operation(_) => None,
-            })
-            .collect();
+        let fragments = crate::github::graphql::fragment_map(doc);
         let vars = variables
             .and_then(|v| v.as_object())
             .cloned()
@@ -488,6 +481,7 @@ impl<'q, 's> Exec<'q, 's> {
 
     fn fail(&mut self, fail: Fail, typename: &str, field: &str, pos: Pos, path: &[Value]) {
         let mut fatal = false;
+        let typed = |kind: &str, message: String| json!({"type": kind, "path": path, "locations": [loc(pos)], "message": message});
         let error = match fail {
             Fail::Undefined => {
                 fatal = true;
@@ -498,12 +492,12 @@ impl<'q, 's> Exec<'q, 's> {
                     "message": format!("Field '{field}' doesn't exist on type '{typename}'"),
                 })
             }
-            Fail::Unsupported => json!({
-                "type": "SANDBOX_UNSUPPORTED",
-                "path": path,
-                "locations": [loc(pos)],
-                "message": format!("Field '{field}' of type '{typename}' exists on GitHub, but the sandbox does not emulate it"),
-            }),
+            Fail::Unsupported => typed(
+                "SANDBOX_UNSUPPORTED",
+                format!(
+                    "Field '{field}' of type '{typename}' exists on GitHub, but the sandbox does not emulate it"
+                ),
+            ),
             Fail::Scope { need } => {
                 fatal = true;
                 let granted = self
@@ -522,33 +516,20 @@ impl<'q, 's> Exec<'q, 's> {
                     "message": format!("Your token has not been granted the required scopes to execute this query. The '{field}' field requires one of the following scopes: ['{need}'], but your token has only been granted the: [{granted}] scopes. Please modify your token's scopes at: https://github.com/settings/tokens."),
                 })
             }
-            Fail::NotFound(message) => json!({
-                "type": "NOT_FOUND",
-                "path": path,
-                "locations": [loc(pos)],
-                "message": message,
-            }),
-            Fail::Invalid(message) => json!({
-                "type": "UNPROCESSABLE",
-                "path": path,
-                "locations": [loc(pos)],
-                "message": message,
-            }),
+            Fail::NotFound(message) => typed("NOT_FOUND", message),
+            Fail::Invalid(message) => typed("UNPROCESSABLE", message),
             Fail::Pagination { kind, message } => {
                 fatal = true;
-                json!({"type": kind, "path": path, "locations": [loc(pos)], "message": message})
+                typed(kind, message)
             }
             Fail::IntOutOfBounds(v) => json!({
                 "path": path,
                 "locations": [loc(pos)],
                 "message": format!("Integer out of bounds: {v} @ {field} ({typename}.{field}). Consider using ID or GraphQL::Types::BigInt instead."),
             }),
-            Fail::AppOnUserBoard => json!({
-                "type": "FORBIDDEN",
-                "path": path,
-                "locations": [loc(pos)],
-                "message": "Resource not accessible by integration",
-            }),
+            Fail::AppOnUserBoard => {
+                typed("FORBIDDEN", "Resource not accessible by integration".into())
+            }
         };
         if fatal {
             self.fatal_error(error);

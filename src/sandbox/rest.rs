@@ -214,13 +214,12 @@ async fn gate(State(s): S, mut req: Request, next: Next) -> Response {
     let checking = s.checking.load(std::sync::atomic::Ordering::Relaxed) && path != "/graphql";
     if checking {
         let (parts, body) = req.into_parts();
-        let bytes = axum::body::to_bytes(body, usize::MAX)
-            .await
-            .unwrap_or_default();
-        if let Ok(contract) = RestContract::get() {
-            s.record(contract.check_request(&method, &path, parts.uri.query(), &bytes));
-        }
-        req = Request::from_parts(parts, axum::body::Body::from(bytes));
+        let (parts, body) = inspect(parts, body, |parts, bytes| {
+            let query = parts.uri.query();
+            s.record(contract(|c| c.check_request(&method, &path, query, bytes)));
+        })
+        .await;
+        req = Request::from_parts(parts, body);
     }
     let caller = identify(&s.state(), req.headers(), app_route);
     let mut resp = match caller {
@@ -254,25 +253,39 @@ async fn gate(State(s): S, mut req: Request, next: Next) -> Response {
     add_github_headers(&s, &path, &mut resp, scopes);
     if checking {
         let (parts, body) = resp.into_parts();
-        let bytes = axum::body::to_bytes(body, usize::MAX)
-            .await
-            .unwrap_or_default();
-        if let Ok(contract) = RestContract::get() {
+        let (parts, body) = inspect(parts, body, |parts, bytes| {
             let content_type = parts
                 .headers
                 .get(header::CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok());
-            s.record(contract.check_response(
-                &method,
-                &path,
-                parts.status.as_u16(),
-                content_type,
-                &bytes,
-            ));
-        }
-        resp = Response::from_parts(parts, axum::body::Body::from(bytes));
+            let status = parts.status.as_u16();
+            s.record(contract(|c| {
+                c.check_response(&method, &path, status, content_type, bytes)
+            }));
+        })
+        .await;
+        resp = Response::from_parts(parts, body);
     }
     resp
+}
+
+/// Read a whole body, let `look` see it, and hand it on unchanged.
+async fn inspect<P>(
+    parts: P,
+    body: axum::body::Body,
+    look: impl FnOnce(&P, &[u8]),
+) -> (P, axum::body::Body) {
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .unwrap_or_default();
+    look(&parts, &bytes);
+    (parts, axum::body::Body::from(bytes))
+}
+
+/// What `check` finds with GitHub's REST description (nothing when it does not compile, which
+/// `Sandbox::check_conformance` refuses up front).
+fn contract(check: impl FnOnce(&RestContract) -> Vec<super::Violation>) -> Vec<super::Violation> {
+    RestContract::get().map(check).unwrap_or_default()
 }
 
 fn full_path_is_ghes(full: &str) -> bool {
@@ -1238,17 +1251,17 @@ async fn graphql(
     }
     // Held to the shape of the query, whatever produced the answer.
     let (parts, body) = resp.into_parts();
-    let bytes = axum::body::to_bytes(body, usize::MAX)
-        .await
-        .unwrap_or_default();
-    if let (Ok(doc), Ok(answer)) = (document(&request), serde_json::from_slice::<Value>(&bytes)) {
-        if let Ok((op, name)) = operation(&doc, &request) {
-            if parts.status.is_success() {
+    let (parts, body) = inspect(parts, body, |parts, bytes| {
+        let answer = serde_json::from_slice::<Value>(bytes);
+        let doc = document(&request);
+        if let (Ok(doc), Ok(answer), true) = (doc, answer, parts.status.is_success()) {
+            if let Ok((op, name)) = operation(&doc, &request) {
                 s.record(check_graphql_answer(&doc, op, &name, &answer));
             }
         }
-    }
-    Response::from_parts(parts, axum::body::Body::from(bytes))
+    })
+    .await;
+    Response::from_parts(parts, body)
 }
 
 /// The request and the name of the operation it runs; `Err` is the answer to a request that runs
@@ -1307,18 +1320,15 @@ fn execute(s: &Shared, caller: &Caller, origin: &Origin, request: &GqlRequest) -
     };
     match operation(&doc, request) {
         Ok((op, _)) => {
-            let answer = {
-                let mut st = s.state();
-                Exec::new(
-                    &mut st,
-                    &origin.web,
-                    caller,
-                    &doc,
-                    request.variables.as_ref(),
-                )
-                .run(op)
-            };
-            answer
+            let mut st = s.state();
+            Exec::new(
+                &mut st,
+                &origin.web,
+                caller,
+                &doc,
+                request.variables.as_ref(),
+            )
+            .run(op)
         }
         Err(errors) => errors,
     }

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
 
-use graphql_parser::schema::{Definition, InputValue, Type, TypeDefinition};
+use graphql_parser::schema::{Definition, Field, InputValue, Type, TypeDefinition};
 
 const SCHEMA: &str = include_str!("../github/graphql/schema.graphql");
 
@@ -43,36 +43,12 @@ impl SchemaIndex {
                 };
                 match t {
                     TypeDefinition::Object(o) => {
-                        index
-                            .fields
-                            .insert(o.name, o.fields.iter().map(|f| f.name).collect());
-                        for f in o.fields {
-                            index.defs.entry(o.name).or_default().insert(
-                                f.name,
-                                FieldDef {
-                                    ty: f.field_type,
-                                    args: f.arguments,
-                                },
-                            );
-                        }
                         for i in o.implements_interfaces {
                             index.possible.entry(i).or_default().insert(o.name);
                         }
+                        index.add_fields(o.name, o.fields);
                     }
-                    TypeDefinition::Interface(i) => {
-                        index
-                            .fields
-                            .insert(i.name, i.fields.iter().map(|f| f.name).collect());
-                        for f in i.fields {
-                            index.defs.entry(i.name).or_default().insert(
-                                f.name,
-                                FieldDef {
-                                    ty: f.field_type,
-                                    args: f.arguments,
-                                },
-                            );
-                        }
-                    }
+                    TypeDefinition::Interface(i) => index.add_fields(i.name, i.fields),
                     TypeDefinition::Enum(e) => {
                         index
                             .enums
@@ -102,6 +78,21 @@ impl SchemaIndex {
         self.fields
             .get(type_name)
             .is_some_and(|f| f.contains(field))
+    }
+
+    fn add_fields(&mut self, owner: &'static str, fields: Vec<Field<'static, &'static str>>) {
+        self.fields
+            .insert(owner, fields.iter().map(|f| f.name).collect());
+        let defs = self.defs.entry(owner).or_default();
+        for f in fields {
+            defs.insert(
+                f.name,
+                FieldDef {
+                    ty: f.field_type,
+                    args: f.arguments,
+                },
+            );
+        }
     }
 
     /// The type of `type_name.field`.

@@ -66,14 +66,7 @@ fn trim_to_operation(document: &str, name: &str) -> Result<String, String> {
             _ => false,
         })
         .ok_or_else(|| format!("no operation named {name} in the document"))?;
-    let fragments: HashMap<&str, _> = doc
-        .definitions
-        .iter()
-        .filter_map(|d| match d {
-            Definition::Fragment(f) => Some((f.name, f)),
-            Definition::Operation(_) => None,
-        })
-        .collect();
+    let fragments = fragment_map(&doc);
     // Fragments the operation reaches, directly or through other fragments.
     let mut needed = BTreeSet::new();
     let mut pending = Vec::new();
@@ -96,6 +89,19 @@ fn trim_to_operation(document: &str, name: &str) -> Result<String, String> {
         out.push_str(&fragments[f].to_string());
     }
     Ok(out)
+}
+
+/// The fragments a document defines, by name.
+pub(crate) fn fragment_map<'d, 'q>(
+    doc: &'d graphql_parser::query::Document<'q, &'q str>,
+) -> HashMap<&'q str, &'d graphql_parser::query::FragmentDefinition<'q, &'q str>> {
+    doc.definitions
+        .iter()
+        .filter_map(|d| match d {
+            Definition::Fragment(f) => Some((f.name, f)),
+            Definition::Operation(_) => None,
+        })
+        .collect()
 }
 
 /// Names of the fragments spread anywhere in `set`.
