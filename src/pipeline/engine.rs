@@ -1197,32 +1197,31 @@ impl Engine<'_> {
             url: pr.html_url.clone(),
             created,
         })?;
-        match self
-            .gh
-            .mergeable(pr.number, &self.gh.mergeable_poll())
-            .await
-        {
-            Ok(Some(false)) => match wt.merge_base_branch_with(&self.svc_push) {
-                Ok(MergeOutcome::Merged { sha }) => match wt.push(&self.svc_push) {
-                    Ok(()) => {
-                        self.journal.record(Event::Pushed { sha })?;
-                    }
+        let poll = self.gh.mergeable_poll();
+        match self.gh.mergeable(pr.number, &poll).await {
+            Ok(mergeable) if mergeable == Some(false) => {
+                match wt.merge_base_branch_with(&self.svc_push) {
+                    Ok(MergeOutcome::Merged { sha }) => match wt.push(&self.svc_push) {
+                        Ok(()) => {
+                            self.journal.record(Event::Pushed { sha })?;
+                        }
+                        Err(e) => self.warn(format!(
+                            "merged {} into the branch but the push failed: {e}",
+                            self.ws.default_branch
+                        )),
+                    },
+                    Ok(MergeOutcome::Conflicts { files }) => self.warn(format!(
+                        "the pull request conflicts with {}; resolve by hand: {}",
+                        self.ws.default_branch,
+                        files.join(", ")
+                    )),
+                    Ok(MergeOutcome::UpToDate) => {}
                     Err(e) => self.warn(format!(
-                        "merged {} into the branch but the push failed: {e}",
+                        "could not merge {} into the branch: {e}",
                         self.ws.default_branch
                     )),
-                },
-                Ok(MergeOutcome::Conflicts { files }) => self.warn(format!(
-                    "the pull request conflicts with {}; resolve by hand: {}",
-                    self.ws.default_branch,
-                    files.join(", ")
-                )),
-                Ok(MergeOutcome::UpToDate) => {}
-                Err(e) => self.warn(format!(
-                    "could not merge {} into the branch: {e}",
-                    self.ws.default_branch
-                )),
-            },
+                }
+            }
             Ok(_) => {}
             Err(e) => self.warn(format!(
                 "could not read the pull request's mergeability: {e}"
