@@ -154,7 +154,7 @@ impl Default for MergeablePoll {
 impl GitHub {
     /// The [`MergeablePoll`] that suits this client's API URL.
     pub fn mergeable_poll(&self) -> MergeablePoll {
-        if self.retry_policy().min_mutation_interval.is_zero() {
+        if super::retry::is_loopback(self.api_url()) {
             MergeablePoll::loopback()
         } else {
             MergeablePoll::github()
@@ -170,22 +170,34 @@ impl GitHub {
         number: u64,
         poll: &MergeablePoll,
     ) -> Result<Option<bool>, GitHubError> {
+        Ok(self.pr_with_mergeability(number, poll).await?.mergeable)
+    }
+
+    /// Pull request `number` once GitHub knows its mergeability (see [`GitHub::mergeable`]), or as
+    /// the last of `poll.attempts` reads found it.
+    pub async fn pr_with_mergeability(
+        &self,
+        number: u64,
+        poll: &MergeablePoll,
+    ) -> Result<PullRequest, GitHubError> {
         let attempts = poll.attempts.max(1);
-        for attempt in 1..=attempts {
+        let mut attempt = 1;
+        loop {
             let pr = self.get_pr(number).await?;
             if pr.mergeable.is_some() || pr.state != "open" {
-                return Ok(pr.mergeable);
+                return Ok(pr);
             }
-            if attempt < attempts {
-                tokio::time::sleep(poll.delay(attempt)).await;
+            if attempt >= attempts {
+                tracing::info!(
+                    pr = number,
+                    reads = attempts,
+                    "GitHub had not computed the pull request's mergeability yet"
+                );
+                return Ok(pr);
             }
+            tokio::time::sleep(poll.delay(attempt)).await;
+            attempt += 1;
         }
-        tracing::info!(
-            pr = number,
-            reads = attempts,
-            "GitHub had not computed the pull request's mergeability yet"
-        );
-        Ok(None)
     }
 
     /// Check runs of a commit. With the ETag of an earlier answer, an unchanged list comes back as

@@ -87,13 +87,7 @@ impl RetryPolicy {
 
     /// [`RetryPolicy::loopback`] for 127.0.0.1/localhost URLs, else [`RetryPolicy::github`].
     pub fn for_api_url(api_url: &str) -> RetryPolicy {
-        let loopback = url::Url::parse(api_url).is_ok_and(|u| match u.host() {
-            Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-            None => false,
-        });
-        if loopback {
+        if is_loopback(api_url) {
             RetryPolicy::loopback()
         } else {
             RetryPolicy::github()
@@ -109,6 +103,16 @@ impl RetryPolicy {
         let capped = exp.min(self.max_wait);
         capped.mul_f64(0.5 + fastrand::f64() * 0.5)
     }
+}
+
+/// Whether `api_url` names this machine (the sandbox, a test server).
+pub(crate) fn is_loopback(api_url: &str) -> bool {
+    url::Url::parse(api_url).is_ok_and(|u| match u.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    })
 }
 
 /// One request to send.

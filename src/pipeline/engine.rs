@@ -1198,8 +1198,8 @@ impl Engine<'_> {
             created,
         })?;
         let poll = self.gh.mergeable_poll();
-        match self.gh.mergeable(pr.number, &poll).await {
-            Ok(mergeable) if mergeable == Some(false) => {
+        match self.gh.pr_with_mergeability(pr.number, &poll).await {
+            Ok(state) if state.mergeable == Some(false) => {
                 match wt.merge_base_branch_with(&self.svc_push) {
                     Ok(MergeOutcome::Merged { sha }) => match wt.push(&self.svc_push) {
                         Ok(()) => {
