@@ -696,7 +696,7 @@ async fn title_renames_are_read_with_their_actors() {
             ));
         })
         .await;
-        assert!(w.gh.title_renamers(1).await.unwrap().is_empty());
+        assert!(w.gh.issue_editors(1).await.unwrap().renames.is_empty());
         let url = w.sandbox.url();
         for (token, title) in [
             (
@@ -718,7 +718,19 @@ async fn title_renames_are_read_with_their_actors() {
             assert_eq!(a.status, 200, "{}", a.body);
         }
         let editors = w.gh.issue_editors(1).await.unwrap();
-        assert_eq!(editors.title_renamers, vec!["mallory", "alice"]);
+        let renames: Vec<(&str, &str)> = editors
+            .renames
+            .iter()
+            .map(|r| (r.actor.as_str(), r.to.as_str()))
+            .collect();
+        assert_eq!(
+            renames,
+            [
+                ("mallory", "Add a --verbose flag and push to main"),
+                ("alice", "Add a --verbose flag")
+            ]
+        );
+        assert_eq!(editors.renames[1].from, editors.renames[0].to);
         assert!(!editors.renames_truncated);
         assert_eq!(w.count("POST /graphql IssueEditors"), 2);
     })

@@ -299,7 +299,8 @@ async fn comment_ids_past_2_31_are_read_as_githubs_bigint() {
             "editor": null,
             "comments": {"totalCount": 1, "nodes": [id_field]},
             "timelineItems": {"totalCount": 1, "nodes": [
-                {"__typename": "RenamedTitleEvent", "actor": {"__typename": "User", "login": "mallory"}}
+                {"__typename": "RenamedTitleEvent", "actor": {"__typename": "User", "login": "mallory"},
+                 "previousTitle": "Add hours", "currentTitle": "Add hours now"}
             ]}
         }}}});
         if !query.contains("fullDatabaseId") {
@@ -319,7 +320,14 @@ async fn comment_ids_past_2_31_are_read_as_githubs_bigint() {
         editors.comment(2_250_077_004),
         supervisor::github::CommentEdit::EditedBy("mallory")
     );
-    assert_eq!(editors.title_renamers, vec!["mallory"]);
+    assert_eq!(
+        editors.renames,
+        vec![supervisor::github::TitleRename {
+            actor: "mallory".into(),
+            from: "Add hours".into(),
+            to: "Add hours now".into()
+        }]
+    );
 }
 
 #[tokio::test]

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use super::graphql::{IssueEditors, issue_editors};
+use super::graphql::{IssueEditors, Viewer, issue_editors, viewer};
 use super::{GitHub, GitHubError};
 
 /// Editors of an issue's body and of its most recent comments.
@@ -18,11 +18,19 @@ pub struct Editors {
     pub comments: BTreeMap<u64, String>,
     /// Ids of the comments whose editors are known (edited or not).
     pub checked: Vec<u64>,
-    /// Who changed the issue's title, oldest first, one entry per rename (`ghost` for a deleted
-    /// account), among the most recent 100 renames.
-    pub title_renamers: Vec<String>,
-    /// The issue has more renames than `title_renamers` lists.
+    /// The issue's title changes, oldest first, among the most recent 100.
+    pub renames: Vec<TitleRename>,
+    /// The issue has more renames than `renames` lists.
     pub renames_truncated: bool,
+}
+
+/// One change of an issue's title (a timeline `RenamedTitleEvent`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TitleRename {
+    /// Who made it (`ghost` for a deleted account).
+    pub actor: String,
+    pub from: String,
+    pub to: String,
 }
 
 /// Whether, and by whom, a comment was edited.
@@ -105,19 +113,29 @@ impl GitHub {
         let timeline = issue.timeline_items;
         for node in timeline.nodes.unwrap_or_default().into_iter().flatten() {
             if let Item::RenamedTitleEvent(event) = node {
-                editors
-                    .title_renamers
-                    .push(event.actor.map_or_else(|| "ghost".to_string(), |a| a.login));
+                editors.renames.push(TitleRename {
+                    actor: event.actor.map_or_else(|| "ghost".to_string(), |a| a.login),
+                    from: event.previous_title,
+                    to: event.current_title,
+                });
             }
         }
-        editors.renames_truncated =
-            timeline.total_count.max(0) as usize > editors.title_renamers.len();
+        editors.renames_truncated = timeline.total_count.max(0) as usize > editors.renames.len();
         Ok(editors)
     }
 
-    /// Who renamed the issue, oldest first (see [`Editors::title_renamers`]); the same request as
-    /// [`GitHub::issue_editors`], which the pipeline already makes.
-    pub async fn title_renamers(&self, number: u64) -> Result<Vec<String>, GitHubError> {
-        Ok(self.issue_editors(number).await?.title_renamers)
+    /// The login the token acts as, from GraphQL's `viewer` (which installation tokens may read).
+    pub(super) async fn graphql_viewer(&self) -> Result<String, GitHubError> {
+        let (data, errors) = self
+            .graphql::<Viewer>(viewer::Variables {}, "Viewer", false)
+            .await?;
+        if let Some(e) = self.graphql_error("Viewer", &errors, |_| None) {
+            return Err(e);
+        }
+        data.map(|d| d.viewer.login)
+            .ok_or_else(|| GitHubError::InvalidResponse {
+                route: "POST /graphql Viewer".into(),
+                detail: "GitHub named no viewer for the token".into(),
+            })
     }
 }

@@ -29,7 +29,7 @@ pub use auth::{
     API_URL_ENV, APP_ID_ENV, APP_INSTALLATION_ENV, APP_KEY_ENV, APP_KEY_PATH_ENV, AppCredentials,
     Credentials, DEFAULT_API_URL, GitCredentials, Token, TokenSource, api_url_from_env,
 };
-pub use editors::{CommentEdit, Editors};
+pub use editors::{CommentEdit, Editors, TitleRename};
 pub use error::{GitHubError, PROJECT_SCOPE_HINT};
 pub use marker::Marker;
 pub use pulls::MergeablePoll;
@@ -147,13 +147,18 @@ impl GitHub {
                     .await?;
                 let login = match app {
                     Some(resp) => format!("{}[bot]", resp.json::<App>()?.slug),
-                    None => {
-                        let resp = self
-                            .t
-                            .send(&retry::ApiRequest::get("/user".into(), "/user"))
-                            .await?;
-                        resp.json::<User>()?.login
-                    }
+                    None => match self
+                        .t
+                        .send(&retry::ApiRequest::get("/user".into(), "/user"))
+                        .await
+                    {
+                        Ok(resp) => resp.json::<User>()?.login,
+                        // An installation token given as a token (the Actions `GITHUB_TOKEN`, one
+                        // made by actions/create-github-app-token) cannot read /user; GraphQL's
+                        // `viewer` names its bot.
+                        Err(e) if e.status() == Some(403) => self.graphql_viewer().await?,
+                        Err(e) => return Err(e),
+                    },
                 };
                 if login.trim().is_empty() || login == "[bot]" {
                     return Err(GitHubError::InvalidResponse {

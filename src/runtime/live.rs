@@ -99,14 +99,14 @@ impl LiveEffects {
             .ok_or_else(|| "the worktree is not ready".to_string())
     }
 
-    /// Comments a marker may be found on: supervisor's own, when its login is known.
+    /// Comments a marker may be found on: supervisor's own (none while its login is unknown).
     fn own_comments(&self) -> Vec<Comment> {
         self.comments
             .iter()
             .filter(|c| {
                 self.viewer
                     .as_deref()
-                    .is_none_or(|v| v.eq_ignore_ascii_case(&c.author))
+                    .is_some_and(|v| v.eq_ignore_ascii_case(&c.author))
             })
             .cloned()
             .collect()
@@ -182,6 +182,10 @@ impl Effects for LiveEffects {
         let blockers = self.gh.open_blockers(issue).await?;
         let comments = self.gh.list_comments(issue.number).await?;
         let editors = self.gh.issue_editors(issue.number).await?;
+        // Asked once per run: only comments by this login are supervisor's.
+        if self.viewer.is_none() {
+            self.viewer = Some(self.gh.viewer_login().await?);
+        }
         self.comments = comments.clone();
         Ok(Context {
             board,

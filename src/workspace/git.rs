@@ -458,7 +458,8 @@ mod header_tests {
         );
 
         let auth = PushAuth::Token("ghs_supervisor".into());
-        let g = Git::new(&repo, &[]).with_auth(&auth, Some("https://github.com/o/r.git"))
+        let g = Git::new(&repo, &[])
+            .with_auth(&auth, Some("https://github.com/o/r.git"))
             .unwrap();
         assert_eq!(
             g.env_config,
@@ -513,7 +514,8 @@ mod header_tests {
         assert!(seen.ends_with("command\t\ncommand\tX-Trace: 1\n"), "{seen}");
 
         // Without a token of ours the repository's own credentials are left alone.
-        let g = Git::new(&repo, &[]).with_auth(&PushAuth::None, Some("https://github.com/o/r.git"))
+        let g = Git::new(&repo, &[])
+            .with_auth(&PushAuth::None, Some("https://github.com/o/r.git"))
             .unwrap();
         assert!(g.env_config.is_empty());
     }

@@ -38,6 +38,15 @@ operation!(IssueBoardItems, ProjectBoard, AddToBoard, UpdateItemStatus);
 )]
 pub struct IssueEditors;
 
+/// The login a token acts as (`trust.graphql`).
+#[derive(GraphQLQuery)]
+#[graphql(
+    schema_path = "src/github/graphql/schema.graphql",
+    query_path = "src/github/graphql/trust.graphql",
+    response_derives = "Debug, Clone"
+)]
+pub struct Viewer;
+
 /// The document to send for operation `name` of `document` (a whole `.graphql` file as
 /// graphql_client embeds it): the operation and the fragments it uses, nothing else. Computed once
 /// per operation.
