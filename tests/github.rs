@@ -1060,11 +1060,14 @@ async fn the_viewer_login_is_the_token_user_or_the_app_bot() {
         // The bot is who the App's comments are authored by.
         let c = app.create_comment(1, "from the app").await.unwrap();
         assert_eq!(c.author, app.viewer_login().await.unwrap());
-        // An installation token cannot read /user, as on GitHub.
+        // An installation token given as a token (as Actions' GITHUB_TOKEN is) cannot read /user,
+        // as on GitHub; GraphQL's viewer names its bot.
         let token = app.access_token().await.unwrap().unwrap();
         let as_bot = client(&w.sandbox, Some(token.expose()), quick());
-        let e = as_bot.viewer_login().await.unwrap_err();
-        assert_eq!(e.status(), Some(403), "{e}");
+        let before = w.count("GET /user");
+        assert_eq!(as_bot.viewer_login().await.unwrap(), "supervisor-bot[bot]");
+        assert_eq!(w.count("GET /user"), before + 1);
+        assert_eq!(w.count("POST /graphql Viewer"), 1);
     })
     .await
 }
