@@ -14,38 +14,25 @@ pub type URI = String;
 /// GitHub's `BigInt` scalar: an integer too large for `Int`, as a string of digits.
 pub type BigInt = String;
 
-/// An operation of `board.graphql`, typed by graphql_client from the vendored schema.
-macro_rules! operation {
-    ($($name:ident),+) => {$(
+/// Operations of a `.graphql` file, typed by graphql_client from the vendored schema.
+macro_rules! operations {
+    ($file:tt: $($name:ident),+) => {$(
         #[derive(GraphQLQuery)]
         #[graphql(
             schema_path = "src/github/graphql/schema.graphql",
-            query_path = "src/github/graphql/board.graphql",
+            query_path = $file,
             response_derives = "Debug, Clone"
         )]
         pub struct $name;
     )+};
 }
 
-operation!(IssueBoardItems, ProjectBoard, AddToBoard, UpdateItemStatus);
-
-/// Who edited an issue and its comments (`trust.graphql`).
-#[derive(GraphQLQuery)]
-#[graphql(
-    schema_path = "src/github/graphql/schema.graphql",
-    query_path = "src/github/graphql/trust.graphql",
-    response_derives = "Debug, Clone"
-)]
-pub struct IssueEditors;
-
-/// The login a token acts as (`trust.graphql`).
-#[derive(GraphQLQuery)]
-#[graphql(
-    schema_path = "src/github/graphql/schema.graphql",
-    query_path = "src/github/graphql/trust.graphql",
-    response_derives = "Debug, Clone"
-)]
-pub struct Viewer;
+// The board: where an issue's card is, the board's columns, adding a card, moving it.
+operations!(
+    "src/github/graphql/board.graphql": IssueBoardItems, ProjectBoard, AddToBoard, UpdateItemStatus
+);
+// Trust: who edited an issue and its comments and renamed it; the login a token acts as.
+operations!("src/github/graphql/trust.graphql": IssueEditors, Viewer);
 
 /// The document to send for operation `name` of `document` (a whole `.graphql` file as
 /// graphql_client embeds it): the operation and the fragments it uses, nothing else. Computed once
