@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use crate::config::{GateKind, GateSettings, Hook, SETTINGS_PATHS, Workflow};
 use crate::gates::{
-    ChangeSet, CiContext, GateContext, NoCiConnection, Verdict, default_hook, run_gates, verdict,
-    worktree_root,
+    ChangeSet, CiContext, GateContext, GateSession, NoCiConnection, ToolEnv, Verdict, default_hook,
+    run_gates, verdict, worktree_root,
 };
 use crate::pipeline::{Project, process_env};
 use crate::report;
@@ -21,6 +21,8 @@ struct GatePlan {
     base: String,
     settings: GateSettings,
     ci_timeout_sec: u64,
+    /// What gate tools see: the agents' environment allowlist.
+    env: ToolEnv,
 }
 
 /// The hooks of the first stage that has any (experimental ones only when enabled).
@@ -48,6 +50,7 @@ fn plan(root: &Path) -> Result<GatePlan, u8> {
             base: "main".into(),
             settings: GateSettings::default(),
             ci_timeout_sec: 300,
+            env: ToolEnv::base(),
         });
     }
     match Project::load(root, &process_env) {
@@ -62,6 +65,7 @@ fn plan(root: &Path) -> Result<GatePlan, u8> {
                 base: project.settings.default_branch.clone(),
                 settings: project.settings.gates.clone(),
                 ci_timeout_sec: project.settings.ci_gating_timeout_sec,
+                env: ToolEnv::for_settings(&project.settings, None),
             })
         }
         Err(e) => {
@@ -142,14 +146,17 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
         interval: Duration::from_secs(plan.settings.ci_poll_interval_sec.max(1)),
         source: std::sync::Arc::new(NoCiConnection("no GitHub connection".into())),
     });
+    let state_dir = root.join(".supervisor/gates");
+    let session = GateSession::for_checkout(&root, &state_dir, plan.env);
     let ctx = GateContext {
-        state_dir: root.join(".supervisor/gates"),
+        state_dir,
         dir: root.clone(),
         changes,
         issue: None,
         settings: plan.settings,
         ci,
         search_path: None,
+        session,
     };
     if !json {
         eprintln!(
@@ -184,7 +191,11 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
             return EXIT_STOPPED;
         }
     };
-    let reports = runtime.block_on(run_gates(&hooks, &ctx));
+    let reports = runtime.block_on(async {
+        let reports = run_gates(&hooks, &ctx).await;
+        ctx.session.shutdown().await;
+        reports
+    });
     let v = verdict(&reports);
     if json {
         let doc = serde_json::json!({

@@ -100,7 +100,7 @@ async fn run(ctx: &GateContext) -> GateOutcome {
     if sources.is_empty() {
         return GateOutcome::not_applicable("no changed source files to look for clones of");
     }
-    let jscpd = match tool::locate(JSCPD, ctx) {
+    let jscpd = match tool::locate(JSCPD, ctx).await {
         Ok(t) => t,
         Err(reason) => return GateOutcome::not_run(reason),
     };

@@ -15,8 +15,10 @@ mod lsp_client;
 mod npm_semver;
 mod package_safety;
 mod report;
+mod session;
 mod tool;
 mod traceability;
+mod trust;
 mod tsc;
 
 use std::ffi::OsString;
@@ -38,7 +40,9 @@ pub use ci::{CiContext, CiPoll, CiRun, CiSource, NoCiConnection};
 pub use duplicates::{CloneType, classify_clone};
 pub use npm_semver::{Range as NpmRange, Version as NpmVersion};
 pub use report::{Finding, FindingSeverity, GateReport, GateStatus, Verdict, verdict};
+pub use session::GateSession;
 pub use tool::{ToolLocation, find_on_path};
+pub use trust::{ToolEnv, main_checkout_of};
 
 /// A boxed, sendable future (no async-trait dependency).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -81,8 +85,12 @@ pub struct GateContext {
     pub ci: Option<CiContext>,
     /// Where gates keep state between runs (tsc cache and trend), e.g. `<repo>/.supervisor/gates`.
     pub state_dir: PathBuf,
-    /// PATH used to find tools and given to them; `None` = the process's PATH.
+    /// PATH used to find tools and given to them; `None` = the session environment's PATH. Relative
+    /// entries and entries inside the checkout are never used.
     pub search_path: Option<OsString>,
+    /// The run's gate session: trusted tools, their environment, warm language servers, incremental
+    /// state.
+    pub session: GateSession,
 }
 
 impl fmt::Debug for GateContext {
@@ -94,24 +102,29 @@ impl fmt::Debug for GateContext {
             .field("settings", &self.settings)
             .field("ci", &self.ci)
             .field("state_dir", &self.state_dir)
+            .field("session", &self.session)
             .finish_non_exhaustive()
     }
 }
 
 impl GateContext {
     /// A context for the checkout at `dir` against `base`, with default gate settings, no issue and no
-    /// CI connection; state kept in `<dir>/.supervisor/gates`.
+    /// CI connection; state kept in `<dir>/.supervisor/gates`, tools run with the agents' base
+    /// environment allowlist in a session of their own.
     pub fn for_checkout(dir: &Path, base: &str) -> Result<GateContext, GateError> {
         let root = worktree_root(dir)?;
         let changes = ChangeSet::compute(&root, base)?;
+        let state_dir = root.join(".supervisor/gates");
+        let session = GateSession::for_checkout(&root, &state_dir, ToolEnv::base());
         Ok(GateContext {
-            state_dir: root.join(".supervisor/gates"),
+            state_dir,
             dir: root,
             changes,
             issue: None,
             settings: GateSettings::default(),
             ci: None,
             search_path: None,
+            session,
         })
     }
 
@@ -424,6 +437,7 @@ mod tests {
             ci: None,
             state_dir: PathBuf::from("/nonexistent/state"),
             search_path: None,
+            session: GateSession::new(None, Path::new("/nonexistent/state"), ToolEnv::base()),
         }
     }
 

@@ -136,6 +136,8 @@ struct Engine<'p> {
     transitions: Vec<Transition>,
     started: Instant,
     pr_failed: bool,
+    /// Gate state for this run (warm language servers, incremental caches); shut down when the run ends.
+    gate_session: gates::GateSession,
 }
 
 /// Run the pipeline for one issue.
@@ -274,6 +276,11 @@ pub async fn run_issue(
         .last_gates
         .clone()
         .and_then(|v| serde_json::from_value(v).ok());
+    let gate_session = gates::GateSession::new(
+        Some(&p.root),
+        &p.root.join(".supervisor").join("gates"),
+        gates::ToolEnv::for_settings(&p.settings, svc.github_token.as_deref()),
+    );
     let mut engine = Engine {
         p,
         gh,
@@ -303,6 +310,7 @@ pub async fn run_issue(
         last_score: None,
         started,
         pr_failed: false,
+        gate_session,
     };
     if p.workflow
         .stage_for_column(&engine.column)
@@ -320,6 +328,7 @@ pub async fn run_issue(
     }
 
     let end = engine.run_stages().await;
+    engine.gate_session.shutdown().await;
     let end = match end {
         Ok(end) => end,
         Err(e) => {
@@ -1087,6 +1096,7 @@ impl Engine<'_> {
             ci,
             state_dir: self.p.root.join(".supervisor").join("gates"),
             search_path: None,
+            session: self.gate_session.clone(),
         };
         let reports = gates::run_gates(hooks, &ctx).await;
         self.journal.record(Event::GatesFinished {
