@@ -296,6 +296,8 @@ async fn check_language(ctx: &GateContext, lang: Language, files: &[String]) -> 
             Ok(o) => Some(o),
             Err(reason) => return LanguageResult::NotRun(reason),
         },
+        // gopls offers pull diagnostics (its completion signal) only when asked to.
+        Language::Go => Some(json!({ "pullDiagnostics": true })),
         _ => None,
     };
     let root = ctx.dir.canonicalize().unwrap_or_else(|_| ctx.dir.clone());

@@ -200,14 +200,30 @@ pub fn context_for(dir: &Path, session: &GateSession) -> GateContext {
 
 /// Run a future on a fresh runtime with a time limit, so no test hangs.
 pub fn run_bounded<F: std::future::Future>(secs: u64, fut: F) -> F::Output {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(async {
+    Runtime::new().run(secs, fut)
+}
+
+/// One runtime for several rounds: what a gate session keeps alive (language servers and their
+/// readers) lives on the runtime that started it, as in a pipeline run.
+pub struct Runtime(tokio::runtime::Runtime);
+
+impl Runtime {
+    pub fn new() -> Runtime {
+        Runtime(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime"),
+        )
+    }
+
+    /// Run `fut` with a time limit, so no test hangs.
+    pub fn run<F: std::future::Future>(&self, secs: u64, fut: F) -> F::Output {
+        self.0.block_on(async {
             tokio::time::timeout(std::time::Duration::from_secs(secs), fut)
                 .await
                 .unwrap_or_else(|_| panic!("test did not finish within {secs} s"))
         })
+    }
 }

@@ -9,6 +9,8 @@ mod ci;
 mod cli;
 mod command;
 mod failures;
+mod lsp_load;
 mod package_safety;
+mod session;
 mod tools;
 mod traceability;
