@@ -14,3 +14,4 @@ mod package_safety;
 mod session;
 mod tools;
 mod traceability;
+mod trust;
