@@ -532,11 +532,23 @@ impl Engine<'_> {
         if self.wt.is_some() {
             return Ok(());
         }
+        let started = Instant::now();
         let wt = workspace::ensure_worktree_with(&self.ws, self.opts.issue, &self.svc_push)?;
         let mut warnings = Vec::new();
         if wt.origin != workspace::Reuse::ExistingWorktree {
             let report = workspace::setup(&self.ws, &wt).await;
             warnings = report.warnings.clone();
+            eprintln!(
+                "worktree {} ready in {:.2} s (time to first agent; dependencies: {})",
+                wt.path.display(),
+                started.elapsed().as_secs_f64(),
+                match report.dependencies {
+                    Some(workspace::Dependencies::Cloned) => "the main checkout's, cloned",
+                    Some(workspace::Dependencies::InstalledOffline) => "npm ci --prefer-offline",
+                    Some(workspace::Dependencies::SetupCommands) => "npm ci",
+                    None => "left to the setup commands",
+                }
+            );
         }
         for w in &warnings {
             self.warn(format!("setup: {w}"));

@@ -1,10 +1,16 @@
 //! Preparing a new worktree: `.pi/git/` copied, submodules initialised, git-ignored files such as
 //! `.env` copied, then the setup commands (default `npm ci` when a lockfile exists). Every step that
 //! fails is a warning, not a stop: agents can still work in a partly set-up tree, and say so.
+//!
+//! When the worktree's npm lockfile is the main checkout's and the main checkout has its dependencies
+//! installed, they are reused instead of installed again: cloned copy-on-write where the file system
+//! can (the worktree gets its own copy, sharing disk blocks until written), else installed with
+//! `npm ci --prefer-offline` from npm's shared cache in place of the default `npm ci`. Configured
+//! setup commands still run afterwards.
 
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use tokio::process::Command;
@@ -35,6 +41,24 @@ pub struct SetupStep {
 pub struct SetupReport {
     pub steps: Vec<SetupStep>,
     pub warnings: Vec<String>,
+    /// How the dependencies came to be, when there is an npm lockfile.
+    #[serde(default)]
+    pub dependencies: Option<Dependencies>,
+    /// Wall time of the whole setup.
+    #[serde(default)]
+    pub duration_ms: u64,
+}
+
+/// How a new worktree got its npm dependencies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Dependencies {
+    /// The main checkout's `node_modules`, cloned copy-on-write.
+    Cloned,
+    /// `npm ci --prefer-offline` (the lockfile is the main checkout's; no copy-on-write here).
+    InstalledOffline,
+    /// Installed by the setup commands (the default `npm ci`, or configured ones).
+    SetupCommands,
 }
 
 impl SetupReport {
@@ -49,6 +73,7 @@ impl SetupReport {
 
 /// Set up a worktree. Never fails; problems are warnings in the report.
 pub async fn setup(cfg: &WorkspaceConfig, wt: &Worktree) -> SetupReport {
+    let started = Instant::now();
     let mut report = SetupReport::default();
     copy_ignored(cfg, wt, PI_GIT_DIR, &mut report, true);
     if wt.path.join(".gitmodules").is_file() {
@@ -57,11 +82,18 @@ pub async fn setup(cfg: &WorkspaceConfig, wt: &Worktree) -> SetupReport {
     for file in &cfg.copy_files {
         copy_ignored(cfg, wt, file, &mut report, false);
     }
+    let lockfile = LOCKFILES
+        .iter()
+        .copied()
+        .find(|l| wt.path.join(l).is_file());
+    if let Some(lockfile) = lockfile {
+        report.dependencies = reuse_dependencies(cfg, wt, lockfile, &mut report).await;
+    }
     let commands = match &cfg.setup_commands {
         Some(list) => list.clone(),
-        None if wt.path.join("package-lock.json").is_file()
-            || wt.path.join("npm-shrinkwrap.json").is_file() =>
-        {
+        None if report.dependencies.is_some() => Vec::new(),
+        None if lockfile.is_some() => {
+            report.dependencies = Some(Dependencies::SetupCommands);
             vec!["npm ci".to_string()]
         }
         None => Vec::new(),
@@ -69,7 +101,161 @@ pub async fn setup(cfg: &WorkspaceConfig, wt: &Worktree) -> SetupReport {
     for command in commands {
         run_setup_command(&command, &wt.path, cfg.setup_attempts.max(1), &mut report).await;
     }
+    report.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     report
+}
+
+/// npm lockfiles, in the order npm reads them.
+const LOCKFILES: [&str; 2] = ["npm-shrinkwrap.json", "package-lock.json"];
+/// Where npm records what it installed.
+const INSTALL_RECORD: &str = "node_modules/.package-lock.json";
+const REUSE_STEP: &str = "reuse the main checkout's node_modules";
+
+/// Give the worktree the main checkout's installed dependencies when its lockfile is the main
+/// checkout's: `Some` when they were provided (cloned, or installed offline in place of the default
+/// `npm ci`), `None` when the setup commands are to install them.
+async fn reuse_dependencies(
+    cfg: &WorkspaceConfig,
+    wt: &Worktree,
+    lockfile: &str,
+    report: &mut SetupReport,
+) -> Option<Dependencies> {
+    let ours = std::fs::read(wt.path.join(lockfile)).ok()?;
+    let main = std::fs::read(cfg.repo_root.join(lockfile)).ok();
+    if main.as_deref() != Some(ours.as_slice()) {
+        report.step(
+            REUSE_STEP,
+            true,
+            format!("not reused: {lockfile} differs from the main checkout's"),
+        );
+        return None;
+    }
+    if !cfg.repo_root.join(INSTALL_RECORD).is_file() {
+        report.step(
+            REUSE_STEP,
+            true,
+            "not reused: the main checkout has no installed dependencies",
+        );
+        return None;
+    }
+    if wt.path.join("node_modules").symlink_metadata().is_ok() {
+        report.step(REUSE_STEP, true, "not needed: node_modules already present");
+        return None;
+    }
+    let ignored = git2::Repository::open(&wt.path)
+        .and_then(|r| r.status_should_ignore(Path::new("node_modules/")))
+        .unwrap_or(false);
+    if !ignored {
+        report.step(
+            REUSE_STEP,
+            false,
+            "not reused: node_modules is not git-ignored, so it would be committed; add it to .gitignore",
+        );
+        return None;
+    }
+    let dirs = node_modules_dirs(&ours);
+    let started = Instant::now();
+    match clone_copy_on_write(&cfg.repo_root, &wt.path, &dirs).await {
+        Ok(n) => {
+            report.step(
+                REUSE_STEP,
+                true,
+                format!(
+                    "cloned copy-on-write ({n} node_modules director{}, {:.2} s)",
+                    if n == 1 { "y" } else { "ies" },
+                    started.elapsed().as_secs_f64()
+                ),
+            );
+            Some(Dependencies::Cloned)
+        }
+        Err(why) if cfg.setup_commands.is_none() => {
+            report.step(
+                REUSE_STEP,
+                true,
+                format!("no copy-on-write clone ({why}): installing from npm's cache instead"),
+            );
+            run_setup_command(OFFLINE_INSTALL, &wt.path, cfg.setup_attempts.max(1), report).await;
+            Some(Dependencies::InstalledOffline)
+        }
+        Err(why) => {
+            report.step(
+                REUSE_STEP,
+                true,
+                format!(
+                    "no copy-on-write clone ({why}); the configured setup commands install them"
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// The default install when the lockfile is the main checkout's but nothing can be cloned.
+const OFFLINE_INSTALL: &str = "npm ci --prefer-offline --no-audit --no-fund";
+
+/// The `node_modules` directories an npm lockfile installs (`node_modules` and, for workspaces,
+/// `packages/a/node_modules`…), relative to the root.
+fn node_modules_dirs(lockfile: &[u8]) -> Vec<PathBuf> {
+    let mut dirs = vec![PathBuf::from("node_modules")];
+    let doc: serde_json::Value = serde_json::from_slice(lockfile).unwrap_or_default();
+    if let Some(packages) = doc.get("packages").and_then(|p| p.as_object()) {
+        for key in packages.keys() {
+            if let Some((prefix, _)) = key.split_once("node_modules/") {
+                let dir = Path::new(prefix).join("node_modules");
+                if is_inside(&dir.to_string_lossy()) && !dirs.contains(&dir) {
+                    dirs.push(dir);
+                }
+            }
+        }
+    }
+    dirs
+}
+
+/// Clone each of `dirs` (relative) from `from` into `to` copy-on-write. Nothing is left behind when
+/// the file system cannot clone. Returns how many were cloned.
+async fn clone_copy_on_write(from: &Path, to: &Path, dirs: &[PathBuf]) -> Result<usize, String> {
+    let mut made: Vec<PathBuf> = Vec::new();
+    for dir in dirs {
+        let (src, dst) = (from.join(dir), to.join(dir));
+        if !src.is_dir() || dst.symlink_metadata().is_ok() {
+            continue;
+        }
+        if let Some(parent) = dst.parent() {
+            if let Err(e) = std::fs::create_dir_all(parent) {
+                undo(&made);
+                return Err(format!("cannot create {}: {e}", parent.display()));
+            }
+        }
+        let mut cmd = Command::new("cp");
+        if cfg!(target_os = "macos") {
+            cmd.args(["-c", "-R", "-p"]);
+        } else {
+            cmd.args(["-a", "--reflink=always"]);
+        }
+        cmd.arg(&src).arg(&dst);
+        made.push(dst.clone());
+        let (ok, detail) = run_bounded(&mut cmd).await;
+        if !ok {
+            undo(&made);
+            return Err(first_line(&detail));
+        }
+    }
+    Ok(made.len())
+}
+
+/// The first line of a command's output, for a one-line reason.
+fn first_line(text: &str) -> String {
+    let line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("failed");
+    line.chars().take(300).collect()
+}
+
+fn undo(made: &[PathBuf]) {
+    for dir in made {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }
 
 async fn submodules(wt: &Worktree, report: &mut SetupReport) {
