@@ -1174,3 +1174,89 @@ async fn text_edited_by_a_non_codeowner_never_reaches_a_prompt() {
     .await;
     assert_eq!(column(&world).as_deref(), Some("Backlog"));
 }
+
+/// Processes whose working directory is inside `dir` (language servers left running, say).
+fn processes_in(dir: &std::path::Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(cwd) = std::fs::read_link(entry.path().join("cwd")) else {
+            continue;
+        };
+        if cwd.starts_with(dir) {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            found.push(String::from_utf8_lossy(&cmdline).replace('\0', " "));
+        }
+    }
+    found
+}
+
+/// Every path in the trees of the remote's branches.
+fn pushed_paths(world: &World) -> Vec<String> {
+    let repo = git2::Repository::open_bare(&world.remote).unwrap();
+    let mut paths = Vec::new();
+    for branch in repo.branches(Some(git2::BranchType::Local)).unwrap() {
+        let (branch, _) = branch.unwrap();
+        let tree = branch.get().peel_to_tree().unwrap();
+        tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
+            paths.push(format!("{dir}{}", entry.name().unwrap_or("?")));
+            git2::TreeWalkResult::Ok
+        })
+        .unwrap();
+    }
+    paths
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gate_rounds_leave_nothing_in_commits_on_disk_or_running() {
+    let mut spec = spec();
+    spec.workflow = Some(workflow_with_hooks(json!([
+        { "gate": "tsc", "required": true },
+        { "gate": "lsp", "required": true },
+        // Gate processes never see a token (supervisor itself runs with GH_TOKEN set).
+        { "gate": "command", "name": "no-token", "run": "! env | grep -q TOKEN", "expect": "pass" }
+    ])));
+    set_role(
+        &mut spec,
+        "developer",
+        vec![
+            developer_change(
+                "src/hours.ts",
+                "export function hours(n: number): number {\n  const h: number = \"3600\";\n  return n * h;\n}\n",
+            ),
+            developer_change("src/hours.ts", GOOD_CODE),
+        ],
+    );
+    let (_d, world) = world(spec).await;
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("time to first agent"), "{}", r.stderr);
+    let rounds = r.summary["gateRounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 2, "{rounds:?}");
+    assert_eq!(rounds[0]["failing"], json!(["tsc", "lsp"]), "{rounds:?}");
+    assert_eq!(rounds[1]["failing"], json!([]), "{rounds:?}");
+    assert!(
+        rounds.iter().all(|r| r["notRun"] == json!([])),
+        "{rounds:?}"
+    );
+    assert_eq!(column(&world).as_deref(), Some("Done"));
+
+    // Incremental state and caches never reach a commit ...
+    let pushed = pushed_paths(&world);
+    assert!(
+        pushed
+            .iter()
+            .all(|p| !p.ends_with(".tsbuildinfo") && !p.starts_with(".supervisor/gates")),
+        "{pushed:?}"
+    );
+    // ... nor outlive the run, and no language server is left running.
+    let state = world.repo.join(".supervisor/gates");
+    let sessions: Vec<String> = std::fs::read_dir(&state)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("session-"))
+        .collect();
+    assert_eq!(sessions, Vec::<String>::new());
+    assert_eq!(processes_in(&world.dir), Vec::<String>::new());
+}
