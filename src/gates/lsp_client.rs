@@ -332,19 +332,43 @@ impl LspServer {
         version: i32,
         deadline: Instant,
     ) -> Result<Result<Vec<Diagnostic>, Unfinished>, String> {
+        let waited = self
+            .wait_until(deadline, |state| match state.published.get(file) {
+                Some(p) if p.version == Some(version) => Some(Ok(p.diagnostics.clone())),
+                Some(p) if p.version.is_none() => Some(Err(Unfinished::Unversioned)),
+                _ => None,
+            })
+            .await?;
+        Ok(waited.unwrap_or_else(|| {
+            Err(match self.shared.lock().published.get(file) {
+                Some(Published {
+                    version: Some(v), ..
+                }) => Unfinished::Stale {
+                    published: *v,
+                    current: version,
+                },
+                Some(_) => Unfinished::Unversioned,
+                None => Unfinished::Silent,
+            })
+        }))
+    }
+
+    /// Wait until `ready` finds what it looks for in the state (`Ok(Some)`), the deadline passes
+    /// (`Ok(None)`) or the server's output ends (`Err`, saying how it exited).
+    async fn wait_until<T>(
+        &mut self,
+        deadline: Instant,
+        mut ready: impl FnMut(&mut State) -> Option<T>,
+    ) -> Result<Option<T>, String> {
         let shared = Arc::clone(&self.shared);
         loop {
             let notified = shared.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             {
-                let state = shared.lock();
-                match state.published.get(file) {
-                    Some(p) if p.version == Some(version) => {
-                        return Ok(Ok(p.diagnostics.clone()));
-                    }
-                    Some(p) if p.version.is_none() => return Ok(Err(Unfinished::Unversioned)),
-                    _ => {}
+                let mut state = shared.lock();
+                if let Some(found) = ready(&mut state) {
+                    return Ok(Some(found));
                 }
                 if state.ended.is_some() {
                     drop(state);
@@ -357,17 +381,7 @@ impl LspServer {
                     .await
                     .is_err()
             {
-                let state = shared.lock();
-                return Ok(Err(match state.published.get(file) {
-                    Some(Published {
-                        version: Some(v), ..
-                    }) => Unfinished::Stale {
-                        published: *v,
-                        current: version,
-                    },
-                    Some(_) => Unfinished::Unversioned,
-                    None => Unfinished::Silent,
-                }));
+                return Ok(None);
             }
         }
     }
@@ -458,30 +472,9 @@ impl LspServer {
         method: &str,
         deadline: Instant,
     ) -> Result<Result<Value, ResponseError>, String> {
-        let shared = Arc::clone(&self.shared);
-        loop {
-            let notified = shared.changed.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            {
-                let mut state = shared.lock();
-                if let Some(response) = state.responses.remove(&id) {
-                    return Ok(response);
-                }
-                if state.ended.is_some() {
-                    drop(state);
-                    return Err(self.exited());
-                }
-            }
-            let now = Instant::now();
-            if now >= deadline
-                || tokio::time::timeout(deadline - now, notified)
-                    .await
-                    .is_err()
-            {
-                return Err(format!("{} did not answer `{method}` in time", self.name));
-            }
-        }
+        self.wait_until(deadline, |state| state.responses.remove(&id))
+            .await?
+            .ok_or_else(|| format!("{} did not answer `{method}` in time", self.name))
     }
 
     async fn notify(&mut self, method: &str, params: Value) -> Result<(), String> {
