@@ -214,6 +214,13 @@ fn node_modules_dirs(lockfile: &[u8]) -> Vec<PathBuf> {
 /// Clone each of `dirs` (relative) from `from` into `to` copy-on-write. Nothing is left behind when
 /// the file system cannot clone. Returns how many were cloned.
 async fn clone_copy_on_write(from: &Path, to: &Path, dirs: &[PathBuf]) -> Result<usize, String> {
+    // One file first: cp goes on through every file after a failed clone, which takes as long as a copy.
+    let probe = to.join(format!(".supervisor-clone-probe-{}", std::process::id()));
+    let (ok, detail) = run_bounded(&mut copy_command(&from.join(INSTALL_RECORD), &probe)).await;
+    let _ = std::fs::remove_file(&probe);
+    if !ok {
+        return Err(first_line(&detail));
+    }
     let mut made: Vec<PathBuf> = Vec::new();
     for dir in dirs {
         let (src, dst) = (from.join(dir), to.join(dir));
@@ -226,21 +233,26 @@ async fn clone_copy_on_write(from: &Path, to: &Path, dirs: &[PathBuf]) -> Result
                 return Err(format!("cannot create {}: {e}", parent.display()));
             }
         }
-        let mut cmd = Command::new("cp");
-        if cfg!(target_os = "macos") {
-            cmd.args(["-c", "-R", "-p"]);
-        } else {
-            cmd.args(["-a", "--reflink=always"]);
-        }
-        cmd.arg(&src).arg(&dst);
         made.push(dst.clone());
-        let (ok, detail) = run_bounded(&mut cmd).await;
+        let (ok, detail) = run_bounded(&mut copy_command(&src, &dst)).await;
         if !ok {
             undo(&made);
             return Err(first_line(&detail));
         }
     }
     Ok(made.len())
+}
+
+/// `cp` cloning `src` (a file or a tree) to `dst` copy-on-write, failing where it cannot.
+fn copy_command(src: &Path, dst: &Path) -> Command {
+    let mut cmd = Command::new("cp");
+    if cfg!(target_os = "macos") {
+        cmd.args(["-c", "-R", "-p"]);
+    } else {
+        cmd.args(["-a", "--reflink=always"]);
+    }
+    cmd.arg(src).arg(dst);
+    cmd
 }
 
 /// The first line of a command's output, for a one-line reason.
