@@ -13,6 +13,7 @@ mod run;
 mod runner;
 pub mod stream;
 
+pub use crate::process::process_group_alive;
 pub use backend::{AgentCli, Backend, Invocation, Launch};
 pub use definition::{
     AGENT_DIRS, AgentDefinition, DEFAULT_AGENTS, RoleSet, THINKING_LEVELS, is_safe_agent_name,
@@ -27,4 +28,4 @@ pub use protocol::{
     balanced_objects, fenced_json_blocks, parse_outcome, repair_json, strip_ansi,
 };
 pub use run::{AgentRun, DEFAULT_KILL_GRACE, ExitReason, Limits, Usage, human_duration};
-pub use runner::{kill_live_agents, process_group_alive, run_agent};
+pub use runner::run_agent;

@@ -5,12 +5,13 @@ use std::time::Duration;
 
 use crate::config::{GateKind, GateSettings, Hook, SETTINGS_PATHS, Workflow};
 use crate::gates::{
-    ChangeSet, CiContext, GateContext, GateSession, NoCiConnection, ToolEnv, Verdict, default_hook,
-    run_gates, verdict, worktree_root,
+    ChangeSet, CiContext, ExcludeGlobs, GateContext, GateSession, NoCiConnection, ToolEnv, Verdict,
+    default_hook, run_gates, verdict, worktree_root,
 };
 use crate::pipeline::{Project, process_env};
 use crate::report;
 
+use super::output::{err, errln, outln};
 use super::{EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
 
 /// What the repository's configuration says about its gates.
@@ -69,7 +70,7 @@ fn plan(root: &Path) -> Result<GatePlan, u8> {
             })
         }
         Err(e) => {
-            eprint!("{}", report::errors_text(&e, false));
+            err!("{}", report::errors_text(&e, false));
             Err(EXIT_USAGE)
         }
     }
@@ -116,7 +117,7 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
     let root = match worktree_root(dir) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("supervisor gates: {e}");
+            errln!("supervisor gates: {e}");
             return EXIT_USAGE;
         }
     };
@@ -127,15 +128,19 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
     let hooks = match select(plan.hooks, only) {
         Ok(h) => h,
         Err(e) => {
-            eprintln!("supervisor gates: {e}");
+            errln!("supervisor gates: {e}");
             return EXIT_USAGE;
         }
     };
+    if let Err(e) = ExcludeGlobs::new(&plan.settings.exclude) {
+        eprintln!("supervisor gates: {e}");
+        return EXIT_USAGE;
+    }
     let base = base.unwrap_or(plan.base);
     let changes = match ChangeSet::compute(&root, &base) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("supervisor gates: {e}");
+            errln!("supervisor gates: {e}");
             return EXIT_USAGE;
         }
     };
@@ -159,7 +164,7 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
         session,
     };
     if !json {
-        eprintln!(
+        errln!(
             "gates{} on {} against {} ({} changed file{}, {} commit{}):",
             plan.stage
                 .as_deref()
@@ -187,7 +192,7 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("supervisor gates: cannot start the async runtime: {e}");
+            errln!("supervisor gates: cannot start the async runtime: {e}");
             return EXIT_STOPPED;
         }
     };
@@ -206,13 +211,13 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
             "verdict": v,
             "reports": reports,
         });
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&doc)
                 .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
         );
     } else {
-        eprint!("{}", report::gate_reports_text(&reports));
+        err!("{}", report::gate_reports_text(&reports));
     }
     if v == Verdict::Blocked {
         EXIT_STOPPED

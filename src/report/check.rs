@@ -218,8 +218,12 @@ pub fn check_json(p: &Project) -> serde_json::Value {
 /// Machine- and human-readable forms of configuration errors.
 pub fn errors_text(e: &ConfigError, json: bool) -> String {
     if json {
-        json!({ "ok": false, "errors": e.issues.iter().map(issue_json).collect::<Vec<_>>() })
-            .to_string()
+        json!({
+            "ok": false,
+            "errors": e.issues.iter().map(issue_json).collect::<Vec<_>>(),
+            "warnings": e.warnings.iter().map(issue_json).collect::<Vec<_>>(),
+        })
+        .to_string()
     } else {
         e.to_string()
     }

@@ -10,6 +10,7 @@ mod cli;
 mod command;
 mod failures;
 mod lsp_load;
+mod naming;
 mod package_safety;
 mod session;
 mod tools;

@@ -141,7 +141,7 @@ fn tools_planted_in_the_worktree_never_run_and_no_token_reaches_anything() {
     let doc: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
     for (i, gate) in ["tsc", "lsp"].iter().enumerate() {
         let report = &doc["reports"][i];
-        assert_eq!(report["gate"], *gate, "{report:#}");
+        assert_eq!(report["kind"], *gate, "{report:#}");
         assert_eq!(report["status"], "fail", "{report:#}");
         assert_eq!(report["findings"][0]["file"], "src/index.ts", "{report:#}");
         assert_eq!(report["findings"][0]["line"], 4, "{report:#}");
