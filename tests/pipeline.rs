@@ -1502,3 +1502,103 @@ async fn a_required_ci_gate_github_will_not_answer_stops_resumably_without_a_bou
     assert!(stop.contains("run the same command again later"), "{stop}");
     assert_eq!(r.summary["gateRounds"][0]["notRun"], json!(["ci"]));
 }
+
+/// A pid the process at `path` wrote (waiting for it, bounded).
+async fn pid_in(path: &std::path::Path) -> i32 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(pid) = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            return pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// SIGINT `child` once the process group written to `pidfile` runs; the run must end within 2 s,
+/// interrupted, with that group gone. The switch file that made the step slow is removed after.
+async fn interrupt_during(world: &World, pidfile: &str, slow: &std::path::Path) -> Run {
+    let child = command(world, 1, &[]).spawn().unwrap();
+    let pid = child.id().unwrap() as i32;
+    let top = world.worktrees.parent().unwrap();
+    let group = pid_in(&top.join(pidfile)).await;
+    assert!(supervisor::process::process_group_alive(group));
+    let signalled = std::time::Instant::now();
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let r = finish(child).await;
+    let took = signalled.elapsed();
+    assert!(took.as_secs_f64() <= 2.0, "took {took:?}: {}", r.stderr);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.summary["end"]["kind"], "interrupted", "{}", r.summary);
+    assert!(
+        !supervisor::process::process_group_alive(group),
+        "the step's process group is gone"
+    );
+    std::fs::remove_file(slow).unwrap();
+    r
+}
+
+/// Issue 9: SIGINT during a 120 s command gate ends the run within 2 s, the gate's whole process
+/// group killed (it used to run on, then be re-parented to PID 1); the next run finishes the issue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_during_a_long_command_gate_stops_within_two_seconds() {
+    let mut spec = spec();
+    spec.workflow = Some(workflow_with_hooks(json!([{
+        "gate": "command", "name": "slow", "expect": "pass", "timeoutSec": 600,
+        "run": "test -f ../../slow.on || exit 0; echo $$ > ../../gate.pid; sleep 120"
+    }])));
+    let (_d, world) = world(spec).await;
+    let slow = world.worktrees.parent().unwrap().join("slow.on");
+    std::fs::write(&slow, "").unwrap();
+    let r = interrupt_during(&world, "gate.pid", &slow).await;
+    assert!(
+        r.summary["gateRounds"].as_array().unwrap().is_empty(),
+        "{}",
+        r.summary
+    );
+    assert!(
+        journal(&world)
+            .iter()
+            .all(|e| !matches!(e.event, Event::GatesFinished { .. })),
+        "a cut-short round is no verdict"
+    );
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(column(&world).as_deref(), Some("Done"));
+    assert_eq!(pulls(&world).len(), 1);
+}
+
+/// Issue 9: SIGINT during a slow setup command ends the run within 2 s with the command's process
+/// group killed; the next run sets the worktree up again and finishes the issue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_during_a_slow_setup_command_stops_within_two_seconds() {
+    let mut spec = spec();
+    spec.settings.insert(
+        "setupCommands".into(),
+        json!([
+            "test -f ../../slow.on || { touch set-up.ok; exit 0; }; echo $$ > ../../setup.pid; sleep 120"
+        ]),
+    );
+    let (_d, world) = world(spec).await;
+    let slow = world.worktrees.parent().unwrap().join("slow.on");
+    std::fs::write(&slow, "").unwrap();
+    interrupt_during(&world, "setup.pid", &slow).await;
+    assert!(
+        journal(&world).iter().all(|e| !matches!(
+            e.event,
+            Event::WorktreeReady { .. } | Event::StageStarted { .. }
+        )),
+        "no agent starts in a worktree whose setup was cut short"
+    );
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("time to first agent"), "{}", r.stderr);
+    assert_eq!(column(&world).as_deref(), Some("Done"));
+}

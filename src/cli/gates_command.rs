@@ -10,9 +10,10 @@ use crate::gates::{
 };
 use crate::pipeline::{Project, process_env};
 use crate::report;
+use crate::workspace::Shutdown;
 
 use super::output::{err, errln, outln};
-use super::{EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
+use super::{EXIT_GITHUB as EXIT_RESUMABLE, EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
 
 /// What the repository's configuration says about its gates.
 struct GatePlan {
@@ -151,8 +152,28 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
         interval: Duration::from_secs(plan.settings.ci_poll_interval_sec.max(1)),
         source: std::sync::Arc::new(NoCiConnection("no GitHub connection".into())),
     });
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            errln!("supervisor gates: cannot start the async runtime: {e}");
+            return EXIT_STOPPED;
+        }
+    };
+    // SIGINT/SIGTERM stop the gates: their tools' process groups are killed, the round is not a
+    // verdict (a second signal exits at once).
+    let shutdown = match runtime.block_on(async { Shutdown::install() }) {
+        Ok(s) => s,
+        Err(e) => {
+            errln!("supervisor gates: cannot install signal handlers: {e}");
+            return EXIT_STOPPED;
+        }
+    };
     let state_dir = root.join(".supervisor/gates");
-    let session = GateSession::for_checkout(&root, &state_dir, plan.env);
+    let session =
+        GateSession::for_checkout(&root, &state_dir, plan.env).with_cancel(shutdown.token());
     let ctx = GateContext {
         state_dir,
         dir: root.clone(),
@@ -186,21 +207,15 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
             },
         );
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            errln!("supervisor gates: cannot start the async runtime: {e}");
-            return EXIT_STOPPED;
-        }
-    };
     let reports = runtime.block_on(async {
         let reports = run_gates(&hooks, &ctx).await;
         ctx.session.shutdown().await;
         reports
     });
+    if shutdown.requested() {
+        errln!("supervisor gates: stopped before the gates finished; no verdict");
+        return EXIT_RESUMABLE;
+    }
     let v = verdict(&reports);
     if json {
         let doc = serde_json::json!({

@@ -39,7 +39,7 @@ async fn run(hook: &Hook, ctx: &GateContext) -> GateOutcome {
     let mut cmd = Command::new("/bin/sh");
     cmd.arg("-c").arg(script).current_dir(&ctx.dir);
     tool::apply_env(&mut cmd, ctx.session.env(), &tool::tool_path(ctx));
-    let out = match tool::run_captured(cmd, timeout).await {
+    let out = match tool::run_captured(cmd, timeout, ctx.session.cancel()).await {
         Ok(out) => out,
         Err(e) => return GateOutcome::not_run(e.reason(&format!("`{script}`"))),
     };

@@ -149,7 +149,7 @@ async fn run(ctx: &GateContext) -> GateOutcome {
         args.push(cache.into_os_string());
     }
     let cmd = knip.command(&ctx.dir, args);
-    let out = match tool::run_captured(cmd, tool::tool_timeout(ctx)).await {
+    let out = match tool::run_captured(cmd, tool::tool_timeout(ctx), ctx.session.cancel()).await {
         Ok(out) => out,
         Err(e) => return GateOutcome::not_run(e.reason("knip")),
     };

@@ -125,7 +125,7 @@ async fn run(ctx: &GateContext) -> GateOutcome {
         ".".as_ref(),
     ];
     let cmd = jscpd.command(&ctx.dir, args);
-    let out = match tool::run_captured(cmd, tool::tool_timeout(ctx)).await {
+    let out = match tool::run_captured(cmd, tool::tool_timeout(ctx), ctx.session.cancel()).await {
         Ok(out) => out,
         Err(e) => return GateOutcome::not_run(e.reason("jscpd")),
     };

@@ -546,7 +546,10 @@ impl ServerPool {
                         polite.push(warm.server.shutdown());
                     }
                 }
-                Err(_) => tool::kill_group(slot.group.swap(0, Ordering::SeqCst)),
+                Err(_) => crate::process::signal_group(
+                    slot.group.swap(0, Ordering::SeqCst),
+                    libc::SIGKILL,
+                ),
             }
         }
         join_all(polite).await;

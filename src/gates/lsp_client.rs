@@ -21,7 +21,8 @@ use tokio::process::{Child, ChildStdin};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::tool::{ProcessGroupGuard, Tool, brief, isolate, tail_lines};
+use super::tool::{Tool, brief, tail_lines};
+use crate::process::{GroupGuard, process_group_alive, signal_group};
 
 /// Largest message accepted from a server.
 const MAX_MESSAGE: usize = 64 * 1024 * 1024;
@@ -87,7 +88,7 @@ type Writer = Arc<tokio::sync::Mutex<ChildStdin>>;
 pub struct LspServer {
     name: String,
     child: Child,
-    guard: ProcessGroupGuard,
+    guard: GroupGuard,
     writer: Writer,
     shared: Arc<Shared>,
     stderr: Arc<Mutex<VecDeque<String>>>,
@@ -106,14 +107,17 @@ impl LspServer {
     /// Start `tool` with `args` in `root`.
     pub fn start(tool: &Tool, args: &[&str], root: &Path) -> Result<LspServer, String> {
         let mut cmd = tool.command(root, args);
-        isolate(&mut cmd);
-        cmd.stdin(Stdio::piped())
+        // Its own process group, registered while it runs, dying with supervisor.
+        crate::process::lead_own_group(&mut cmd);
+        cmd.kill_on_drop(true)
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = cmd
             .spawn()
             .map_err(|e| format!("{} could not be started: {e}", tool.spec.bin))?;
-        let guard = ProcessGroupGuard::new(child.id());
+        let pgid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+        let guard = GroupGuard::new(pgid);
         let stdin = child.stdin.take().ok_or("no stdin pipe")?;
         let stdout = child.stdout.take().ok_or("no stdout pipe")?;
         let stderr_pipe = child.stderr.take().ok_or("no stderr pipe")?;
@@ -152,7 +156,7 @@ impl LspServer {
 
     /// The server's process group, for killing it from elsewhere (session shutdown).
     pub fn process_group(&self) -> Option<i32> {
-        self.guard.pgid()
+        Some(self.guard.pgid()).filter(|p| *p > 0)
     }
 
     /// Whether the process still runs and speaks.
@@ -397,11 +401,14 @@ impl LspServer {
             let _ = self.notify("exit", Value::Null).await;
             if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await
             {
-                self.guard.disarm();
-                return;
+                // Whatever the server left running in its group goes with it.
+                if process_group_alive(self.guard.pgid()) {
+                    signal_group(self.guard.pgid(), libc::SIGKILL);
+                }
+                self.guard.armed = false;
             }
         }
-        self.guard.kill();
+        // An armed guard kills the group as it drops.
     }
 
     /// A request, sent again while the server answers "cancelled, ask again".

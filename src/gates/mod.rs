@@ -281,34 +281,41 @@ async fn run_gates_with(
                 .collect();
         }
     };
-    let handles: Vec<_> = hooks
-        .iter()
-        .map(|hook| {
-            let hook = hook.clone();
-            let ctx = Arc::clone(&shared);
-            (
-                Instant::now(),
-                tokio::spawn(async move { run_gate_with(&hook, &ctx, resolve(hook.gate)).await }),
-            )
-        })
-        .collect();
-    let mut reports = Vec::with_capacity(hooks.len());
-    for (hook, (started, handle)) in hooks.iter().zip(handles) {
-        let report = match handle.await {
-            Ok(report) => report,
+    // Gates run side by side; dropping this future (a stop) aborts every one of them, and their
+    // child process groups stay recorded with the run's.
+    let mut set = tokio::task::JoinSet::new();
+    let mut ids = std::collections::HashMap::new();
+    for (i, hook) in hooks.iter().enumerate() {
+        let hook = hook.clone();
+        let ctx = Arc::clone(&shared);
+        let task = crate::process::in_this_run(async move {
+            run_gate_with(&hook, &ctx, resolve(hook.gate)).await
+        });
+        ids.insert(set.spawn(task).id(), i);
+    }
+    let started = Instant::now();
+    let mut done: Vec<Option<GateReport>> = vec![None; hooks.len()];
+    while let Some(joined) = set.join_next_with_id().await {
+        match joined {
+            Ok((id, report)) => done[ids[&id]] = Some(report),
             Err(e) => {
+                let i = ids[&e.id()];
+                let hook = &hooks[i];
                 let reason = if e.is_panic() {
                     format!("the gate crashed: {}", panic_message(e.into_panic()))
                 } else {
                     "the gate was cancelled before it finished".to_string()
                 };
                 tracing::error!(gate = %hook.name, %reason, "gate did not finish");
-                report_from(hook, GateOutcome::not_run(reason), started.elapsed())
+                done[i] = Some(report_from(
+                    hook,
+                    GateOutcome::not_run(reason),
+                    started.elapsed(),
+                ));
             }
-        };
-        reports.push(report);
+        }
     }
-    reports
+    done.into_iter().flatten().collect()
 }
 
 /// Run one hook's gate with its deadline (not concurrently with others).
@@ -329,12 +336,18 @@ async fn run_gate_with(hook: &Hook, ctx: &GateContext, gate: &dyn Gate) -> GateR
     let deadline = gate_deadline(hook, ctx);
     let span = tracing::info_span!("gate", gate = %hook.name);
     let gate = gate.run(hook, ctx).instrument(span);
-    let outcome = match tokio::time::timeout(deadline, gate).await {
-        Ok(outcome) => outcome,
-        Err(_) => GateOutcome::not_run(format!(
-            "the gate did not finish within {} s",
-            deadline.as_secs()
-        )),
+    let outcome = tokio::select! {
+        outcome = tokio::time::timeout(deadline, gate) => match outcome {
+            Ok(outcome) => outcome,
+            Err(_) => GateOutcome::not_run(format!(
+                "the gate did not finish within {} s",
+                deadline.as_secs()
+            )),
+        },
+        () = ctx.session.cancel().cancelled() => GateOutcome::not_run_because(
+            NotRunCause::Cancelled,
+            "stopped before it finished: a stop was asked for (its tools were killed)",
+        ),
     };
     tracing::debug!(gate = %hook.name, status = %outcome.status, "gate finished");
     report_from(hook, outcome, started.elapsed())

@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use tokio_util::sync::CancellationToken;
+
 use super::lsp::ServerPool;
 use super::tool::{JSCPD, KNIP, PYLSP, TSC, TYPESCRIPT_LANGUAGE_SERVER};
 use super::trust::{InstalledTools, ToolEnv, main_checkout_of};
@@ -33,6 +35,8 @@ struct Inner {
     npx: Mutex<HashMap<String, PathBuf>>,
     servers: ServerPool,
     closed: AtomicBool,
+    /// The run's stop request: running tools are killed and unfinished gates report "not run".
+    cancel: CancellationToken,
 }
 
 impl std::fmt::Debug for GateSession {
@@ -71,6 +75,7 @@ impl GateSession {
                 npx: Mutex::new(HashMap::new()),
                 servers: ServerPool::default(),
                 closed: AtomicBool::new(false),
+                cancel: CancellationToken::new(),
             }),
         }
     }
@@ -79,6 +84,21 @@ impl GateSession {
     /// the repository a linked worktree belongs to).
     pub fn for_checkout(dir: &Path, state_dir: &Path, env: ToolEnv) -> GateSession {
         Self::new(main_checkout_of(dir).as_deref(), state_dir, env)
+    }
+
+    /// The session, stopped by `cancel`: tools it runs are killed (with their process groups) and
+    /// unfinished gates report "not run" once it is cancelled. Call before the session is shared.
+    pub fn with_cancel(mut self, cancel: CancellationToken) -> GateSession {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.cancel = cancel,
+            None => debug_assert!(false, "with_cancel on a shared gate session"),
+        }
+        self
+    }
+
+    /// The session's stop request.
+    pub fn cancel(&self) -> &CancellationToken {
+        &self.inner.cancel
     }
 
     /// The main checkout whose installed tools are trusted.

@@ -4,7 +4,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use tokio::process::Command;
@@ -264,7 +264,7 @@ async fn npx_program(
         .arg(format!("command -v {}", spec.bin))
         .current_dir(empty.path());
     apply_env(&mut cmd, ctx.session.env(), path);
-    let out = run_captured(cmd, tool_timeout(ctx))
+    let out = run_captured(cmd, tool_timeout(ctx), ctx.session.cancel())
         .await
         .map_err(|e| e.reason("npx"))?;
     let program = PathBuf::from(out.stdout.trim());
@@ -379,6 +379,8 @@ pub enum RunError {
     TimedOut(Duration),
     /// Reading its output failed.
     Io(String),
+    /// A stop was asked for while it ran; it was killed with its process group.
+    Cancelled,
 }
 
 impl RunError {
@@ -391,89 +393,30 @@ impl RunError {
                 d.as_secs()
             ),
             RunError::Io(e) => format!("{what}'s output could not be read: {e}"),
+            RunError::Cancelled => format!("{what} was stopped: a stop was asked for"),
         }
     }
 }
 
-/// Kills a process group when dropped (a timed-out or abandoned tool leaves nothing behind).
-pub struct ProcessGroupGuard {
-    pgid: Option<i32>,
-}
-
-impl ProcessGroupGuard {
-    pub fn new(pid: Option<u32>) -> Self {
-        ProcessGroupGuard {
-            pgid: pid.and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 0),
-        }
-    }
-
-    /// Kill the group now.
-    pub fn kill(&mut self) {
-        if let Some(pgid) = self.pgid.take() {
-            // SAFETY: killpg only sends a signal; the group was created for this child
-            // (process_group(0)) and its leader has not been reaped yet.
-            unsafe {
-                libc::killpg(pgid, libc::SIGKILL);
-            }
-        }
-    }
-
-    /// The leader exited normally and was reaped: do not signal a group id that may be reused.
-    pub fn disarm(&mut self) {
-        self.pgid = None;
-    }
-
-    /// The group id, while armed.
-    pub fn pgid(&self) -> Option<i32> {
-        self.pgid
-    }
-}
-
-/// Kill process group `pgid` (a language server a gate still holds, at session shutdown).
-pub fn kill_group(pgid: i32) {
-    if pgid > 0 {
-        // SAFETY: killpg only sends a signal to a group this process created for a tool.
-        unsafe {
-            libc::killpg(pgid, libc::SIGKILL);
-        }
-    }
-}
-
-impl Drop for ProcessGroupGuard {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// Prepare `cmd` to run in its own process group, killed when dropped.
-pub fn isolate(cmd: &mut Command) {
-    cmd.process_group(0).kill_on_drop(true);
-}
-
-/// Run `cmd` to completion with captured output, killing its process group after `timeout`.
-pub async fn run_captured(mut cmd: Command, timeout: Duration) -> Result<ProcessOutput, RunError> {
-    isolate(&mut cmd);
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let started = std::time::Instant::now();
-    let child = cmd.spawn().map_err(|e| RunError::Spawn(e.to_string()))?;
-    let mut guard = ProcessGroupGuard::new(child.id());
-    match tokio::time::timeout(timeout, child.wait_with_output()).await {
-        Ok(Ok(out)) => {
-            guard.disarm();
-            Ok(ProcessOutput {
-                status: out.status,
-                stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-                duration: started.elapsed(),
-            })
-        }
-        Ok(Err(e)) => Err(RunError::Io(e.to_string())),
-        Err(_) => {
-            guard.kill();
-            Err(RunError::TimedOut(timeout))
-        }
+/// Run `cmd` to completion with captured output: its process group is killed after `timeout`, when
+/// the session's stop is asked for, or when the gate is abandoned (see [`crate::process::run_to_end`]).
+pub async fn run_captured(
+    mut cmd: Command,
+    timeout: Duration,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<ProcessOutput, RunError> {
+    use crate::process::RunFailure;
+    match crate::process::run_to_end(&mut cmd, timeout, cancel).await {
+        Ok(out) => Ok(ProcessOutput {
+            status: out.status,
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            duration: out.duration,
+        }),
+        Err(RunFailure::Spawn(e)) => Err(RunError::Spawn(e.to_string())),
+        Err(RunFailure::Io(e)) => Err(RunError::Io(e.to_string())),
+        Err(RunFailure::TimedOut(d)) => Err(RunError::TimedOut(d)),
+        Err(RunFailure::Cancelled) => Err(RunError::Cancelled),
     }
 }
 
@@ -547,7 +490,7 @@ mod tests {
         // The grandchild would outlive a plain kill of `sh`.
         cmd.arg("-c").arg("sleep 30 & wait");
         let started = std::time::Instant::now();
-        let err = run_captured(cmd, Duration::from_millis(200))
+        let err = run_captured(cmd, Duration::from_millis(200), &Default::default())
             .await
             .unwrap_err();
         assert_eq!(err, RunError::TimedOut(Duration::from_millis(200)));
@@ -558,7 +501,9 @@ mod tests {
     #[tokio::test]
     async fn spawn_failure_is_reported() {
         let cmd = Command::new("/nonexistent/tool");
-        let err = run_captured(cmd, Duration::from_secs(5)).await.unwrap_err();
+        let err = run_captured(cmd, Duration::from_secs(5), &Default::default())
+            .await
+            .unwrap_err();
         assert!(matches!(err, RunError::Spawn(_)), "{err:?}");
     }
 }

@@ -278,7 +278,7 @@ async fn compile_project(
     args.push("-p".into());
     args.push(config.as_os_str().to_owned());
     let cmd = tsc.command(&ctx.dir, args);
-    let out = tool::run_captured(cmd, tool::tool_timeout(ctx))
+    let out = tool::run_captured(cmd, tool::tool_timeout(ctx), ctx.session.cancel())
         .await
         .map_err(|e| e.reason("tsc"))?;
     let combined = format!("{}\n{}", out.stdout, out.stderr);

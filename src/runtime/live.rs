@@ -65,7 +65,8 @@ impl LiveEffects {
             Some(&project.root),
             &project.root.join(".supervisor").join("gates"),
             gates::ToolEnv::for_settings(&project.settings, svc.github_token.as_deref()),
-        );
+        )
+        .with_cancel(svc.cancel.clone());
         LiveEffects {
             project,
             gh: svc.github,
@@ -127,24 +128,37 @@ impl LiveEffects {
             .collect()
     }
 
-    fn gate_context(&self, wt: &Worktree, issue: &IssueText) -> GateContext {
+    async fn gate_context(&self, wt: &Worktree, issue: &IssueText) -> GateContext {
         let s = &self.project.settings;
-        let changes =
-            gates::ChangeSet::compute(&wt.path, &self.ws.default_branch).unwrap_or_else(|e| {
-                tracing::warn!("could not compute the change set: {e}");
-                gates::ChangeSet {
-                    base: self.ws.default_branch.clone(),
-                    ..gates::ChangeSet::default()
-                }
-            });
+        let (path, base, head) = (wt.clone(), self.ws.default_branch.clone(), wt.clone());
+        // git2 reads the repository: off the async threads.
+        let changes = crate::process::spawn_blocking(None, move || {
+            gates::ChangeSet::compute(&path.path, &base)
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()))
+        .unwrap_or_else(|e| {
+            tracing::warn!("could not compute the change set: {e}");
+            gates::ChangeSet {
+                base: self.ws.default_branch.clone(),
+                ..gates::ChangeSet::default()
+            }
+        });
+        let head_sha = crate::process::spawn_blocking(None, move || head.head_sha())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
         let ci = (s.ci_gating_timeout_sec > 0).then(|| CiContext {
-            head_sha: wt.head_sha().unwrap_or_default(),
+            head_sha,
             timeout: Duration::from_secs(s.ci_gating_timeout_sec),
             interval: Duration::from_secs(s.gates.ci_poll_interval_sec),
             source: Arc::new(GitHubChecks::new(
                 self.gh.clone(),
                 wt.clone(),
                 self.push_auth.clone(),
+                self.cancel.clone(),
             )) as Arc<dyn CiSource>,
         });
         GateContext {
@@ -196,11 +210,13 @@ fn say_ready(wt: &Worktree, took: Duration, dependencies: Option<workspace::Depe
     );
 }
 
-/// Run blocking git work off the async threads.
+/// Run blocking git work off the async threads; the git processes it starts are killed when
+/// `cancel` is cancelled.
 async fn blocking<T: Send + 'static>(
+    cancel: &CancellationToken,
     f: impl FnOnce() -> Result<T, WorkspaceError> + Send + 'static,
 ) -> Result<T, String> {
-    match tokio::task::spawn_blocking(f).await {
+    match crate::process::spawn_blocking(Some(cancel.clone()), f).await {
         Ok(r) => r.map_err(|e| e.to_string()),
         Err(e) => Err(format!("the git task failed: {e}")),
     }
@@ -288,14 +304,15 @@ impl Effects for LiveEffects {
 
     async fn prepare_worktree(
         &mut self,
-        _cancel: &CancellationToken,
+        cancel: &CancellationToken,
     ) -> Result<(WorktreeInfo, Vec<String>), RunError> {
         let started = std::time::Instant::now();
         let (ws, issue, auth) = (self.ws.clone(), self.issue, self.push_auth.clone());
-        let wt =
-            tokio::task::spawn_blocking(move || workspace::ensure_worktree_with(&ws, issue, &auth))
-                .await
-                .map_err(|e| RunError::Workspace(WorkspaceError::Task(e.to_string())))??;
+        let wt = crate::process::spawn_blocking(Some(cancel.clone()), move || {
+            workspace::ensure_worktree_with(&ws, issue, &auth)
+        })
+        .await
+        .map_err(|e| RunError::Workspace(WorkspaceError::Task(e.to_string())))??;
         // The checkpoint comes first, so that setup's processes are recorded in it too.
         let checkpoint = Checkpoint::new(self.run_id.clone(), issue, &wt);
         checkpoint.save(&self.project.root)?;
@@ -303,10 +320,16 @@ impl Effects for LiveEffects {
             *cp = Some(checkpoint);
         }
         let mut warnings = Vec::new();
-        if wt.origin != Reuse::ExistingWorktree {
-            let report = workspace::setup(&self.ws, &wt).await;
-            say_ready(&wt, started.elapsed(), report.dependencies);
+        // A worktree whose setup a stop or a crash cut short is set up again.
+        if wt.origin != Reuse::ExistingWorktree || !wt.setup_done() {
+            let report = workspace::setup(&self.ws, &wt, cancel).await;
             warnings = report.warnings;
+            if !report.cancelled {
+                if let Err(e) = wt.mark_setup_done() {
+                    warnings.push(e.to_string());
+                }
+                say_ready(&wt, started.elapsed(), report.dependencies);
+            }
         }
         let info = WorktreeInfo {
             path: wt.path.display().to_string(),
@@ -321,7 +344,7 @@ impl Effects for LiveEffects {
     async fn commit(&mut self, message: &str) -> Result<CommitResult, String> {
         let wt = self.worktree()?;
         let message = message.to_string();
-        blocking(move || {
+        blocking(&self.cancel, move || {
             let sha = wt.commit_all(&message)?;
             Ok(CommitResult {
                 sha,
@@ -335,7 +358,7 @@ impl Effects for LiveEffects {
     async fn push(&mut self) -> Result<String, String> {
         let wt = self.worktree()?;
         let auth = self.push_auth.clone();
-        blocking(move || {
+        blocking(&self.cancel, move || {
             wt.push(&auth)?;
             wt.head_sha()
         })
@@ -344,14 +367,14 @@ impl Effects for LiveEffects {
 
     async fn undo_commit(&mut self) -> Result<(), String> {
         let wt = self.worktree()?;
-        blocking(move || wt.undo_last_commit()).await
+        blocking(&self.cancel, move || wt.undo_last_commit()).await
     }
 
     async fn merge_base(&mut self) -> Result<MergeOutcome, String> {
         let wt = self.worktree()?;
         let auth = self.push_auth.clone();
         let base = self.ws.default_branch.clone();
-        blocking(move || {
+        blocking(&self.cancel, move || {
             let outcome = wt.merge_base_branch_with(&auth)?;
             if let MergeOutcome::Merged { .. } = &outcome {
                 wt.push(&auth).map_err(|e| {
@@ -466,7 +489,7 @@ impl Effects for LiveEffects {
         let Some(wt) = self.wt.clone() else {
             return Vec::new();
         };
-        let ctx = self.gate_context(&wt, issue);
+        let ctx = self.gate_context(&wt, issue).await;
         tokio::select! {
             reports = gates::run_gates(hooks, &ctx) => reports,
             _ = cancel.cancelled() => Vec::new(),

@@ -9,15 +9,16 @@
 //! setup commands still run afterwards.
 
 use std::path::{Component, Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use tokio::process::Command;
+use tokio_util::sync::CancellationToken;
 
 use super::git::Git;
 use super::{WorkspaceConfig, Worktree};
 use crate::agent::GITHUB_TOKEN_VARS;
+use crate::process::RunFailure;
 
 /// How long one setup command or the submodule update may take.
 const STEP_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -47,6 +48,9 @@ pub struct SetupReport {
     /// Wall time of the whole setup.
     #[serde(default)]
     pub duration_ms: u64,
+    /// A stop was asked for before setup finished: the worktree is not ready for an agent.
+    #[serde(default)]
+    pub cancelled: bool,
 }
 
 /// How a new worktree got its npm dependencies.
@@ -71,13 +75,18 @@ impl SetupReport {
     }
 }
 
-/// Set up a worktree. Never fails; problems are warnings in the report.
-pub async fn setup(cfg: &WorkspaceConfig, wt: &Worktree) -> SetupReport {
+/// Set up a worktree. Never fails; problems are warnings in the report. Cancelling `cancel` kills
+/// the running step's process group and skips the rest (the report says `cancelled`).
+pub async fn setup(
+    cfg: &WorkspaceConfig,
+    wt: &Worktree,
+    cancel: &CancellationToken,
+) -> SetupReport {
     let started = Instant::now();
     let mut report = SetupReport::default();
     copy_ignored(cfg, wt, PI_GIT_DIR, &mut report, true);
     if wt.path.join(".gitmodules").is_file() {
-        submodules(wt, &mut report).await;
+        submodules(wt, &mut report, cancel).await;
     }
     for file in &cfg.copy_files {
         copy_ignored(cfg, wt, file, &mut report, false);
@@ -87,7 +96,7 @@ pub async fn setup(cfg: &WorkspaceConfig, wt: &Worktree) -> SetupReport {
         .copied()
         .find(|l| wt.path.join(l).is_file());
     if let Some(lockfile) = lockfile {
-        report.dependencies = reuse_dependencies(cfg, wt, lockfile, &mut report).await;
+        report.dependencies = reuse_dependencies(cfg, wt, lockfile, &mut report, cancel).await;
     }
     let commands = match &cfg.setup_commands {
         Some(list) => list.clone(),
@@ -99,8 +108,13 @@ pub async fn setup(cfg: &WorkspaceConfig, wt: &Worktree) -> SetupReport {
         None => Vec::new(),
     };
     for command in commands {
-        run_setup_command(&command, &wt.path, cfg.setup_attempts.max(1), &mut report).await;
+        if cancel.is_cancelled() {
+            break;
+        }
+        let attempts = cfg.setup_attempts.max(1);
+        run_setup_command(&command, &wt.path, attempts, &mut report, cancel).await;
     }
+    report.cancelled = cancel.is_cancelled();
     report.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     report
 }
@@ -119,6 +133,7 @@ async fn reuse_dependencies(
     wt: &Worktree,
     lockfile: &str,
     report: &mut SetupReport,
+    cancel: &CancellationToken,
 ) -> Option<Dependencies> {
     let ours = std::fs::read(wt.path.join(lockfile)).ok()?;
     let main = std::fs::read(cfg.repo_root.join(lockfile)).ok();
@@ -155,7 +170,7 @@ async fn reuse_dependencies(
     }
     let dirs = node_modules_dirs(&ours);
     let started = Instant::now();
-    match clone_copy_on_write(&cfg.repo_root, &wt.path, &dirs).await {
+    match clone_copy_on_write(&cfg.repo_root, &wt.path, &dirs, cancel).await {
         Ok(n) => {
             report.step(
                 REUSE_STEP,
@@ -174,7 +189,8 @@ async fn reuse_dependencies(
                 true,
                 format!("no copy-on-write clone ({why}): installing from npm's cache instead"),
             );
-            run_setup_command(OFFLINE_INSTALL, &wt.path, cfg.setup_attempts.max(1), report).await;
+            let attempts = cfg.setup_attempts.max(1);
+            run_setup_command(OFFLINE_INSTALL, &wt.path, attempts, report, cancel).await;
             Some(Dependencies::InstalledOffline)
         }
         Err(why) => {
@@ -213,10 +229,19 @@ fn node_modules_dirs(lockfile: &[u8]) -> Vec<PathBuf> {
 
 /// Clone each of `dirs` (relative) from `from` into `to` copy-on-write. Nothing is left behind when
 /// the file system cannot clone. Returns how many were cloned.
-async fn clone_copy_on_write(from: &Path, to: &Path, dirs: &[PathBuf]) -> Result<usize, String> {
+async fn clone_copy_on_write(
+    from: &Path,
+    to: &Path,
+    dirs: &[PathBuf],
+    cancel: &CancellationToken,
+) -> Result<usize, String> {
     // One file first: cp goes on through every file after a failed clone, which takes as long as a copy.
     let probe = to.join(format!(".supervisor-clone-probe-{}", std::process::id()));
-    let (ok, detail) = run_bounded(&mut copy_command(&from.join(INSTALL_RECORD), &probe)).await;
+    let (ok, detail) = run_bounded(
+        &mut copy_command(&from.join(INSTALL_RECORD), &probe),
+        cancel,
+    )
+    .await;
     let _ = std::fs::remove_file(&probe);
     if !ok {
         return Err(first_line(&detail));
@@ -234,7 +259,7 @@ async fn clone_copy_on_write(from: &Path, to: &Path, dirs: &[PathBuf]) -> Result
             }
         }
         made.push(dst.clone());
-        let (ok, detail) = run_bounded(&mut copy_command(&src, &dst)).await;
+        let (ok, detail) = run_bounded(&mut copy_command(&src, &dst), cancel).await;
         if !ok {
             undo(&made);
             return Err(first_line(&detail));
@@ -270,11 +295,11 @@ fn undo(made: &[PathBuf]) {
     }
 }
 
-async fn submodules(wt: &Worktree, report: &mut SetupReport) {
+async fn submodules(wt: &Worktree, report: &mut SetupReport, cancel: &CancellationToken) {
     let mut cmd: Command = Git::new(&wt.path, &wt.git_config)
         .command(&["submodule", "update", "--init", "--recursive"])
         .into();
-    let (ok, detail) = run_bounded(&mut cmd).await;
+    let (ok, detail) = run_bounded(&mut cmd, cancel).await;
     report.step("git submodule update --init", ok, detail);
 }
 
@@ -361,7 +386,13 @@ fn copy_tree(src: &Path, dst: &Path) -> std::io::Result<u64> {
     }
 }
 
-async fn run_setup_command(command: &str, dir: &Path, attempts: u32, report: &mut SetupReport) {
+async fn run_setup_command(
+    command: &str,
+    dir: &Path,
+    attempts: u32,
+    report: &mut SetupReport,
+    cancel: &CancellationToken,
+) {
     let mut last = String::new();
     for attempt in 1..=attempts {
         let mut cmd = Command::new("sh");
@@ -370,7 +401,11 @@ async fn run_setup_command(command: &str, dir: &Path, attempts: u32, report: &mu
         for var in GITHUB_TOKEN_VARS {
             cmd.env_remove(var);
         }
-        let (ok, detail) = run_bounded(&mut cmd).await;
+        let (ok, detail) = run_bounded(&mut cmd, cancel).await;
+        if cancel.is_cancelled() {
+            report.step(command, false, "stopped: a stop was asked for");
+            return;
+        }
         if ok {
             let note = if attempt > 1 {
                 format!("succeeded on attempt {attempt}")
@@ -389,37 +424,31 @@ async fn run_setup_command(command: &str, dir: &Path, attempts: u32, report: &mu
     );
 }
 
-/// Run a command with no stdin and a timeout; (success, the tail of its output).
-async fn run_bounded(cmd: &mut Command) -> (bool, String) {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let output = match cmd.spawn() {
-        Ok(child) => tokio::time::timeout(STEP_TIMEOUT, child.wait_with_output()).await,
-        Err(e) => return (false, format!("cannot start: {e}")),
-    };
-    match output {
-        Err(_) => (
-            false,
-            format!("timed out after {} minutes", STEP_TIMEOUT.as_secs() / 60),
-        ),
-        Ok(Err(e)) => (false, e.to_string()),
-        Ok(Ok(out)) => {
-            let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-            text.push_str(&String::from_utf8_lossy(&out.stderr));
-            let text = text.trim();
-            let mut from = text.len().saturating_sub(DETAIL_CAP);
-            while !text.is_char_boundary(from) {
-                from += 1;
-            }
-            let tail = text[from..].to_string();
-            let detail = if out.status.success() || !tail.is_empty() {
-                tail
-            } else {
-                format!("exit status {}", out.status)
-            };
-            (out.status.success(), detail)
+/// Run a command with no stdin and a timeout, in its own registered process group that is killed
+/// when `cancel` is cancelled; (success, the tail of its output).
+async fn run_bounded(cmd: &mut Command, cancel: &CancellationToken) -> (bool, String) {
+    let out = match crate::process::run_to_end(cmd, STEP_TIMEOUT, cancel).await {
+        Ok(out) => out,
+        Err(RunFailure::TimedOut(_)) => {
+            return (
+                false,
+                format!("timed out after {} minutes", STEP_TIMEOUT.as_secs() / 60),
+            );
         }
+        Err(e) => return (false, e.to_string()),
+    };
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    let text = text.trim();
+    let mut from = text.len().saturating_sub(DETAIL_CAP);
+    while !text.is_char_boundary(from) {
+        from += 1;
     }
+    let tail = text[from..].to_string();
+    let detail = if out.status.success() || !tail.is_empty() {
+        tail
+    } else {
+        format!("exit status {}", out.status)
+    };
+    (out.status.success(), detail)
 }
