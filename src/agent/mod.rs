@@ -12,19 +12,23 @@ mod protocol;
 mod run;
 mod runner;
 pub mod stream;
+mod transcript;
 
 pub use backend::{AgentCli, Backend, Invocation, Launch};
 pub use definition::{
     AGENT_DIRS, AgentDefinition, DEFAULT_AGENTS, RoleSet, THINKING_LEVELS, is_safe_agent_name,
 };
 pub use dispatch::{
-    AgentRequest, BASE_ENV, DEGRADING_ROLE, GITHUB_TOKEN_VARS, agent_env, agent_env_from,
-    system_prompt,
+    AgentRequest, BASE_ENV, DEFAULT_AGENT_ENV, DEGRADING_ROLE, GITHUB_TOKEN_VARS, agent_env,
+    agent_env_from, agent_env_names, system_prompt,
 };
 pub use error::AgentError;
 pub use protocol::{
     Action, AuditFinding, ClaimedScore, Evidence, Outcome, ProtocolError, Severity,
     balanced_objects, fenced_json_blocks, parse_outcome, repair_json, strip_ansi,
 };
-pub use run::{AgentRun, DEFAULT_KILL_GRACE, ExitReason, Limits, Usage, human_duration};
-pub use runner::{kill_live_agents, process_group_alive, run_agent};
+pub use run::{
+    AgentRun, DEFAULT_KILL_GRACE, DEFAULT_TRANSCRIPT_CAP, ExitReason, Limits, Usage, human_duration,
+};
+pub use runner::{failure_line, kill_live_agents, process_group_alive, run_agent};
+pub use transcript::human_bytes;

@@ -163,9 +163,17 @@ pub struct Settings {
     /// Script file for the `scripted` backend (tests and the demo).
     #[serde(default)]
     pub agent_script: Option<PathBuf>,
-    /// Environment variables passed through to agents besides PATH, HOME and the locale.
-    #[serde(default = "default_agent_env")]
+    /// Environment variables passed to agents in addition to the basics (PATH, HOME, the locale) and,
+    /// unless `agentEnvDefaults` is false, the common provider variables.
+    #[serde(default)]
     pub agent_env: Vec<String>,
+    /// Whether agents get the built-in list of provider variables; `false`: only `agentEnv` is added
+    /// to the basics.
+    #[serde(default = "default_true")]
+    pub agent_env_defaults: bool,
+    /// Size cap of each agent transcript file (stdout and stderr each), in MiB; 0 = no cap.
+    #[serde(default = "default_transcript_max_mb")]
+    pub agent_transcript_max_mb: u64,
     /// Pass the GitHub token to agents (off: agents never see it).
     #[serde(default)]
     pub pass_github_token: bool,
@@ -221,24 +229,11 @@ fn default_setup_attempts() -> u32 {
 fn default_copy_files() -> Vec<String> {
     vec![".env".into()]
 }
-fn default_agent_env() -> Vec<String> {
-    [
-        "ANTHROPIC_API_KEY",
-        "OPENAI_API_KEY",
-        "GEMINI_API_KEY",
-        "OPENROUTER_API_KEY",
-        "DEEPSEEK_API_KEY",
-        "MISTRAL_API_KEY",
-        "GROQ_API_KEY",
-        "XAI_API_KEY",
-        "PI_CODING_AGENT_DIR",
-        "CODEX_HOME",
-        "ANTHROPIC_BASE_URL",
-        "OPENAI_BASE_URL",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
+fn default_true() -> bool {
+    true
+}
+fn default_transcript_max_mb() -> u64 {
+    16
 }
 
 /// How a settings field is typed, for environment overrides.
@@ -274,6 +269,8 @@ const FIELDS: &[(&str, Kind)] = &[
     ("backends", Kind::Object),
     ("agentScript", Kind::Str),
     ("agentEnv", Kind::List),
+    ("agentEnvDefaults", Kind::Bool),
+    ("agentTranscriptMaxMb", Kind::Int),
     ("passGitHubToken", Kind::Bool),
     ("worktreeRoot", Kind::Str),
     ("copyFiles", Kind::List),
