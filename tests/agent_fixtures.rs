@@ -283,3 +283,129 @@ async fn prompts_over_128_kib_reach_every_cli() {
         );
     }
 }
+
+fn lines(rel: &str) -> Vec<String> {
+    std::fs::read_to_string(fixture(rel))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// With `--include-partial-messages` Claude Code streams each API message: its input usage at
+/// `message_start`, its output tokens at `message_delta`, long before the closing `result`.
+#[tokio::test]
+async fn claude_usage_is_counted_while_messages_stream() {
+    let mut p = ClaudeStream::default();
+    let mut t = Tally::default();
+    let all = lines("claude/partial-messages.jsonl");
+    let first_delta = all
+        .iter()
+        .position(|l| l.contains(r#""type":"message_delta""#))
+        .unwrap();
+    for l in &all[..=first_delta] {
+        p.line(l, &mut t);
+    }
+    // 1000 input + 50 cache write + 20 cache read + 30 output, not the 1 output token of the
+    // `assistant` events.
+    assert_eq!(t.usage.total, 1100);
+    assert_eq!(t.usage.output, 30);
+    let result = all
+        .iter()
+        .position(|l| l.contains(r#""type":"result""#))
+        .unwrap();
+    for l in &all[first_delta + 1..result] {
+        p.line(l, &mut t);
+    }
+    assert_eq!(t.usage.total, 3590, "all three calls before the result");
+    for l in &all[result..] {
+        p.line(l, &mut t);
+    }
+    p.end(&mut t, true);
+    assert_eq!(t.usage.total, 3590);
+    assert_eq!((t.usage.cache_write, t.usage.cache_read), (150, 60));
+    assert_eq!(t.tool_calls, 2);
+    assert_eq!(t.final_text.as_deref(), Some("All done."));
+    let deltas = all
+        .iter()
+        .filter(|l| p.transcript(l) == supervisor::agent::stream::TranscriptLine::Drop)
+        .count();
+    assert!(deltas >= 4, "token deltas are left out of the transcript");
+}
+
+/// Codex reports usage once per turn on stdout; its telemetry log on stderr has every response's.
+#[tokio::test]
+async fn codex_usage_is_counted_per_response_from_its_log() {
+    let mut p = CodexStream::default();
+    let mut t = Tally::default();
+    let log = lines("codex/usage-log.stderr");
+    let first = log
+        .iter()
+        .position(|l| l.contains("input_token_count="))
+        .unwrap();
+    for l in &log[..=first] {
+        p.stderr_line(l, &mut t);
+    }
+    assert_eq!(
+        t.usage.total, 1030,
+        "the first response, before the turn ends"
+    );
+    assert_eq!(
+        t.model.as_deref(),
+        Some("fake-model"),
+        "the model Codex used"
+    );
+    for l in &log[first + 1..] {
+        p.stderr_line(l, &mut t);
+    }
+    assert_eq!(t.usage.total, 3380);
+    for l in lines("codex/usage-log.jsonl") {
+        p.line(&l, &mut t);
+    }
+    p.end(&mut t, true);
+    assert_eq!(
+        t.usage.total, 3380,
+        "the turn's total agrees; nothing counted twice"
+    );
+    assert_eq!(
+        (t.usage.input, t.usage.cache_read, t.usage.output),
+        (2400, 900, 80)
+    );
+    assert_eq!(t.tool_calls, 2);
+    assert_eq!(t.final_text.as_deref(), Some("All done."));
+}
+
+#[tokio::test]
+async fn codex_tokens_used_before_a_failed_turn_are_kept() {
+    let mut p = CodexStream::default();
+    let mut t = Tally::default();
+    for l in lines("codex/failed-after-a-call.stderr") {
+        p.stderr_line(&l, &mut t);
+    }
+    for l in lines("codex/failed-after-a-call.jsonl") {
+        p.line(&l, &mut t);
+    }
+    p.end(&mut t, false);
+    assert_eq!(t.usage.total, 1030);
+    assert_eq!(t.error.as_deref(), Some("scripted second request failed"));
+}
+
+/// `cache_write_input_tokens` of `turn.completed` is counted (part of Codex's input count).
+#[tokio::test]
+async fn codex_cache_write_tokens_are_counted() {
+    let mut p = CodexStream::default();
+    let mut t = Tally::default();
+    p.line(
+        r#"{"type":"turn.completed","usage":{"input_tokens":1000,"cached_input_tokens":200,"cache_write_input_tokens":300,"output_tokens":50,"reasoning_output_tokens":0}}"#,
+        &mut t,
+    );
+    assert_eq!(
+        (
+            t.usage.input,
+            t.usage.cache_read,
+            t.usage.cache_write,
+            t.usage.total
+        ),
+        (500, 200, 300, 1050)
+    );
+}

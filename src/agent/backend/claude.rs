@@ -363,3 +363,74 @@ impl StreamParser for ClaudeStream {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::AgentDefinition;
+
+    fn launch(frontmatter: &str) -> Launch {
+        let role = AgentDefinition::parse(
+            std::path::Path::new("r.md"),
+            "r",
+            &format!("---\n{frontmatter}\n---\nRole.\n"),
+        )
+        .unwrap()
+        .0;
+        Claude.launch(&Invocation {
+            role: &role,
+            system_prompt: "Role.",
+            task: "the task",
+            attempt: 1,
+            env: &[],
+        })
+    }
+
+    fn after<'a>(l: &'a Launch, flag: &str) -> Option<&'a str> {
+        let i = l.args.iter().position(|a| a == flag)?;
+        l.args.get(i + 1).map(String::as_str)
+    }
+
+    #[test]
+    fn models_effort_and_tools_as_claude_code_takes_them() {
+        let l = launch(
+            "model: anthropic/claude-sonnet-4-5\nthinking: off\ntools: [read, bash, find, ls]\nreadOnly: true",
+        );
+        assert_eq!(after(&l, "--model"), Some("claude-sonnet-4-5"));
+        assert_eq!(l.model.as_deref(), Some("claude-sonnet-4-5"));
+        assert_eq!(after(&l, "--effort"), Some("low"));
+        assert!(l.env.contains(&("MAX_THINKING_TOKENS".into(), "0".into())));
+        assert_eq!(
+            after(&l, "--tools"),
+            Some("Read,Bash,Glob"),
+            "no removed LS tool"
+        );
+        assert_eq!(after(&l, "--disallowedTools"), Some(WRITE_TOOLS));
+        assert_eq!(l.stdin.as_deref(), Some("the task"));
+        assert!(!l.args.iter().any(|a| a == "the task"));
+
+        let l = launch("thinking: xhigh\ntools: [read, write, edit]");
+        assert_eq!(after(&l, "--effort"), Some("xhigh"));
+        assert!(l.env.is_empty());
+        assert_eq!(after(&l, "--disallowedTools"), None);
+        assert_eq!(after(&l, "--tools"), Some("Read,Write,Edit"));
+        let l = launch("thinking: medium");
+        assert_eq!(after(&l, "--effort"), Some("medium"));
+        assert_eq!(after(&l, "--model"), None);
+    }
+
+    #[test]
+    fn message_delta_usage_counts_before_the_result() {
+        let mut p = ClaudeStream::default();
+        let mut t = Tally::default();
+        p.line(r#"{"type":"stream_event","event":{"type":"message_start","message":{"id":"m1","model":"claude-x","usage":{"input_tokens":500,"output_tokens":1,"cache_read_input_tokens":100}}}}"#, &mut t);
+        assert_eq!(t.usage.total, 601);
+        p.line(r#"{"type":"assistant","message":{"id":"m1","content":[{"type":"tool_use","name":"Bash"}],"usage":{"input_tokens":500,"output_tokens":1,"cache_read_input_tokens":100}}}"#, &mut t);
+        p.line(r#"{"type":"stream_event","event":{"type":"message_delta","usage":{"output_tokens":7000}},"api_message_id":"m1"}"#, &mut t);
+        assert_eq!(t.usage.total, 7600);
+        p.line(r#"{"type":"stream_event","event":{"type":"message_start","message":{"id":"m2","usage":{"input_tokens":800,"output_tokens":1}}}}"#, &mut t);
+        assert_eq!(t.usage.total, 8401);
+        assert_eq!(t.tool_calls, 1);
+        assert_eq!(t.model.as_deref(), Some("claude-x"));
+    }
+}

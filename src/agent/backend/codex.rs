@@ -295,3 +295,95 @@ fn unwrap_api_error(message: &str) -> String {
         })
         .unwrap_or_else(|| message.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::AgentDefinition;
+
+    fn launch(frontmatter: &str, env: &[(String, String)]) -> Launch {
+        let role = AgentDefinition::parse(
+            std::path::Path::new("r.md"),
+            "r",
+            &format!("---\n{frontmatter}\n---\nRole.\n"),
+        )
+        .unwrap()
+        .0;
+        Codex.launch(&Invocation {
+            role: &role,
+            system_prompt: "Role.",
+            task: "the task",
+            attempt: 1,
+            env,
+        })
+    }
+
+    fn after<'a>(l: &'a Launch, flag: &str) -> Vec<&'a str> {
+        l.args
+            .windows(2)
+            .filter(|w| w[0] == flag)
+            .map(|w| w[1].as_str())
+            .collect()
+    }
+
+    #[test]
+    fn read_only_roles_get_the_read_only_sandbox() {
+        let l = launch("tools: [read, bash, grep]\nreadOnly: true", &[]);
+        assert_eq!(after(&l, "--sandbox"), ["read-only"]);
+        let l = launch("tools: [read, bash, edit]", &[]);
+        assert_eq!(after(&l, "--sandbox"), ["workspace-write"]);
+        let l = launch("tools: [read, grep]", &[]);
+        assert_eq!(after(&l, "--sandbox"), ["read-only"]);
+    }
+
+    #[test]
+    fn models_providers_and_effort() {
+        let l = launch("model: ollama/qwen3\nthinking: xhigh", &[]);
+        assert_eq!(after(&l, "--model"), ["qwen3"]);
+        assert_eq!(
+            after(&l, "--config"),
+            [
+                "model_provider=\"ollama\"",
+                "model_reasoning_effort=\"xhigh\""
+            ]
+        );
+        assert_eq!(l.model.as_deref(), Some("qwen3"));
+        let l = launch("model: openai/gpt-5\nthinking: off", &[]);
+        assert_eq!(after(&l, "--model"), ["gpt-5"]);
+        assert_eq!(after(&l, "--config"), ["model_reasoning_effort=\"none\""]);
+        assert_eq!(l.args.last().map(String::as_str), Some("-"));
+        assert!(l.stdin.as_deref().unwrap().ends_with("the task"));
+        assert_eq!(
+            l.env,
+            [("RUST_LOG".to_string(), USAGE_LOG.to_string())],
+            "the usage log is on"
+        );
+    }
+
+    #[test]
+    fn without_a_role_model_the_model_comes_from_codex_config() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("config.toml"),
+            "model = \"gpt-5-codex\"\n[model_providers.local]\nbase_url = \"http://x\"\n",
+        )
+        .unwrap();
+        let env = [
+            ("CODEX_HOME".to_string(), dir.path().display().to_string()),
+            ("RUST_LOG".to_string(), "warn".to_string()),
+        ];
+        let l = launch("tools: [read]", &env);
+        assert_eq!(l.model.as_deref(), Some("gpt-5-codex"));
+        assert!(after(&l, "--model").is_empty());
+        assert_eq!(l.env[0].1, format!("warn,{USAGE_LOG}"));
+    }
+
+    #[test]
+    fn log_fields() {
+        let line = r#"2026 INFO codex_otel.trace_safe: event.name="codex.sse_event" event.kind=response.completed input_token_count=1000 output_token_count=30 model=fake-model slug=fake-model"#;
+        assert_eq!(log_field(line, "input_token_count"), Some("1000"));
+        assert_eq!(log_field(line, "event.name"), Some("codex.sse_event"));
+        assert_eq!(log_field(line, "model"), Some("fake-model"));
+        assert_eq!(log_field(line, "missing"), None);
+    }
+}
