@@ -8,6 +8,7 @@ pub mod backend;
 mod definition;
 mod dispatch;
 mod error;
+mod preflight;
 mod protocol;
 mod run;
 mod runner;
@@ -23,6 +24,7 @@ pub use dispatch::{
     agent_env_from, agent_env_names, system_prompt,
 };
 pub use error::AgentError;
+pub use preflight::{BackendCheck, Preflight, find_program, preflight};
 pub use protocol::{
     Action, AuditFinding, ClaimedScore, Evidence, Outcome, ProtocolError, Severity,
     balanced_objects, fenced_json_blocks, parse_outcome, repair_json, strip_ansi,

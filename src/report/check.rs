@@ -4,6 +4,7 @@ use std::fmt::Write;
 
 use serde_json::json;
 
+use crate::agent::Preflight;
 use crate::config::{BuiltIn, ConfigError, ConfigIssue};
 use crate::pipeline::Project;
 
@@ -15,8 +16,8 @@ fn unlimited(n: u64) -> String {
     }
 }
 
-/// A human summary of a loaded project.
-pub fn check_text(p: &Project) -> String {
+/// A human summary of a loaded project and of its agent CLIs.
+pub fn check_text(p: &Project, pf: &Preflight) -> String {
     let s = &p.settings;
     let mut out = String::new();
     let _ = writeln!(out, "settings   {}", p.settings_path.display());
@@ -82,6 +83,28 @@ pub fn check_text(p: &Project) -> String {
     if !p.overridden.is_empty() {
         let _ = writeln!(out, "  {:<12} {}", "from env", p.overridden.join(", "));
     }
+    let unset: Vec<&str> = pf
+        .agent_env
+        .iter()
+        .filter(|n| !pf.agent_env_set.contains(n))
+        .map(String::as_str)
+        .collect();
+    let _ = writeln!(
+        out,
+        "  {:<12} {} (set now: {}; not set: {})",
+        "agent env",
+        pf.agent_env.join(", "),
+        if pf.agent_env_set.is_empty() {
+            "none".to_string()
+        } else {
+            pf.agent_env_set.join(", ")
+        },
+        if unset.is_empty() {
+            "none".to_string()
+        } else {
+            unset.join(", ")
+        }
+    );
 
     let _ = writeln!(out, "workflow   {}", p.workflow.source);
     let width = p
@@ -177,18 +200,46 @@ pub fn check_text(p: &Project) -> String {
             },
         );
     }
-    if !p.warnings.is_empty() {
+    let _ = writeln!(out, "agent CLIs (on the agents' PATH)");
+    for b in &pf.backends {
+        let status = match (&b.problem, &b.path, &b.version) {
+            (Some(problem), _, _) => format!("NOT READY: {problem}"),
+            (None, Some(path), Some(v)) => format!("{v} at {}", path.display()),
+            (None, Some(path), None) => format!("at {}", path.display()),
+            (None, None, _) => "ready".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "  {:<14} {status} (roles: {})",
+            b.name,
+            b.roles.join(", ")
+        );
+    }
+    let count = p.warnings.len() + pf.warnings.len();
+    if count > 0 {
         let _ = writeln!(out, "warnings");
         for w in &p.warnings {
             let _ = writeln!(out, "  {w}");
         }
+        for w in &pf.warnings {
+            let _ = writeln!(out, "  {w}");
+        }
     }
-    let _ = writeln!(
-        out,
-        "ok: configuration is valid ({} warning{})",
-        p.warnings.len(),
-        if p.warnings.len() == 1 { "" } else { "s" }
-    );
+    let plural = if count == 1 { "" } else { "s" };
+    if pf.ok() {
+        let _ = writeln!(out, "ok: configuration is valid ({count} warning{plural})");
+    } else {
+        let problems = pf.problems();
+        let _ = writeln!(
+            out,
+            "error: configuration is valid ({count} warning{plural}), but {} agent CLI{} cannot run:",
+            problems.len(),
+            if problems.len() == 1 { "" } else { "s" }
+        );
+        for problem in problems {
+            let _ = writeln!(out, "  {problem}");
+        }
+    }
     out
 }
 
@@ -202,10 +253,13 @@ fn issue_json(i: &ConfigIssue) -> serde_json::Value {
     })
 }
 
-/// Machine-readable form of a loaded project.
-pub fn check_json(p: &Project) -> serde_json::Value {
+/// Machine-readable form of a loaded project and of its agent CLIs.
+pub fn check_json(p: &Project, pf: &Preflight) -> serde_json::Value {
     json!({
-        "ok": true,
+        "ok": pf.ok(),
+        "backends": pf.backends,
+        "agentEnv": { "names": pf.agent_env, "set": pf.agent_env_set },
+        "modelWarnings": pf.warnings,
         "settingsFile": p.settings_path.display().to_string(),
         "settings": p.settings,
         "workflow": p.workflow,

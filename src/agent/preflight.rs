@@ -1,0 +1,275 @@
+//! Before anything is written: is every agent CLI the workflow will use installed where agents will
+//! look for it (the PATH of the agents' allowlisted environment), and which version is it?
+//!
+//! `supervisor check` prints the result; `supervisor run` calls [`preflight`] before its first write
+//! to GitHub and stops with the problems when [`Preflight::ok`] is false.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::backend::Backend;
+use super::backend::models::{CodexConfig, model_warning};
+use super::definition::RoleSet;
+use super::dispatch::{agent_env, agent_env_names};
+use super::protocol::strip_ansi;
+use crate::config::Settings;
+
+/// How long `<cli> --version` may take (a cold start of a large CLI can take seconds).
+const VERSION_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// One backend the workflow uses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendCheck {
+    /// The backend's name as configured (`pi`, `claude`, a key of `backends`, …).
+    pub name: String,
+    /// The roles that run on it.
+    pub roles: Vec<String>,
+    /// The program it starts, as configured.
+    pub program: Option<PathBuf>,
+    /// Where the agents' PATH finds it.
+    pub path: Option<PathBuf>,
+    /// The first line the CLI printed for `--version`.
+    pub version: Option<String>,
+    /// Why it cannot run, with what to do.
+    pub problem: Option<String>,
+}
+
+/// What [`preflight`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Preflight {
+    pub backends: Vec<BackendCheck>,
+    /// Models that do not suit their backend (`role: …`), as warnings.
+    pub warnings: Vec<String>,
+    /// The names agents may receive (the effective allowlist), in order.
+    pub agent_env: Vec<String>,
+    /// Those of them set in supervisor's environment now.
+    pub agent_env_set: Vec<String>,
+}
+
+impl Preflight {
+    /// Whether every backend can run.
+    pub fn ok(&self) -> bool {
+        self.backends.iter().all(|b| b.problem.is_none())
+    }
+
+    /// One line per backend that cannot run: `claude (researcher, auditor): …`.
+    pub fn problems(&self) -> Vec<String> {
+        self.backends
+            .iter()
+            .filter_map(|b| {
+                b.problem
+                    .as_ref()
+                    .map(|p| format!("{} ({}): {p}", b.name, b.roles.join(", ")))
+            })
+            .collect()
+    }
+}
+
+/// Check every backend the roles of `roles` (the workflow's agents) run on: resolvable, on the
+/// agents' PATH, and answering `--version`. Never fails; problems are in the result.
+pub async fn preflight(settings: &Settings, roles: &RoleSet, repo_root: &Path) -> Preflight {
+    let env = agent_env(settings, None);
+    let names = agent_env_names(settings);
+    let agent_env_set = names
+        .iter()
+        .filter(|n| env.iter().any(|(k, _)| k == *n))
+        .cloned()
+        .collect();
+    let path_var = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone());
+    let codex = CodexConfig::for_env(&env);
+
+    let mut by_backend: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut warnings = Vec::new();
+    for (name, role) in &roles.agents {
+        let backend = role.backend_name(settings).to_string();
+        if let Some(w) = model_warning(role, &backend, &codex.providers) {
+            warnings.push(format!(
+                "role `{name}` (backend {backend}): model `{}` {w}",
+                role.model.as_deref().unwrap_or("")
+            ));
+        }
+        by_backend.entry(backend).or_default().push(name.clone());
+    }
+
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, (name, role_names)) in by_backend.into_iter().enumerate() {
+        let mut check = BackendCheck {
+            name: name.clone(),
+            roles: role_names,
+            program: None,
+            path: None,
+            version: None,
+            problem: None,
+        };
+        let backend = match Backend::resolve_in(&name, settings, repo_root) {
+            Ok(b) => b,
+            Err(e) => {
+                check.problem = Some(e.to_string());
+                tasks.spawn(async move { (i, check) });
+                continue;
+            }
+        };
+        if let Backend::Scripted { script, .. } = &backend {
+            if !script.is_file() {
+                check.problem = Some(format!(
+                    "the script {} does not exist; fix supervisor.agentScript",
+                    script.display()
+                ));
+            }
+        }
+        check.program = backend.program();
+        check.path = check
+            .program
+            .as_deref()
+            .and_then(|p| find_program(p, path_var.as_deref(), repo_root));
+        if check.path.is_none() && check.problem.is_none() {
+            check.problem = Some(not_found(
+                &name,
+                check.program.as_deref(),
+                path_var.as_deref(),
+            ));
+        }
+        let flag = backend.version_flag();
+        let env = env.clone();
+        let dir = repo_root.to_path_buf();
+        tasks.spawn(async move {
+            if let (Some(path), Some(flag), None) = (&check.path, flag, &check.problem) {
+                match version(path, flag, &env, &dir).await {
+                    Ok(v) => check.version = Some(v),
+                    Err(e) => check.problem = Some(e),
+                }
+            }
+            (i, check)
+        });
+    }
+    let mut backends: Vec<(usize, BackendCheck)> = tasks.join_all().await;
+    backends.sort_by_key(|(i, _)| *i);
+    Preflight {
+        backends: backends.into_iter().map(|(_, c)| c).collect(),
+        warnings,
+        agent_env: names,
+        agent_env_set,
+    }
+}
+
+fn not_found(name: &str, program: Option<&Path>, path_var: Option<&str>) -> String {
+    let program = program.map(|p| p.display().to_string()).unwrap_or_default();
+    let install = match name {
+        "pi" => "install it (npm install -g @mariozechner/pi-coding-agent)",
+        "claude" => "install it (npm install -g @anthropic-ai/claude-code)",
+        "codex" => "install it (npm install -g @openai/codex)",
+        _ => "install it",
+    };
+    format!(
+        "`{program}` is not on the agents' PATH ({}); {install}, put it on PATH, or give the roles another backend",
+        path_var.unwrap_or("PATH is not set")
+    )
+}
+
+/// `program` as the agents' PATH resolves it: a path with a slash as it is (relative to
+/// `base`), else the first executable file of that name in `path_var`.
+pub fn find_program(program: &Path, path_var: Option<&str>, base: &Path) -> Option<PathBuf> {
+    if program.as_os_str().is_empty() {
+        return None;
+    }
+    if program.components().count() > 1 || program.is_absolute() {
+        let p = base.join(program);
+        return is_executable(&p).then_some(p);
+    }
+    path_var?
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(|d| Path::new(d).join(program))
+        .find(|p| is_executable(p))
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// The first line `program flag` prints (pi prints its version on stderr).
+async fn version(
+    program: &Path,
+    flag: &str,
+    env: &[(String, String)],
+    dir: &Path,
+) -> Result<String, String> {
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.arg(flag)
+        .current_dir(dir)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let shown = format!("`{} {flag}`", program.display());
+    let out = match tokio::time::timeout(VERSION_TIMEOUT, cmd.output()).await {
+        Err(_) => {
+            return Err(format!(
+                "{shown} did not answer within {} s; check the installation",
+                VERSION_TIMEOUT.as_secs()
+            ));
+        }
+        Ok(Err(e)) => return Err(format!("{shown} could not start: {e}")),
+        Ok(Ok(out)) => out,
+    };
+    let text = |b: &[u8]| {
+        strip_ansi(&String::from_utf8_lossy(b))
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .map(str::to_string)
+    };
+    let first = text(&out.stdout).or_else(|| text(&out.stderr));
+    if !out.status.success() {
+        return Err(format!(
+            "{shown} failed ({}){}; check the installation",
+            out.status,
+            first.map(|l| format!(": {l}")).unwrap_or_default()
+        ));
+    }
+    first.ok_or_else(|| format!("{shown} printed nothing; check the installation"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_are_found_on_the_given_path_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let exe = bin.join("tool");
+        std::fs::write(&exe, "#!/bin/sh\n").unwrap();
+        let plain = bin.join("plain");
+        std::fs::write(&plain, "").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = format!("/nonexistent:{}", bin.display());
+        assert_eq!(
+            find_program(Path::new("tool"), Some(&path), dir.path()),
+            Some(exe.clone())
+        );
+        assert_eq!(
+            find_program(Path::new("plain"), Some(&path), dir.path()),
+            None
+        );
+        assert_eq!(
+            find_program(Path::new("tool"), Some("/nonexistent"), dir.path()),
+            None
+        );
+        assert_eq!(
+            find_program(Path::new("bin/tool"), None, dir.path()),
+            Some(exe)
+        );
+    }
+}
