@@ -113,6 +113,13 @@ fn toml_quoted(s: &str) -> String {
 pub struct CodexStream {
     in_flight: Vec<String>,
     saw_turn: bool,
+    /// Tool calls seen as JSON items; and as `codex.tool_call_received` log lines (in its read-only
+    /// sandbox Codex runs commands without reporting them as items).
+    item_calls: u64,
+    log_calls: u64,
+    /// The last HTTP error status the log reports for a model request: Codex replaces the
+    /// provider's message of a 5xx by its own.
+    http_error: Option<u16>,
     /// Usage summed from `turn.completed` events.
     turns: Usage,
     /// Usage summed from the per-response log lines.
@@ -207,12 +214,13 @@ impl CodexStream {
                 if self.in_flight.len() < MAX_IN_FLIGHT {
                     self.in_flight.push(id);
                 }
-                tally.tool_calls += 1;
+                self.item_calls += 1;
             } else if let Some(i) = self.in_flight.iter().position(|x| *x == id) {
                 self.in_flight.swap_remove(i);
             } else {
-                tally.tool_calls += 1;
+                self.item_calls += 1;
             }
+            tally.tool_calls = self.item_calls.max(self.log_calls);
         } else if item.kind == "agent_message" && !started {
             let text = item.text.unwrap_or_default();
             tally.saw_text(&text);
@@ -257,6 +265,25 @@ impl StreamParser for CodexStream {
     }
 
     fn stderr_line(&mut self, line: &str, tally: &mut Tally) {
+        if !line.contains("codex_otel.trace_safe") {
+            return;
+        }
+        match log_field(line, "event.name") {
+            Some("codex.tool_call_received") => {
+                self.log_calls += 1;
+                tally.tool_calls = self.item_calls.max(self.log_calls);
+                return;
+            }
+            Some("codex.api_request") => {
+                let status = log_field(line, "http.response.status_code")
+                    .and_then(|s| s.parse::<u16>().ok());
+                if let Some(code) = status.filter(|c| *c >= 400) {
+                    self.http_error = Some(code);
+                }
+                return;
+            }
+            _ => {}
+        }
         if !line.contains("event.kind=response.completed") || !line.contains("input_token_count=") {
             return;
         }
@@ -278,6 +305,12 @@ impl StreamParser for CodexStream {
     }
 
     fn end(&mut self, tally: &mut Tally, success: bool) {
+        if let (Some(error), Some(code)) = (&mut tally.error, self.http_error) {
+            let code = code.to_string();
+            if !error.contains(&code) {
+                error.push_str(&format!(" (the provider answered HTTP {code})"));
+            }
+        }
         if success && !self.saw_turn && tally.error.is_none() {
             tally.error = Some("Codex ended without completing a turn".into());
         }
