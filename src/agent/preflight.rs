@@ -8,8 +8,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Serialize;
-
 use super::backend::Backend;
 use super::backend::models::{CodexConfig, model_warning};
 use super::definition::RoleSet;
@@ -20,41 +18,49 @@ use crate::config::Settings;
 /// How long `<cli> --version` may take (a cold start of a large CLI can take seconds).
 const VERSION_TIMEOUT: Duration = Duration::from_secs(20);
 
-/// One backend the workflow uses.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// One backend the workflow uses: its name as configured (`pi`, `claude`, a key of `backends`, …),
+/// the roles that run on it, where the agents' PATH finds its program, and either the first line the
+/// CLI printed for `--version` (none for CLIs without one) or why it cannot run, with what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BackendCheck {
-    /// The backend's name as configured (`pi`, `claude`, a key of `backends`, …).
     pub name: String,
-    /// The roles that run on it.
     pub roles: Vec<String>,
-    /// The program it starts, as configured.
-    pub program: Option<PathBuf>,
-    /// Where the agents' PATH finds it.
     pub path: Option<PathBuf>,
-    /// The first line the CLI printed for `--version`.
-    pub version: Option<String>,
-    /// Why it cannot run, with what to do.
-    pub problem: Option<String>,
+    pub state: Result<Option<String>, String>,
 }
 
-/// What [`preflight`] found.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
+impl BackendCheck {
+    pub fn version(&self) -> Option<&str> {
+        self.state.as_ref().ok().and_then(|v| v.as_deref())
+    }
+
+    pub fn problem(&self) -> Option<&str> {
+        self.state.as_ref().err().map(String::as_str)
+    }
+
+    /// `{ name, roles, path, version, problem }`.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "name": self.name, "roles": self.roles, "path": self.path,
+            "version": self.version(), "problem": self.problem(),
+        })
+    }
+}
+
+/// What [`preflight`] found: the backends, models that do not suit their backend (as warnings), and
+/// the names agents may receive (the effective allowlist, in order), each with whether it is set in
+/// supervisor's environment now.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Preflight {
     pub backends: Vec<BackendCheck>,
-    /// Models that do not suit their backend (`role: …`), as warnings.
     pub warnings: Vec<String>,
-    /// The names agents may receive (the effective allowlist), in order.
-    pub agent_env: Vec<String>,
-    /// Those of them set in supervisor's environment now.
-    pub agent_env_set: Vec<String>,
+    pub agent_env: Vec<(String, bool)>,
 }
 
 impl Preflight {
     /// Whether every backend can run.
     pub fn ok(&self) -> bool {
-        self.backends.iter().all(|b| b.problem.is_none())
+        self.backends.iter().all(|b| b.state.is_ok())
     }
 
     /// One line per backend that cannot run: `claude (researcher, auditor): …`.
@@ -62,8 +68,7 @@ impl Preflight {
         self.backends
             .iter()
             .filter_map(|b| {
-                b.problem
-                    .as_ref()
+                b.problem()
                     .map(|p| format!("{} ({}): {p}", b.name, b.roles.join(", ")))
             })
             .collect()
@@ -74,11 +79,12 @@ impl Preflight {
 /// agents' PATH, and answering `--version`. Never fails; problems are in the result.
 pub async fn preflight(settings: &Settings, roles: &RoleSet, repo_root: &Path) -> Preflight {
     let env = agent_env(settings, None);
-    let names = agent_env_names(settings);
-    let agent_env_set = names
-        .iter()
-        .filter(|n| env.iter().any(|(k, _)| k == *n))
-        .cloned()
+    let agent_env = agent_env_names(settings)
+        .into_iter()
+        .map(|n| {
+            let set = env.iter().any(|(k, _)| *k == n);
+            (n, set)
+        })
         .collect();
     let path_var = env
         .iter()
@@ -104,48 +110,38 @@ pub async fn preflight(settings: &Settings, roles: &RoleSet, repo_root: &Path) -
         let mut check = BackendCheck {
             name: name.clone(),
             roles: role_names,
-            program: None,
             path: None,
-            version: None,
-            problem: None,
+            state: Ok(None),
         };
         let backend = match Backend::resolve_in(&name, settings, repo_root) {
             Ok(b) => b,
             Err(e) => {
-                check.problem = Some(e.to_string());
+                check.state = Err(e.to_string());
                 tasks.spawn(async move { (i, check) });
                 continue;
             }
         };
         if let Backend::Scripted { script, .. } = &backend {
             if !script.is_file() {
-                check.problem = Some(format!(
+                check.state = Err(format!(
                     "the script {} does not exist; fix supervisor.agentScript",
                     script.display()
                 ));
             }
         }
-        check.program = backend.program();
-        check.path = check
-            .program
+        let program = backend.program();
+        check.path = program
             .as_deref()
             .and_then(|p| find_program(p, path_var.as_deref(), repo_root));
-        if check.path.is_none() && check.problem.is_none() {
-            check.problem = Some(not_found(
-                &name,
-                check.program.as_deref(),
-                path_var.as_deref(),
-            ));
+        if check.path.is_none() && check.state.is_ok() {
+            check.state = Err(not_found(&name, program.as_deref(), path_var.as_deref()));
         }
         let flag = backend.version_flag();
         let env = env.clone();
         let dir = repo_root.to_path_buf();
         tasks.spawn(async move {
-            if let (Some(path), Some(flag), None) = (&check.path, flag, &check.problem) {
-                match version(path, flag, &env, &dir).await {
-                    Ok(v) => check.version = Some(v),
-                    Err(e) => check.problem = Some(e),
-                }
+            if let (Some(path), Some(flag), Ok(_)) = (&check.path, flag, &check.state) {
+                check.state = version(path, flag, &env, &dir).await.map(Some);
             }
             (i, check)
         });
@@ -155,8 +151,7 @@ pub async fn preflight(settings: &Settings, roles: &RoleSet, repo_root: &Path) -
     Preflight {
         backends: backends.into_iter().map(|(_, c)| c).collect(),
         warnings,
-        agent_env: names,
-        agent_env_set,
+        agent_env,
     }
 }
 

@@ -401,20 +401,7 @@ pub fn failure_line(stderr: &str) -> Option<&str> {
         .collect();
     let noise = |l: &str| {
         let lower = l.to_ascii_lowercase();
-        l.starts_with("at ")
-            || l.starts_with('/')
-            || l.starts_with("~/")
-            || l.starts_with("http://")
-            || l.starts_with("https://")
-            || l.starts_with("file://")
-            || lower.starts_with("see ")
-            || lower.starts_with("use ")
-            || lower.starts_with("hint:")
-            || lower.starts_with("help:")
-            || lower.starts_with("note:")
-            || lower.starts_with("for more information")
-            || lower.starts_with("run with")
-            || lower.starts_with("node.js v")
+        NOISE_PREFIXES.iter().any(|p| lower.starts_with(p))
             || is_quiet_log_line(l)
             || l.chars().all(|c| !c.is_alphanumeric())
     };
@@ -426,6 +413,25 @@ pub fn failure_line(stderr: &str) -> Option<&str> {
         .or_else(|| lines.last())
         .copied()
 }
+
+/// Starts of stderr lines that are context rather than the problem: stack frames, paths, links,
+/// hints (compared in lower case).
+const NOISE_PREFIXES: [&str; 14] = [
+    "at ",
+    "/",
+    "~/",
+    "http://",
+    "https://",
+    "file://",
+    "see ",
+    "use ",
+    "hint:",
+    "help:",
+    "note:",
+    "for more information",
+    "run with",
+    "node.js v",
+];
 
 /// A log line at info/debug/trace level (`2026-… INFO target: …`, `[DEBUG] …`).
 fn is_quiet_log_line(l: &str) -> bool {

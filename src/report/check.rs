@@ -83,27 +83,26 @@ pub fn check_text(p: &Project, pf: &Preflight) -> String {
     if !p.overridden.is_empty() {
         let _ = writeln!(out, "  {:<12} {}", "from env", p.overridden.join(", "));
     }
-    let unset: Vec<&str> = pf
-        .agent_env
-        .iter()
-        .filter(|n| !pf.agent_env_set.contains(n))
-        .map(String::as_str)
-        .collect();
+    let names = |set: Option<bool>| {
+        let list: Vec<&str> = pf
+            .agent_env
+            .iter()
+            .filter(|(_, s)| set.is_none_or(|want| *s == want))
+            .map(|(n, _)| n.as_str())
+            .collect();
+        if list.is_empty() {
+            "none".to_string()
+        } else {
+            list.join(", ")
+        }
+    };
     let _ = writeln!(
         out,
         "  {:<12} {} (set now: {}; not set: {})",
         "agent env",
-        pf.agent_env.join(", "),
-        if pf.agent_env_set.is_empty() {
-            "none".to_string()
-        } else {
-            pf.agent_env_set.join(", ")
-        },
-        if unset.is_empty() {
-            "none".to_string()
-        } else {
-            unset.join(", ")
-        }
+        names(None),
+        names(Some(true)),
+        names(Some(false))
     );
 
     let _ = writeln!(out, "workflow   {}", p.workflow.source);
@@ -202,11 +201,11 @@ pub fn check_text(p: &Project, pf: &Preflight) -> String {
     }
     let _ = writeln!(out, "agent CLIs (on the agents' PATH)");
     for b in &pf.backends {
-        let status = match (&b.problem, &b.path, &b.version) {
-            (Some(problem), _, _) => format!("NOT READY: {problem}"),
-            (None, Some(path), Some(v)) => format!("{v} at {}", path.display()),
-            (None, Some(path), None) => format!("at {}", path.display()),
-            (None, None, _) => "ready".to_string(),
+        let status = match (&b.state, &b.path) {
+            (Err(problem), _) => format!("NOT READY: {problem}"),
+            (Ok(Some(v)), Some(path)) => format!("{v} at {}", path.display()),
+            (Ok(None), Some(path)) => format!("at {}", path.display()),
+            (Ok(v), None) => v.clone().unwrap_or_else(|| "ready".into()),
         };
         let _ = writeln!(
             out,
@@ -257,8 +256,11 @@ fn issue_json(i: &ConfigIssue) -> serde_json::Value {
 pub fn check_json(p: &Project, pf: &Preflight) -> serde_json::Value {
     json!({
         "ok": pf.ok(),
-        "backends": pf.backends,
-        "agentEnv": { "names": pf.agent_env, "set": pf.agent_env_set },
+        "backends": pf.backends.iter().map(|b| b.to_json()).collect::<Vec<_>>(),
+        "agentEnv": {
+            "names": pf.agent_env.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            "set": pf.agent_env.iter().filter(|(_, s)| *s).map(|(n, _)| n).collect::<Vec<_>>(),
+        },
         "modelWarnings": pf.warnings,
         "settingsFile": p.settings_path.display().to_string(),
         "settings": p.settings,

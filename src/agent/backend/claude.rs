@@ -367,23 +367,9 @@ impl StreamParser for ClaudeStream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::AgentDefinition;
 
     fn launch(frontmatter: &str) -> Launch {
-        let role = AgentDefinition::parse(
-            std::path::Path::new("r.md"),
-            "r",
-            &format!("---\n{frontmatter}\n---\nRole.\n"),
-        )
-        .unwrap()
-        .0;
-        Claude.launch(&Invocation {
-            role: &role,
-            system_prompt: "Role.",
-            task: "the task",
-            attempt: 1,
-            env: &[],
-        })
+        super::super::test_launch(&Claude, frontmatter, &[])
     }
 
     fn after<'a>(l: &'a Launch, flag: &str) -> Option<&'a str> {

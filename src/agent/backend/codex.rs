@@ -332,23 +332,9 @@ fn unwrap_api_error(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::AgentDefinition;
 
     fn launch(frontmatter: &str, env: &[(String, String)]) -> Launch {
-        let role = AgentDefinition::parse(
-            std::path::Path::new("r.md"),
-            "r",
-            &format!("---\n{frontmatter}\n---\nRole.\n"),
-        )
-        .unwrap()
-        .0;
-        Codex.launch(&Invocation {
-            role: &role,
-            system_prompt: "Role.",
-            task: "the task",
-            attempt: 1,
-            env,
-        })
+        super::super::test_launch(&Codex, frontmatter, env)
     }
 
     fn after<'a>(l: &'a Launch, flag: &str) -> Vec<&'a str> {

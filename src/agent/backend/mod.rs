@@ -200,6 +200,35 @@ pub(crate) fn combined_prompt(system_prompt: &str, task: &str) -> String {
     format!("{system_prompt}\n\n---\n\n# Task\n\n{task}")
 }
 
+/// A role parsed from frontmatter lines and a one-line prompt, for the backends' tests.
+#[cfg(test)]
+pub(crate) fn test_role(frontmatter: &str) -> AgentDefinition {
+    AgentDefinition::parse(
+        Path::new("r.md"),
+        "r",
+        &format!("---\n{frontmatter}\n---\nRole.\n"),
+    )
+    .expect("a valid test role")
+    .0
+}
+
+/// `launch` of `cli` for a role with `frontmatter`, the task "the task" and `env`.
+#[cfg(test)]
+pub(crate) fn test_launch(
+    cli: &dyn AgentCli,
+    frontmatter: &str,
+    env: &[(String, String)],
+) -> Launch {
+    let role = test_role(frontmatter);
+    cli.launch(&Invocation {
+        role: &role,
+        system_prompt: "Role.",
+        task: "the task",
+        attempt: 1,
+        env,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

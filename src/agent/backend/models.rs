@@ -165,13 +165,7 @@ mod tests {
     use super::*;
 
     fn role(frontmatter: &str) -> AgentDefinition {
-        AgentDefinition::parse(
-            Path::new("r.md"),
-            "r",
-            &format!("---\n{frontmatter}\n---\nPrompt.\n"),
-        )
-        .unwrap()
-        .0
+        super::super::test_role(frontmatter)
     }
 
     #[test]
