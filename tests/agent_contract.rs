@@ -307,6 +307,10 @@ async fn writes_runs_and_answers(cli: Cli) {
     assert_eq!(sent_model, cli.reported_model(), "{name}: the mapped model");
     if cli == Cli::Codex {
         assert!(first.contains(r#""effort":"high""#), "thinking: high");
+        assert!(
+            !run.stderr_tail.contains("codex_otel"),
+            "its telemetry stays out of the stderr tail"
+        );
     }
     let transcript_dir = world.work.join(".supervisor/runs/agent");
     assert!(transcript_dir.is_dir(), "{name}: a transcript is written");
@@ -337,7 +341,7 @@ async fn token_budget_stops_live(cli: Cli) {
     let server = FakeModel::start(vec![
         turn(vec![Step::Run("echo one > one.txt".into())], t[0]),
         turn(
-            vec![Step::Run("sleep 3; echo late > late.txt".into())],
+            vec![Step::Run("sleep 8; echo late > late.txt".into())],
             t[1],
         ),
         turn(vec![Step::Text(FINAL.into())], tokens(10, 10, 0, 0)),

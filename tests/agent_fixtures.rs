@@ -387,7 +387,11 @@ async fn codex_tokens_used_before_a_failed_turn_are_kept() {
     }
     p.end(&mut t, false);
     assert_eq!(t.usage.total, 1030);
-    assert_eq!(t.error.as_deref(), Some("scripted second request failed"));
+    assert_eq!(
+        t.error.as_deref(),
+        Some("scripted second request failed (the provider answered HTTP 400)"),
+        "the status from Codex's log is added"
+    );
 }
 
 /// `cache_write_input_tokens` of `turn.completed` is counted (part of Codex's input count).

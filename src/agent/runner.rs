@@ -119,6 +119,7 @@ pub async fn run_agent(req: AgentRequest<'_>, mut cancel: watch::Receiver<bool>)
         return finish(run, ExitReason::SpawnFailed("no output pipes".into()));
     };
 
+    widen_pipe(&stdout);
     let mut out = LineReader::new(stdout, DEFAULT_LINE_CAP).with_skip(parser.skip_probe());
     let mut err = LineReader::new(stderr, DEFAULT_LINE_CAP);
     let mut stderr_tail = Tail::new(STDERR_TAIL);
@@ -141,8 +142,9 @@ pub async fn run_agent(req: AgentRequest<'_>, mut cancel: watch::Receiver<bool>)
                 Ok(true) => {
                     transcript.stderr(err.line());
                     let line = String::from_utf8_lossy(err.line());
-                    stderr_tail.push_line(&line);
-                    parser.stderr_line(&line, &mut tally);
+                    if !parser.stderr_line(&line, &mut tally) {
+                        stderr_tail.push_line(&line);
+                    }
                     stop = over_budget(&tally, &req.limits);
                 }
                 _ => err_open = false,
@@ -191,6 +193,15 @@ pub async fn run_agent(req: AgentRequest<'_>, mut cancel: watch::Receiver<bool>)
         }
     };
     finish(run, exit)
+}
+
+/// Let the agent's stdout pipe hold 1 MiB: a CLI streaming fast (pi's repeated partial messages)
+/// then wakes the reader far less often. Best effort: the default size works, only slower.
+fn widen_pipe(pipe: &impl std::os::fd::AsRawFd) {
+    // SAFETY: fcntl on a descriptor we own; F_SETPIPE_SZ only resizes the pipe's buffer.
+    unsafe {
+        libc::fcntl(pipe.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20);
+    }
 }
 
 /// One stdout line: into the transcript (as the parser says) and the tally.

@@ -13,7 +13,7 @@ use super::run::Usage;
 
 /// Default cap of one line: longer lines are truncated to this many bytes.
 pub const DEFAULT_LINE_CAP: usize = 16 * 1024 * 1024;
-const READ_CHUNK: usize = 64 * 1024;
+const READ_CHUNK: usize = 256 * 1024;
 /// How much of a line is read before asking whether it can be skipped unread.
 pub const SKIP_PROBE: usize = 64;
 
@@ -218,7 +218,11 @@ pub trait StreamParser: Send {
     /// One stdout line (UTF-8, lossily decoded), as it arrives.
     fn line(&mut self, line: &str, tally: &mut Tally);
     /// One stderr line, as it arrives: CLIs that report usage only in their logs are read here.
-    fn stderr_line(&mut self, _line: &str, _tally: &mut Tally) {}
+    /// Returns true for a line that is the CLI's telemetry rather than a message for people: it
+    /// stays in the transcript but out of the run's stderr tail.
+    fn stderr_line(&mut self, _line: &str, _tally: &mut Tally) -> bool {
+        false
+    }
     /// The stream ended. `success` tells whether the process exited 0. Formats that must see a
     /// closing event (a result) report its absence here.
     fn end(&mut self, _tally: &mut Tally, _success: bool) {}

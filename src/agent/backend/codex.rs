@@ -264,15 +264,15 @@ impl StreamParser for CodexStream {
         }
     }
 
-    fn stderr_line(&mut self, line: &str, tally: &mut Tally) {
+    fn stderr_line(&mut self, line: &str, tally: &mut Tally) -> bool {
         if !line.contains("codex_otel.trace_safe") {
-            return;
+            return false;
         }
         match log_field(line, "event.name") {
             Some("codex.tool_call_received") => {
                 self.log_calls += 1;
                 tally.tool_calls = self.item_calls.max(self.log_calls);
-                return;
+                return true;
             }
             Some("codex.api_request") => {
                 let status = log_field(line, "http.response.status_code")
@@ -280,12 +280,12 @@ impl StreamParser for CodexStream {
                 if let Some(code) = status.filter(|c| *c >= 400) {
                     self.http_error = Some(code);
                 }
-                return;
+                return true;
             }
             _ => {}
         }
         if !line.contains("event.kind=response.completed") || !line.contains("input_token_count=") {
-            return;
+            return true;
         }
         let n = |k: &str| {
             log_field(line, k)
@@ -302,6 +302,7 @@ impl StreamParser for CodexStream {
             tally.model = Some(model.to_string());
         }
         self.publish(tally);
+        true
     }
 
     fn end(&mut self, tally: &mut Tally, success: bool) {
