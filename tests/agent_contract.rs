@@ -95,7 +95,9 @@ struct World {
 
 impl World {
     fn new(cli: Cli, program: &Path, server: &FakeModel) -> World {
-        let tmp = tempfile::tempdir().unwrap();
+        // Not under /tmp: Codex refuses to put the helpers its sandbox runs (codex-linux-sandbox)
+        // under a temporary directory, and its commands then fail.
+        let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
         let work = tmp.path().join("work");
         let agents = work.join(".supervisor/agents");
         std::fs::create_dir_all(&agents).unwrap();
@@ -181,6 +183,17 @@ impl World {
             work,
             env,
         }
+    }
+
+    /// The transcripts written so far (for failure messages).
+    fn transcripts(&self) -> String {
+        let dir = self.work.join(".supervisor/runs/agent");
+        let mut out = String::new();
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+            out.push_str(&format!("--- {}\n{text}\n", e.path().display()));
+        }
+        out
     }
 
     /// `supervisor agent ROLE --backend CLI --json` with `extra` environment; the parsed run.
@@ -288,9 +301,12 @@ async fn writes_runs_and_answers(cli: Cli) {
     assert_eq!(run.usage.cache_read, 900, "{name}");
     assert_eq!(run.model.as_deref(), Some(cli.reported_model()), "{name}");
     assert_eq!(
-        std::fs::read_to_string(world.work.join("out.txt")).unwrap(),
-        "hello from the agent\n",
-        "{name}"
+        std::fs::read_to_string(world.work.join("out.txt"))
+            .ok()
+            .as_deref(),
+        Some("hello from the agent\n"),
+        "{name}: transcript:\n{}",
+        world.transcripts()
     );
     assert_eq!(
         std::fs::read_to_string(world.work.join("ran.txt")).unwrap(),
@@ -547,6 +563,11 @@ async fn codex_read_only_roles_cannot_write() {
     assert_eq!(run.exit, ExitReason::Completed, "{run:?}");
     assert_eq!(run.tool_calls, 1);
     assert!(!world.work.join("planted.txt").exists());
+    let transcripts = world.transcripts();
+    assert!(
+        transcripts.contains("Read-only file system") || transcripts.contains("Permission denied"),
+        "the sandbox refused the write: {transcripts}"
+    );
 }
 
 /// pi's partial updates of a streamed file write stay out of the transcript.
