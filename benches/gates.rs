@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use common::{Fixture, tools_path};
 use supervisor::config::{Expect, GateKind, Hook};
 use supervisor::gates::{
-    BoxFuture, CiContext, CiPoll, CiRun, CiSource, GateContext, GateReport, default_hook, run_gate,
-    run_gates,
+    BoxFuture, CiContext, CiError, CiPoll, CiRun, CiSource, GateContext, GateReport, default_hook,
+    run_gate, run_gates,
 };
 
 /// CI that has already finished green.
@@ -25,7 +25,7 @@ impl CiSource for GreenCi {
         &'a self,
         _sha: &'a str,
         _etag: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<CiPoll, String>> {
+    ) -> BoxFuture<'a, Result<CiPoll, CiError>> {
         Box::pin(async {
             Ok(CiPoll::Runs {
                 runs: vec![CiRun {
@@ -38,10 +38,10 @@ impl CiSource for GreenCi {
             })
         })
     }
-    fn commit_visible<'a>(&'a self, _sha: &'a str) -> BoxFuture<'a, Result<bool, String>> {
+    fn commit_visible<'a>(&'a self, _sha: &'a str) -> BoxFuture<'a, Result<bool, CiError>> {
         Box::pin(async { Ok(true) })
     }
-    fn push<'a>(&'a self) -> BoxFuture<'a, Result<(), String>> {
+    fn push<'a>(&'a self) -> BoxFuture<'a, Result<(), CiError>> {
         Box::pin(async { Ok(()) })
     }
 }
@@ -176,7 +176,7 @@ fn main() {
     fresh_state(&mut ctx, 0, "warmup");
     let warm = runtime.block_on(run_gates(&hooks, &ctx));
     for r in &warm {
-        println!("  warm-up {:<15} {}", r.gate, r.status.label());
+        println!("  warm-up {:<15} {}", r.name, r.status.label());
     }
 
     let mut concurrent = Vec::new();
@@ -190,7 +190,7 @@ fn main() {
             let t = Instant::now();
             let cpu = children_cpu();
             let report: GateReport = runtime.block_on(run_gate(hook, &ctx));
-            per_gate.push((report.gate, t.elapsed(), children_cpu().saturating_sub(cpu)));
+            per_gate.push((report.name, t.elapsed(), children_cpu().saturating_sub(cpu)));
         }
         let seq = started.elapsed();
         let tool_cpu: Duration = per_gate.iter().map(|(_, _, c)| *c).sum();

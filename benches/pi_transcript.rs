@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use supervisor::agent::{
     AgentDefinition, AgentRequest, Backend, ExitReason, Limits, human_bytes, run_agent,
 };
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 const LIMIT: u64 = 5_000_000;
 
@@ -73,8 +73,7 @@ fn main() {
         .build()
         .unwrap();
     let started = Instant::now();
-    let (_tx, rx) = watch::channel(false);
-    let run = rt.block_on(run_agent(req, rx));
+    let run = rt.block_on(run_agent(req, CancellationToken::new()));
     let secs = started.elapsed().as_secs_f64();
     assert_eq!(run.exit, ExitReason::Completed, "{}", run.stderr_tail);
     assert_eq!(

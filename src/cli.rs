@@ -3,9 +3,14 @@
 //! Exit codes: 0 done (or stopped cleanly by a signal), 1 pipeline stopped, 2 usage or configuration
 //! error, 3 GitHub or auth error. Human output goes to stderr, `--json` output to stdout.
 
+mod actions;
 mod agent;
 mod demo;
+mod output;
 mod run;
+mod serve;
+
+use output::{err, errln, outln};
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,10 +23,10 @@ use crate::report;
 mod gates_command;
 use gates_command::gates_command;
 
-pub const EXIT_OK: u8 = 0;
-pub const EXIT_STOPPED: u8 = 1;
-pub const EXIT_USAGE: u8 = 2;
-pub const EXIT_GITHUB: u8 = 3;
+pub const EXIT_OK: u8 = crate::pipeline::exit::OK;
+pub const EXIT_STOPPED: u8 = crate::pipeline::exit::STOPPED;
+pub const EXIT_USAGE: u8 = crate::pipeline::exit::USAGE;
+pub const EXIT_GITHUB: u8 = crate::pipeline::exit::RESUMABLE;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -84,6 +89,8 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Receive GitHub webhook deliveries: verify, de-duplicate and queue them as events.
+    Serve(serve::ServeArgs),
     /// The sandbox GitHub.
     Sandbox {
         #[command(subcommand)]
@@ -105,26 +112,63 @@ pub enum SandboxCommand {
     },
 }
 
+/// Variables holding credentials supervisor reads: kept in memory only.
+const SECRET_VARS: [&str; 5] = [
+    "GH_TOKEN",
+    "GITHUB_TOKEN",
+    "GITHUB_PAT",
+    crate::github::APP_KEY_ENV,
+    "SUPERVISOR_WEBHOOK_SECRET",
+];
+
+/// The variable `serve --webhook-secret-env NAME` reads its secret from: scrubbed like the others.
+fn webhook_secret_var(args: impl Iterator<Item = String>) -> Option<String> {
+    let mut args =
+        args.skip_while(|a| a != "--webhook-secret-env" && !a.starts_with("--webhook-secret-env="));
+    let flag = args.next()?;
+    match flag.split_once('=') {
+        Some((_, name)) => Some(name.to_owned()),
+        None => args.next(),
+    }
+}
+
 /// Entry point of the binary.
 pub fn main() -> ExitCode {
-    init_tracing();
+    // Before any thread starts: tokens leave the environment (and /proc/<pid>/environ) at once.
+    // The scripted agent is an agent: it keeps the environment supervisor chose to give it.
+    let scripted_agent = std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == crate::agent::backend::SCRIPT_SUBCOMMAND);
+    if !scripted_agent {
+        let mut names: Vec<String> = SECRET_VARS.iter().map(|n| n.to_string()).collect();
+        names.extend(webhook_secret_var(std::env::args()));
+        crate::process::take_secrets(&names.iter().map(String::as_str).collect::<Vec<_>>());
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
+            init_tracing("warn");
             let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
             let _ = e.print();
             return ExitCode::from(code);
         }
     };
+    // A server says what it receives and why it ignores things; a command speaks up on trouble.
+    init_tracing(match cli.command {
+        Command::Serve(_) => "warn,supervisor=info",
+        _ => "warn",
+    });
     ExitCode::from(dispatch(cli))
 }
 
-fn init_tracing() {
+/// Logs go to stderr; `RUST_LOG` overrides `default`.
+fn init_tracing(default: &str) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
 }
@@ -146,6 +190,7 @@ fn dispatch(cli: Cli) -> u8 {
             only,
             json,
         } => gates_command(&dir, base, &only, json),
+        Command::Serve(args) => serve::run(args),
         Command::Sandbox {
             command: SandboxCommand::Serve { state, port, dump },
         } => sandbox_serve(state, port, dump),
@@ -178,22 +223,22 @@ fn check(root: PathBuf, json: bool) -> u8 {
                     &project.root,
                 )),
                 Err(e) => {
-                    eprintln!("supervisor check: cannot start the async runtime: {e}");
+                    errln!("supervisor check: cannot start the async runtime: {e}");
                     return EXIT_STOPPED;
                 }
             };
             if json {
-                println!("{}", report::check_json(&project, &preflight));
+                outln!("{}", report::check_json(&project, &preflight));
             } else {
-                eprint!("{}", report::check_text(&project, &preflight));
+                err!("{}", report::check_text(&project, &preflight));
             }
             if preflight.ok() { EXIT_OK } else { EXIT_USAGE }
         }
         Err(e) => {
             if json {
-                println!("{}", report::errors_text(&e, true));
+                outln!("{}", report::errors_text(&e, true));
             } else {
-                eprint!("{}", report::errors_text(&e, false));
+                err!("{}", report::errors_text(&e, false));
             }
             EXIT_USAGE
         }
@@ -206,7 +251,7 @@ fn sandbox_serve(state: PathBuf, port: u16, dump: Option<PathBuf>) -> u8 {
     let seed = match SandboxState::load(&state) {
         Ok(seed) => seed,
         Err(e) => {
-            eprintln!("supervisor sandbox serve: {e}");
+            errln!("supervisor sandbox serve: {e}");
             return EXIT_USAGE;
         }
     };
@@ -217,7 +262,7 @@ fn sandbox_serve(state: PathBuf, port: u16, dump: Option<PathBuf>) -> u8 {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("supervisor sandbox serve: cannot start the async runtime: {e}");
+            errln!("supervisor sandbox serve: cannot start the async runtime: {e}");
             return EXIT_STOPPED;
         }
     };
@@ -225,26 +270,26 @@ fn sandbox_serve(state: PathBuf, port: u16, dump: Option<PathBuf>) -> u8 {
         let sandbox = match Sandbox::start(seed, port).await {
             Ok(s) => s,
             Err(e @ SandboxError::Bind { .. }) => {
-                eprintln!("supervisor sandbox serve: {e}: choose another --port");
+                errln!("supervisor sandbox serve: {e}: choose another --port");
                 return EXIT_USAGE;
             }
             Err(e) => {
-                eprintln!("supervisor sandbox serve: {e}");
+                errln!("supervisor sandbox serve: {e}");
                 return EXIT_USAGE;
             }
         };
         // Catch the signals before saying we are ready, so an early Ctrl-C still cleans up.
         let stop = stop_signal();
-        eprint!("{}", sandbox.banner());
+        err!("{}", sandbox.banner());
         stop.await;
         let snapshot = sandbox.snapshot();
         sandbox.shutdown().await;
         if let Some(path) = dump {
             if let Err(e) = snapshot.save(&path) {
-                eprintln!("supervisor sandbox serve: {e}");
+                errln!("supervisor sandbox serve: {e}");
                 return EXIT_STOPPED;
             }
-            eprintln!("sandbox state written to {}", path.display());
+            errln!("sandbox state written to {}", path.display());
         }
         EXIT_OK
     })

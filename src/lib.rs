@@ -2,17 +2,22 @@
 //! Implementation → Audit — running a role agent per column, quality gates before the audit, a
 //! deterministic audit score, and a pull request on approval.
 //!
-//! Rooms, each knowing only those listed before it: `config`, `agent`, `github`, `workspace`, `gates`,
-//! `audit`, `pipeline`, `report`, `sandbox`; `cli` wires them to the command line.
+//! Rooms, each knowing only those listed before it: `config`, `agent`, `github`, `events`,
+//! `workspace`, `gates`, `audit`, `pipeline`, `report`, `sandbox`, `serve`; `cli` wires them to the
+//! command line.
 
 pub mod agent;
 pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod demo;
+pub mod events;
 pub mod gates;
 pub mod github;
 pub mod pipeline;
+pub mod process;
 pub mod report;
+pub mod runtime;
 pub mod sandbox;
+pub mod serve;
 pub mod workspace;

@@ -184,7 +184,10 @@ fn a_second_signal_exits_1_at_once() {
 
     signal(&child, libc::SIGTERM);
     eventually("the first signal to be handled", || {
-        stderr.lock().unwrap().contains("stopping the agent")
+        stderr
+            .lock()
+            .unwrap()
+            .contains("stopping: the running agent")
     });
     let started = Instant::now();
     signal(&child, libc::SIGINT);

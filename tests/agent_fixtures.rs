@@ -9,7 +9,7 @@ use supervisor::agent::stream::{DEFAULT_LINE_CAP, StreamParser, Tally, parse_str
 use supervisor::agent::{
     AgentDefinition, AgentRequest, AgentRun, Backend, ExitReason, Limits, run_agent,
 };
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 const FINAL: &str = "Findings: the repository has one file.\n\n```json\n{\"action\":\"RESEARCH_COMPLETE\",\"findings\":\"one file\"}\n```";
 
@@ -147,10 +147,12 @@ async fn run_stand_in_with(
         attempt: 1,
         keep_partial_on_budget: true,
     };
-    let (_tx, rx) = watch::channel(false);
-    let run = tokio::time::timeout(Duration::from_secs(30), run_agent(req, rx))
-        .await
-        .unwrap();
+    let run = tokio::time::timeout(
+        Duration::from_secs(30),
+        run_agent(req, CancellationToken::new()),
+    )
+    .await
+    .unwrap();
     let args = std::fs::read(&args_file).unwrap_or_default();
     let args = String::from_utf8(args)
         .unwrap()

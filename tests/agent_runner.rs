@@ -9,7 +9,7 @@ use supervisor::agent::{
     run_agent,
 };
 use supervisor::config::{CommandBackend, PromptVia};
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 const TEST_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -51,8 +51,7 @@ fn request<'a>(role: &'a AgentDefinition, cwd: &Path, backend: Backend) -> Agent
 }
 
 async fn run(req: AgentRequest<'_>) -> AgentRun {
-    let (_tx, rx) = watch::channel(false);
-    tokio::time::timeout(TEST_TIMEOUT, run_agent(req, rx))
+    tokio::time::timeout(TEST_TIMEOUT, run_agent(req, CancellationToken::new()))
         .await
         .expect("the run ends in time")
 }
@@ -196,11 +195,12 @@ async fn cancellation_interrupts_and_kills_the_group() {
     );
     let r = role("developer");
     let req = request(&r, dir.path(), backend);
-    let (tx, rx) = watch::channel(false);
+    let cancel = CancellationToken::new();
+    let rx = cancel.clone();
     let pid_file = dir.path().join("child.pid");
     let stopper = async {
         eventually("the grandchild to start", || pid_file.exists()).await;
-        tx.send_replace(true);
+        cancel.cancel();
     };
     let (run, ()) = tokio::time::timeout(TEST_TIMEOUT, async {
         tokio::join!(run_agent(req, rx), stopper)

@@ -295,3 +295,140 @@ fn environment_overrides_apply_and_bad_ones_are_named() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("$SUPERVISOR_AUDIT_SCORE_THRESHOLD"));
 }
+
+/// A repository in a temporary directory with `settings` as its `.pi/settings.json`.
+fn repo_with_settings(settings: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".pi")).unwrap();
+    std::fs::write(dir.path().join(".pi/settings.json"), settings).unwrap();
+    dir
+}
+
+fn supervisor_in(dir: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_supervisor"));
+    cmd.current_dir(dir);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("SUPERVISOR_") || k.starts_with("GH_") || k.starts_with("GITHUB_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd
+}
+
+#[test]
+fn a_typo_of_a_required_field_is_named_beside_the_missing_error() {
+    let dir = repo_with_settings(
+        "{ \"supervisor\": {\n  \"repo\": \"acme/app\",\n  \"projectNumber\": 1,\n  \"codeowner\": [\"alice\"]\n} }\n",
+    );
+    let out = supervisor_in(dir.path()).arg("check").output().unwrap();
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.contains("`supervisor.codeowners`"))
+        .unwrap_or_else(|| panic!("no line names codeowners in:\n{text}"));
+    assert!(line.contains(".pi/settings.json:4"), "{line}");
+    assert!(
+        line.contains("rename \"codeowner\" to \"codeowners\""),
+        "{line}"
+    );
+
+    // Unknown keys that are not the cause stay warnings, shown beside the errors.
+    let dir = repo_with_settings(
+        r#"{ "supervisor": { "repo": "acme/app", "projectNumber": 0, "codeowners": ["alice"], "maxRejection": 2 } }"#,
+    );
+    let out = supervisor_in(dir.path())
+        .args(["check", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["errors"][0]["field"], "supervisor.projectNumber");
+    assert_eq!(v["warnings"][0]["field"], "supervisor.maxRejection");
+    assert_eq!(v["warnings"][0]["fix"], "did you mean \"maxRejections\"?");
+}
+
+/// `passGitHubToken`, spelt as the README spells it, hands the token to the agent process.
+#[test]
+fn pass_github_token_reaches_the_agent_environment() {
+    for (pass, expected) in [(true, "tok-123"), (false, "")] {
+        let dir = repo_with_settings(&format!(
+            r#"{{ "supervisor": {{ "repo": "acme/app", "projectNumber": 1, "codeowners": ["alice"],
+                 "agentBackend": "scripted", "agentScript": "agents.yaml", "passGitHubToken": {pass} }} }}"#
+        ));
+        std::fs::write(
+            dir.path().join("agents.yaml"),
+            "researcher:\n  - - run: \"printf '%s' \\\"$GH_TOKEN\\\" > seen-token\"\n    - final: done\n",
+        )
+        .unwrap();
+        let out = supervisor_in(dir.path())
+            .args(["agent", "researcher", "--task", "look", "--in", "."])
+            .env("GH_TOKEN", "tok-123")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let seen = std::fs::read_to_string(dir.path().join("seen-token")).unwrap();
+        assert_eq!(seen, expected, "passGitHubToken: {pass}");
+    }
+}
+
+/// A pipe whose reading end is already closed: every write to it fails with EPIPE.
+fn closed_pipe() -> std::process::Stdio {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe(2) fills the two descriptors; each is then owned exactly once.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: fds[0] is a fresh descriptor owned here and closed at once.
+    drop(unsafe { std::os::fd::OwnedFd::from_raw_fd(fds[0]) });
+    // SAFETY: fds[1] is a fresh descriptor handed to the child.
+    std::process::Stdio::from(unsafe { std::os::fd::OwnedFd::from_raw_fd(fds[1]) })
+}
+
+/// `supervisor check --json | head -c 10` and friends: output into a closed pipe ends the program
+/// quietly, never with a panic (exit 101).
+#[test]
+fn a_closed_output_pipe_ends_every_command_quietly() {
+    let valid = fixture("valid");
+    let broken = fixture("no-repo");
+    let dir = tempfile::tempdir().unwrap();
+    let dirs = dir.path().to_str().unwrap();
+    // (arguments, directory, whether stdout (else stderr) is the closed pipe, exit status)
+    let cases: [(&[&str], &Path, bool, i32); 8] = [
+        (&["check", "--json"], &valid, true, 0),
+        (&["check", "--json"], &broken, true, 2),
+        (&["check"], &valid, false, 0),
+        (&["check"], &broken, false, 2),
+        (
+            &["agent", "nobody", "--task", "x", "--in", "."],
+            &valid,
+            false,
+            2,
+        ),
+        (
+            &["gates", "--in", dirs, "--only", "nonsense"],
+            &valid,
+            false,
+            2,
+        ),
+        (
+            &["sandbox", "serve", "--state", "missing.json"],
+            &valid,
+            false,
+            2,
+        ),
+        (&["--version"], &valid, true, 0),
+    ];
+    for (args, cwd, closed_stdout, status) in cases {
+        let mut cmd = supervisor_in(cwd);
+        cmd.args(args).env("RUST_LOG", "debug");
+        let out = if closed_stdout {
+            cmd.stdout(closed_pipe()).output().unwrap()
+        } else {
+            cmd.stderr(closed_pipe()).output().unwrap()
+        };
+        let panic_text = stderr(&out);
+        assert!(!panic_text.contains("panicked"), "{args:?}: {panic_text}");
+        // The command's usual status: the closed pipe changes nothing but what is seen.
+        assert_eq!(out.status.code(), Some(status), "{args:?}: {panic_text}");
+    }
+}

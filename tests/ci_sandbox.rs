@@ -4,12 +4,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use supervisor::config::GateKind;
+use supervisor::config::{GateKind, Hook};
 use supervisor::demo::{World, demo_spec, git};
-use supervisor::gates::{CiContext, GateContext, GateReport, GateStatus, default_hook, run_gate};
+use supervisor::gates::{
+    CiContext, GateContext, GateReport, GateStatus, NotRunCause, default_hook, run_gate,
+};
 use supervisor::github::{ClientConfig, GitHub, Token};
 use supervisor::pipeline::{GitHubChecks, Project};
-use supervisor::sandbox::CheckRunSeed;
+use supervisor::sandbox::{CheckRunSeed, Fault};
 use supervisor::workspace::{PushAuth, WorkspaceConfig, Worktree, ensure_worktree};
 
 struct Setup {
@@ -60,6 +62,17 @@ fn seed(s: &Setup, runs: &[(&str, &str, Option<&str>)]) {
 }
 
 async fn ci_gate(s: &Setup, timeout: Duration) -> GateReport {
+    ci_gate_for(s, timeout, &default_hook(GateKind::Ci)).await
+}
+
+/// A `required` CI hook: a CI status that cannot be established must block it.
+fn required_ci() -> Hook {
+    let mut hook = default_hook(GateKind::Ci);
+    hook.required = true;
+    hook
+}
+
+async fn ci_gate_for(s: &Setup, timeout: Duration, hook: &Hook) -> GateReport {
     let token = Token::new(s.world.token.clone()).unwrap();
     let gh = GitHub::new(ClientConfig::new(
         s.world.sandbox.url(),
@@ -74,12 +87,9 @@ async fn ci_gate(s: &Setup, timeout: Duration) -> GateReport {
         interval: Duration::from_millis(100),
         source: Arc::new(GitHubChecks::new(gh, s.wt.clone(), PushAuth::None)),
     });
-    tokio::time::timeout(
-        Duration::from_secs(30),
-        run_gate(&default_hook(GateKind::Ci), &ctx),
-    )
-    .await
-    .expect("the CI gate finishes")
+    tokio::time::timeout(Duration::from_secs(30), run_gate(hook, &ctx))
+        .await
+        .expect("the CI gate finishes")
 }
 
 fn check_run_requests(s: &Setup) -> u64 {
@@ -129,11 +139,13 @@ async fn a_failing_check_fails_with_its_name_and_url() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn checks_pending_at_the_timeout_warn_and_polls_are_conditional() {
+async fn checks_pending_at_the_timeout_are_not_run_and_polls_are_conditional() {
     let s = setup(true).await;
     seed(&s, &[("build", "in_progress", None)]);
     let r = ci_gate(&s, Duration::from_millis(700)).await;
-    assert!(matches!(r.status, GateStatus::Warn), "{r:?}");
+    assert!(matches!(r.status, GateStatus::NotRun(_)), "{r:?}");
+    assert_eq!(r.not_run_cause(), Some(NotRunCause::Pending));
+    assert!(!r.blocks(), "optional: the audit proceeds");
     assert!(
         r.summary.contains("1 of 1 checks still pending"),
         "{}",
@@ -165,5 +177,77 @@ async fn a_head_missing_on_the_remote_is_pushed_then_checked() {
     assert_eq!(
         git(&s.world.remote, &["cat-file", "-t", &s.sha]).unwrap(),
         "commit"
+    );
+}
+
+const CHECK_RUNS: &str = "GET /repos/{owner}/{repo}/commits/{ref}/check-runs";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_required_ci_gate_blocks_when_the_token_may_not_read_check_runs() {
+    let s = setup(true).await;
+    seed(&s, &[("build", "completed", Some("success"))]);
+    s.world.sandbox.inject(
+        Fault::status(CHECK_RUNS, 403)
+            .with_body(serde_json::json!({
+                "message": "Resource not accessible by integration",
+                "documentation_url": "https://docs.github.com/rest/checks/runs#list-check-runs-for-a-git-reference",
+                "status": "403"
+            }))
+            .times(100),
+    );
+    let r = ci_gate_for(&s, Duration::from_secs(5), &required_ci()).await;
+    assert!(
+        matches!(r.status, GateStatus::NotRun(_)),
+        "an unreadable CI status is not a verdict: {r:?}"
+    );
+    assert!(r.blocks(), "required and unknown blocks: {r:?}");
+    assert!(
+        r.status.label().contains("Checks: read"),
+        "the missing permission is named: {r:?}"
+    );
+    assert_eq!(r.not_run_cause(), Some(NotRunCause::Denied));
+    assert_eq!(
+        check_run_requests(&s),
+        1,
+        "a refusal is not retried: {:?}",
+        s.world.sandbox.request_counts()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_required_ci_gate_blocks_when_the_rate_limit_outlasts_the_wait() {
+    let s = setup(true).await;
+    seed(&s, &[("build", "completed", Some("success"))]);
+    s.world
+        .sandbox
+        .inject(Fault::secondary_limit(CHECK_RUNS, 3600).times(100));
+    let r = ci_gate_for(&s, Duration::from_secs(5), &required_ci()).await;
+    assert!(matches!(r.status, GateStatus::NotRun(_)), "{r:?}");
+    assert!(r.blocks(), "required and unknown blocks: {r:?}");
+    assert_eq!(
+        r.not_run_cause(),
+        Some(NotRunCause::Transient),
+        "a rate limit passes with time: {r:?}"
+    );
+    assert_eq!(
+        check_run_requests(&s),
+        1,
+        "GitHub set the wait; the gate does not ask again: {:?}",
+        s.world.sandbox.request_counts()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_required_ci_gate_blocks_when_checks_are_pending_at_the_timeout() {
+    let s = setup(true).await;
+    seed(&s, &[("build", "in_progress", None)]);
+    let r = ci_gate_for(&s, Duration::from_millis(500), &required_ci()).await;
+    assert!(matches!(r.status, GateStatus::NotRun(_)), "{r:?}");
+    assert!(r.blocks(), "required and still pending blocks: {r:?}");
+    assert_eq!(r.not_run_cause(), Some(NotRunCause::Pending));
+    assert!(
+        r.summary.contains("1 of 1 checks still pending"),
+        "{}",
+        r.summary
     );
 }

@@ -521,8 +521,11 @@ mod tests {
         }
         let (auditor, _) =
             AgentDefinition::parse(Path::new("auditor"), "auditor", DEFAULT_AGENTS[4].1).unwrap();
-        for dim in crate::audit::DIMENSIONS {
-            assert!(auditor.prompt.contains(dim), "auditor prompt lacks {dim}");
+        for dim in crate::config::Dimension::ALL {
+            assert!(
+                auditor.prompt.contains(dim.name()),
+                "auditor prompt lacks {dim}"
+            );
         }
         assert!(auditor.prompt.contains("\"APPROVED\""));
         assert!(auditor.prompt.contains("REJECTED"));

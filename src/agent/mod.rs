@@ -15,6 +15,7 @@ mod runner;
 pub mod stream;
 mod transcript;
 
+pub use crate::process::process_group_alive;
 pub use backend::{AgentCli, Backend, Invocation, Launch};
 pub use definition::{
     AGENT_DIRS, AgentDefinition, DEFAULT_AGENTS, RoleSet, THINKING_LEVELS, is_safe_agent_name,
@@ -32,5 +33,5 @@ pub use protocol::{
 pub use run::{
     AgentRun, DEFAULT_KILL_GRACE, DEFAULT_TRANSCRIPT_CAP, ExitReason, Limits, Usage, human_duration,
 };
-pub use runner::{failure_line, kill_live_agents, process_group_alive, run_agent};
+pub use runner::{failure_line, run_agent};
 pub use transcript::human_bytes;

@@ -10,7 +10,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::config::Stage;
+use crate::config::{Dimension, Stage};
 
 /// What the agent says it did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,7 +62,7 @@ impl Severity {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditFinding {
     pub severity: Severity,
-    pub dimension: String,
+    pub dimension: Dimension,
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<String>,
@@ -686,11 +686,23 @@ fn parse_finding(i: usize, item: &Value) -> Result<AuditFinding, ProtocolError> 
         }
     };
     let dimension = match f.get("dimension") {
-        Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_ascii_lowercase(),
+        Some(Value::String(s)) if !s.trim().is_empty() => Dimension::parse(s).ok_or_else(|| {
+            invalid(
+                &field("dimension"),
+                format!(
+                    "is `{}`, which is not an audit dimension; use one of {}",
+                    s.trim(),
+                    Dimension::names()
+                ),
+            )
+        })?,
         _ => {
             return Err(invalid(
                 &field("dimension"),
-                "is missing; name one of the eight audit dimensions",
+                format!(
+                    "is missing; name one of the audit dimensions: {}",
+                    Dimension::names()
+                ),
             ));
         }
     };
@@ -921,7 +933,10 @@ mod tests {
             })
         );
         assert_eq!(o.findings.len(), 2);
-        assert_eq!(o.findings[0].dimension, "test-quality");
+        assert_eq!(
+            o.findings[0].dimension,
+            crate::config::Dimension::TestQuality
+        );
         assert_eq!(o.findings[0].line, Some(3));
         assert_eq!(o.findings[1].message, "rename");
         assert_eq!(o.pr_title.as_deref(), Some("feat(#1): x"));
@@ -944,8 +959,12 @@ mod tests {
                 "findings[0].dimension",
             ),
             (
-                r#"{"action": "REJECTED", "findings": [{"severity": "critical", "dimension": "x"}]}"#,
+                r#"{"action": "REJECTED", "findings": [{"severity": "critical", "dimension": "test-quality"}]}"#,
                 "findings[0].message",
+            ),
+            (
+                r#"{"action": "APPROVED", "findings": [{"severity": "critical", "dimension": "security", "message": "m"}]}"#,
+                "findings[0].dimension",
             ),
             (r#"{"action": "REJECTED", "findings": "none"}"#, "findings"),
             (r#"{"action": "COMPLETE"}"#, "action"),

@@ -138,6 +138,23 @@ pub struct AgentRun {
 }
 
 impl AgentRun {
+    /// The run of an agent that could not be started at all.
+    pub fn not_started(role: &super::AgentDefinition, exit: ExitReason) -> AgentRun {
+        AgentRun {
+            role: role.name.clone(),
+            backend: String::new(),
+            final_text: String::new(),
+            tool_calls: 0,
+            usage: Usage::default(),
+            duration: Duration::ZERO,
+            model: role.model.clone(),
+            exit,
+            stderr_tail: String::new(),
+            transcript: None,
+            keep_partial: false,
+        }
+    }
+
     /// Over budget with its partial text kept: the pipeline goes on with what was found.
     pub fn degraded(&self) -> bool {
         self.keep_partial && self.exit.is_budget() && !self.final_text.trim().is_empty()

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, Command};
-use tokio::sync::watch;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::backend::Invocation;
 use super::dispatch::{AgentRequest, system_prompt};
@@ -17,6 +17,7 @@ use super::stream::{
     DEFAULT_LINE_CAP, LineReader, StreamParser, Tail, Tally, TranscriptLine, event_type,
 };
 use super::transcript::Transcript;
+use crate::process::{GroupGuard, process_group_alive, signal_group};
 
 /// How much of the agent's stderr is kept in the run.
 const STDERR_TAIL: usize = 8 * 1024;
@@ -24,9 +25,9 @@ const STDERR_TAIL: usize = 8 * 1024;
 const GROUP_POLL: Duration = Duration::from_millis(20);
 
 /// Run one agent dispatch to its end. Never fails: a CLI that cannot start, crashes or is stopped
-/// still yields an [`AgentRun`] saying why. Setting `cancel` to `true` stops the agent
+/// still yields an [`AgentRun`] saying why. Cancelling `cancel` stops the agent
 /// ([`ExitReason::Interrupted`]).
-pub async fn run_agent(req: AgentRequest<'_>, mut cancel: watch::Receiver<bool>) -> AgentRun {
+pub async fn run_agent(req: AgentRequest<'_>, cancel: CancellationToken) -> AgentRun {
     let started = Instant::now();
     let system = system_prompt(req.role);
     let inv = Invocation {
@@ -55,7 +56,7 @@ pub async fn run_agent(req: AgentRequest<'_>, mut cancel: watch::Receiver<bool>)
         run.duration = started.elapsed();
         run
     };
-    if *cancel.borrow() {
+    if cancel.is_cancelled() {
         return finish(run, ExitReason::Interrupted);
     }
     if !req.cwd.is_dir() {
@@ -85,8 +86,8 @@ pub async fn run_agent(req: AgentRequest<'_>, mut cancel: watch::Receiver<bool>)
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
+    crate::process::lead_own_group(&mut cmd);
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
@@ -126,7 +127,7 @@ pub async fn run_agent(req: AgentRequest<'_>, mut cancel: watch::Receiver<bool>)
     let mut tally = Tally::default();
     let mut status: Option<ExitStatus> = None;
     let mut stop: Option<ExitReason> = None;
-    let (mut out_open, mut err_open, mut cancel_open) = (true, true, true);
+    let (mut out_open, mut err_open) = (true, true);
     let deadline = req.limits.timeout.map(|t| Instant::now() + t);
 
     while stop.is_none() && (out_open || err_open || status.is_none()) {
@@ -157,11 +158,7 @@ pub async fn run_agent(req: AgentRequest<'_>, mut cancel: watch::Receiver<bool>)
             _ = sleep_until(deadline), if deadline.is_some() && status.is_none() => {
                 stop = req.limits.timeout.map(ExitReason::TimedOut);
             },
-            r = cancel.changed(), if cancel_open => match r {
-                Ok(()) if *cancel.borrow() => stop = Some(ExitReason::Interrupted),
-                Ok(()) => {}
-                Err(_) => cancel_open = false,
-            },
+            _ = cancel.cancelled() => stop = Some(ExitReason::Interrupted),
         }
     }
     if stop.is_some() {
@@ -316,88 +313,6 @@ async fn stop_survivors_until(pgid: i32, deadline: Instant) {
             return;
         }
         tokio::time::sleep(GROUP_POLL).await;
-    }
-}
-
-fn signal_group(pgid: i32, signal: i32) {
-    if pgid > 1 {
-        // SAFETY: kill(2) with a negative pid signals that process group; no memory is involved.
-        unsafe {
-            libc::kill(-pgid, signal);
-        }
-    }
-}
-
-/// Whether any live (non-zombie) process is left in the process group `pgid`.
-pub fn process_group_alive(pgid: i32) -> bool {
-    if pgid <= 1 {
-        return false;
-    }
-    // SAFETY: signal 0 only checks for existence.
-    if unsafe { libc::kill(-pgid, 0) } != 0 {
-        return false;
-    }
-    // Zombies still count for kill(2); where orphans are not reaped promptly, look closer.
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return true;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses.
-        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-            continue;
-        };
-        let mut fields = rest.split_whitespace();
-        let state = fields.next().unwrap_or("");
-        let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
-        if pgrp == Some(pgid) && !matches!(state, "Z" | "X") {
-            return true;
-        }
-    }
-    false
-}
-
-/// Process groups of the agents running now, for [`kill_live_agents`].
-static LIVE_GROUPS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
-
-/// SIGKILL every agent process group still running: the last act of a process exiting at once
-/// (a second signal), so that no agent outlives supervisor.
-pub fn kill_live_agents() {
-    let groups = LIVE_GROUPS.lock().map(|g| g.clone()).unwrap_or_default();
-    for pgid in groups {
-        signal_group(pgid, libc::SIGKILL);
-    }
-}
-
-/// Registers a live group; kills it if the run is abandoned (its future dropped) before it ends.
-struct GroupGuard {
-    pgid: i32,
-    armed: bool,
-}
-
-impl GroupGuard {
-    fn new(pgid: i32) -> GroupGuard {
-        if let Ok(mut g) = LIVE_GROUPS.lock() {
-            g.push(pgid);
-        }
-        GroupGuard { pgid, armed: true }
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        if self.armed {
-            signal_group(self.pgid, libc::SIGKILL);
-        }
-        if let Ok(mut g) = LIVE_GROUPS.lock() {
-            g.retain(|p| *p != self.pgid);
-        }
     }
 }
 

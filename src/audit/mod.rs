@@ -2,25 +2,12 @@
 //!
 //! A dimension fails when it has any critical or warning finding (suggestions never count). The score is
 //! passing / total and must reach the threshold. It is computed on EVERY approval, including one with no
-//! findings at all. Findings naming an unknown dimension are reported, never silently dropped.
-
-use std::collections::BTreeSet;
+//! findings at all. A critical finding is never approved, whatever the score.
 
 use serde::{Deserialize, Serialize};
 
 use crate::agent::{AuditFinding, ClaimedScore, Severity};
-
-/// The eight audit dimensions.
-pub const DIMENSIONS: [&str; 8] = [
-    "architecture-compliance",
-    "ticket-fulfillment",
-    "test-quality",
-    "correctness-safety",
-    "code-quality",
-    "completeness",
-    "duplicate-code",
-    "research-incorporation",
-];
+use crate::config::Dimension;
 
 /// Outcome of scoring one review.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -29,14 +16,15 @@ pub struct AuditScore {
     pub passing: u32,
     pub total: u32,
     pub threshold: f64,
-    /// passing ≥ threshold × total.
+    /// passing ≥ threshold × total, and no critical finding.
     pub passed: bool,
-    /// Dimensions with a critical or warning finding, in the order of `DIMENSIONS`.
-    pub failing: Vec<String>,
+    /// Dimensions with a critical or warning finding, in report order.
+    pub failing: Vec<Dimension>,
     /// Dimensions left out of the count (e.g. research skipped by dedup).
-    pub excluded: Vec<String>,
-    /// Dimensions named by findings that are not audit dimensions.
-    pub unknown: Vec<String>,
+    pub excluded: Vec<Dimension>,
+    /// Dimensions with a critical finding: these alone refuse the approval.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub critical: Vec<Dimension>,
     /// What the auditor claimed, when it differs from what we computed.
     pub claimed: Option<ClaimedScore>,
 }
@@ -49,58 +37,56 @@ impl AuditScore {
             f64::from(self.passing) / f64::from(self.total)
         }
     }
+
+    /// Whether the threshold was met (a critical finding may still refuse the approval).
+    pub fn meets_threshold(&self) -> bool {
+        self.total > 0 && f64::from(self.passing) + 1e-9 >= self.threshold * f64::from(self.total)
+    }
 }
 
-/// Score `findings`. `excluded` dimensions (e.g. `research-incorporation` when the researcher was
-/// skipped) are left out of the total; findings against them are ignored for the count.
+/// Score `findings`. `excluded` dimensions (e.g. research-incorporation when the researcher was
+/// skipped) are left out of the total; findings against them do not count against the score, but a
+/// critical one still refuses the approval.
 pub fn score(
     findings: &[AuditFinding],
-    excluded: &[String],
+    excluded: &[Dimension],
     threshold: f64,
     claimed: Option<ClaimedScore>,
 ) -> AuditScore {
-    let counted: Vec<&str> = DIMENSIONS
+    let with = |pred: &dyn Fn(&AuditFinding) -> bool, d: &Dimension| {
+        findings.iter().any(|f| f.dimension == *d && pred(f))
+    };
+    let counts = |f: &AuditFinding| matches!(f.severity, Severity::Critical | Severity::Warning);
+    let counted: Vec<Dimension> = Dimension::ALL
+        .into_iter()
+        .filter(|d| !excluded.contains(d))
+        .collect();
+    let failing: Vec<Dimension> = counted
         .iter()
         .copied()
-        .filter(|d| !excluded.iter().any(|e| e == d))
+        .filter(|d| with(&counts, d))
         .collect();
-    let failing_set: BTreeSet<&str> = findings
-        .iter()
-        .filter(|f| matches!(f.severity, Severity::Critical | Severity::Warning))
-        .map(|f| f.dimension.as_str())
-        .collect();
-    let failing: Vec<String> = counted
-        .iter()
-        .filter(|d| failing_set.contains(*d))
-        .map(|d| d.to_string())
-        .collect();
-    let unknown: Vec<String> = findings
-        .iter()
-        .map(|f| f.dimension.as_str())
-        .filter(|d| !DIMENSIONS.contains(d))
-        .collect::<BTreeSet<_>>()
+    let critical: Vec<Dimension> = Dimension::ALL
         .into_iter()
-        .map(String::from)
+        .filter(|d| with(&|f| f.severity == Severity::Critical, d))
         .collect();
     let total = counted.len() as u32;
     let passing = total - failing.len() as u32;
-    // Compare in integers where possible so 6/8 against 0.75 is exact.
-    let passed = total > 0 && f64::from(passing) + 1e-9 >= threshold * f64::from(total);
-    let excluded_known: Vec<String> = DIMENSIONS
-        .iter()
-        .filter(|d| excluded.iter().any(|e| e == *d))
-        .map(|d| d.to_string())
-        .collect();
-    AuditScore {
+    let mut s = AuditScore {
         passing,
         total,
         threshold,
-        passed,
+        passed: false,
         failing,
-        excluded: excluded_known,
-        unknown,
+        excluded: Dimension::ALL
+            .into_iter()
+            .filter(|d| excluded.contains(d))
+            .collect(),
+        critical,
         claimed: claimed.filter(|c| c.passing != passing || c.total != total),
-    }
+    };
+    s.passed = s.meets_threshold() && s.critical.is_empty();
+    s
 }
 
 #[cfg(test)]
@@ -110,7 +96,7 @@ mod tests {
     fn f(sev: Severity, dim: &str) -> AuditFinding {
         AuditFinding {
             severity: sev,
-            dimension: dim.into(),
+            dimension: Dimension::parse(dim).expect("a dimension"),
             message: "m".into(),
             file: None,
             line: None,
@@ -121,9 +107,9 @@ mod tests {
 
     #[test]
     fn table() {
-        let research = vec!["research-incorporation".to_string()];
+        let research = vec![Dimension::ResearchIncorporation];
         // (findings, excluded, threshold, passing, total, passed)
-        type Row = (Vec<AuditFinding>, Vec<String>, f64, u32, u32, bool);
+        type Row = (Vec<AuditFinding>, Vec<Dimension>, f64, u32, u32, bool);
         let rows: Vec<Row> = vec![
             // Approval with empty findings is scored, and passes.
             (vec![], vec![], 0.75, 8, 8, true),
@@ -140,16 +126,18 @@ mod tests {
             (vec![f(Warning, "test-quality")], vec![], 0.75, 7, 8, true),
             // Two findings on the same dimension fail it once.
             (
-                vec![f(Critical, "test-quality"), f(Warning, "test-quality")],
+                vec![f(Warning, "test-quality"), f(Warning, "test-quality")],
                 vec![],
                 0.75,
                 7,
                 8,
                 true,
             ),
+            // A critical finding is never approved, whatever the score.
+            (vec![f(Critical, "test-quality")], vec![], 0.75, 7, 8, false),
             // Exactly at the threshold: 6/8 = 0.75 passes.
             (
-                vec![f(Warning, "test-quality"), f(Critical, "completeness")],
+                vec![f(Warning, "test-quality"), f(Warning, "completeness")],
                 vec![],
                 0.75,
                 6,
@@ -171,14 +159,23 @@ mod tests {
             ),
             // Research skipped: 7 dimensions.
             (vec![], research.clone(), 0.75, 7, 7, true),
-            // A finding on the excluded dimension does not count.
+            // A finding on the excluded dimension does not count against the score…
+            (
+                vec![f(Warning, "research-incorporation")],
+                research.clone(),
+                0.75,
+                7,
+                7,
+                true,
+            ),
+            // …but a critical one still refuses the approval.
             (
                 vec![f(Critical, "research-incorporation")],
                 research.clone(),
                 0.75,
                 7,
                 7,
-                true,
+                false,
             ),
             // 5/7 = 0.714 < 0.75.
             (
@@ -192,8 +189,6 @@ mod tests {
             // Threshold 1.0 demands a clean audit.
             (vec![f(Warning, "duplicate-code")], vec![], 1.0, 7, 8, false),
             (vec![], vec![], 1.0, 8, 8, true),
-            // An unknown dimension is reported but fails nothing.
-            (vec![f(Critical, "vibes")], vec![], 0.75, 8, 8, true),
         ];
         for (i, (findings, excluded, threshold, passing, total, passed)) in
             rows.into_iter().enumerate()
@@ -210,7 +205,7 @@ mod tests {
     #[test]
     fn exactly_at_threshold_with_seven_dimensions() {
         // 0.75 × 7 = 5.25: 6 passes, 5 fails.
-        let research = vec!["research-incorporation".to_string()];
+        let research = vec![Dimension::ResearchIncorporation];
         let s = score(&[f(Warning, "test-quality")], &research, 0.75, None);
         assert_eq!((s.passing, s.total, s.passed), (6, 7, true));
         // A threshold of 6/7 exactly.
@@ -224,18 +219,21 @@ mod tests {
             &[
                 f(Warning, "completeness"),
                 f(Critical, "architecture-compliance"),
-                f(Critical, "Made-Up"),
             ],
-            &["research-incorporation".to_string()],
+            &[Dimension::ResearchIncorporation],
             0.75,
             Some(ClaimedScore {
                 passing: 8,
                 total: 8,
             }),
         );
-        assert_eq!(s.failing, ["architecture-compliance", "completeness"]);
-        assert_eq!(s.excluded, ["research-incorporation"]);
-        assert_eq!(s.unknown, ["Made-Up"]);
+        assert_eq!(
+            s.failing,
+            [Dimension::ArchitectureCompliance, Dimension::Completeness]
+        );
+        assert_eq!(s.excluded, [Dimension::ResearchIncorporation]);
+        assert_eq!(s.critical, [Dimension::ArchitectureCompliance]);
+        assert!(!s.passed, "a critical finding is never approved");
         assert_eq!(
             s.claimed,
             Some(ClaimedScore {

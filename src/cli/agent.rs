@@ -9,6 +9,7 @@ use crate::pipeline::{Project, process_env};
 use crate::report;
 use crate::workspace::{Shutdown, WorkspaceConfig, cleanup, ensure_worktree, setup};
 
+use super::output::{err, errln, outln};
 use super::{EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
 
 /// The arguments of `supervisor agent`.
@@ -58,7 +59,7 @@ pub fn run(cmd: AgentCommand) -> u8 {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("supervisor agent: cannot start the async runtime: {e}");
+            errln!("supervisor agent: cannot start the async runtime: {e}");
             return EXIT_STOPPED;
         }
     };
@@ -71,7 +72,7 @@ fn load_project(dir: &Path, json: bool) -> Result<Project, u8> {
     let loaded = if has_settings {
         Project::load(dir, &process_env)
     } else {
-        eprintln!(
+        errln!(
             "supervisor agent: no settings in {}: using the defaults (agentBackend pi unless SUPERVISOR_AGENT_BACKEND is set) and the built-in roles",
             dir.display()
         );
@@ -84,9 +85,9 @@ fn load_project(dir: &Path, json: bool) -> Result<Project, u8> {
     };
     loaded.map_err(|e| {
         if json {
-            println!("{}", report::errors_text(&e, true));
+            outln!("{}", report::errors_text(&e, true));
         } else {
-            eprint!("{}", report::errors_text(&e, false));
+            err!("{}", report::errors_text(&e, false));
         }
         EXIT_USAGE
     })
@@ -96,7 +97,7 @@ async fn run_async(cmd: AgentCommand) -> u8 {
     let dir = match cmd.dir.canonicalize() {
         Ok(d) => d,
         Err(e) => {
-            eprintln!("supervisor agent: {}: {e}", cmd.dir.display());
+            errln!("supervisor agent: {}: {e}", cmd.dir.display());
             return EXIT_USAGE;
         }
     };
@@ -123,7 +124,7 @@ async fn run_async(cmd: AgentCommand) -> u8 {
     };
     let Some(role) = project.roles.get(&cmd.role).cloned() else {
         let known: Vec<&str> = project.roles.agents.keys().map(String::as_str).collect();
-        eprintln!(
+        errln!(
             "supervisor agent: no role agent `{}` in this workflow; known roles: {}",
             cmd.role,
             known.join(", ")
@@ -133,7 +134,7 @@ async fn run_async(cmd: AgentCommand) -> u8 {
     let shutdown = match Shutdown::install() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("supervisor agent: cannot install signal handlers: {e}");
+            errln!("supervisor agent: cannot install signal handlers: {e}");
             return EXIT_STOPPED;
         }
     };
@@ -146,18 +147,18 @@ async fn run_async(cmd: AgentCommand) -> u8 {
             let wt = match ensure_worktree(&cfg, issue) {
                 Ok(wt) => wt,
                 Err(e) => {
-                    eprintln!("supervisor agent: worktree: {e}");
+                    errln!("supervisor agent: worktree: {e}");
                     return EXIT_USAGE;
                 }
             };
-            eprintln!(
+            errln!(
                 "supervisor agent: worktree {} on {} ({:?})",
                 wt.path.display(),
                 wt.branch,
                 wt.origin
             );
             for w in setup(&cfg, &wt).await.warnings {
-                eprintln!("supervisor agent: warning: {w}");
+                errln!("supervisor agent: warning: {w}");
             }
             let path = wt.path.clone();
             workspace = Some((cfg, wt));
@@ -165,9 +166,8 @@ async fn run_async(cmd: AgentCommand) -> u8 {
         }
     };
 
-    let token = std::env::var("GITHUB_TOKEN")
-        .or_else(|_| std::env::var("GH_TOKEN"))
-        .ok();
+    let token = crate::pipeline::process_env("GITHUB_TOKEN")
+        .or_else(|| crate::pipeline::process_env("GH_TOKEN"));
     let code = match AgentRequest::for_role(
         &project.settings,
         &project.root,
@@ -178,13 +178,13 @@ async fn run_async(cmd: AgentCommand) -> u8 {
         token.as_deref(),
     ) {
         Err(e) => {
-            eprintln!("supervisor agent: {e}");
+            errln!("supervisor agent: {e}");
             EXIT_USAGE
         }
         Ok(mut req) => {
             req.attempt = cmd.attempt.max(1);
             req.transcript = Some(transcript_path(&project.root, &role.name));
-            let run = run_agent(req, shutdown.subscribe()).await;
+            let run = run_agent(req, shutdown.token()).await;
             print_run(&project, &run, cmd.json);
             if run.exit == ExitReason::Interrupted || run.succeeded() {
                 EXIT_OK
@@ -196,9 +196,9 @@ async fn run_async(cmd: AgentCommand) -> u8 {
 
     if let Some((cfg, wt)) = workspace {
         if cmd.keep && !shutdown.requested() {
-            eprintln!("supervisor agent: worktree kept at {}", wt.path.display());
+            errln!("supervisor agent: worktree kept at {}", wt.path.display());
         } else if let Err(e) = cleanup(&cfg, &wt) {
-            eprintln!("supervisor agent: cleaning the worktree failed: {e}");
+            errln!("supervisor agent: cleaning the worktree failed: {e}");
             return EXIT_STOPPED;
         }
     }
@@ -215,11 +215,11 @@ fn transcript_path(root: &Path, role: &str) -> PathBuf {
 fn print_run(project: &Project, run: &AgentRun, json: bool) {
     if json {
         match serde_json::to_string_pretty(run) {
-            Ok(text) => println!("{text}"),
-            Err(e) => eprintln!("supervisor agent: cannot print the run as JSON: {e}"),
+            Ok(text) => outln!("{text}"),
+            Err(e) => errln!("supervisor agent: cannot print the run as JSON: {e}"),
         }
     }
-    eprint!("{}", run.summary());
+    err!("{}", run.summary());
     let stage = project
         .workflow
         .stages
@@ -227,7 +227,7 @@ fn print_run(project: &Project, run: &AgentRun, json: bool) {
         .find(|s| s.agent.as_deref() == Some(run.role.as_str()));
     if let Some(stage) = stage {
         match parse_outcome(&run.final_text, stage) {
-            Ok(o) => eprintln!(
+            Ok(o) => errln!(
                 "  output protocol: {} via {:?}{}",
                 o.action,
                 o.evidence,
@@ -235,10 +235,10 @@ fn print_run(project: &Project, run: &AgentRun, json: bool) {
                     .map(|t| format!(" → {t}"))
                     .unwrap_or_default()
             ),
-            Err(e) => eprintln!("  output protocol: {e}"),
+            Err(e) => errln!("  output protocol: {e}"),
         }
     }
     if !json && !run.final_text.is_empty() {
-        eprintln!("--- final text ---\n{}", run.final_text.trim_end());
+        errln!("--- final text ---\n{}", run.final_text.trim_end());
     }
 }

@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::output::{errln, outln};
 use super::run::{present, runtime};
 use super::{EXIT_STOPPED, EXIT_USAGE};
 use crate::demo::{demo_dir, demo_spec, run_demo};
@@ -33,15 +34,13 @@ pub fn run(json: bool, clean: bool, dir: Option<PathBuf>) -> u8 {
     let program = match std::env::current_exe() {
         Ok(p) => p,
         Err(e) => {
-            eprintln!(
-                "supervisor demo: cannot find its own executable for the scripted agents: {e}"
-            );
+            errln!("supervisor demo: cannot find its own executable for the scripted agents: {e}");
             return EXIT_STOPPED;
         }
     };
     let dir = dir.unwrap_or_else(demo_dir);
     if dir.join("repo").exists() {
-        eprintln!(
+        errln!(
             "supervisor demo: {} already holds a demo; pick another --dir",
             dir.display()
         );
@@ -55,11 +54,11 @@ pub fn run(json: bool, clean: bool, dir: Option<PathBuf>) -> u8 {
         let shutdown = match Shutdown::install() {
             Ok(s) => s,
             Err(e) => {
-                eprintln!("supervisor demo: cannot install signal handlers: {e}");
+                errln!("supervisor demo: cannot install signal handlers: {e}");
                 return EXIT_STOPPED;
             }
         };
-        eprintln!(
+        errln!(
             "supervisor demo: building a repository, a bare remote and the sandbox GitHub in {}",
             dir.display()
         );
@@ -67,32 +66,32 @@ pub fn run(json: bool, clean: bool, dir: Option<PathBuf>) -> u8 {
             Ok((summary, report)) => {
                 let code = present(&summary, json, false);
                 if json {
-                    println!("{}", serde_json::to_string_pretty(&report).expect("json"));
+                    outln!("{}", serde_json::to_string_pretty(&report).expect("json"));
                 }
-                eprintln!("\nwhere to look");
-                if let crate::report::RunEnd::PullRequest { url, .. } = &summary.end {
-                    eprintln!("  pull request   {url}");
+                errln!("\nwhere to look");
+                if let crate::pipeline::RunEnd::PullRequest { url, .. } = &summary.end {
+                    errln!("  pull request   {url}");
                 }
-                eprintln!(
+                errln!(
                     "  issue #1       {} comments, card in {}",
                     report.comments,
                     report.column.as_deref().unwrap_or("(no column)")
                 );
-                eprintln!("  journal        {}", report.journal);
-                eprintln!("  run map        {} (mermaid)", report.run_map.display());
-                eprintln!("  GitHub state   {}", report.sandbox_state.display());
-                eprintln!(
+                errln!("  journal        {}", report.journal);
+                errln!("  run map        {} (mermaid)", report.run_map.display());
+                errln!("  GitHub state   {}", report.sandbox_state.display());
+                errln!(
                     "                 browse it: supervisor sandbox serve --state {}",
                     report.sandbox_state.display()
                 );
-                eprintln!(
+                errln!(
                     "  requests       {} to the sandbox GitHub",
                     report.github_requests
                 );
                 code
             }
             Err(e) => {
-                eprintln!("supervisor demo: {e}");
+                errln!("supervisor demo: {e}");
                 EXIT_STOPPED
             }
         }

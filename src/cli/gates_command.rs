@@ -5,12 +5,13 @@ use std::time::Duration;
 
 use crate::config::{GateKind, GateSettings, Hook, SETTINGS_PATHS, Workflow};
 use crate::gates::{
-    ChangeSet, CiContext, GateContext, NoCiConnection, Verdict, default_hook, run_gates, verdict,
-    worktree_root,
+    ChangeSet, CiContext, ExcludeGlobs, GateContext, NoCiConnection, Verdict, default_hook,
+    run_gates, verdict, worktree_root,
 };
 use crate::pipeline::{Project, process_env};
 use crate::report;
 
+use super::output::{err, errln, outln};
 use super::{EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
 
 /// What the repository's configuration says about its gates.
@@ -65,7 +66,7 @@ fn plan(root: &Path) -> Result<GatePlan, u8> {
             })
         }
         Err(e) => {
-            eprint!("{}", report::errors_text(&e, false));
+            err!("{}", report::errors_text(&e, false));
             Err(EXIT_USAGE)
         }
     }
@@ -112,7 +113,7 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
     let root = match worktree_root(dir) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("supervisor gates: {e}");
+            errln!("supervisor gates: {e}");
             return EXIT_USAGE;
         }
     };
@@ -123,15 +124,19 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
     let hooks = match select(plan.hooks, only) {
         Ok(h) => h,
         Err(e) => {
-            eprintln!("supervisor gates: {e}");
+            errln!("supervisor gates: {e}");
             return EXIT_USAGE;
         }
     };
+    if let Err(e) = ExcludeGlobs::new(&plan.settings.exclude) {
+        eprintln!("supervisor gates: {e}");
+        return EXIT_USAGE;
+    }
     let base = base.unwrap_or(plan.base);
     let changes = match ChangeSet::compute(&root, &base) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("supervisor gates: {e}");
+            errln!("supervisor gates: {e}");
             return EXIT_USAGE;
         }
     };
@@ -152,7 +157,7 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
         search_path: None,
     };
     if !json {
-        eprintln!(
+        errln!(
             "gates{} on {} against {} ({} changed file{}, {} commit{}):",
             plan.stage
                 .as_deref()
@@ -180,7 +185,7 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("supervisor gates: cannot start the async runtime: {e}");
+            errln!("supervisor gates: cannot start the async runtime: {e}");
             return EXIT_STOPPED;
         }
     };
@@ -195,13 +200,13 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
             "verdict": v,
             "reports": reports,
         });
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&doc)
                 .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
         );
     } else {
-        eprint!("{}", report::gate_reports_text(&reports));
+        err!("{}", report::gate_reports_text(&reports));
     }
     if v == Verdict::Blocked {
         EXIT_STOPPED

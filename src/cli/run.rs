@@ -4,10 +4,13 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
+use super::actions::ActionsOutput;
+use super::output::{err, errln, outln};
 use super::{EXIT_GITHUB, EXIT_STOPPED, EXIT_USAGE};
 use crate::github::{ClientConfig, GitHub, GitHubError};
-use crate::pipeline::{Project, RunOptions, Services, exit_code, process_env, run_issue};
-use crate::report::{self, RunSummary};
+use crate::pipeline::{Project, RunEnd, RunOptions, RunSummary, process_env};
+use crate::report;
+use crate::runtime::{Services, run_issue};
 use crate::workspace::{PushAuth, Shutdown};
 
 #[derive(Debug, Args)]
@@ -17,7 +20,7 @@ pub struct RunArgs {
     /// Repository root (default: the current directory).
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub repo_root: PathBuf,
-    /// Keep the worktree when PR creation fails.
+    /// Keep the worktree however the run ends.
     #[arg(long)]
     pub debug: bool,
     /// Show what would be done without writing to GitHub or pushing.
@@ -29,6 +32,20 @@ pub struct RunArgs {
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Refuse the run unless LOGIN is a codeowner: the person who asked for it (a commenter, the
+    /// actor of a workflow).
+    #[arg(long, value_name = "LOGIN")]
+    pub requested_by: Option<String>,
+    /// Append the run summary as Markdown to FILE [default: $GITHUB_STEP_SUMMARY when set].
+    #[arg(long, value_name = "FILE")]
+    pub step_summary: Option<PathBuf>,
+    /// Write the step outputs (end, pr-url, score, verdict, journal, summary) to FILE
+    /// [default: $GITHUB_OUTPUT when set].
+    #[arg(long, value_name = "FILE")]
+    pub github_output: Option<PathBuf>,
+    /// Print the gate findings as GitHub Actions annotations [default: on when GITHUB_ACTIONS=true].
+    #[arg(long)]
+    pub annotations: bool,
 }
 
 pub(super) fn runtime(what: &str) -> Result<tokio::runtime::Runtime, u8> {
@@ -37,15 +54,25 @@ pub(super) fn runtime(what: &str) -> Result<tokio::runtime::Runtime, u8> {
         .enable_all()
         .build()
         .map_err(|e| {
-            eprintln!("supervisor {what}: cannot start the async runtime: {e}");
+            errln!("supervisor {what}: cannot start the async runtime: {e}");
             EXIT_STOPPED
         })
 }
 
 pub fn run(args: RunArgs) -> u8 {
+    let mut actions = ActionsOutput::new(
+        args.step_summary.clone(),
+        args.github_output.clone(),
+        args.annotations,
+        &process_env,
+    );
+    actions.begin();
     match runtime("run") {
-        Ok(rt) => rt.block_on(run_async(args)),
-        Err(code) => code,
+        Ok(rt) => rt.block_on(run_async(args, &mut actions)),
+        Err(code) => {
+            actions.failed(args.issue, "cannot start the async runtime");
+            code
+        }
     }
 }
 
@@ -53,33 +80,47 @@ fn canonical(dir: &Path) -> PathBuf {
     dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf())
 }
 
-async fn run_async(args: RunArgs) -> u8 {
+async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
     let root = canonical(&args.repo_root);
     let project = match Project::load(&root, &process_env) {
         Ok(p) => p,
         Err(e) => {
-            eprint!("{}", report::errors_text(&e, false));
+            let text = report::errors_text(&e, false);
+            err!("{text}");
+            actions.failed(args.issue, &text);
             return EXIT_USAGE;
         }
     };
     for w in &project.warnings {
-        eprintln!("warning: {w}");
+        errln!("warning: {w}");
+    }
+    if let Some(login) = &args.requested_by {
+        if let Some(summary) = refuse_requester(&project, args.issue, login) {
+            let code = present(&summary, args.json, false);
+            actions.finished(&summary);
+            return code;
+        }
     }
     let gh = match connect(&project) {
         Ok(gh) => gh,
-        Err(e) => return github_failure(&e, args.json),
+        Err(e) => return github_failure(&e, args.json, args.issue, actions),
     };
     let shutdown = match Shutdown::install() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("supervisor run: cannot install signal handlers: {e}");
+            let message = format!("cannot install signal handlers: {e}");
+            errln!("supervisor run: {message}");
+            actions.failed(args.issue, &message);
             return EXIT_STOPPED;
         }
     };
     let token = match gh.access_token().await {
         Ok(t) => t,
-        Err(e) => return github_failure(&e, args.json),
+        Err(e) => return github_failure(&e, args.json, args.issue, actions),
     };
+    if let Some(t) = &token {
+        actions.add_secret(t.expose());
+    }
     let push_auth = match &token {
         Some(t) => PushAuth::Token(t.expose().to_string()),
         None => PushAuth::None,
@@ -91,7 +132,7 @@ async fn run_async(args: RunArgs) -> u8 {
             .filter(|_| project.settings.pass_github_token)
             .map(|t| t.expose().to_string()),
         scripted_program: None,
-        cancel: shutdown.subscribe(),
+        cancel: shutdown.token(),
     };
     let opts = RunOptions {
         issue: args.issue,
@@ -99,23 +140,64 @@ async fn run_async(args: RunArgs) -> u8 {
         dry_run: args.dry_run,
         add_to_board: args.add_to_board,
     };
-    match run_issue(&project, services, opts).await {
-        Ok(summary) => present(&summary, args.json, project.settings.bell_on_complete),
+    let bell = project.settings.bell_on_complete;
+    match run_issue(std::sync::Arc::new(project), services, opts).await {
+        Ok(summary) => {
+            let code = present(&summary, args.json, bell);
+            actions.finished(&summary);
+            code
+        }
         Err(e) => {
             let code = e.exit_code();
             if args.json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::json!({ "ok": false, "error": e.to_string() })
                 );
             }
-            eprintln!("supervisor run: {e}");
+            errln!("supervisor run: {e}");
             if code == EXIT_STOPPED || e.is_resumable() {
-                eprintln!("the run can be resumed: run the same command again");
+                errln!("the run can be resumed: run the same command again");
             }
+            actions.failed(args.issue, &e.to_string());
             code
         }
     }
+}
+
+/// A summary refusing the run when `login`, who asked for it, is not a codeowner; `None` when they are.
+fn refuse_requester(project: &Project, issue: u64, login: &str) -> Option<RunSummary> {
+    let login = login.trim().trim_start_matches('@');
+    if !login.is_empty() && project.settings.is_codeowner(login) {
+        return None;
+    }
+    let reason = if login.is_empty() {
+        "--requested-by names no one; give the login of the person who asked for the run"
+            .to_string()
+    } else {
+        format!(
+            "@{login} asked for this run but is not a codeowner ({}); only codeowners can start supervisor, \
+             so add them to `codeowners` or ask a codeowner to start it",
+            project.settings.codeowners.join(", ")
+        )
+    };
+    Some(RunSummary {
+        run_id: String::new(),
+        repo: project.settings.repo.to_string(),
+        issue,
+        title: String::new(),
+        end: RunEnd::Refused { reason },
+        agents: Vec::new(),
+        transitions: Vec::new(),
+        gate_rounds: Vec::new(),
+        gates: Vec::new(),
+        rejections: 0,
+        gate_bounces: 0,
+        score: None,
+        warnings: Vec::new(),
+        journal: String::new(),
+        duration_ms: 0,
+    })
 }
 
 /// The GitHub client of a project, from the environment's credentials and API URL.
@@ -127,28 +209,29 @@ pub(super) fn connect(project: &Project) -> Result<GitHub, GitHubError> {
     GitHub::new(cfg)
 }
 
-fn github_failure(e: &GitHubError, json: bool) -> u8 {
+fn github_failure(e: &GitHubError, json: bool, issue: u64, actions: &ActionsOutput) -> u8 {
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({ "ok": false, "error": e.to_string() })
         );
     }
-    eprintln!("supervisor run: {e}");
+    errln!("supervisor run: {e}");
+    actions.failed(issue, &e.to_string());
     EXIT_GITHUB
 }
 
 /// Print a run's summary; the exit code it maps to.
 pub(super) fn present(summary: &RunSummary, json: bool, bell: bool) -> u8 {
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(summary).expect("summaries serialise")
         );
     }
-    eprint!("{}", report::summary_text(summary));
+    err!("{}", report::summary_text(summary));
     if bell {
-        eprint!("\x07");
+        err!("\x07");
     }
-    exit_code(&summary.end)
+    summary.end.exit_code()
 }

@@ -52,16 +52,23 @@ impl fmt::Display for ConfigIssue {
     }
 }
 
-/// Every error found, reported together so a user fixes them in one pass.
+/// Every error found, reported together so a user fixes them in one pass, with the warnings found
+/// on the way (an unknown key is often the reason for an error).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub struct ConfigError {
     pub issues: Vec<ConfigIssue>,
+    pub warnings: Vec<ConfigIssue>,
 }
 
 impl ConfigError {
     pub fn one(issue: ConfigIssue) -> Self {
+        ConfigError::new(vec![issue])
+    }
+
+    pub fn new(issues: Vec<ConfigIssue>) -> Self {
         ConfigError {
-            issues: vec![issue],
+            issues,
+            warnings: Vec::new(),
         }
     }
 
@@ -70,21 +77,31 @@ impl ConfigError {
         if issues.is_empty() {
             Ok(())
         } else {
-            Err(ConfigError { issues })
+            Err(ConfigError::new(issues))
         }
+    }
+
+    /// The same errors, with `warnings` shown beside them.
+    pub fn with_warnings(mut self, warnings: Vec<ConfigIssue>) -> Self {
+        self.warnings.extend(warnings);
+        self
     }
 }
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let plural = |n: usize| if n == 1 { "" } else { "s" };
         let n = self.issues.len();
-        writeln!(
-            f,
-            "{n} configuration error{}:",
-            if n == 1 { "" } else { "s" }
-        )?;
+        writeln!(f, "{n} configuration error{}:", plural(n))?;
         for issue in &self.issues {
             writeln!(f, "  {issue}")?;
+        }
+        let n = self.warnings.len();
+        if n > 0 {
+            writeln!(f, "{n} warning{}:", plural(n))?;
+            for issue in &self.warnings {
+                writeln!(f, "  {issue}")?;
+            }
         }
         Ok(())
     }
@@ -106,41 +123,16 @@ pub fn json_key_line(text: &str, key: &str) -> Option<usize> {
     None
 }
 
-/// The known name closest to `unknown` (Levenshtein distance ≤ 3 and below half its length).
+/// The known name closest to `unknown`, ignoring case: at most 3 edits (insertions, deletions,
+/// substitutions, adjacent transpositions) and fewer than half its length.
 pub fn did_you_mean<'a>(unknown: &str, known: &[&'a str]) -> Option<&'a str> {
-    let lower = unknown.to_ascii_lowercase();
+    let lower = unknown.to_lowercase();
     known
         .iter()
-        .map(|k| (edit_distance(&lower, &k.to_ascii_lowercase()), *k))
+        .map(|k| (strsim::osa_distance(&lower, &k.to_lowercase()), *k))
         .filter(|(d, k)| *d <= 3 && *d * 2 < k.len().max(2))
         .min_by_key(|(d, _)| *d)
         .map(|(_, k)| k)
-}
-
-/// Optimal string alignment distance: insertions, deletions, substitutions and adjacent transpositions.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().collect();
-    let b: Vec<char> = b.chars().collect();
-    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in d.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    for (j, cell) in d[0].iter_mut().enumerate() {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut v = (d[i - 1][j] + 1)
-                .min(d[i][j - 1] + 1)
-                .min(d[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                v = v.min(d[i - 2][j - 2] + 1);
-            }
-            d[i][j] = v;
-        }
-    }
-    d[a.len()][b.len()]
 }
 
 #[cfg(test)]
@@ -154,6 +146,11 @@ mod tests {
         assert_eq!(did_you_mean("projectnumber", &known), Some("projectNumber"));
         assert_eq!(did_you_mean("rpeo", &known), Some("repo"));
         assert_eq!(did_you_mean("somethingElse", &known), None);
+        assert_eq!(
+            did_you_mean("passGithubToken", &["passGitHubToken"]),
+            Some("passGitHubToken")
+        );
+        assert_eq!(did_you_mean("x", &["y"]), None);
     }
 
     #[test]

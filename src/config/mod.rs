@@ -1,14 +1,19 @@
 //! Settings, the workflow and their validation. Knows no other room.
 
+mod dimension;
 mod issue;
+pub mod schema;
 mod settings;
+mod source;
 mod workflow;
 
+pub use dimension::Dimension;
 pub use issue::{ConfigError, ConfigIssue, did_you_mean, json_key_line};
 pub use settings::{
     CommandBackend, GateSettings, LoadedSettings, PromptVia, RepoSlug, SETTINGS_PATHS, Settings,
-    env_name,
+    WatchSettings, command_prefix_problem, env_name,
 };
+pub use source::{DuplicateKey, JsonIndex, read_text};
 pub use workflow::{
     BuiltIn, DEFAULT_WORKFLOW, Expect, GateKind, Hook, HookObject, HookSpec, Stage, StageSpec,
     WORKFLOW_PATH, Workflow,

@@ -1,4 +1,8 @@
 //! The `supervisor` block of `.pi/settings.json`, its defaults, `SUPERVISOR_*` overrides and validation.
+//!
+//! Each block is declared once, with [`settings_block!`]: the declaration is the struct, the list of
+//! known keys, their types, defaults and documentation. To add a setting, add one field to the block
+//! it belongs to (and a row to the README's Configuration table, which a test holds to this).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -7,7 +11,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::issue::{ConfigError, ConfigIssue, did_you_mean, json_key_line};
+use super::issue::{ConfigError, ConfigIssue};
+use super::schema::{Block, Checker, Kind, leaf_setting, settings_block};
+use super::source::{JsonIndex, read_text};
 
 /// Where settings are looked for, relative to the repository root, in order.
 pub const SETTINGS_PATHS: [&str; 2] = [".pi/settings.json", ".supervisor/settings.json"];
@@ -66,232 +72,195 @@ pub enum PromptVia {
     Arg,
 }
 
-/// A user-defined agent CLI: `{ "command": ["aider", "--yes", "--message", "{prompt}"], "promptVia": "arg" }`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct CommandBackend {
-    /// Program and arguments. `{prompt}`, `{system_prompt}`, `{model}` and `{role}` are substituted.
-    pub command: Vec<String>,
-    #[serde(default)]
-    pub prompt_via: PromptVia,
+leaf_setting! {
+    RepoSlug: Str;
+    PromptVia: Str, "\"stdin\" or \"arg\"", "prompt modes";
 }
 
-/// Settings of the quality gates.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
-pub struct GateSettings {
-    /// Allow running a pinned `npx` version of a tool that is neither in `node_modules/.bin` nor on PATH.
-    pub allow_npx: bool,
-    /// Seconds between check-run polls of the CI gate.
-    pub ci_poll_interval_sec: u64,
-    /// Per-tool timeout.
-    pub tool_timeout_sec: u64,
-    /// Dependency versions published fewer days ago than this are flagged.
-    pub min_package_age_days: u64,
-    /// Flagged packages block instead of warning.
-    pub package_safety_blocking: bool,
-    /// npm registry to ask for publish dates.
-    pub npm_registry: String,
-    /// More changed files than this is flagged by traceability.
-    pub max_changed_files: usize,
-    /// Globs of files the gates leave out (generated code, vendored code, fixtures): `dist/`,
-    /// `**/*.generated.ts`.
-    pub exclude: Vec<String>,
+settings_block! {
+    /// A user-defined agent CLI: `{ "command": ["aider", "--yes", "--message", "{prompt}"], "promptVia": "arg" }`.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct CommandBackend {
+        /// The program and its arguments; `{prompt}`, `{system_prompt}`, `{model}` and `{role}` are
+        /// substituted.
+        #[setting(key = "command", required, example = r#"["aider", "--yes", "--message", "{prompt}"]"#)]
+        pub command: Vec<String>,
+        /// How the prompt is passed: on stdin, or as the `{prompt}` argument.
+        #[setting(key = "promptVia", default = PromptVia::Stdin, example = r#""arg""#)]
+        pub prompt_via: PromptVia,
+    }
+}
+
+settings_block! {
+    /// Settings of the quality gates.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct GateSettings {
+        /// Allow running a pinned `npx` version of a tool that is neither in `node_modules/.bin` nor
+        /// on PATH.
+        #[setting(key = "allowNpx", default = false)]
+        pub allow_npx: bool,
+        /// Seconds between check-run polls of the CI gate.
+        #[setting(key = "ciPollIntervalSec", default = 15)]
+        pub ci_poll_interval_sec: u64,
+        /// Per-tool timeout.
+        #[setting(key = "toolTimeoutSec", default = 300)]
+        pub tool_timeout_sec: u64,
+        /// Dependency versions published fewer days ago than this are flagged.
+        #[setting(key = "minPackageAgeDays", default = 14)]
+        pub min_package_age_days: u64,
+        /// Flagged packages block instead of warning.
+        #[setting(key = "packageSafetyBlocking", default = false)]
+        pub package_safety_blocking: bool,
+        /// npm registry to ask for publish dates.
+        #[setting(key = "npmRegistry", default = "https://registry.npmjs.org".into())]
+        pub npm_registry: String,
+        /// More changed files than this is flagged by traceability.
+        #[setting(key = "maxChangedFiles", default = 50)]
+        pub max_changed_files: usize,
+        /// Globs of files the gates leave out (generated code, vendored code, fixtures): `dist/`,
+        /// `**/*.generated.ts`.
+        #[setting(key = "exclude", default = Vec::new(), example = r#"["dist/", "**/*.generated.ts"]"#)]
+        pub exclude: Vec<String>,
+    }
 }
 
 impl Default for GateSettings {
     fn default() -> Self {
-        GateSettings {
-            allow_npx: false,
-            ci_poll_interval_sec: 15,
-            tool_timeout_sec: 300,
-            min_package_age_days: 14,
-            package_safety_blocking: false,
-            npm_registry: "https://registry.npmjs.org".into(),
-            max_changed_files: 50,
-            exclude: Vec::new(),
-        }
+        Self::defaults().expect("every gate setting has a default")
     }
 }
 
-/// The validated `supervisor` settings block.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Settings {
-    pub repo: RepoSlug,
-    pub project_number: u64,
-    /// Login of the user or organization owning the board; the repository owner when absent.
-    #[serde(default)]
-    pub project_owner: Option<String>,
-    #[serde(default = "default_status_field")]
-    pub status_field: String,
-    /// Board column → agent name. Overrides the workflow's `agentName` for that column.
-    #[serde(default)]
-    pub status_mapping: BTreeMap<String, String>,
-    #[serde(default = "default_branch")]
-    pub default_branch: String,
-    #[serde(default = "default_branch_prefix")]
-    pub branch_prefix: String,
-    pub codeowners: Vec<String>,
-    #[serde(default = "default_max_rejections")]
-    pub max_rejections: u32,
-    #[serde(default = "default_threshold")]
-    pub audit_score_threshold: f64,
-    /// 0 skips the CI gate entirely.
-    #[serde(default = "default_ci_timeout")]
-    pub ci_gating_timeout_sec: u64,
-    /// Summed tokens per agent dispatch; 0 = unlimited.
-    #[serde(default)]
-    pub agent_token_budget: u64,
-    /// Tool calls per agent dispatch; 0 = unlimited.
-    #[serde(default)]
-    pub max_tool_calls: u64,
-    /// Agent name → timeout in minutes.
-    #[serde(default)]
-    pub agent_timeouts_min: BTreeMap<String, f64>,
-    #[serde(default)]
-    pub bell_on_complete: bool,
-    #[serde(default)]
-    pub enable_experimental_features: bool,
-
-    /// Backend for agents whose definition names none: pi, claude, codex, scripted, or a key of `backends`.
-    #[serde(default = "default_backend")]
-    pub agent_backend: String,
-    /// Custom command backends by name.
-    #[serde(default)]
-    pub backends: BTreeMap<String, CommandBackend>,
-    /// Script file for the `scripted` backend (tests and the demo).
-    #[serde(default)]
-    pub agent_script: Option<PathBuf>,
-    /// Environment variables passed to agents in addition to the basics (PATH, HOME, the locale) and,
-    /// unless `agentEnvDefaults` is false, the common provider variables.
-    #[serde(default)]
-    pub agent_env: Vec<String>,
-    /// Whether agents get the built-in list of provider variables; `false`: only `agentEnv` is added
-    /// to the basics.
-    #[serde(default = "default_true")]
-    pub agent_env_defaults: bool,
-    /// Size cap of each agent transcript file (stdout and stderr each), in MiB; 0 = no cap.
-    #[serde(default = "default_transcript_max_mb")]
-    pub agent_transcript_max_mb: u64,
-    /// Pass the GitHub token to agents (off: agents never see it).
-    #[serde(default)]
-    pub pass_github_token: bool,
-    /// Directory in which worktrees are created; the repository's parent when absent.
-    #[serde(default)]
-    pub worktree_root: Option<PathBuf>,
-    /// Git-ignored files copied from the repository into each worktree when present.
-    #[serde(default = "default_copy_files")]
-    pub copy_files: Vec<String>,
-    /// Shell commands run in a new worktree; absent = `npm ci` when a package-lock.json exists.
-    #[serde(default)]
-    pub setup_commands: Option<Vec<String>>,
-    /// Attempts per setup command.
-    #[serde(default = "default_setup_attempts")]
-    pub setup_attempts: u32,
-    /// Workflow file, relative to the repository root; the built-in workflow when absent.
-    #[serde(default)]
-    pub workflow: Option<PathBuf>,
-    /// Directory of role-agent overrides, relative to the repository root.
-    #[serde(default)]
-    pub agents_dir: Option<PathBuf>,
-    #[serde(default)]
-    pub gates: GateSettings,
-    /// Open pull requests as drafts.
-    #[serde(default)]
-    pub draft_pr: bool,
+settings_block! {
+    /// Settings of the board-driven modes (`supervisor serve`).
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct WatchSettings {
+        /// What starts a command in a comment (`/supervisor run`): a word such as `/supervisor`,
+        /// or a mention such as `@my-bot`.
+        #[setting(key = "commandPrefix", default = "/supervisor".into(), example = r#""/supervisor""#)]
+        pub command_prefix: String,
+        /// Adding this label to an issue asks for a run; absent: labels start nothing.
+        #[setting(key = "triggerLabel", default = None, example = r#""supervisor""#)]
+        pub trigger_label: Option<String>,
+    }
 }
 
-fn default_status_field() -> String {
-    "Status".into()
-}
-fn default_branch() -> String {
-    "main".into()
-}
-fn default_branch_prefix() -> String {
-    "worktree-git-issue-".into()
-}
-fn default_max_rejections() -> u32 {
-    3
-}
-fn default_threshold() -> f64 {
-    0.75
-}
-fn default_ci_timeout() -> u64 {
-    300
-}
-fn default_backend() -> String {
-    "pi".into()
-}
-fn default_setup_attempts() -> u32 {
-    2
-}
-fn default_copy_files() -> Vec<String> {
-    vec![".env".into()]
-}
-fn default_true() -> bool {
-    true
-}
-fn default_transcript_max_mb() -> u64 {
-    16
+impl Default for WatchSettings {
+    fn default() -> Self {
+        Self::defaults().expect("every watch setting has a default")
+    }
 }
 
-/// How a settings field is typed, for environment overrides.
-#[derive(Clone, Copy)]
-enum Kind {
-    Str,
-    Int,
-    Float,
-    Bool,
-    List,
-    Object,
+settings_block! {
+    /// The validated `supervisor` settings block.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Settings {
+        /// The GitHub repository of the issues and pull requests, as `owner/name`.
+        #[setting(key = "repo", required, example = r#""octocat/hello-world""#)]
+        pub repo: RepoSlug,
+        /// The number of the GitHub Projects (v2) board, as in its URL
+        /// (github.com/orgs/ORG/projects/N).
+        #[setting(key = "projectNumber", required, example = "1")]
+        pub project_number: u64,
+        /// Login of the user or organization owning the board; the repository owner when absent.
+        #[setting(key = "projectOwner", default = None)]
+        pub project_owner: Option<String>,
+        /// The board's single-select field holding the column.
+        #[setting(key = "statusField", default = "Status".into())]
+        pub status_field: String,
+        /// Board column → agent name. Overrides the workflow's `agentName` for that column.
+        #[setting(key = "statusMapping", default = BTreeMap::new(), example = r#"{ "Research": "researcher" }"#)]
+        pub status_mapping: BTreeMap<String, String>,
+        /// Base branch of worktrees and target of pull requests.
+        #[setting(key = "defaultBranch", default = "main".into())]
+        pub default_branch: String,
+        /// Worktree branch = prefix + issue number.
+        #[setting(key = "branchPrefix", default = "worktree-git-issue-".into())]
+        pub branch_prefix: String,
+        /// The trusted GitHub logins: only issues they opened are processed, and only their text
+        /// reaches agents.
+        #[setting(key = "codeowners", required, example = r#"["your-github-login"]"#)]
+        pub codeowners: Vec<String>,
+        /// Auditor rejections allowed before the pipeline stops.
+        #[setting(key = "maxRejections", default = 3)]
+        pub max_rejections: u32,
+        /// Minimum passing/total share of audit dimensions, in (0, 1].
+        #[setting(key = "auditScoreThreshold", default = 0.75, example = "0.75")]
+        pub audit_score_threshold: f64,
+        /// Seconds to wait for CI check runs; 0 skips the CI gate entirely.
+        #[setting(key = "ciGatingTimeoutSec", default = 300)]
+        pub ci_gating_timeout_sec: u64,
+        /// Summed tokens per agent dispatch; 0 = unlimited.
+        #[setting(key = "agentTokenBudget", default = 0)]
+        pub agent_token_budget: u64,
+        /// Tool calls per agent dispatch; 0 = unlimited.
+        #[setting(key = "maxToolCalls", default = 0)]
+        pub max_tool_calls: u64,
+        /// Agent name → timeout in minutes.
+        #[setting(key = "agentTimeoutsMin", default = BTreeMap::new(), example = r#"{ "developer": 30 }"#)]
+        pub agent_timeouts_min: BTreeMap<String, f64>,
+        /// Ring the terminal bell when a run ends.
+        #[setting(key = "bellOnComplete", default = false)]
+        pub bell_on_complete: bool,
+        /// Run stages and gates marked `experimental`.
+        #[setting(key = "enableExperimentalFeatures", default = false)]
+        pub enable_experimental_features: bool,
+        /// Backend for agents whose definition names none: pi, claude, codex, scripted, or a key of
+        /// `backends`.
+        #[setting(key = "agentBackend", default = "pi".into())]
+        pub agent_backend: String,
+        /// Custom command backends by name.
+        #[setting(
+            key = "backends",
+            default = BTreeMap::new(),
+            example = r#"{ "aider": { "command": ["aider", "--yes", "--message", "{prompt}"], "promptVia": "arg" } }"#
+        )]
+        pub backends: BTreeMap<String, CommandBackend>,
+        /// Script file for the `scripted` backend (tests and the demo).
+        #[setting(key = "agentScript", default = None)]
+        pub agent_script: Option<PathBuf>,
+        /// Environment variables passed to agents in addition to the basics (PATH, HOME, the locale)
+        /// and, unless `agentEnvDefaults` is false, the common provider variables.
+        #[setting(key = "agentEnv", default = Vec::new(), example = r#"["CLAUDE_CONFIG_DIR"]"#)]
+        pub agent_env: Vec<String>,
+        /// Whether agents get the built-in list of provider variables; `false`: only `agentEnv` is
+        /// added to the basics.
+        #[setting(key = "agentEnvDefaults", default = true)]
+        pub agent_env_defaults: bool,
+        /// Size cap of each agent transcript file (stdout and stderr each), in MiB; 0 = no cap.
+        #[setting(key = "agentTranscriptMaxMb", default = 16)]
+        pub agent_transcript_max_mb: u64,
+        /// Pass the GitHub token to agents (off: agents never see it).
+        #[setting(key = "passGitHubToken", default = false)]
+        pub pass_github_token: bool,
+        /// Directory in which worktrees are created; the repository's parent when absent.
+        #[setting(key = "worktreeRoot", default = None)]
+        pub worktree_root: Option<PathBuf>,
+        /// Git-ignored files copied from the repository into each worktree when present.
+        #[setting(key = "copyFiles", default = vec![".env".into()], example = r#"[".env"]"#)]
+        pub copy_files: Vec<String>,
+        /// Shell commands run in a new worktree; absent = `npm ci` when a package-lock.json exists.
+        #[setting(key = "setupCommands", default = None, example = r#"["npm ci"]"#)]
+        pub setup_commands: Option<Vec<String>>,
+        /// Attempts per setup command.
+        #[setting(key = "setupAttempts", default = 2)]
+        pub setup_attempts: u32,
+        /// Workflow file, relative to the repository root; the built-in workflow when absent.
+        #[setting(key = "workflow", default = None)]
+        pub workflow: Option<PathBuf>,
+        /// Directory of role-agent overrides, relative to the repository root.
+        #[setting(key = "agentsDir", default = None)]
+        pub agents_dir: Option<PathBuf>,
+        /// Open pull requests as drafts.
+        #[setting(key = "draftPr", default = false)]
+        pub draft_pr: bool,
+        /// Settings of the quality gates.
+        #[setting(key = "gates", default = GateSettings::default())]
+        pub gates: GateSettings,
+        /// Settings of the board-driven modes.
+        #[setting(key = "watch", default = WatchSettings::default())]
+        pub watch: WatchSettings,
+    }
 }
-
-/// Every key of the `supervisor` block, with its type.
-const FIELDS: &[(&str, Kind)] = &[
-    ("repo", Kind::Str),
-    ("projectNumber", Kind::Int),
-    ("projectOwner", Kind::Str),
-    ("statusField", Kind::Str),
-    ("statusMapping", Kind::Object),
-    ("defaultBranch", Kind::Str),
-    ("branchPrefix", Kind::Str),
-    ("codeowners", Kind::List),
-    ("maxRejections", Kind::Int),
-    ("auditScoreThreshold", Kind::Float),
-    ("ciGatingTimeoutSec", Kind::Int),
-    ("agentTokenBudget", Kind::Int),
-    ("maxToolCalls", Kind::Int),
-    ("agentTimeoutsMin", Kind::Object),
-    ("bellOnComplete", Kind::Bool),
-    ("enableExperimentalFeatures", Kind::Bool),
-    ("agentBackend", Kind::Str),
-    ("backends", Kind::Object),
-    ("agentScript", Kind::Str),
-    ("agentEnv", Kind::List),
-    ("agentEnvDefaults", Kind::Bool),
-    ("agentTranscriptMaxMb", Kind::Int),
-    ("passGitHubToken", Kind::Bool),
-    ("worktreeRoot", Kind::Str),
-    ("copyFiles", Kind::List),
-    ("setupCommands", Kind::List),
-    ("setupAttempts", Kind::Int),
-    ("workflow", Kind::Str),
-    ("agentsDir", Kind::Str),
-    ("gates", Kind::Object),
-    ("draftPr", Kind::Bool),
-];
-
-const GATE_FIELDS: &[&str] = &[
-    "allowNpx",
-    "ciPollIntervalSec",
-    "toolTimeoutSec",
-    "minPackageAgeDays",
-    "packageSafetyBlocking",
-    "npmRegistry",
-    "maxChangedFiles",
-    "exclude",
-];
 
 /// `projectNumber` → `SUPERVISOR_PROJECT_NUMBER`.
 pub fn env_name(key: &str) -> String {
@@ -315,6 +284,9 @@ pub struct LoadedSettings {
     pub overridden: Vec<String>,
 }
 
+/// The key of the settings block in the settings file.
+const BLOCK: &str = "supervisor";
+
 impl Settings {
     /// Find and load the settings of the repository at `root`, applying `env` overrides.
     pub fn load(
@@ -328,7 +300,7 @@ impl Settings {
         else {
             return Err(ConfigError::one(ConfigIssue::new(
                 &root.join(SETTINGS_PATHS[0]),
-                "supervisor",
+                BLOCK,
                 "no settings file found",
                 format!(
                     "create {} with a \"supervisor\" block holding at least \"repo\", \"projectNumber\" and \"codeowners\" (see the README, Configuration)",
@@ -336,14 +308,7 @@ impl Settings {
                 ),
             )));
         };
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            ConfigError::one(ConfigIssue::new(
-                &path,
-                "supervisor",
-                format!("cannot be read: {e}"),
-                "check the file's permissions",
-            ))
-        })?;
+        let text = read_text(&path).map_err(ConfigError::one)?;
         Self::from_text(&path, &text, env)
     }
 
@@ -353,6 +318,7 @@ impl Settings {
         text: &str,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<LoadedSettings, ConfigError> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let doc: Value = serde_json::from_str(text).map_err(|e| {
             ConfigError::one(
                 ConfigIssue::new(
@@ -364,171 +330,91 @@ impl Settings {
                 .at_line(Some(e.line())),
             )
         })?;
-        let block = match doc.get("supervisor") {
-            Some(Value::Object(map)) => map.clone(),
+        let index = JsonIndex::new(text);
+        let block = match doc {
+            Value::Object(mut doc) => doc.remove(BLOCK),
+            _ => None,
+        };
+        let block = match block {
+            Some(Value::Object(map)) => map,
             Some(_) => {
                 return Err(ConfigError::one(
                     ConfigIssue::new(
                         path,
-                        "supervisor",
+                        BLOCK,
                         "is not an object",
                         "make \"supervisor\" an object of settings",
                     )
-                    .at_line(json_key_line(text, "supervisor")),
+                    .at_line(index.line(BLOCK)),
                 ));
             }
             None => {
                 return Err(ConfigError::one(ConfigIssue::new(
                     path,
-                    "supervisor",
+                    BLOCK,
                     "is missing",
                     "add a \"supervisor\" block with \"repo\", \"projectNumber\" and \"codeowners\" (see the README, Configuration)",
                 )));
             }
         };
-        Self::from_block(path, text, block, env)
+        Self::from_block(path, &index, block, env)
     }
 
     fn from_block(
         path: &Path,
-        text: &str,
+        index: &JsonIndex,
         mut block: Map<String, Value>,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<LoadedSettings, ConfigError> {
-        let mut errors = Vec::new();
-        let mut warnings = Vec::new();
-        let line = |key: &str| json_key_line(text, key);
-        let known: Vec<&str> = FIELDS.iter().map(|(k, _)| *k).collect();
+        let mut checker = Checker::new(path, index);
 
-        // Unknown keys: warn, suggest, and drop so the typed parse succeeds.
-        let unknown: Vec<String> = block
-            .keys()
-            .filter(|k| !known.contains(&k.as_str()))
-            .cloned()
-            .collect();
-        for key in unknown {
-            let fix = match did_you_mean(&key, &known) {
-                Some(k) => format!("did you mean \"{k}\"?"),
-                None => "remove it; it is ignored".to_string(),
-            };
-            warnings.push(
-                ConfigIssue::new(
-                    path,
-                    format!("supervisor.{key}"),
-                    "is not a known setting",
-                    fix,
-                )
-                .at_line(line(&key)),
-            );
-            block.remove(&key);
-        }
-        if let Some(Value::Object(gates)) = block.get_mut("gates") {
-            let unknown: Vec<String> = gates
-                .keys()
-                .filter(|k| !GATE_FIELDS.contains(&k.as_str()))
-                .cloned()
-                .collect();
-            for key in unknown {
-                let fix = match did_you_mean(&key, GATE_FIELDS) {
-                    Some(k) => format!("did you mean \"{k}\"?"),
-                    None => "remove it; it is ignored".to_string(),
-                };
-                warnings.push(
-                    ConfigIssue::new(
-                        path,
-                        format!("supervisor.gates.{key}"),
-                        "is not a known gate setting",
-                        fix,
-                    )
-                    .at_line(line(&key)),
-                );
-                gates.remove(&key);
+        // A key given twice: JSON keeps the last silently, which is never what was meant.
+        let in_block = format!("{BLOCK}.");
+        for duplicate in &index.duplicates {
+            if duplicate.path == BLOCK || duplicate.path.starts_with(&in_block) {
+                checker.error(duplicate.issue(path));
             }
         }
 
-        // Environment overrides.
+        // Environment overrides, for the top-level keys.
         let mut overridden = Vec::new();
-        for (key, kind) in FIELDS {
-            let var = env_name(key);
+        for field in Settings::FIELDS {
+            let var = env_name(field.key);
             let Some(raw) = env(&var) else { continue };
-            match env_value(&raw, *kind) {
+            match env_value(&raw, field.kind) {
                 Ok(v) => {
-                    block.insert(key.to_string(), v);
-                    overridden.push(key.to_string());
+                    block.insert(field.key.to_string(), v);
+                    overridden.push(field.key.to_string());
                 }
-                Err(problem) => errors.push(ConfigIssue::new(
+                Err(problem) => checker.error(ConfigIssue::new(
                     Path::new(&format!("${var}")),
-                    format!("supervisor.{key}"),
+                    format!("{BLOCK}.{}", field.key),
                     problem,
                     format!("fix or unset the environment variable {var}"),
                 )),
             }
         }
 
-        // Required fields, named one by one.
-        let required: [(&str, &str); 3] = [
-            (
-                "repo",
-                "add \"repo\": \"owner/name\" to the supervisor block",
-            ),
-            (
-                "projectNumber",
-                "add \"projectNumber\": N, the number in the board's URL (github.com/orgs/ORG/projects/N)",
-            ),
-            (
-                "codeowners",
-                "add \"codeowners\": [\"your-github-login\"]: only issues opened by these users are processed",
-            ),
-        ];
-        for (key, fix) in required {
-            if !block.contains_key(key) {
-                errors.push(ConfigIssue::new(
-                    path,
-                    format!("supervisor.{key}"),
-                    "is missing (required)",
-                    fix,
-                ));
-            }
+        let settings = checker.block::<Settings>(Value::Object(block), BLOCK);
+        if let Some(settings) = &settings {
+            settings.validate(&mut checker);
         }
-
-        // Type-check field by field so every bad field is reported, not only the first.
-        for (key, value) in &block {
-            if let Err(problem) = check_field(key, value) {
-                errors.push(
-                    ConfigIssue::new(path, format!("supervisor.{key}"), problem.0, problem.1)
-                        .at_line(line(key)),
-                );
-            }
+        let (errors, warnings) = checker.finish();
+        match settings {
+            Some(settings) if errors.is_empty() => Ok(LoadedSettings {
+                settings,
+                path: path.to_path_buf(),
+                warnings,
+                overridden,
+            }),
+            _ => Err(ConfigError::new(errors).with_warnings(warnings)),
         }
-        ConfigError::check(errors)?;
-
-        let settings: Settings = serde_json::from_value(Value::Object(block)).map_err(|e| {
-            ConfigError::one(ConfigIssue::new(
-                path,
-                "supervisor",
-                format!("is not valid: {e}"),
-                "see the README, Configuration, for each field's type",
-            ))
-        })?;
-        let mut errors = Vec::new();
-        settings.validate(path, text, &mut errors);
-        ConfigError::check(errors)?;
-        Ok(LoadedSettings {
-            settings,
-            path: path.to_path_buf(),
-            warnings,
-            overridden,
-        })
     }
 
-    /// Checks across fields that types alone cannot express.
-    fn validate(&self, path: &Path, text: &str, errors: &mut Vec<ConfigIssue>) {
+    /// Checks across fields and of values that types alone cannot express.
+    fn validate(&self, checker: &mut Checker) {
         let mut err = |key: &str, problem: String, fix: &str| {
-            errors.push(
-                ConfigIssue::new(path, format!("supervisor.{key}"), problem, fix).at_line(
-                    json_key_line(text, key.split('.').next_back().unwrap_or(key)),
-                ),
-            )
+            checker.report(&format!("{BLOCK}.{key}"), problem, fix)
         };
         let t = self.audit_score_threshold;
         if !(t > 0.0 && t <= 1.0) {
@@ -603,6 +489,25 @@ impl Settings {
                 "use a poll interval of at least 1 second (default 15)",
             );
         }
+        if let Some(problem) = command_prefix_problem(&self.watch.command_prefix) {
+            err(
+                "watch.commandPrefix",
+                problem.into(),
+                "use one word that Markdown leaves alone, such as \"/supervisor\" or \"@my-bot\"",
+            );
+        }
+        if self
+            .watch
+            .trigger_label
+            .as_ref()
+            .is_some_and(|l| l.trim().is_empty())
+        {
+            err(
+                "watch.triggerLabel",
+                "is empty".into(),
+                "name a label, such as \"supervisor\", or remove the key",
+            );
+        }
         for (name, backend) in &self.backends {
             if backend.command.is_empty() {
                 err(
@@ -658,7 +563,24 @@ impl Settings {
         block.insert("repo".into(), Value::String(repo.to_string()));
         block.insert("projectNumber".into(), Value::from(project_number));
         block.insert("codeowners".into(), Value::from(codeowners));
-        serde_json::from_value(Value::Object(block)).expect("minimal settings are valid")
+        Checker::detached()
+            .block(Value::Object(block), "")
+            .expect("minimal settings are valid")
+    }
+}
+
+/// Why `prefix` cannot start commands in comments, if it cannot.
+pub fn command_prefix_problem(prefix: &str) -> Option<&'static str> {
+    if prefix.is_empty() {
+        Some("is empty")
+    } else if prefix.len() > 64 {
+        Some("is longer than 64 bytes")
+    } else if prefix.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        Some("contains white space")
+    } else if prefix.starts_with(['>', '#', '`', '~', '-', '*', '+', '<', '|', '[', '!', '\\']) {
+        Some("starts with a character that Markdown reads as formatting")
+    } else {
+        None
     }
 }
 
@@ -668,118 +590,6 @@ fn is_github_login(s: &str) -> bool {
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '[' || c == ']')
         && !s.starts_with('-')
-}
-
-/// `(problem, fix)` for a field whose JSON type is wrong.
-fn check_field(key: &str, value: &Value) -> Result<(), (String, String)> {
-    let kind = FIELDS
-        .iter()
-        .find(|(k, _)| *k == key)
-        .map(|(_, k)| *k)
-        .unwrap_or(Kind::Object);
-    let found = json_type(value);
-    let ok = match kind {
-        Kind::Str => value.is_string() || (value.is_null() && is_optional(key)),
-        Kind::Int => value.as_u64().is_some(),
-        Kind::Float => value.is_number(),
-        Kind::Bool => value.is_boolean(),
-        Kind::List => {
-            (value.is_array()
-                && value
-                    .as_array()
-                    .is_some_and(|a| a.iter().all(Value::is_string)))
-                || (value.is_null() && is_optional(key))
-        }
-        Kind::Object => value.is_object(),
-    };
-    if ok {
-        if key == "repo" {
-            let s = value.as_str().unwrap_or_default();
-            if RepoSlug::parse(s).is_none() {
-                return Err((
-                    format!("`{s}` is not of the form owner/name"),
-                    "write it as \"owner/name\", e.g. \"octocat/hello-world\"".into(),
-                ));
-            }
-        }
-        if key == "gates" {
-            return serde_json::from_value::<GateSettings>(value.clone())
-                .map(|_| ())
-                .map_err(|e| (format!("is not valid: {e}"), "see the README, Gates".into()));
-        }
-        if key == "backends" {
-            return serde_json::from_value::<BTreeMap<String, CommandBackend>>(value.clone())
-                .map(|_| ())
-                .map_err(|e| {
-                    (
-                        format!("is not valid: {e}"),
-                        "each backend is {\"command\": [...], \"promptVia\": \"stdin\"|\"arg\"}"
-                            .into(),
-                    )
-                });
-        }
-        if matches!(key, "statusMapping") {
-            if let Some((k, _)) = value
-                .as_object()
-                .and_then(|m| m.iter().find(|(_, v)| !v.is_string()))
-            {
-                return Err((
-                    format!("entry `{k}` is not an agent name"),
-                    "map each column to an agent name, e.g. \"Research\": \"researcher\"".into(),
-                ));
-            }
-        }
-        if matches!(key, "agentTimeoutsMin") {
-            if let Some((k, _)) = value
-                .as_object()
-                .and_then(|m| m.iter().find(|(_, v)| !v.is_number()))
-            {
-                return Err((
-                    format!("entry `{k}` is not a number of minutes"),
-                    "write e.g. { \"developer\": 30 }".into(),
-                ));
-            }
-        }
-        return Ok(());
-    }
-    let expected = match kind {
-        Kind::Str => "a string",
-        Kind::Int => "a whole number ≥ 0",
-        Kind::Float => "a number",
-        Kind::Bool => "true or false",
-        Kind::List => "a list of strings",
-        Kind::Object => "an object",
-    };
-    let problem = format!("is {found}, expected {expected}");
-    let fix = match key {
-        "auditScoreThreshold" => "use a ratio such as 0.75".to_string(),
-        "codeowners" => "write e.g. \"codeowners\": [\"octocat\"]".to_string(),
-        _ => format!("make it {expected}"),
-    };
-    Err((problem, fix))
-}
-
-fn is_optional(key: &str) -> bool {
-    matches!(
-        key,
-        "projectOwner"
-            | "agentScript"
-            | "worktreeRoot"
-            | "setupCommands"
-            | "workflow"
-            | "agentsDir"
-    )
-}
-
-fn json_type(v: &Value) -> String {
-    match v {
-        Value::Null => "null".into(),
-        Value::Bool(b) => format!("{b}"),
-        Value::Number(n) => format!("the number {n}"),
-        Value::String(s) => format!("the string \"{s}\""),
-        Value::Array(_) => "a list".into(),
-        Value::Object(_) => "an object".into(),
-    }
 }
 
 fn env_value(raw: &str, kind: Kind) -> Result<Value, String> {
@@ -1031,5 +841,327 @@ mod tests {
         assert!(RepoSlug::parse("../b").is_none());
         assert!(RepoSlug::parse("a/").is_none());
         assert!(RepoSlug::parse("a b/c").is_none());
+    }
+
+    #[test]
+    fn pass_github_token_is_read_under_its_documented_spelling() {
+        let text = r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+            "passGitHubToken": true } }"#;
+        let loaded = load(text).unwrap();
+        assert!(loaded.settings.pass_github_token);
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+
+        let text = r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+            "passGithubToken": true } }"#;
+        let loaded = load(text).unwrap();
+        assert!(
+            !loaded.settings.pass_github_token,
+            "only one spelling is read"
+        );
+        assert_eq!(loaded.warnings.len(), 1);
+        assert_eq!(loaded.warnings[0].field, "supervisor.passGithubToken");
+        assert_eq!(loaded.warnings[0].fix, "did you mean \"passGitHubToken\"?");
+    }
+
+    #[test]
+    fn pass_github_token_from_the_environment() {
+        let env = |k: &str| (k == "SUPERVISOR_PASS_GIT_HUB_TOKEN").then(|| "true".to_string());
+        let loaded = Settings::from_text(Path::new("s.json"), MINIMAL, &env).unwrap();
+        assert!(loaded.settings.pass_github_token);
+        assert_eq!(loaded.overridden, vec!["passGitHubToken"]);
+    }
+
+    fn load_file(bytes: &[u8]) -> Result<LoadedSettings, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(".pi")).unwrap();
+        std::fs::write(dir.path().join(".pi/settings.json"), bytes).unwrap();
+        Settings::load(dir.path(), &no_env)
+    }
+
+    #[test]
+    fn a_utf8_byte_order_mark_is_accepted() {
+        let mut bytes = "\u{feff}".as_bytes().to_vec();
+        bytes.extend_from_slice(MINIMAL.as_bytes());
+        let loaded = load_file(&bytes).unwrap();
+        assert_eq!(loaded.settings.repo.to_string(), "acme/app");
+    }
+
+    #[test]
+    fn a_non_utf8_file_names_the_first_bad_byte() {
+        let mut bytes = b"{\n  \"supervisor\": {\n    \"repo\": \"o/r\", \"x\": \"caf".to_vec();
+        bytes.push(0xE9); // Latin-1 é
+        bytes.extend_from_slice(b"\" }\n}\n");
+        let err = load_file(&bytes).unwrap_err();
+        assert_eq!(err.issues.len(), 1, "{err}");
+        let issue = &err.issues[0];
+        assert!(issue.file.ends_with(".pi/settings.json"), "{issue}");
+        assert_eq!(issue.line, Some(3), "{issue}");
+        assert!(issue.problem.contains("not UTF-8"), "{issue}");
+        assert!(issue.problem.contains("0xE9"), "{issue}");
+        assert!(issue.problem.contains("line 3, column 29"), "{issue}");
+        assert!(!issue.fix.contains("permission"), "{issue}");
+        assert!(issue.fix.contains("UTF-8"), "{issue}");
+    }
+
+    #[test]
+    fn a_utf16_file_is_named_as_such() {
+        let mut bytes = vec![0xFF, 0xFE];
+        for unit in MINIMAL.encode_utf16() {
+            bytes.extend_from_slice(&unit.to_le_bytes());
+        }
+        let err = load_file(&bytes).unwrap_err();
+        assert!(err.issues[0].problem.contains("UTF-16"), "{err}");
+        assert!(err.issues[0].fix.contains("UTF-8"), "{err}");
+    }
+
+    #[test]
+    fn duplicate_keys_are_errors_naming_the_key_and_both_lines() {
+        let text = "{ \"supervisor\": {\n  \"repo\": \"o/r\",\n  \"projectNumber\": 1,\n  \"codeowners\": [\"a\"],\n  \"repo\": \"o/other\",\n  \"gates\": { \"allowNpx\": true,\n    \"allowNpx\": false } } }";
+        let err = load(text).unwrap_err();
+        let fields: Vec<_> = err.issues.iter().map(|i| i.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            vec!["supervisor.repo", "supervisor.gates.allowNpx"],
+            "{err}"
+        );
+        let repo = &err.issues[0];
+        assert_eq!(repo.line, Some(5), "{repo}");
+        assert!(repo.problem.contains("lines 2 and 5"), "{repo}");
+        assert!(repo.fix.contains("remove"), "{repo}");
+        assert!(err.issues[1].problem.contains("lines 6 and 7"), "{err}");
+
+        // The same key in two different objects is no duplicate.
+        let text = r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+            "backends": { "x": { "command": ["x"] }, "y": { "command": ["y"] } } } }"#;
+        assert!(load(text).is_ok());
+    }
+
+    #[test]
+    fn a_typo_of_a_missing_required_field_is_named_with_its_fix() {
+        let text = "{ \"supervisor\": {\n  \"repo\": \"o/r\",\n  \"projectNumber\": 1,\n  \"codeowner\": [\"a\"]\n} }";
+        let err = load(text).unwrap_err();
+        assert_eq!(err.issues.len(), 1, "{err}");
+        let issue = &err.issues[0];
+        assert_eq!(issue.field, "supervisor.codeowners");
+        assert_eq!(issue.line, Some(4), "{issue}");
+        assert!(issue.problem.contains("is missing"), "{issue}");
+        assert!(issue.problem.contains("\"codeowner\""), "{issue}");
+        assert_eq!(issue.fix, "rename \"codeowner\" to \"codeowners\"");
+    }
+
+    #[test]
+    fn unknown_keys_are_reported_alongside_errors() {
+        let text = r#"{ "supervisor": { "repo": "o/r", "projectNumber": 0, "codeowners": ["a"],
+            "maxRejection": 2 } }"#;
+        let err = load(text).unwrap_err();
+        assert_eq!(err.issues[0].field, "supervisor.projectNumber");
+        assert!(
+            err.to_string()
+                .contains("`supervisor.maxRejection`: is not a known setting — did you mean \"maxRejections\"?"),
+            "{err}"
+        );
+    }
+
+    /// `| `key` | …` rows of the README table under `heading`.
+    fn readme_keys(readme: &str, heading: &str) -> Vec<String> {
+        let section = readme.split(heading).nth(1).expect(heading);
+        section
+            .lines()
+            .skip_while(|l| !l.starts_with('|'))
+            .take_while(|l| l.starts_with('|'))
+            .filter_map(|l| l.strip_prefix("| `")?.split('`').next().map(String::from))
+            .collect()
+    }
+
+    #[test]
+    fn the_readme_documents_every_setting_and_no_other() {
+        let readme =
+            std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+                .unwrap();
+        let required: Vec<String> = Settings::FIELDS
+            .iter()
+            .filter(|f| f.required)
+            .map(|f| f.key.to_string())
+            .collect();
+        let mut optional = Vec::new();
+        for field in Settings::FIELDS.iter().filter(|f| !f.required) {
+            match field.nested {
+                // A nested block is documented key by key.
+                Some(nested) => {
+                    optional.extend(nested.iter().map(|n| format!("{}.{}", field.key, n.key)))
+                }
+                None => optional.push(field.key.to_string()),
+            }
+        }
+        assert_eq!(readme_keys(&readme, "### Required"), required);
+        assert_eq!(readme_keys(&readme, "### Optional"), optional);
+    }
+
+    #[test]
+    fn watch_settings_are_read_and_checked() {
+        let s = load(MINIMAL).unwrap().settings;
+        assert_eq!(s.watch.command_prefix, "/supervisor");
+        assert_eq!(s.watch.trigger_label, None);
+        let text = r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+            "watch": { "commandPrefix": "@acme-bot", "triggerLabel": "supervisor" } } }"#;
+        let s = load(text).unwrap().settings;
+        assert_eq!(s.watch.command_prefix, "@acme-bot");
+        assert_eq!(s.watch.trigger_label.as_deref(), Some("supervisor"));
+        for (value, problem) in [
+            ("\"\"", "is empty"),
+            ("\"run it\"", "white space"),
+            ("\">quote\"", "formatting"),
+        ] {
+            let text = format!(
+                r#"{{ "supervisor": {{ "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+                "watch": {{ "commandPrefix": {value} }} }} }}"#
+            );
+            let e = single_error(&text);
+            assert_eq!(e.field, "supervisor.watch.commandPrefix", "{value}");
+            assert!(e.problem.contains(problem), "{e}");
+        }
+        let e = single_error(
+            r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+            "watch": { "triggerLabel": " " } } }"#,
+        );
+        assert_eq!(e.field, "supervisor.watch.triggerLabel");
+    }
+
+    #[test]
+    fn the_table_is_the_struct() {
+        let serialized = serde_json::to_value(load(MINIMAL).unwrap().settings).unwrap();
+        // Serialized keys come out sorted.
+        let same_keys = |value: &Value, fields: &[crate::config::schema::Field]| {
+            let mut declared: Vec<&str> = fields.iter().map(|f| f.key).collect();
+            declared.sort_unstable();
+            let keys: Vec<&str> = value
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(String::as_str)
+                .collect();
+            assert_eq!(keys, declared);
+        };
+        same_keys(&serialized, Settings::FIELDS);
+        same_keys(&serialized["gates"], GateSettings::FIELDS);
+        same_keys(&serialized["watch"], WatchSettings::FIELDS);
+        for field in Settings::FIELDS {
+            assert!(
+                !field.summary().is_empty(),
+                "{} has no doc comment",
+                field.key
+            );
+            assert!(
+                !field.required || field.example.is_some(),
+                "required {} needs an example for its fix",
+                field.key
+            );
+        }
+    }
+
+    #[test]
+    fn serialized_settings_load_back_unchanged() {
+        let text = r#"{ "supervisor": { "repo": "o/r", "projectNumber": 2, "codeowners": ["a"],
+            "passGitHubToken": true, "draftPr": true, "setupCommands": ["make"],
+            "agentScript": "s.yaml", "statusMapping": { "Research": "scout" },
+            "backends": { "aider": { "command": ["aider"], "promptVia": "arg" } },
+            "gates": { "allowNpx": true, "exclude": ["dist/"], "maxChangedFiles": 9 } } }"#;
+        let s = load(text).unwrap().settings;
+        let again = serde_json::json!({ "supervisor": s }).to_string();
+        assert_eq!(load(&again).unwrap().settings, s);
+        assert!(load(&again).unwrap().warnings.is_empty());
+    }
+
+    #[test]
+    fn every_example_is_a_valid_value() {
+        for field in Settings::FIELDS {
+            let Some(example) = field.example else {
+                continue;
+            };
+            let mut block: Map<String, Value> = serde_json::from_str(
+                r#"{ "repo": "o/r", "projectNumber": 1, "codeowners": ["a"] }"#,
+            )
+            .unwrap();
+            block.insert(field.key.into(), serde_json::from_str(example).unwrap());
+            let text = serde_json::json!({ "supervisor": block }).to_string();
+            let loaded = load(&text).unwrap_or_else(|e| panic!("{}: {e}", field.key));
+            assert!(loaded.warnings.is_empty(), "{}", field.key);
+        }
+        for field in GateSettings::FIELDS {
+            let Some(example) = field.example else {
+                continue;
+            };
+            let text = format!(
+                r#"{{ "supervisor": {{ "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+                   "gates": {{ "{}": {example} }} }} }}"#,
+                field.key
+            );
+            load(&text).unwrap_or_else(|e| panic!("gates.{}: {e}", field.key));
+        }
+    }
+
+    #[test]
+    fn messages_come_from_the_declaration() {
+        // A wrong type inside a map names the entry, and the fix shows the field's example.
+        let e = single_error(
+            r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+                "statusMapping": { "Research": 3 } } }"#,
+        );
+        assert_eq!(e.field, "supervisor.statusMapping.Research");
+        assert_eq!(e.line, Some(2));
+        assert_eq!(e.problem, "is the number 3, expected a string");
+        assert_eq!(
+            e.fix,
+            r#"make it a string, e.g. "statusMapping": { "Research": "researcher" }"#
+        );
+        // A list item.
+        let e = single_error(
+            "{ \"supervisor\": { \"repo\": \"o/r\", \"projectNumber\": 1,\n \"codeowners\": [\"a\",\n true] } }",
+        );
+        assert_eq!(e.field, "supervisor.codeowners[1]");
+        assert_eq!(e.line, Some(3));
+        // A missing field of a nested block, and an unknown key in it.
+        let err = load(
+            r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+                "backends": { "aider": { "promptVia": "args", "comand": ["aider"] } } } }"#,
+        )
+        .unwrap_err();
+        let fields: Vec<_> = err.issues.iter().map(|i| i.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            vec![
+                "supervisor.backends.aider.command",
+                "supervisor.backends.aider.promptVia"
+            ],
+            "{err}"
+        );
+        assert_eq!(err.issues[0].fix, "rename \"comand\" to \"command\"");
+        assert!(
+            err.issues[1].problem.contains("unknown variant `args`"),
+            "{err}"
+        );
+        // null is accepted where the field is optional only.
+        assert!(
+            load(r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"], "workflow": null } }"#)
+                .is_ok()
+        );
+        let e = single_error(
+            r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"], "draftPr": null } }"#,
+        );
+        assert_eq!(e.problem, "is null, expected true or false");
+        // The missing-field fix is built from the example and the doc comment.
+        let e = single_error(r#"{ "supervisor": { "repo": "o/r", "codeowners": ["a"] } }"#);
+        assert_eq!(
+            e.fix,
+            "add \"projectNumber\": 1, the number of the GitHub Projects (v2) board, as in its URL (github.com/orgs/ORG/projects/N)"
+        );
+    }
+
+    #[test]
+    fn gate_settings_default_to_their_declaration() {
+        let g = GateSettings::default();
+        assert_eq!(g.ci_poll_interval_sec, 15);
+        assert_eq!(g.npm_registry, "https://registry.npmjs.org");
+        assert!(CommandBackend::defaults().is_none(), "command is required");
     }
 }

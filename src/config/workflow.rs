@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::Dimension;
 use super::issue::{ConfigError, ConfigIssue, did_you_mean, json_key_line};
+use super::source::{JsonIndex, read_text};
 
 /// The built-in workflow's text.
 pub const DEFAULT_WORKFLOW: &str = include_str!("../../config/workflow.json");
@@ -201,7 +203,7 @@ pub struct Stage {
     pub review: bool,
     pub commits: bool,
     pub skip_when_heading: Option<String>,
-    pub score_dimension: Option<String>,
+    pub score_dimension: Option<Dimension>,
     pub experimental: bool,
 }
 
@@ -264,14 +266,7 @@ impl Workflow {
                 Ok(w)
             }
             Some(path) => {
-                let text = std::fs::read_to_string(&path).map_err(|e| {
-                    ConfigError::one(ConfigIssue::new(
-                        &path,
-                        "(file)",
-                        format!("cannot be read: {e}"),
-                        "check the file's permissions",
-                    ))
-                })?;
+                let text = read_text(&path).map_err(ConfigError::one)?;
                 Workflow::parse(&path, &text, status_mapping)
             }
         }
@@ -283,6 +278,7 @@ impl Workflow {
         text: &str,
         status_mapping: &BTreeMap<String, String>,
     ) -> Result<Workflow, ConfigError> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let file: WorkflowFile = serde_json::from_str(text).map_err(|e| {
             ConfigError::one(
                 ConfigIssue::new(
@@ -294,6 +290,12 @@ impl Workflow {
                 .at_line(Some(e.line())),
             )
         })?;
+        let duplicates = JsonIndex::new(text).duplicates;
+        if !duplicates.is_empty() {
+            return Err(ConfigError::new(
+                duplicates.iter().map(|d| d.issue(path)).collect(),
+            ));
+        }
         validate(path, text, file.stages, status_mapping)
     }
 
@@ -344,20 +346,19 @@ impl Workflow {
 }
 
 fn remap_mapping_errors(e: ConfigError, settings_path: &Path) -> ConfigError {
-    ConfigError {
-        issues: e
-            .issues
-            .into_iter()
-            .map(|mut i| {
-                if i.field.starts_with("statusMapping") {
-                    i.file = settings_path.to_path_buf();
-                    i.field = format!("supervisor.{}", i.field);
-                    i.line = None;
-                }
-                i
-            })
-            .collect(),
-    }
+    let issues = e
+        .issues
+        .into_iter()
+        .map(|mut i| {
+            if i.field.starts_with("statusMapping") {
+                i.file = settings_path.to_path_buf();
+                i.field = format!("supervisor.{}", i.field);
+                i.line = None;
+            }
+            i
+        })
+        .collect();
+    ConfigError::new(issues).with_warnings(e.warnings)
 }
 
 fn validate(
@@ -391,7 +392,7 @@ fn validate(
             "list the stages from Backlog to Done".into(),
             Some("stages"),
         );
-        return Err(ConfigError { issues: errors });
+        return Err(ConfigError::new(errors));
     }
 
     let mut seen = BTreeSet::new();
@@ -570,6 +571,18 @@ fn validate(
                 None,
             );
         }
+        let score_dimension = s.score_dimension.as_deref().and_then(|d| {
+            let parsed = Dimension::parse(d);
+            if parsed.is_none() {
+                err(
+                    at("scoreDimension"),
+                    format!("`{d}` is not an audit dimension"),
+                    format!("use one of {}", Dimension::names()),
+                    None,
+                );
+            }
+            parsed
+        });
 
         // Forward: explicit next, else nearest later marker target, else the next stage.
         let forward = if s.built_in == Some(BuiltIn::Done) {
@@ -614,12 +627,12 @@ fn validate(
             review: s.review,
             commits: s.commits,
             skip_when_heading: s.skip_when_heading.clone(),
-            score_dimension: s.score_dimension.clone(),
+            score_dimension,
             experimental: s.experimental,
         });
     }
     if !errors.is_empty() {
-        return Err(ConfigError { issues: errors });
+        return Err(ConfigError::new(errors));
     }
 
     let wf = Workflow {
@@ -830,8 +843,8 @@ mod tests {
             Some("Research Findings")
         );
         assert_eq!(
-            research.score_dimension.as_deref(),
-            Some("research-incorporation")
+            research.score_dimension,
+            Some(Dimension::ResearchIncorporation)
         );
         let gates: Vec<GateKind> = wf
             .stage("Implementation")

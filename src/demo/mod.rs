@@ -15,8 +15,9 @@ pub use world::{IssueSpec, World, WorldError, WorldSpec, columns, demo_project, 
 
 use crate::config::DEFAULT_WORKFLOW;
 use crate::github::{ClientConfig, GitHub, Token};
-use crate::pipeline::{Project, RunOptions, Services, run_issue};
-use crate::report::{RunSummary, run_map};
+use crate::pipeline::{Project, RunOptions, RunSummary};
+use crate::report::run_map;
+use crate::runtime::{Services, run_issue};
 use crate::sandbox::CheckRunSeed;
 use crate::workspace::{PushAuth, Shutdown};
 
@@ -290,13 +291,13 @@ pub async fn run_demo(
         push_auth: PushAuth::None,
         github_token: None,
         scripted_program: Some(program),
-        cancel: shutdown.subscribe(),
+        cancel: shutdown.token(),
     };
     let opts = RunOptions {
         issue: world.spec.issue.number,
         ..RunOptions::default()
     };
-    let summary = run_issue(&project, services, opts).await?;
+    let summary = run_issue(std::sync::Arc::new(project), services, opts).await?;
     let state_path = world.dir.join("sandbox-state.json");
     let snapshot = world.sandbox.snapshot();
     let write = |path: &Path, text: &str| {

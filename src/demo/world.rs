@@ -123,6 +123,102 @@ fn write(path: &Path, content: &str) -> Result<(), WorldError> {
     std::fs::write(path, content).map_err(io(path))
 }
 
+impl WorldSpec {
+    /// The token the sandbox gives supervisor's account.
+    pub fn token(&self) -> String {
+        format!("sandbox-token-{}", self.bot)
+    }
+
+    /// The `supervisor` settings block for scripted agents reading `script`, worktrees under
+    /// `worktrees`, merged with the spec's own settings.
+    pub fn settings_block(&self, script: &Path, worktrees: &Path) -> Map<String, Value> {
+        let mut block = Map::new();
+        block.insert(
+            "repo".into(),
+            json!(format!("{}/{}", self.owner, self.name)),
+        );
+        block.insert("projectNumber".into(), json!(1));
+        block.insert("codeowners".into(), json!([self.codeowner]));
+        block.insert("agentBackend".into(), json!("scripted"));
+        block.insert("agentScript".into(), json!(script.display().to_string()));
+        block.insert(
+            "worktreeRoot".into(),
+            json!(worktrees.display().to_string()),
+        );
+        block.insert("setupCommands".into(), json!([]));
+        block.insert("ciGatingTimeoutSec".into(), json!(10));
+        block.insert(
+            "gates".into(),
+            json!({ "ciPollIntervalSec": 1, "toolTimeoutSec": 120 }),
+        );
+        for (k, v) in &self.settings {
+            block.insert(k.clone(), v.clone());
+        }
+        block
+    }
+
+    /// The sandbox GitHub's state: the repository (backed by `git_dir`), the users, the issue on
+    /// the board.
+    pub fn sandbox_state(&self, git_dir: Option<PathBuf>) -> SandboxState {
+        let mut state = SandboxState::new(&self.owner, &self.name);
+        state.repo.git_dir = git_dir;
+        state.users = [&self.codeowner, &self.bot, &"mallory".to_string()]
+            .iter()
+            .map(|l| UserSeed {
+                login: l.to_string(),
+                name: None,
+            })
+            .collect();
+        state.tokens = vec![TokenSeed {
+            token: self.token(),
+            login: self.bot.clone(),
+            scopes: self.token_scopes.clone(),
+        }];
+        let mut issues = vec![IssueSeed {
+            number: self.issue.number,
+            title: self.issue.title.clone(),
+            body: self.issue.body.clone(),
+            author: self.issue.author.clone(),
+            labels: vec!["enhancement".into()],
+            state: SeedState::Open,
+            state_reason: None,
+            blocked_by: self.issue.blocked_by.clone(),
+            comments: self
+                .issue
+                .comments
+                .iter()
+                .enumerate()
+                .map(|(i, (author, body))| CommentSeed {
+                    id: 1000 + i as u64,
+                    author: author.clone(),
+                    body: body.clone(),
+                    editor: None,
+                    created_at: None,
+                })
+                .collect(),
+            editor: None,
+            created_at: None,
+        }];
+        issues.extend(self.extra_issues.iter().cloned());
+        state.issues = issues;
+        let mut items = BTreeMap::new();
+        if let Some(col) = &self.issue.column {
+            items.insert(self.issue.number, Some(col.clone()));
+        }
+        state.board = Some(BoardSeed {
+            owner: self.owner.clone(),
+            owner_type: OwnerType::Organization,
+            number: 1,
+            title: "Delivery".into(),
+            status_field: "Status".into(),
+            options: columns(),
+            items,
+        });
+        state.auto_check_runs = self.auto_checks.clone();
+        state
+    }
+}
+
 impl World {
     /// Build the world under `dir` (created if needed) and start its sandbox.
     pub async fn build(dir: &Path, spec: WorldSpec) -> Result<World, WorldError> {
@@ -149,28 +245,7 @@ impl World {
         for (path, content) in &spec.files {
             write(&repo.join(path), content)?;
         }
-        let mut block = Map::new();
-        block.insert(
-            "repo".into(),
-            json!(format!("{}/{}", spec.owner, spec.name)),
-        );
-        block.insert("projectNumber".into(), json!(1));
-        block.insert("codeowners".into(), json!([spec.codeowner]));
-        block.insert("agentBackend".into(), json!("scripted"));
-        block.insert("agentScript".into(), json!(script.display().to_string()));
-        block.insert(
-            "worktreeRoot".into(),
-            json!(worktrees.display().to_string()),
-        );
-        block.insert("setupCommands".into(), json!([]));
-        block.insert("ciGatingTimeoutSec".into(), json!(10));
-        block.insert(
-            "gates".into(),
-            json!({ "ciPollIntervalSec": 1, "toolTimeoutSec": 120 }),
-        );
-        for (k, v) in &spec.settings {
-            block.insert(k.clone(), v.clone());
-        }
+        let block = spec.settings_block(&script, &worktrees);
         write(
             &repo.join(".pi/settings.json"),
             &serde_json::to_string_pretty(&json!({ "supervisor": block })).expect("json"),
@@ -193,62 +268,8 @@ impl World {
         )?;
         git(&repo, &["push", "--quiet", "origin", "main"])?;
 
-        let token = format!("sandbox-token-{}", spec.bot);
-        let mut state = SandboxState::new(&spec.owner, &spec.name);
-        state.repo.git_dir = Some(remote.clone());
-        state.users = [&spec.codeowner, &spec.bot, &"mallory".to_string()]
-            .iter()
-            .map(|l| UserSeed {
-                login: l.to_string(),
-                name: None,
-            })
-            .collect();
-        state.tokens = vec![TokenSeed {
-            token: token.clone(),
-            login: spec.bot.clone(),
-            scopes: spec.token_scopes.clone(),
-        }];
-        let mut issues = vec![IssueSeed {
-            number: spec.issue.number,
-            title: spec.issue.title.clone(),
-            body: spec.issue.body.clone(),
-            author: spec.issue.author.clone(),
-            labels: vec!["enhancement".into()],
-            state: SeedState::Open,
-            state_reason: None,
-            blocked_by: spec.issue.blocked_by.clone(),
-            comments: spec
-                .issue
-                .comments
-                .iter()
-                .enumerate()
-                .map(|(i, (author, body))| CommentSeed {
-                    id: 1000 + i as u64,
-                    author: author.clone(),
-                    body: body.clone(),
-                    editor: None,
-                    created_at: None,
-                })
-                .collect(),
-            editor: None,
-            created_at: None,
-        }];
-        issues.extend(spec.extra_issues.iter().cloned());
-        state.issues = issues;
-        let mut items = BTreeMap::new();
-        if let Some(col) = &spec.issue.column {
-            items.insert(spec.issue.number, Some(col.clone()));
-        }
-        state.board = Some(BoardSeed {
-            owner: spec.owner.clone(),
-            owner_type: OwnerType::Organization,
-            number: 1,
-            title: "Delivery".into(),
-            status_field: "Status".into(),
-            options: columns(),
-            items,
-        });
-        state.auto_check_runs = spec.auto_checks.clone();
+        let token = spec.token();
+        let state = spec.sandbox_state(Some(remote.clone()));
         let sandbox = Sandbox::start(state, 0).await?;
         Ok(World {
             dir,

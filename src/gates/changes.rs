@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use git2::{Delta, DiffFindOptions, DiffOptions, Oid, Repository, Sort};
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 
 use super::GateError;
@@ -70,38 +71,57 @@ pub struct ChangeSet {
     pub commits: Vec<CommitInfo>,
 }
 
-/// Whether `path` matches a glob `pattern`: `*` and `?` stay within a path segment, `**` spans
-/// segments, and a pattern ending in `/` matches everything below that directory.
-pub fn glob_match(pattern: &str, path: &str) -> bool {
-    if let Some(dir) = pattern.strip_suffix('/') {
-        return glob_match(&format!("{dir}/**"), path);
-    }
-    fn go(p: &[u8], s: &[u8]) -> bool {
-        match p.first() {
-            None => s.is_empty(),
-            Some(b'*') if p.get(1) == Some(&b'*') => {
-                let rest = p[2..].strip_prefix(b"/").unwrap_or(&p[2..]);
-                if rest.is_empty() {
-                    return true;
-                }
-                (0..=s.len()).any(|i| (i == 0 || s[i - 1] == b'/') && go(rest, &s[i..]))
-            }
-            Some(b'*') => (0..=s.len())
-                .take_while(|&i| i == 0 || s[i - 1] != b'/')
-                .any(|i| go(&p[1..], &s[i..])),
-            Some(b'?') => s.first().is_some_and(|&c| c != b'/') && go(&p[1..], &s[1..]),
-            Some(&c) => s.first() == Some(&c) && go(&p[1..], &s[1..]),
+/// The files `gates.exclude` leaves out of the change: globs as git and most tools read them (`*` and
+/// `?` within a path segment, `**` across segments, `{a,b}` alternatives, `[...]` classes), and a
+/// pattern ending in `/` for everything below that directory.
+#[derive(Debug, Clone)]
+pub struct ExcludeGlobs(GlobSet);
+
+/// A `gates.exclude` pattern that is not a glob.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "gates.exclude: `{pattern}` is not a valid glob ({problem}); correct or remove it in the settings"
+)]
+pub struct ExcludeError {
+    pub pattern: String,
+    pub problem: String,
+}
+
+impl ExcludeGlobs {
+    pub fn new(patterns: &[String]) -> Result<ExcludeGlobs, ExcludeError> {
+        let mut set = GlobSetBuilder::new();
+        for pattern in patterns {
+            let full = match pattern.strip_suffix('/') {
+                Some(dir) => format!("{dir}/**"),
+                None => pattern.clone(),
+            };
+            let glob = GlobBuilder::new(&full)
+                .literal_separator(true)
+                .build()
+                .map_err(|e| ExcludeError {
+                    pattern: pattern.clone(),
+                    problem: e.kind().to_string(),
+                })?;
+            set.add(glob);
         }
+        let set = set.build().map_err(|e| ExcludeError {
+            pattern: patterns.join(", "),
+            problem: e.to_string(),
+        })?;
+        Ok(ExcludeGlobs(set))
     }
-    go(pattern.as_bytes(), path.as_bytes())
+
+    /// Whether `path` (relative to the root, `/`-separated) is excluded.
+    pub fn is_match(&self, path: &str) -> bool {
+        self.0.is_match(path)
+    }
 }
 
 impl ChangeSet {
-    /// The change without the files matching any of `patterns` (`gates.exclude`).
-    pub fn without(&self, patterns: &[String]) -> ChangeSet {
+    /// The change without the files `exclude` matches.
+    pub fn without(&self, exclude: &ExcludeGlobs) -> ChangeSet {
         let mut kept = self.clone();
-        kept.files
-            .retain(|f| !patterns.iter().any(|p| glob_match(p, &f.path)));
+        kept.files.retain(|f| !exclude.is_match(&f.path));
         kept
     }
 
@@ -372,7 +392,13 @@ fn commits_between(
 
 #[cfg(test)]
 mod glob_tests {
-    use super::glob_match;
+    use super::{ChangeSet, ChangedFile, ExcludeGlobs, FileStatus};
+
+    fn excludes(pattern: &str, path: &str) -> bool {
+        ExcludeGlobs::new(&[pattern.to_string()])
+            .unwrap()
+            .is_match(path)
+    }
 
     #[test]
     fn globs() {
@@ -388,15 +414,38 @@ mod glob_tests {
             ("a?.py", "a/.py", false),
             ("README.md", "README.md", true),
             ("README.md", "docs/README.md", false),
+            // Alternatives and classes.
+            ("{dist,build}/**", "dist/a.js", true),
+            ("{dist,build}/**", "build/x/b.js", true),
+            ("{dist,build}/**", "src/dist.js", false),
+            ("src/*.{gen,pb}.ts", "src/api.pb.ts", true),
+            ("src/*.{gen,pb}.ts", "src/api.ts", false),
+            ("src/gen[0-9].ts", "src/gen1.ts", true),
+            ("src/gen[0-9].ts", "src/genx.ts", false),
+            ("src/[!_]*.ts", "src/_private.ts", false),
+            ("src/[!_]*.ts", "src/public.ts", true),
         ];
         for (p, s, want) in cases {
-            assert_eq!(glob_match(p, s), want, "{p} ~ {s}");
+            assert_eq!(excludes(p, s), want, "{p} ~ {s}");
+        }
+    }
+
+    #[test]
+    fn a_pattern_that_is_not_a_glob_is_named() {
+        for bad in ["src/[ab.ts", "{dist,build/**", "src/[z-a].ts", "dist}/*.js"] {
+            let err = ExcludeGlobs::new(&["dist/".into(), bad.into()]).unwrap_err();
+            assert_eq!(err.pattern, bad);
+            let text = err.to_string();
+            assert!(
+                text.starts_with(&format!("gates.exclude: `{bad}` is not a valid glob")),
+                "{text}"
+            );
+            assert!(text.contains("correct or remove it"), "{text}");
         }
     }
 
     #[test]
     fn excluded_files_leave_the_change_set() {
-        use super::{ChangeSet, ChangedFile, FileStatus};
         let file = |path: &str| ChangedFile {
             path: path.into(),
             status: FileStatus::Added,
@@ -413,10 +462,11 @@ mod glob_tests {
             ],
             commits: vec![],
         };
-        let kept = all.without(&["dist/".into(), "**/*.generated.ts".into()]);
+        let exclude = ExcludeGlobs::new(&["dist/".into(), "**/*.generated.ts".into()]).unwrap();
+        let kept = all.without(&exclude);
         let paths: Vec<&str> = kept.files.iter().map(|f| f.path.as_str()).collect();
         assert_eq!(paths, ["src/a.ts"]);
-        assert_eq!(all.without(&[]), all);
+        assert_eq!(all.without(&ExcludeGlobs::new(&[]).unwrap()), all);
     }
 }
 

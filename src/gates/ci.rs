@@ -1,9 +1,12 @@
 //! CI gate: poll the check runs of the pushed head commit until they settle or time runs out.
 //!
-//! All success → Pass; any failure → Fail naming the failing checks; still pending at the timeout →
-//! Warn (the audit proceeds); no checks at all → NotApplicable; API errors → Warn. When the head commit
-//! is not on the remote yet, the branch is pushed again and the check retried. Polls send the last ETag,
-//! so unchanged answers (304) cost nothing against the rate limit.
+//! All success → Pass; any failure → Fail naming the failing checks; no checks at all → NotApplicable.
+//! A CI status that cannot be established is never a verdict: still pending at the timeout, the head
+//! commit never on the remote, or GitHub unreadable all make the gate NotRun, with a [`NotRunCause`]
+//! that says whether running again later can help (pending, transient) or a person must act (a missing
+//! permission, the set-up). An optional CI gate lets the audit proceed; a required one blocks. When the
+//! head commit is not on the remote yet, the branch is pushed again and the check retried. Polls send
+//! the last ETag, so unchanged answers (304) cost nothing against the rate limit.
 
 use std::fmt;
 use std::sync::Arc;
@@ -11,7 +14,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{BoxFuture, Finding, FindingSeverity, FnGate, GateContext, GateOutcome, GateStatus};
+use super::{
+    BoxFuture, Finding, FindingSeverity, FnGate, GateContext, GateOutcome, GateStatus, NotRunCause,
+};
 use crate::config::GateKind;
 
 /// One check run of a commit.
@@ -37,6 +42,45 @@ pub enum CiPoll {
     },
 }
 
+/// Why CI could not be read. The kind decides what the gate does: wait and ask again (transient),
+/// stop asking (rate limited: GitHub set the wait), or name what a person must fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CiError {
+    /// Network trouble or a GitHub server error: asking again soon may work.
+    #[error("{0}")]
+    Transient(String),
+    /// GitHub's rate limit, with a wait longer than the client takes: ask again after it.
+    #[error("{0}")]
+    RateLimited(String),
+    /// GitHub refused access (403): the credentials lack `permission`.
+    #[error(
+        "{detail}: the token may not read this; give it the \"{permission}\" permission (fine-grained token or GitHub App) or the `repo` scope (classic token)"
+    )]
+    PermissionDenied { permission: String, detail: String },
+    /// The repository or commit is unknown to GitHub (404).
+    #[error("{0}")]
+    NotFound(String),
+    /// Anything else: bad credentials, an unexpected answer, a rejected push, no connection.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl CiError {
+    /// What a gate that stops on this error reports as its cause.
+    pub fn cause(&self) -> NotRunCause {
+        match self {
+            CiError::Transient(_) | CiError::RateLimited(_) => NotRunCause::Transient,
+            CiError::PermissionDenied { .. } => NotRunCause::Denied,
+            CiError::NotFound(_) | CiError::Other(_) => NotRunCause::Setup,
+        }
+    }
+
+    /// Worth asking again within this gate run.
+    fn is_retryable(&self) -> bool {
+        matches!(self, CiError::Transient(_))
+    }
+}
+
 /// Where the CI gate reads check runs; the pipeline adapts its GitHub client to this.
 pub trait CiSource: Send + Sync {
     /// Check runs of `sha`, conditional on `etag` when given.
@@ -44,11 +88,11 @@ pub trait CiSource: Send + Sync {
         &'a self,
         sha: &'a str,
         etag: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<CiPoll, String>>;
+    ) -> BoxFuture<'a, Result<CiPoll, CiError>>;
     /// Whether the remote knows the commit.
-    fn commit_visible<'a>(&'a self, sha: &'a str) -> BoxFuture<'a, Result<bool, String>>;
+    fn commit_visible<'a>(&'a self, sha: &'a str) -> BoxFuture<'a, Result<bool, CiError>>;
     /// Push the branch again.
-    fn push<'a>(&'a self) -> BoxFuture<'a, Result<(), String>>;
+    fn push<'a>(&'a self) -> BoxFuture<'a, Result<(), CiError>>;
 }
 
 /// How the CI gate reaches CI for this run.
@@ -76,25 +120,31 @@ impl fmt::Debug for CiContext {
 #[derive(Debug, Clone)]
 pub struct NoCiConnection(pub String);
 
+impl NoCiConnection {
+    fn error(&self) -> CiError {
+        CiError::Other(self.0.clone())
+    }
+}
+
 impl CiSource for NoCiConnection {
     fn check_runs<'a>(
         &'a self,
         _sha: &'a str,
         _etag: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<CiPoll, String>> {
-        Box::pin(async move { Err(self.0.clone()) })
+    ) -> BoxFuture<'a, Result<CiPoll, CiError>> {
+        Box::pin(async move { Err(self.error()) })
     }
-    fn commit_visible<'a>(&'a self, _sha: &'a str) -> BoxFuture<'a, Result<bool, String>> {
-        Box::pin(async move { Err(self.0.clone()) })
+    fn commit_visible<'a>(&'a self, _sha: &'a str) -> BoxFuture<'a, Result<bool, CiError>> {
+        Box::pin(async move { Err(self.error()) })
     }
-    fn push<'a>(&'a self) -> BoxFuture<'a, Result<(), String>> {
-        Box::pin(async move { Err(self.0.clone()) })
+    fn push<'a>(&'a self) -> BoxFuture<'a, Result<(), CiError>> {
+        Box::pin(async move { Err(self.error()) })
     }
 }
 
 /// Pushes attempted when the head commit is not on the remote.
 const MAX_PUSHES: u32 = 3;
-/// Consecutive API errors tolerated before the gate gives up with a warning.
+/// Consecutive transient API errors tolerated before the gate gives up (not run, transient).
 const MAX_CONSECUTIVE_ERRORS: u32 = 3;
 /// Polls that may see no check runs before "no checks configured" is concluded: runs appear a moment
 /// after a push.
@@ -125,6 +175,15 @@ async fn wait_interval(interval: Duration, deadline: Instant) -> bool {
     }
     tokio::time::sleep(interval.min(deadline - now)).await;
     true
+}
+
+/// After a failed call: whether to ask again — a transient error, within [`MAX_CONSECUTIVE_ERRORS`]
+/// and the deadline — having waited the poll interval.
+async fn ask_again(e: &CiError, errors: &mut u32, ci: &CiContext, deadline: Instant) -> bool {
+    *errors += 1;
+    e.is_retryable()
+        && *errors < MAX_CONSECUTIVE_ERRORS
+        && wait_interval(ci.interval, deadline).await
 }
 
 async fn poll_ci(ci: &CiContext) -> GateOutcome {
@@ -162,19 +221,12 @@ async fn poll_ci(ci: &CiContext) -> GateOutcome {
                 }
             }
             Err(e) => {
-                errors += 1;
                 tracing::warn!(error = %e, "reading check runs failed");
-                if errors >= MAX_CONSECUTIVE_ERRORS || !wait_interval(ci.interval, deadline).await {
-                    return GateOutcome::new(
-                        GateStatus::Warn,
-                        vec![Finding {
-                            file: None,
-                            line: None,
-                            rule: "ci-api-error".into(),
-                            message: format!("check runs of {short} could not be read: {e}"),
-                            severity: FindingSeverity::Warning,
-                        }],
-                        format!("CI status unknown: the GitHub API failed ({e}); proceeding"),
+                if !ask_again(&e, &mut errors, ci, deadline).await {
+                    return unknown(
+                        &e,
+                        "ci-api-error",
+                        format!("check runs of {short} could not be read: {e}"),
                     );
                 }
                 continue;
@@ -194,51 +246,69 @@ async fn poll_ci(ci: &CiContext) -> GateOutcome {
 async fn ensure_visible(ci: &CiContext, deadline: Instant) -> Result<(), GateOutcome> {
     let short = short_sha(&ci.head_sha);
     let mut pushes = 0u32;
-    let mut last_push_error: Option<String> = None;
+    let mut errors = 0u32;
+    let mut last_push_error: Option<CiError> = None;
     loop {
         match ci.source.commit_visible(&ci.head_sha).await {
             Ok(true) => return Ok(()),
-            Ok(false) => {}
+            Ok(false) => errors = 0,
             Err(e) => {
-                return Err(GateOutcome::new(
-                    GateStatus::Warn,
-                    vec![warning(
+                tracing::warn!(error = %e, "asking whether the head commit is on the remote failed");
+                if !ask_again(&e, &mut errors, ci, deadline).await {
+                    return Err(unknown(
+                        &e,
                         "ci-api-error",
                         format!("could not ask whether {short} is on the remote: {e}"),
-                    )],
-                    format!("CI status unknown: the GitHub API failed ({e}); proceeding"),
-                ));
+                    ));
+                }
+                continue;
             }
         }
         if pushes >= MAX_PUSHES {
             let why = last_push_error
+                .as_ref()
                 .map(|e| format!(" (last push error: {e})"))
                 .unwrap_or_default();
-            return Err(GateOutcome::new(
-                GateStatus::Warn,
-                vec![warning(
-                    "ci-commit-not-pushed",
-                    format!("{short} is not on the remote after {pushes} pushes{why}"),
-                )],
-                format!("CI not checked: {short} never reached the remote; proceeding"),
+            return Err(not_pushed(
+                last_push_error.as_ref(),
+                &short,
+                format!("{short} is not on the remote after {pushes} pushes{why}"),
             ));
         }
         pushes += 1;
         tracing::info!(sha = %short, attempt = pushes, "head commit not on the remote; pushing again");
-        if let Err(e) = ci.source.push().await {
-            last_push_error = Some(e);
-        }
+        last_push_error = ci.source.push().await.err();
         if !wait_interval(ci.interval, deadline).await {
-            return Err(GateOutcome::new(
-                GateStatus::Warn,
-                vec![warning(
-                    "ci-commit-not-pushed",
-                    format!("{short} did not reach the remote before the CI timeout"),
-                )],
-                format!("CI not checked: {short} never reached the remote; proceeding"),
+            return Err(not_pushed(
+                last_push_error.as_ref(),
+                &short,
+                format!("{short} did not reach the remote before the CI timeout"),
             ));
         }
     }
+}
+
+/// The CI status is unknown because GitHub could not be read: not run, for the error's cause.
+fn unknown(e: &CiError, rule: &str, message: String) -> GateOutcome {
+    GateOutcome::new(
+        GateStatus::NotRun(format!("CI status unknown: {e}")),
+        vec![warning(rule, message)],
+        format!("CI status unknown: {e}"),
+    )
+    .because(e.cause())
+}
+
+/// The head commit never reached the remote, so CI never saw it. A failed last push says why; pushes
+/// that succeeded yet left no trace on GitHub may still land.
+fn not_pushed(last_push_error: Option<&CiError>, short: &str, message: String) -> GateOutcome {
+    let cause = last_push_error.map_or(NotRunCause::Pending, CiError::cause);
+    let reason = format!("CI not checked: {short} never reached the remote");
+    GateOutcome::new(
+        GateStatus::NotRun(reason.clone()),
+        vec![warning("ci-commit-not-pushed", message)],
+        reason,
+    )
+    .because(cause)
 }
 
 fn warning(rule: &str, message: String) -> Finding {
@@ -356,14 +426,12 @@ fn pending_at_timeout(runs: &[CiRun], short: &str, timeout: Duration, polls: u32
             )
         })
         .collect();
-    GateOutcome::new(
-        GateStatus::Warn,
-        findings,
-        format!(
-            "{} of {} checks still pending on {short} after {} s ({polls} polls); proceeding to audit",
-            pending.len(),
-            runs.len(),
-            timeout.as_secs()
-        ),
-    )
+    let reason = format!(
+        "CI did not finish: {} of {} checks still pending on {short} after {} s ({polls} polls)",
+        pending.len(),
+        runs.len(),
+        timeout.as_secs()
+    );
+    GateOutcome::new(GateStatus::NotRun(reason.clone()), findings, reason)
+        .because(NotRunCause::Pending)
 }

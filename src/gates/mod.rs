@@ -12,7 +12,6 @@ mod duplicates;
 mod http;
 mod lsp;
 mod lsp_client;
-mod npm_semver;
 mod package_safety;
 mod report;
 mod tool;
@@ -32,13 +31,16 @@ use tracing::Instrument;
 use crate::config::{GateKind, GateSettings, Hook};
 
 pub use changes::{
-    ChangeSet, ChangedFile, CommitInfo, FileStatus, current_branch, extension_of, worktree_root,
+    ChangeSet, ChangedFile, CommitInfo, ExcludeError, ExcludeGlobs, FileStatus, current_branch,
+    extension_of, worktree_root,
 };
-pub use ci::{CiContext, CiPoll, CiRun, CiSource, NoCiConnection};
+pub use ci::{CiContext, CiError, CiPoll, CiRun, CiSource, NoCiConnection};
 pub use duplicates::{CloneType, classify_clone};
-pub use npm_semver::{Range as NpmRange, Version as NpmVersion};
-pub use report::{Finding, FindingSeverity, GateReport, GateStatus, Verdict, verdict};
+pub use report::{Finding, FindingSeverity, GateReport, GateStatus, NotRunCause, Verdict, verdict};
 pub use tool::{ToolLocation, find_on_path};
+
+/// Await futures concurrently, results in order (the language servers of the lsp gate).
+pub(crate) use futures_util::future::join_all;
 
 /// A boxed, sendable future (no async-trait dependency).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -116,12 +118,14 @@ impl GateContext {
     }
 
     /// The context the gates see: the change without the files `gates.exclude` names.
-    pub fn effective(&self) -> GateContext {
+    pub fn effective(&self) -> Result<GateContext, ExcludeError> {
         let mut ctx = self.clone();
         if !ctx.settings.exclude.is_empty() {
-            ctx.changes = ctx.changes.without(&ctx.settings.exclude);
+            ctx.changes = ctx
+                .changes
+                .without(&ExcludeGlobs::new(&ctx.settings.exclude)?);
         }
-        ctx
+        Ok(ctx)
     }
 
     /// Read a changed (or any) file of the working tree as text; `None` when absent, binary or huge.
@@ -151,6 +155,8 @@ pub struct GateOutcome {
     pub status: GateStatus,
     pub findings: Vec<Finding>,
     pub summary: String,
+    /// Why a `NotRun` outcome did not run; `None` counts as [`NotRunCause::Setup`].
+    pub cause: Option<NotRunCause>,
 }
 
 impl GateOutcome {
@@ -159,7 +165,14 @@ impl GateOutcome {
             status,
             findings,
             summary: summary.into(),
+            cause: None,
         }
+    }
+
+    /// Record why the gate did not run (meaningful only with `NotRun`).
+    pub fn because(mut self, cause: NotRunCause) -> Self {
+        self.cause = Some(cause);
+        self
     }
 
     pub fn pass(summary: impl Into<String>) -> Self {
@@ -171,10 +184,16 @@ impl GateOutcome {
         Self::new(GateStatus::NotApplicable, Vec::new(), why)
     }
 
-    /// The gate could not run; the reason is both the status and the summary.
+    /// The gate could not run for a set-up reason (tool missing, crashed, timed out); the reason is
+    /// both the status and the summary.
     pub fn not_run(reason: impl Into<String>) -> Self {
+        Self::not_run_because(NotRunCause::Setup, reason)
+    }
+
+    /// The gate could not run, for `cause`; the reason is both the status and the summary.
+    pub fn not_run_because(cause: NotRunCause, reason: impl Into<String>) -> Self {
         let reason = reason.into();
-        Self::new(GateStatus::NotRun(reason.clone()), Vec::new(), reason)
+        Self::new(GateStatus::NotRun(reason.clone()), Vec::new(), reason).because(cause)
     }
 }
 
@@ -240,7 +259,15 @@ async fn run_gates_with(
     ctx: &GateContext,
     resolve: fn(GateKind) -> &'static dyn Gate,
 ) -> Vec<GateReport> {
-    let shared = Arc::new(ctx.effective());
+    let shared = match ctx.effective() {
+        Ok(ctx) => Arc::new(ctx),
+        Err(e) => {
+            return hooks
+                .iter()
+                .map(|hook| unusable_exclude(hook, &e))
+                .collect();
+        }
+    };
     let handles: Vec<_> = hooks
         .iter()
         .map(|hook| {
@@ -273,7 +300,15 @@ async fn run_gates_with(
 
 /// Run one hook's gate with its deadline (not concurrently with others).
 pub async fn run_gate(hook: &Hook, ctx: &GateContext) -> GateReport {
-    run_gate_with(hook, &ctx.effective(), gate_for(hook.gate)).await
+    match ctx.effective() {
+        Ok(ctx) => run_gate_with(hook, &ctx, gate_for(hook.gate)).await,
+        Err(e) => unusable_exclude(hook, &e),
+    }
+}
+
+/// With a `gates.exclude` that cannot be read, no gate knows which files to check: none runs.
+fn unusable_exclude(hook: &Hook, e: &ExcludeError) -> GateReport {
+    report_from(hook, GateOutcome::not_run(e.to_string()), Duration::ZERO)
 }
 
 async fn run_gate_with(hook: &Hook, ctx: &GateContext, gate: &dyn Gate) -> GateReport {
@@ -317,9 +352,15 @@ fn gate_deadline(hook: &Hook, ctx: &GateContext) -> Duration {
 }
 
 fn report_from(hook: &Hook, outcome: GateOutcome, elapsed: Duration) -> GateReport {
+    let cause = match outcome.status {
+        GateStatus::NotRun(_) => Some(outcome.cause.unwrap_or(NotRunCause::Setup)),
+        _ => None,
+    };
     GateReport {
-        gate: hook.name.clone(),
+        kind: hook.gate,
+        name: hook.name.clone(),
         status: outcome.status,
+        cause,
         findings: outcome.findings,
         duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
         required: hook.required,
@@ -340,33 +381,9 @@ fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
 /// Whether the dead-code gate failed, so the pipeline undoes its last commit in the worktree (the spec:
 /// "Dead code: found → block + uncommit") before handing the work back to the developer.
 pub fn dead_code_requires_uncommit(reports: &[GateReport]) -> bool {
-    reports.iter().any(|r| {
-        GateKind::parse(&r.gate) == Some(GateKind::DeadCode) && r.status == GateStatus::Fail
-    })
-}
-
-/// Await all futures concurrently, results in order.
-pub(crate) async fn join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
-    let mut pinned: Vec<std::pin::Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
-    let mut results: Vec<Option<F::Output>> = pinned.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (i, fut) in pinned.iter_mut().enumerate() {
-            if results[i].is_none() {
-                match fut.as_mut().poll(cx) {
-                    std::task::Poll::Ready(v) => results[i] = Some(v),
-                    std::task::Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            std::task::Poll::Pending
-        } else {
-            std::task::Poll::Ready(())
-        }
-    })
-    .await;
-    results.into_iter().flatten().collect()
+    reports
+        .iter()
+        .any(|r| r.kind == GateKind::DeadCode && r.status == GateStatus::Fail)
 }
 
 /// Write `text` to `path` atomically (temp file + rename), creating the directory.
@@ -446,30 +463,85 @@ mod tests {
         );
         assert!(reports[0].required && reports[0].blocks());
         assert_eq!(reports[1].status, GateStatus::Pass);
-        assert_eq!(reports[1].gate, "traceability");
+        assert_eq!(reports[0].not_run_cause(), Some(NotRunCause::Setup));
+        assert_eq!(reports[1].kind, GateKind::Traceability);
+        assert_eq!(reports[1].name, "traceability");
         assert_eq!(verdict(&reports), Verdict::Blocked);
+    }
+
+    /// Fails whatever it is asked to check.
+    struct Failing;
+    impl Gate for Failing {
+        fn kind(&self) -> GateKind {
+            GateKind::DeadCode
+        }
+        fn run<'a>(&'a self, _: &'a Hook, _: &'a GateContext) -> BoxFuture<'a, GateOutcome> {
+            Box::pin(async { GateOutcome::new(GateStatus::Fail, Vec::new(), "found something") })
+        }
+    }
+
+    #[tokio::test]
+    async fn the_hook_kind_not_its_name_decides_the_uncommit() {
+        fn resolve(_: GateKind) -> &'static dyn Gate {
+            &Failing
+        }
+        let mut renamed = default_hook(GateKind::DeadCode);
+        renamed.name = "unused code".into();
+        let reports = run_gates_with(&[renamed], &test_context(), resolve).await;
+        assert_eq!(reports[0].status, GateStatus::Fail);
+        assert!(
+            dead_code_requires_uncommit(&reports),
+            "a dead-code gate with a custom name still undoes the commit"
+        );
+
+        let mut knip = default_hook(GateKind::Command);
+        knip.name = "knip".into();
+        knip.run = Some("npx knip".into());
+        let reports = run_gates_with(&[knip], &test_context(), resolve).await;
+        assert_eq!(reports[0].status, GateStatus::Fail);
+        assert!(
+            !dead_code_requires_uncommit(&reports),
+            "a command gate named knip never undoes the commit"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_exclude_pattern_that_is_not_a_glob_runs_no_gate() {
+        fn resolve(_: GateKind) -> &'static dyn Gate {
+            &Passing
+        }
+        let mut ctx = test_context();
+        ctx.settings.exclude = vec!["src/[ab.ts".into()];
+        let mut required = default_hook(GateKind::Traceability);
+        required.required = true;
+        let reports = run_gates_with(&[required.clone()], &ctx, resolve).await;
+        let single = run_gate(&required, &ctx).await;
+        for r in [&reports[0], &single] {
+            let GateStatus::NotRun(reason) = &r.status else {
+                panic!("{r:?}")
+            };
+            assert!(
+                reason.starts_with("gates.exclude: `src/[ab.ts` is not a valid glob"),
+                "{reason}"
+            );
+            assert!(r.blocks());
+            assert_eq!(r.not_run_cause(), Some(NotRunCause::Setup));
+        }
     }
 
     #[test]
     fn uncommit_only_on_dead_code_failure() {
-        let report = |gate: &str, status| GateReport {
-            gate: gate.into(),
-            status,
-            findings: vec![],
-            duration_ms: 0,
-            required: false,
-            summary: String::new(),
-        };
+        let report = |kind: GateKind, status| GateReport::new(kind, kind.name(), status);
         assert!(dead_code_requires_uncommit(&[report(
-            "dead-code",
+            GateKind::DeadCode,
             GateStatus::Fail
         )]));
         assert!(!dead_code_requires_uncommit(&[report(
-            "dead-code",
+            GateKind::DeadCode,
             GateStatus::NotRun("knip missing".into())
         )]));
         assert!(!dead_code_requires_uncommit(&[report(
-            "tsc",
+            GateKind::Tsc,
             GateStatus::Fail
         )]));
     }

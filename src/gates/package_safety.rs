@@ -8,11 +8,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use futures_util::{StreamExt, stream};
+use nodejs_semver::{Range, Version};
 use serde_json::Value;
 
 use super::changes::content_at_base;
-use super::npm_semver::{Range, Version};
-use super::{Finding, FindingSeverity, FnGate, GateContext, GateOutcome, GateStatus, join_all};
+use super::{Finding, FindingSeverity, FnGate, GateContext, GateOutcome, GateStatus};
 use crate::config::GateKind;
 
 /// Manifest sections whose packages get installed.
@@ -116,10 +117,13 @@ async fn run(ctx: &GateContext) -> GateOutcome {
         return GateOutcome::pass("package.json changed, but no dependency was added or changed");
     }
     let timeout = Duration::from_secs(ctx.settings.tool_timeout_sec.clamp(1, 60));
-    let mut verdicts = Vec::with_capacity(changes.len());
-    for chunk in changes.chunks(CONCURRENT_LOOKUPS) {
-        verdicts.extend(join_all(chunk.iter().map(|c| check(ctx, c, timeout))).await);
-    }
+    // At most CONCURRENT_LOOKUPS at once, answers in order. (Collected first: a lazy `map` closure
+    // held across the await would make the gate's future lose its `Send` proof.)
+    let lookups: Vec<_> = changes.iter().map(|c| check(ctx, c, timeout)).collect();
+    let verdicts: Vec<Verdict> = stream::iter(lookups)
+        .buffered(CONCURRENT_LOOKUPS)
+        .collect()
+        .await;
 
     let min_days = ctx.settings.min_package_age_days;
     let blocking = ctx.settings.package_safety_blocking;
@@ -343,8 +347,9 @@ fn resolve_version(doc: &Value, spec: &str, locked: Option<&str>) -> Result<Stri
     if let Some(target) = tags.get(spec) {
         return Ok(locked.unwrap_or(target).to_string());
     }
-    let range = Range::parse(spec).map_err(|e| format!("unsupported version spec: {e}"))?;
-    if let Some(v) = locked.and_then(Version::parse) {
+    let range =
+        Range::parse(spec).map_err(|e| format!("unsupported version spec `{spec}`: {e}"))?;
+    if let Some(v) = locked.and_then(|l| Version::parse(l).ok()) {
         if range.satisfies(&v) {
             return Ok(v.to_string());
         }
@@ -352,12 +357,12 @@ fn resolve_version(doc: &Value, spec: &str, locked: Option<&str>) -> Result<Stri
     let versions: Vec<Version> = doc
         .get("versions")
         .and_then(Value::as_object)
-        .map(|m| m.keys().filter_map(|k| Version::parse(k)).collect())
+        .map(|m| m.keys().filter_map(|k| Version::parse(k).ok()).collect())
         .unwrap_or_default();
     if versions.is_empty() {
         return Err("the registry lists no versions".into());
     }
-    if let Some(latest) = tags.get("latest").and_then(|l| Version::parse(l)) {
+    if let Some(latest) = tags.get("latest").and_then(|l| Version::parse(l).ok()) {
         if range.satisfies(&latest) && versions.contains(&latest) {
             return Ok(latest.to_string());
         }
@@ -422,5 +427,124 @@ mod tests {
             assert!(!is_non_registry(s), "{s}");
         }
         assert_eq!(encode_name("@types/node"), "@types%2fnode");
+    }
+}
+
+/// The npm range cases the gate relies on, checked against the crate (and, when they were written,
+/// against node's own `semver` package).
+#[cfg(test)]
+mod npm_ranges {
+    use nodejs_semver::{Range, Version};
+
+    fn v(s: &str) -> Version {
+        Version::parse(s).unwrap()
+    }
+
+    fn sat(range: &str, version: &str) -> bool {
+        Range::parse(range).unwrap().satisfies(&v(version))
+    }
+
+    #[test]
+    fn version_order() {
+        assert!(v("1.0.0-alpha") < v("1.0.0-alpha.1"));
+        assert!(v("1.0.0-alpha.1") < v("1.0.0-alpha.beta"));
+        assert!(v("1.0.0-beta.2") < v("1.0.0-beta.11"));
+        assert!(v("1.0.0-rc.1") < v("1.0.0"));
+        assert!(v("1.10.0") > v("1.9.9"));
+        assert_eq!(v("v1.2.3+build.5"), v("1.2.3"));
+        assert!(Version::parse("1.2").is_err());
+    }
+
+    #[test]
+    fn npm_range_table() {
+        let table: &[(&str, &str, bool)] = &[
+            ("1.2.3", "1.2.3", true),
+            ("1.2.3", "1.2.4", false),
+            ("=1.2.3", "1.2.3", true),
+            ("^1.2.3", "1.9.0", true),
+            ("^1.2.3", "2.0.0", false),
+            ("^1.2.3", "1.2.2", false),
+            ("^0.2.3", "0.2.9", true),
+            ("^0.2.3", "0.3.0", false),
+            ("^0.0.3", "0.0.3", true),
+            ("^0.0.3", "0.0.4", false),
+            ("^1.2", "1.5.0", true),
+            ("^0.0", "0.0.9", true),
+            ("^0.0", "0.1.0", false),
+            ("^1.x", "1.0.0", true),
+            ("~1.2.3", "1.2.9", true),
+            ("~1.2.3", "1.3.0", false),
+            ("~1.2", "1.2.0", true),
+            ("~1", "1.9.9", true),
+            ("~1", "2.0.0", false),
+            ("1.x", "1.4.0", true),
+            ("1.2.x", "1.3.0", false),
+            ("1", "1.0.1", true),
+            ("*", "3.0.0", true),
+            ("", "0.0.1", true),
+            (">=1.2.3", "1.2.3", true),
+            (">=1.2.3", "1.2.2", false),
+            (">1.2.3", "1.2.3", false),
+            (">1.2", "1.2.9", false),
+            (">1.2", "1.3.0", true),
+            ("<1.2.3", "1.2.2", true),
+            ("<1.2", "1.1.9", true),
+            ("<1.2", "1.2.0", false),
+            ("<=1.2", "1.2.9", true),
+            ("<=1.2", "1.3.0", false),
+            (">= 1.0.0 < 2", "1.5.0", true),
+            (">=1.0.0 <2.0.0", "2.0.0", false),
+            ("1.2.3 - 2.3.4", "2.3.4", true),
+            ("1.2.3 - 2.3.4", "2.3.5", false),
+            ("1.2 - 2.3", "2.3.9", true),
+            ("1.2 - 2.3", "2.4.0", false),
+            ("1.2.3 - 2", "2.9.9", true),
+            ("^1.0.0 || ^3.0.0", "3.1.0", true),
+            ("^1.0.0 || ^3.0.0", "2.1.0", false),
+            // Prereleases only where the range names one of the same release.
+            ("^1.2.3", "1.3.0-beta.1", false),
+            ("^1.2.3-beta.1", "1.2.3-beta.2", true),
+            ("^1.2.3-beta.1", "1.2.4-beta.1", false),
+            ("*", "1.0.0-rc.1", false),
+        ];
+        for (range, version, expected) in table {
+            assert_eq!(sat(range, version), *expected, "{range} ∋ {version}");
+        }
+    }
+
+    #[test]
+    fn specs_that_are_not_ranges_are_refused() {
+        for bad in [
+            "latest",
+            "next",
+            "file:../x",
+            "github:a/b",
+            "workspace:*",
+            "^",
+            ">=abc",
+        ] {
+            assert!(Range::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn max_satisfying_picks_the_highest_release() {
+        let versions: Vec<Version> = ["1.0.0", "1.2.0", "1.10.1", "2.0.0", "1.11.0-beta.1"]
+            .iter()
+            .map(|s| v(s))
+            .collect();
+        let r = Range::parse("^1.0.0").unwrap();
+        assert_eq!(r.max_satisfying(&versions), Some(&v("1.10.1")));
+        assert_eq!(Range::parse("^3").unwrap().max_satisfying(&versions), None);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parsing_never_panics(s in "\\PC*") {
+            if let Ok(r) = Range::parse(&s) {
+                let _ = r.satisfies(&Version::from((1, 2, 3)));
+            }
+            let _ = Version::parse(&s);
+        }
     }
 }

@@ -4,6 +4,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::GateKind;
+
 /// How a gate ended.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "status", content = "reason", rename_all = "kebab-case")]
@@ -69,14 +71,44 @@ impl Finding {
     }
 }
 
+/// Why a gate did not run: what decides whether running again, unchanged, can help. The reason text
+/// says the rest (which tool, which permission, which checks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NotRunCause {
+    /// The set-up: a tool missing, crashed, timed out or unreadable, a gate misconfigured, no
+    /// connection configured. A person fixes it; running again unchanged gives the same answer.
+    Setup,
+    /// A service the gate reads failed for now (rate limit, network trouble, server error): running
+    /// again later may succeed, and nothing needs fixing first.
+    Transient,
+    /// A service refused access: the credentials lack a permission (the reason names it).
+    Denied,
+    /// The answer was still outstanding at the deadline (CI checks pending, the head commit not yet on
+    /// the remote): running again later may find it.
+    Pending,
+}
+
+impl NotRunCause {
+    /// Running again later, with nothing changed, may reach a verdict.
+    pub fn is_resumable(self) -> bool {
+        matches!(self, NotRunCause::Transient | NotRunCause::Pending)
+    }
+}
+
 /// The full report of one gate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GateReport {
-    /// Display name (the hook's name).
-    pub gate: String,
+    /// Which gate ran: what decides how the pipeline treats the report.
+    pub kind: GateKind,
+    /// The hook's name, for display only (a workflow may call a `command` gate anything, "knip" included).
+    pub name: String,
     #[serde(flatten)]
     pub status: GateStatus,
+    /// Why the gate did not run; only with `NotRun` (see [`GateReport::not_run_cause`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<NotRunCause>,
     pub findings: Vec<Finding>,
     pub duration_ms: u64,
     /// The workflow marked it required: not running blocks.
@@ -86,6 +118,20 @@ pub struct GateReport {
 }
 
 impl GateReport {
+    /// A report of `kind` under the hook name `name`: no findings, no summary, not required, no time.
+    pub fn new(kind: GateKind, name: impl Into<String>, status: GateStatus) -> GateReport {
+        GateReport {
+            kind,
+            name: name.into(),
+            status,
+            cause: None,
+            findings: Vec::new(),
+            duration_ms: 0,
+            required: false,
+            summary: String::new(),
+        }
+    }
+
     /// Whether this report stops the transition.
     pub fn blocks(&self) -> bool {
         match &self.status {
@@ -98,30 +144,94 @@ impl GateReport {
     pub fn is_pass(&self) -> bool {
         self.status == GateStatus::Pass
     }
+
+    /// Why the gate did not run; `None` when it ran. A not-run report without a recorded cause is a
+    /// set-up problem (what every tool gate reports).
+    pub fn not_run_cause(&self) -> Option<NotRunCause> {
+        match self.status {
+            GateStatus::NotRun(_) => Some(self.cause.unwrap_or(NotRunCause::Setup)),
+            _ => None,
+        }
+    }
 }
 
-/// The combined verdict over all gates of a transition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
+/// The combined verdict over all gates of a transition. Its word ([`Verdict::as_str`]) is the one
+/// spelling used everywhere: JSON, terminal text, comments and the PR body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Verdict {
     /// Every gate passed or had nothing to check.
     Pass,
-    /// Nothing blocks, but something warned or could not run.
-    PassWithWarnings,
+    /// Nothing blocks, but a gate warned or did not run: never a pass.
+    NotBlocked,
+    /// A gate failed, or a required gate did not run.
     Blocked,
 }
 
-pub fn verdict(reports: &[GateReport]) -> Verdict {
-    if reports.iter().any(GateReport::blocks) {
-        Verdict::Blocked
-    } else if reports
-        .iter()
-        .all(|r| matches!(r.status, GateStatus::Pass | GateStatus::NotApplicable))
-    {
-        Verdict::Pass
-    } else {
-        Verdict::PassWithWarnings
+impl Verdict {
+    pub const ALL: [Verdict; 3] = [Verdict::Pass, Verdict::NotBlocked, Verdict::Blocked];
+
+    /// The verdict of these reports.
+    pub fn of(reports: &[GateReport]) -> Verdict {
+        if reports.iter().any(GateReport::blocks) {
+            Verdict::Blocked
+        } else if reports
+            .iter()
+            .all(|r| matches!(r.status, GateStatus::Pass | GateStatus::NotApplicable))
+        {
+            Verdict::Pass
+        } else {
+            Verdict::NotBlocked
+        }
     }
+
+    /// `pass`, `not-blocked` or `blocked`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::NotBlocked => "not-blocked",
+            Verdict::Blocked => "blocked",
+        }
+    }
+
+    /// What the verdict means, for people.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Verdict::Pass => "every gate passed or had nothing to check",
+            Verdict::NotBlocked => "nothing blocks, but gates warned or did not run",
+            Verdict::Blocked => "a gate failed, or a required gate did not run",
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for Verdict {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Verdict {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Verdict, D::Error> {
+        let word = String::deserialize(deserializer)?;
+        Verdict::ALL
+            .into_iter()
+            .find(|v| v.as_str() == word)
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "unknown gate verdict `{word}`: expected one of pass, not-blocked, blocked"
+                ))
+            })
+    }
+}
+
+/// The combined verdict of `reports` ([`Verdict::of`]).
+pub fn verdict(reports: &[GateReport]) -> Verdict {
+    Verdict::of(reports)
 }
 
 #[cfg(test)]
@@ -130,12 +240,8 @@ mod tests {
 
     fn report(status: GateStatus, required: bool) -> GateReport {
         GateReport {
-            gate: "g".into(),
-            status,
-            findings: vec![],
-            duration_ms: 0,
             required,
-            summary: String::new(),
+            ..GateReport::new(GateKind::Tsc, "g", status)
         }
     }
 
@@ -146,7 +252,7 @@ mod tests {
         assert!(!optional.is_pass());
         assert!(!optional.blocks());
         assert!(required.blocks());
-        assert_eq!(verdict(&[optional]), Verdict::PassWithWarnings);
+        assert_eq!(verdict(&[optional]), Verdict::NotBlocked);
         assert_eq!(verdict(&[required]), Verdict::Blocked);
     }
 
@@ -165,7 +271,7 @@ mod tests {
                 report(GateStatus::Pass, false),
                 report(GateStatus::Warn, false)
             ]),
-            Verdict::PassWithWarnings
+            Verdict::NotBlocked
         );
         assert_eq!(
             verdict(&[
@@ -182,7 +288,41 @@ mod tests {
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["status"], "not-run");
         assert_eq!(v["reason"], "knip missing");
+        assert_eq!(v["kind"], "tsc");
+        assert_eq!(v["name"], "g");
+        assert!(v.get("cause").is_none(), "no cause recorded: {v}");
         let back: GateReport = serde_json::from_value(v).unwrap();
         assert_eq!(back, r);
+        assert_eq!(back.not_run_cause(), Some(NotRunCause::Setup));
+
+        let mut transient = r.clone();
+        transient.cause = Some(NotRunCause::Transient);
+        let v = serde_json::to_value(&transient).unwrap();
+        assert_eq!(v["cause"], "transient");
+        let back: GateReport = serde_json::from_value(v).unwrap();
+        assert_eq!(back.not_run_cause(), Some(NotRunCause::Transient));
+        assert!(NotRunCause::Transient.is_resumable() && NotRunCause::Pending.is_resumable());
+        assert!(!NotRunCause::Setup.is_resumable() && !NotRunCause::Denied.is_resumable());
+
+        let mut passed = report(GateStatus::Pass, true);
+        passed.cause = Some(NotRunCause::Transient);
+        assert_eq!(
+            passed.not_run_cause(),
+            None,
+            "a gate that ran has no not-run cause"
+        );
+    }
+
+    #[test]
+    fn the_verdict_has_one_spelling() {
+        for v in Verdict::ALL {
+            let json = serde_json::to_value(v).unwrap();
+            assert_eq!(json, v.as_str());
+            assert_eq!(v.to_string(), v.as_str());
+            assert_eq!(serde_json::from_value::<Verdict>(json).unwrap(), v);
+        }
+        assert_eq!(Verdict::NotBlocked.as_str(), "not-blocked");
+        let err = serde_json::from_value::<Verdict>("pass-with-warnings".into()).unwrap_err();
+        assert!(err.to_string().contains("unknown gate verdict"), "{err}");
     }
 }

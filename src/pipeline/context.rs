@@ -1,15 +1,13 @@
-//! The task each agent receives: the issue, what earlier stages wrote, why the work came back, and
-//! (for review stages) the gate reports.
+//! What an agent's task is made of: the issue, trusted notes, why the work came back. `report`
+//! renders it.
 //!
-//! Trust boundary: callers pass only trusted texts — the issue of a codeowner, comments by codeowners and
-//! supervisor's own comments. Nothing here fetches anything; `TrustedNote` is the only way text gets in.
+//! Trust boundary: only trusted texts become a `TrustedNote` — the issue of a codeowner, comments by
+//! codeowners and supervisor's own comments. Why the work came back is taken from the journal (the
+//! outcome, gate reports and score that sent it back), never from comment text.
 
-use std::fmt::Write;
-
-use crate::config::{Stage, Workflow};
-
-/// Longest text taken from any one note; agents can read the issue on GitHub for the rest.
-pub const MAX_NOTE_CHARS: usize = 24_000;
+use crate::agent::AuditFinding;
+use crate::audit::AuditScore;
+use crate::gates::GateReport;
 
 /// The issue, as a codeowner wrote it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,12 +19,49 @@ pub struct IssueContext {
     pub url: String,
 }
 
+/// What a trusted comment is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoteKind {
+    /// A stage agent's comment.
+    Stage,
+    /// The combined note of a gate round that blocked.
+    Gates,
+    /// An approval whose score missed the threshold.
+    ScoreGate,
+    /// Any other comment supervisor posts (stops, closures).
+    Other,
+    /// A codeowner's own comment.
+    Human,
+}
+
+impl NoteKind {
+    /// The marker kind supervisor writes for this note.
+    pub fn marker_kind(self) -> &'static str {
+        match self {
+            NoteKind::Stage => "stage",
+            NoteKind::Gates => "gates",
+            NoteKind::ScoreGate => "score-gate",
+            NoteKind::Other => "other",
+            NoteKind::Human => "human",
+        }
+    }
+
+    /// The kind of a supervisor comment from its marker's kind.
+    pub fn from_marker(kind: &str) -> NoteKind {
+        match kind {
+            "stage" => NoteKind::Stage,
+            "gates" => NoteKind::Gates,
+            "score-gate" => NoteKind::ScoreGate,
+            _ => NoteKind::Other,
+        }
+    }
+}
+
 /// A trusted comment: by a codeowner, or posted by supervisor (then `stage` says which stage wrote it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrustedNote {
     pub stage: Option<String>,
-    /// Marker kind for supervisor's comments (`stage`, `gates`, `score-gate`, …); `human` otherwise.
-    pub kind: String,
+    pub kind: NoteKind,
     pub author: String,
     pub body: String,
 }
@@ -37,62 +72,20 @@ pub enum Return {
     /// A later stage sent it back with this text (architect → research).
     LoopBack { from: String, note: String },
     /// The reviewer rejected it: its comment and findings.
-    Rejected { from: String, note: String },
-    /// The approval missed the score threshold.
-    ScoreGate { note: String },
-    /// Blocking gates: the combined gate note.
-    GatesBlocked { note: String },
-}
-
-/// Everything a task is built from.
-#[derive(Debug, Clone)]
-pub struct TaskInput<'a> {
-    pub workflow: &'a Workflow,
-    pub stage: &'a Stage,
-    pub issue: &'a IssueContext,
-    /// Trusted comments, oldest first.
-    pub notes: &'a [TrustedNote],
-    pub attempt: u32,
-    pub returned: Option<&'a Return>,
-    /// Gate summary and the findings the reviewer must weigh (duplicates, traceability, packages, not-run gates).
-    pub gate_context: Option<&'a str>,
-    /// (branch, base) of the worktree.
-    pub worktree: Option<(&'a str, &'a str)>,
-}
-
-fn clip(text: &str) -> String {
-    let t = text.trim();
-    if t.chars().count() <= MAX_NOTE_CHARS {
-        return t.to_string();
-    }
-    let cut: String = t.chars().take(MAX_NOTE_CHARS).collect();
-    format!(
-        "{cut}\n\n[… truncated: {} more characters; read the full comment on the issue]",
-        t.chars().count() - MAX_NOTE_CHARS
-    )
-}
-
-/// Strip the hidden markers and footers supervisor adds, so agents read only the content.
-fn content(body: &str) -> String {
-    body.lines()
-        .filter(|l| {
-            let t = l.trim();
-            !(t.starts_with("<!-- supervisor:") || t.starts_with("<sub>supervisor ·"))
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// The stage a note belongs to: its marker's stage, or the stage whose skip heading it carries.
-fn note_stage<'w>(workflow: &'w Workflow, note: &TrustedNote) -> Option<&'w Stage> {
-    if let Some(s) = &note.stage {
-        return workflow.stage(s);
-    }
-    workflow.stages.iter().find(|st| {
-        st.skip_when_heading
-            .as_deref()
-            .is_some_and(|h| has_heading(&note.body, h))
-    })
+    Rejected {
+        from: String,
+        note: String,
+        findings: Vec<AuditFinding>,
+    },
+    /// The approval missed the score threshold (or held a critical finding).
+    ScoreGate {
+        score: AuditScore,
+        findings: Vec<AuditFinding>,
+    },
+    /// Blocking gates: their reports.
+    GatesBlocked { reports: Vec<GateReport> },
+    /// The agent's previous answer broke the output protocol.
+    Unusable { problem: String },
 }
 
 /// Whether `text` has a Markdown heading (any level) whose title is `title`.
@@ -115,256 +108,4 @@ pub fn has_heading(text: &str, title: &str) -> bool {
                 .trim()
                 .eq_ignore_ascii_case(title)
     })
-}
-
-/// Build the task text for one dispatch.
-pub fn build_task(input: &TaskInput<'_>) -> String {
-    let TaskInput {
-        workflow,
-        stage,
-        issue,
-        notes,
-        attempt,
-        returned,
-        gate_context,
-        worktree,
-    } = input;
-    let mut out = String::new();
-    let _ = writeln!(out, "# Issue #{}: {}\n", issue.number, issue.title.trim());
-    let _ = writeln!(out, "Opened by @{} · {}\n", issue.author, issue.url);
-    let body = clip(&issue.body);
-    out.push_str(if body.is_empty() {
-        "_(no description)_"
-    } else {
-        &body
-    });
-    out.push_str("\n\n");
-
-    let agent = stage.agent.as_deref().unwrap_or("agent");
-    let _ = writeln!(
-        out,
-        "## Your stage: {}{}\n",
-        stage.status,
-        if *attempt > 1 {
-            format!(" (attempt {attempt})")
-        } else {
-            String::new()
-        }
-    );
-    match returned {
-        Some(Return::LoopBack { from, note }) => {
-            let _ = writeln!(
-                out,
-                "The {from} stage sent this issue back to you. Address what it asks for:\n\n{}\n",
-                clip(&content(note))
-            );
-        }
-        Some(Return::Rejected { from, note }) => {
-            let _ = writeln!(
-                out,
-                "The {from} stage REJECTED the previous implementation. Resolve every critical and warning finding \
-                 below, and say in your summary how each was addressed:\n\n{}\n",
-                clip(&content(note))
-            );
-        }
-        Some(Return::ScoreGate { note }) => {
-            let _ = writeln!(
-                out,
-                "The previous implementation was approved, but its audit score missed the threshold. Resolve the \
-                 findings of the failing dimensions:\n\n{}\n",
-                clip(&content(note))
-            );
-        }
-        Some(Return::GatesBlocked { note }) => {
-            let _ = writeln!(
-                out,
-                "The quality gates blocked the previous implementation. Fix every finding below; the gates run again \
-                 before the audit:\n\n{}\n",
-                clip(&content(note))
-            );
-        }
-        None => {}
-    }
-
-    // The latest note of every earlier stage, in workflow order.
-    let here = workflow.index(&stage.status).unwrap_or(0);
-    let mut earlier = String::new();
-    for (i, st) in workflow.stages.iter().enumerate() {
-        if i >= here || st.built_in.is_some() {
-            continue;
-        }
-        let latest = notes
-            .iter()
-            .rev()
-            .filter(|n| n.kind == "stage" || n.kind == "human")
-            .find(|n| note_stage(workflow, n).is_some_and(|s| s.status == st.status));
-        if let Some(n) = latest {
-            let _ = writeln!(
-                earlier,
-                "### From {} ({})\n\n{}\n",
-                st.status,
-                st.agent.as_deref().unwrap_or("maintainer"),
-                clip(&content(&n.body))
-            );
-        }
-    }
-    if !earlier.is_empty() {
-        let _ = writeln!(out, "## What earlier stages wrote\n\n{earlier}");
-    }
-
-    // Maintainers' own remarks that belong to no stage.
-    let remarks: Vec<&TrustedNote> = notes
-        .iter()
-        .filter(|n| n.kind == "human" && note_stage(workflow, n).is_none())
-        .collect();
-    if !remarks.is_empty() {
-        let _ = writeln!(out, "## Comments from maintainers\n");
-        for n in remarks {
-            let _ = writeln!(out, "@{} wrote:\n\n{}\n", n.author, clip(&n.body));
-        }
-    }
-
-    if let Some(g) = gate_context {
-        let _ = writeln!(out, "## Quality gates\n\n{}\n", g.trim());
-    }
-    if let Some((branch, base)) = worktree {
-        let _ = writeln!(
-            out,
-            "## Working copy\n\nYou are in a git worktree on branch `{branch}`, created from `{base}`. \
-             `git diff {base}...HEAD` shows the change so far.\n"
-        );
-    }
-    let _ = writeln!(
-        out,
-        "## Answer\n\nEnd your final message with the fenced JSON block your instructions describe \
-         (\"agentName\": \"{agent}\")."
-    );
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::BTreeMap;
-
-    fn issue() -> IssueContext {
-        IssueContext {
-            number: 42,
-            title: "Parse durations".into(),
-            body: "We need `2h` to work.\n\n- [ ] hours\n- [ ] minutes".into(),
-            author: "alice".into(),
-            url: "https://github.com/acme/widgets/issues/42".into(),
-        }
-    }
-
-    fn note(stage: Option<&str>, kind: &str, body: &str) -> TrustedNote {
-        TrustedNote {
-            stage: stage.map(String::from),
-            kind: kind.into(),
-            author: if kind == "human" {
-                "alice".into()
-            } else {
-                "supervisor-bot".into()
-            },
-            body: body.into(),
-        }
-    }
-
-    #[test]
-    fn developer_task_after_gate_bounce() {
-        let wf = Workflow::builtin(&BTreeMap::new());
-        let notes = vec![
-            note(
-                Some("Research"),
-                "stage",
-                "## Research Findings\n\nold findings\n<sub>supervisor · researcher</sub>\n<!-- supervisor:run=1 stage=Research attempt=1 kind=stage -->",
-            ),
-            note(
-                Some("Research"),
-                "stage",
-                "## Research Findings\n\nnew findings",
-            ),
-            note(Some("Architecture"), "stage", "## Architecture\n\nplan"),
-            note(None, "human", "Please keep the API stable."),
-            note(Some("TestDesign"), "stage", "## Test Plan\n\ncases"),
-            note(
-                Some("Audit"),
-                "stage",
-                "## Audit Rejected\n\nlater stage text must not leak forward",
-            ),
-        ];
-        let ret = Return::GatesBlocked {
-            note: "## Gates blocked\n\n- `src/a.ts:3` TS2345".into(),
-        };
-        let task = build_task(&TaskInput {
-            workflow: &wf,
-            stage: wf.stage("Implementation").unwrap(),
-            issue: &issue(),
-            notes: &notes,
-            attempt: 2,
-            returned: Some(&ret),
-            gate_context: None,
-            worktree: Some(("worktree-git-issue-42", "main")),
-        });
-        insta::assert_snapshot!(task);
-        assert!(
-            !task.contains("old findings"),
-            "only the latest note per stage"
-        );
-        assert!(!task.contains("<!-- supervisor"), "markers are stripped");
-        assert!(
-            !task.contains("must not leak"),
-            "later stages are not shown"
-        );
-    }
-
-    #[test]
-    fn human_research_heading_counts_as_research() {
-        let wf = Workflow::builtin(&BTreeMap::new());
-        let notes = vec![note(
-            None,
-            "human",
-            "### Research Findings\n\nI already looked: use chrono.",
-        )];
-        let task = build_task(&TaskInput {
-            workflow: &wf,
-            stage: wf.stage("Architecture").unwrap(),
-            issue: &issue(),
-            notes: &notes,
-            attempt: 1,
-            returned: None,
-            gate_context: None,
-            worktree: None,
-        });
-        assert!(task.contains("### From Research (researcher)\n\n### Research Findings"));
-        assert!(!task.contains("Comments from maintainers"));
-    }
-
-    #[test]
-    fn long_notes_are_clipped() {
-        let long = "x".repeat(MAX_NOTE_CHARS + 10);
-        let clipped = clip(&long);
-        assert!(
-            clipped
-                .ends_with("[… truncated: 10 more characters; read the full comment on the issue]")
-        );
-    }
-
-    #[test]
-    fn headings() {
-        assert!(has_heading(
-            "intro\n## Research Findings\nx",
-            "Research Findings"
-        ));
-        assert!(has_heading("# research findings #", "Research Findings"));
-        assert!(!has_heading("Research Findings", "Research Findings"));
-        assert!(!has_heading(
-            "```\n## Research Findings\n```",
-            "Research Findings"
-        ));
-        assert!(!has_heading(
-            "## Research Findings Draft",
-            "Research Findings"
-        ));
-    }
 }

@@ -5,17 +5,50 @@
 //! resumed: finished stages are not re-run and writes already made are recognised.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
-use super::decide::{RunState, Transition};
+use super::decide::Transition;
+use super::effects::Text;
+use crate::agent::{ExitReason, Outcome, Usage};
+use crate::gates::GateReport;
+use crate::github::Marker;
+use crate::workspace::{MergeOutcome, Reuse};
+
+/// The journal format this build writes and reads. Every line carries it as `v`.
+pub const FORMAT: u32 = 2;
 
 /// Where runs of a repository are kept.
 pub fn runs_dir(repo_root: &Path) -> PathBuf {
     repo_root.join(".supervisor").join("runs")
+}
+
+/// The statistics of one agent dispatch (its run minus its text).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentStats {
+    pub agent: String,
+    pub backend: String,
+    pub duration_ms: u64,
+    pub usage: Usage,
+    pub tool_calls: u64,
+    pub model: Option<String>,
+    pub exit: ExitReason,
+}
+
+/// Why a stage attempt produced no outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Halt {
+    /// A signal or the scheduler stopped the run.
+    Interrupted,
+    /// The run stops here; a human is needed.
+    Stop { reason: String },
+    /// The answer broke the output protocol (no outcome, an unknown audit dimension, a bad field):
+    /// the agent is asked once to answer again.
+    Unusable { problem: String },
 }
 
 /// What happened. `kind` and `payload` in the file.
@@ -32,33 +65,46 @@ pub enum Event {
     Admitted {
         column: String,
     },
+    #[serde(rename_all = "camelCase")]
     WorktreeReady {
         path: String,
         branch: String,
-        reused: String,
+        base: String,
+        reused: Reuse,
         warnings: Vec<String>,
     },
     StageStarted {
         stage: String,
         agent: String,
         attempt: u32,
+        /// Why the previous answer could not be used, when this attempt asks the agent to fix it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fix: Option<String>,
     },
-    /// Agent statistics (the normalised run minus its text).
     AgentFinished {
         stage: String,
         attempt: u32,
-        stats: Value,
+        stats: AgentStats,
     },
-    /// The parsed outcome of a stage attempt (or the error that stopped it).
+    /// The parsed outcome of a stage attempt.
     Outcome {
         stage: String,
         attempt: u32,
-        outcome: Value,
+        outcome: Box<Outcome>,
     },
+    /// The attempt ended without an outcome.
+    Halted {
+        stage: String,
+        attempt: u32,
+        halt: Halt,
+    },
+    /// The agent's work was committed (`sha` is `None` when there was nothing new); `ahead` counts
+    /// the branch's commits beyond its base.
     Committed {
         stage: String,
         attempt: u32,
         sha: Option<String>,
+        ahead: u32,
     },
     Pushed {
         sha: String,
@@ -66,18 +112,29 @@ pub enum Event {
     GatesFinished {
         stage: String,
         attempt: u32,
-        reports: Value,
+        reports: Vec<GateReport>,
     },
-    /// A write to GitHub, with the marker that makes it idempotent.
-    GitHubWrite {
-        what: String,
-        marker: Option<String>,
-        url: Option<String>,
-        /// The id of a comment we posted: only these (and codeowners') comments are trusted.
-        #[serde(default)]
-        comment_id: Option<u64>,
+    /// A comment GitHub confirmed (posted now, or found from an earlier attempt).
+    #[serde(rename_all = "camelCase")]
+    Posted {
+        marker: Marker,
+        comment_id: u64,
+        url: String,
         created: bool,
     },
+    /// A comment GitHub did not confirm: kept in the outbox and posted again before anything else
+    /// when the run resumes.
+    WriteFailed {
+        marker: Marker,
+        text: Text,
+        error: String,
+    },
+    /// The last commit was undone after the dead-code gate failed.
+    CommitUndone {
+        stage: String,
+        attempt: u32,
+    },
+    /// A transition decided; its card move may not have happened yet.
     Decision {
         transition: Transition,
     },
@@ -90,10 +147,24 @@ pub enum Event {
         url: String,
         created: bool,
     },
+    /// What GitHub said about merging the pull request (`None`: it did not know in time).
+    Mergeability {
+        mergeable: Option<bool>,
+    },
+    /// The base branch was merged in (`None`: the merge failed, see the warning before it).
+    BaseMerged {
+        outcome: Option<MergeOutcome>,
+    },
+    /// The issue was closed as already resolved.
+    IssueClosed,
     Warning {
         message: String,
     },
     Stopped {
+        reason: String,
+    },
+    /// The run stopped short of its end; running again resumes it from here.
+    Paused {
         reason: String,
     },
     Finished {
@@ -104,6 +175,8 @@ pub enum Event {
 /// One line of the journal.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
+    /// The format version ([`FORMAT`]).
+    pub v: u32,
     pub seq: u64,
     pub time: String,
     #[serde(flatten)]
@@ -121,6 +194,24 @@ pub enum JournalError {
     Read {
         path: PathBuf,
         source: std::io::Error,
+    },
+    #[error(
+        "the run journal {path} is in format {found}, which this supervisor does not read (it reads format {FORMAT}); \
+         finish that run with the supervisor version that started it, or remove {dir} to start the issue afresh"
+    )]
+    Version {
+        path: PathBuf,
+        dir: PathBuf,
+        found: u32,
+    },
+    #[error(
+        "line {line} of the run journal {path} is damaged ({problem}); remove {dir} to start the issue afresh"
+    )]
+    Damaged {
+        path: PathBuf,
+        dir: PathBuf,
+        line: usize,
+        problem: String,
     },
 }
 
@@ -143,31 +234,28 @@ impl Journal {
             path: dir.clone(),
             source,
         })?;
-        let entries = read_entries(&path)?;
+        let (entries, good) = read_journal(&path)?;
         let next_seq = entries.last().map(|e| e.seq + 1).unwrap_or(1);
+        let write_err = |source| JournalError::Write {
+            path: path.clone(),
+            source,
+        };
         let file = OpenOptions::new()
             .create(true)
             .append(true)
             .open(&path)
-            .map_err(|source| JournalError::Write {
-                path: path.clone(),
-                source,
-            })?;
-        // A crash may have left half a line: make sure the next event starts on its own line.
-        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-        let mut journal = Journal {
+            .map_err(write_err)?;
+        // A crash may have left half a line: cut it, so the next event starts on its own line.
+        if file.metadata().map_err(write_err)?.len() > good {
+            file.set_len(good).map_err(write_err)?;
+        }
+        Ok(Journal {
             dir,
             path,
             file: Some(file),
             next_seq,
             entries,
-        };
-        if len > 0 && !ends_with_newline(&journal.path) {
-            if let Some(f) = journal.file.as_mut() {
-                let _ = f.write_all(b"\n");
-            }
-        }
-        Ok(journal)
+        })
     }
 
     /// A journal that records in memory only (dry runs).
@@ -196,6 +284,7 @@ impl Journal {
     /// Append an event and flush it to disk before returning.
     pub fn record(&mut self, event: Event) -> Result<(), JournalError> {
         let entry = Entry {
+            v: FORMAT,
             seq: self.next_seq,
             time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             event,
@@ -214,30 +303,19 @@ impl Journal {
         self.entries.push(entry);
         Ok(())
     }
-
-    /// What the journal says about the run so far.
-    pub fn replay(&self) -> Replay {
-        Replay::from_entries(&self.entries)
-    }
 }
 
-fn ends_with_newline(path: &Path) -> bool {
-    use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = File::open(path) else {
-        return true;
-    };
-    if f.seek(SeekFrom::End(-1)).is_err() {
-        return true;
-    }
-    let mut b = [0u8; 1];
-    f.read_exact(&mut b).map(|_| b[0] == b'\n').unwrap_or(true)
-}
-
-/// Read every complete, parsable entry of a journal file.
+/// Read a journal file. A torn last line (a crash mid-write) is dropped; any other line that does
+/// not parse, or a line of another format, is an error naming the journal.
 pub fn read_entries(path: &Path) -> Result<Vec<Entry>, JournalError> {
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+    read_journal(path).map(|(entries, _)| entries)
+}
+
+/// The entries of a journal file, and the length of its complete lines.
+fn read_journal(path: &Path) -> Result<(Vec<Entry>, u64), JournalError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), 0)),
         Err(source) => {
             return Err(JournalError::Read {
                 path: path.to_path_buf(),
@@ -245,64 +323,45 @@ pub fn read_entries(path: &Path) -> Result<Vec<Entry>, JournalError> {
             });
         }
     };
+    let dir = path.parent().unwrap_or(path).to_path_buf();
+    let damaged = |line: usize, problem: String| JournalError::Damaged {
+        path: path.to_path_buf(),
+        dir: dir.clone(),
+        line,
+        problem,
+    };
     let mut entries = Vec::new();
-    for line in BufReader::new(file).lines() {
-        let line = line.map_err(|source| JournalError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+    let mut good = 0u64;
+    let mut offset = 0usize;
+    for (i, raw) in bytes.split_inclusive(|b| *b == b'\n').enumerate() {
+        offset += raw.len();
+        let complete = raw.ends_with(b"\n");
+        let line = String::from_utf8_lossy(raw);
         if line.trim().is_empty() {
+            good = offset as u64;
             continue;
         }
-        // A torn line (crash mid-write) or an event of a newer version is skipped, not fatal.
-        if let Ok(entry) = serde_json::from_str::<Entry>(&line) {
-            entries.push(entry);
+        let value: serde_json::Value = match (serde_json::from_str(&line), complete) {
+            (Ok(v), true) => v,
+            // The last line, cut short by a crash (only the last piece can lack its newline).
+            (_, false) => break,
+            (Err(_), true) if offset == bytes.len() => break,
+            (Err(e), true) => return Err(damaged(i + 1, e.to_string())),
+        };
+        let found = value.get("v").and_then(|v| v.as_u64()).unwrap_or(1) as u32;
+        if found != FORMAT {
+            return Err(JournalError::Version {
+                path: path.to_path_buf(),
+                dir,
+                found,
+            });
         }
+        let entry =
+            serde_json::from_value::<Entry>(value).map_err(|e| damaged(i + 1, e.to_string()))?;
+        entries.push(entry);
+        good = offset as u64;
     }
-    Ok(entries)
-}
-
-/// The run as the journal knows it.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Replay {
-    pub state: RunState,
-    /// Highest attempt started per stage.
-    pub attempts: std::collections::BTreeMap<String, u32>,
-    /// Outcome recorded for a stage attempt whose decision has not been applied yet.
-    pub pending_outcome: Option<(String, u32, Value)>,
-    /// The latest gate reports: the reviewer's context and the PR's gate table after a resume.
-    pub last_gates: Option<Value>,
-    pub transitions: Vec<Transition>,
-}
-
-impl Replay {
-    pub fn from_entries(entries: &[Entry]) -> Replay {
-        let mut r = Replay::default();
-        for e in entries {
-            match &e.event {
-                Event::StageStarted { stage, attempt, .. } => {
-                    let a = r.attempts.entry(stage.clone()).or_default();
-                    *a = (*a).max(*attempt);
-                    r.pending_outcome = None;
-                }
-                Event::Outcome {
-                    stage,
-                    attempt,
-                    outcome,
-                } => {
-                    r.pending_outcome = Some((stage.clone(), *attempt, outcome.clone()));
-                }
-                Event::GatesFinished { reports, .. } => r.last_gates = Some(reports.clone()),
-                Event::Applied { transition } => {
-                    r.state.apply(transition);
-                    r.transitions.push(transition.clone());
-                    r.pending_outcome = None;
-                }
-                _ => {}
-            }
-        }
-        r
-    }
+    Ok((entries, good))
 }
 
 #[cfg(test)]
@@ -329,6 +388,7 @@ mod tests {
             stage: "Research".into(),
             agent: "researcher".into(),
             attempt: 1,
+            fix: None,
         })
         .unwrap();
         drop(j);
@@ -379,59 +439,43 @@ mod tests {
     }
 
     #[test]
-    fn replay_rebuilds_state_attempts_and_pending_outcomes() {
-        let mut j = Journal::in_memory();
-        let events = vec![
-            Event::Applied {
-                transition: t("Backlog", "Research", TransitionKind::Auto),
-            },
-            Event::StageStarted {
-                stage: "Research".into(),
-                agent: "researcher".into(),
-                attempt: 1,
-            },
-            Event::Outcome {
-                stage: "Research".into(),
-                attempt: 1,
-                outcome: serde_json::json!({"action": "COMPLETE"}),
-            },
-            Event::Applied {
-                transition: t("Research", "Architecture", TransitionKind::Forward),
-            },
-            Event::StageStarted {
-                stage: "Architecture".into(),
-                agent: "architect".into(),
-                attempt: 1,
-            },
-            Event::Outcome {
-                stage: "Architecture".into(),
-                attempt: 1,
-                outcome: serde_json::json!({"action": "COMPLETE"}),
-            },
-            Event::Applied {
-                transition: t("Architecture", "Research", TransitionKind::LoopBack),
-            },
-            Event::StageStarted {
-                stage: "Research".into(),
-                agent: "researcher".into(),
-                attempt: 2,
-            },
-            Event::Outcome {
-                stage: "Research".into(),
-                attempt: 2,
-                outcome: serde_json::json!({"action": "COMPLETE"}),
-            },
-        ];
-        for e in events {
-            j.record(e).unwrap();
-        }
-        let r = j.replay();
-        assert_eq!(r.state.iteration, 3);
-        assert!(r.state.looped_into.contains("Research"));
-        assert_eq!(r.attempts["Research"], 2);
-        assert_eq!(r.attempts["Architecture"], 1);
-        let (stage, attempt, _) = r.pending_outcome.clone().unwrap();
-        assert_eq!((stage.as_str(), attempt), ("Research", 2));
-        assert_eq!(r.last_gates, None);
+    fn a_journal_of_another_format_is_a_clear_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".supervisor/runs/r/events.jsonl");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        // Format 1 had no `v` and untyped payloads.
+        std::fs::write(
+            &path,
+            "{\"seq\":1,\"time\":\"t\",\"kind\":\"outcome\",\"payload\":{\"stage\":\"Research\",\"attempt\":1,\"outcome\":{}}}\n",
+        )
+        .unwrap();
+        let err = Journal::open(dir.path(), "r").unwrap_err().to_string();
+        assert!(err.contains("format 1"), "{err}");
+        assert!(err.contains(&path.display().to_string()), "{err}");
+        assert!(err.contains("remove"), "{err}");
+    }
+
+    #[test]
+    fn a_changed_payload_is_an_error_not_a_silently_lost_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = Journal::open(dir.path(), "r").unwrap();
+        j.record(Event::Applied {
+            transition: t("Backlog", "Research", TransitionKind::Auto),
+        })
+        .unwrap();
+        j.record(Event::Warning {
+            message: "kept".into(),
+        })
+        .unwrap();
+        drop(j);
+        let path = dir.path().join(".supervisor/runs/r/events.jsonl");
+        let text = std::fs::read_to_string(&path).unwrap();
+        // The first line's transition loses a field it needs.
+        let broken = text.replacen("\"kind\":\"auto\",", "", 1);
+        assert_ne!(broken, text);
+        std::fs::write(&path, broken).unwrap();
+        let err = read_entries(&path).unwrap_err().to_string();
+        assert!(err.contains("line 1"), "{err}");
+        assert!(err.contains("damaged"), "{err}");
     }
 }

@@ -1,20 +1,30 @@
-//! The engine: pure decisions (`plan`, `decide`), the journal, and the loop that performs them.
+//! The engine: pure decisions (`decide`), a step function over the run's state (`machine`), the
+//! journal its state is folded from, and the driver that performs its effects.
 
 mod checks;
 mod context;
-mod decide;
+pub mod decide;
+mod effects;
 mod engine;
 mod journal;
+mod machine;
 mod project;
+mod summary;
 
 pub use checks::GitHubChecks;
-pub use context::{
-    IssueContext, MAX_NOTE_CHARS, Return, TaskInput, TrustedNote, build_task, has_heading,
-};
+pub use context::{IssueContext, NoteKind, Return, TrustedNote, has_heading};
 pub use decide::{
-    DecideError, DecideInput, Decision, MAX_ITERATIONS, RunState, Step, StopReason, Transition,
-    TransitionKind, decide, plan,
+    DecideError, DecideInput, Decision, MAX_ITERATIONS, RunState, SkipReason, Step, StopReason,
+    Transition, TransitionKind, decide, plan,
 };
-pub use engine::{RunError, RunOptions, Services, exit_code, run_issue};
-pub use journal::{Entry, Event, Journal, JournalError, Replay, read_entries, runs_dir};
+pub use effects::{
+    Cleanup, CommitResult, Context, Dispatch, Effect, Effects, Input, PrRequest, TaskSpec, Text,
+    WorktreeInfo,
+};
+pub use engine::{RunError, RunOptions, drive};
+pub use journal::{
+    AgentStats, Entry, Event, FORMAT, Halt, Journal, JournalError, read_entries, runs_dir,
+};
+pub use machine::{Machine, Next, Step as MachineStep};
 pub use project::{Project, process_env};
+pub use summary::{AgentLine, GateRound, RunEnd, RunFacts, RunSummary, exit};

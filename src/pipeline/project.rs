@@ -63,7 +63,10 @@ impl Project {
     }
 }
 
-/// The process environment, as `Project::load` wants it.
+/// The process environment, as `Project::load` wants it (secrets taken out of it at start
+/// included).
 pub fn process_env(key: &str) -> Option<String> {
-    std::env::var(key).ok()
+    crate::process::secret(key)
+        .map(str::to_string)
+        .or_else(|| std::env::var(key).ok())
 }

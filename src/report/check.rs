@@ -274,8 +274,12 @@ pub fn check_json(p: &Project, pf: &Preflight) -> serde_json::Value {
 /// Machine- and human-readable forms of configuration errors.
 pub fn errors_text(e: &ConfigError, json: bool) -> String {
     if json {
-        json!({ "ok": false, "errors": e.issues.iter().map(issue_json).collect::<Vec<_>>() })
-            .to_string()
+        json!({
+            "ok": false,
+            "errors": e.issues.iter().map(issue_json).collect::<Vec<_>>(),
+            "warnings": e.warnings.iter().map(issue_json).collect::<Vec<_>>(),
+        })
+        .to_string()
     } else {
         e.to_string()
     }

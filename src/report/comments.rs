@@ -4,17 +4,63 @@
 use std::fmt::Write;
 
 use crate::agent::{AuditFinding, Severity};
-use crate::audit::{AuditScore, DIMENSIONS};
+use crate::audit::AuditScore;
+use crate::config::Dimension;
+use crate::pipeline::{PrRequest, RunFacts, Text};
 
-/// Facts about an agent run shown under its comment.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RunFacts {
-    pub agent: String,
-    pub attempt: u32,
-    pub duration_ms: u64,
-    pub tokens: u64,
-    pub tool_calls: u64,
-    pub model: Option<String>,
+/// The Markdown of a comment the pipeline posts.
+pub fn comment_text(text: &Text) -> String {
+    match text {
+        Text::Stage {
+            body,
+            findings,
+            facts,
+            note,
+        } => {
+            let body = if findings.is_empty() {
+                body.clone()
+            } else {
+                format!(
+                    "{}\n\n### Findings\n\n{}",
+                    body.trim_end(),
+                    findings_list(findings)
+                )
+            };
+            stage_comment(&body, facts, note.as_deref())
+        }
+        Text::Gates { reports } => super::gates::combined_gate_note(reports),
+        Text::ScoreGate { score, findings } => score_gate_comment(score, findings),
+        Text::Stopped { stage, reason } => stopped_comment(
+            stage,
+            reason,
+            "The card stays in its column. Fix the cause, then run supervisor again: it resumes from the board.",
+        ),
+        Text::Resolved { branch, base } => already_resolved_comment(branch, base),
+    }
+}
+
+/// The title and body of the pull request the pipeline opens.
+pub fn pull_request_text(pr: &PrRequest) -> (String, String) {
+    let gate_table = if pr.gates.is_empty() {
+        String::new()
+    } else {
+        super::gates::gate_summary_table(&pr.gates)
+    };
+    let body = pr_body(&PrBodyInput {
+        issue: pr.issue,
+        audit_comment: &pr.audit_comment,
+        score: &pr.score,
+        findings: &pr.findings,
+        gate_table: &gate_table,
+        auditor_pr_body: pr.auditor_body.as_deref(),
+        rejections: pr.rejections,
+        gate_bounces: pr.gate_bounces,
+    });
+    let title = pr
+        .title
+        .clone()
+        .unwrap_or_else(|| default_pr_title(pr.issue, &pr.issue_title));
+    (title, body)
 }
 
 pub fn human_duration(ms: u64) -> String {
@@ -67,25 +113,22 @@ pub fn stage_comment(body: &str, facts: &RunFacts, note: Option<&str>) -> String
 /// One Markdown table row per dimension, with its worst finding.
 pub fn dimension_table(score: &AuditScore, findings: &[AuditFinding]) -> String {
     let mut out = String::from("| Dimension | Result | Findings |\n|---|---|---|\n");
-    for d in DIMENSIONS {
-        let result = if score.excluded.iter().any(|e| e == d) {
-            "excluded".to_string()
-        } else if score.failing.iter().any(|f| f == d) {
-            "❌ fail".to_string()
-        } else {
-            "✅ pass".to_string()
-        };
+    for d in Dimension::ALL {
         let count = findings.iter().filter(|f| f.dimension == d).count();
-        let _ = writeln!(out, "| {d} | {result} | {count} |");
-    }
-    for u in &score.unknown {
-        let count = findings.iter().filter(|f| &f.dimension == u).count();
-        let _ = writeln!(
-            out,
-            "| {u} (not an audit dimension) | not scored | {count} |"
-        );
+        let _ = writeln!(out, "| {d} | {} | {count} |", dimension_result(score, d));
     }
     out
+}
+
+/// `excluded`, `❌ fail` or `✅ pass`: how a dimension counted in the score.
+pub(super) fn dimension_result(score: &AuditScore, d: Dimension) -> &'static str {
+    if score.excluded.contains(&d) {
+        "excluded"
+    } else if score.failing.contains(&d) {
+        "❌ fail"
+    } else {
+        "✅ pass"
+    }
 }
 
 /// Findings as a Markdown list, most severe first.
@@ -126,7 +169,11 @@ pub fn score_line(score: &AuditScore) -> String {
         score.total,
         score.ratio(),
         score.threshold,
-        if score.passed { "passed" } else { "not met" }
+        match (score.passed, score.meets_threshold()) {
+            (true, _) => "passed",
+            (false, true) => "not met: a critical finding is never approved",
+            (false, false) => "not met",
+        }
     )
 }
 
@@ -258,7 +305,7 @@ mod tests {
     fn finding(sev: Severity, dim: &str, msg: &str, file: Option<(&str, u32)>) -> AuditFinding {
         AuditFinding {
             severity: sev,
-            dimension: dim.into(),
+            dimension: Dimension::parse(dim).unwrap(),
             message: msg.into(),
             file: file.map(|f| f.0.to_string()),
             line: file.map(|f| f.1),
@@ -319,7 +366,6 @@ mod tests {
                 Some(("README.md", 0)),
             ),
             finding(Severity::Warning, "test-quality", "no edge cases", None),
-            finding(Severity::Warning, "vibes", "unknown dimension", None),
         ];
         let s = score(
             &findings,
@@ -348,12 +394,7 @@ mod tests {
             "rename x",
             Some(("a.ts", 1)),
         )];
-        let s = score(
-            &findings,
-            &["research-incorporation".to_string()],
-            0.75,
-            None,
-        );
+        let s = score(&findings, &[Dimension::ResearchIncorporation], 0.75, None);
         let body = pr_body(&PrBodyInput {
             issue: 42,
             audit_comment: "## Audit Approved\n\n### Summary\nGood.\n\n```\n## not a heading\n```",

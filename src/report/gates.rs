@@ -36,7 +36,7 @@ fn duration_text(ms: u64) -> String {
 }
 
 /// Text safe inside a Markdown table cell.
-fn cell(s: &str) -> String {
+pub(super) fn cell(s: &str) -> String {
     s.replace('|', "\\|").replace(['\r', '\n'], " ")
 }
 
@@ -102,7 +102,7 @@ pub fn combined_gate_note(reports: &[GateReport]) -> String {
     } else {
         let names = blocking
             .iter()
-            .map(|r| format!("**{}** ({})", r.gate, short_status(r)))
+            .map(|r| format!("**{}** ({})", r.name, short_status(r)))
             .collect::<Vec<_>>()
             .join(", ");
         let _ = writeln!(
@@ -117,7 +117,7 @@ pub fn combined_gate_note(reports: &[GateReport]) -> String {
             GateStatus::NotRun(_) => "not run (required)".to_string(),
             other => other.label(),
         };
-        let _ = writeln!(out, "### {} {} — {heading}\n", icon(r), r.gate);
+        let _ = writeln!(out, "### {} {} — {heading}\n", icon(r), r.name);
         let body = match (&r.status, r.summary.is_empty()) {
             (GateStatus::NotRun(reason), true) => reason.as_str(),
             _ => r.summary.as_str(),
@@ -159,7 +159,7 @@ fn one_line(r: &GateReport) -> String {
         (GateStatus::NotRun(_), _) | (_, true) => String::new(),
         _ => format!(": {}", r.summary),
     };
-    format!("- {} **{}** — {}{summary}", icon(r), r.gate, status_text(r))
+    format!("- {} **{}** — {}{summary}", icon(r), r.name, status_text(r))
 }
 
 fn short_status(r: &GateReport) -> String {
@@ -176,7 +176,7 @@ pub fn gate_summary_table(reports: &[GateReport]) -> String {
         let _ = writeln!(
             out,
             "| {} | {} {} | {} | {} |",
-            cell(&r.gate),
+            cell(&r.name),
             icon(r),
             cell(&status_text(r)),
             r.findings.len(),
@@ -184,16 +184,13 @@ pub fn gate_summary_table(reports: &[GateReport]) -> String {
         );
     }
     let v = verdict(reports);
-    let _ = writeln!(out, "\nVerdict: **{}**", verdict_text(v));
+    let _ = writeln!(out, "\nVerdict: **{v}** — {}", v.meaning());
     out
 }
 
-pub fn verdict_text(v: Verdict) -> &'static str {
-    match v {
-        Verdict::Pass => "pass",
-        Verdict::PassWithWarnings => "not blocked: warnings or gates not run",
-        Verdict::Blocked => "blocked",
-    }
+/// `not-blocked — nothing blocks, but gates warned or did not run`: the verdict's word and meaning.
+pub fn verdict_text(v: Verdict) -> String {
+    format!("{v} — {}", v.meaning())
 }
 
 /// Duplicates (with their clone types), traceability and package-safety findings in full, for the
@@ -206,10 +203,7 @@ pub fn gate_findings_for_auditor(reports: &[GateReport]) -> String {
         (GateKind::PackageSafety, "Package safety"),
     ];
     for (kind, title) in sections {
-        let matching: Vec<&GateReport> = reports
-            .iter()
-            .filter(|r| GateKind::parse(&r.gate) == Some(kind))
-            .collect();
+        let matching: Vec<&GateReport> = reports.iter().filter(|r| r.kind == kind).collect();
         let _ = writeln!(out, "### {title}\n");
         if matching.is_empty() {
             let _ = writeln!(
@@ -220,7 +214,14 @@ pub fn gate_findings_for_auditor(reports: &[GateReport]) -> String {
             continue;
         }
         for r in matching {
-            let _ = writeln!(out, "{} {}: {}\n", icon(r), status_text(r), r.summary);
+            let _ = writeln!(
+                out,
+                "{} **{}** {}: {}\n",
+                icon(r),
+                r.name,
+                status_text(r),
+                r.summary
+            );
             if r.findings.is_empty() {
                 let _ = writeln!(out, "No findings.\n");
             } else {
@@ -233,12 +234,7 @@ pub fn gate_findings_for_auditor(reports: &[GateReport]) -> String {
     }
     let others: Vec<&GateReport> = reports
         .iter()
-        .filter(|r| {
-            !matches!(
-                GateKind::parse(&r.gate),
-                Some(GateKind::Duplicates | GateKind::Traceability | GateKind::PackageSafety)
-            )
-        })
+        .filter(|r| !sections.iter().any(|(kind, _)| r.kind == *kind))
         .collect();
     if !others.is_empty() {
         let _ = writeln!(out, "### Other gates\n");
@@ -257,7 +253,7 @@ pub fn gate_reports_text(reports: &[GateReport]) -> String {
     let mut out = String::new();
     let width = reports
         .iter()
-        .map(|r| r.gate.chars().count())
+        .map(|r| r.name.chars().count())
         .max()
         .unwrap_or(4);
     for r in reports {
@@ -270,7 +266,7 @@ pub fn gate_reports_text(reports: &[GateReport]) -> String {
             out,
             "{} {:width$}  {:<18} {:>8}  {}",
             icon(r),
-            r.gate,
+            r.name,
             label,
             duration_text(r.duration_ms),
             r.summary.lines().next().unwrap_or_default()
@@ -300,10 +296,10 @@ pub fn gate_reports_text(reports: &[GateReport]) -> String {
     let blocking: Vec<&str> = reports
         .iter()
         .filter(|r| r.blocks())
-        .map(|r| r.gate.as_str())
+        .map(|r| r.name.as_str())
         .collect();
     let _ = match v {
-        Verdict::Blocked => writeln!(out, "verdict: blocked by {}", blocking.join(", ")),
+        Verdict::Blocked => writeln!(out, "verdict: {v} by {}", blocking.join(", ")),
         other => writeln!(out, "verdict: {}", verdict_text(other)),
     };
     out
@@ -325,7 +321,7 @@ mod tests {
     }
 
     fn report(
-        gate: &str,
+        kind: GateKind,
         status: GateStatus,
         required: bool,
         findings: Vec<Finding>,
@@ -333,20 +329,19 @@ mod tests {
         ms: u64,
     ) -> GateReport {
         GateReport {
-            gate: gate.into(),
-            status,
             findings,
             duration_ms: ms,
             required,
             summary: summary.into(),
+            ..GateReport::new(kind, kind.name(), status)
         }
     }
 
     fn sample() -> Vec<GateReport> {
         vec![
-            report("ci", GateStatus::Pass, false, vec![], "all 2 checks passed on 0123456789", 1200),
+            report(GateKind::Ci, GateStatus::Pass, false, vec![], "all 2 checks passed on 0123456789", 1200),
             report(
-                "tsc",
+                GateKind::Tsc,
                 GateStatus::Fail,
                 false,
                 vec![finding(Some("src/index.ts"), Some(3), "TS2345", "Argument of type 'string' is not assignable to parameter of type 'number'.")],
@@ -354,7 +349,7 @@ mod tests {
                 3100,
             ),
             report(
-                "lsp",
+                GateKind::Lsp,
                 GateStatus::NotRun("typescript-language-server not found in node_modules/.bin or PATH (install typescript-language-server, or set gates.allowNpx)".into()),
                 true,
                 vec![],
@@ -362,7 +357,7 @@ mod tests {
                 5,
             ),
             report(
-                "dead-code",
+                GateKind::DeadCode,
                 GateStatus::Fail,
                 false,
                 vec![finding(Some("src/math.ts"), Some(5), "unused-export", "unused export: `unusedHelper`")],
@@ -370,23 +365,26 @@ mod tests {
                 800,
             ),
             report(
-                "duplicates",
+                GateKind::Duplicates,
                 GateStatus::Warn,
                 false,
                 vec![Finding { severity: FindingSeverity::Warning, ..finding(Some("src/renamed.ts"), Some(7), "type-2-clone", "Type 2 (renamed identifiers/literals) clone of src/orders.ts:7-16 (lines 7-16 here; 10 lines, 106 tokens)") }],
                 "clones touching changed files: 0 Type 1, 1 Type 2, 0 Type 3 (for the auditor; not blocking)",
                 600,
             ),
-            report("traceability", GateStatus::Pass, false, vec![], "checklist: 3/3 items traced; tests: 1/1 changed sources have a changed test", 20),
-            report("package-safety", GateStatus::NotApplicable, false, vec![], "no package.json in the change", 1),
-            report(
-                "tests",
-                GateStatus::Fail,
-                true,
-                vec![finding(None, None, "command", "`cargo test` ended with exit status 101; expected exit status 0. Last output:\ntest totals ... FAILED\nerror: test failed, to rerun pass `--lib`")],
-                "`cargo test` ended with exit status 101 after 12.0 s; expected exit status 0",
-                75_000,
-            ),
+            report(GateKind::Traceability, GateStatus::Pass, false, vec![], "checklist: 3/3 items traced; tests: 1/1 changed sources have a changed test", 20),
+            report(GateKind::PackageSafety, GateStatus::NotApplicable, false, vec![], "no package.json in the change", 1),
+            GateReport {
+                name: "tests".into(),
+                ..report(
+                    GateKind::Command,
+                    GateStatus::Fail,
+                    true,
+                    vec![finding(None, None, "command", "`cargo test` ended with exit status 101; expected exit status 0. Last output:\ntest totals ... FAILED\nerror: test failed, to rerun pass `--lib`")],
+                    "`cargo test` ended with exit status 101 after 12.0 s; expected exit status 0",
+                    75_000,
+                )
+            },
         ]
     }
 
@@ -406,8 +404,31 @@ mod tests {
     #[test]
     fn summary_table() {
         insta::assert_snapshot!("gate_summary_table", gate_summary_table(&sample()));
-        let all_pass = [report("tsc", GateStatus::Pass, true, vec![], "ok", 10)];
+        let all_pass = [report(
+            GateKind::Tsc,
+            GateStatus::Pass,
+            true,
+            vec![],
+            "ok",
+            10,
+        )];
         assert!(gate_summary_table(&all_pass).contains("Verdict: **pass**"));
+        let not_run = [report(
+            GateKind::Lsp,
+            GateStatus::NotRun("pylsp missing".into()),
+            false,
+            vec![],
+            "",
+            1,
+        )];
+        let table = gate_summary_table(&not_run);
+        assert!(
+            table.contains(
+                "Verdict: **not-blocked** — nothing blocks, but gates warned or did not run"
+            ),
+            "the PR body's word is the JSON's: {table}"
+        );
+        assert!(gate_reports_text(&not_run).contains("verdict: not-blocked"));
     }
 
     #[test]

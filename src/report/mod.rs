@@ -1,18 +1,25 @@
 //! Every text a human reads: the `check` summary, comments, the PR body, the run summary.
 
+mod actions;
 mod check;
 mod comments;
 mod gates;
 mod summary;
+mod task;
 
+pub use actions::{
+    action_outputs, annotations, delimiter_fits, error_job_summary, error_outputs, escape_data,
+    escape_property, github_output, job_summary,
+};
 pub use check::{check_json, check_text, errors_text};
 pub use comments::{
-    PrBodyInput, RunFacts, already_resolved_comment, default_pr_title, dimension_table,
-    findings_list, human_duration, human_tokens, pr_body, score_gate_comment, score_line,
-    stage_comment, stopped_comment,
+    PrBodyInput, already_resolved_comment, comment_text, default_pr_title, dimension_table,
+    findings_list, human_duration, human_tokens, pr_body, pull_request_text, score_gate_comment,
+    score_line, stage_comment, stopped_comment,
 };
 pub use gates::{
     combined_gate_note, gate_findings_for_auditor, gate_reports_text, gate_summary_table,
     verdict_text,
 };
-pub use summary::{AgentLine, GateRound, RunEnd, RunSummary, run_map, summary_text};
+pub use summary::{run_map, summary_text};
+pub use task::{MAX_NOTE_CHARS, TaskInput, build_task, task_text};

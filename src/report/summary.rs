@@ -2,100 +2,12 @@
 
 use std::fmt::Write;
 
-use serde::Serialize;
-
 use super::comments::{human_duration, human_tokens};
-use crate::audit::AuditScore;
-use crate::pipeline::{Transition, TransitionKind};
+use crate::pipeline::{RunEnd, RunSummary, Transition, TransitionKind};
 
-/// How the run ended.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum RunEnd {
-    /// Approved; the pull request is open.
-    PullRequest {
-        number: u64,
-        url: String,
-        created: bool,
-    },
-    /// The card was already in Done: nothing to do.
-    AlreadyDone,
-    /// The developer changed nothing: the issue was closed as already resolved.
-    ClosedAsResolved,
-    /// Stopped before Done; a human is needed.
-    Stopped { stage: String, reason: String },
-    /// Refused before anything was written (untrusted author, blockers, …).
-    Refused { reason: String },
-    /// SIGINT/SIGTERM: the agent was stopped and the worktree cleaned.
-    Interrupted,
-    /// `--dry-run`: nothing was written.
-    DryRun { plan: Vec<String> },
-}
-
-/// One agent dispatch.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentLine {
-    pub stage: String,
-    pub agent: String,
-    pub attempt: u32,
-    pub backend: String,
-    pub duration_ms: u64,
-    pub tokens: u64,
-    pub cost_usd: f64,
-    pub tool_calls: u64,
-    pub model: Option<String>,
-    /// `completed`, `timed out after 30m`, …
-    pub exit: String,
-}
-
-/// One run of the gates.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct GateRound {
-    pub stage: String,
-    pub attempt: u32,
-    pub blocked: bool,
-    pub failing: Vec<String>,
-    pub not_run: Vec<String>,
-    pub warnings: Vec<String>,
-}
-
-/// Everything the summary shows.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RunSummary {
-    pub run_id: String,
-    pub repo: String,
-    pub issue: u64,
-    pub title: String,
-    pub end: RunEnd,
-    pub agents: Vec<AgentLine>,
-    pub transitions: Vec<Transition>,
-    pub gate_rounds: Vec<GateRound>,
-    pub rejections: u32,
-    pub gate_bounces: u32,
-    pub score: Option<AuditScore>,
-    pub warnings: Vec<String>,
-    pub journal: String,
-    pub duration_ms: u64,
-}
-
-impl RunSummary {
-    pub fn total_tokens(&self) -> u64 {
-        self.agents.iter().map(|a| a.tokens).sum()
-    }
-
-    pub fn total_cost(&self) -> f64 {
-        self.agents.iter().map(|a| a.cost_usd).sum()
-    }
-}
-
-/// The summary for a terminal.
-pub fn summary_text(s: &RunSummary) -> String {
-    let mut out = String::new();
-    let _ = writeln!(out, "supervisor · {}#{} — {}", s.repo, s.issue, s.title);
-    let headline = match &s.end {
+/// One line saying how the run ended.
+pub(super) fn headline(end: &RunEnd) -> String {
+    match end {
         RunEnd::PullRequest { url, created, .. } => {
             format!(
                 "✔ approved — pull request {}: {url}",
@@ -111,8 +23,26 @@ pub fn summary_text(s: &RunSummary) -> String {
         RunEnd::Interrupted => {
             "✖ interrupted: the agent was stopped and the worktree removed".into()
         }
+        RunEnd::Paused { reason } => {
+            format!("… paused: {reason}; run the same command again to resume")
+        }
         RunEnd::DryRun { .. } => "dry run: nothing was written".into(),
+    }
+}
+
+/// What the run's agents cost, when their CLIs said.
+pub(super) fn cost(s: &RunSummary) -> Option<String> {
+    (s.total_cost() > 0.0).then(|| format!("${:.4}", s.total_cost()))
+}
+
+/// The summary for a terminal.
+pub fn summary_text(s: &RunSummary) -> String {
+    let mut out = String::new();
+    let _ = match s.title.is_empty() {
+        true => writeln!(out, "supervisor · {}#{}", s.repo, s.issue),
+        false => writeln!(out, "supervisor · {}#{} — {}", s.repo, s.issue, s.title),
     };
+    let headline = headline(&s.end);
     let _ = writeln!(out, "{headline}");
     if let RunEnd::DryRun { plan } = &s.end {
         for step in plan {
@@ -144,11 +74,7 @@ pub fn summary_text(s: &RunSummary) -> String {
             out,
             "  total: {} tokens{}, {} dispatches",
             human_tokens(s.total_tokens()),
-            if s.total_cost() > 0.0 {
-                format!(", ${:.4}", s.total_cost())
-            } else {
-                String::new()
-            },
+            cost(s).map(|c| format!(", {c}")).unwrap_or_default(),
             s.agents.len()
         );
     }
@@ -162,7 +88,10 @@ pub fn summary_text(s: &RunSummary) -> String {
             if score.failing.is_empty() {
                 String::new()
             } else {
-                format!("; failing: {}", score.failing.join(", "))
+                format!(
+                    "; failing: {}",
+                    crate::config::Dimension::list(&score.failing)
+                )
             }
         );
     }
@@ -177,18 +106,7 @@ pub fn summary_text(s: &RunSummary) -> String {
     if !s.gate_rounds.is_empty() {
         let _ = writeln!(out, "\ngates");
         for g in &s.gate_rounds {
-            let mut line = format!(
-                "  {} attempt {}: {}",
-                g.stage,
-                g.attempt,
-                if g.blocked {
-                    "blocked"
-                } else if g.not_run.is_empty() && g.warnings.is_empty() {
-                    "passed"
-                } else {
-                    "not blocked"
-                }
-            );
+            let mut line = format!("  {} attempt {}: {}", g.stage, g.attempt, g.verdict);
             if !g.failing.is_empty() {
                 let _ = write!(line, "; failing {}", g.failing.join(", "));
             }
@@ -257,6 +175,8 @@ pub fn run_map(transitions: &[Transition]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gates::{GateReport, GateStatus, Verdict};
+    use crate::pipeline::{AgentLine, GateRound};
 
     fn t(from: &str, to: &str, kind: TransitionKind) -> Transition {
         Transition::new(from, to, kind, "r")
@@ -311,7 +231,7 @@ mod tests {
                 GateRound {
                     stage: "Implementation".into(),
                     attempt: 1,
-                    blocked: true,
+                    verdict: Verdict::Blocked,
                     failing: vec!["tsc".into()],
                     not_run: vec!["lsp".into()],
                     warnings: vec![],
@@ -319,12 +239,13 @@ mod tests {
                 GateRound {
                     stage: "Implementation".into(),
                     attempt: 2,
-                    blocked: false,
+                    verdict: Verdict::NotBlocked,
                     failing: vec![],
                     not_run: vec!["lsp".into()],
                     warnings: vec![],
                 },
             ],
+            gates: Vec::new(),
             rejections: 1,
             gate_bounces: 1,
             score: None,
@@ -335,7 +256,7 @@ mod tests {
         let text = summary_text(&s);
         insta::assert_snapshot!(text);
         assert!(
-            text.contains("attempt 2: not blocked; not run lsp"),
+            text.contains("attempt 2: not-blocked; not run lsp"),
             "a round with a gate not run is never called passed"
         );
         let v = serde_json::to_value(&s).unwrap();
@@ -343,5 +264,28 @@ mod tests {
         assert_eq!(v["end"]["url"], "http://127.0.0.1:1/acme/widgets/pull/7");
         assert_eq!(v["agents"][0]["toolCalls"], 4);
         assert_eq!(v["transitions"].as_array().unwrap().len(), 9);
+        assert_eq!(v["gateRounds"][1]["verdict"], "not-blocked");
+    }
+
+    #[test]
+    fn a_gate_round_names_hooks_and_takes_the_gates_verdict() {
+        use crate::config::GateKind;
+        let report = GateReport::new;
+        let reports = [
+            report(GateKind::Command, "unit tests", GateStatus::Pass),
+            report(
+                GateKind::Lsp,
+                "lsp",
+                GateStatus::NotRun("pylsp missing".into()),
+            ),
+            report(GateKind::Duplicates, "clones", GateStatus::Warn),
+        ];
+        let round = GateRound::new("Implementation", 2, &reports);
+        assert_eq!(round.verdict, Verdict::NotBlocked);
+        assert_eq!(round.not_run, ["lsp"]);
+        assert_eq!(round.warnings, ["clones"]);
+        assert!(round.failing.is_empty());
+        let all_pass = GateRound::new("Implementation", 1, &reports[..1]);
+        assert_eq!(all_pass.verdict, Verdict::Pass);
     }
 }

@@ -25,7 +25,11 @@ pub struct Checkpoint {
     pub worktree: PathBuf,
     pub branch: String,
     pub started_at: DateTime<Utc>,
+    /// Refreshed while the run lives (a heartbeat while agents run).
     pub updated_at: DateTime<Utc>,
+    /// The child process groups running now, so that a resume after a crash kills what is left.
+    #[serde(default)]
+    pub groups: Vec<i32>,
 }
 
 impl Checkpoint {
@@ -40,6 +44,7 @@ impl Checkpoint {
             branch: wt.branch.clone(),
             started_at: now,
             updated_at: now,
+            groups: Vec::new(),
         }
     }
 
@@ -100,6 +105,11 @@ impl Checkpoint {
         self.save(repo_root)
     }
 
+    /// The lock file held for the run's lifetime: `<repo_root>/.supervisor/runs/checkpoint-<issue>.lock`.
+    pub fn lock_path(repo_root: &Path, issue: u64) -> PathBuf {
+        Checkpoint::path(repo_root, issue).with_extension("lock")
+    }
+
     /// Not touched for over an hour.
     pub fn is_stale(&self, now: DateTime<Utc>) -> bool {
         now.signed_duration_since(self.updated_at)
@@ -114,6 +124,41 @@ impl Checkpoint {
         };
         // SAFETY: signal 0 only checks for existence.
         pid > 1 && pid as u32 != std::process::id() && unsafe { libc::kill(pid, 0) } == 0
+    }
+}
+
+/// An advisory lock (flock) on an issue's run, held for the run's lifetime. The kernel releases it
+/// when the process dies, however it dies, so a held lock always means a live run.
+#[derive(Debug)]
+pub struct RunLock {
+    _file: std::fs::File,
+}
+
+impl RunLock {
+    /// Take the lock of `issue`'s run; `None` when another process holds it.
+    pub fn acquire(repo_root: &Path, issue: u64) -> Result<Option<RunLock>, WorkspaceError> {
+        use std::os::fd::AsRawFd;
+        let path = Checkpoint::lock_path(repo_root, issue);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io_err("cannot create", dir))?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io_err("cannot open", &path))?;
+        // SAFETY: flock(2) on a file descriptor this function owns.
+        let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if r == 0 {
+            return Ok(Some(RunLock { _file: file }));
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() == std::io::ErrorKind::WouldBlock {
+            Ok(None)
+        } else {
+            Err(io_err("cannot lock", &path)(e))
+        }
     }
 }
 
@@ -166,6 +211,7 @@ mod tests {
             branch: "b".into(),
             started_at: now,
             updated_at: now - chrono::Duration::minutes(59),
+            groups: Vec::new(),
         };
         assert!(!cp.is_stale(now));
         cp.updated_at = now - chrono::Duration::minutes(61);

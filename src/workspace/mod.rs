@@ -17,11 +17,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{Settings, is_safe_ref_component};
 
-pub use checkpoint::{CHECKPOINT_DIR, Checkpoint, STALE_AFTER, prune_stale};
+pub use checkpoint::{CHECKPOINT_DIR, Checkpoint, RunLock, STALE_AFTER, prune_stale};
 pub use git::PushAuth;
 pub use setup::{SetupReport, SetupStep, setup};
 pub use shutdown::Shutdown;
-pub use worktree::{MergeOutcome, cleanup, ensure_worktree, ensure_worktree_with};
+pub use worktree::{
+    MergeOutcome, cleanup, ensure_worktree, ensure_worktree_with, existing_worktree,
+};
 
 /// Where and how worktrees are made.
 #[derive(Debug, Clone, PartialEq)]
@@ -179,6 +181,9 @@ pub enum WorkspaceError {
     Checkpoint { path: PathBuf, problem: String },
     #[error("refusing to delete {path}: {reason}")]
     RefuseToDelete { path: PathBuf, reason: String },
+    /// Git work that could not finish (its task failed, or a step after it did).
+    #[error("{0}")]
+    Task(String),
 }
 
 /// `map_err` helper for git2 calls.

@@ -1,16 +1,19 @@
-//! SIGINT/SIGTERM handling: the first signal asks everything to stop (the running agent is killed,
-//! the worktree cleaned); a second one exits at once with status 1.
+//! SIGINT/SIGTERM handling: the first signal cancels the process's root [`CancellationToken`]
+//! (every run holds a child of it: its agents and gates stop, its worktree is cleaned); a second one
+//! kills every registered child process group and exits at once with status 1.
+
+use std::io::Write;
 
 use tokio::signal::unix::{SignalKind, signal};
-use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 
 /// Exit status of a second signal.
 pub const SECOND_SIGNAL_EXIT: i32 = 1;
 
-/// The shutdown request, as a watch channel that agents and the pipeline loop listen to.
-#[derive(Debug, Clone)]
+/// The process's shutdown request.
+#[derive(Debug, Clone, Default)]
 pub struct Shutdown {
-    tx: watch::Sender<bool>,
+    token: CancellationToken,
 }
 
 impl Shutdown {
@@ -19,22 +22,25 @@ impl Shutdown {
         let shutdown = Shutdown::manual();
         let mut int = signal(SignalKind::interrupt())?;
         let mut term = signal(SignalKind::terminate())?;
-        let tx = shutdown.tx.clone();
+        let token = shutdown.token.clone();
         tokio::spawn(async move {
             loop {
                 let name = tokio::select! {
                     _ = int.recv() => "SIGINT",
                     _ = term.recv() => "SIGTERM",
                 };
-                if *tx.borrow() {
-                    eprintln!("supervisor: {name} again: exiting now");
-                    crate::agent::kill_live_agents();
+                // Best effort: stderr may be a closed pipe, which must not stop the shutdown.
+                let mut stderr = std::io::stderr();
+                if token.is_cancelled() {
+                    let _ = writeln!(stderr, "supervisor: {name} again: exiting now");
+                    crate::process::kill_all_groups();
                     std::process::exit(SECOND_SIGNAL_EXIT);
                 }
-                eprintln!(
-                    "supervisor: {name}: stopping the agent and cleaning up (signal again to exit at once)"
+                let _ = writeln!(
+                    stderr,
+                    "supervisor: {name}: stopping: the running agent, gates or setup are killed and the worktree cleaned up (signal again to exit at once)"
                 );
-                tx.send_replace(true);
+                token.cancel();
             }
         });
         Ok(shutdown)
@@ -42,22 +48,21 @@ impl Shutdown {
 
     /// A shutdown switch without signal handlers (tests, embedding).
     pub fn manual() -> Shutdown {
-        let (tx, _) = watch::channel(false);
-        Shutdown { tx }
+        Shutdown::default()
     }
 
-    /// A receiver for `run_agent` and the pipeline loop.
-    pub fn subscribe(&self) -> watch::Receiver<bool> {
-        self.tx.subscribe()
+    /// The token runs, agents and gates listen to (each run takes a child of it).
+    pub fn token(&self) -> CancellationToken {
+        self.token.clone()
     }
 
     /// Ask everything to stop.
     pub fn request(&self) {
-        self.tx.send_replace(true);
+        self.token.cancel();
     }
 
     /// Whether a stop was asked for.
     pub fn requested(&self) -> bool {
-        *self.tx.borrow()
+        self.token.is_cancelled()
     }
 }

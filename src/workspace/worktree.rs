@@ -226,6 +226,28 @@ pub fn ensure_worktree_with(
     Ok(make(origin))
 }
 
+/// The worktree of `issue` when one exists (a crashed run's, say), without creating anything.
+pub fn existing_worktree(
+    cfg: &WorkspaceConfig,
+    issue: u64,
+) -> Result<Option<Worktree>, WorkspaceError> {
+    let branch = cfg.branch_for(issue)?;
+    let path = cfg.worktree_path(issue)?;
+    let repo = open(&cfg.repo_root)?;
+    let branch_ref = format!("refs/heads/{branch}");
+    let found = registered(&repo)?.into_iter().any(|(_, wt_path, valid)| {
+        valid && same_dir(&wt_path, &path) && head_ref(&wt_path).as_deref() == Some(&branch_ref)
+    });
+    Ok(found.then(|| Worktree {
+        path,
+        branch,
+        base: cfg.default_branch.clone(),
+        origin: Reuse::ExistingWorktree,
+        remote: cfg.remote.clone(),
+        git_config: cfg.git_config.clone(),
+    }))
+}
+
 /// Whether `path` is a checkout whose `.git` file points into `repo`'s worktree records.
 fn is_worktree_of(repo: &Repository, path: &Path) -> bool {
     let Ok(text) = std::fs::read_to_string(path.join(".git")) else {
@@ -338,6 +360,29 @@ impl Worktree {
             walk.hide(tip).map_err(git_err("revwalk"))?;
         }
         Ok(walk.count() as u32)
+    }
+
+    /// Whether the branch holds commits the remote does not: commits beyond the base whose tip is
+    /// not on the remote-tracking branch (which `push` and `fetch` keep current).
+    pub fn unpushed(&self) -> Result<bool, WorkspaceError> {
+        if self.commits_ahead()? == 0 {
+            return Ok(false);
+        }
+        let repo = self.repo()?;
+        let head = repo
+            .head()
+            .ok()
+            .and_then(|h| h.target())
+            .ok_or_else(|| git_err("head")(git2::Error::from_str("HEAD has no target")))?;
+        let tracking = format!("refs/remotes/{}/{}", self.remote, self.branch);
+        let Ok(remote) = repo.refname_to_id(&tracking) else {
+            return Ok(true);
+        };
+        let reached = remote == head
+            || repo
+                .graph_descendant_of(remote, head)
+                .map_err(git_err("merge base"))?;
+        Ok(!reached)
     }
 
     /// Push the branch to the remote with `--force-with-lease` (the branch is ours; `undo_last_commit`

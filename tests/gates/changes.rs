@@ -121,3 +121,38 @@ fn gate_state_files_stay_out_of_the_change() {
     let c = ChangeSet::compute(&f.dir, "main").unwrap();
     assert_eq!(paths(&c), vec![("src/new.ts", &FileStatus::Added)]);
 }
+
+/// `gates.exclude` with brace alternatives and character classes, as any glob user writes them.
+#[test]
+fn exclude_globs_with_braces_and_classes_leave_the_change() {
+    use supervisor::config::GateKind;
+    use supervisor::gates::{default_hook, run_gates};
+
+    let f = Fixture::new("ts-base");
+    f.write("src/helper.ts", "export const helper = 1;\n");
+    f.write("dist/bundle.js", "export const bundle = 1;\n");
+    f.write("build/out.js", "export const out = 1;\n");
+    f.write("src/gen1.ts", "export const gen = 1;\n");
+    f.commit_all("Add a helper (#4)");
+    let mut ctx = f.context_with_issue(4, "Add a helper", "- [ ] Add a helper\n");
+    ctx.settings.exclude = vec!["{dist,build}/**".into(), "src/gen[0-9].ts".into()];
+    let hooks = [default_hook(GateKind::Traceability)];
+    let reports = crate::common::run_bounded(60, async { run_gates(&hooks, &ctx).await });
+    let named: Vec<&str> = reports[0]
+        .findings
+        .iter()
+        .filter_map(|f| f.file.as_deref())
+        .collect();
+    assert!(
+        named.contains(&"src/helper.ts"),
+        "the kept file is checked: {:#?}",
+        reports[0]
+    );
+    for excluded in ["dist/bundle.js", "build/out.js", "src/gen1.ts"] {
+        assert!(
+            !named.contains(&excluded),
+            "{excluded} is excluded: {:#?}",
+            reports[0]
+        );
+    }
+}

@@ -1,13 +1,14 @@
 //! The CI gate against an in-test GitHub: stateful check runs that progress with each poll, ETags and
-//! 304s, a commit that reaches the remote only after a push, API errors.
+//! 304s, a commit that reaches the remote only after a push, API errors of each kind. A CI status that
+//! cannot be established is never a verdict: not run, with a cause, blocking when required.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use supervisor::config::GateKind;
+use supervisor::config::{GateKind, Hook};
 use supervisor::gates::{
-    BoxFuture, CiContext, CiPoll, CiRun, CiSource, GateContext, GateReport, GateStatus,
-    default_hook, run_gate,
+    BoxFuture, CiContext, CiError, CiPoll, CiRun, CiSource, GateContext, GateReport, GateStatus,
+    NotRunCause, default_hook, run_gate,
 };
 
 use crate::common::{Fixture, run_bounded};
@@ -31,6 +32,10 @@ struct State {
     pushes: usize,
     /// Poll numbers (0-based) that fail with an API error.
     errors_at: Vec<usize>,
+    /// The error those polls fail with (default: a transient 502).
+    error: Option<CiError>,
+    /// Why pushes fail (default: rejected, try again).
+    push_error: Option<CiError>,
 }
 
 #[derive(Clone, Default)]
@@ -50,7 +55,7 @@ impl CiSource for FakeGitHub {
         &'a self,
         sha: &'a str,
         etag: Option<&'a str>,
-    ) -> BoxFuture<'a, Result<CiPoll, String>> {
+    ) -> BoxFuture<'a, Result<CiPoll, CiError>> {
         Box::pin(async move {
             let mut s = self.0.lock().unwrap();
             assert_eq!(sha, SHA);
@@ -61,7 +66,10 @@ impl CiSource for FakeGitHub {
             let n = s.polls;
             s.polls += 1;
             if s.errors_at.contains(&n) {
-                return Err("HTTP 502 from api.github.com".into());
+                return Err(s
+                    .error
+                    .clone()
+                    .unwrap_or_else(|| CiError::Transient("HTTP 502 from api.github.com".into())));
             }
             let idx = n.min(s.timeline.len().saturating_sub(1));
             let runs = s.timeline.get(idx).cloned().unwrap_or_default();
@@ -81,14 +89,14 @@ impl CiSource for FakeGitHub {
         })
     }
 
-    fn commit_visible<'a>(&'a self, sha: &'a str) -> BoxFuture<'a, Result<bool, String>> {
+    fn commit_visible<'a>(&'a self, sha: &'a str) -> BoxFuture<'a, Result<bool, CiError>> {
         Box::pin(async move {
             assert_eq!(sha, SHA);
             Ok(self.0.lock().unwrap().visible)
         })
     }
 
-    fn push<'a>(&'a self) -> BoxFuture<'a, Result<(), String>> {
+    fn push<'a>(&'a self) -> BoxFuture<'a, Result<(), CiError>> {
         Box::pin(async move {
             let mut s = self.0.lock().unwrap();
             s.pushes += 1;
@@ -96,7 +104,9 @@ impl CiSource for FakeGitHub {
                 s.visible = true;
                 Ok(())
             } else {
-                Err("remote rejected the push: try again".into())
+                Err(s.push_error.clone().unwrap_or_else(|| {
+                    CiError::Other("remote rejected the push: try again".into())
+                }))
             }
         })
     }
@@ -112,6 +122,16 @@ fn fingerprint(runs: &[CiRun]) -> u64 {
 }
 
 fn gate(fake: &FakeGitHub, timeout: Duration) -> (GateReport, Fixture) {
+    gate_for(fake, timeout, &default_hook(GateKind::Ci))
+}
+
+fn required_ci() -> Hook {
+    let mut hook = default_hook(GateKind::Ci);
+    hook.required = true;
+    hook
+}
+
+fn gate_for(fake: &FakeGitHub, timeout: Duration, hook: &Hook) -> (GateReport, Fixture) {
     let fixture = Fixture::new("ts-base");
     let mut ctx: GateContext = fixture.context();
     ctx.ci = Some(CiContext {
@@ -120,9 +140,7 @@ fn gate(fake: &FakeGitHub, timeout: Duration) -> (GateReport, Fixture) {
         interval: Duration::from_millis(2),
         source: Arc::new(fake.clone()),
     });
-    let report = run_bounded(30, async {
-        run_gate(&default_hook(GateKind::Ci), &ctx).await
-    });
+    let report = run_bounded(30, async { run_gate(hook, &ctx).await });
     (report, fixture)
 }
 
@@ -207,14 +225,16 @@ fn unknown_conclusions_never_pass() {
 }
 
 #[test]
-fn pending_at_the_timeout_warns_and_proceeds() {
+fn pending_at_the_timeout_is_not_run_and_blocks_only_when_required() {
     let gh = fake(vec![vec![
         run("build", "completed", Some("success")),
         run("e2e", "in_progress", None),
     ]]);
     let (r, _f) = gate(&gh, Duration::from_millis(60));
-    assert_eq!(r.status, GateStatus::Warn, "{r:#?}");
-    assert!(!r.blocks());
+    assert!(matches!(r.status, GateStatus::NotRun(_)), "{r:#?}");
+    assert_eq!(r.not_run_cause(), Some(NotRunCause::Pending));
+    assert!(!r.is_pass());
+    assert!(!r.blocks(), "an optional CI gate lets the audit proceed");
     assert_eq!(r.findings.len(), 1);
     assert!(
         r.findings[0]
@@ -227,6 +247,12 @@ fn pending_at_the_timeout_warns_and_proceeds() {
         r.summary.contains("1 of 2 checks still pending"),
         "{}",
         r.summary
+    );
+
+    let (r, _f) = gate_for(&gh, Duration::from_millis(60), &required_ci());
+    assert!(
+        r.blocks(),
+        "a required CI gate still pending blocks: {r:#?}"
     );
 }
 
@@ -265,15 +291,21 @@ fn a_commit_missing_on_the_remote_is_pushed_again() {
 }
 
 #[test]
-fn a_commit_that_never_reaches_the_remote_warns() {
+fn a_commit_that_never_reaches_the_remote_is_not_run() {
     let gh = fake(vec![vec![run("build", "completed", Some("success"))]]);
     {
         let mut s = gh.0.lock().unwrap();
         s.visible = false;
         s.pushes_before_visible = 100;
     }
-    let (r, _f) = gate(&gh, Duration::from_secs(10));
-    assert_eq!(r.status, GateStatus::Warn, "{r:#?}");
+    let (r, _f) = gate_for(&gh, Duration::from_secs(10), &required_ci());
+    assert!(matches!(r.status, GateStatus::NotRun(_)), "{r:#?}");
+    assert!(r.blocks(), "required, and CI never saw the commit");
+    assert_eq!(
+        r.not_run_cause(),
+        Some(NotRunCause::Setup),
+        "a rejected push needs a person"
+    );
     assert_eq!(r.findings[0].rule, "ci-commit-not-pushed");
     assert!(
         r.findings[0].message.contains("after 3 pushes"),
@@ -281,23 +313,73 @@ fn a_commit_that_never_reaches_the_remote_warns() {
         r.findings
     );
     assert!(r.findings[0].message.contains("remote rejected the push"));
+
+    // Pushes that fail for the moment leave a resumable cause.
+    let gh = fake(vec![vec![run("build", "completed", Some("success"))]]);
+    {
+        let mut s = gh.0.lock().unwrap();
+        s.visible = false;
+        s.pushes_before_visible = 100;
+        s.push_error = Some(CiError::Transient("connection reset".into()));
+    }
+    let (r, _f) = gate(&gh, Duration::from_secs(10));
+    assert_eq!(r.not_run_cause(), Some(NotRunCause::Transient), "{r:#?}");
 }
 
 #[test]
-fn api_errors_are_retried_then_warn() {
+fn api_errors_are_retried_then_not_run_and_transient() {
     // One transient error is absorbed.
     let gh = fake(vec![vec![run("build", "completed", Some("success"))]]);
     gh.0.lock().unwrap().errors_at = vec![0];
     let (r, _f) = gate(&gh, Duration::from_secs(10));
     assert_eq!(r.status, GateStatus::Pass, "{r:#?}");
 
-    // A persistent one warns and lets the audit proceed.
+    // A persistent one: the status is unknown, never a pass; required, it blocks.
     let gh = fake(vec![vec![run("build", "completed", Some("success"))]]);
     gh.0.lock().unwrap().errors_at = (0..100).collect();
-    let (r, _f) = gate(&gh, Duration::from_secs(10));
-    assert_eq!(r.status, GateStatus::Warn, "{r:#?}");
+    let (r, _f) = gate_for(&gh, Duration::from_secs(10), &required_ci());
+    assert!(matches!(r.status, GateStatus::NotRun(_)), "{r:#?}");
+    assert_eq!(r.not_run_cause(), Some(NotRunCause::Transient));
     assert!(r.summary.contains("HTTP 502"), "{}", r.summary);
-    assert!(!r.blocks());
+    assert!(r.blocks());
+    assert_eq!(gh.0.lock().unwrap().polls, 3, "three tries, then give up");
+}
+
+#[test]
+fn a_rate_limit_or_a_refusal_is_not_asked_again() {
+    let cases = [
+        (
+            CiError::RateLimited("GitHub's API rate limit was hit; run again after 12:00".into()),
+            NotRunCause::Transient,
+            "rate limit",
+        ),
+        (
+            CiError::PermissionDenied {
+                permission: "Checks: read".into(),
+                detail: "GitHub API error 403: Resource not accessible by integration".into(),
+            },
+            NotRunCause::Denied,
+            "\"Checks: read\" permission",
+        ),
+        (
+            CiError::NotFound("GitHub API error 404: Not Found".into()),
+            NotRunCause::Setup,
+            "404",
+        ),
+    ];
+    for (error, cause, text) in cases {
+        let gh = fake(vec![vec![run("build", "completed", Some("success"))]]);
+        {
+            let mut s = gh.0.lock().unwrap();
+            s.errors_at = (0..100).collect();
+            s.error = Some(error.clone());
+        }
+        let (r, _f) = gate_for(&gh, Duration::from_secs(10), &required_ci());
+        assert_eq!(r.not_run_cause(), Some(cause), "{error:?}: {r:#?}");
+        assert!(r.blocks());
+        assert!(r.status.label().contains(text), "{}", r.status.label());
+        assert_eq!(gh.0.lock().unwrap().polls, 1, "{error:?} is not retried");
+    }
 }
 
 #[test]

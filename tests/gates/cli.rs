@@ -50,11 +50,12 @@ fn a_type_error_blocks_with_exit_1_and_json_reports() {
     assert_eq!(doc["base"], "main");
     let reports = doc["reports"].as_array().unwrap();
     assert_eq!(reports.len(), 2);
-    assert_eq!(reports[0]["gate"], "tsc");
+    assert_eq!(reports[0]["kind"], "tsc");
+    assert_eq!(reports[0]["name"], "tsc");
     assert_eq!(reports[0]["status"], "fail");
     assert_eq!(reports[0]["findings"][0]["file"], "src/index.ts");
     assert_eq!(reports[0]["findings"][0]["line"], 4);
-    assert_eq!(reports[1]["gate"], "traceability");
+    assert_eq!(reports[1]["name"], "traceability");
 }
 
 #[test]
@@ -73,7 +74,7 @@ fn human_output_goes_to_stderr_and_a_clean_change_exits_0() {
     assert!(stderr.contains("⛔ ci"), "{stderr}");
     assert!(stderr.contains("no GitHub connection"), "{stderr}");
     assert!(
-        stderr.contains("verdict: not blocked: warnings or gates not run"),
+        stderr.contains("verdict: not-blocked — nothing blocks, but gates warned or did not run"),
         "{stderr}"
     );
 }
@@ -121,7 +122,8 @@ fn the_repository_settings_decide_hooks_base_and_requirements() {
             .unwrap()
             .starts_with("tsc not found")
     );
-    assert_eq!(reports[1]["gate"], "lint");
+    assert_eq!(reports[1]["kind"], "command");
+    assert_eq!(reports[1]["name"], "lint");
     assert_eq!(reports[1]["status"], "pass");
 }
 
@@ -141,4 +143,47 @@ fn usage_errors_exit_2() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not inside a git repository"));
+}
+
+#[test]
+fn a_gate_that_did_not_run_reads_not_blocked_in_json_and_text_alike() {
+    // The CI gate cannot run without a GitHub connection: not a pass, and (optional) not blocking.
+    let f = Fixture::new("ts-base");
+    f.write("src/helper.ts", "export const helper = 1;\n");
+    let out = supervisor(&f, &["--only", "ci", "--json"], tools_path());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = json(&out);
+    assert_eq!(doc["reports"][0]["status"], "not-run");
+    assert_eq!(doc["verdict"], "not-blocked");
+
+    let out = supervisor(&f, &["--only", "ci"], tools_path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("verdict: not-blocked")),
+        "the text names the verdict with the JSON's word: {stderr}"
+    );
+}
+
+#[test]
+fn an_exclude_pattern_that_is_not_a_glob_is_a_usage_error_naming_it() {
+    let f = Fixture::new("ts-base");
+    f.write(
+        ".pi/settings.json",
+        r#"{"supervisor": {"repo": "acme/widgets", "projectNumber": 1, "codeowners": ["alice"], "gates": {"exclude": ["dist/", "src/[ab.ts"]}}}"#,
+    );
+    let out = supervisor(&f, &["--only", "traceability"], tools_path());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("gates.exclude: `src/[ab.ts` is not a valid glob"),
+        "{stderr}"
+    );
 }

@@ -50,7 +50,8 @@ fn expectations() {
     for (run, expect, status) in cases {
         let r = gate(&f, &command(run, expect.clone(), None));
         assert_eq!(&r.status, status, "{run}: {r:#?}");
-        assert_eq!(r.gate, "oracle");
+        assert_eq!(r.name, "oracle");
+        assert_eq!(r.kind, GateKind::Command);
     }
 }
 

@@ -9,6 +9,7 @@ mod ci;
 mod cli;
 mod command;
 mod failures;
+mod naming;
 mod package_safety;
 mod tools;
 mod traceability;

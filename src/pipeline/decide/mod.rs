@@ -4,6 +4,10 @@
 //! `decide` turns an agent's parsed outcome (and, when the move has hooks, the gate reports) into the
 //! next transition. Neither does I/O; the engine applies their answers.
 
+pub mod admission;
+pub mod trust;
+pub mod work;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
@@ -11,8 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::{Action, Outcome};
 use crate::audit::{self, AuditScore};
-use crate::config::{BuiltIn, Hook, Stage, Workflow};
-use crate::gates::{GateReport, GateStatus};
+use crate::config::{BuiltIn, Dimension, Hook, Stage, Workflow};
+use crate::gates::{GateReport, NotRunCause};
 
 /// The spec's bound on loop iterations per run.
 pub const MAX_ITERATIONS: u32 = 20;
@@ -52,6 +56,17 @@ pub enum TransitionKind {
     GateBounce,
 }
 
+/// Why a stage was passed over.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum SkipReason {
+    /// A trusted text already has the stage's heading: its work is done, and its audit dimension
+    /// is left out of the score.
+    AlreadyDone { heading: String },
+    /// The stage is experimental and experimental features are off.
+    Experimental,
+}
+
 /// One move of the card (or, for a gate bounce, a re-run of the same column).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -63,6 +78,9 @@ pub struct Transition {
     /// The audit score, on every review approval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub score: Option<AuditScore>,
+    /// Why the stage was skipped, for `Skip` moves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip: Option<SkipReason>,
 }
 
 impl Transition {
@@ -78,6 +96,7 @@ impl Transition {
             kind,
             reason: reason.into(),
             score: None,
+            skip: None,
         }
     }
 }
@@ -100,6 +119,18 @@ pub enum StopReason {
     RequiredGatesNotRun {
         gates: String,
     },
+    /// Only required gates block that could not reach a verdict for now (a service failing for the
+    /// moment, CI still pending): nothing needs fixing, running again later resumes.
+    RequiredGatesUnavailable {
+        gates: String,
+    },
+}
+
+impl StopReason {
+    /// Running the same command again later, with nothing changed, may get past this stop.
+    pub fn is_resumable(&self) -> bool {
+        matches!(self, StopReason::RequiredGatesUnavailable { .. })
+    }
 }
 
 impl fmt::Display for StopReason {
@@ -119,8 +150,14 @@ impl fmt::Display for StopReason {
             }
             StopReason::RequiredGatesNotRun { gates } => write!(
                 f,
-                "required gates could not run: {gates}; install their tools (scripts/install-tools.sh \
-                 pins them) or mark the gates not required, then run again"
+                "required gates could not run: {gates}; fix what each reason names (install missing \
+                 tools, which scripts/install-tools.sh pins, or grant the permission named) or mark \
+                 the gates not required, then run again"
+            ),
+            StopReason::RequiredGatesUnavailable { gates } => write!(
+                f,
+                "required gates could not reach a verdict yet: {gates}; nothing is wrong with the \
+                 change and nothing was lost: run the same command again later to resume"
             ),
         }
     }
@@ -180,7 +217,7 @@ impl RunState {
             }
             TransitionKind::GateBounce => self.gate_bounces += 1,
             TransitionKind::Skip => {
-                if t.reason.starts_with("already has") {
+                if let Some(SkipReason::AlreadyDone { .. }) = t.skip {
                     self.skipped.insert(t.from.clone());
                 }
             }
@@ -189,10 +226,10 @@ impl RunState {
     }
 
     /// Audit dimensions to leave out because their stage was skipped.
-    pub fn excluded_dimensions(&self, workflow: &Workflow) -> Vec<String> {
+    pub fn excluded_dimensions(&self, workflow: &Workflow) -> Vec<Dimension> {
         self.skipped
             .iter()
-            .filter_map(|s| workflow.stage(s).and_then(|st| st.score_dimension.clone()))
+            .filter_map(|s| workflow.stage(s).and_then(|st| st.score_dimension))
             .collect()
     }
 
@@ -246,6 +283,7 @@ pub fn plan(
             kind: TransitionKind::Auto,
             reason: format!("{} moves on automatically", stage.status),
             score: None,
+            skip: None,
         }));
     }
     if stage.experimental && !experimental {
@@ -255,6 +293,7 @@ pub fn plan(
             kind: TransitionKind::Skip,
             reason: "experimental stage; enableExperimentalFeatures is off".into(),
             score: None,
+            skip: Some(SkipReason::Experimental),
         }));
     }
     if let Some(heading) = &stage.skip_when_heading {
@@ -268,6 +307,9 @@ pub fn plan(
                     stage.agent.as_deref().unwrap_or("agent")
                 ),
                 score: None,
+                skip: Some(SkipReason::AlreadyDone {
+                    heading: heading.clone(),
+                }),
             }));
         }
     }
@@ -289,20 +331,22 @@ pub struct DecideInput<'a> {
     pub experimental: bool,
 }
 
+/// Where an outcome points, besides the stage's forward move.
+enum Target {
+    Forward,
+    /// A loop-back the stage may make.
+    Back(String),
+    /// A marker naming a later stage other than the forward one.
+    Later(String),
+}
+
 /// The next transition after an agent's outcome.
 pub fn decide(input: DecideInput<'_>) -> Result<Decision, DecideError> {
-    let DecideInput {
-        workflow,
-        state,
-        column,
-        outcome,
-        ..
-    } = input;
-    let stage = lookup(workflow, column)?;
+    let stage = lookup(input.workflow, input.column)?;
     if stage.built_in.is_some() {
         return Err(DecideError::NotAnAgentStage(stage.status.clone()));
     }
-    if state.iteration >= MAX_ITERATIONS {
+    if input.state.iteration >= MAX_ITERATIONS {
         return Ok(Decision::Stop(StopReason::IterationLimit {
             max: MAX_ITERATIONS,
         }));
@@ -310,137 +354,156 @@ pub fn decide(input: DecideInput<'_>) -> Result<Decision, DecideError> {
     let forward = stage
         .forward
         .clone()
-        .unwrap_or_else(|| workflow.done().status.clone());
+        .unwrap_or_else(|| input.workflow.done().status.clone());
     let who = stage.agent.clone().unwrap_or_else(|| stage.status.clone());
+    let requested = match target(input, stage, &forward)? {
+        Target::Forward => None,
+        Target::Back(back) => Some(back),
+        Target::Later(m) => {
+            // A marker to a later stage other than the default forward: honour it, as the map says.
+            let reason = format!("{who} output a marker for {m}");
+            return finish_forward(input, stage, m, reason);
+        }
+    };
+    if stage.review {
+        return decide_review(input, stage, forward, &who, requested);
+    }
+    let Some(back) = requested else {
+        return finish_forward(input, stage, forward, format!("{who} completed"));
+    };
+    let reason = format!("{who} sent the issue back to {back}");
+    // Non-review loop-backs count only when the stage sets its own limit.
+    if stage.max_rejections.is_some() {
+        return Ok(count_rejection(
+            input,
+            stage,
+            back,
+            TransitionKind::LoopBack,
+            reason,
+            None,
+        ));
+    }
+    Ok(Decision::Move(Transition::new(
+        &stage.status,
+        &back,
+        TransitionKind::LoopBack,
+        reason,
+    )))
+}
 
-    // Where does the outcome point?
-    let requested: Option<String> = match (&outcome.target_status, &outcome.marker_target) {
+/// Where the outcome asks to go: its `targetStatus` (which the stage must allow), or its marker.
+fn target(input: DecideInput<'_>, stage: &Stage, forward: &str) -> Result<Target, DecideError> {
+    let workflow = input.workflow;
+    match (&input.outcome.target_status, &input.outcome.marker_target) {
         (Some(t), _) => {
             let target = workflow
                 .stage_for_column(t)
                 .map(|s| s.status.clone())
                 .unwrap_or_else(|| t.clone());
             if target == forward {
-                None
+                Ok(Target::Forward)
             } else if stage.can_loop_back_to.contains(&target) {
-                Some(target)
+                Ok(Target::Back(target))
             } else {
-                let mut allowed = vec![forward.clone()];
+                let mut allowed = vec![forward.to_string()];
                 allowed.extend(stage.can_loop_back_to.iter().cloned());
-                return Err(DecideError::TargetNotAllowed {
+                Err(DecideError::TargetNotAllowed {
                     from: stage.status.clone(),
                     to: t.clone(),
                     allowed: allowed.join(", "),
-                });
+                })
             }
         }
-        (None, Some(m)) if workflow.is_backwards(&stage.status, m) => Some(m.clone()),
-        (None, Some(m)) if *m != forward => {
-            // A marker to a later stage other than the default forward: honour it, as the map says.
-            return finish_forward(
+        (None, Some(m)) if workflow.is_backwards(&stage.status, m) => Ok(Target::Back(m.clone())),
+        (None, Some(m)) if m != forward => Ok(Target::Later(m.clone())),
+        _ => Ok(Target::Forward),
+    }
+}
+
+/// A review stage: an approval is scored (and must pass), a rejection counts.
+fn decide_review(
+    input: DecideInput<'_>,
+    stage: &Stage,
+    forward: String,
+    who: &str,
+    requested: Option<String>,
+) -> Result<Decision, DecideError> {
+    let reject_to = || {
+        stage
+            .reject_to
+            .clone()
+            .expect("validated review stages have a reject target")
+    };
+    match (input.outcome.action, requested) {
+        (Action::Approved, Some(back)) => Err(DecideError::Contradictory(format!(
+            "{who} APPROVED but asked to go back to {back}"
+        ))),
+        (Action::Approved, None) => {
+            let score = audit::score(
+                &input.outcome.findings,
+                &input.state.excluded_dimensions(input.workflow),
+                input.threshold,
+                input.outcome.audit_score,
+            );
+            if score.passed {
+                let reason = format!(
+                    "{who} approved; audit score {}/{} meets the threshold {}",
+                    score.passing, score.total, input.threshold
+                );
+                let mut d = finish_forward(input, stage, forward, reason)?;
+                if let Decision::Move(t) | Decision::RunGates { transition: t, .. } = &mut d {
+                    t.score = Some(score);
+                }
+                return Ok(d);
+            }
+            let reason = score_refusal(who, &score, input.threshold);
+            Ok(count_rejection(
                 input,
                 stage,
-                m.clone(),
-                format!("{who} output a marker for {m}"),
+                reject_to(),
+                TransitionKind::ScoreGate,
+                reason,
+                Some(score),
+            ))
+        }
+        (Action::Rejected, back) => {
+            let n = input.outcome.findings.len();
+            let reason = format!(
+                "{who} rejected the work ({n} finding{})",
+                if n == 1 { "" } else { "s" }
             );
+            let back = back.unwrap_or_else(reject_to);
+            Ok(count_rejection(
+                input,
+                stage,
+                back,
+                TransitionKind::Rejection,
+                reason,
+                None,
+            ))
         }
-        _ => None,
-    };
-
-    if stage.review {
-        return match (outcome.action, requested) {
-            (Action::Approved, Some(back)) => Err(DecideError::Contradictory(format!(
-                "{who} APPROVED but asked to go back to {back}"
-            ))),
-            (Action::Approved, None) => {
-                let excluded = state.excluded_dimensions(workflow);
-                let score = audit::score(
-                    &outcome.findings,
-                    &excluded,
-                    input.threshold,
-                    outcome.audit_score,
-                );
-                if score.passed {
-                    let reason = format!(
-                        "{who} approved; audit score {}/{} meets the threshold {}",
-                        score.passing, score.total, input.threshold
-                    );
-                    let mut d = finish_forward(input, stage, forward, reason)?;
-                    if let Decision::Move(t) | Decision::RunGates { transition: t, .. } = &mut d {
-                        t.score = Some(score);
-                    }
-                    Ok(d)
-                } else {
-                    let back = stage
-                        .reject_to
-                        .clone()
-                        .expect("validated review stages have a reject target");
-                    let reason = format!(
-                        "{who} approved, but the audit score {}/{} is below the threshold {} (failing: {})",
-                        score.passing,
-                        score.total,
-                        input.threshold,
-                        score.failing.join(", ")
-                    );
-                    Ok(count_rejection(
-                        input,
-                        stage,
-                        back,
-                        TransitionKind::ScoreGate,
-                        reason,
-                        Some(score),
-                    ))
-                }
-            }
-            (Action::Rejected, back) => {
-                let back = back
-                    .or_else(|| stage.reject_to.clone())
-                    .expect("validated review stages have a reject target");
-                let n = outcome.findings.len();
-                let reason = format!(
-                    "{who} rejected the work ({n} finding{})",
-                    if n == 1 { "" } else { "s" }
-                );
-                Ok(count_rejection(
-                    input,
-                    stage,
-                    back,
-                    TransitionKind::Rejection,
-                    reason,
-                    None,
-                ))
-            }
-            (Action::Complete, _) => Err(DecideError::Contradictory(format!(
-                "{who} must APPROVE or REJECT in the {} stage",
-                stage.status
-            ))),
-        };
+        (Action::Complete, _) => Err(DecideError::Contradictory(format!(
+            "{who} must APPROVE or REJECT in the {} stage",
+            stage.status
+        ))),
     }
+}
 
-    match requested {
-        Some(back) => {
-            let reason = format!("{who} sent the issue back to {back}");
-            // Non-review loop-backs count only when the stage sets its own limit.
-            if stage.max_rejections.is_some() {
-                Ok(count_rejection(
-                    input,
-                    stage,
-                    back,
-                    TransitionKind::LoopBack,
-                    reason,
-                    None,
-                ))
-            } else {
-                Ok(Decision::Move(Transition {
-                    from: stage.status.clone(),
-                    to: back,
-                    kind: TransitionKind::LoopBack,
-                    reason,
-                    score: None,
-                }))
-            }
-        }
-        None => finish_forward(input, stage, forward, format!("{who} completed")),
+/// Why an approval was refused by the numbers.
+fn score_refusal(who: &str, score: &AuditScore, threshold: f64) -> String {
+    let names = Dimension::list;
+    if score.meets_threshold() {
+        format!(
+            "{who} approved with a critical finding ({}), which is never approved",
+            names(&score.critical)
+        )
+    } else {
+        format!(
+            "{who} approved, but the audit score {}/{} is below the threshold {threshold} (failing: {})",
+            score.passing,
+            score.total,
+            names(&score.failing)
+        )
     }
 }
 
@@ -457,6 +520,7 @@ fn finish_forward(
         kind: TransitionKind::Forward,
         reason,
         score: None,
+        skip: None,
     };
     let hooks: Vec<Hook> = stage
         .hooks
@@ -474,20 +538,25 @@ fn finish_forward(
     if blocking.is_empty() {
         return Ok(Decision::Move(transition));
     }
-    if blocking
-        .iter()
-        .all(|r| matches!(r.status, GateStatus::NotRun(_)))
-    {
+    let causes: Option<Vec<NotRunCause>> = blocking.iter().map(|r| r.not_run_cause()).collect();
+    if let Some(causes) = causes {
         let gates = blocking
             .iter()
-            .map(|r| format!("{} ({})", r.gate, r.status.label()))
+            .map(|r| format!("{} ({})", r.name, r.status.label()))
             .collect::<Vec<_>>()
             .join(", ");
-        return Ok(Decision::Stop(StopReason::RequiredGatesNotRun { gates }));
+        // Transient trouble and pending CI pass with time; anything else needs a person.
+        return Ok(Decision::Stop(
+            if causes.into_iter().all(NotRunCause::is_resumable) {
+                StopReason::RequiredGatesUnavailable { gates }
+            } else {
+                StopReason::RequiredGatesNotRun { gates }
+            },
+        ));
     }
     let names = blocking
         .iter()
-        .map(|r| format!("{} ({})", r.gate, r.status.label()))
+        .map(|r| format!("{} ({})", r.name, r.status.label()))
         .collect::<Vec<_>>()
         .join(", ");
     Ok(Decision::Move(Transition {
@@ -499,6 +568,7 @@ fn finish_forward(
             stage.agent.as_deref().unwrap_or("the agent")
         ),
         score: None,
+        skip: None,
     }))
 }
 
@@ -524,6 +594,7 @@ fn count_rejection(
         kind,
         reason,
         score,
+        skip: None,
     };
     if count > max {
         Decision::Stop(StopReason::MaxRejections {
@@ -541,6 +612,8 @@ fn count_rejection(
 mod tests {
     use super::*;
     use crate::agent::{AuditFinding, Evidence, Severity, parse_outcome};
+    use crate::config::GateKind;
+    use crate::gates::GateStatus;
 
     fn wf() -> Workflow {
         Workflow::builtin(&BTreeMap::new())
@@ -589,14 +662,11 @@ mod tests {
         }
     }
 
-    fn gate(name: &str, status: GateStatus, required: bool) -> GateReport {
+    fn gate(kind: GateKind, status: GateStatus, required: bool) -> GateReport {
         GateReport {
-            gate: name.into(),
-            status,
-            findings: vec![],
             duration_ms: 1,
             required,
-            summary: String::new(),
+            ..GateReport::new(kind, kind.name(), status)
         }
     }
 
@@ -643,9 +713,13 @@ mod tests {
         }
         // All gates fine (warnings and optional not-run included) → Audit.
         let reports = [
-            gate("tsc", GateStatus::Pass, false),
-            gate("duplicates", GateStatus::Warn, false),
-            gate("lsp", GateStatus::NotRun("pylsp missing".into()), false),
+            gate(GateKind::Tsc, GateStatus::Pass, false),
+            gate(GateKind::Duplicates, GateStatus::Warn, false),
+            gate(
+                GateKind::Lsp,
+                GateStatus::NotRun("pylsp missing".into()),
+                false,
+            ),
         ];
         let t = moved(run(
             &wf,
@@ -662,13 +736,13 @@ mod tests {
         let wf = wf();
         let mut state = RunState::default();
         let reports = [
-            gate("tsc", GateStatus::Fail, false),
+            gate(GateKind::Tsc, GateStatus::Fail, false),
             gate(
-                "lsp",
+                GateKind::Lsp,
                 GateStatus::NotRun("typescript-language-server missing".into()),
                 true,
             ),
-            gate("ci", GateStatus::Pass, false),
+            gate(GateKind::Ci, GateStatus::Pass, false),
         ];
         let t = moved(run(
             &wf,
@@ -691,10 +765,78 @@ mod tests {
     }
 
     #[test]
+    fn a_required_ci_gate_without_a_verdict_stops_resumably_only_when_time_can_help() {
+        let wf = wf();
+        let state = RunState::default();
+        let ci = |cause: NotRunCause| GateReport {
+            cause: Some(cause),
+            ..gate(
+                GateKind::Ci,
+                GateStatus::NotRun("CI status unknown: rate limited".into()),
+                true,
+            )
+        };
+        let stop = |reports: &[GateReport]| match run(
+            &wf,
+            &state,
+            "Implementation",
+            "IMPLEMENTATION_COMPLETE",
+            Some(reports),
+        ) {
+            Ok(Decision::Stop(reason)) => reason,
+            other => panic!("a required gate without a verdict stops: {other:?}"),
+        };
+        for cause in [NotRunCause::Transient, NotRunCause::Pending] {
+            let reason = stop(&[ci(cause)]);
+            assert!(
+                matches!(reason, StopReason::RequiredGatesUnavailable { .. }),
+                "{cause:?}: {reason:?}"
+            );
+            assert!(reason.is_resumable());
+            assert!(
+                reason
+                    .to_string()
+                    .contains("run the same command again later")
+            );
+        }
+        let reason = stop(&[ci(NotRunCause::Denied)]);
+        assert!(
+            matches!(reason, StopReason::RequiredGatesNotRun { .. }),
+            "a missing permission needs a person: {reason:?}"
+        );
+        assert!(!reason.is_resumable());
+        // A transient CI failure next to a missing tool: a person must act first.
+        let missing = gate(
+            GateKind::Tsc,
+            GateStatus::NotRun("tsc not found".into()),
+            true,
+        );
+        let reason = stop(&[ci(NotRunCause::Transient), missing]);
+        assert!(!reason.is_resumable(), "{reason:?}");
+        // An optional CI gate without a verdict does not block: the audit proceeds.
+        let optional = GateReport {
+            required: false,
+            ..ci(NotRunCause::Pending)
+        };
+        let t = moved(run(
+            &wf,
+            &state,
+            "Implementation",
+            "IMPLEMENTATION_COMPLETE",
+            Some(&[optional]),
+        ));
+        assert_eq!(t.to, "Audit");
+    }
+
+    #[test]
     fn required_gates_that_cannot_run_stop_instead_of_bouncing() {
         let wf = wf();
         let state = RunState::default();
-        let missing = gate("tsc", GateStatus::NotRun("tsc not found".into()), true);
+        let missing = gate(
+            GateKind::Tsc,
+            GateStatus::NotRun("tsc not found".into()),
+            true,
+        );
         match run(
             &wf,
             &state,
@@ -708,7 +850,7 @@ mod tests {
             other => panic!("{other:?}"),
         }
         // With a failure the developer can fix, it still bounces.
-        let reports = [missing, gate("lsp", GateStatus::Fail, false)];
+        let reports = [missing, gate(GateKind::Lsp, GateStatus::Fail, false)];
         let t = moved(run(
             &wf,
             &state,
@@ -882,7 +1024,7 @@ mod tests {
             .iter()
             .map(|d| AuditFinding {
                 severity: Severity::Warning,
-                dimension: d.to_string(),
+                dimension: Dimension::parse(d).unwrap(),
                 message: "x".into(),
                 file: None,
                 line: None,
@@ -927,7 +1069,10 @@ mod tests {
         );
         assert!(t.reason.contains("researcher skipped"));
         state.apply(&t);
-        assert_eq!(state.excluded_dimensions(&wf), ["research-incorporation"]);
+        assert_eq!(
+            state.excluded_dimensions(&wf),
+            [Dimension::ResearchIncorporation]
+        );
         // The audit is then scored over 7 dimensions.
         let t = moved(run(&wf, &state, "Audit", r#"{"action": "APPROVED"}"#, None));
         assert_eq!(t.score.map(|s| (s.passing, s.total)), Some((7, 7)));

@@ -1,0 +1,84 @@
+//! What the commands print. std's `println!` and `eprintln!` panic when the reader has gone
+//! (`supervisor check --json | head -c 10`); here output to a stream that cannot take it any more is
+//! dropped quietly from then on, and the command finishes what it was doing (a run still cleans up)
+//! and exits with its usual status.
+
+use std::fmt;
+use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static STDOUT_GONE: AtomicBool = AtomicBool::new(false);
+static STDERR_GONE: AtomicBool = AtomicBool::new(false);
+
+/// Print on stdout (machine-readable output).
+pub fn stdout(args: fmt::Arguments<'_>, newline: bool) {
+    write(&mut io::stdout().lock(), args, newline, &STDOUT_GONE);
+}
+
+/// Print on stderr (human output).
+pub fn stderr(args: fmt::Arguments<'_>, newline: bool) {
+    write(&mut io::stderr().lock(), args, newline, &STDERR_GONE);
+}
+
+fn write(w: &mut dyn Write, args: fmt::Arguments<'_>, newline: bool, gone: &AtomicBool) {
+    if gone.load(Ordering::Relaxed) {
+        return;
+    }
+    let written = w
+        .write_fmt(args)
+        .and_then(|()| if newline { w.write_all(b"\n") } else { Ok(()) })
+        .and_then(|()| w.flush());
+    if written.is_err() {
+        // A closed pipe (EPIPE) or a full disk: nobody can read what follows either.
+        gone.store(true, Ordering::Relaxed);
+    }
+}
+
+/// `println!` that never panics.
+macro_rules! outln {
+    ($($arg:tt)*) => { $crate::cli::output::stdout(format_args!($($arg)*), true) };
+}
+
+/// `eprintln!` that never panics.
+macro_rules! errln {
+    ($($arg:tt)*) => { $crate::cli::output::stderr(format_args!($($arg)*), true) };
+}
+
+/// `eprint!` that never panics.
+macro_rules! err {
+    ($($arg:tt)*) => { $crate::cli::output::stderr(format_args!($($arg)*), false) };
+}
+
+pub(crate) use {err, errln, outln};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Closed;
+    impl Write for Closed {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            Err(io::ErrorKind::BrokenPipe.into())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_closed_stream_is_given_up_quietly() {
+        let gone = AtomicBool::new(false);
+        write(&mut Closed, format_args!("{}", 1), true, &gone);
+        assert!(gone.load(Ordering::Relaxed));
+
+        let gone = AtomicBool::new(false);
+        let mut buf = Vec::new();
+        write(&mut buf, format_args!("a{}", 1), true, &gone);
+        write(&mut buf, format_args!("b"), false, &gone);
+        assert_eq!(buf, b"a1\nb");
+        assert!(!gone.load(Ordering::Relaxed));
+        gone.store(true, Ordering::Relaxed);
+        write(&mut buf, format_args!("c"), false, &gone);
+        assert_eq!(buf, b"a1\nb", "nothing is written once the stream is gone");
+    }
+}

@@ -1,0 +1,140 @@
+//! `supervisor serve`: the webhook receiver on a port, until Ctrl-C or SIGTERM. Each event it
+//! queues is printed (on stderr, or as a JSON line on stdout with `--json`).
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::output::{err, errln, outln};
+use super::{EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
+use crate::config::Settings;
+use crate::events::{CommandSyntax, WebhookOptions, WebhookSecret};
+use crate::pipeline::process_env;
+use crate::report;
+use crate::serve::{Receiver, ReceiverConfig};
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The environment variable holding the webhook's secret (as set in GitHub's webhook settings).
+    #[arg(long, value_name = "NAME")]
+    pub webhook_secret_env: String,
+    /// Port to listen on; 0 picks a free one.
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Address to listen on: 0.0.0.0 to take deliveries from other machines directly.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
+    pub bind: IpAddr,
+    /// Repository root (default: the current directory).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub repo_root: PathBuf,
+    /// Print each queued event as a JSON line on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: ServeArgs) -> u8 {
+    let settings = match Settings::load(&args.repo_root, &process_env) {
+        Ok(loaded) => {
+            for w in &loaded.warnings {
+                errln!("warning: {w}");
+            }
+            loaded.settings
+        }
+        Err(e) => {
+            err!("{}", report::errors_text(&e, false));
+            return EXIT_USAGE;
+        }
+    };
+    let value = crate::process::secret(&args.webhook_secret_env).map(str::to_owned);
+    let secret = match value
+        .ok_or(())
+        .or_else(|_| std::env::var(&args.webhook_secret_env))
+    {
+        Ok(value) => match WebhookSecret::new(value) {
+            Ok(secret) => secret,
+            Err(e) => {
+                errln!("supervisor serve: ${}: {e}", args.webhook_secret_env);
+                return EXIT_USAGE;
+            }
+        },
+        Err(_) => {
+            errln!(
+                "supervisor serve: the environment variable {} is not set (or not UTF-8): put the webhook's secret in it",
+                args.webhook_secret_env
+            );
+            return EXIT_USAGE;
+        }
+    };
+    let commands = match CommandSyntax::new(&settings.watch.command_prefix) {
+        Ok(syntax) => syntax,
+        Err(e) => {
+            errln!("supervisor serve: watch.commandPrefix: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let webhook = WebhookOptions {
+        commands,
+        status_field: settings.status_field.clone(),
+        trigger_label: settings.watch.trigger_label.clone(),
+    };
+    let config = ReceiverConfig::new(secret, webhook);
+    let runtime = match super::run::runtime("serve") {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    runtime.block_on(serve(
+        config,
+        SocketAddr::new(args.bind, args.port),
+        args.json,
+    ))
+}
+
+async fn serve(config: ReceiverConfig, addr: SocketAddr, json: bool) -> u8 {
+    let listener = match tokio::net::TcpListener::bind(addr).await {
+        Ok(l) => l,
+        Err(e) => {
+            errln!(
+                "supervisor serve: cannot listen on {addr}: {e}: choose another --port or --bind"
+            );
+            return EXIT_USAGE;
+        }
+    };
+    let local = listener.local_addr().unwrap_or(addr);
+    let (router, mut events) = Receiver::new(config);
+    // Until the scheduler consumes the queue, each event is shown as the work it would start.
+    let consumer = tokio::spawn(async move {
+        while let Some(event) = events.recv().await {
+            if json {
+                match serde_json::to_string(&event) {
+                    Ok(line) => outln!("{line}"),
+                    Err(e) => errln!("event not printable as JSON: {e}"),
+                }
+            } else {
+                errln!("event: {event}");
+            }
+        }
+    });
+    let stop = super::stop_signal();
+    errln!("supervisor serve: listening on http://{local}");
+    errln!(
+        "  webhook URL: http(s)://<this host>/webhook (content type application/json, the secret, events: {})",
+        crate::serve::SUBSCRIBED_EVENTS.join(", ")
+    );
+    errln!("  GET /healthz, GET /status");
+    let served = axum::serve(listener, router)
+        .with_graceful_shutdown(stop)
+        .await;
+    // The router and its queue's sending end are gone: the consumer drains what is left and ends.
+    let _ = consumer.await;
+    match served {
+        Ok(()) => {
+            errln!("supervisor serve: stopped");
+            EXIT_OK
+        }
+        Err(e) => {
+            errln!("supervisor serve: {e}");
+            EXIT_STOPPED
+        }
+    }
+}

@@ -1,0 +1,287 @@
+//! What the engine asks the world to do ([`Effect`]), what comes back ([`Input`]), and the
+//! [`Effects`] trait that does it: GitHub, the git worktree, agents, gates.
+//!
+//! The engine never performs I/O itself: the production implementation is `runtime::LiveEffects`;
+//! tests drive the same engine against an in-memory world.
+
+use std::future::Future;
+
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use super::context::{IssueContext, Return, TrustedNote};
+use super::engine::RunError;
+use super::summary::RunFacts;
+use crate::agent::{AgentRun, AuditFinding};
+use crate::audit::AuditScore;
+use crate::config::Hook;
+use crate::gates::{GateReport, IssueText};
+use crate::github::{Blocker, BoardItem, Comment, Editors, Issue, Marker, PullRequest};
+use crate::workspace::{MergeOutcome, Reuse};
+
+/// The content of a comment the engine posts, rendered to Markdown by the effects (`report`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Text {
+    /// An agent's comment, its review findings, and the facts of its run.
+    Stage {
+        body: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        findings: Vec<AuditFinding>,
+        facts: RunFacts,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+    },
+    /// The combined note of a gate round that blocked.
+    Gates { reports: Vec<GateReport> },
+    /// An approval whose computed score missed the threshold.
+    ScoreGate {
+        score: AuditScore,
+        findings: Vec<AuditFinding>,
+    },
+    /// The run stopped in `stage`; a human is needed.
+    Stopped { stage: String, reason: String },
+    /// The developer changed nothing: the issue is closed as already resolved.
+    Resolved { branch: String, base: String },
+}
+
+/// The pull request to open (or find) on approval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrRequest {
+    pub issue: u64,
+    pub issue_title: String,
+    pub head: String,
+    pub base: String,
+    /// The auditor's title, if it gave one.
+    pub title: Option<String>,
+    /// The auditor's approving comment.
+    pub audit_comment: String,
+    pub auditor_body: Option<String>,
+    pub score: AuditScore,
+    pub findings: Vec<AuditFinding>,
+    /// The latest gate reports, for the gate table.
+    pub gates: Vec<GateReport>,
+    pub rejections: u32,
+    pub gate_bounces: u32,
+    pub draft: bool,
+}
+
+/// Everything an agent's task is built from (trusted text only).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskSpec {
+    pub issue: IssueContext,
+    pub notes: Vec<TrustedNote>,
+    pub returned: Option<Return>,
+    /// The gate reports a review stage weighs.
+    pub gates: Option<Vec<GateReport>>,
+    /// (branch, base) of the worktree.
+    pub worktree: (String, String),
+}
+
+/// One agent dispatch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dispatch {
+    pub stage: String,
+    pub agent: String,
+    pub attempt: u32,
+    pub task: TaskSpec,
+    /// Keep the partial answer when a budget stops the agent (stages that may degrade).
+    pub keep_partial: bool,
+}
+
+/// The worktree the run works in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorktreeInfo {
+    pub path: String,
+    pub branch: String,
+    pub base: String,
+    pub reused: Reuse,
+}
+
+/// What committing the agent's work did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommitResult {
+    /// The new commit, when there was something to commit.
+    pub sha: Option<String>,
+    /// Commits the branch has beyond its base.
+    pub ahead: u32,
+    pub head: String,
+}
+
+/// What admission reads after the issue itself.
+#[derive(Debug, Clone)]
+pub struct Context {
+    pub board: Option<BoardItem>,
+    pub blockers: Vec<Blocker>,
+    pub comments: Vec<Comment>,
+    pub editors: Editors,
+    /// The login supervisor posts as; only its comments' markers count.
+    pub viewer: Option<String>,
+}
+
+/// What to do at the end of a run with the worktree and the checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cleanup {
+    /// Keep the worktree (work not on the remote, or `--debug` after a failure).
+    pub keep_worktree: bool,
+    /// Keep the checkpoint, so running again resumes this run.
+    pub keep_checkpoint: bool,
+}
+
+/// A request to the world. Each is answered by one [`Input`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    FetchIssue,
+    FetchContext,
+    AddToBoard,
+    PrepareWorktree,
+    Dispatch(Box<Dispatch>),
+    Commit {
+        message: String,
+    },
+    Push,
+    Post {
+        marker: Marker,
+        text: Text,
+    },
+    MoveCard {
+        column: String,
+    },
+    RunGates {
+        stage: String,
+        attempt: u32,
+        hooks: Vec<Hook>,
+    },
+    UndoCommit,
+    CloseIssue {
+        marker: Marker,
+        text: Text,
+    },
+    OpenPullRequest(Box<PrRequest>),
+    CheckMergeable {
+        number: u64,
+    },
+    MergeBase,
+    Cleanup(Cleanup),
+}
+
+impl Effect {
+    /// Effects that start new work: not begun once the run is cancelled.
+    pub fn starts_work(&self) -> bool {
+        matches!(
+            self,
+            Effect::PrepareWorktree
+                | Effect::Dispatch(_)
+                | Effect::RunGates { .. }
+                | Effect::OpenPullRequest(_)
+                | Effect::MergeBase
+        )
+    }
+}
+
+/// The answer to an [`Effect`].
+#[derive(Debug, Clone)]
+pub enum Input {
+    Start,
+    Issue(Box<Issue>),
+    Context(Box<Context>),
+    OnBoard(Box<BoardItem>),
+    Worktree {
+        info: WorktreeInfo,
+        warnings: Vec<String>,
+    },
+    Agent(Box<AgentRun>),
+    Committed(Result<CommitResult, String>),
+    Pushed(Result<String, String>),
+    /// The comment, and whether it was created now (`false`: found from an earlier attempt).
+    Posted {
+        marker: Marker,
+        text: Text,
+        result: Result<(Comment, bool), String>,
+    },
+    Moved,
+    Gates {
+        stage: String,
+        attempt: u32,
+        reports: Vec<GateReport>,
+    },
+    Undone(Result<(), String>),
+    Closed,
+    PullRequest(Result<(PullRequest, bool), String>),
+    Mergeable(Result<Option<bool>, String>),
+    Merged(Result<MergeOutcome, String>),
+    CleanedUp {
+        warnings: Vec<String>,
+    },
+    /// The run was asked to stop (a signal, or the scheduler).
+    Cancelled,
+}
+
+/// The world the engine acts on. Fatal failures (the run cannot go on, running again resumes it)
+/// are `Err(RunError)`; failures the engine decides about come back inside the `Ok` value.
+pub trait Effects: Send {
+    fn fetch_issue(&mut self, issue: u64) -> impl Future<Output = Result<Issue, RunError>> + Send;
+    fn fetch_context(
+        &mut self,
+        issue: &Issue,
+    ) -> impl Future<Output = Result<Context, RunError>> + Send;
+    fn add_to_board(
+        &mut self,
+        issue: &Issue,
+    ) -> impl Future<Output = Result<BoardItem, RunError>> + Send;
+    /// Post a comment unless one with the marker, written by supervisor, is already there.
+    fn post(
+        &mut self,
+        issue: u64,
+        marker: &Marker,
+        text: &Text,
+    ) -> impl Future<Output = Result<(Comment, bool), String>> + Send;
+    fn move_card(
+        &mut self,
+        board: &BoardItem,
+        column: &str,
+    ) -> impl Future<Output = Result<(), RunError>> + Send;
+    /// Post the closing comment once and close the issue.
+    fn close_issue(
+        &mut self,
+        issue: u64,
+        marker: &Marker,
+        text: &Text,
+    ) -> impl Future<Output = Result<(), RunError>> + Send;
+    fn open_pull_request(
+        &mut self,
+        pr: &PrRequest,
+    ) -> impl Future<Output = Result<(PullRequest, bool), String>> + Send;
+    /// Whether the PR merges cleanly, once GitHub knows; `None` when it could not tell in time.
+    fn mergeable(
+        &mut self,
+        number: u64,
+    ) -> impl Future<Output = Result<Option<bool>, String>> + Send;
+
+    fn prepare_worktree(
+        &mut self,
+        cancel: &CancellationToken,
+    ) -> impl Future<Output = Result<(WorktreeInfo, Vec<String>), RunError>> + Send;
+    fn commit(
+        &mut self,
+        message: &str,
+    ) -> impl Future<Output = Result<CommitResult, String>> + Send;
+    fn push(&mut self) -> impl Future<Output = Result<String, String>> + Send;
+    fn undo_commit(&mut self) -> impl Future<Output = Result<(), String>> + Send;
+    /// Merge the base branch into the branch and push it, or list the conflicting files.
+    fn merge_base(&mut self) -> impl Future<Output = Result<MergeOutcome, String>> + Send;
+    fn cleanup(&mut self, how: Cleanup) -> impl Future<Output = Vec<String>> + Send;
+
+    fn dispatch(
+        &mut self,
+        dispatch: &Dispatch,
+        cancel: &CancellationToken,
+    ) -> impl Future<Output = AgentRun> + Send;
+    fn run_gates(
+        &mut self,
+        hooks: &[Hook],
+        issue: &IssueText,
+        cancel: &CancellationToken,
+    ) -> impl Future<Output = Vec<GateReport>> + Send;
+}

@@ -1,0 +1,1386 @@
+//! The engine as a step function.
+//!
+//! A [`Machine`] is the state of one run. [`Machine::step`] takes the answer to the last effect and
+//! returns the journal events that answer produced and the next effect to perform — no I/O. The run's
+//! lasting state is a fold over its journal events, so a run resumed after a crash continues from
+//! exactly what was recorded: whatever was not recorded is done again, and every write it repeats
+//! is idempotent (markers on comments, find-before-create for the pull request).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::context::{IssueContext, NoteKind, TrustedNote, has_heading};
+use super::decide::admission::{refuse_context, refuse_issue, start_column};
+use super::decide::trust::{Authority, trusted_notes};
+use super::decide::work::{
+    commit_message, exit_text, move_work, outcome_of, resolved_without_change, return_context,
+};
+use super::decide::{
+    DecideInput, Decision, RunState, Step as PlanStep, StopReason, Transition, TransitionKind,
+    decide, plan,
+};
+use super::effects::{
+    Cleanup, CommitResult, Context, Dispatch, Effect, Input, PrRequest, TaskSpec, Text,
+    WorktreeInfo,
+};
+use super::engine::{RunError, RunOptions};
+use super::journal::{AgentStats, Entry, Event, Halt};
+use super::project::Project;
+use super::summary::{AgentLine, GateRound, RunEnd, RunFacts, RunSummary};
+use crate::agent::{AgentRun, Outcome};
+use crate::audit::AuditScore;
+use crate::config::{BuiltIn, Stage};
+use crate::gates::{GateReport, IssueText};
+use crate::github::{BoardItem, Comment, GitHubError, Issue, Marker};
+use crate::workspace::MergeOutcome;
+
+/// What a step returns: events to journal (already applied to the state), then what to do.
+#[derive(Debug)]
+pub struct Step {
+    pub events: Vec<Event>,
+    pub next: Next,
+}
+
+/// After the events of a step are journaled.
+#[derive(Debug)]
+pub enum Next {
+    Effect(Effect),
+    End(RunEnd),
+    /// The run cannot go on; running again resumes it.
+    Fail(RunError),
+}
+
+/// One stage attempt in progress.
+#[derive(Debug, Clone)]
+struct Work {
+    stage: String,
+    agent: String,
+    attempt: u32,
+    /// This attempt asks the agent to fix an unusable answer.
+    fix: Option<String>,
+    /// The answer broke the output protocol.
+    unusable: Option<String>,
+    ran: bool,
+    outcome: Option<Outcome>,
+    /// Commits ahead of the base after the commit (commit stages).
+    ahead: Option<u32>,
+    pushed: bool,
+    gates: Option<Vec<GateReport>>,
+    undone: bool,
+}
+
+impl Work {
+    fn new(stage: &str, agent: &str, attempt: u32, fix: Option<String>) -> Work {
+        Work {
+            stage: stage.to_string(),
+            agent: agent.to_string(),
+            attempt,
+            fix,
+            unusable: None,
+            ran: false,
+            outcome: None,
+            ahead: None,
+            pushed: false,
+            gates: None,
+            undone: false,
+        }
+    }
+
+    /// Fold the events that concern the attempt in progress.
+    fn apply(&mut self, event: &Event) {
+        match event {
+            Event::AgentFinished { .. } => self.ran = true,
+            Event::Outcome { outcome, .. } => self.outcome = Some((**outcome).clone()),
+            // An interrupted attempt produced nothing: a resumed run starts a new one.
+            Event::Halted {
+                halt: Halt::Interrupted,
+                ..
+            } => self.ran = false,
+            Event::Halted {
+                halt: Halt::Unusable { problem },
+                ..
+            } => self.unusable = Some(problem.clone()),
+            Event::Committed { ahead, .. } => self.ahead = Some(*ahead),
+            Event::Pushed { .. } => self.pushed = true,
+            Event::GatesFinished { reports, .. } => self.gates = Some(reports.clone()),
+            // A pause waits for something outside: the rerun asks the gates again.
+            Event::Paused { .. } => self.gates = None,
+            Event::CommitUndone { .. } => self.undone = true,
+            _ => {}
+        }
+    }
+}
+
+/// The run as its journal tells it.
+#[derive(Debug, Default)]
+struct Record {
+    column: Option<String>,
+    state: RunState,
+    attempts: BTreeMap<String, u32>,
+    transitions: Vec<Transition>,
+    work: Option<Work>,
+    /// Decided, not yet applied.
+    pending: Option<Transition>,
+    last_gates: Option<Vec<GateReport>>,
+    last_score: Option<AuditScore>,
+    /// The latest outcome of each stage: what a stage that sent work back said.
+    outcomes: BTreeMap<String, Outcome>,
+    /// Comments GitHub confirmed: marker → comment id.
+    posted: Vec<(Marker, u64)>,
+    /// Comments GitHub did not confirm, to post again.
+    outbox: Vec<(Marker, Text)>,
+    pr: Option<(u64, String, bool)>,
+    mergeability: Option<Option<bool>>,
+    base_merged: bool,
+    closed: bool,
+    /// Why the run stops (a comment says so, then it ends).
+    stop: Option<String>,
+    stopped: bool,
+    agents: Vec<AgentLine>,
+    gate_rounds: Vec<GateRound>,
+    warnings: Vec<String>,
+}
+
+/// What this process has learnt and done (not journaled: fetched again on resume).
+#[derive(Debug, Default)]
+struct Session {
+    issue: Option<Issue>,
+    context: Option<Context>,
+    board: Option<BoardItem>,
+    admitted: bool,
+    worktree: Option<WorktreeInfo>,
+    /// The stage attempt this process started (an attempt started before a crash is not resumed:
+    /// a new one begins).
+    started: Option<(String, u32)>,
+    /// Outbox entries tried in the current round.
+    outbox_tried: Vec<Marker>,
+    interrupted: bool,
+    pause: Option<String>,
+    finishing: Option<RunEnd>,
+    cleaned: bool,
+}
+
+/// What the machine wants next (internal).
+enum Want {
+    Record(Vec<Event>),
+    Do(Effect),
+    /// End after cleaning up.
+    Finish(RunEnd),
+    /// End now, recording these events.
+    End(RunEnd, Vec<Event>),
+    Admit(String),
+    Fail(RunError),
+}
+
+/// One run of one issue.
+#[derive(Debug)]
+pub struct Machine {
+    project: Arc<Project>,
+    opts: RunOptions,
+    run_id: String,
+    r: Record,
+    s: Session,
+}
+
+impl Machine {
+    /// A machine for `run_id`, continuing from its journal's entries (none for a new run).
+    pub fn new(project: Arc<Project>, opts: RunOptions, run_id: String, entries: &[Entry]) -> Self {
+        let mut m = Machine {
+            project,
+            opts,
+            run_id,
+            r: Record::default(),
+            s: Session::default(),
+        };
+        for e in entries {
+            m.apply(&e.event);
+        }
+        m
+    }
+
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    pub fn issue_number(&self) -> u64 {
+        self.opts.issue
+    }
+
+    /// The card's column as the run knows it.
+    pub fn column(&self) -> Option<&str> {
+        self.r.column.as_deref()
+    }
+
+    /// Take the answer to the last effect (`Input::Start` first) and say what comes next.
+    pub fn step(&mut self, input: Input) -> Step {
+        let mut events = self.absorb(input);
+        for e in &events {
+            self.apply(e);
+        }
+        for _ in 0..10_000 {
+            match self.want() {
+                Want::Record(more) => {
+                    for e in &more {
+                        self.apply(e);
+                        match e {
+                            Event::StageStarted { stage, attempt, .. } => {
+                                self.s.started = Some((stage.clone(), *attempt));
+                            }
+                            Event::Paused { reason } => self.s.pause = Some(reason.clone()),
+                            _ => {}
+                        }
+                    }
+                    events.extend(more);
+                }
+                Want::Admit(column) => {
+                    let mut more = vec![Event::Admitted { column }];
+                    more.extend(self.recovered_move());
+                    for e in &more {
+                        self.apply(e);
+                    }
+                    events.extend(more);
+                    self.s.admitted = true;
+                }
+                Want::Do(effect) => {
+                    return Step {
+                        events,
+                        next: Next::Effect(effect),
+                    };
+                }
+                Want::Finish(end) => {
+                    self.s.finishing = Some(end);
+                    self.s.outbox_tried.clear();
+                }
+                Want::End(end, more) => {
+                    for e in &more {
+                        self.apply(e);
+                    }
+                    events.extend(more);
+                    return Step {
+                        events,
+                        next: Next::End(end),
+                    };
+                }
+                Want::Fail(e) => {
+                    return Step {
+                        events,
+                        next: Next::Fail(e),
+                    };
+                }
+            }
+        }
+        unreachable!("the machine made no progress in 10 000 moves")
+    }
+
+    /// The summary of the run so far, ending with `end`.
+    pub fn summary(&self, end: RunEnd, journal: String, duration_ms: u64) -> RunSummary {
+        let p = &self.project;
+        RunSummary {
+            run_id: self.run_id.clone(),
+            repo: p.settings.repo.to_string(),
+            issue: self.opts.issue,
+            title: self
+                .s
+                .issue
+                .as_ref()
+                .map(|i| i.title.clone())
+                .unwrap_or_default(),
+            end,
+            agents: self.r.agents.clone(),
+            transitions: self.r.transitions.clone(),
+            gate_rounds: self.r.gate_rounds.clone(),
+            gates: self.r.last_gates.clone().unwrap_or_default(),
+            rejections: self.r.state.total_rejections(),
+            gate_bounces: self.r.state.gate_bounces,
+            score: self.r.last_score.clone(),
+            warnings: self.r.warnings.clone(),
+            journal,
+            duration_ms,
+        }
+    }
+
+    /// Fold one journal event into the run's state.
+    fn apply(&mut self, event: &Event) {
+        let r = &mut self.r;
+        if let Some(w) = r.work.as_mut() {
+            w.apply(event);
+        }
+        match event {
+            Event::Admitted { column } => r.column = Some(column.clone()),
+            Event::StageStarted {
+                stage,
+                agent,
+                attempt,
+                fix,
+            } => {
+                let a = r.attempts.entry(stage.clone()).or_default();
+                *a = (*a).max(*attempt);
+                r.work = Some(Work::new(stage, agent, *attempt, fix.clone()));
+            }
+            Event::AgentFinished {
+                stage,
+                attempt,
+                stats,
+            } => r.agents.push(agent_line(stage, *attempt, stats)),
+            Event::Halted {
+                halt: Halt::Stop { reason },
+                ..
+            } => r.stop = Some(reason.clone()),
+            Event::GatesFinished {
+                stage,
+                attempt,
+                reports,
+            } => {
+                r.gate_rounds.push(GateRound::new(stage, *attempt, reports));
+                r.last_gates = Some(reports.clone());
+            }
+            Event::Posted {
+                marker, comment_id, ..
+            } => {
+                r.outbox.retain(|(m, _)| m != marker);
+                if !r.posted.iter().any(|(m, _)| m == marker) {
+                    r.posted.push((marker.clone(), *comment_id));
+                }
+            }
+            Event::WriteFailed { marker, text, .. }
+                if !r.outbox.iter().any(|(m, _)| m == marker) =>
+            {
+                r.outbox.push((marker.clone(), text.clone()));
+            }
+            Event::Outcome { stage, outcome, .. } => {
+                r.outcomes.insert(stage.clone(), (**outcome).clone());
+            }
+            Event::Decision { transition } => {
+                if transition.score.is_some() {
+                    r.last_score = transition.score.clone();
+                }
+                r.pending = Some(transition.clone());
+            }
+            Event::Applied { transition } => {
+                r.state.apply(transition);
+                r.transitions.push(transition.clone());
+                r.column = Some(transition.to.clone());
+                r.pending = None;
+                r.work = None;
+            }
+            Event::PullRequest {
+                number,
+                url,
+                created,
+            } => r.pr = Some((*number, url.clone(), *created)),
+            Event::Mergeability { mergeable } => r.mergeability = Some(*mergeable),
+            Event::BaseMerged { .. } => r.base_merged = true,
+            Event::IssueClosed => r.closed = true,
+            Event::Warning { message } => r.warnings.push(message.clone()),
+            Event::Stopped { .. } => r.stopped = true,
+            _ => {}
+        }
+    }
+
+    /// Turn the answer to an effect into events (and per-process facts).
+    fn absorb(&mut self, input: Input) -> Vec<Event> {
+        match input {
+            Input::Start | Input::Closed | Input::Moved => self.absorb_simple(input),
+            Input::Issue(issue) => {
+                self.s.issue = Some(*issue);
+                Vec::new()
+            }
+            Input::Context(context) => {
+                self.s.board = context.board.clone();
+                self.s.context = Some(*context);
+                Vec::new()
+            }
+            Input::OnBoard(board) => {
+                self.s.board = Some(*board);
+                Vec::new()
+            }
+            Input::Worktree { info, warnings } => self.absorb_worktree(info, warnings),
+            Input::Agent(run) => self.absorb_agent(&run),
+            Input::Committed(result) => self.absorb_commit(result),
+            Input::Pushed(result) => self.absorb_push(result),
+            Input::Posted {
+                marker,
+                text,
+                result,
+            } => self.absorb_post(marker, text, result),
+            Input::Gates {
+                stage,
+                attempt,
+                reports,
+            } => vec![Event::GatesFinished {
+                stage,
+                attempt,
+                reports,
+            }],
+            Input::Undone(result) => {
+                let (stage, attempt) = self.attempt_here();
+                let mut events = Vec::new();
+                if let Err(e) = result {
+                    events.push(warning(format!(
+                        "could not undo the last commit after the dead-code gate: {e}"
+                    )));
+                }
+                events.push(Event::CommitUndone { stage, attempt });
+                events
+            }
+            Input::PullRequest(result) => self.absorb_pull_request(result),
+            Input::Mergeable(result) => self.absorb_mergeable(result),
+            Input::Merged(result) => self.absorb_merge(result),
+            Input::CleanedUp { warnings } => {
+                self.s.cleaned = true;
+                warnings.into_iter().map(warning).collect()
+            }
+            Input::Cancelled => {
+                self.s.interrupted = true;
+                Vec::new()
+            }
+        }
+    }
+
+    fn absorb_simple(&mut self, input: Input) -> Vec<Event> {
+        match input {
+            Input::Closed => vec![Event::IssueClosed],
+            Input::Moved => self
+                .r
+                .pending
+                .clone()
+                .map(|transition| vec![Event::Applied { transition }])
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn absorb_worktree(&mut self, info: WorktreeInfo, warnings: Vec<String>) -> Vec<Event> {
+        self.s.worktree = Some(info.clone());
+        let mut events: Vec<Event> = warnings
+            .iter()
+            .map(|w| warning(format!("setup: {w}")))
+            .collect();
+        events.push(Event::WorktreeReady {
+            path: info.path,
+            branch: info.branch,
+            base: info.base,
+            reused: info.reused,
+            warnings,
+        });
+        events
+    }
+
+    fn absorb_agent(&mut self, run: &AgentRun) -> Vec<Event> {
+        let Some(w) = self.r.work.clone() else {
+            return Vec::new();
+        };
+        let stats = AgentStats {
+            agent: w.agent.clone(),
+            backend: run.backend.clone(),
+            duration_ms: run.duration.as_millis() as u64,
+            usage: run.usage,
+            tool_calls: run.tool_calls,
+            model: run.model.clone(),
+            exit: run.exit.clone(),
+        };
+        let mut events = vec![Event::AgentFinished {
+            stage: w.stage.clone(),
+            attempt: w.attempt,
+            stats,
+        }];
+        let stage = self.stage(&w.stage);
+        let result = match stage {
+            Some(stage) => outcome_of(stage, &w.agent, run),
+            None => Err(Halt::Stop {
+                reason: format!("the workflow has no stage {}", w.stage),
+            }),
+        };
+        events.push(match result {
+            Ok(outcome) => Event::Outcome {
+                stage: w.stage,
+                attempt: w.attempt,
+                outcome: Box::new(outcome),
+            },
+            Err(halt) => {
+                if halt == Halt::Interrupted {
+                    self.s.interrupted = true;
+                }
+                Event::Halted {
+                    stage: w.stage,
+                    attempt: w.attempt,
+                    halt,
+                }
+            }
+        });
+        events
+    }
+
+    fn absorb_commit(&mut self, result: Result<CommitResult, String>) -> Vec<Event> {
+        let (stage, attempt) = self.attempt_here();
+        vec![match result {
+            Ok(c) => Event::Committed {
+                stage,
+                attempt,
+                sha: c.sha,
+                ahead: c.ahead,
+            },
+            Err(e) => halt(
+                stage,
+                attempt,
+                format!("committing the developer's work failed: {e}"),
+            ),
+        }]
+    }
+
+    fn absorb_push(&mut self, result: Result<String, String>) -> Vec<Event> {
+        match result {
+            Ok(sha) => vec![Event::Pushed { sha }],
+            Err(e) => {
+                let (stage, attempt) = self.attempt_here();
+                let branch = self.branch();
+                vec![halt(
+                    stage,
+                    attempt,
+                    format!("pushing {branch} failed: {e}"),
+                )]
+            }
+        }
+    }
+
+    fn absorb_post(
+        &mut self,
+        marker: Marker,
+        text: Text,
+        result: Result<(Comment, bool), String>,
+    ) -> Vec<Event> {
+        self.s.outbox_tried.push(marker.clone());
+        match result {
+            Ok((comment, created)) => {
+                let event = Event::Posted {
+                    marker,
+                    comment_id: comment.id,
+                    url: comment.html_url.clone(),
+                    created,
+                };
+                if let Some(ctx) = self.s.context.as_mut() {
+                    if !ctx.comments.iter().any(|c| c.id == comment.id) {
+                        ctx.comments.push(comment);
+                    }
+                }
+                vec![event]
+            }
+            Err(error) => vec![
+                warning(format!(
+                    "could not post the {} comment: {error}; it is posted when the run resumes",
+                    marker.kind
+                )),
+                Event::WriteFailed {
+                    marker,
+                    text,
+                    error,
+                },
+            ],
+        }
+    }
+
+    fn absorb_pull_request(
+        &mut self,
+        result: Result<(crate::github::PullRequest, bool), String>,
+    ) -> Vec<Event> {
+        match result {
+            Ok((pr, created)) => vec![Event::PullRequest {
+                number: pr.number,
+                url: pr.html_url,
+                created,
+            }],
+            Err(e) => {
+                let reason = format!(
+                    "opening the pull request failed: {e}; the approved audit is kept, and running again opens it"
+                );
+                self.s.pause = Some(reason.clone());
+                vec![Event::Paused { reason }]
+            }
+        }
+    }
+
+    fn absorb_mergeable(&mut self, result: Result<Option<bool>, String>) -> Vec<Event> {
+        match result {
+            Ok(mergeable) => vec![Event::Mergeability { mergeable }],
+            Err(e) => vec![
+                warning(format!(
+                    "could not read the pull request's mergeability: {e}"
+                )),
+                Event::Mergeability { mergeable: None },
+            ],
+        }
+    }
+
+    fn absorb_merge(&mut self, result: Result<MergeOutcome, String>) -> Vec<Event> {
+        let base = self.project.settings.default_branch.clone();
+        let mut events = Vec::new();
+        match &result {
+            Ok(MergeOutcome::Merged { sha }) => events.push(Event::Pushed { sha: sha.clone() }),
+            Ok(MergeOutcome::Conflicts { files }) => events.push(warning(format!(
+                "the pull request conflicts with {base}; resolve by hand: {}",
+                files.join(", ")
+            ))),
+            Ok(MergeOutcome::UpToDate) => {}
+            Err(e) => events.push(warning(format!(
+                "could not merge {base} into the branch: {e}"
+            ))),
+        }
+        events.push(Event::BaseMerged {
+            outcome: result.ok(),
+        });
+        events
+    }
+
+    /// A decision whose card move reached GitHub before a crash, but was not recorded as applied:
+    /// the board shows its target, so it took effect.
+    fn recovered_move(&self) -> Option<Event> {
+        let t = self.r.pending.as_ref()?;
+        let here = self.r.column.as_deref()?;
+        let target = self.stage(&t.to).map(|s| s.status.as_str());
+        (t.to != t.from && target == self.stage(here).map(|s| s.status.as_str())).then(|| {
+            Event::Applied {
+                transition: t.clone(),
+            }
+        })
+    }
+
+    /// What to do next, from the state alone.
+    fn want(&self) -> Want {
+        if let Some(end) = &self.s.finishing {
+            return self.want_finish(end);
+        }
+        let Some(issue) = &self.s.issue else {
+            return Want::Do(Effect::FetchIssue);
+        };
+        if !self.s.admitted {
+            return self.want_admission(issue);
+        }
+        if self.is_done() {
+            return Want::Finish(self.done_end());
+        }
+        if self.opts.dry_run {
+            return Want::End(
+                RunEnd::DryRun {
+                    plan: self.plan_lines(),
+                },
+                Vec::new(),
+            );
+        }
+        if self.s.worktree.is_none() {
+            return Want::Do(Effect::PrepareWorktree);
+        }
+        if let Some(retry) = self.want_outbox() {
+            return retry;
+        }
+        if self.s.interrupted {
+            return Want::Finish(RunEnd::Interrupted);
+        }
+        if let Some(reason) = &self.s.pause {
+            return Want::Finish(RunEnd::Paused {
+                reason: reason.clone(),
+            });
+        }
+        if let Some(reason) = &self.r.stop {
+            return self.want_stop(reason);
+        }
+        if let Some(t) = &self.r.pending {
+            return self.want_pending(t);
+        }
+        match &self.r.work {
+            Some(w) => self.want_work(w),
+            None => self.want_plan(),
+        }
+    }
+
+    fn want_admission(&self, issue: &Issue) -> Want {
+        let settings = &self.project.settings;
+        if let Some(reason) = refuse_issue(settings, issue) {
+            return refuse(reason);
+        }
+        let Some(ctx) = &self.s.context else {
+            return Want::Do(Effect::FetchContext);
+        };
+        let Some(board) = &self.s.board else {
+            if self.opts.add_to_board && !self.opts.dry_run {
+                return Want::Do(Effect::AddToBoard);
+            }
+            return Want::Fail(RunError::GitHub(GitHubError::NotOnBoard {
+                issue: issue.number,
+                project: settings.project_number,
+            }));
+        };
+        if let Some(reason) = refuse_context(settings, issue, &ctx.blockers, &ctx.editors) {
+            return refuse(reason);
+        }
+        Want::Admit(start_column(&self.project.workflow, board))
+    }
+
+    /// Post again what GitHub did not confirm, once per round (at the start and at the end).
+    fn want_outbox(&self) -> Option<Want> {
+        let (marker, text) = self
+            .r
+            .outbox
+            .iter()
+            .find(|(m, _)| !self.s.outbox_tried.contains(m))?;
+        Some(Want::Do(Effect::Post {
+            marker: marker.clone(),
+            text: text.clone(),
+        }))
+    }
+
+    fn want_finish(&self, end: &RunEnd) -> Want {
+        if let Some(retry) = self.want_outbox() {
+            return retry;
+        }
+        let end = match (&self.r.outbox[..], end) {
+            ([], _) | (_, RunEnd::Paused { .. } | RunEnd::DryRun { .. }) => end.clone(),
+            (unconfirmed, _) => RunEnd::Paused {
+                reason: format!(
+                    "GitHub did not confirm {} comment{} ({}); running again posts {}",
+                    unconfirmed.len(),
+                    if unconfirmed.len() == 1 { "" } else { "s" },
+                    unconfirmed
+                        .iter()
+                        .map(|(m, _)| format!("{} {}", m.stage, m.kind))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    if unconfirmed.len() == 1 { "it" } else { "them" }
+                ),
+            },
+        };
+        let paused = end.is_resumable();
+        if !self.s.cleaned {
+            return Want::Do(Effect::Cleanup(Cleanup {
+                keep_worktree: paused || self.opts.debug,
+                keep_checkpoint: paused,
+            }));
+        }
+        let events = if paused {
+            Vec::new()
+        } else {
+            vec![Event::Finished {
+                outcome: end_text(&end),
+            }]
+        };
+        Want::End(end, events)
+    }
+
+    fn want_stop(&self, reason: &str) -> Want {
+        let (stage, attempt) = self.column_attempt();
+        let marker = self.marker(&stage, attempt, "stopped");
+        if !self.handled(&marker) {
+            return Want::Do(Effect::Post {
+                marker,
+                text: Text::Stopped {
+                    stage,
+                    reason: reason.to_string(),
+                },
+            });
+        }
+        if !self.r.stopped {
+            return Want::Record(vec![Event::Stopped {
+                reason: reason.to_string(),
+            }]);
+        }
+        Want::Finish(RunEnd::Stopped {
+            stage,
+            reason: reason.to_string(),
+        })
+    }
+
+    fn want_pending(&self, t: &Transition) -> Want {
+        if t.to == t.from {
+            return Want::Record(vec![Event::Applied {
+                transition: t.clone(),
+            }]);
+        }
+        let column = self
+            .stage(&t.to)
+            .map(|s| s.status.clone())
+            .unwrap_or_else(|| t.to.clone());
+        Want::Do(Effect::MoveCard { column })
+    }
+
+    fn want_plan(&self) -> Want {
+        let (column, attempt) = self.column_attempt();
+        let p = &self.project;
+        let has = |h: &str| self.has_trusted_heading(h);
+        let step = plan(
+            &p.workflow,
+            &self.r.state,
+            &column,
+            p.settings.enable_experimental_features,
+            &has,
+        );
+        match step {
+            Err(e) => Want::End(
+                RunEnd::Stopped {
+                    stage: column,
+                    reason: e.to_string(),
+                },
+                vec![Event::Stopped {
+                    reason: e.to_string(),
+                }],
+            ),
+            Ok(PlanStep::Finish) => Want::Finish(self.done_end()),
+            Ok(PlanStep::Stop(reason)) => Want::Record(vec![halt(column, attempt, reason)]),
+            Ok(PlanStep::Move(transition)) => Want::Record(vec![Event::Decision { transition }]),
+            Ok(PlanStep::RunAgent) => self.want_start(&column),
+        }
+    }
+
+    fn want_start(&self, column: &str) -> Want {
+        let stage = self.stage(column).expect("plan checked the column");
+        let agent = stage.agent.clone().expect("agent stages name an agent");
+        let attempt = self.r.attempts.get(&stage.status).copied().unwrap_or(0);
+        if self.project.roles.get(&agent).is_none() {
+            return Want::Record(vec![halt(
+                stage.status.clone(),
+                attempt,
+                format!("agent `{agent}` has no definition"),
+            )]);
+        }
+        Want::Record(vec![Event::StageStarted {
+            stage: stage.status.clone(),
+            agent,
+            attempt: attempt + 1,
+            fix: None,
+        }])
+    }
+
+    /// An answer that broke the output protocol: ask once for a usable one, then stop.
+    fn want_fix(&self, w: &Work, problem: &str) -> Want {
+        if w.fix.is_some() {
+            return Want::Record(vec![halt(
+                w.stage.clone(),
+                w.attempt,
+                format!("{} produced no usable outcome, twice: {problem}", w.agent),
+            )]);
+        }
+        Want::Record(vec![Event::StageStarted {
+            stage: w.stage.clone(),
+            agent: w.agent.clone(),
+            attempt: w.attempt + 1,
+            fix: Some(problem.to_string()),
+        }])
+    }
+
+    fn want_work(&self, w: &Work) -> Want {
+        let Some(stage) = self.stage(&w.stage) else {
+            return Want::Record(vec![halt(
+                w.stage.clone(),
+                w.attempt,
+                format!("the workflow has no stage {}", w.stage),
+            )]);
+        };
+        if let Some(problem) = &w.unusable {
+            return self.want_fix(w, problem);
+        }
+        let Some(outcome) = &w.outcome else {
+            if self.s.started.as_ref() != Some(&(w.stage.clone(), w.attempt)) {
+                // Started before a crash and never finished: a new attempt begins.
+                return self.want_start(&w.stage);
+            }
+            if w.ran {
+                // Ran in this process without an outcome: the halt event says why.
+                return Want::Finish(RunEnd::Interrupted);
+            }
+            return Want::Do(Effect::Dispatch(Box::new(self.dispatch(stage, w))));
+        };
+        if let Some(want) = self.want_delivery(stage, w, outcome) {
+            return want;
+        }
+        let p = &self.project;
+        let decision = decide(DecideInput {
+            workflow: &p.workflow,
+            state: &self.r.state,
+            column: &stage.status,
+            outcome,
+            gates: w.gates.as_deref(),
+            max_rejections: p.settings.max_rejections,
+            threshold: p.settings.audit_score_threshold,
+            experimental: p.settings.enable_experimental_features,
+        });
+        match decision {
+            Err(e) => Want::Record(vec![halt(w.stage.clone(), w.attempt, e.to_string())]),
+            Ok(Decision::RunGates { transition, hooks }) => {
+                if resolved_without_change(stage, w.ahead.unwrap_or(0)) {
+                    return self.want_resolved(w, transition);
+                }
+                Want::Do(Effect::RunGates {
+                    stage: w.stage.clone(),
+                    attempt: w.attempt,
+                    hooks,
+                })
+            }
+            Ok(Decision::Stop(reason)) => self.want_stop_decided(w, outcome, reason),
+            Ok(Decision::Move(t)) => self.want_move(stage, w, outcome, t),
+        }
+    }
+
+    /// Commit and push the work, or post the agent's comment.
+    fn want_delivery(&self, stage: &Stage, w: &Work, outcome: &Outcome) -> Option<Want> {
+        if stage.commits {
+            let Some(issue) = &self.s.issue else {
+                return None;
+            };
+            return match w.ahead {
+                None => Some(Want::Do(Effect::Commit {
+                    message: commit_message(issue.number, &issue.title, &w.agent, w.attempt),
+                })),
+                Some(ahead) if ahead > 0 && !w.pushed => Some(Want::Do(Effect::Push)),
+                Some(_) => None,
+            };
+        }
+        let marker = self.marker(&w.stage, w.attempt, "stage");
+        if self.handled(&marker) {
+            return None;
+        }
+        let body = outcome
+            .comment_body
+            .clone()
+            .or_else(|| outcome.summary.clone())
+            .unwrap_or_else(|| format!("{} completed without a comment.", w.agent));
+        let note = outcome
+            .notes
+            .iter()
+            .find(|n| n.starts_with("partial"))
+            .cloned();
+        let findings = if stage.review {
+            outcome.findings.clone()
+        } else {
+            Vec::new()
+        };
+        Some(Want::Do(Effect::Post {
+            marker,
+            text: Text::Stage {
+                body,
+                findings,
+                facts: self.facts(w),
+                note,
+            },
+        }))
+    }
+
+    fn want_resolved(&self, w: &Work, gated: Transition) -> Want {
+        if !self.r.closed {
+            return Want::Do(Effect::CloseIssue {
+                marker: self.marker(&w.stage, w.attempt, "resolved"),
+                text: Text::Resolved {
+                    branch: self.branch(),
+                    base: self.base(),
+                },
+            });
+        }
+        Want::Record(vec![Event::Decision {
+            transition: Transition {
+                to: self.project.workflow.done().status.clone(),
+                kind: TransitionKind::Forward,
+                reason: "no commits on the branch: closed as already resolved".into(),
+                score: None,
+                ..gated
+            },
+        }])
+    }
+
+    fn want_stop_decided(&self, w: &Work, outcome: &Outcome, reason: StopReason) -> Want {
+        if reason.is_resumable() {
+            return self.want_pause(w, reason.to_string());
+        }
+        if let StopReason::MaxRejections { last, .. } = &reason {
+            if let Some(post) = self.score_note(w, outcome, last) {
+                return post;
+            }
+        }
+        Want::Record(vec![halt(w.stage.clone(), w.attempt, reason.to_string())])
+    }
+
+    /// Stop short with a comment saying why, keeping everything for a rerun (time, not a human,
+    /// fixes the cause); the rerun runs the gates again.
+    fn want_pause(&self, w: &Work, reason: String) -> Want {
+        let marker = self.marker(&w.stage, w.attempt, "paused");
+        if !self.handled(&marker) {
+            return Want::Do(Effect::Post {
+                marker,
+                text: Text::Stopped {
+                    stage: w.stage.clone(),
+                    reason,
+                },
+            });
+        }
+        Want::Record(vec![Event::Paused { reason }])
+    }
+
+    /// The score-gate comment for an approval that missed the threshold, unless already posted.
+    fn score_note(&self, w: &Work, outcome: &Outcome, t: &Transition) -> Option<Want> {
+        let score = t
+            .score
+            .clone()
+            .filter(|_| t.kind == TransitionKind::ScoreGate)?;
+        let marker = self.marker(&w.stage, w.attempt, "score-gate");
+        (!self.handled(&marker)).then(|| {
+            Want::Do(Effect::Post {
+                marker,
+                text: Text::ScoreGate {
+                    score,
+                    findings: outcome.findings.clone(),
+                },
+            })
+        })
+    }
+
+    fn want_move(&self, stage: &Stage, w: &Work, outcome: &Outcome, t: Transition) -> Want {
+        let todo = move_work(&self.project.workflow, stage, &t, w.gates.as_deref());
+        let gates_marker = self.marker(&w.stage, w.attempt, "gates");
+        if todo.gate_note && !self.handled(&gates_marker) {
+            return Want::Do(Effect::Post {
+                marker: gates_marker,
+                text: Text::Gates {
+                    reports: w.gates.clone().unwrap_or_default(),
+                },
+            });
+        }
+        if todo.undo_commit && !w.undone {
+            return Want::Do(Effect::UndoCommit);
+        }
+        if todo.score_note {
+            if let Some(post) = self.score_note(w, outcome, &t) {
+                return post;
+            }
+        }
+        if todo.pull_request {
+            if let Some(want) = self.want_pull_request(w, outcome, &t) {
+                return want;
+            }
+        }
+        Want::Record(vec![Event::Decision { transition: t }])
+    }
+
+    fn want_pull_request(&self, w: &Work, outcome: &Outcome, t: &Transition) -> Option<Want> {
+        let Some((number, _, _)) = &self.r.pr else {
+            return Some(Want::Do(Effect::OpenPullRequest(Box::new(
+                self.pr_request(w, outcome, t),
+            ))));
+        };
+        match self.r.mergeability {
+            None => Some(Want::Do(Effect::CheckMergeable { number: *number })),
+            Some(Some(false)) if !self.r.base_merged => Some(Want::Do(Effect::MergeBase)),
+            Some(_) => None,
+        }
+    }
+
+    fn pr_request(&self, _w: &Work, outcome: &Outcome, t: &Transition) -> PrRequest {
+        let issue = self
+            .s
+            .issue
+            .as_ref()
+            .expect("admitted runs know their issue");
+        let p = &self.project;
+        PrRequest {
+            issue: issue.number,
+            issue_title: issue.title.clone(),
+            head: self.branch(),
+            base: self.base(),
+            title: outcome.pr_title.clone(),
+            audit_comment: outcome
+                .comment_body
+                .clone()
+                .unwrap_or_else(|| "## Audit Approved".into()),
+            auditor_body: outcome.pr_body.clone(),
+            score: t.score.clone().expect("approvals are scored"),
+            findings: outcome.findings.clone(),
+            gates: self.r.last_gates.clone().unwrap_or_default(),
+            rejections: self.r.state.total_rejections(),
+            gate_bounces: self.r.state.gate_bounces,
+            draft: p.settings.draft_pr,
+        }
+    }
+
+    fn dispatch(&self, stage: &Stage, w: &Work) -> Dispatch {
+        let issue = self
+            .s
+            .issue
+            .as_ref()
+            .expect("admitted runs know their issue");
+        let notes = self.trusted_notes();
+        let returned = match &w.fix {
+            Some(problem) => Some(super::context::Return::Unusable {
+                problem: problem.clone(),
+            }),
+            None => return_context(
+                &self.r.transitions,
+                &self.r.outcomes,
+                self.r.last_gates.as_deref(),
+                stage,
+            ),
+        };
+        Dispatch {
+            stage: w.stage.clone(),
+            agent: w.agent.clone(),
+            attempt: w.attempt,
+            task: TaskSpec {
+                issue: IssueContext {
+                    number: issue.number,
+                    title: issue.title.clone(),
+                    body: issue.body.clone(),
+                    author: issue.author.clone(),
+                    url: issue.html_url.clone(),
+                },
+                notes,
+                returned,
+                gates: stage.review.then(|| self.r.last_gates.clone()).flatten(),
+                worktree: (self.branch(), self.base()),
+            },
+            keep_partial: stage.skip_when_heading.is_some(),
+        }
+    }
+
+    /// The issue text the gates may read (trusted: the issue of a codeowner).
+    pub fn issue_text(&self) -> Option<IssueText> {
+        self.s.issue.as_ref().map(|i| IssueText {
+            number: i.number,
+            title: i.title.clone(),
+            body: i.body.clone(),
+        })
+    }
+
+    /// The board card, once admission found it.
+    pub fn board(&self) -> Option<&BoardItem> {
+        self.s.board.as_ref()
+    }
+
+    /// The issue, once fetched.
+    pub fn issue(&self) -> Option<&Issue> {
+        self.s.issue.as_ref()
+    }
+
+    /// Comments that may reach an agent, and this run's stage comments GitHub has not confirmed yet
+    /// (they are supervisor's own text, waiting in the outbox).
+    fn trusted_notes(&self) -> Vec<TrustedNote> {
+        let Some(ctx) = &self.s.context else {
+            return Vec::new();
+        };
+        let ours = self.r.posted.iter().map(|(_, id)| *id).collect();
+        let settings = &self.project.settings;
+        let owner = |login: &str| settings.is_codeowner(login);
+        let mut notes = trusted_notes(
+            &ctx.comments,
+            &ctx.editors,
+            &Authority {
+                viewer: ctx.viewer.as_deref(),
+                ours: &ours,
+                is_codeowner: &owner,
+            },
+        );
+        notes.extend(self.r.outbox.iter().filter_map(|(m, text)| match text {
+            Text::Stage { body, .. } => Some(TrustedNote {
+                stage: Some(m.stage.clone()),
+                kind: NoteKind::Stage,
+                author: ctx.viewer.clone().unwrap_or_default(),
+                body: body.clone(),
+            }),
+            _ => None,
+        }));
+        notes
+    }
+
+    fn has_trusted_heading(&self, heading: &str) -> bool {
+        self.s
+            .issue
+            .as_ref()
+            .is_some_and(|i| has_heading(&i.body, heading))
+            || self
+                .trusted_notes()
+                .iter()
+                .any(|n| has_heading(&n.body, heading))
+    }
+
+    fn facts(&self, w: &Work) -> RunFacts {
+        self.r
+            .agents
+            .iter()
+            .rev()
+            .find(|a| a.stage == w.stage && a.attempt == w.attempt)
+            .map(|a| RunFacts {
+                agent: a.agent.clone(),
+                attempt: a.attempt,
+                duration_ms: a.duration_ms,
+                tokens: a.tokens,
+                tool_calls: a.tool_calls,
+                model: a.model.clone(),
+            })
+            .unwrap_or_else(|| RunFacts {
+                agent: w.agent.clone(),
+                attempt: w.attempt,
+                ..RunFacts::default()
+            })
+    }
+
+    /// Whether GitHub has (or the outbox holds) the comment with this marker.
+    fn handled(&self, marker: &Marker) -> bool {
+        self.r.posted.iter().any(|(m, _)| m == marker)
+            || self.r.outbox.iter().any(|(m, _)| m == marker)
+    }
+
+    fn marker(&self, stage: &str, attempt: u32, kind: &str) -> Marker {
+        Marker::new(self.run_id.clone(), stage, attempt, kind)
+    }
+
+    fn stage(&self, name: &str) -> Option<&Stage> {
+        self.project.workflow.stage_for_column(name)
+    }
+
+    /// The column, and the latest attempt started there.
+    fn column_attempt(&self) -> (String, u32) {
+        let column = self.r.column.clone().unwrap_or_default();
+        let attempt = self.r.attempts.get(&column).copied().unwrap_or(0);
+        (column, attempt)
+    }
+
+    /// The stage and attempt the current work belongs to (the column's otherwise).
+    fn attempt_here(&self) -> (String, u32) {
+        match &self.r.work {
+            Some(w) => (w.stage.clone(), w.attempt),
+            None => self.column_attempt(),
+        }
+    }
+
+    fn branch(&self) -> String {
+        self.s
+            .worktree
+            .as_ref()
+            .map(|w| w.branch.clone())
+            .unwrap_or_default()
+    }
+
+    fn base(&self) -> String {
+        self.s
+            .worktree
+            .as_ref()
+            .map(|w| w.base.clone())
+            .unwrap_or_else(|| self.project.settings.default_branch.clone())
+    }
+
+    fn is_done(&self) -> bool {
+        self.r.pending.is_none()
+            && self
+                .r
+                .column
+                .as_deref()
+                .and_then(|c| self.stage(c))
+                .is_some_and(|s| s.built_in == Some(BuiltIn::Done))
+    }
+
+    /// How a run that reached Done ended.
+    fn done_end(&self) -> RunEnd {
+        match (&self.r.pr, self.r.closed) {
+            (Some((number, url, created)), _) => RunEnd::PullRequest {
+                number: *number,
+                url: url.clone(),
+                created: *created,
+            },
+            (None, true) => RunEnd::ClosedAsResolved,
+            (None, false) => RunEnd::AlreadyDone,
+        }
+    }
+
+    /// The dry run's plan: the stages ahead, their agents and backends, the gates.
+    fn plan_lines(&self) -> Vec<String> {
+        let p = &self.project;
+        let wf = &p.workflow;
+        let (column, _) = self.column_attempt();
+        let mut steps = vec![format!("card is in {column}")];
+        let start = wf
+            .stage_for_column(&column)
+            .and_then(|s| wf.index(&s.status))
+            .unwrap_or(0);
+        for st in &wf.stages[start..] {
+            match (&st.agent, st.built_in) {
+                (_, Some(BuiltIn::Backlog)) => steps.push(format!(
+                    "move {} → {}",
+                    st.status,
+                    st.forward.as_deref().unwrap_or("?")
+                )),
+                (_, Some(BuiltIn::Done)) => {
+                    steps.push("open the pull request and move the card to Done".into())
+                }
+                (Some(agent), None) => steps.push(self.plan_line(st, agent)),
+                _ => {}
+            }
+        }
+        let ws = crate::workspace::WorkspaceConfig::from_settings(&p.root, &p.settings);
+        let branch = format!("{}{}", ws.branch_prefix, self.opts.issue);
+        steps.push(format!(
+            "worktree {} on branch {branch}",
+            ws.worktree_root.join(&branch).display()
+        ));
+        steps
+    }
+
+    fn plan_line(&self, st: &Stage, agent: &str) -> String {
+        let p = &self.project;
+        let backend = p
+            .roles
+            .get(agent)
+            .map(|d| d.backend_name(&p.settings).to_string())
+            .unwrap_or_default();
+        let mut s = format!("{}: run {agent} ({backend})", st.status);
+        s.push_str(if st.commits {
+            ", commit and push"
+        } else {
+            ", post its comment"
+        });
+        if !st.hooks.is_empty() {
+            let names: Vec<&str> = st.hooks.iter().map(|h| h.name.as_str()).collect();
+            s.push_str(&format!(", then gates: {}", names.join(", ")));
+        }
+        s
+    }
+}
+
+fn refuse(reason: String) -> Want {
+    Want::End(
+        RunEnd::Refused {
+            reason: reason.clone(),
+        },
+        vec![Event::Stopped { reason }],
+    )
+}
+
+fn halt(stage: String, attempt: u32, reason: impl ToString) -> Event {
+    Event::Halted {
+        stage,
+        attempt,
+        halt: Halt::Stop {
+            reason: reason.to_string(),
+        },
+    }
+}
+
+fn warning(message: String) -> Event {
+    tracing::warn!("{message}");
+    Event::Warning { message }
+}
+
+fn end_text(end: &RunEnd) -> String {
+    match end {
+        RunEnd::PullRequest { url, .. } => format!("pull request {url}"),
+        RunEnd::Interrupted => "interrupted".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn agent_line(stage: &str, attempt: u32, stats: &AgentStats) -> AgentLine {
+    AgentLine {
+        stage: stage.to_string(),
+        agent: stats.agent.clone(),
+        attempt,
+        backend: stats.backend.clone(),
+        duration_ms: stats.duration_ms,
+        tokens: stats.usage.total,
+        cost_usd: stats.usage.cost_usd,
+        tool_calls: stats.tool_calls,
+        model: stats.model.clone(),
+        exit: exit_text(&stats.exit),
+    }
+}

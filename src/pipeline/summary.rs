@@ -1,0 +1,161 @@
+//! What a run produced, as data: how it ended, its agents, its gate rounds. `report` renders it.
+
+use serde::Serialize;
+
+use super::decide::Transition;
+use crate::audit::AuditScore;
+use crate::gates::{GateReport, GateStatus, Verdict};
+
+/// Exit status of `supervisor run` (and every command that runs the pipeline).
+pub mod exit {
+    /// Done: a PR opened, nothing to do, or stopped cleanly by a signal.
+    pub const OK: u8 = 0;
+    /// The pipeline stopped before Done; the reason was printed.
+    pub const STOPPED: u8 = 1;
+    /// Usage or configuration error.
+    pub const USAGE: u8 = 2;
+    /// A GitHub or authentication error, or a stop that running again resumes.
+    pub const RESUMABLE: u8 = 3;
+}
+
+/// How the run ended.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum RunEnd {
+    /// Approved; the pull request is open.
+    PullRequest {
+        number: u64,
+        url: String,
+        created: bool,
+    },
+    /// The card was already in Done: nothing to do.
+    AlreadyDone,
+    /// The developer changed nothing: the issue was closed as already resolved.
+    ClosedAsResolved,
+    /// Stopped before Done; a human is needed.
+    Stopped { stage: String, reason: String },
+    /// Refused before anything was written (untrusted author, blockers, …).
+    Refused { reason: String },
+    /// SIGINT/SIGTERM: the agent was stopped and the worktree cleaned.
+    Interrupted,
+    /// Stopped short by something running again fixes (a write GitHub did not confirm, a pull
+    /// request GitHub would not open yet): the journal and the worktree are kept for the rerun.
+    Paused { reason: String },
+    /// `--dry-run`: nothing was written.
+    DryRun { plan: Vec<String> },
+}
+
+impl RunEnd {
+    /// The exit status this end maps to.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            RunEnd::PullRequest { .. }
+            | RunEnd::AlreadyDone
+            | RunEnd::ClosedAsResolved
+            | RunEnd::DryRun { .. }
+            | RunEnd::Interrupted => exit::OK,
+            RunEnd::Stopped { .. } | RunEnd::Refused { .. } => exit::STOPPED,
+            RunEnd::Paused { .. } => exit::RESUMABLE,
+        }
+    }
+
+    /// Whether running the same command again continues this run.
+    pub fn is_resumable(&self) -> bool {
+        matches!(self, RunEnd::Paused { .. })
+    }
+}
+
+/// One agent dispatch.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentLine {
+    pub stage: String,
+    pub agent: String,
+    pub attempt: u32,
+    pub backend: String,
+    pub duration_ms: u64,
+    pub tokens: u64,
+    pub cost_usd: f64,
+    pub tool_calls: u64,
+    pub model: Option<String>,
+    /// `completed`, `timed out after 30m`, …
+    pub exit: String,
+}
+
+/// One run of the gates; gates are listed by their hooks' names.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GateRound {
+    pub stage: String,
+    pub attempt: u32,
+    pub verdict: Verdict,
+    pub failing: Vec<String>,
+    pub not_run: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+impl GateRound {
+    /// The round of `reports`, run when leaving `stage` on its `attempt`.
+    pub fn new(stage: &str, attempt: u32, reports: &[GateReport]) -> GateRound {
+        let names = |keep: fn(&GateStatus) -> bool| -> Vec<String> {
+            reports
+                .iter()
+                .filter(|r| keep(&r.status))
+                .map(|r| r.name.clone())
+                .collect()
+        };
+        GateRound {
+            stage: stage.to_string(),
+            attempt,
+            verdict: Verdict::of(reports),
+            failing: names(|s| *s == GateStatus::Fail),
+            not_run: names(|s| matches!(s, GateStatus::NotRun(_))),
+            warnings: names(|s| *s == GateStatus::Warn),
+        }
+    }
+}
+
+/// Facts about an agent run shown under its comment.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunFacts {
+    pub agent: String,
+    pub attempt: u32,
+    pub duration_ms: u64,
+    pub tokens: u64,
+    pub tool_calls: u64,
+    pub model: Option<String>,
+}
+
+/// Everything the summary shows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunSummary {
+    pub run_id: String,
+    pub repo: String,
+    pub issue: u64,
+    pub title: String,
+    pub end: RunEnd,
+    pub agents: Vec<AgentLine>,
+    pub transitions: Vec<Transition>,
+    pub gate_rounds: Vec<GateRound>,
+    /// The latest gate round's reports, findings included.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gates: Vec<crate::gates::GateReport>,
+    pub rejections: u32,
+    pub gate_bounces: u32,
+    pub score: Option<AuditScore>,
+    pub warnings: Vec<String>,
+    pub journal: String,
+    pub duration_ms: u64,
+}
+
+impl RunSummary {
+    pub fn total_tokens(&self) -> u64 {
+        self.agents.iter().map(|a| a.tokens).sum()
+    }
+
+    pub fn total_cost(&self) -> f64 {
+        self.agents.iter().map(|a| a.cost_usd).sum()
+    }
+}

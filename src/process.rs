@@ -1,0 +1,261 @@
+//! Child process groups. Every child supervisor starts (agents, gate tools, setup commands) leads a
+//! process group of its own and is registered here while it lives, so that a stop kills the whole
+//! group and a second signal kills every group at once, whichever run started it.
+
+/// Send `signal` to the process group `pgid`.
+pub fn signal_group(pgid: i32, signal: i32) {
+    if pgid > 1 {
+        // SAFETY: kill(2) with a negative pid signals that process group; no memory is involved.
+        unsafe {
+            libc::kill(-pgid, signal);
+        }
+    }
+}
+
+/// Whether any live (non-zombie) process is left in the process group `pgid`.
+pub fn process_group_alive(pgid: i32) -> bool {
+    if pgid <= 1 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks for existence.
+    if unsafe { libc::kill(-pgid, 0) } != 0 {
+        return false;
+    }
+    // Zombies still count for kill(2); where orphans are not reaped promptly, look closer.
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses.
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next().unwrap_or("");
+        let pgrp = fields.nth(1).and_then(|p| p.parse::<i32>().ok());
+        if pgrp == Some(pgid) && !matches!(state, "Z" | "X") {
+            return true;
+        }
+    }
+    false
+}
+
+/// Every child process group running now, whichever run started it.
+static LIVE_GROUPS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+/// The process groups running now.
+pub fn live_groups() -> Vec<i32> {
+    LIVE_GROUPS.lock().map(|g| g.clone()).unwrap_or_default()
+}
+
+/// SIGKILL every child process group still running: the last act of a process exiting at once
+/// (a second signal), so that no child outlives supervisor.
+pub fn kill_all_groups() {
+    let groups = LIVE_GROUPS.lock().map(|g| g.clone()).unwrap_or_default();
+    for pgid in groups {
+        signal_group(pgid, libc::SIGKILL);
+    }
+}
+
+/// A registered live group; kills it if its owner is abandoned (its future dropped) before the
+/// group ends, unless disarmed.
+pub struct GroupGuard {
+    pgid: i32,
+    pub armed: bool,
+}
+
+impl GroupGuard {
+    /// Register `pgid` as live.
+    pub fn new(pgid: i32) -> GroupGuard {
+        if let Ok(mut g) = LIVE_GROUPS.lock() {
+            g.push(pgid);
+        }
+        in_run(|r| r.change(|g| g.push(pgid)));
+        GroupGuard { pgid, armed: true }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            signal_group(self.pgid, libc::SIGKILL);
+        }
+        if let Ok(mut g) = LIVE_GROUPS.lock() {
+            g.retain(|p| *p != self.pgid);
+        }
+        in_run(|r| r.change(|g| g.retain(|p| *p != self.pgid)));
+    }
+}
+
+/// Make the child started by `cmd` lead a process group of its own and die with supervisor: the
+/// kernel sends it SIGKILL when supervisor's thread that started it ends (PR_SET_PDEATHSIG), so a
+/// `kill -9` of supervisor never leaves an agent or tool writing into a worktree. The rest of its
+/// group is found and killed through the checkpoint when the run resumes.
+pub fn lead_own_group(cmd: &mut tokio::process::Command) {
+    let parent = std::process::id() as libc::pid_t;
+    cmd.process_group(0);
+    // SAFETY: the closure runs in the child between fork and exec and only makes async-signal-safe
+    // calls (prctl, getppid, _exit).
+    unsafe {
+        cmd.pre_exec(move || {
+            #[cfg(target_os = "linux")]
+            {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                // Supervisor may have died before the call: then nothing would ever kill us.
+                if libc::getppid() != parent {
+                    libc::_exit(1);
+                }
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Told the live groups whenever they change.
+type OnChange = Box<dyn Fn(&[i32]) + Send + Sync>;
+
+/// A run's record of the process groups it started, told to whoever keeps the run's checkpoint.
+pub struct RunGroups {
+    groups: std::sync::Mutex<Vec<i32>>,
+    on_change: OnChange,
+}
+
+impl RunGroups {
+    pub fn new(on_change: impl Fn(&[i32]) + Send + Sync + 'static) -> std::sync::Arc<RunGroups> {
+        std::sync::Arc::new(RunGroups {
+            groups: std::sync::Mutex::new(Vec::new()),
+            on_change: Box::new(on_change),
+        })
+    }
+
+    fn change(&self, f: impl FnOnce(&mut Vec<i32>)) {
+        let now = match self.groups.lock() {
+            Ok(mut g) => {
+                f(&mut g);
+                g.clone()
+            }
+            Err(_) => return,
+        };
+        (self.on_change)(&now);
+    }
+}
+
+tokio::task_local! {
+    static RUN: std::sync::Arc<RunGroups>;
+}
+
+/// Run `f` with child process groups started inside it recorded in `groups`.
+pub async fn recording<F: std::future::Future>(
+    groups: std::sync::Arc<RunGroups>,
+    f: F,
+) -> F::Output {
+    RUN.scope(groups, f).await
+}
+
+fn in_run(f: impl FnOnce(&RunGroups)) {
+    let _ = RUN.try_with(|r| f(r));
+}
+
+/// The processes of group `pgid` (pid, start time).
+fn members(pgid: i32) -> Vec<(i32, std::time::SystemTime)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let boot = boot_time();
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            let rest = stat.rsplit_once(')')?.1;
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            // After "(comm)": state ppid pgrp … starttime is the 20th.
+            let pgrp: i32 = fields.get(2)?.parse().ok()?;
+            let start: u64 = fields.get(19)?.parse().ok()?;
+            let started = boot? + std::time::Duration::from_millis(start * 1000 / ticks);
+            (pgrp == pgid && !matches!(fields[0], "Z" | "X")).then_some((pid, started))
+        })
+        .collect()
+}
+
+fn boot_time() -> Option<std::time::SystemTime> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let secs: u64 = stat
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse()
+        .ok()?;
+    Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+}
+
+/// SIGKILL what is left of process groups a dead run recorded: only processes of those groups that
+/// started no later than `not_after` (the run's last sign of life), so a group id the system has
+/// since given to someone else is left alone. Returns how many processes were killed.
+pub fn kill_leftovers(groups: &[i32], not_after: std::time::SystemTime) -> usize {
+    let slack = std::time::Duration::from_secs(2);
+    let mut killed = 0;
+    for &pgid in groups.iter().filter(|g| **g > 1) {
+        for (pid, started) in members(pgid) {
+            if started <= not_after + slack && pid != std::process::id() as i32 {
+                // SAFETY: kill(2) with a positive pid; no memory is involved.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                killed += 1;
+            }
+        }
+    }
+    killed
+}
+
+/// Secrets taken out of the environment at start.
+static SECRETS: std::sync::OnceLock<std::collections::BTreeMap<String, String>> =
+    std::sync::OnceLock::new();
+
+unsafe extern "C" {
+    static mut environ: *mut *mut libc::c_char;
+}
+
+/// Take `names` out of the environment: keep their values in memory ([`secret`]), overwrite them
+/// in place in the environment block — what `/proc/<pid>/environ` shows any process of the same
+/// user, agents included — and remove them from what children inherit. Call it first thing in
+/// `main`, before any thread starts; later calls do nothing.
+pub fn take_secrets(names: &[&str]) {
+    let mut taken = std::collections::BTreeMap::new();
+    // SAFETY: no other thread exists yet (the caller's contract), so nothing reads or changes the
+    // environment concurrently; every pointer walked is a NUL-terminated string of the block.
+    unsafe {
+        let mut entry = environ;
+        while !entry.is_null() && !(*entry).is_null() {
+            let text = *entry;
+            let bytes = std::ffi::CStr::from_ptr(text).to_bytes();
+            if let Some(eq) = bytes.iter().position(|b| *b == b'=') {
+                let name = String::from_utf8_lossy(&bytes[..eq]).into_owned();
+                if names.contains(&name.as_str()) {
+                    let value = String::from_utf8_lossy(&bytes[eq + 1..]).into_owned();
+                    // Wipe the value where the kernel shows it; the string keeps its length.
+                    std::ptr::write_bytes(text.add(eq + 1), b'*', bytes.len() - eq - 1);
+                    taken.insert(name, value);
+                }
+            }
+            entry = entry.add(1);
+        }
+        for name in taken.keys() {
+            std::env::remove_var(name);
+        }
+    }
+    let _ = SECRETS.set(taken);
+}
+
+/// A secret [`take_secrets`] took out of the environment.
+pub fn secret(name: &str) -> Option<&'static str> {
+    SECRETS.get()?.get(name).map(String::as_str)
+}

@@ -1,0 +1,438 @@
+//! The production effects: what the engine asks for, done against GitHub, git, agent CLIs and gate
+//! tools. Blocking git work runs on tokio's blocking pool so a signal is always heard.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use super::Services;
+use crate::agent::{self, AgentRequest, AgentRun, ExitReason};
+use crate::config::Hook;
+use crate::gates::{self, CiContext, CiSource, GateContext, GateReport, IssueText};
+use crate::github::{
+    BoardItem, BoardRef, Comment, GitHub, Issue, Marker, NewPullRequest, PullRequest,
+};
+use crate::pipeline::{
+    Cleanup, CommitResult, Context, Dispatch, Effects, GitHubChecks, PrRequest, Project, RunError,
+    Text, WorktreeInfo,
+};
+use crate::report;
+use crate::workspace::{
+    self, Checkpoint, MergeOutcome, PushAuth, Reuse, WorkspaceConfig, WorkspaceError, Worktree,
+};
+
+/// The effects of one run against the real world.
+pub struct LiveEffects {
+    project: Arc<Project>,
+    gh: GitHub,
+    push_auth: PushAuth,
+    github_token: Option<String>,
+    scripted_program: Option<PathBuf>,
+    cancel: CancellationToken,
+    ws: WorkspaceConfig,
+    run_id: String,
+    issue: u64,
+    journal_dir: PathBuf,
+    /// The issue's comments as last read, with the ones posted since: where a marker is looked
+    /// for before posting.
+    comments: Vec<Comment>,
+    /// The login supervisor posts as; only its comments' markers count.
+    viewer: Option<String>,
+    wt: Option<Worktree>,
+    /// Shared with the recorder of the run's process groups, which writes them into it.
+    checkpoint: Arc<std::sync::Mutex<Option<Checkpoint>>>,
+}
+
+/// How often a live run refreshes its checkpoint while an agent works.
+const HEARTBEAT: Duration = Duration::from_secs(60);
+
+impl LiveEffects {
+    pub fn new(
+        project: Arc<Project>,
+        svc: Services,
+        ws: WorkspaceConfig,
+        issue: u64,
+        run_id: String,
+        journal_dir: PathBuf,
+    ) -> LiveEffects {
+        LiveEffects {
+            project,
+            gh: svc.github,
+            push_auth: svc.push_auth,
+            github_token: svc.github_token,
+            scripted_program: svc.scripted_program,
+            cancel: svc.cancel,
+            ws,
+            run_id,
+            issue,
+            journal_dir,
+            comments: Vec::new(),
+            viewer: None,
+            wt: None,
+            checkpoint: Arc::default(),
+        }
+    }
+
+    /// A recorder of the run's child process groups that keeps them in the checkpoint.
+    pub fn group_recorder(&self) -> Arc<crate::process::RunGroups> {
+        let checkpoint = self.checkpoint.clone();
+        let root = self.project.root.clone();
+        crate::process::RunGroups::new(move |groups| {
+            update_checkpoint(&checkpoint, &root, |cp| cp.groups = groups.to_vec());
+        })
+    }
+
+    /// The run's cancellation token.
+    pub fn cancel_token(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    fn board_ref(&self) -> BoardRef {
+        BoardRef::from_settings(&self.project.settings)
+    }
+
+    fn worktree(&self) -> Result<Worktree, String> {
+        self.wt
+            .clone()
+            .ok_or_else(|| "the worktree is not ready".to_string())
+    }
+
+    /// Comments a marker may be found on: supervisor's own, when its login is known.
+    fn own_comments(&self) -> Vec<Comment> {
+        self.comments
+            .iter()
+            .filter(|c| {
+                self.viewer
+                    .as_deref()
+                    .is_none_or(|v| v.eq_ignore_ascii_case(&c.author))
+            })
+            .cloned()
+            .collect()
+    }
+
+    fn gate_context(&self, wt: &Worktree, issue: &IssueText) -> GateContext {
+        let s = &self.project.settings;
+        let changes =
+            gates::ChangeSet::compute(&wt.path, &self.ws.default_branch).unwrap_or_else(|e| {
+                tracing::warn!("could not compute the change set: {e}");
+                gates::ChangeSet {
+                    base: self.ws.default_branch.clone(),
+                    ..gates::ChangeSet::default()
+                }
+            });
+        let ci = (s.ci_gating_timeout_sec > 0).then(|| CiContext {
+            head_sha: wt.head_sha().unwrap_or_default(),
+            timeout: Duration::from_secs(s.ci_gating_timeout_sec),
+            interval: Duration::from_secs(s.gates.ci_poll_interval_sec),
+            source: Arc::new(GitHubChecks::new(
+                self.gh.clone(),
+                wt.clone(),
+                self.push_auth.clone(),
+            )) as Arc<dyn CiSource>,
+        });
+        GateContext {
+            dir: wt.path.clone(),
+            changes,
+            issue: Some(issue.clone()),
+            settings: s.gates.clone(),
+            ci,
+            state_dir: self.project.root.join(".supervisor").join("gates"),
+            search_path: None,
+        }
+    }
+}
+
+/// Change the run's checkpoint (when it has one) and save it.
+fn update_checkpoint(
+    checkpoint: &std::sync::Mutex<Option<Checkpoint>>,
+    root: &std::path::Path,
+    change: impl FnOnce(&mut Checkpoint),
+) {
+    let Ok(mut guard) = checkpoint.lock() else {
+        return;
+    };
+    if let Some(cp) = guard.as_mut() {
+        change(cp);
+        cp.updated_at = chrono::Utc::now();
+        if let Err(e) = cp.save(root) {
+            tracing::warn!("could not write the checkpoint: {e}");
+        }
+    }
+}
+
+/// Run blocking git work off the async threads.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, WorkspaceError> + Send + 'static,
+) -> Result<T, String> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(e) => Err(format!("the git task failed: {e}")),
+    }
+}
+
+impl Effects for LiveEffects {
+    async fn fetch_issue(&mut self, issue: u64) -> Result<Issue, RunError> {
+        Ok(self.gh.get_issue(issue).await?)
+    }
+
+    async fn fetch_context(&mut self, issue: &Issue) -> Result<Context, RunError> {
+        let board = self.gh.board_item(&self.board_ref(), issue.number).await?;
+        let blockers = self.gh.open_blockers(issue).await?;
+        let comments = self.gh.list_comments(issue.number).await?;
+        let editors = self.gh.issue_editors(issue.number).await?;
+        self.comments = comments.clone();
+        Ok(Context {
+            board,
+            blockers,
+            comments,
+            editors,
+            viewer: self.viewer.clone(),
+        })
+    }
+
+    async fn add_to_board(&mut self, issue: &Issue) -> Result<BoardItem, RunError> {
+        Ok(self.gh.add_to_board(&self.board_ref(), issue).await?)
+    }
+
+    async fn post(
+        &mut self,
+        issue: u64,
+        marker: &Marker,
+        text: &Text,
+    ) -> Result<(Comment, bool), String> {
+        let body = report::comment_text(text);
+        let known = self.own_comments();
+        match self.gh.post_once(issue, marker, &body, Some(&known)).await {
+            Ok(posted) => {
+                if posted.created {
+                    self.comments.push(posted.comment.clone());
+                }
+                Ok((posted.comment, posted.created))
+            }
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    async fn move_card(&mut self, board: &BoardItem, column: &str) -> Result<(), RunError> {
+        Ok(self.gh.move_card(board, column).await?)
+    }
+
+    async fn close_issue(
+        &mut self,
+        issue: u64,
+        marker: &Marker,
+        text: &Text,
+    ) -> Result<(), RunError> {
+        let body = report::comment_text(text);
+        Ok(self.gh.close_issue(issue, Some((marker, &body))).await?)
+    }
+
+    async fn open_pull_request(&mut self, pr: &PrRequest) -> Result<(PullRequest, bool), String> {
+        let (title, body) = report::pull_request_text(pr);
+        let new = NewPullRequest {
+            head: pr.head.clone(),
+            base: pr.base.clone(),
+            title,
+            body,
+            draft: pr.draft,
+        };
+        self.gh
+            .find_or_create_pr(&new)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    async fn mergeable(&mut self, number: u64) -> Result<Option<bool>, String> {
+        self.gh
+            .get_pr(number)
+            .await
+            .map(|pr| pr.mergeable)
+            .map_err(|e| e.to_string())
+    }
+
+    async fn prepare_worktree(
+        &mut self,
+        _cancel: &CancellationToken,
+    ) -> Result<(WorktreeInfo, Vec<String>), RunError> {
+        let (ws, issue, auth) = (self.ws.clone(), self.issue, self.push_auth.clone());
+        let wt =
+            tokio::task::spawn_blocking(move || workspace::ensure_worktree_with(&ws, issue, &auth))
+                .await
+                .map_err(|e| RunError::Workspace(WorkspaceError::Task(e.to_string())))??;
+        // The checkpoint comes first, so that setup's processes are recorded in it too.
+        let checkpoint = Checkpoint::new(self.run_id.clone(), issue, &wt);
+        checkpoint.save(&self.project.root)?;
+        if let Ok(mut cp) = self.checkpoint.lock() {
+            *cp = Some(checkpoint);
+        }
+        let mut warnings = Vec::new();
+        if wt.origin != Reuse::ExistingWorktree {
+            warnings = workspace::setup(&self.ws, &wt).await.warnings;
+        }
+        let info = WorktreeInfo {
+            path: wt.path.display().to_string(),
+            branch: wt.branch.clone(),
+            base: wt.base.clone(),
+            reused: wt.origin,
+        };
+        self.wt = Some(wt);
+        Ok((info, warnings))
+    }
+
+    async fn commit(&mut self, message: &str) -> Result<CommitResult, String> {
+        let wt = self.worktree()?;
+        let message = message.to_string();
+        blocking(move || {
+            let sha = wt.commit_all(&message)?;
+            Ok(CommitResult {
+                sha,
+                ahead: wt.commits_ahead()?,
+                head: wt.head_sha()?,
+            })
+        })
+        .await
+    }
+
+    async fn push(&mut self) -> Result<String, String> {
+        let wt = self.worktree()?;
+        let auth = self.push_auth.clone();
+        blocking(move || {
+            wt.push(&auth)?;
+            wt.head_sha()
+        })
+        .await
+    }
+
+    async fn undo_commit(&mut self) -> Result<(), String> {
+        let wt = self.worktree()?;
+        blocking(move || wt.undo_last_commit()).await
+    }
+
+    async fn merge_base(&mut self) -> Result<MergeOutcome, String> {
+        let wt = self.worktree()?;
+        let auth = self.push_auth.clone();
+        let base = self.ws.default_branch.clone();
+        blocking(move || {
+            let outcome = wt.merge_base_branch_with(&auth)?;
+            if let MergeOutcome::Merged { .. } = &outcome {
+                wt.push(&auth).map_err(|e| {
+                    WorkspaceError::Task(format!(
+                        "merged {base} into the branch but the push failed: {e}"
+                    ))
+                })?;
+            }
+            Ok(outcome)
+        })
+        .await
+    }
+
+    async fn cleanup(&mut self, how: Cleanup) -> Vec<String> {
+        let mut warnings = Vec::new();
+        // A worktree this process did not prepare may be an earlier process's (it died late).
+        let wt = match self.wt.take() {
+            Some(wt) => Some(wt),
+            None => workspace::existing_worktree(&self.ws, self.issue).unwrap_or_default(),
+        };
+        if let Some(wt) = wt {
+            let ws = self.ws.clone();
+            let keep = how.keep_worktree;
+            let result = tokio::task::spawn_blocking(move || {
+                let unpushed = wt.unpushed().unwrap_or(true);
+                if keep {
+                    return Ok(Some(format!("keeping the worktree {}", wt.path.display())));
+                }
+                if unpushed {
+                    return Ok(Some(format!(
+                        "keeping the worktree {}: its branch has commits the remote does not; the next run continues from them",
+                        wt.path.display()
+                    )));
+                }
+                workspace::cleanup(&ws, &wt)
+                    .map(|()| None)
+                    .map_err(|e| format!("could not remove the worktree {}: {e}", wt.path.display()))
+            })
+            .await;
+            match result {
+                Ok(Ok(Some(w)) | Err(w)) => warnings.push(w),
+                Ok(Ok(None)) => {}
+                Err(e) => warnings.push(format!("could not clean up the worktree: {e}")),
+            }
+        }
+        if !how.keep_checkpoint {
+            if let Ok(mut cp) = self.checkpoint.lock() {
+                *cp = None;
+            }
+            if let Err(e) = Checkpoint::remove(&self.project.root, self.issue) {
+                warnings.push(e.to_string());
+            }
+        }
+        warnings
+    }
+
+    async fn dispatch(&mut self, d: &Dispatch, cancel: &CancellationToken) -> AgentRun {
+        let p = self.project.clone();
+        let task = report::task_text(&p.workflow, d);
+        let prompts = self.journal_dir.join("prompts");
+        let slug = format!("{}-{}", d.stage, d.attempt);
+        if let Err(e) = std::fs::create_dir_all(&prompts)
+            .and_then(|()| std::fs::write(prompts.join(format!("{slug}.md")), &task))
+        {
+            tracing::warn!("could not keep the prompt: {e}");
+        }
+        let def = p
+            .roles
+            .get(&d.agent)
+            .expect("dispatches name a defined role");
+        let cwd = self.wt.as_ref().map(|w| w.path.clone()).unwrap_or_default();
+        let token = self.github_token.as_deref();
+        let mut req =
+            match AgentRequest::for_role(&p.settings, &p.root, def, task, cwd, None, token) {
+                Ok(r) => r,
+                Err(e) => {
+                    return AgentRun::not_started(def, ExitReason::SpawnFailed(e.to_string()));
+                }
+            };
+        if let (agent::Backend::Scripted { program, .. }, Some(p)) =
+            (&mut req.backend, &self.scripted_program)
+        {
+            *program = p.clone();
+        }
+        req.transcript = Some(
+            self.journal_dir
+                .join("transcripts")
+                .join(format!("{slug}.jsonl")),
+        );
+        req.attempt = d.attempt;
+        req.keep_partial_on_budget |= d.keep_partial;
+        // The checkpoint shows the run alive for as long as the agent works.
+        let (checkpoint, root) = (self.checkpoint.clone(), p.root.clone());
+        let heartbeat = async move {
+            loop {
+                update_checkpoint(&checkpoint, &root, |_| {});
+                tokio::time::sleep(HEARTBEAT).await;
+            }
+        };
+        tokio::select! {
+            run = agent::run_agent(req, cancel.clone()) => run,
+            () = heartbeat => unreachable!("the heartbeat never ends"),
+        }
+    }
+
+    async fn run_gates(
+        &mut self,
+        hooks: &[Hook],
+        issue: &IssueText,
+        cancel: &CancellationToken,
+    ) -> Vec<GateReport> {
+        let Some(wt) = self.wt.clone() else {
+            return Vec::new();
+        };
+        let ctx = self.gate_context(&wt, issue);
+        tokio::select! {
+            reports = gates::run_gates(hooks, &ctx) => reports,
+            _ = cancel.cancelled() => Vec::new(),
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! Running the pipeline for real: the production [`Effects`](crate::pipeline::Effects) — the GitHub
+//! client, git worktrees, agent CLIs, gate tools — and [`run_issue`], which claims an issue's run
+//! (checkpoint), opens its journal and drives the engine to its end. Texts are rendered by `report`.
+
+mod live;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+pub use live::LiveEffects;
+
+use crate::github::GitHub;
+use crate::pipeline::{Event, Journal, Machine, Project, RunError, RunOptions, RunSummary, drive};
+use crate::workspace::{self, Checkpoint, PushAuth, RunLock, WorkspaceConfig};
+
+/// What a run talks to.
+pub struct Services {
+    pub github: GitHub,
+    pub push_auth: PushAuth,
+    /// Passed to agents only when the settings opt in.
+    pub github_token: Option<String>,
+    /// Program the scripted backend runs (the supervisor binary); `None` = the current executable.
+    pub scripted_program: Option<PathBuf>,
+    /// Cancelled on SIGINT/SIGTERM (or by the scheduler): the run stops at its next safe point.
+    pub cancel: CancellationToken,
+}
+
+/// A new run id: `<issue>-<UTC timestamp>`.
+fn new_run_id(issue: u64) -> String {
+    format!("{issue}-{}", chrono::Utc::now().format("%Y%m%dT%H%M%S%3fZ"))
+}
+
+/// Claim `issue`'s run: take its lock (another live process holding it refuses), kill what a dead
+/// run left running, then resume its run id from the checkpoint — or, when the checkpoint is stale
+/// or absent, prune what is left and start a new one.
+fn claim(
+    project: &Project,
+    ws: &WorkspaceConfig,
+    issue: u64,
+) -> Result<(String, bool, RunLock), RunError> {
+    let busy = |cp: Option<&Checkpoint>| RunError::Busy {
+        pid: cp.map(|c| c.pid).unwrap_or_default(),
+        issue,
+    };
+    let cp = Checkpoint::load(&project.root, issue)?;
+    let Some(lock) = RunLock::acquire(&project.root, issue)? else {
+        return Err(busy(cp.as_ref()));
+    };
+    let Some(cp) = cp else {
+        return Ok((new_run_id(issue), false, lock));
+    };
+    // Never take over from a process that is still running, however old its checkpoint.
+    if cp.pid != std::process::id() && cp.process_alive() {
+        return Err(busy(Some(&cp)));
+    }
+    let killed = crate::process::kill_leftovers(&cp.groups, cp.updated_at.into());
+    if killed > 0 {
+        tracing::warn!(
+            "killed {killed} process(es) the previous run of issue #{issue} left running"
+        );
+    }
+    if cp.is_stale(chrono::Utc::now()) {
+        workspace::prune_stale(ws, &cp)?;
+        Checkpoint::remove(&project.root, issue)?;
+        return Ok((new_run_id(issue), false, lock));
+    }
+    Ok((cp.run_id, true, lock))
+}
+
+/// Run the pipeline for one issue, resuming its run when a checkpoint says one is live.
+pub async fn run_issue(
+    project: Arc<Project>,
+    svc: Services,
+    opts: RunOptions,
+) -> Result<RunSummary, RunError> {
+    let ws = WorkspaceConfig::from_settings(&project.root, &project.settings);
+    let (run_id, resumed, lock) = if opts.dry_run {
+        (new_run_id(opts.issue), false, None)
+    } else {
+        let (id, resumed, lock) = claim(&project, &ws, opts.issue)?;
+        (id, resumed, Some(lock))
+    };
+    let mut journal = if opts.dry_run {
+        Journal::in_memory()
+    } else {
+        Journal::open(&project.root, &run_id)?
+    };
+    let mut machine = Machine::new(
+        project.clone(),
+        opts.clone(),
+        run_id.clone(),
+        journal.entries(),
+    );
+    journal.record(Event::RunStarted {
+        issue: opts.issue,
+        repo: project.settings.repo.to_string(),
+        resumed,
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    })?;
+    let mut effects = LiveEffects::new(
+        project,
+        svc,
+        ws,
+        opts.issue,
+        run_id,
+        journal.dir().to_path_buf(),
+    );
+    let cancel = effects.cancel_token();
+    let groups = effects.group_recorder();
+    let result = crate::process::recording(
+        groups,
+        drive(&mut machine, &mut effects, &mut journal, &cancel),
+    )
+    .await;
+    drop(lock);
+    result
+}

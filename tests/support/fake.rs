@@ -1,0 +1,956 @@
+//! An in-memory world for the engine: GitHub as the sandbox's state (no server), the worktree as a
+//! map of files with a list of commits, scripted agents played in-process, gates decided by a rule.
+//! The engine under test is the real one (`Machine` + `drive`); only its effects are fake. A run can
+//! be made to "crash" at any effect, before or after the effect reaches the world, the way a
+//! `kill -9` would leave it.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use supervisor::agent::backend::{Script, ScriptAction};
+use supervisor::agent::{AgentRun, ExitReason, Limits, Usage};
+use supervisor::config::{GateKind, Hook};
+use supervisor::demo::WorldSpec;
+use supervisor::gates::{GateReport, GateStatus, IssueText};
+use supervisor::github::{
+    Blocker, BlockerKind, BoardItem, ColumnOption, Comment, Editors, GitHubError, Issue,
+    IssueState, Marker, PullRequest, body_blockers,
+};
+use supervisor::pipeline::{
+    Cleanup, CommitResult, Context, Dispatch, Effects, Entry, Event, Journal, Machine, PrRequest,
+    Project, RunError, RunOptions, RunSummary, Text, WorktreeInfo, drive, read_entries, runs_dir,
+};
+use supervisor::report;
+use supervisor::sandbox::{CommentSeed, PullSeed, SandboxState, SeedState};
+use supervisor::workspace::{MergeOutcome, Reuse};
+use tokio_util::sync::CancellationToken;
+
+/// The fake repository: the base branch, the worktree's files and commits, the remote.
+#[derive(Debug, Clone, Default)]
+pub struct Repo {
+    pub base: BTreeMap<String, String>,
+    /// The worktree's files, when it exists.
+    pub files: Option<BTreeMap<String, String>>,
+    /// The branch's commits beyond the base: (sha, files).
+    pub commits: Vec<(String, BTreeMap<String, String>)>,
+    /// The branch on the remote: its commits' shas.
+    pub remote: Vec<String>,
+    pub push_fails: Option<String>,
+    /// The base moved since the branch was made: merging it conflicts in these files (empty: merges cleanly).
+    pub base_moved: Option<Vec<String>>,
+    next_sha: u64,
+}
+
+impl Repo {
+    fn head(&self) -> String {
+        self.commits
+            .last()
+            .map(|c| c.0.clone())
+            .unwrap_or_else(|| "base".into())
+    }
+
+    fn tree(&self) -> BTreeMap<String, String> {
+        self.commits
+            .last()
+            .map(|c| c.1.clone())
+            .unwrap_or_else(|| self.base.clone())
+    }
+
+    fn commit(&mut self) -> Option<String> {
+        let files = self.files.clone()?;
+        if files == self.tree() {
+            return None;
+        }
+        self.next_sha += 1;
+        let sha = format!("{:040x}", self.next_sha);
+        self.commits.push((sha.clone(), files));
+        Some(sha)
+    }
+
+    /// Files on the remote branch.
+    pub fn remote_files(&self) -> Vec<String> {
+        self.commits
+            .iter()
+            .rev()
+            .find(|(sha, _)| self.remote.contains(sha))
+            .map(|(_, files)| files.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// Where a crash happens: the nth effect (from 0), before or after it reaches the world.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Crash {
+    pub at: usize,
+    pub after: bool,
+}
+
+/// How gates answer.
+pub type GateRule = Arc<dyn Fn(&Hook, &BTreeMap<String, String>) -> GateReport + Send + Sync>;
+
+/// GitHub answers that fail, by operation name (`post`, `move`, `pr`, …): the next N calls.
+pub type Failures = BTreeMap<&'static str, (u32, String)>;
+
+/// Every gate passes.
+pub fn passing() -> GateRule {
+    Arc::new(|hook, _| report(hook, GateStatus::Pass))
+}
+
+pub fn report(hook: &Hook, status: GateStatus) -> GateReport {
+    GateReport {
+        duration_ms: 1,
+        required: hook.required,
+        summary: "fake gate".into(),
+        ..GateReport::new(hook.gate, hook.name.clone(), status)
+    }
+}
+
+/// The world and everything runs leave in it.
+pub struct FakeWorld {
+    pub dir: tempfile::TempDir,
+    pub root: PathBuf,
+    pub spec: WorldSpec,
+    pub github: Arc<Mutex<SandboxState>>,
+    pub repo: Arc<Mutex<Repo>>,
+    pub script: Script,
+    pub gates: GateRule,
+    pub failures: Arc<Mutex<Failures>>,
+    /// (file name, text) of every task given to an agent.
+    pub prompts: Arc<Mutex<Vec<(String, String)>>>,
+    /// The live run, as a checkpoint would name it.
+    pub live_run: Arc<Mutex<Option<String>>>,
+    /// Effects performed, across runs, by name.
+    pub effects: Arc<Mutex<Vec<String>>>,
+    /// Dispatches per role whose answer reached the engine: a script's attempts are played in
+    /// that order, so a dispatch lost to a crash is played again as it was.
+    pub played: Arc<Mutex<BTreeMap<String, u32>>>,
+    runs: u32,
+}
+
+/// How one run ended.
+pub struct Ran {
+    pub result: Option<Result<RunSummary, RunError>>,
+}
+
+impl Ran {
+    pub fn summary(&self) -> &RunSummary {
+        match &self.result {
+            Some(Ok(s)) => s,
+            Some(Err(e)) => panic!("the run failed: {e}"),
+            None => panic!("the run crashed"),
+        }
+    }
+
+    pub fn code(&self) -> u8 {
+        match &self.result {
+            Some(Ok(s)) => s.end.exit_code(),
+            Some(Err(e)) => e.exit_code(),
+            None => 137,
+        }
+    }
+}
+
+impl FakeWorld {
+    pub fn new(spec: WorldSpec) -> FakeWorld {
+        // The journal syncs every event to disk; in memory-backed storage that costs nothing.
+        let shm = Path::new("/dev/shm");
+        let dir = if shm.is_dir() {
+            tempfile::tempdir_in(shm)
+        } else {
+            tempfile::tempdir()
+        }
+        .expect("temp dir");
+        let root = dir.path().to_path_buf();
+        let script_path = root.join("agents.json");
+        std::fs::write(&script_path, serde_json::to_string(&spec.script).unwrap()).unwrap();
+        let block = spec.settings_block(&script_path, &root.join("worktrees"));
+        let settings = serde_json::json!({ "supervisor": Value::Object(block) });
+        std::fs::create_dir_all(root.join(".pi")).unwrap();
+        std::fs::write(root.join(".pi/settings.json"), settings.to_string()).unwrap();
+        if let Some(wf) = &spec.workflow {
+            std::fs::create_dir_all(root.join(".supervisor")).unwrap();
+            std::fs::write(root.join(".supervisor/workflow.json"), wf.to_string()).unwrap();
+        }
+        let script = Script::parse(&spec.script.to_string(), true).expect("script parses");
+        let repo = Repo {
+            base: spec.files.iter().cloned().collect(),
+            ..Repo::default()
+        };
+        FakeWorld {
+            github: Arc::new(Mutex::new(spec.sandbox_state(None))),
+            repo: Arc::new(Mutex::new(repo)),
+            script,
+            gates: passing(),
+            failures: Arc::default(),
+            prompts: Arc::default(),
+            live_run: Arc::default(),
+            effects: Arc::default(),
+            played: Arc::default(),
+            runs: 0,
+            dir,
+            root,
+            spec,
+        }
+    }
+
+    pub fn project(&self) -> Arc<Project> {
+        Arc::new(Project::load(&self.root, &|_| None).expect("the fake project loads"))
+    }
+
+    /// Run the issue to its end (or to the crash point).
+    pub async fn run(&mut self, crash: Option<Crash>) -> Ran {
+        self.run_with(crash, RunOptions::default(), CancellationToken::new())
+            .await
+    }
+
+    pub async fn run_with(
+        &mut self,
+        crash: Option<Crash>,
+        mut opts: RunOptions,
+        cancel: CancellationToken,
+    ) -> Ran {
+        opts.issue = self.spec.issue.number;
+        self.runs += 1;
+        let project = self.project();
+        let live = self.live_run.lock().unwrap().clone();
+        let run_id = live.unwrap_or_else(|| format!("{}-run{}", opts.issue, self.runs));
+        let mut journal = if opts.dry_run {
+            Journal::in_memory()
+        } else {
+            Journal::open(&self.root, &run_id).expect("journal opens")
+        };
+        let mut machine = Machine::new(project.clone(), opts, run_id.clone(), journal.entries());
+        let crashed = Arc::new(tokio::sync::Notify::new());
+        let mut fx = FakeEffects {
+            project,
+            world: self.handles(),
+            run_id,
+            crash,
+            performed: 0,
+            crashed: crashed.clone(),
+        };
+        let result = tokio::select! {
+            r = drive(&mut machine, &mut fx, &mut journal, &cancel) => Some(r),
+            _ = crashed.notified() => None,
+        };
+        Ran { result }
+    }
+
+    fn handles(&self) -> Handles {
+        Handles {
+            github: self.github.clone(),
+            repo: self.repo.clone(),
+            script: self.script.clone(),
+            gates: self.gates.clone(),
+            failures: self.failures.clone(),
+            prompts: self.prompts.clone(),
+            live_run: self.live_run.clone(),
+            effects: self.effects.clone(),
+            played: self.played.clone(),
+            bot: self.spec.bot.clone(),
+            issue: self.spec.issue.number,
+        }
+    }
+
+    /// Fail the next `n` calls of GitHub operation `op` with `message`.
+    pub fn fail(&self, op: &'static str, n: u32, message: &str) {
+        self.failures
+            .lock()
+            .unwrap()
+            .insert(op, (n, message.to_string()));
+    }
+
+    pub fn with_state<R>(&self, f: impl FnOnce(&mut SandboxState) -> R) -> R {
+        f(&mut self.github.lock().unwrap())
+    }
+
+    pub fn comments(&self) -> Vec<(String, String)> {
+        self.with_state(|s| {
+            s.comments_of(self.spec.issue.number)
+                .iter()
+                .map(|c| (c.author.clone(), c.body.clone()))
+                .collect()
+        })
+    }
+
+    /// The first line of each comment supervisor posted.
+    pub fn posted_headings(&self) -> Vec<String> {
+        self.comments()
+            .into_iter()
+            .filter(|(a, _)| *a == self.spec.bot)
+            .map(|(_, b)| {
+                b.lines()
+                    .find(|l| !l.trim().is_empty() && !l.starts_with('>'))
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .collect()
+    }
+
+    pub fn column(&self) -> Option<String> {
+        self.with_state(|s| s.column_of(self.spec.issue.number).map(String::from))
+    }
+
+    pub fn pulls(&self) -> Vec<(String, String, String)> {
+        self.with_state(|s| {
+            s.pulls()
+                .iter()
+                .map(|p| (p.head.clone(), p.title.clone(), p.body.clone()))
+                .collect()
+        })
+    }
+
+    pub fn issue_state(&self) -> SeedState {
+        self.with_state(|s| s.issue(self.spec.issue.number).unwrap().state)
+    }
+
+    pub fn journal(&self) -> Vec<Entry> {
+        let Ok(dirs) = std::fs::read_dir(runs_dir(&self.root)) else {
+            return Vec::new();
+        };
+        let mut dirs: Vec<PathBuf> = dirs
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+            .collect();
+        dirs.sort();
+        dirs.iter()
+            .flat_map(|d| read_entries(&d.join("events.jsonl")).unwrap())
+            .collect()
+    }
+
+    pub fn run_count(&self) -> usize {
+        std::fs::read_dir(runs_dir(&self.root))
+            .map(|d| d.flatten().filter(|e| e.path().is_dir()).count())
+            .unwrap_or(0)
+    }
+
+    pub fn starts(&self, stage: &str) -> usize {
+        self.journal()
+            .iter()
+            .filter(|e| matches!(&e.event, Event::StageStarted { stage: s, .. } if s == stage))
+            .count()
+    }
+
+    pub fn prompt(&self, name: &str) -> String {
+        let prompts = self.prompts.lock().unwrap();
+        prompts
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| t.clone())
+            .unwrap_or_else(|| {
+                panic!(
+                    "no prompt {name}; have {:?}",
+                    prompts.iter().map(|p| &p.0).collect::<Vec<_>>()
+                )
+            })
+    }
+
+    pub fn all_prompts(&self) -> Vec<(String, String)> {
+        self.prompts.lock().unwrap().clone()
+    }
+
+    pub fn worktree_exists(&self) -> bool {
+        self.repo.lock().unwrap().files.is_some()
+    }
+}
+
+/// What the effects of one run share with the world.
+#[derive(Clone)]
+struct Handles {
+    github: Arc<Mutex<SandboxState>>,
+    repo: Arc<Mutex<Repo>>,
+    script: Script,
+    gates: GateRule,
+    failures: Arc<Mutex<Failures>>,
+    prompts: Arc<Mutex<Vec<(String, String)>>>,
+    live_run: Arc<Mutex<Option<String>>>,
+    effects: Arc<Mutex<Vec<String>>>,
+    played: Arc<Mutex<BTreeMap<String, u32>>>,
+    bot: String,
+    issue: u64,
+}
+
+pub struct FakeEffects {
+    project: Arc<Project>,
+    world: Handles,
+    run_id: String,
+    crash: Option<Crash>,
+    performed: usize,
+    crashed: Arc<tokio::sync::Notify>,
+}
+
+impl FakeEffects {
+    /// Count an effect; hang (the process "dies") at the crash point before it acts.
+    async fn enter(&mut self, name: &str) {
+        self.world.effects.lock().unwrap().push(name.to_string());
+        if self.crash
+            == Some(Crash {
+                at: self.performed,
+                after: false,
+            })
+        {
+            self.die().await;
+        }
+    }
+
+    /// After the effect acted: hang at an "after" crash point.
+    async fn leave(&mut self) {
+        let here = self.performed;
+        self.performed += 1;
+        if self.crash
+            == Some(Crash {
+                at: here,
+                after: true,
+            })
+        {
+            self.die().await;
+        }
+    }
+
+    async fn die(&self) {
+        self.crashed.notify_one();
+        std::future::pending::<()>().await;
+    }
+
+    fn failure(&self, op: &'static str) -> Option<String> {
+        let mut failures = self.world.failures.lock().unwrap();
+        let (n, message) = failures.get_mut(op)?;
+        if *n == 0 {
+            return None;
+        }
+        *n -= 1;
+        Some(message.clone())
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, SandboxState> {
+        self.world.github.lock().unwrap()
+    }
+
+    fn board_item(&self, s: &SandboxState, issue: u64) -> Option<BoardItem> {
+        let board = s.board.as_ref()?;
+        let column = board.items.get(&issue)?.clone();
+        Some(BoardItem {
+            issue,
+            project_id: "PVT_fake".into(),
+            project_number: board.number,
+            item_id: format!("PVTI_{issue}"),
+            field_id: "PVTSSF_status".into(),
+            field_name: board.status_field.clone(),
+            options: board
+                .options
+                .iter()
+                .map(|o| ColumnOption {
+                    id: o.clone(),
+                    name: o.clone(),
+                })
+                .collect(),
+            column,
+        })
+    }
+
+    fn post_comment(&self, issue: u64, marker: &Marker, text: &Text) -> (Comment, bool) {
+        let mut s = self.state();
+        let bot = self.world.bot.clone();
+        let existing = s
+            .comments_of(issue)
+            .iter()
+            .find(|c| c.author == bot && marker.is_in(&c.body))
+            .cloned();
+        if let Some(c) = existing {
+            return (comment(&c), false);
+        }
+        let id = 5000
+            + s.issues
+                .iter()
+                .map(|i| i.comments.len() as u64)
+                .sum::<u64>();
+        let seed = CommentSeed {
+            id,
+            author: bot,
+            body: marker.stamp(&report::comment_text(text)),
+            editor: None,
+            created_at: Some(chrono::Utc::now()),
+        };
+        s.issue_mut(issue).unwrap().comments.push(seed.clone());
+        (comment(&seed), true)
+    }
+}
+
+fn comment(c: &CommentSeed) -> Comment {
+    Comment {
+        id: c.id,
+        author: c.author.clone(),
+        body: c.body.clone(),
+        created_at: c.created_at.unwrap_or_else(chrono::Utc::now),
+        html_url: format!("https://github.invalid/comments/{}", c.id),
+    }
+}
+
+fn github_error(message: String) -> RunError {
+    RunError::GitHub(GitHubError::Api {
+        status: 502,
+        message,
+        route: "fake".into(),
+        documentation_url: None,
+    })
+}
+
+impl Effects for FakeEffects {
+    async fn fetch_issue(&mut self, number: u64) -> Result<Issue, RunError> {
+        self.enter("fetch-issue").await;
+        if let Some(m) = self.failure("issue") {
+            return Err(github_error(m));
+        }
+        let issue = {
+            let s = self.state();
+            let i = s.issue(number).ok_or_else(|| {
+                RunError::GitHub(GitHubError::IssueNotFound {
+                    number,
+                    repo: self.project.settings.repo.clone(),
+                })
+            })?;
+            Issue {
+                number,
+                node_id: format!("I_{number}"),
+                title: i.title.clone(),
+                body: i.body.clone(),
+                author: i.author.clone(),
+                labels: i.labels.clone(),
+                state: if i.state == SeedState::Closed {
+                    IssueState::Closed
+                } else {
+                    IssueState::Open
+                },
+                html_url: format!("https://github.invalid/issues/{number}"),
+                is_pull_request: false,
+            }
+        };
+        self.leave().await;
+        Ok(issue)
+    }
+
+    async fn fetch_context(&mut self, issue: &Issue) -> Result<Context, RunError> {
+        self.enter("fetch-context").await;
+        let ctx = {
+            let s = self.state();
+            let seed = s.issue(issue.number).unwrap();
+            let mut blockers: Vec<u64> = seed.blocked_by.clone();
+            blockers.extend(body_blockers(&issue.body, &self.project.settings.repo));
+            let blockers = blockers
+                .into_iter()
+                .filter_map(|n| s.issue(n).filter(|b| b.state == SeedState::Open))
+                .map(|b| Blocker {
+                    number: b.number,
+                    title: b.title.clone(),
+                    state: IssueState::Open,
+                    kind: BlockerKind::Native,
+                    url: String::new(),
+                })
+                .collect();
+            let comments: Vec<Comment> = seed.comments.iter().map(comment).collect();
+            let editors = Editors {
+                issue: seed.editor.clone(),
+                comments: seed
+                    .comments
+                    .iter()
+                    .filter_map(|c| c.editor.clone().map(|e| (c.id, e)))
+                    .collect(),
+                checked: seed.comments.iter().map(|c| c.id).collect(),
+            };
+            Context {
+                board: self.board_item(&s, issue.number),
+                blockers,
+                comments,
+                editors,
+                viewer: Some(self.world.bot.clone()),
+            }
+        };
+        self.leave().await;
+        Ok(ctx)
+    }
+
+    async fn add_to_board(&mut self, issue: &Issue) -> Result<BoardItem, RunError> {
+        self.enter("add-to-board").await;
+        let item = {
+            let mut s = self.state();
+            s.board.as_mut().unwrap().items.insert(issue.number, None);
+            self.board_item(&s, issue.number).unwrap()
+        };
+        self.leave().await;
+        Ok(item)
+    }
+
+    async fn post(
+        &mut self,
+        issue: u64,
+        marker: &Marker,
+        text: &Text,
+    ) -> Result<(Comment, bool), String> {
+        self.enter("post").await;
+        if let Some(m) = self.failure("post") {
+            return Err(m);
+        }
+        let posted = self.post_comment(issue, marker, text);
+        self.leave().await;
+        Ok(posted)
+    }
+
+    async fn move_card(&mut self, board: &BoardItem, column: &str) -> Result<(), RunError> {
+        self.enter("move").await;
+        if let Some(m) = self.failure("move") {
+            return Err(github_error(m));
+        }
+        self.state()
+            .board
+            .as_mut()
+            .unwrap()
+            .items
+            .insert(board.issue, Some(column.to_string()));
+        self.leave().await;
+        Ok(())
+    }
+
+    async fn close_issue(
+        &mut self,
+        issue: u64,
+        marker: &Marker,
+        text: &Text,
+    ) -> Result<(), RunError> {
+        self.enter("close").await;
+        self.post_comment(issue, marker, text);
+        self.state().issue_mut(issue).unwrap().state = SeedState::Closed;
+        self.leave().await;
+        Ok(())
+    }
+
+    async fn open_pull_request(&mut self, pr: &PrRequest) -> Result<(PullRequest, bool), String> {
+        self.enter("pr").await;
+        if let Some(m) = self.failure("pr") {
+            return Err(m);
+        }
+        let (title, body) = report::pull_request_text(pr);
+        let (seed, created) = {
+            let mut s = self.state();
+            match s.pulls().iter().find(|p| p.head == pr.head).cloned() {
+                Some(p) => (p, false),
+                None => {
+                    let seed = PullSeed {
+                        number: 100 + s.pulls().len() as u64,
+                        head: pr.head.clone(),
+                        base: pr.base.clone(),
+                        title,
+                        body,
+                        state: SeedState::Open,
+                        draft: pr.draft,
+                        merged: false,
+                        author: self.world.bot.clone(),
+                        created_at: None,
+                    };
+                    s.pulls.push(seed.clone());
+                    (seed, true)
+                }
+            }
+        };
+        self.leave().await;
+        Ok((
+            PullRequest {
+                number: seed.number,
+                html_url: format!("https://github.invalid/pull/{}", seed.number),
+                state: "open".into(),
+                head: seed.head,
+                head_sha: String::new(),
+                base: seed.base,
+                title: seed.title,
+                body: seed.body,
+                draft: seed.draft,
+                merged: false,
+                mergeable: None,
+                mergeable_state: None,
+            },
+            created,
+        ))
+    }
+
+    async fn mergeable(&mut self, _number: u64) -> Result<Option<bool>, String> {
+        self.enter("mergeable").await;
+        let conflicts = self.world.repo.lock().unwrap().base_moved.clone();
+        self.leave().await;
+        Ok(Some(conflicts.is_none_or(|files| files.is_empty())))
+    }
+
+    async fn prepare_worktree(
+        &mut self,
+        _cancel: &CancellationToken,
+    ) -> Result<(WorktreeInfo, Vec<String>), RunError> {
+        self.enter("worktree").await;
+        let reused = {
+            let mut repo = self.world.repo.lock().unwrap();
+            let reused = if repo.files.is_some() {
+                Reuse::ExistingWorktree
+            } else {
+                repo.files = Some(repo.tree());
+                Reuse::Created
+            };
+            *self.world.live_run.lock().unwrap() = Some(self.run_id.clone());
+            reused
+        };
+        self.leave().await;
+        Ok((
+            WorktreeInfo {
+                path: "/fake/worktree".into(),
+                branch: format!("worktree-git-issue-{}", self.world.issue),
+                base: "main".into(),
+                reused,
+            },
+            Vec::new(),
+        ))
+    }
+
+    async fn commit(&mut self, _message: &str) -> Result<CommitResult, String> {
+        self.enter("commit").await;
+        let result = {
+            let mut repo = self.world.repo.lock().unwrap();
+            let sha = repo.commit();
+            CommitResult {
+                sha,
+                ahead: repo.commits.len() as u32,
+                head: repo.head(),
+            }
+        };
+        self.leave().await;
+        Ok(result)
+    }
+
+    async fn push(&mut self) -> Result<String, String> {
+        self.enter("push").await;
+        let result = {
+            let mut repo = self.world.repo.lock().unwrap();
+            match repo.push_fails.clone() {
+                Some(e) => Err(e),
+                None => {
+                    repo.remote = repo.commits.iter().map(|c| c.0.clone()).collect();
+                    Ok(repo.head())
+                }
+            }
+        };
+        self.leave().await;
+        result
+    }
+
+    async fn undo_commit(&mut self) -> Result<(), String> {
+        self.enter("undo").await;
+        self.world.repo.lock().unwrap().commits.pop();
+        self.leave().await;
+        Ok(())
+    }
+
+    async fn merge_base(&mut self) -> Result<MergeOutcome, String> {
+        self.enter("merge").await;
+        let outcome = match self.world.repo.lock().unwrap().base_moved.clone() {
+            Some(files) if !files.is_empty() => MergeOutcome::Conflicts { files },
+            _ => MergeOutcome::UpToDate,
+        };
+        self.leave().await;
+        Ok(outcome)
+    }
+
+    async fn cleanup(&mut self, how: Cleanup) -> Vec<String> {
+        self.enter("cleanup").await;
+        let mut warnings = Vec::new();
+        {
+            let mut repo = self.world.repo.lock().unwrap();
+            let unpushed = repo
+                .commits
+                .last()
+                .is_some_and(|(sha, _)| !repo.remote.contains(sha));
+            if repo.files.is_some() {
+                if how.keep_worktree || unpushed {
+                    warnings.push("keeping the worktree /fake/worktree".into());
+                } else {
+                    repo.files = None;
+                }
+            }
+            if !how.keep_checkpoint {
+                *self.world.live_run.lock().unwrap() = None;
+            }
+        }
+        self.leave().await;
+        warnings
+    }
+
+    async fn dispatch(&mut self, d: &Dispatch, cancel: &CancellationToken) -> AgentRun {
+        self.enter("dispatch").await;
+        let task = report::task_text(&self.project.workflow, d);
+        self.world
+            .prompts
+            .lock()
+            .unwrap()
+            .push((format!("{}-{}.md", d.stage, d.attempt), task));
+        let nth = self
+            .world
+            .played
+            .lock()
+            .unwrap()
+            .get(&d.agent)
+            .copied()
+            .unwrap_or(0)
+            + 1;
+        let run = play(
+            &self.project,
+            &self.world.script,
+            d,
+            nth,
+            &self.world.repo,
+            cancel,
+        )
+        .await;
+        self.leave().await;
+        *self
+            .world
+            .played
+            .lock()
+            .unwrap()
+            .entry(d.agent.clone())
+            .or_default() += 1;
+        run
+    }
+
+    async fn run_gates(
+        &mut self,
+        hooks: &[Hook],
+        _issue: &IssueText,
+        _cancel: &CancellationToken,
+    ) -> Vec<GateReport> {
+        self.enter("gates").await;
+        let files = self
+            .world
+            .repo
+            .lock()
+            .unwrap()
+            .files
+            .clone()
+            .unwrap_or_default();
+        let reports = hooks
+            .iter()
+            .map(|h| (self.world.gates)(h, &files))
+            .collect();
+        self.leave().await;
+        reports
+    }
+}
+
+/// Play a scripted agent in-process: files change in the fake worktree; usage, tool calls, the final
+/// answer and budgets as the runner counts them. A `sleep` of 30 s or more waits to be cancelled.
+async fn play(
+    project: &Project,
+    script: &Script,
+    d: &Dispatch,
+    nth: u32,
+    repo: &Arc<Mutex<Repo>>,
+    cancel: &CancellationToken,
+) -> AgentRun {
+    let limits = Limits::for_role(&project.settings, &d.agent);
+    let mut run = AgentRun {
+        role: d.agent.clone(),
+        backend: "scripted".into(),
+        final_text: String::new(),
+        tool_calls: 0,
+        usage: Usage::default(),
+        duration: std::time::Duration::from_millis(5),
+        model: None,
+        exit: ExitReason::Completed,
+        stderr_tail: String::new(),
+        transcript: None,
+        keep_partial: d.keep_partial,
+    };
+    let actions = script.attempt(&d.agent, nth).unwrap_or(&[]).to_vec();
+    let mut slept = std::time::Duration::ZERO;
+    for action in actions {
+        match action {
+            ScriptAction::Write { path, content, .. } => {
+                run.tool_calls += 1;
+                if let Some(files) = repo.lock().unwrap().files.as_mut() {
+                    files.insert(path, content);
+                }
+            }
+            ScriptAction::Edit { path, old, new } => {
+                run.tool_calls += 1;
+                if let Some(f) = repo
+                    .lock()
+                    .unwrap()
+                    .files
+                    .as_mut()
+                    .and_then(|f| f.get_mut(&path))
+                {
+                    *f = f.replacen(&old, &new, 1);
+                }
+            }
+            ScriptAction::Run { .. } | ScriptAction::Tool { .. } => run.tool_calls += 1,
+            ScriptAction::Usage { input, output } => {
+                run.usage.input += input;
+                run.usage.output += output;
+                run.usage.total += input + output;
+            }
+            ScriptAction::Final { text } => run.final_text = text,
+            ScriptAction::Fail { message } => run.exit = ExitReason::Failed(message),
+            ScriptAction::Exit { code } if code != 0 => {
+                run.exit = ExitReason::Failed(format!("exit status {code}"))
+            }
+            ScriptAction::Exit { .. } | ScriptAction::Stderr { .. } => {}
+            ScriptAction::Sleep { ms } => {
+                slept += std::time::Duration::from_millis(ms);
+                if ms >= 30_000 && limits.timeout.is_none_or(|t| slept < t) {
+                    cancel.cancelled().await;
+                }
+            }
+        }
+        if cancel.is_cancelled() {
+            run.exit = ExitReason::Interrupted;
+            return run;
+        }
+        if let Some(t) = limits.timeout.filter(|t| slept > *t) {
+            run.exit = ExitReason::TimedOut(t);
+            return run;
+        }
+        if limits.token_budget > 0 && run.usage.total > limits.token_budget {
+            run.exit = ExitReason::TokenBudget {
+                used: run.usage.total,
+                budget: limits.token_budget,
+            };
+            return run;
+        }
+        if limits.max_tool_calls > 0 && run.tool_calls > limits.max_tool_calls {
+            run.exit = ExitReason::ToolCallCap {
+                calls: run.tool_calls,
+                cap: limits.max_tool_calls,
+            };
+            return run;
+        }
+    }
+    run
+}
+
+/// A gate rule: hooks of kind `kind` get `status` when `when` holds for the worktree's files.
+pub fn gate_when(
+    kind: GateKind,
+    status: GateStatus,
+    when: impl Fn(&BTreeMap<String, String>) -> bool + Send + Sync + 'static,
+) -> GateRule {
+    Arc::new(move |hook, files| {
+        if hook.gate == kind && when(files) {
+            report(hook, status.clone())
+        } else {
+            report(hook, GateStatus::Pass)
+        }
+    })
+}
+
+pub fn spec_dir(world: &FakeWorld) -> &Path {
+    &world.root
+}
