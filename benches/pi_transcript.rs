@@ -66,6 +66,7 @@ fn main() {
         transcript: Some(transcript.clone()),
         attempt: 1,
         keep_partial_on_budget: false,
+        sandbox: None,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)

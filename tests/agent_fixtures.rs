@@ -146,6 +146,7 @@ async fn run_stand_in_with(
         transcript: None,
         attempt: 1,
         keep_partial_on_budget: true,
+        sandbox: None,
     };
     let run = tokio::time::timeout(
         Duration::from_secs(30),

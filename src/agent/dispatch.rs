@@ -9,6 +9,7 @@ use super::AgentDefinition;
 use super::backend::Backend;
 use super::error::AgentError;
 use super::run::Limits;
+use super::sandbox::Sandbox;
 
 /// Variables always passed to agents when set: the basics a CLI needs to run.
 pub const BASE_ENV: [&str; 12] = [
@@ -126,6 +127,8 @@ pub struct AgentRequest<'a> {
     pub attempt: u32,
     /// Keep the partial text when a budget stops the agent (the researcher's graceful degradation).
     pub keep_partial_on_budget: bool,
+    /// Run the agent inside this sandbox (`agentSandbox`); `None`: unconfined.
+    pub sandbox: Option<Sandbox>,
 }
 
 impl<'a> AgentRequest<'a> {
@@ -152,6 +155,7 @@ impl<'a> AgentRequest<'a> {
             transcript: None,
             attempt: 1,
             keep_partial_on_budget: role.name == DEGRADING_ROLE,
+            sandbox: Sandbox::from_settings(settings),
         })
     }
 }

@@ -12,6 +12,7 @@ mod preflight;
 mod protocol;
 mod run;
 mod runner;
+mod sandbox;
 pub mod stream;
 mod transcript;
 
@@ -34,4 +35,5 @@ pub use run::{
     AgentRun, DEFAULT_KILL_GRACE, DEFAULT_TRANSCRIPT_CAP, ExitReason, Limits, Usage, human_duration,
 };
 pub use runner::{failure_line, run_agent};
+pub use sandbox::{Confinement, Sandbox};
 pub use transcript::human_bytes;

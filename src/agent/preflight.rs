@@ -13,6 +13,7 @@ use super::backend::models::{CodexConfig, model_warning};
 use super::definition::RoleSet;
 use super::dispatch::{agent_env, agent_env_names};
 use super::protocol::strip_ansi;
+use super::sandbox::Sandbox;
 use crate::config::Settings;
 
 /// How long `<cli> --version` may take (a cold start of a large CLI can take seconds).
@@ -53,20 +54,26 @@ impl BackendCheck {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Preflight {
     pub backends: Vec<BackendCheck>,
+    /// The agents' sandbox (`agentSandbox`), when one is asked for: bwrap's path and version, or why
+    /// agents cannot run in it.
+    pub sandbox: Option<BackendCheck>,
     pub warnings: Vec<String>,
     pub agent_env: Vec<(String, bool)>,
 }
 
 impl Preflight {
-    /// Whether every backend can run.
+    /// Whether every backend can run (in the sandbox, when one is asked for).
     pub fn ok(&self) -> bool {
-        self.backends.iter().all(|b| b.state.is_ok())
+        self.checks().all(|b| b.state.is_ok())
+    }
+
+    fn checks(&self) -> impl Iterator<Item = &BackendCheck> {
+        self.backends.iter().chain(&self.sandbox)
     }
 
     /// One line per backend that cannot run: `claude (researcher, auditor): …`.
     pub fn problems(&self) -> Vec<String> {
-        self.backends
-            .iter()
+        self.checks()
             .filter_map(|b| {
                 b.problem()
                     .map(|p| format!("{} ({}): {p}", b.name, b.roles.join(", ")))
@@ -146,10 +153,25 @@ pub async fn preflight(settings: &Settings, roles: &RoleSet, repo_root: &Path) -
             (i, check)
         });
     }
+    let all_roles: Vec<String> = roles.agents.keys().cloned().collect();
+    let sandbox = Sandbox::from_settings(settings).map(|sb| async move {
+        let state = sb.probe(&env, repo_root).await.map(Some);
+        BackendCheck {
+            name: "bwrap (agentSandbox)".into(),
+            roles: all_roles,
+            path: sb.program,
+            state,
+        }
+    });
+    let sandbox = match sandbox {
+        Some(probe) => Some(probe.await),
+        None => None,
+    };
     let mut backends: Vec<(usize, BackendCheck)> = tasks.join_all().await;
     backends.sort_by_key(|(i, _)| *i);
     Preflight {
         backends: backends.into_iter().map(|(_, c)| c).collect(),
+        sandbox,
         warnings,
         agent_env,
     }

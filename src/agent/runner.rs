@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use super::backend::Invocation;
 use super::dispatch::{AgentRequest, system_prompt};
 use super::run::{AgentRun, ExitReason, Limits, Usage};
+use super::sandbox::Confinement;
 use super::stream::{
     DEFAULT_LINE_CAP, LineReader, StreamParser, Tail, Tally, TranscriptLine, event_type,
 };
@@ -63,6 +64,21 @@ pub async fn run_agent(req: AgentRequest<'_>, cancel: CancellationToken) -> Agen
         let msg = format!("the working directory {} does not exist", req.cwd.display());
         return finish(run, ExitReason::SpawnFailed(msg));
     }
+    let launch = match &req.sandbox {
+        None => launch,
+        Some(sandbox) => {
+            let confinement = Confinement {
+                cwd: &req.cwd,
+                read_only_tree: req.role.read_only,
+                backend: &req.backend,
+                env: &req.env,
+            };
+            match sandbox.wrap(launch, &confinement) {
+                Ok(l) => l,
+                Err(msg) => return finish(run, ExitReason::SpawnFailed(msg)),
+            }
+        }
+    };
     let mut transcript =
         match Transcript::open(req.transcript.as_deref(), req.limits.transcript_cap) {
             Ok(t) => t,

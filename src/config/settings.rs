@@ -72,9 +72,22 @@ pub enum PromptVia {
     Arg,
 }
 
+/// How agent processes are confined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentSandbox {
+    /// As supervisor's user, with the environment allowlist only.
+    #[default]
+    None,
+    /// In bubblewrap: own PID and mount namespaces, only the worktree (and the CLI's configuration)
+    /// writable, HOME hidden.
+    Bwrap,
+}
+
 leaf_setting! {
     RepoSlug: Str;
     PromptVia: Str, "\"stdin\" or \"arg\"", "prompt modes";
+    AgentSandbox: Str, "\"none\" or \"bwrap\"", "sandbox kinds";
 }
 
 settings_block! {
@@ -229,6 +242,18 @@ settings_block! {
         /// Size cap of each agent transcript file (stdout and stderr each), in MiB; 0 = no cap.
         #[setting(key = "agentTranscriptMaxMb", default = 16)]
         pub agent_transcript_max_mb: u64,
+        /// How agents are confined: `"none"`, or `"bwrap"` (bubblewrap: own PID and mount
+        /// namespaces, the worktree writable, the rest read-only, HOME hidden).
+        #[setting(key = "agentSandbox", default = AgentSandbox::None, example = r#""bwrap""#)]
+        pub agent_sandbox: AgentSandbox,
+        /// Under bwrap: more paths agents may write (besides the worktree and their CLI's
+        /// configuration directory).
+        #[setting(key = "agentSandboxWritable", default = Vec::new(), example = r#"["~/.cache/pip"]"#)]
+        pub agent_sandbox_writable: Vec<PathBuf>,
+        /// Under bwrap: paths under HOME agents may read (HOME is hidden otherwise, except the
+        /// directories on PATH and the CLI's configuration).
+        #[setting(key = "agentSandboxReadOnly", default = Vec::new(), example = r#"["~/.gitconfig"]"#)]
+        pub agent_sandbox_read_only: Vec<PathBuf>,
         /// Pass the GitHub token to agents (off: agents never see it).
         #[setting(key = "passGitHubToken", default = false)]
         pub pass_github_token: bool,

@@ -214,6 +214,22 @@ pub fn check_text(p: &Project, pf: &Preflight) -> String {
             b.roles.join(", ")
         );
     }
+    let sandbox = match &pf.sandbox {
+        None => {
+            "none: agents run as supervisor's user (agentSandbox \"bwrap\" confines them)".into()
+        }
+        Some(b) => match (&b.state, &b.path) {
+            (Err(problem), _) => format!("NOT READY: {problem}"),
+            (Ok(v), path) => format!(
+                "{} at {}: own PID and mount namespaces, only the worktree writable, HOME hidden",
+                v.as_deref().unwrap_or("bwrap"),
+                path.as_deref()
+                    .unwrap_or(std::path::Path::new("?"))
+                    .display()
+            ),
+        },
+    };
+    let _ = writeln!(out, "agent sandbox  {sandbox}");
     let count = p.warnings.len() + pf.warnings.len();
     if count > 0 {
         let _ = writeln!(out, "warnings");
@@ -231,7 +247,7 @@ pub fn check_text(p: &Project, pf: &Preflight) -> String {
         let problems = pf.problems();
         let _ = writeln!(
             out,
-            "error: configuration is valid ({count} warning{plural}), but {} agent CLI{} cannot run:",
+            "error: configuration is valid ({count} warning{plural}), but agents cannot run ({} problem{}):",
             problems.len(),
             if problems.len() == 1 { "" } else { "s" }
         );
@@ -257,6 +273,7 @@ pub fn check_json(p: &Project, pf: &Preflight) -> serde_json::Value {
     json!({
         "ok": pf.ok(),
         "backends": pf.backends.iter().map(|b| b.to_json()).collect::<Vec<_>>(),
+        "sandbox": pf.sandbox.as_ref().map(|b| b.to_json()),
         "agentEnv": {
             "names": pf.agent_env.iter().map(|(n, _)| n).collect::<Vec<_>>(),
             "set": pf.agent_env.iter().filter(|(_, s)| *s).map(|(n, _)| n).collect::<Vec<_>>(),
