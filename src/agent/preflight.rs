@@ -213,6 +213,33 @@ fn is_executable(p: &Path) -> bool {
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+/// `program args` in `dir` with only `env` and stdin from /dev/null, to its end within `timeout`;
+/// why not when it could not start or did not end.
+pub(super) async fn output_within(
+    program: &Path,
+    args: &[String],
+    env: &[(String, String)],
+    dir: &Path,
+    timeout: Duration,
+) -> Result<std::process::Output, String> {
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args)
+        .current_dir(dir)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let shown = format!("`{} {}`", program.display(), args.join(" "));
+    match tokio::time::timeout(timeout, cmd.output()).await {
+        Err(_) => Err(format!(
+            "{shown} did not answer within {} s",
+            timeout.as_secs()
+        )),
+        Ok(Err(e)) => Err(format!("{shown} could not start: {e}")),
+        Ok(Ok(out)) => Ok(out),
+    }
+}
+
 /// The first line `program flag` prints (pi prints its version on stderr).
 async fn version(
     program: &Path,
@@ -220,24 +247,10 @@ async fn version(
     env: &[(String, String)],
     dir: &Path,
 ) -> Result<String, String> {
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.arg(flag)
-        .current_dir(dir)
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
     let shown = format!("`{} {flag}`", program.display());
-    let out = match tokio::time::timeout(VERSION_TIMEOUT, cmd.output()).await {
-        Err(_) => {
-            return Err(format!(
-                "{shown} did not answer within {} s; check the installation",
-                VERSION_TIMEOUT.as_secs()
-            ));
-        }
-        Ok(Err(e)) => return Err(format!("{shown} could not start: {e}")),
-        Ok(Ok(out)) => out,
-    };
+    let out = output_within(program, &[flag.to_string()], env, dir, VERSION_TIMEOUT)
+        .await
+        .map_err(|e| format!("{e}; check the installation"))?;
     let text = |b: &[u8]| {
         strip_ansi(&String::from_utf8_lossy(b))
             .lines()

@@ -15,6 +15,7 @@ use std::time::Duration;
 use crate::config::{AgentSandbox, Settings};
 
 use super::backend::{Backend, Launch};
+use super::preflight::output_within;
 
 /// How long the namespace probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -253,18 +254,7 @@ async fn run(
     env: &[(String, String)],
     cwd: &Path,
 ) -> Result<String, String> {
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.args(args)
-        .current_dir(cwd)
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
-    let out = match tokio::time::timeout(PROBE_TIMEOUT, cmd.output()).await {
-        Err(_) => return Err(format!("no answer within {} s", PROBE_TIMEOUT.as_secs())),
-        Ok(Err(e)) => return Err(format!("{} could not start: {e}", program.display())),
-        Ok(Ok(out)) => out,
-    };
+    let out = output_within(program, args, env, cwd, PROBE_TIMEOUT).await?;
     if out.status.success() {
         return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
     }
