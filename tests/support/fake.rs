@@ -899,7 +899,7 @@ async fn play(
     let mut slept = std::time::Duration::ZERO;
     for action in actions {
         match action {
-            ScriptAction::Write { path, content } => {
+            ScriptAction::Write { path, content, .. } => {
                 run.tool_calls += 1;
                 if let Some(files) = repo.lock().unwrap().files.as_mut() {
                     files.insert(path, content);
