@@ -1116,6 +1116,92 @@ async fn text_edited_by_a_non_codeowner_never_reaches_a_prompt() {
     assert_eq!(column(&world).as_deref(), Some("Backlog"));
 }
 
+/// Processes whose working directory is inside `dir` (language servers left running, say).
+fn processes_in(dir: &std::path::Path) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(cwd) = std::fs::read_link(entry.path().join("cwd")) else {
+            continue;
+        };
+        if cwd.starts_with(dir) {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            found.push(String::from_utf8_lossy(&cmdline).replace('\0', " "));
+        }
+    }
+    found
+}
+
+/// Every path in the trees of the remote's branches.
+fn pushed_paths(world: &World) -> Vec<String> {
+    let repo = git2::Repository::open_bare(&world.remote).unwrap();
+    let mut paths = Vec::new();
+    for branch in repo.branches(Some(git2::BranchType::Local)).unwrap() {
+        let (branch, _) = branch.unwrap();
+        let tree = branch.get().peel_to_tree().unwrap();
+        tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
+            paths.push(format!("{dir}{}", entry.name().unwrap_or("?")));
+            git2::TreeWalkResult::Ok
+        })
+        .unwrap();
+    }
+    paths
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gate_rounds_leave_nothing_in_commits_on_disk_or_running() {
+    let mut spec = spec();
+    spec.workflow = Some(workflow_with_hooks(json!([
+        { "gate": "tsc", "required": true },
+        { "gate": "lsp", "required": true },
+        // Gate processes never see a token (supervisor itself runs with GH_TOKEN set).
+        { "gate": "command", "name": "no-token", "run": "! env | grep -q TOKEN", "expect": "pass" }
+    ])));
+    set_role(
+        &mut spec,
+        "developer",
+        vec![
+            developer_change(
+                "src/hours.ts",
+                "export function hours(n: number): number {\n  const h: number = \"3600\";\n  return n * h;\n}\n",
+            ),
+            developer_change("src/hours.ts", GOOD_CODE),
+        ],
+    );
+    let (_d, world) = world(spec).await;
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("time to first agent"), "{}", r.stderr);
+    let rounds = r.summary["gateRounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 2, "{rounds:?}");
+    assert_eq!(rounds[0]["failing"], json!(["tsc", "lsp"]), "{rounds:?}");
+    assert_eq!(rounds[1]["failing"], json!([]), "{rounds:?}");
+    assert!(
+        rounds.iter().all(|r| r["notRun"] == json!([])),
+        "{rounds:?}"
+    );
+    assert_eq!(column(&world).as_deref(), Some("Done"));
+
+    // Incremental state and caches never reach a commit ...
+    let pushed = pushed_paths(&world);
+    assert!(
+        pushed
+            .iter()
+            .all(|p| !p.ends_with(".tsbuildinfo") && !p.starts_with(".supervisor/gates")),
+        "{pushed:?}"
+    );
+    // ... nor outlive the run, and no language server is left running.
+    let state = world.repo.join(".supervisor/gates");
+    let sessions: Vec<String> = std::fs::read_dir(&state)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("session-"))
+        .collect();
+    assert_eq!(sessions, Vec::<String>::new());
+    assert_eq!(processes_in(&world.dir), Vec::<String>::new());
+}
+
 const POST_COMMENT: &str = "POST /repos/{owner}/{repo}/issues/{number}/comments";
 
 /// Issue 10: a comment that GitHub refuses (a secondary limit far longer than the client waits) is
@@ -1835,4 +1921,103 @@ async fn the_tracking_comment_is_one_comment_across_a_kill_and_a_resume() {
         - 4;
     // Run 1: created at admission, edited 10 s later; run 2: edited at its start and its end.
     assert!(writes <= 4, "{writes} tracking comment writes: {counts:?}");
+
+/// A pid the process at `path` wrote (waiting for it, bounded).
+async fn pid_in(path: &std::path::Path) -> i32 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(pid) = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            return pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// SIGINT `child` once the process group written to `pidfile` runs; the run must end within 2 s,
+/// interrupted, with that group gone. The switch file that made the step slow is removed after.
+async fn interrupt_during(world: &World, pidfile: &str, slow: &std::path::Path) -> Run {
+    let child = command(world, 1, &[]).spawn().unwrap();
+    let pid = child.id().unwrap() as i32;
+    let top = world.worktrees.parent().unwrap();
+    let group = pid_in(&top.join(pidfile)).await;
+    assert!(supervisor::process::process_group_alive(group));
+    let signalled = std::time::Instant::now();
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let r = finish(child).await;
+    let took = signalled.elapsed();
+    assert!(took.as_secs_f64() <= 2.0, "took {took:?}: {}", r.stderr);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.summary["end"]["kind"], "interrupted", "{}", r.summary);
+    assert!(
+        !supervisor::process::process_group_alive(group),
+        "the step's process group is gone"
+    );
+    std::fs::remove_file(slow).unwrap();
+    r
+}
+
+/// Issue 9: SIGINT during a 120 s command gate ends the run within 2 s, the gate's whole process
+/// group killed (it used to run on, then be re-parented to PID 1); the next run finishes the issue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_during_a_long_command_gate_stops_within_two_seconds() {
+    let mut spec = spec();
+    spec.workflow = Some(workflow_with_hooks(json!([{
+        "gate": "command", "name": "slow", "expect": "pass", "timeoutSec": 600,
+        "run": "test -f ../../slow.on || exit 0; echo $$ > ../../gate.pid; sleep 120"
+    }])));
+    let (_d, world) = world(spec).await;
+    let slow = world.worktrees.parent().unwrap().join("slow.on");
+    std::fs::write(&slow, "").unwrap();
+    let r = interrupt_during(&world, "gate.pid", &slow).await;
+    assert!(
+        r.summary["gateRounds"].as_array().unwrap().is_empty(),
+        "{}",
+        r.summary
+    );
+    assert!(
+        journal(&world)
+            .iter()
+            .all(|e| !matches!(e.event, Event::GatesFinished { .. })),
+        "a cut-short round is no verdict"
+    );
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(column(&world).as_deref(), Some("Done"));
+    assert_eq!(pulls(&world).len(), 1);
+}
+
+/// Issue 9: SIGINT during a slow setup command ends the run within 2 s with the command's process
+/// group killed; the next run sets the worktree up again and finishes the issue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigint_during_a_slow_setup_command_stops_within_two_seconds() {
+    let mut spec = spec();
+    spec.settings.insert(
+        "setupCommands".into(),
+        json!([
+            "test -f ../../slow.on || { touch set-up.ok; exit 0; }; echo $$ > ../../setup.pid; sleep 120"
+        ]),
+    );
+    let (_d, world) = world(spec).await;
+    let slow = world.worktrees.parent().unwrap().join("slow.on");
+    std::fs::write(&slow, "").unwrap();
+    interrupt_during(&world, "setup.pid", &slow).await;
+    assert!(
+        journal(&world).iter().all(|e| !matches!(
+            e.event,
+            Event::WorktreeReady { .. } | Event::StageStarted { .. }
+        )),
+        "no agent starts in a worktree whose setup was cut short"
+    );
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("time to first agent"), "{}", r.stderr);
+    assert_eq!(column(&world).as_deref(), Some("Done"));
 }

@@ -691,14 +691,14 @@ impl Machine {
                 Vec::new(),
             );
         }
+        if self.s.interrupted {
+            return Want::Finish(RunEnd::Interrupted);
+        }
         if self.s.worktree.is_none() {
             return Want::Do(Effect::PrepareWorktree);
         }
         if let Some(retry) = self.want_outbox() {
             return retry;
-        }
-        if self.s.interrupted {
-            return Want::Finish(RunEnd::Interrupted);
         }
         if let Some(reason) = &self.s.pause {
             return Want::Finish(RunEnd::Paused {

@@ -175,7 +175,7 @@ impl<'a> Git<'a> {
             cmd.env_remove(var);
         }
         // Exit status 1: no such key.
-        let Ok(out) = cmd.output() else {
+        let Ok(out) = crate::process::output_blocking(&mut cmd) else {
             return Vec::new();
         };
         parse_config_z(&out.stdout)
@@ -217,13 +217,17 @@ impl<'a> Git<'a> {
     /// Run git to completion; stdout on success, an error with git's message otherwise.
     pub(crate) fn run(&self, args: &[&str]) -> Result<String, WorkspaceError> {
         let shown = format!("git {}", args.join(" "));
-        let out = self
-            .command(args)
-            .output()
-            .map_err(|e| WorkspaceError::GitCommand {
+        // Its own process group, registered, killed when the run's stop is asked for.
+        let out = crate::process::output_blocking(&mut self.command(args)).map_err(|e| {
+            WorkspaceError::GitCommand {
                 command: shown.clone(),
-                detail: format!("cannot run git: {e}; is git installed?"),
-            })?;
+                detail: if e.kind() == std::io::ErrorKind::Interrupted {
+                    e.to_string()
+                } else {
+                    format!("cannot run git: {e}; is git installed?")
+                },
+            }
+        })?;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {

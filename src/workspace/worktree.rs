@@ -301,6 +301,24 @@ impl Worktree {
         Git::new(&self.path, &self.git_config)
     }
 
+    /// Where the worktree's setup is recorded as finished: in git's own administrative directory
+    /// of the worktree (never in the tree an agent commits).
+    fn setup_record(&self) -> Result<PathBuf, WorkspaceError> {
+        Ok(self.repo()?.path().join("supervisor-setup-done"))
+    }
+
+    /// Whether setup ran to its end in this worktree (a stop or a crash during setup leaves it
+    /// unfinished, and the next run sets the worktree up again).
+    pub fn setup_done(&self) -> bool {
+        self.setup_record().is_ok_and(|p| p.is_file())
+    }
+
+    /// Record that setup ran to its end.
+    pub fn mark_setup_done(&self) -> Result<(), WorkspaceError> {
+        let path = self.setup_record()?;
+        std::fs::write(&path, b"").map_err(io_err("cannot write", &path))
+    }
+
     /// Tips of the base: the local branch and the remote's, those that exist.
     fn base_tips(&self, repo: &Repository) -> Vec<Oid> {
         [
