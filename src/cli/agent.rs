@@ -157,7 +157,7 @@ async fn run_async(cmd: AgentCommand) -> u8 {
                 wt.branch,
                 wt.origin
             );
-            for w in setup(&cfg, &wt).await.warnings {
+            for w in setup(&cfg, &wt, &shutdown.token()).await.warnings {
                 errln!("supervisor agent: warning: {w}");
             }
             let path = wt.path.clone();

@@ -124,9 +124,15 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
     if let Some(t) = &token {
         actions.add_secret(t.expose());
     }
-    let push_auth = match &token {
-        Some(t) => PushAuth::Token(t.expose().to_string()),
-        None => PushAuth::None,
+    // Pushes ask for a token each time: a GitHub App's installation token expires within the hour.
+    let push_auth = match gh.git_credentials().await {
+        Ok(creds) if token.is_some() => PushAuth::provider(move || match creds.token() {
+            Ok(Some(t)) => Ok(t.expose().to_string()),
+            Ok(None) => Err("no GitHub token to push with".to_string()),
+            Err(e) => Err(e.to_string()),
+        }),
+        Ok(_) => PushAuth::None,
+        Err(e) => return github_failure(&e, args.json, args.issue, actions),
     };
     let services = Services {
         github: gh,

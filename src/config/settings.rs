@@ -134,6 +134,11 @@ settings_block! {
         /// `**/*.generated.ts`.
         #[setting(key = "exclude", default = Vec::new(), example = r#"["dist/", "**/*.generated.ts"]"#)]
         pub exclude: Vec<String>,
+        /// Directories of trusted gate tools, searched before the main checkout's installed
+        /// dependencies and PATH. Absolute paths; a directory inside the checkout under review is
+        /// never used.
+        #[setting(key = "toolPaths", default = Vec::new(), example = r#"["/opt/gate-tools/bin"]"#)]
+        pub tool_paths: Vec<PathBuf>,
     }
 }
 
@@ -511,6 +516,15 @@ impl Settings {
         if self.setup_attempts == 0 {
             err("setupAttempts", "is 0".into(), "use 1 or more (default 2)");
         }
+        for (i, dir) in self.gates.tool_paths.iter().enumerate() {
+            if !dir.is_absolute() {
+                err(
+                    &format!("gates.toolPaths[{i}]"),
+                    format!("`{}` is not an absolute path", dir.display()),
+                    "give the absolute directory holding the tools, e.g. \"/opt/gate-tools/bin\"",
+                );
+            }
+        }
         if self.gates.ci_poll_interval_sec == 0 {
             err(
                 "gates.ciPollIntervalSec",
@@ -812,6 +826,30 @@ mod tests {
         assert_eq!(loaded.warnings[1].fix, "did you mean \"maxRejections\"?");
         assert_eq!(loaded.warnings[2].fix, "did you mean \"allowNpx\"?");
         assert_eq!(loaded.settings.max_rejections, 3);
+    }
+
+    #[test]
+    fn gate_tool_paths_must_be_absolute_directories() {
+        let loaded = load(
+            r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+                "gates": { "toolPaths": ["/opt/gate-tools/bin"] } } }"#,
+        )
+        .unwrap();
+        assert_eq!(
+            loaded.settings.gates.tool_paths,
+            vec![PathBuf::from("/opt/gate-tools/bin")]
+        );
+        let e = single_error(
+            r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+                "gates": { "toolPaths": ["/opt/bin", "node_modules/.bin"] } } }"#,
+        );
+        assert_eq!(e.field, "supervisor.gates.toolPaths[1]");
+        assert!(e.problem.contains("not an absolute path"), "{e}");
+        let e = single_error(
+            r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+                "gates": { "toolPaths": "/opt/bin" } } }"#,
+        );
+        assert!(e.field.starts_with("supervisor.gates.toolPaths"), "{e}");
     }
 
     #[test]
