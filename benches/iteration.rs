@@ -314,7 +314,10 @@ fn main() {
     let started = Instant::now();
     let wt = ensure_worktree(&cfg, 1).expect("worktree");
     let created = started.elapsed();
-    let setup_report = rt.run(1800, setup(&cfg, &wt, &Default::default()));
+    let setup_report = rt.run(
+        1800,
+        setup(&cfg, &wt, &tokio_util::sync::CancellationToken::new()),
+    );
     let first_agent = started.elapsed();
     assert!(setup_report.warnings.is_empty(), "{setup_report:#?}");
 

@@ -72,9 +72,22 @@ pub enum PromptVia {
     Arg,
 }
 
+/// How agent processes are confined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentSandbox {
+    /// As supervisor's user, with the environment allowlist only.
+    #[default]
+    None,
+    /// In bubblewrap: own PID and mount namespaces, only the worktree (and the CLI's configuration)
+    /// writable, HOME hidden.
+    Bwrap,
+}
+
 leaf_setting! {
     RepoSlug: Str;
     PromptVia: Str, "\"stdin\" or \"arg\"", "prompt modes";
+    AgentSandbox: Str, "\"none\" or \"bwrap\"", "sandbox kinds";
 }
 
 settings_block! {
@@ -206,6 +219,10 @@ settings_block! {
         /// Ring the terminal bell when a run ends.
         #[setting(key = "bellOnComplete", default = false)]
         pub bell_on_complete: bool,
+        /// Keep one issue comment up to date with the run's progress (stages, agent, tokens, gates,
+        /// links), edited at most every 10 s.
+        #[setting(key = "trackingComment", default = false)]
+        pub tracking_comment: bool,
         /// Run stages and gates marked `experimental`.
         #[setting(key = "enableExperimentalFeatures", default = false)]
         pub enable_experimental_features: bool,
@@ -223,9 +240,29 @@ settings_block! {
         /// Script file for the `scripted` backend (tests and the demo).
         #[setting(key = "agentScript", default = None)]
         pub agent_script: Option<PathBuf>,
-        /// Environment variables passed through to agents besides PATH, HOME and the locale.
-        #[setting(key = "agentEnv", default = default_agent_env(), example = r#"["ANTHROPIC_API_KEY"]"#)]
+        /// Environment variables passed to agents in addition to the basics (PATH, HOME, the locale)
+        /// and, unless `agentEnvDefaults` is false, the common provider variables.
+        #[setting(key = "agentEnv", default = Vec::new(), example = r#"["CLAUDE_CONFIG_DIR"]"#)]
         pub agent_env: Vec<String>,
+        /// Whether agents get the built-in list of provider variables; `false`: only `agentEnv` is
+        /// added to the basics.
+        #[setting(key = "agentEnvDefaults", default = true)]
+        pub agent_env_defaults: bool,
+        /// Size cap of each agent transcript file (stdout and stderr each), in MiB; 0 = no cap.
+        #[setting(key = "agentTranscriptMaxMb", default = 16)]
+        pub agent_transcript_max_mb: u64,
+        /// How agents are confined: `"none"`, or `"bwrap"` (bubblewrap: own PID and mount
+        /// namespaces, the worktree writable, the rest read-only, HOME hidden).
+        #[setting(key = "agentSandbox", default = AgentSandbox::None, example = r#""bwrap""#)]
+        pub agent_sandbox: AgentSandbox,
+        /// Under bwrap: more paths agents may write (besides the worktree and their CLI's
+        /// configuration directory).
+        #[setting(key = "agentSandboxWritable", default = Vec::new(), example = r#"["~/.cache/pip"]"#)]
+        pub agent_sandbox_writable: Vec<PathBuf>,
+        /// Under bwrap: paths under HOME agents may read (HOME is hidden otherwise, except the
+        /// directories on PATH and the CLI's configuration).
+        #[setting(key = "agentSandboxReadOnly", default = Vec::new(), example = r#"["~/.gitconfig"]"#)]
+        pub agent_sandbox_read_only: Vec<PathBuf>,
         /// Pass the GitHub token to agents (off: agents never see it).
         #[setting(key = "passGitHubToken", default = false)]
         pub pass_github_token: bool,
@@ -257,26 +294,6 @@ settings_block! {
         #[setting(key = "watch", default = WatchSettings::default())]
         pub watch: WatchSettings,
     }
-}
-
-fn default_agent_env() -> Vec<String> {
-    [
-        "ANTHROPIC_API_KEY",
-        "OPENAI_API_KEY",
-        "GEMINI_API_KEY",
-        "OPENROUTER_API_KEY",
-        "DEEPSEEK_API_KEY",
-        "MISTRAL_API_KEY",
-        "GROQ_API_KEY",
-        "XAI_API_KEY",
-        "PI_CODING_AGENT_DIR",
-        "CODEX_HOME",
-        "ANTHROPIC_BASE_URL",
-        "OPENAI_BASE_URL",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
 }
 
 /// `projectNumber` → `SUPERVISOR_PROJECT_NUMBER`.

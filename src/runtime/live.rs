@@ -8,15 +8,16 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::Services;
+use super::tracker::Tracker;
 use crate::agent::{self, AgentRequest, AgentRun, ExitReason};
 use crate::config::Hook;
 use crate::gates::{self, CiContext, CiSource, GateContext, GateReport, IssueText};
 use crate::github::{
-    BoardItem, BoardRef, Comment, GitHub, Issue, Marker, NewPullRequest, PullRequest,
+    BoardItem, BoardRef, Comment, GitHub, Issue, Marker, NewPullRequest, PullRequest, TRACKING_KIND,
 };
 use crate::pipeline::{
-    Cleanup, CommitResult, Context, Dispatch, Effects, GitHubChecks, PrRequest, Project, RunError,
-    Text, WorktreeInfo,
+    Cleanup, CommitResult, Context, Dispatch, Effects, GitHubChecks, PrRequest, Progress, Project,
+    RunError, Text, WorktreeInfo,
 };
 use crate::report;
 use crate::workspace::{
@@ -43,6 +44,8 @@ pub struct LiveEffects {
     wt: Option<Worktree>,
     /// Shared with the recorder of the run's process groups, which writes them into it.
     checkpoint: Arc<std::sync::Mutex<Option<Checkpoint>>>,
+    /// The tracking comment's writer, once the run shows progress (when configured).
+    tracker: Option<Tracker>,
     /// The run's gate state (trusted tools, warm language servers, incremental caches); shut down
     /// when the run ends, however it ends.
     gates: gates::GateSession,
@@ -82,6 +85,7 @@ impl LiveEffects {
             viewer: None,
             wt: None,
             checkpoint: Arc::default(),
+            tracker: None,
             gates,
         }
     }
@@ -115,14 +119,14 @@ impl LiveEffects {
             .ok_or_else(|| "the worktree is not ready".to_string())
     }
 
-    /// Comments a marker may be found on: supervisor's own, when its login is known.
+    /// Comments a marker may be found on: supervisor's own (none while its login is unknown).
     fn own_comments(&self) -> Vec<Comment> {
         self.comments
             .iter()
             .filter(|c| {
                 self.viewer
                     .as_deref()
-                    .is_none_or(|v| v.eq_ignore_ascii_case(&c.author))
+                    .is_some_and(|v| v.eq_ignore_ascii_case(&c.author))
             })
             .cloned()
             .collect()
@@ -232,6 +236,10 @@ impl Effects for LiveEffects {
         let blockers = self.gh.open_blockers(issue).await?;
         let comments = self.gh.list_comments(issue.number).await?;
         let editors = self.gh.issue_editors(issue.number).await?;
+        // Asked once per run: only comments by this login are supervisor's.
+        if self.viewer.is_none() {
+            self.viewer = Some(self.gh.viewer_login().await?);
+        }
         self.comments = comments.clone();
         Ok(Context {
             board,
@@ -295,10 +303,11 @@ impl Effects for LiveEffects {
     }
 
     async fn mergeable(&mut self, number: u64) -> Result<Option<bool>, String> {
+        // GitHub computes mergeability in the background: read until it is known (bounded).
+        let poll = self.gh.mergeable_poll();
         self.gh
-            .get_pr(number)
+            .mergeable(number, &poll)
             .await
-            .map(|pr| pr.mergeable)
             .map_err(|e| e.to_string())
     }
 
@@ -495,4 +504,55 @@ impl Effects for LiveEffects {
             _ = cancel.cancelled() => Vec::new(),
         }
     }
+
+    /// Show `progress` in the tracking comment: the one an earlier run of the issue left, found by
+    /// its marker on supervisor's own comments, or a new one.
+    async fn track(&mut self, progress: &Progress) {
+        if !self.project.settings.tracking_comment {
+            return;
+        }
+        if self.tracker.is_none() {
+            let existing = self.own_comments().into_iter().rev().find(|c| {
+                Marker::parse_all(&c.body)
+                    .iter()
+                    .any(|m| m.kind == TRACKING_KIND)
+            });
+            self.tracker = Some(Tracker::start(
+                self.gh.clone(),
+                self.issue,
+                existing.map(|c| c.id),
+                workflow_run_link(),
+            ));
+        }
+        let Some(tracker) = self.tracker.as_mut() else {
+            return;
+        };
+        tracker.show(progress);
+        if progress.end.is_some() {
+            if let Some(tracker) = self.tracker.take() {
+                tracker.finish().await;
+            }
+        }
+    }
+}
+
+/// The GitHub Actions run doing this work, from the variables every job has.
+fn workflow_run_link() -> crate::report::TrackingLinks {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let workflow_run = match (
+        var("GITHUB_SERVER_URL"),
+        var("GITHUB_REPOSITORY"),
+        var("GITHUB_RUN_ID"),
+    ) {
+        (Some(server), Some(repo), Some(id))
+            if var("GITHUB_ACTIONS").as_deref() == Some("true") =>
+        {
+            Some(format!(
+                "{}/{repo}/actions/runs/{id}",
+                server.trim_end_matches('/')
+            ))
+        }
+        _ => None,
+    };
+    crate::report::TrackingLinks { workflow_run }
 }

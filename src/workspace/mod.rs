@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{Settings, is_safe_ref_component};
 
 pub use checkpoint::{CHECKPOINT_DIR, Checkpoint, RunLock, STALE_AFTER, prune_stale};
-pub use git::PushAuth;
+pub use git::{PushAuth, TokenProvider};
 pub use setup::{Dependencies, SetupReport, SetupStep, setup};
 pub use shutdown::Shutdown;
 pub use worktree::{

@@ -107,6 +107,7 @@ fn fetch_remote_branch<'r>(
     let refspec = format!("+refs/heads/{branch}:{tracking}");
     Git::new(&cfg.repo_root, &cfg.git_config)
         .with_auth(auth, url.as_deref())
+        .ok()?
         .run(&["fetch", "--quiet", "--", &cfg.remote, &refspec])
         .ok()?;
     repo.find_reference(&tracking).ok()?.peel_to_commit().ok()
@@ -409,7 +410,7 @@ impl Worktree {
         let url = self.remote_url()?;
         let lease = format!("--force-with-lease=refs/heads/{}", self.branch);
         let refspec = format!("HEAD:refs/heads/{}", self.branch);
-        self.git().with_auth(auth, url.as_deref()).run(&[
+        self.git().with_auth(auth, url.as_deref())?.run(&[
             "push",
             "--quiet",
             &lease,
@@ -454,7 +455,7 @@ impl Worktree {
         let url = self.remote_url()?;
         let tracking = format!("refs/remotes/{}/{}", self.remote, self.base);
         let refspec = format!("+refs/heads/{}:{tracking}", self.base);
-        self.git().with_auth(auth, url.as_deref()).run(&[
+        self.git().with_auth(auth, url.as_deref())?.run(&[
             "fetch",
             "--quiet",
             "--",
