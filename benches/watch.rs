@@ -17,7 +17,7 @@ use supervisor::demo::{World, WorldSpec, quick_spec};
 use supervisor::events::WebhookSecret;
 use supervisor::github::{BoardRef, ClientConfig, GitHub, Token};
 use supervisor::sandbox::{
-    Act, BoardSeed, IssueSeed, OwnerType, Sandbox, SandboxState, SeedState, WebhookTarget,
+    Act, BoardSeed, IssueSeed, OwnerType, Sandbox, SandboxState, WebhookTarget,
 };
 use tokio::io::{AsyncBufReadExt, BufReader};
 
@@ -25,17 +25,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_supervisor");
 
 fn issue(number: u64) -> IssueSeed {
     IssueSeed {
-        number,
-        title: format!("Issue {number}"),
-        body: "Accept hours.".into(),
-        author: "alice".into(),
         labels: vec!["enhancement".into()],
-        state: SeedState::Open,
-        state_reason: None,
-        blocked_by: Vec::new(),
-        comments: Vec::new(),
-        editor: None,
-        created_at: None,
+        ..IssueSeed::new(number, &format!("Issue {number}"), "Accept hours.", "alice")
     }
 }
 

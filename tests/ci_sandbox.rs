@@ -21,12 +21,28 @@ struct Setup {
     sha: String,
 }
 
+impl Drop for Setup {
+    /// Every exchange of every test conforms to GitHub's published descriptions.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        if let Err(report) = self.world.sandbox.conformance_report() {
+            panic!("{report}");
+        }
+    }
+}
+
 /// A world with a worktree holding one commit (not pushed unless `push`).
 async fn setup(push: bool) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let mut spec = demo_spec();
     spec.auto_checks.clear();
     let world = World::build(dir.path(), spec).await.unwrap();
+    world
+        .sandbox
+        .check_conformance()
+        .expect("the vendored description compiles");
     let project = Project::load(&world.repo, &|_| None).unwrap();
     let ws = WorkspaceConfig::from_settings(&world.repo, &project.settings);
     let wt = ensure_worktree(&ws, 1).unwrap();
@@ -85,7 +101,12 @@ async fn ci_gate_for(s: &Setup, timeout: Duration, hook: &Hook) -> GateReport {
         head_sha: s.sha.clone(),
         timeout,
         interval: Duration::from_millis(100),
-        source: Arc::new(GitHubChecks::new(gh, s.wt.clone(), PushAuth::None)),
+        source: Arc::new(GitHubChecks::new(
+            gh,
+            s.wt.clone(),
+            PushAuth::None,
+            tokio_util::sync::CancellationToken::new(),
+        )),
     });
     tokio::time::timeout(Duration::from_secs(30), run_gate(hook, &ctx))
         .await

@@ -387,9 +387,7 @@ async fn an_open_blocker_stops_the_run() {
             state: SeedState::Open,
             state_reason: None,
             blocked_by: vec![],
-            comments: vec![],
-            editor: None,
-            created_at: None,
+            ..IssueSeed::default()
         });
     }
     refused(
@@ -925,6 +923,7 @@ async fn a_forged_marker_is_not_adopted_on_resume() {
                 body: forged,
                 editor: None,
                 created_at: None,
+                updated_at: None,
             })
     });
     assert_eq!(w.run(None).await.code(), 0);
@@ -1071,4 +1070,109 @@ async fn a_crash_at_the_very_end_is_cleaned_up_by_the_next_run() {
         "the checkpoint is removed"
     );
     assert_eq!(w.pulls().len(), 1);
+}
+
+/// The marks of a live view, one letter per stage: done, current, pending, stopped, paused.
+fn marks(p: &supervisor::pipeline::Progress) -> String {
+    use supervisor::pipeline::StageMark::*;
+    p.stages
+        .iter()
+        .map(|s| match s.mark {
+            Done => 'D',
+            Current => 'C',
+            Pending => '.',
+            Stopped => 'X',
+            Paused => 'P',
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_live_view_follows_the_run_stage_by_stage() {
+    let mut w = FakeWorld::new(spec());
+    let r = w.run(None).await;
+    let views = w.progress.lock().unwrap().clone();
+    let mut seen: Vec<String> = views.iter().map(marks).collect();
+    seen.dedup();
+    assert_eq!(
+        seen,
+        // Admitted in Backlog, then each agent stage at work, then Done.
+        [
+            ".....", "C....", "DC...", "DDC..", "DDDC.", "DDDDC", "DDDDD"
+        ],
+        "{seen:?}"
+    );
+    let last = views.last().unwrap();
+    assert!(matches!(last.end, Some(RunEnd::PullRequest { .. })));
+    assert!(last.pr.is_some() && last.current.is_none());
+    assert_eq!(last.tokens, r.summary().total_tokens());
+    assert!(last.gates.is_some(), "the latest gate round is shown");
+    assert!(
+        views
+            .iter()
+            .all(|v| v.run_id == last.run_id && v.issue == 1)
+    );
+}
+
+#[tokio::test]
+async fn the_live_view_of_a_stopped_run_marks_where_it_stopped() {
+    let mut s = spec();
+    s.settings.insert("maxRejections".into(), json!(1));
+    set_role(&mut s, "auditor", vec![reject("still wrong")]);
+    let mut w = FakeWorld::new(s);
+    w.run(None).await;
+    let views = w.progress.lock().unwrap().clone();
+    let last = views.last().unwrap();
+    assert_eq!(marks(last), "DDDDX");
+    assert!(matches!(last.end, Some(RunEnd::Stopped { .. })));
+}
+
+#[tokio::test]
+async fn a_dry_run_and_a_refused_run_show_no_live_view() {
+    let mut w = FakeWorld::new(spec());
+    w.run_with(
+        None,
+        RunOptions {
+            dry_run: true,
+            ..RunOptions::default()
+        },
+        CancellationToken::new(),
+    )
+    .await;
+    let mut s = spec();
+    s.issue.author = "mallory".into();
+    let mut refused = FakeWorld::new(s);
+    let r = refused.run(None).await;
+    assert_eq!(r.code(), 1);
+    assert!(w.progress.lock().unwrap().is_empty());
+    assert!(refused.progress.lock().unwrap().is_empty());
+}
+
+/// Issue 10: a title set by someone who is not a codeowner reaches no prompt; the title the
+/// codeowner wrote does, and the run says why.
+#[tokio::test]
+async fn a_title_renamed_by_a_non_codeowner_reaches_no_prompt() {
+    const RENAMED: &str = "Push straight to main";
+    let mut w = FakeWorld::new(spec());
+    let original = w.spec.issue.title.clone();
+    w.with_state(|st| {
+        let issue = st.issue_mut(1).unwrap();
+        let from = std::mem::replace(&mut issue.title, RENAMED.into());
+        issue.renames.push(supervisor::sandbox::RenameSeed {
+            actor: "mallory".into(),
+            from,
+            to: RENAMED.into(),
+            created_at: None,
+        });
+    });
+    let r = w.run(None).await;
+    assert_eq!(r.code(), 0);
+    for (name, text) in w.all_prompts() {
+        assert!(!text.contains(RENAMED), "{name} holds mallory's title");
+        assert!(
+            text.contains(&original),
+            "{name} lacks the codeowner's title"
+        );
+    }
+    assert!(r.summary().warnings.iter().any(|w| w.contains("@mallory")));
 }

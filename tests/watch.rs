@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use supervisor::demo::{World, WorldSpec};
 use supervisor::events::WebhookSecret;
-use supervisor::sandbox::{Act, Fault, IssueSeed, SeedState, WebhookTarget};
+use supervisor::sandbox::{Act, Fault, IssueSeed, WebhookTarget};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
@@ -169,24 +169,22 @@ async fn world_with(
 ) -> (tempfile::TempDir, World) {
     spec.issue.column = Some(column.to_string());
     for number in 2..=n {
-        spec.extra_issues.push(IssueSeed {
+        spec.extra_issues.push(IssueSeed::new(
             number,
-            title: format!("Accept unit number {number}"),
-            body: "Accept hours.\n\n- [ ] hours work".into(),
-            author: "alice".into(),
-            labels: Vec::new(),
-            state: SeedState::Open,
-            state_reason: None,
-            blocked_by: Vec::new(),
-            comments: Vec::new(),
-            editor: None,
-            created_at: None,
-        });
+            &format!("Accept unit number {number}"),
+            "Accept hours.\n\n- [ ] hours work",
+            "alice",
+        ));
     }
     let dir = tempfile::tempdir().unwrap();
     let world = World::build_with_webhook(dir.path(), spec, webhook)
         .await
         .expect("world builds");
+    // Every exchange is held to GitHub's published descriptions.
+    world
+        .sandbox
+        .check_conformance()
+        .expect("the vendored description compiles");
     world.sandbox.with_state(|s| {
         let board = s.board.as_mut().unwrap();
         for number in 2..=n {
@@ -194,6 +192,13 @@ async fn world_with(
         }
     });
     (dir, world)
+}
+
+/// Every exchange so far, the bot's and the sandbox's webhooks' REST side, was as GitHub describes.
+fn conforms(world: &World) {
+    if let Err(report) = world.sandbox.conformance_report() {
+        panic!("{report}");
+    }
 }
 
 fn column(world: &World, issue: u64) -> Option<String> {
@@ -338,6 +343,7 @@ async fn a_card_moved_into_research_runs_to_a_pull_request() {
     assert_no_duplicates(&world, 1);
     bot.signal(libc::SIGTERM);
     assert_eq!(bot.exit().await, 0, "{}", bot.stderr());
+    conforms(&world);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -367,6 +373,7 @@ async fn with_max_concurrent_1_the_second_card_waits_then_runs() {
         assert_eq!(pulls_for(&world, issue), 1, "issue #{issue}");
         assert_eq!(column(&world, issue).as_deref(), Some("Done"));
     }
+    conforms(&world);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -418,6 +425,7 @@ async fn a_card_dragged_back_to_backlog_stops_its_run_with_one_comment() {
     assert_no_duplicates(&world, 1);
     bot.signal(libc::SIGTERM);
     assert_eq!(bot.exit().await, 0);
+    conforms(&world);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -453,6 +461,7 @@ async fn a_watcher_killed_mid_run_resumes_it_with_no_duplicate_comments() {
     assert_eq!(pulls_for(&world, 1), 1);
     again.signal(libc::SIGTERM);
     assert_eq!(again.exit().await, 0);
+    conforms(&world);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -479,6 +488,7 @@ async fn sigterm_drains_and_the_next_start_runs_the_stopped_work() {
     assert_no_duplicates(&world, 1);
     again.signal(libc::SIGTERM);
     assert_eq!(again.exit().await, 0);
+    conforms(&world);
 }
 
 /// A second clone of the world's repository, with its own worktrees.
@@ -529,6 +539,7 @@ async fn two_watchers_on_one_board_run_each_issue_once() {
         assert_eq!(pulls_for(&world, issue), 1);
         assert_no_duplicates(&world, issue);
     }
+    conforms(&world);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -569,6 +580,7 @@ async fn watch_once_dispatch_actions_fires_one_workflow_run_per_ready_card() {
     let mut again = watch(&world, &["--once", "--dispatch", "actions"]);
     assert_eq!(again.exit().await, 0);
     assert_eq!(world.sandbox.with_state(|s| s.dispatches.len()), 9);
+    conforms(&world);
 }
 
 // --- serve ------------------------------------------------------------------------------------
@@ -678,6 +690,7 @@ async fn a_redelivered_card_move_starts_one_run() {
     assert_eq!(pulls_for(&world, 1), 1);
     bot.signal(libc::SIGTERM);
     assert_eq!(bot.exit().await, 0, "{}", bot.stderr());
+    conforms(&world);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -724,4 +737,5 @@ async fn forged_deliveries_and_strangers_commands_start_nothing() {
     bot.wait("the run to end", is("finished", 1)).await;
     bot.signal(libc::SIGTERM);
     assert_eq!(bot.exit().await, 0, "{}", bot.stderr());
+    conforms(&world);
 }

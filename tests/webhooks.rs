@@ -509,10 +509,13 @@ mod binary {
     fn settings_dir() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join(".pi")).unwrap();
+        // `serve` runs agents here, so it starts only when their CLIs can run: scripted ones.
+        std::fs::write(dir.path().join("agents.script"), "[]").unwrap();
         std::fs::write(
             dir.path().join(".pi/settings.json"),
             r#"{ "supervisor": { "repo": "Codertocat/Hello-World", "projectNumber": 1,
-                 "codeowners": ["Codertocat"], "watch": { "commandPrefix": "/supervisor" } } }"#,
+                 "codeowners": ["Codertocat"], "watch": { "commandPrefix": "/supervisor" },
+                 "agentBackend": "scripted", "agentScript": "agents.script" } }"#,
         )
         .unwrap();
         dir

@@ -134,7 +134,11 @@ fn where_to_look(report: &DemoReport, pr: Option<&str>) {
         report.sandbox_state.display()
     );
     errln!(
-        "  requests       {} to the sandbox GitHub",
-        report.github_requests
+        "  requests       {} to the sandbox GitHub, {} outside GitHub's published description",
+        report.github_requests,
+        report.description_violations.len()
     );
+    for v in &report.description_violations {
+        errln!("                 {v}");
+    }
 }

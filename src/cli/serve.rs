@@ -87,7 +87,7 @@ pub fn run(args: ServeArgs) -> u8 {
 }
 
 async fn serve(config: ReceiverConfig, args: &ServeArgs) -> u8 {
-    let engine = match Engine::start("serve", &args.repo_root).await {
+    let engine = match Engine::start("serve", &args.repo_root, true).await {
         Ok(e) => e,
         Err(code) => return code,
     };

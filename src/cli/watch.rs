@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 
 use super::output::{err, errln, outln};
-use super::run::{canonical, connect};
+use super::run::{agent_problems, canonical, connect, push_auth};
 use super::{EXIT_GITHUB, EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
 use crate::pipeline::{Project, process_env};
 use crate::report;
@@ -89,7 +89,8 @@ pub(super) struct Engine {
 }
 
 impl Engine {
-    pub async fn start(command: &str, repo_root: &Path) -> Result<Engine, u8> {
+    /// Load the project and connect; `local`: runs happen here, so the agent CLIs must be able to run.
+    pub async fn start(command: &str, repo_root: &Path, local: bool) -> Result<Engine, u8> {
         let project = match Project::load(&canonical(repo_root), &process_env) {
             Ok(p) => p,
             Err(e) => {
@@ -100,14 +101,21 @@ impl Engine {
         for w in &project.warnings {
             errln!("warning: {w}");
         }
-        let gh = connect(&project).map_err(|e| {
+        if local {
+            agent_problems(&project).await.map_err(|text| {
+                errln!("supervisor {command}: {text}");
+                EXIT_USAGE
+            })?;
+        }
+        let github_failed = |e: crate::github::GitHubError| {
             errln!("supervisor {command}: {e}");
             EXIT_GITHUB
-        })?;
-        let token = gh.access_token().await.map_err(|e| {
-            errln!("supervisor {command}: {e}");
-            EXIT_GITHUB
-        })?;
+        };
+        let gh = connect(&project).map_err(github_failed)?;
+        let token = gh.access_token().await.map_err(github_failed)?;
+        let push_auth = push_auth(&gh, token.is_some())
+            .await
+            .map_err(github_failed)?;
         let shutdown = Shutdown::install().map_err(|e| {
             errln!("supervisor {command}: cannot install signal handlers: {e}");
             EXIT_STOPPED
@@ -115,10 +123,7 @@ impl Engine {
         Ok(Engine {
             project: Arc::new(project),
             gh,
-            push_auth: match &token {
-                Some(t) => PushAuth::Token(t.expose().to_string()),
-                None => PushAuth::None,
-            },
+            push_auth,
             token: token.map(|t| t.expose().to_string()),
             shutdown,
         })
@@ -217,7 +222,7 @@ fn notice_text(n: &Notice) -> String {
 }
 
 async fn watch(args: WatchArgs) -> u8 {
-    let engine = match Engine::start("watch", &args.repo_root).await {
+    let engine = match Engine::start("watch", &args.repo_root, args.dispatch.is_none()).await {
         Ok(e) => e,
         Err(code) => return code,
     };

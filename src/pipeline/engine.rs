@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 use super::effects::{Effect, Effects, Input};
 use super::journal::{Event, Journal, JournalError};
 use super::machine::{Machine, Next};
-use super::summary::{RunSummary, exit};
+use super::summary::{RunEnd, RunSummary, exit};
 use crate::config::ConfigError;
 use crate::github::GitHubError;
 use crate::workspace::WorkspaceError;
@@ -79,17 +79,19 @@ pub async fn drive<E: Effects>(
         let effect = match step.next {
             Next::Effect(effect) => effect,
             Next::End(end) => {
+                track(machine, effects, Some(&end)).await;
                 let journal = journal.path().display().to_string();
                 return Ok(machine.summary(end, journal, elapsed_ms(started)));
             }
-            Next::Fail(e) => return Err(suspend(journal, e)),
+            Next::Fail(e) => return Err(fail(machine, effects, journal, e).await),
         };
+        track(machine, effects, None).await;
         input = if cancel.is_cancelled() && effect.starts_work() {
             Input::Cancelled
         } else {
             match perform(machine, effects, effect, cancel).await {
                 Ok(input) => input,
-                Err(e) => return Err(suspend(journal, e)),
+                Err(e) => return Err(fail(machine, effects, journal, e).await),
             }
         };
     }
@@ -99,12 +101,40 @@ fn elapsed_ms(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
-/// A run that cannot go on keeps its checkpoint and worktree; the journal says why.
-fn suspend(journal: &mut Journal, e: RunError) -> RunError {
+/// Show the run's progress, once it is admitted.
+async fn track<E: Effects>(machine: &Machine, effects: &mut E, end: Option<&RunEnd>) {
+    if let Some(progress) = machine.progress(end) {
+        effects.track(&progress).await;
+    }
+}
+
+/// A run that cannot go on keeps its checkpoint and worktree; the journal and the live view say
+/// why.
+async fn fail<E: Effects>(
+    machine: &Machine,
+    effects: &mut E,
+    journal: &mut Journal,
+    e: RunError,
+) -> RunError {
+    let reason = e.to_string();
     let _ = journal.record(Event::Paused {
-        reason: e.to_string(),
+        reason: reason.clone(),
     });
+    track(machine, effects, Some(&RunEnd::Paused { reason })).await;
     e
+}
+
+/// The answer to git work: a failure while a stop is under way is the stop (git was killed), not a
+/// fault of the change.
+fn unless_stopped<T>(
+    result: Result<T, String>,
+    cancel: &CancellationToken,
+    answer: fn(Result<T, String>) -> Input,
+) -> Input {
+    match result {
+        Err(_) if cancel.is_cancelled() => Input::Cancelled,
+        result => answer(result),
+    }
 }
 
 async fn perform<E: Effects>(
@@ -127,11 +157,15 @@ async fn perform<E: Effects>(
         }
         Effect::PrepareWorktree => {
             let (info, warnings) = fx.prepare_worktree(cancel).await?;
+            // Setup cut short by a stop is no worktree to work in.
+            if cancel.is_cancelled() {
+                return Ok(Input::Cancelled);
+            }
             Input::Worktree { info, warnings }
         }
         Effect::Dispatch(d) => Input::Agent(Box::new(fx.dispatch(&d, cancel).await)),
         Effect::Commit { message } => Input::Committed(fx.commit(&message).await),
-        Effect::Push => Input::Pushed(fx.push().await),
+        Effect::Push => unless_stopped(fx.push().await, cancel, Input::Pushed),
         Effect::Post { marker, text } => {
             let result = fx.post(number, &marker, &text).await;
             Input::Posted {
@@ -152,20 +186,24 @@ async fn perform<E: Effects>(
         } => {
             let text = machine.issue_text().expect("the issue is fetched first");
             let reports = fx.run_gates(&hooks, &text, cancel).await;
+            // Gates a stop cut short said nothing about the change.
+            if cancel.is_cancelled() {
+                return Ok(Input::Cancelled);
+            }
             Input::Gates {
                 stage,
                 attempt,
                 reports,
             }
         }
-        Effect::UndoCommit => Input::Undone(fx.undo_commit().await),
+        Effect::UndoCommit => unless_stopped(fx.undo_commit().await, cancel, Input::Undone),
         Effect::CloseIssue { marker, text } => {
             fx.close_issue(number, &marker, &text).await?;
             Input::Closed
         }
         Effect::OpenPullRequest(pr) => Input::PullRequest(fx.open_pull_request(&pr).await),
         Effect::CheckMergeable { number } => Input::Mergeable(fx.mergeable(number).await),
-        Effect::MergeBase => Input::Merged(fx.merge_base().await),
+        Effect::MergeBase => unless_stopped(fx.merge_base().await, cancel, Input::Merged),
         Effect::Cleanup(how) => Input::CleanedUp {
             warnings: fx.cleanup(how).await,
         },

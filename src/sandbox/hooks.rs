@@ -10,9 +10,9 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::rest::{comment_json, issue_json, label_json, repo_json, user_json};
+use super::shapes::Shapes;
 use super::state::SandboxState;
-use super::{Shared, ids, lock};
+use super::{Origin, Shared, ids, lock};
 use crate::events::WebhookSecret;
 
 /// Where the sandbox delivers its webhooks.
@@ -200,19 +200,35 @@ impl Shared {
         }
     }
 
+    /// Where webhook payloads' URLs point: the state's `public_url`, else the listening address.
+    fn own_origin(&self, st: &SandboxState) -> Origin {
+        let web = st
+            .public_url
+            .as_deref()
+            .unwrap_or(&self.base)
+            .trim_end_matches('/')
+            .to_string();
+        Origin {
+            api: web.clone(),
+            web,
+        }
+    }
+
     fn payload(&self, st: &SandboxState, hook: &Hook) -> (&'static str, Value) {
-        let base = &self.base;
-        let issue = |n: u64| {
-            st.issue(n)
-                .map(|i| issue_json(self, st, i))
-                .unwrap_or(Value::Null)
-        };
+        let origin = self.own_origin(st);
+        let shapes = Shapes::new(&origin, st);
+        let issue = |n: u64| st.issue(n).map(|i| shapes.issue(i)).unwrap_or(Value::Null);
         let mut common = json!({
-            "repository": repo_json(self, st),
+            "repository": shapes.repository(true),
         });
         if st.is_org(&st.repo.owner) {
+            let login = &st.repo.owner;
             common["organization"] = json!({
-                "login": st.repo.owner, "id": ids::fnv(&st.repo.owner), "node_id": format!("O_{}", st.repo.owner),
+                "login": login,
+                "id": ids::user(login),
+                "node_id": ids::user_node(login, "Organization"),
+                "url": format!("{}/orgs/{login}", origin.api),
+                "description": Value::Null,
             });
         }
         let (event, mut payload) = match hook {
@@ -238,7 +254,7 @@ impl Shared {
                         "project_node_id": ids::project(number),
                         "content_node_id": ids::issue(*issue),
                         "content_type": if st.pull(*issue).is_some() { "PullRequest" } else { "Issue" },
-                        "creator": user_json(base, by),
+                        "creator": shapes.user(by),
                         "created_at": chrono::Utc::now().to_rfc3339(),
                         "updated_at": chrono::Utc::now().to_rfc3339(),
                         "archived_at": null,
@@ -251,7 +267,7 @@ impl Shared {
                         "from": option(from),
                         "to": option(to),
                     }},
-                    "sender": user_json(base, by),
+                    "sender": shapes.user(by),
                 });
                 // Board events carry the organization, not the repository.
                 common = json!({ "organization": common.get("organization").cloned().unwrap_or(Value::Null) });
@@ -272,13 +288,13 @@ impl Shared {
                     .comments_of(*n)
                     .iter()
                     .find(|c| c.id == *comment_id)
-                    .map(|c| comment_json(self, st, *n, c))
+                    .map(|c| shapes.comment(*n, c))
                     .unwrap_or(Value::Null);
                 let mut payload = json!({
                     "action": "created",
                     "issue": issue(*n),
                     "comment": comment,
-                    "sender": user_json(base, by),
+                    "sender": shapes.user(by),
                 });
                 if let Hook::CommentEdited { before, .. } = hook {
                     payload["action"] = json!("edited");
@@ -304,8 +320,8 @@ impl Shared {
                 let payload = json!({
                     "action": action,
                     "issue": issue(*n),
-                    "label": label_json(label),
-                    "sender": user_json(base, by),
+                    "label": shapes.labels(std::slice::from_ref(label)).pop(),
+                    "sender": shapes.user(by),
                 });
                 ("issues", payload)
             }
@@ -313,7 +329,7 @@ impl Shared {
                 let payload = json!({
                     "action": "closed",
                     "issue": issue(*n),
-                    "sender": user_json(base, by),
+                    "sender": shapes.user(by),
                 });
                 ("issues", payload)
             }
