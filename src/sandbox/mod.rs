@@ -29,7 +29,7 @@ pub use fault::Fault;
 pub use git::GitRemote;
 pub use state::{
     AppSeed, BoardSeed, CheckRunSeed, CommentSeed, IssueSeed, OwnerType, PullSeed, RepoSeed,
-    SandboxState, SeedState, TokenSeed, UserSeed,
+    ReviewCommentSeed, ReviewSeed, SandboxState, SeedState, TokenSeed, UserSeed,
 };
 
 /// Why the sandbox could not start or load.

@@ -77,7 +77,22 @@ fn api_routes() -> Router<Arc<Shared>> {
             "/repos/{owner}/{repo}/pulls",
             get(list_pulls).post(create_pull),
         )
-        .route("/repos/{owner}/{repo}/pulls/{number}", get(get_pull))
+        .route(
+            "/repos/{owner}/{repo}/pulls/{number}",
+            get(get_pull).patch(reviews::update_pull),
+        )
+        .route(
+            "/repos/{owner}/{repo}/pulls/{number}/reviews",
+            get(reviews::list_reviews).post(reviews::create_review),
+        )
+        .route(
+            "/repos/{owner}/{repo}/pulls/{number}/comments",
+            get(reviews::list_review_comments).post(reviews::create_review_comment),
+        )
+        .route(
+            "/repos/{owner}/{repo}/pulls/{number}/comments/{comment_id}/replies",
+            post(reviews::reply),
+        )
         .route("/repos/{owner}/{repo}/installation", get(installation))
         .route(
             "/app/installations/{installation_id}/access_tokens",
@@ -351,6 +366,8 @@ struct RepoCall {
     owner: String,
     repo: String,
     arg: String,
+    /// The path's parameters after `arg` (a review comment id).
+    more: Vec<String>,
 }
 
 impl FromRequestParts<Arc<Shared>> for RepoCall {
@@ -372,6 +389,7 @@ impl FromRequestParts<Arc<Shared>> for RepoCall {
             owner,
             repo,
             arg,
+            more: params.collect(),
         })
     }
 }
@@ -784,6 +802,7 @@ async fn patch_issue(call: RepoCall, body: Bytes) -> Response {
         }
         if let Some(b) = text_field(&input, "body") {
             pull.body = b;
+            pull.editor = Some(editor);
         }
         let pull = pull.clone();
         return call.ok(pull_as_issue_json(&call.s, &st, &pull));
@@ -795,15 +814,14 @@ async fn list_comments(call: RepoCall, Query(q): Q) -> Response {
     let st = tri!(call.state());
     let doc = "https://docs.github.com/rest/issues/comments#list-issue-comments";
     let n = tri!(call.number(doc));
-    let items = match st.issue(n) {
-        Some(i) => i
-            .comments
-            .iter()
-            .map(|c| comment_json(&call.s, &st, n, c))
-            .collect(),
-        None if st.pull(n).is_some() => Vec::new(),
-        None => return not_found(doc),
-    };
+    if st.issue(n).is_none() && st.pull(n).is_none() {
+        return not_found(doc);
+    }
+    let items = st
+        .comments_of(n)
+        .iter()
+        .map(|c| comment_json(&call.s, &st, n, c))
+        .collect();
     call.paged(&format!("/issues/{n}/comments"), &q, items)
 }
 
@@ -813,7 +831,7 @@ async fn create_comment(call: RepoCall, body: Bytes) -> Response {
     let n = tri!(call.number(doc));
     let id = st.max_comment_id() + 1;
     let author = author_of(&call.caller, &st);
-    let Some(issue) = st.issue_mut(n) else {
+    let Some(comments) = st.comments_mut(n) else {
         return not_found(doc);
     };
     let comment = CommentSeed {
@@ -823,38 +841,29 @@ async fn create_comment(call: RepoCall, body: Bytes) -> Response {
         editor: None,
         created_at: Some(chrono::Utc::now()),
     };
-    issue.comments.push(comment.clone());
+    comments.push(comment.clone());
     let body = comment_json(&call.s, &st, n, &comment);
     call.created(&st, body, &format!("/issues/comments/{id}"))
-}
-
-fn find_comment(st: &SandboxState, id: u64) -> Option<(u64, usize)> {
-    st.issues.iter().find_map(|i| {
-        i.comments
-            .iter()
-            .position(|c| c.id == id)
-            .map(|pos| (i.number, pos))
-    })
 }
 
 async fn get_comment(call: RepoCall) -> Response {
     let st = tri!(call.state());
     let doc = "https://docs.github.com/rest/issues/comments#get-an-issue-comment";
-    let (n, pos) = tri!(call.find(doc, |id| find_comment(&st, id)));
+    let (n, pos) = tri!(call.find(doc, |id| st.find_comment(id)));
     call.ok(comment_json(&call.s, &st, n, &st.comments_of(n)[pos]))
 }
 
 async fn update_comment(call: RepoCall, body: Bytes) -> Response {
     let doc = "https://docs.github.com/rest/issues/comments#update-an-issue-comment";
     let (mut st, text) = tri!(call.comment_write(&body, doc));
-    let (n, pos) = tri!(call.find(doc, |id| find_comment(&st, id)));
+    let (n, pos) = tri!(call.find(doc, |id| st.find_comment(id)));
     let editor = author_of(&call.caller, &st);
-    let Some(issue) = st.issue_mut(n) else {
+    let Some(comments) = st.comments_mut(n) else {
         return not_found(doc);
     };
-    issue.comments[pos].body = text;
-    issue.comments[pos].editor = Some(editor);
-    let c = issue.comments[pos].clone();
+    comments[pos].body = text;
+    comments[pos].editor = Some(editor);
+    let c = comments[pos].clone();
     call.ok(comment_json(&call.s, &st, n, &c))
 }
 
@@ -1048,21 +1057,18 @@ async fn create_pull(call: RepoCall, body: Bytes) -> Response {
             doc,
         );
     }
-    let pull = PullSeed {
-        number: st.next_number(),
-        head: head_branch,
-        base,
-        title,
-        body: text("body").unwrap_or_default(),
-        state: SeedState::Open,
-        draft: input
-            .get("draft")
-            .and_then(|v| v.as_bool())
-            .unwrap_or(false),
-        merged: false,
-        author: author_of(&call.caller, &st),
-        created_at: Some(chrono::Utc::now()),
-    };
+    let mut pull = PullSeed::new(
+        st.next_number(),
+        &head_branch,
+        &base,
+        &title,
+        &text("body").unwrap_or_default(),
+        &author_of(&call.caller, &st),
+    );
+    pull.draft = input
+        .get("draft")
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false);
     st.pulls.push(pull.clone());
     let rest = format!("/pulls/{}", pull.number);
     call.created(&st, pull_json(s, &st, &pull), &rest)
@@ -1233,7 +1239,9 @@ fn execute(s: &Shared, caller: &Caller, request: &GqlRequest) -> Value {
     match operation(&doc, request) {
         Ok((op, _)) => {
             let mut st = s.state();
-            Exec::new(&mut st, &s.base, caller, &doc, request.variables.as_ref()).run(op)
+            Exec::new(&mut st, &s.base, caller, &doc, request.variables.as_ref())
+                .with_git(&s.git)
+                .run(op)
         }
         Err(errors) => errors,
     }
@@ -1279,3 +1287,4 @@ async fn add_fault(State(s): S, body: Bytes) -> Response {
         ),
     }
 }
+mod reviews;
