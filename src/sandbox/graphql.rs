@@ -1026,7 +1026,8 @@ impl<'q, 's> Exec<'q, 's> {
         };
         match field {
             "id" => leaf(format!("PRR_{id}")),
-            "databaseId" | "fullDatabaseId" => leaf(id),
+            "databaseId" => leaf(id),
+            "fullDatabaseId" => leaf(id.to_string()),
             "state" => leaf(r.state),
             "body" | "bodyText" => leaf(r.body),
             "author" => Ok(self.author(&r.author)),
@@ -1087,7 +1088,8 @@ impl<'q, 's> Exec<'q, 's> {
         };
         match field {
             "id" => leaf(format!("PRRC_{id}")),
-            "databaseId" | "fullDatabaseId" => leaf(id),
+            "databaseId" => leaf(id),
+            "fullDatabaseId" => leaf(id.to_string()),
             "body" | "bodyText" => leaf(c.body),
             "author" => Ok(self.author(&c.author)),
             "editor" => Ok(c.editor.map_or(Out::Null, |e| self.author(&e))),

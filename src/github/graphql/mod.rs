@@ -31,3 +31,27 @@ operation!(IssueBoardItems, ProjectBoard, AddToBoard, UpdateItemStatus);
     response_derives = "Debug, Clone"
 )]
 pub struct IssueEditors;
+
+/// Review feedback on a pull request, and resolving its threads (`review.graphql`).
+macro_rules! review_operation {
+    ($($name:ident),+) => {$(
+        #[derive(GraphQLQuery)]
+        #[graphql(
+            schema_path = "src/github/graphql/schema.graphql",
+            query_path = "src/github/graphql/review.graphql",
+            response_derives = "Debug, Clone"
+        )]
+        pub struct $name;
+    )+};
+}
+
+review_operation!(PullFeedback, ResolveThread);
+
+/// GitHub's `DateTime` scalar (ISO 8601).
+pub type DateTime = String;
+
+/// GitHub's `GitObjectID` scalar (a commit sha).
+pub type GitObjectID = String;
+
+/// GitHub's `BigInt` scalar (a number as a string).
+pub type BigInt = String;
