@@ -10,7 +10,7 @@ use super::{EXIT_GITHUB, EXIT_STOPPED, EXIT_USAGE};
 use crate::github::{ClientConfig, GitHub, GitHubError};
 use crate::pipeline::{Project, RunEnd, RunOptions, RunSummary, process_env};
 use crate::report;
-use crate::runtime::{Services, run_issue};
+use crate::runtime::{Services, run_issue, run_revision};
 use crate::workspace::{PushAuth, Shutdown};
 
 #[derive(Debug, Args)]
@@ -46,6 +46,58 @@ pub struct RunArgs {
     /// Print the gate findings as GitHub Actions annotations [default: on when GITHUB_ACTIONS=true].
     #[arg(long)]
     pub annotations: bool,
+    /// Revise this pull request instead (`supervisor revise`); `issue` is then its number too.
+    #[arg(skip)]
+    pub revise: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReviseArgs {
+    /// Pull request number.
+    pub pr: u64,
+    /// Repository root (default: the current directory).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub repo_root: PathBuf,
+    /// Keep the worktree however the revision ends.
+    #[arg(long)]
+    pub debug: bool,
+    /// Show the feedback and the plan without writing to GitHub or pushing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Print the summary as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Refuse unless LOGIN is a codeowner: the person who asked for the revision.
+    #[arg(long, value_name = "LOGIN")]
+    pub requested_by: Option<String>,
+    /// Append the summary as Markdown to FILE [default: $GITHUB_STEP_SUMMARY when set].
+    #[arg(long, value_name = "FILE")]
+    pub step_summary: Option<PathBuf>,
+    /// Write the step outputs to FILE [default: $GITHUB_OUTPUT when set].
+    #[arg(long, value_name = "FILE")]
+    pub github_output: Option<PathBuf>,
+    /// Print the gate findings as GitHub Actions annotations [default: on when GITHUB_ACTIONS=true].
+    #[arg(long)]
+    pub annotations: bool,
+}
+
+impl ReviseArgs {
+    /// The same run, revising the pull request.
+    pub fn into_run(self) -> RunArgs {
+        RunArgs {
+            issue: self.pr,
+            repo_root: self.repo_root,
+            debug: self.debug,
+            dry_run: self.dry_run,
+            add_to_board: false,
+            json: self.json,
+            requested_by: self.requested_by,
+            step_summary: self.step_summary,
+            github_output: self.github_output,
+            annotations: self.annotations,
+            revise: Some(self.pr),
+        }
+    }
 }
 
 pub(super) fn runtime(what: &str) -> Result<tokio::runtime::Runtime, u8> {
@@ -139,9 +191,15 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
         debug: args.debug,
         dry_run: args.dry_run,
         add_to_board: args.add_to_board,
+        revise: None,
     };
     let bell = project.settings.bell_on_complete;
-    match run_issue(std::sync::Arc::new(project), services, opts).await {
+    let project = std::sync::Arc::new(project);
+    let result = match args.revise {
+        Some(pr) => run_revision(project, services, pr, opts).await,
+        None => run_issue(project, services, opts).await,
+    };
+    match result {
         Ok(summary) => {
             let code = present(&summary, args.json, bell);
             actions.finished(&summary);

@@ -226,8 +226,9 @@ fn convert(pr: pull_feedback::PullFeedbackRepositoryPullRequest) -> Feedback {
 }
 
 impl GitHub {
-    /// The pull request `number` with its reviews, review threads and conversation.
-    pub async fn pull_feedback(&self, number: u64) -> Result<Feedback, GitHubError> {
+    /// The pull request `number` with its reviews, review threads and conversation, and the
+    /// login this client acts as.
+    pub async fn pull_feedback(&self, number: u64) -> Result<(Feedback, String), GitHubError> {
         let repo = self.repo().clone();
         let missing = || GitHubError::PullNotFound {
             repo: repo.clone(),
@@ -249,11 +250,13 @@ impl GitHub {
         }) {
             return Err(e);
         }
+        let data = data.ok_or_else(missing)?;
+        let viewer = data.viewer.login;
         let pr = data
-            .and_then(|d| d.repository)
+            .repository
             .and_then(|r| r.pull_request)
             .ok_or_else(missing)?;
-        Ok(convert(pr))
+        Ok((convert(pr), viewer))
     }
 
     /// Resolve a review thread (by its GraphQL node id).

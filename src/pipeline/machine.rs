@@ -15,6 +15,7 @@ use super::decide::trust::{Authority, trusted_notes};
 use super::decide::work::{
     commit_message, exit_text, move_work, outcome_of, resolved_without_change, return_context,
 };
+use revise::revision_commit_message;
 use super::decide::{
     DecideInput, Decision, RunState, Step as PlanStep, StopReason, Transition, TransitionKind,
     decide, plan,
@@ -33,6 +34,8 @@ use crate::config::{BuiltIn, Stage};
 use crate::gates::{GateReport, IssueText};
 use crate::github::{BoardItem, Comment, GitHubError, Issue, Marker};
 use crate::workspace::MergeOutcome;
+
+mod revise;
 
 /// What a step returns: events to journal (already applied to the state), then what to do.
 #[derive(Debug)]
@@ -139,6 +142,18 @@ struct Record {
     agents: Vec<AgentLine>,
     gate_rounds: Vec<GateRound>,
     warnings: Vec<String>,
+    /// The latest head pushed.
+    pushed: Option<String>,
+    /// A commit with new work was made in this run.
+    new_commit: bool,
+    /// Revision: the card is in the revision's column.
+    placed: bool,
+    /// Revision: threads answered.
+    answered: Vec<String>,
+    /// Revision: the pull request's body was rewritten.
+    body_updated: bool,
+    /// Revision: admitted, as this round.
+    revising: Option<u32>,
 }
 
 /// What this process has learnt and done (not journaled: fetched again on resume).
@@ -158,6 +173,9 @@ struct Session {
     pause: Option<String>,
     finishing: Option<RunEnd>,
     cleaned: bool,
+    /// Revision: the pull request and its feedback, and the login supervisor posts as.
+    feedback: Option<crate::github::Feedback>,
+    viewer: Option<String>,
 }
 
 /// What the machine wants next (internal).
@@ -373,6 +391,12 @@ impl Machine {
             Event::IssueClosed => r.closed = true,
             Event::Warning { message } => r.warnings.push(message.clone()),
             Event::Stopped { .. } => r.stopped = true,
+            Event::Pushed { sha } => r.pushed = Some(sha.clone()),
+            Event::Committed { sha: Some(_), .. } => r.new_commit = true,
+            Event::CardPlaced { .. } => r.placed = true,
+            Event::ThreadAnswered { thread, .. } => r.answered.push(thread.clone()),
+            Event::PullBodyUpdated => r.body_updated = true,
+            Event::Revising { round, .. } => r.revising = Some(*round),
             _ => {}
         }
     }
@@ -434,18 +458,33 @@ impl Machine {
                 self.s.interrupted = true;
                 Vec::new()
             }
+            Input::Feedback { feedback, viewer } => {
+                self.s.feedback = Some(*feedback);
+                self.s.viewer = viewer;
+                Vec::new()
+            }
+            Input::Revision(result) => self.absorb_revision_worktree(result),
+            Input::Answered { thread, result } => self.absorb_answer(thread, result),
+            Input::BodyUpdated(result) => match result {
+                Ok(()) => vec![Event::PullBodyUpdated],
+                Err(e) => vec![
+                    warning(format!("could not update the pull request's body: {e}")),
+                    Event::PullBodyUpdated,
+                ],
+            },
         }
     }
 
     fn absorb_simple(&mut self, input: Input) -> Vec<Event> {
         match input {
             Input::Closed => vec![Event::IssueClosed],
-            Input::Moved => self
-                .r
-                .pending
-                .clone()
-                .map(|transition| vec![Event::Applied { transition }])
-                .unwrap_or_default(),
+            Input::Moved => match self.r.pending.clone() {
+                Some(transition) => vec![Event::Applied { transition }],
+                None if self.opts.revise.is_some() => vec![Event::CardPlaced {
+                    column: self.project.workflow.revision.column.clone(),
+                }],
+                None => Vec::new(),
+            },
             _ => Vec::new(),
         }
     }
@@ -649,11 +688,17 @@ impl Machine {
         if let Some(end) = &self.s.finishing {
             return self.want_finish(end);
         }
+        if let (Some(pr), None) = (self.opts.revise, &self.s.feedback) {
+            return Want::Do(Effect::FetchFeedback { pr });
+        }
         let Some(issue) = &self.s.issue else {
             return Want::Do(Effect::FetchIssue);
         };
         if !self.s.admitted {
             return self.want_admission(issue);
+        }
+        if let Some(want) = self.want_card_placed() {
+            return want;
         }
         if self.is_done() {
             return Want::Finish(self.done_end());
@@ -667,7 +712,10 @@ impl Machine {
             );
         }
         if self.s.worktree.is_none() {
-            return Want::Do(Effect::PrepareWorktree);
+            return match self.revision_worktree() {
+                Some(effect) => Want::Do(effect),
+                None => Want::Do(Effect::PrepareWorktree),
+            };
         }
         if let Some(retry) = self.want_outbox() {
             return retry;
@@ -700,6 +748,9 @@ impl Machine {
         let Some(ctx) = &self.s.context else {
             return Want::Do(Effect::FetchContext);
         };
+        if self.opts.revise.is_some() {
+            return self.want_revision_admission();
+        }
         let Some(board) = &self.s.board else {
             if self.opts.add_to_board && !self.opts.dry_run {
                 return Want::Do(Effect::AddToBoard);
@@ -789,6 +840,9 @@ impl Machine {
     }
 
     fn want_pending(&self, t: &Transition) -> Want {
+        if self.opts.revise.is_some() {
+            return self.want_revision_move(t);
+        }
         if t.to == t.from {
             return Want::Record(vec![Event::Applied {
                 transition: t.clone(),
@@ -904,7 +958,7 @@ impl Machine {
         match decision {
             Err(e) => Want::Record(vec![halt(w.stage.clone(), w.attempt, e.to_string())]),
             Ok(Decision::RunGates { transition, hooks }) => {
-                if resolved_without_change(stage, w.ahead.unwrap_or(0)) {
+                if self.opts.revise.is_none() && resolved_without_change(stage, w.ahead.unwrap_or(0)) {
                     return self.want_resolved(w, transition);
                 }
                 Want::Do(Effect::RunGates {
@@ -926,8 +980,21 @@ impl Machine {
             };
             return match w.ahead {
                 None => Some(Want::Do(Effect::Commit {
-                    message: commit_message(issue.number, &issue.title, &w.agent, w.attempt),
+                    message: match self.revision_feedback() {
+                        Some(f) => revision_commit_message(&f, &w.agent, w.attempt),
+                        None => commit_message(issue.number, &issue.title, &w.agent, w.attempt),
+                    },
                 })),
+                Some(_) if self.opts.revise.is_some() && !self.r.new_commit => {
+                    Some(Want::Record(vec![halt(
+                        w.stage.clone(),
+                        w.attempt,
+                        format!(
+                            "{} changed nothing for the review feedback: nothing to push",
+                            w.agent
+                        ),
+                    )]))
+                }
                 Some(ahead) if ahead > 0 && !w.pushed => Some(Want::Do(Effect::Push)),
                 Some(_) => None,
             };
@@ -1049,7 +1116,11 @@ impl Machine {
             }
         }
         if todo.pull_request {
-            if let Some(want) = self.want_pull_request(w, outcome, &t) {
+            let want = match self.opts.revise {
+                Some(_) => self.want_revision_done(w, outcome, &t),
+                None => self.want_pull_request(w, outcome, &t),
+            };
+            if let Some(want) = want {
                 return want;
             }
         }
@@ -1093,6 +1164,8 @@ impl Machine {
             rejections: self.r.state.total_rejections(),
             gate_bounces: self.r.state.gate_bounces,
             draft: p.settings.draft_pr,
+            head_sha: self.r.pushed.clone(),
+            revision: 0,
         }
     }
 
@@ -1130,6 +1203,7 @@ impl Machine {
                 returned,
                 gates: stage.review.then(|| self.r.last_gates.clone()).flatten(),
                 worktree: (self.branch(), self.base()),
+                revision: self.revision_feedback(),
             },
             keep_partial: stage.skip_when_heading.is_some(),
         }
@@ -1273,6 +1347,9 @@ impl Machine {
 
     /// How a run that reached Done ended.
     fn done_end(&self) -> RunEnd {
+        if let Some(end) = self.revised_end() {
+            return end;
+        }
         match (&self.r.pr, self.r.closed) {
             (Some((number, url, created)), _) => RunEnd::PullRequest {
                 number: *number,

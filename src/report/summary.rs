@@ -27,6 +27,10 @@ pub(super) fn headline(end: &RunEnd) -> String {
             format!("… paused: {reason}; run the same command again to resume")
         }
         RunEnd::DryRun { .. } => "dry run: nothing was written".into(),
+        RunEnd::Revised {
+            url, round, sha, ..
+        } => format!("✔ revision {round} pushed ({sha}): {url}"),
+        RunEnd::NothingToRevise { reason } => format!("✔ nothing to revise: {reason}"),
     }
 }
 
