@@ -556,7 +556,7 @@ impl Machine {
             Ok(c) => Event::Committed {
                 stage,
                 attempt,
-                sha: c.sha,
+                sha: c.sha.or_else(|| self.unpushed_revision(&c.head)),
                 ahead: c.ahead,
             },
             Err(e) => halt(
@@ -1175,7 +1175,11 @@ impl Machine {
             .issue
             .as_ref()
             .expect("admitted runs know their issue");
-        let notes = self.trusted_notes();
+        let mut notes = self.trusted_notes();
+        if self.opts.revise.is_some() {
+            // The approved audit is given as such; the rest of the issue's story stays.
+            notes.retain(|n| !self.is_review_note(n));
+        }
         let returned = match &w.fix {
             Some(problem) => Some(super::context::Return::Unusable {
                 problem: problem.clone(),
@@ -1203,7 +1207,10 @@ impl Machine {
                 returned,
                 gates: stage.review.then(|| self.r.last_gates.clone()).flatten(),
                 worktree: (self.branch(), self.base()),
-                revision: self.revision_feedback(),
+                revision: self.revision_feedback().map(|mut f| {
+                    f.approved_audit = self.approved_audit();
+                    f
+                }),
             },
             keep_partial: stage.skip_when_heading.is_some(),
         }

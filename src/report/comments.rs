@@ -30,6 +30,11 @@ pub fn comment_text(text: &Text) -> String {
         }
         Text::Gates { reports } => super::gates::combined_gate_note(reports),
         Text::ScoreGate { score, findings } => score_gate_comment(score, findings),
+        Text::Stopped { stage, reason }
+            if stage == crate::pipeline::decide::revision::REVISION_STAGE =>
+        {
+            format!("## Revision Stopped\n\nsupervisor stopped revising this pull request: {reason}.\n")
+        }
         Text::Stopped { stage, reason } => stopped_comment(
             stage,
             reason,
@@ -119,14 +124,20 @@ pub fn pull_request_text(pr: &PrRequest) -> (String, String) {
         rejections: pr.rejections,
         gate_bounces: pr.gate_bounces,
     });
-    let body = match (&pr.head_sha, pr.revision) {
-        (Some(sha), 0) => format!("{body}\n\n{}", crate::pipeline::decide::revision::head_note(sha)),
+    // The head supervisor pushed goes hidden before the closing line (which stays last).
+    let extra = match (&pr.head_sha, pr.revision) {
+        (Some(sha), 0) => crate::pipeline::decide::revision::head_note(sha),
         (Some(sha), n) => format!(
-            "{body}\n\n_Revised after review ({n} revision{})._\n\n{}",
+            "_Revised after review ({n} revision{})._\n\n{}",
             if n == 1 { "" } else { "s" },
             crate::pipeline::decide::revision::head_note(sha)
         ),
-        (None, _) => body,
+        (None, _) => String::new(),
+    };
+    let closes = format!("Closes #{}", pr.issue);
+    let body = match body.rfind(&closes) {
+        Some(at) if !extra.is_empty() => format!("{}{extra}\n\n{}", &body[..at], &body[at..]),
+        _ => body,
     };
     let title = pr
         .title

@@ -243,6 +243,9 @@ pub fn revision_text(f: &RevisionFeedback) -> String {
 ",
         f.pr, f.round, f.url
     );
+    if let Some(audit) = &f.approved_audit {
+        let _ = writeln!(out, "### The approved audit\n\n{}\n", clip(audit).trim());
+    }
     for g in &f.general {
         let what = match g.kind.as_str() {
             "CHANGES_REQUESTED" => "requested changes",
@@ -373,6 +376,7 @@ mod tests {
             returned: Some(&ret),
             gates: None,
             worktree: Some(("worktree-git-issue-42", "main")),
+            revision: None,
         });
         insta::assert_snapshot!(task);
         assert!(
@@ -403,6 +407,7 @@ mod tests {
             returned: None,
             gates: None,
             worktree: None,
+            revision: None,
         });
         assert!(task.contains("### From Research (researcher)\n\n### Research Findings"));
         assert!(!task.contains("Comments from maintainers"));

@@ -99,6 +99,8 @@ pub struct RevisionFeedback {
     pub general: Vec<GeneralNote>,
     /// What was not passed on, and why (counts only: no untrusted text).
     pub left_out: Vec<String>,
+    /// The audit that approved the pull request (supervisor's own comment).
+    pub approved_audit: Option<String>,
 }
 
 impl RevisionFeedback {
@@ -330,6 +332,7 @@ pub fn feedback(fb: &Feedback, who: &Reviewers<'_>, history: &History) -> Revisi
         files,
         general,
         left_out,
+        approved_audit: None,
     }
 }
 

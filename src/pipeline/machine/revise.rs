@@ -275,6 +275,32 @@ impl Machine {
         })
     }
 
+    /// Whether `note` is a review stage's own comment (the auditor's).
+    pub(super) fn is_review_note(&self, note: &crate::pipeline::TrustedNote) -> bool {
+        note.kind == crate::pipeline::NoteKind::Stage
+            && note
+                .stage
+                .as_deref()
+                .and_then(|s| self.stage(s))
+                .is_some_and(|s| s.review)
+    }
+
+    /// The latest approving audit among the trusted notes: the last review-stage comment.
+    pub(super) fn approved_audit(&self) -> Option<String> {
+        self.trusted_notes()
+            .iter()
+            .filter(|n| self.is_review_note(n))
+            .next_back()
+            .map(|n| n.body.clone())
+    }
+
+    /// A revision's head that is not the pull request's: work committed by a process that died
+    /// before it recorded the commit.
+    pub(super) fn unpushed_revision(&self, head: &str) -> Option<String> {
+        let fb = self.s.feedback.as_ref()?;
+        (!self.r.new_commit && head != fb.head_sha).then(|| head.to_string())
+    }
+
     /// How a revision that reached Done ended.
     pub(super) fn revised_end(&self) -> Option<RunEnd> {
         let fb = self.s.feedback.as_ref()?;
