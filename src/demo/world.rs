@@ -129,6 +129,11 @@ impl WorldSpec {
         format!("sandbox-token-{}", self.bot)
     }
 
+    /// The token the codeowner reviews pull requests with.
+    pub fn reviewer_token(&self) -> String {
+        format!("sandbox-token-{}", self.codeowner)
+    }
+
     /// The `supervisor` settings block for scripted agents reading `script`, worktrees under
     /// `worktrees`, merged with the spec's own settings.
     pub fn settings_block(&self, script: &Path, worktrees: &Path) -> Map<String, Value> {
@@ -169,11 +174,18 @@ impl WorldSpec {
                 name: None,
             })
             .collect();
-        state.tokens = vec![TokenSeed {
-            token: self.token(),
-            login: self.bot.clone(),
-            scopes: self.token_scopes.clone(),
-        }];
+        state.tokens = vec![
+            TokenSeed {
+                token: self.token(),
+                login: self.bot.clone(),
+                scopes: self.token_scopes.clone(),
+            },
+            TokenSeed {
+                token: self.reviewer_token(),
+                login: self.codeowner.clone(),
+                scopes: vec!["repo".into()],
+            },
+        ];
         let mut issues = vec![IssueSeed {
             number: self.issue.number,
             title: self.issue.title.clone(),

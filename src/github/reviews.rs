@@ -309,6 +309,33 @@ impl GitHub {
         Ok(self.t.send(&req).await?.json::<Created>()?.id)
     }
 
+    /// Submit a review: `event` is `APPROVE`, `REQUEST_CHANGES` or `COMMENT`; `comments` are
+    /// (path, line, text) of its line comments. The review's id.
+    pub async fn submit_review(
+        &self,
+        number: u64,
+        event: &str,
+        body: &str,
+        comments: &[(&str, u64, &str)],
+    ) -> Result<u64, GitHubError> {
+        #[derive(Deserialize)]
+        struct Submitted {
+            id: u64,
+        }
+        let comments: Vec<_> = comments
+            .iter()
+            .map(|(path, line, body)| json!({ "path": path, "line": line, "side": "RIGHT", "body": body }))
+            .collect();
+        let req = ApiRequest::write(
+            Method::POST,
+            self.repo_path(&format!("/pulls/{number}/reviews")),
+            "/repos/{owner}/{repo}/pulls/{number}/reviews",
+            json!({ "event": event, "body": body, "comments": comments }),
+            false,
+        );
+        Ok(self.t.send(&req).await?.json::<Submitted>()?.id)
+    }
+
     /// Replace the pull request's body.
     pub async fn update_pull_body(&self, number: u64, body: &str) -> Result<(), GitHubError> {
         let req = ApiRequest::write(
