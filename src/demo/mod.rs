@@ -188,20 +188,20 @@ pub fn demo_script() -> Value {
                 { "write": { "path": "README.md", "content": readme_v2 } },
                 { "usage": { "input": 7000, "output": 400 } },
                 { "final": dev("Documented every unit and the rejection in the README.") }
-            ],
-            [
-                { "write": { "path": "src/duration.ts", "content": DURATION_V3 } },
-                { "write": { "path": "src/duration.test.ts", "content": format!("{DURATION_TEST}expectEqual(parseDuration(\"1w\"), 604800, \"weeks\");\n") } },
-                { "write": { "path": "README.md", "content": format!("{readme_v2}| `1w` | 604800 |\n") } },
-                { "usage": { "input": 8000, "output": 500 } },
-                { "final": dev("Weeks: a table entry, a test and a README row, as the review asked.") }
             ]
         ],
+        "developer@revision": [[
+            { "write": { "path": "src/duration.ts", "content": DURATION_V3 } },
+            { "write": { "path": "src/duration.test.ts", "content": format!("{DURATION_TEST}expectEqual(parseDuration(\"1w\"), 604800, \"weeks\");\n") } },
+            { "write": { "path": "README.md", "content": format!("{readme_v2}| `1w` | 604800 |\n") } },
+            { "usage": { "input": 8000, "output": 500 } },
+            { "final": dev("Weeks: a table entry, a test and a README row, as the review asked.") }
+        ]],
         "auditor": [
             [ { "run": "git log --oneline -3" }, { "usage": { "input": 12000, "output": 800 } }, { "final": rejection } ],
-            [ { "run": "git log --oneline -3" }, { "usage": { "input": 12500, "output": 700 } }, { "final": approval } ],
-            [ { "run": "git log --oneline -3" }, { "usage": { "input": 9000, "output": 600 } }, { "final": approval } ]
-        ]
+            [ { "run": "git log --oneline -3" }, { "usage": { "input": 12500, "output": 700 } }, { "final": approval } ]
+        ],
+        "auditor@revision": [[ { "run": "git log --oneline -3" }, { "usage": { "input": 9000, "output": 600 } }, { "final": approval } ]]
     })
 }
 

@@ -237,11 +237,12 @@ pub fn revision_text(f: &RevisionFeedback) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "## Review feedback (pull request #{}, revision {})
-
-         The pull request {} was reviewed. Change the branch so that every point below is          addressed; keep what the review did not question.
-",
-        f.pr, f.round, f.url
+        "{}{}, revision {})\n\nThe pull request {} was reviewed. Change the branch so that every \
+         point below is addressed; keep what the review did not question.\n",
+        crate::agent::backend::REVISION_TASK_HEADING,
+        f.pr,
+        f.round,
+        f.url
     );
     if let Some(audit) = &f.approved_audit {
         let _ = writeln!(out, "### The approved audit\n\n{}\n", clip(audit).trim());
@@ -252,18 +253,13 @@ pub fn revision_text(f: &RevisionFeedback) -> String {
             "COMMENTED" => "reviewed",
             _ => "asked",
         };
-        let _ = writeln!(out, "@{} {what}:
-
-{}
-", g.author, g.body.trim());
+        let _ = writeln!(out, "@{} {what}:\n\n{}\n", g.author, g.body.trim());
     }
     for file in &f.files {
-        let _ = writeln!(out, "### `{}`
-", file.path);
+        let _ = writeln!(out, "### `{}`\n", file.path);
         for t in &file.threads {
             if let Some(line) = t.line {
-                let _ = writeln!(out, "Line {line}:
-");
+                let _ = writeln!(out, "Line {line}:\n");
             }
             if !t.diff_hunk.trim().is_empty() {
                 let _ = writeln!(out, "```diff\n{}\n```\n", t.diff_hunk.trim_end());
