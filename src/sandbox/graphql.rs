@@ -3,9 +3,10 @@
 //! aliases, fragments, inline fragments, `__typename`, `@skip`/`@include`).
 //!
 //! The subset of GitHub's schema emulated: `repository`, `user`, `organization`, `repositoryOwner`,
-//! `viewer`, `node`, `rateLimit`; repositories, issues, pull requests, comments, labels; Projects v2
-//! boards, their single-select status field and options, items and their status values; the
-//! mutations `updateProjectV2ItemFieldValue` and `addProjectV2ItemById`. A field GitHub does not have
+//! `viewer`, `node`, `rateLimit`; repositories, issues, pull requests (with their reviews, review
+//! threads and review comments), comments, labels; Projects v2 boards, their single-select status
+//! field and options, items and their status values; the mutations `updateProjectV2ItemFieldValue`,
+//! `addProjectV2ItemById`, `resolveReviewThread` and `unresolveReviewThread`. A field GitHub does not have
 //! gets GitHub's `undefinedField` error; one it has that the sandbox does not emulate is `null` with a
 //! `SANDBOX_UNSUPPORTED` error. Project data needs the `read:project` or `project` scope (mutations
 //! `project`), else the answer is GitHub's `INSUFFICIENT_SCOPES` error.
