@@ -62,16 +62,39 @@ fn demo_runs_the_whole_pipeline_and_prints_a_pull_request() {
     assert_eq!(revision["end"]["kind"], "revised", "{revision}");
     assert_eq!(revision["end"]["round"], 1);
     let sha = revision["end"]["sha"].as_str().unwrap();
-    assert!(stderr.contains("review round   ✔ revision 1 pushed"), "{stderr}");
+    assert!(
+        stderr.contains("review round   ✔ revision 1 pushed"),
+        "{stderr}"
+    );
     let state: supervisor::sandbox::SandboxState = serde_json::from_str(&state).unwrap();
     let pr = &state.pulls()[0];
-    let root = pr.review_comments.iter().find(|c| c.in_reply_to.is_none()).unwrap();
+    let root = pr
+        .review_comments
+        .iter()
+        .find(|c| c.in_reply_to.is_none())
+        .unwrap();
     assert_eq!(root.resolved_by.as_deref(), Some("supervisor-bot"));
     assert!(root.diff_hunk.starts_with("@@ "), "{}", root.diff_hunk);
-    let reply = pr.review_comments.iter().find(|c| c.in_reply_to == Some(root.id)).unwrap();
-    assert!(reply.body.starts_with(&format!("Addressed in {sha}.")), "{}", reply.body);
-    assert!(pr.body.contains("Revised after review (1 revision)"), "{}", pr.body);
-    let remote = report["dir"].as_str().map(std::path::PathBuf::from).unwrap().join("remote.git");
+    let reply = pr
+        .review_comments
+        .iter()
+        .find(|c| c.in_reply_to == Some(root.id))
+        .unwrap();
+    assert!(
+        reply.body.starts_with(&format!("Addressed in {sha}.")),
+        "{}",
+        reply.body
+    );
+    assert!(
+        pr.body.contains("Revised after review (1 revision)"),
+        "{}",
+        pr.body
+    );
+    let remote = report["dir"]
+        .as_str()
+        .map(std::path::PathBuf::from)
+        .unwrap()
+        .join("remote.git");
     let log = Command::new("git")
         .args(["--git-dir"])
         .arg(&remote)
@@ -79,5 +102,10 @@ fn demo_runs_the_whole_pipeline_and_prints_a_pull_request() {
         .output()
         .unwrap();
     let log = String::from_utf8_lossy(&log.stdout);
-    assert!(log.starts_with(&format!("{sha} Revise #2: address review feedback, round 1")), "{log}");
+    assert!(
+        log.starts_with(&format!(
+            "{sha} Revise #2: address review feedback, round 1"
+        )),
+        "{log}"
+    );
 }

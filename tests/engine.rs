@@ -1078,7 +1078,8 @@ async fn a_crash_at_the_very_end_is_cleaned_up_by_the_next_run() {
 use supervisor::sandbox::{ReviewCommentSeed, ReviewSeed};
 
 const NEGATIVE: &str = "Please also handle negative numbers.";
-const HUNK: &str = "@@ -0,0 +1,3 @@\n+export function hours(n: number): number {\n+  return n * 3600;";
+const HUNK: &str =
+    "@@ -0,0 +1,3 @@\n+export function hours(n: number): number {\n+  return n * 3600;";
 
 /// The happy world with a second developer and auditor answer for the revision.
 fn revise_spec() -> supervisor::demo::WorldSpec {
@@ -1108,7 +1109,13 @@ fn the_pr(w: &FakeWorld) -> u64 {
     w.with_state(|s| s.pulls[0].number)
 }
 
-fn line_comment(id: u64, review: Option<u64>, author: &str, line: u64, body: &str) -> ReviewCommentSeed {
+fn line_comment(
+    id: u64,
+    review: Option<u64>,
+    author: &str,
+    line: u64,
+    body: &str,
+) -> ReviewCommentSeed {
     ReviewCommentSeed {
         id,
         review_id: review,
@@ -1138,8 +1145,20 @@ fn request_changes(w: &FakeWorld, author: &str, first_id: u64) {
             commit_id: None,
             submitted_at: Some(chrono::Utc::now()),
         });
-        p.review_comments.push(line_comment(first_id + 1, Some(first_id), author, 1, "Reject negative input here."));
-        p.review_comments.push(line_comment(first_id + 2, Some(first_id), author, 2, "Name the constant 3600."));
+        p.review_comments.push(line_comment(
+            first_id + 1,
+            Some(first_id),
+            author,
+            1,
+            "Reject negative input here.",
+        ));
+        p.review_comments.push(line_comment(
+            first_id + 2,
+            Some(first_id),
+            author,
+            2,
+            "Name the constant 3600.",
+        ));
     });
 }
 
@@ -1166,7 +1185,12 @@ fn pr_comments(w: &FakeWorld) -> Vec<(String, String)> {
             .comments
             .iter()
             .filter(|c| c.author == bot)
-            .map(|c| (c.body.lines().next().unwrap_or("").to_string(), c.body.clone()))
+            .map(|c| {
+                (
+                    c.body.lines().next().unwrap_or("").to_string(),
+                    c.body.clone(),
+                )
+            })
             .collect()
     })
 }
@@ -1191,25 +1215,43 @@ async fn changes_requested_with_two_line_comments_are_revised_on_the_same_branch
     let issue_comments_before = w.comments().len();
     let r = revise(&mut w, None).await;
     assert_eq!(r.code(), 0);
-    let RunEnd::Revised { number, round, sha, .. } = r.summary().end.clone() else {
+    let RunEnd::Revised {
+        number, round, sha, ..
+    } = r.summary().end.clone()
+    else {
         panic!("{:?}", r.summary().end);
     };
     assert_eq!((number, round), (the_pr(&w), 1));
     {
         let repo = w.repo.lock().unwrap();
-        assert_eq!(repo.commits.len(), commits_before + 1, "one revision commit");
+        assert_eq!(
+            repo.commits.len(),
+            commits_before + 1,
+            "one revision commit"
+        );
         assert_eq!(repo.commits.last().unwrap().0, sha);
         assert!(repo.remote.contains(&sha), "pushed on the same branch");
         assert!(repo.commits.last().unwrap().1["src/hours.ts"].contains("RangeError"));
     }
     // The developer saw the feedback grouped by file, with the diff hunk.
     let task = w.prompt("Implementation-1.md");
-    for want in [NEGATIVE, "### `src/hours.ts`", "Reject negative input here.", "Name the constant 3600.", "```diff", "+  return n * 3600;", "## Audit Approved"] {
+    for want in [
+        NEGATIVE,
+        "### `src/hours.ts`",
+        "Reject negative input here.",
+        "Name the constant 3600.",
+        "```diff",
+        "+  return n * 3600;",
+        "## Audit Approved",
+    ] {
         assert!(task.contains(want), "{want} missing from the task:\n{task}");
     }
     // Both threads answered with the commit, and resolved.
     let replies = thread_replies(&w);
-    assert_eq!(replies.iter().map(|r| r.0).collect::<Vec<_>>(), [9002, 9003]);
+    assert_eq!(
+        replies.iter().map(|r| r.0).collect::<Vec<_>>(),
+        [9002, 9003]
+    );
     for (_, body) in &replies {
         assert!(body.starts_with(&format!("Addressed in {sha}.")), "{body}");
     }
@@ -1221,21 +1263,37 @@ async fn changes_requested_with_two_line_comments_are_revised_on_the_same_branch
         }
         // The audit was scored again and the body rewritten with it.
         assert!(p.body.contains("8/8 (1.00)"), "{}", p.body);
-        assert!(p.body.contains("Revised after review (1 revision)"), "{}", p.body);
-        assert!(p.body.contains(&format!("supervisor-head: {sha}")), "{}", p.body);
+        assert!(
+            p.body.contains("Revised after review (1 revision)"),
+            "{}",
+            p.body
+        );
+        assert!(
+            p.body.contains(&format!("supervisor-head: {sha}")),
+            "{}",
+            p.body
+        );
         assert!(p.body.contains("Closes #1"));
     });
     assert_eq!(w.starts("Audit"), 2, "the auditor reviewed the revision");
     let said: Vec<String> = pr_comments(&w).into_iter().map(|c| c.0).collect();
     assert_eq!(said, ["## Audit Approved", "## Revision 1"]);
-    assert_eq!(w.comments().len(), issue_comments_before, "nothing new on the issue");
+    assert_eq!(
+        w.comments().len(),
+        issue_comments_before,
+        "nothing new on the issue"
+    );
     assert_eq!(w.column().as_deref(), Some("Done"));
     assert!(w.effects.lock().unwrap().contains(&"move".to_string()));
     assert_eq!(w.pulls().len(), 1, "the same pull request");
     assert!(!w.worktree_exists(), "cleaned up");
     // Asked again with nothing new: nothing to do, nothing written.
     let again = revise(&mut w, None).await;
-    assert!(matches!(again.summary().end, RunEnd::NothingToRevise { .. }), "{:?}", again.summary().end);
+    assert!(
+        matches!(again.summary().end, RunEnd::NothingToRevise { .. }),
+        "{:?}",
+        again.summary().end
+    );
     assert_eq!(thread_replies(&w).len(), 2);
 }
 
@@ -1250,10 +1308,17 @@ async fn a_non_codeowners_review_changes_nothing() {
     let RunEnd::NothingToRevise { reason } = &r.summary().end else {
         panic!("{:?}", r.summary().end);
     };
-    assert!(reason.contains("no review feedback from a codeowner"), "{reason}");
+    assert!(
+        reason.contains("no review feedback from a codeowner"),
+        "{reason}"
+    );
     assert!(reason.contains("not a codeowner"), "{reason}");
     let done: Vec<String> = w.effects.lock().unwrap()[effects_before..].to_vec();
-    assert_eq!(done, ["fetch-feedback", "fetch-issue", "fetch-context"], "only reads");
+    assert_eq!(
+        done,
+        ["fetch-feedback", "fetch-issue", "fetch-context"],
+        "only reads"
+    );
     assert!(thread_replies(&w).is_empty());
     assert!(pr_comments(&w).is_empty(), "nothing posted");
     assert_eq!(w.starts("Implementation"), 1);
@@ -1266,7 +1331,8 @@ async fn a_codeowners_text_edited_by_someone_else_never_reaches_the_developer() 
         let p = &mut s.pulls[0];
         p.review_comments[1].body = INJECTION.into();
         p.review_comments[1].editor = Some("mallory".into());
-        p.review_comments.push(line_comment(9100, None, "mallory", 3, INJECTION));
+        p.review_comments
+            .push(line_comment(9100, None, "mallory", 3, INJECTION));
         p.comments.push(CommentSeed {
             id: 9200,
             author: "mallory".into(),
@@ -1279,8 +1345,15 @@ async fn a_codeowners_text_edited_by_someone_else_never_reaches_the_developer() 
     for (name, text) in w.all_prompts() {
         assert!(!text.contains(INJECTION), "{name}");
     }
-    assert!(w.prompt("Implementation-1.md").contains("Reject negative input here."));
-    assert_eq!(thread_replies(&w).len(), 1, "only the trusted thread is answered");
+    assert!(
+        w.prompt("Implementation-1.md")
+            .contains("Reject negative input here.")
+    );
+    assert_eq!(
+        thread_replies(&w).len(),
+        1,
+        "only the trusted thread is answered"
+    );
 }
 
 #[tokio::test]
@@ -1289,7 +1362,10 @@ async fn a_revision_killed_at_any_effect_resumes_without_duplicates() {
     let start = clean.effects.lock().unwrap().len();
     assert_eq!(revise(&mut clean, None).await.code(), 0);
     let total = clean.effects.lock().unwrap().len() - start;
-    let expected_pr = pr_comments(&clean).into_iter().map(|c| c.0).collect::<Vec<_>>();
+    let expected_pr = pr_comments(&clean)
+        .into_iter()
+        .map(|c| c.0)
+        .collect::<Vec<_>>();
     let expected_commits = clean.repo.lock().unwrap().commits.len();
     assert!(total > 10, "{total} effects");
     for at in 0..total {
@@ -1311,10 +1387,18 @@ async fn a_revision_killed_at_any_effect_resumes_without_duplicates() {
                 "{case}: {:?}",
                 second.summary().end
             );
-            assert_eq!(pr_comments(&w).into_iter().map(|c| c.0).collect::<Vec<_>>(), expected_pr, "{case}");
+            assert_eq!(
+                pr_comments(&w).into_iter().map(|c| c.0).collect::<Vec<_>>(),
+                expected_pr,
+                "{case}"
+            );
             let replies = thread_replies(&w);
             assert_eq!(replies.len(), 2, "{case}: {replies:?}");
-            assert_eq!(w.repo.lock().unwrap().commits.len(), expected_commits, "{case}");
+            assert_eq!(
+                w.repo.lock().unwrap().commits.len(),
+                expected_commits,
+                "{case}"
+            );
             assert_eq!(w.column().as_deref(), Some("Done"), "{case}");
         }
     }
@@ -1338,7 +1422,10 @@ async fn max_revisions_reached_stops_with_one_clear_comment() {
     let again = revise(&mut w, None).await;
     assert_eq!(again.code(), 1);
     let said: Vec<String> = pr_comments(&w).into_iter().map(|c| c.0).collect();
-    assert_eq!(said, ["## Audit Approved", "## Revision 1", "## Revision Stopped"]);
+    assert_eq!(
+        said,
+        ["## Audit Approved", "## Revision 1", "## Revision Stopped"]
+    );
     assert_eq!(w.starts("Implementation"), 2, "no third developer run");
 }
 
@@ -1357,7 +1444,11 @@ async fn a_branch_force_pushed_by_someone_else_is_refused_with_the_reason() {
         panic!("{:?}", r.summary().end);
     };
     assert!(reason.contains("force-pushed"), "{reason}");
-    assert_eq!(w.repo.lock().unwrap().remote, vec!["f".repeat(40)], "nothing pushed over it");
+    assert_eq!(
+        w.repo.lock().unwrap().remote,
+        vec!["f".repeat(40)],
+        "nothing pushed over it"
+    );
     assert!(pr_comments(&w).iter().any(|c| c.1.contains("force-pushed")));
     assert_eq!(w.starts("Implementation"), 1);
 }

@@ -22,7 +22,9 @@ async fn supervisor(world: &World, args: &[&str]) -> (i32, Value, String) {
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     for (k, _) in std::env::vars() {
-        if k.starts_with("SUPERVISOR_") || ["GH_TOKEN", "GITHUB_TOKEN", "GITHUB_API_URL"].contains(&k.as_str()) {
+        if k.starts_with("SUPERVISOR_")
+            || ["GH_TOKEN", "GITHUB_TOKEN", "GITHUB_API_URL"].contains(&k.as_str())
+        {
             cmd.env_remove(k);
         }
     }
@@ -56,7 +58,11 @@ async fn revise_answers_a_codeowners_review_on_the_same_pull_request() {
 
     // Before any review: nothing to revise, nothing written.
     let (code, summary, stderr) = supervisor(&world, &["revise", &pr.to_string()]).await;
-    assert_eq!((code, summary["end"]["kind"].as_str()), (0, Some("nothing-to-revise")), "{stderr}");
+    assert_eq!(
+        (code, summary["end"]["kind"].as_str()),
+        (0, Some("nothing-to-revise")),
+        "{stderr}"
+    );
 
     let reviewer = GitHub::new(ClientConfig::new(
         world.sandbox.url(),
@@ -65,12 +71,20 @@ async fn revise_answers_a_codeowners_review_on_the_same_pull_request() {
     ))
     .unwrap();
     reviewer
-        .submit_review(pr, "REQUEST_CHANGES", "Add weeks.", &[("src/duration.ts", 1, "A week constant here, please.")])
+        .submit_review(
+            pr,
+            "REQUEST_CHANGES",
+            "Add weeks.",
+            &[("src/duration.ts", 1, "A week constant here, please.")],
+        )
         .await
         .unwrap();
 
     let (code, summary, _) = supervisor(&world, &["revise", &pr.to_string(), "--dry-run"]).await;
-    assert_eq!((code, summary["end"]["kind"].as_str()), (0, Some("dry-run")));
+    assert_eq!(
+        (code, summary["end"]["kind"].as_str()),
+        (0, Some("dry-run"))
+    );
 
     let (code, summary, stderr) = supervisor(&world, &["revise", &pr.to_string()]).await;
     assert_eq!(code, 0, "{stderr}");
@@ -78,12 +92,24 @@ async fn revise_answers_a_codeowners_review_on_the_same_pull_request() {
     let sha = summary["end"]["sha"].as_str().unwrap().to_string();
     world.sandbox.with_state(|s| {
         let p = s.pull(pr).unwrap();
-        let root = p.review_comments.iter().find(|c| c.in_reply_to.is_none()).unwrap();
+        let root = p
+            .review_comments
+            .iter()
+            .find(|c| c.in_reply_to.is_none())
+            .unwrap();
         assert_eq!(root.resolved_by.as_deref(), Some("supervisor-bot"));
-        let replies: Vec<_> = p.review_comments.iter().filter(|c| c.in_reply_to == Some(root.id)).collect();
+        let replies: Vec<_> = p
+            .review_comments
+            .iter()
+            .filter(|c| c.in_reply_to == Some(root.id))
+            .collect();
         assert_eq!(replies.len(), 1);
         assert!(replies[0].body.starts_with(&format!("Addressed in {sha}.")));
-        assert!(p.body.contains(&format!("supervisor-head: {sha}")), "{}", p.body);
+        assert!(
+            p.body.contains(&format!("supervisor-head: {sha}")),
+            "{}",
+            p.body
+        );
         assert_eq!(s.pulls().len(), 1);
     });
     let head = std::process::Command::new("git")
@@ -92,10 +118,17 @@ async fn revise_answers_a_codeowners_review_on_the_same_pull_request() {
         .args(["rev-parse", "worktree-git-issue-1"])
         .output()
         .unwrap();
-    assert_eq!(String::from_utf8_lossy(&head.stdout).trim(), sha, "pushed on the pull request's branch");
+    assert_eq!(
+        String::from_utf8_lossy(&head.stdout).trim(),
+        sha,
+        "pushed on the pull request's branch"
+    );
 
     // The feedback is answered: asking again changes nothing.
     let (code, summary, _) = supervisor(&world, &["revise", &pr.to_string()]).await;
-    assert_eq!((code, summary["end"]["kind"].as_str()), (0, Some("nothing-to-revise")));
+    assert_eq!(
+        (code, summary["end"]["kind"].as_str()),
+        (0, Some("nothing-to-revise"))
+    );
     world.sandbox.shutdown().await;
 }

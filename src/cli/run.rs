@@ -13,10 +13,9 @@ use crate::report;
 use crate::runtime::{Services, run_issue, run_revision};
 use crate::workspace::{PushAuth, Shutdown};
 
+/// What `run` and `revise` share.
 #[derive(Debug, Args)]
-pub struct RunArgs {
-    /// Issue number.
-    pub issue: u64,
+pub struct RunFlags {
     /// Repository root (default: the current directory).
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub repo_root: PathBuf,
@@ -26,9 +25,6 @@ pub struct RunArgs {
     /// Show what would be done without writing to GitHub or pushing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Add the issue to the board's Backlog when it is not on the board, instead of stopping.
-    #[arg(long)]
-    pub add_to_board: bool,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -46,6 +42,17 @@ pub struct RunArgs {
     /// Print the gate findings as GitHub Actions annotations [default: on when GITHUB_ACTIONS=true].
     #[arg(long)]
     pub annotations: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Issue number.
+    pub issue: u64,
+    #[command(flatten)]
+    pub flags: RunFlags,
+    /// Add the issue to the board's Backlog when it is not on the board, instead of stopping.
+    #[arg(long)]
+    pub add_to_board: bool,
     /// Revise this pull request instead (`supervisor revise`); `issue` is then its number too.
     #[arg(skip)]
     pub revise: Option<u64>,
@@ -55,30 +62,8 @@ pub struct RunArgs {
 pub struct ReviseArgs {
     /// Pull request number.
     pub pr: u64,
-    /// Repository root (default: the current directory).
-    #[arg(long, value_name = "DIR", default_value = ".")]
-    pub repo_root: PathBuf,
-    /// Keep the worktree however the revision ends.
-    #[arg(long)]
-    pub debug: bool,
-    /// Show the feedback and the plan without writing to GitHub or pushing.
-    #[arg(long)]
-    pub dry_run: bool,
-    /// Print the summary as JSON on stdout.
-    #[arg(long)]
-    pub json: bool,
-    /// Refuse unless LOGIN is a codeowner: the person who asked for the revision.
-    #[arg(long, value_name = "LOGIN")]
-    pub requested_by: Option<String>,
-    /// Append the summary as Markdown to FILE [default: $GITHUB_STEP_SUMMARY when set].
-    #[arg(long, value_name = "FILE")]
-    pub step_summary: Option<PathBuf>,
-    /// Write the step outputs to FILE [default: $GITHUB_OUTPUT when set].
-    #[arg(long, value_name = "FILE")]
-    pub github_output: Option<PathBuf>,
-    /// Print the gate findings as GitHub Actions annotations [default: on when GITHUB_ACTIONS=true].
-    #[arg(long)]
-    pub annotations: bool,
+    #[command(flatten)]
+    pub flags: RunFlags,
 }
 
 impl ReviseArgs {
@@ -86,15 +71,8 @@ impl ReviseArgs {
     pub fn into_run(self) -> RunArgs {
         RunArgs {
             issue: self.pr,
-            repo_root: self.repo_root,
-            debug: self.debug,
-            dry_run: self.dry_run,
+            flags: self.flags,
             add_to_board: false,
-            json: self.json,
-            requested_by: self.requested_by,
-            step_summary: self.step_summary,
-            github_output: self.github_output,
-            annotations: self.annotations,
             revise: Some(self.pr),
         }
     }
@@ -113,9 +91,9 @@ pub(super) fn runtime(what: &str) -> Result<tokio::runtime::Runtime, u8> {
 
 pub fn run(args: RunArgs) -> u8 {
     let mut actions = ActionsOutput::new(
-        args.step_summary.clone(),
-        args.github_output.clone(),
-        args.annotations,
+        args.flags.step_summary.clone(),
+        args.flags.github_output.clone(),
+        args.flags.annotations,
         &process_env,
     );
     actions.begin();
@@ -133,7 +111,7 @@ fn canonical(dir: &Path) -> PathBuf {
 }
 
 async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
-    let root = canonical(&args.repo_root);
+    let root = canonical(&args.flags.repo_root);
     let project = match Project::load(&root, &process_env) {
         Ok(p) => p,
         Err(e) => {
@@ -146,16 +124,16 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
     for w in &project.warnings {
         errln!("warning: {w}");
     }
-    if let Some(login) = &args.requested_by {
+    if let Some(login) = &args.flags.requested_by {
         if let Some(summary) = refuse_requester(&project, args.issue, login) {
-            let code = present(&summary, args.json, false);
+            let code = present(&summary, args.flags.json, false);
             actions.finished(&summary);
             return code;
         }
     }
     let gh = match connect(&project) {
         Ok(gh) => gh,
-        Err(e) => return github_failure(&e, args.json, args.issue, actions),
+        Err(e) => return github_failure(&e, args.flags.json, args.issue, actions),
     };
     let shutdown = match Shutdown::install() {
         Ok(s) => s,
@@ -168,7 +146,7 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
     };
     let token = match gh.access_token().await {
         Ok(t) => t,
-        Err(e) => return github_failure(&e, args.json, args.issue, actions),
+        Err(e) => return github_failure(&e, args.flags.json, args.issue, actions),
     };
     if let Some(t) = &token {
         actions.add_secret(t.expose());
@@ -188,8 +166,8 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
     };
     let opts = RunOptions {
         issue: args.issue,
-        debug: args.debug,
-        dry_run: args.dry_run,
+        debug: args.flags.debug,
+        dry_run: args.flags.dry_run,
         add_to_board: args.add_to_board,
         revise: None,
     };
@@ -201,13 +179,13 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
     };
     match result {
         Ok(summary) => {
-            let code = present(&summary, args.json, bell);
+            let code = present(&summary, args.flags.json, bell);
             actions.finished(&summary);
             code
         }
         Err(e) => {
             let code = e.exit_code();
-            if args.json {
+            if args.flags.json {
                 outln!(
                     "{}",
                     serde_json::json!({ "ok": false, "error": e.to_string() })

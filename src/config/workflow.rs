@@ -395,12 +395,18 @@ fn revision_path(
     let start = match spec.start {
         Some(name) => {
             let Some(stage) = wf.stage(&name) else {
-                return Err(fail("start", format!("names `{name}`, which is not a stage"), format!("use one of: {}", known())));
+                return Err(fail(
+                    "start",
+                    format!("names `{name}`, which is not a stage"),
+                    format!("use one of: {}", known()),
+                ));
             };
             if !stage.commits || stage.agent.is_none() {
                 return Err(fail(
                     "start",
-                    format!("names `{name}`, whose agent does not commit: a revision changes the branch"),
+                    format!(
+                        "names `{name}`, whose agent does not commit: a revision changes the branch"
+                    ),
                     "name a stage with an agent and \"commits\": true (Implementation)".into(),
                 ));
             }

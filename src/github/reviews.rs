@@ -106,30 +106,41 @@ fn big_id(id: Option<&str>) -> u64 {
     id.and_then(|i| i.parse().ok()).unwrap_or_default()
 }
 
-fn beyond(left_out: &mut Vec<String>, total: i64, read: usize, what: &str) {
+/// The nodes of one page of a connection; what the page left out (of `total`) is noted.
+fn page<T>(
+    nodes: Option<Vec<Option<T>>>,
+    total: i64,
+    what: &str,
+    left_out: &mut Vec<String>,
+) -> Vec<T> {
+    let nodes: Vec<T> = nodes.unwrap_or_default().into_iter().flatten().collect();
     let total = usize::try_from(total).unwrap_or_default();
-    if total > read {
-        left_out.push(format!("{} {what}", total - read));
+    if total > nodes.len() {
+        left_out.push(format!("{} {what}", total - nodes.len()));
     }
+    nodes
 }
 
 macro_rules! login {
     ($actor:expr) => {
-        $actor.map(|a| a.login).unwrap_or_else(|| "ghost".to_string())
+        $actor
+            .map(|a| a.login)
+            .unwrap_or_else(|| "ghost".to_string())
     };
+}
+
+fn number(n: Option<i64>) -> Option<u64> {
+    n.and_then(|l| u64::try_from(l).ok())
 }
 
 fn convert(pr: pull_feedback::PullFeedbackRepositoryPullRequest) -> Feedback {
     use pull_feedback::PullRequestState as S;
     let mut left_out = Vec::new();
-    let reviews: Vec<Review> = pr
+    let (reviews, total) = pr
         .reviews
-        .map(|c| {
-            let nodes: Vec<_> = c.nodes.unwrap_or_default().into_iter().flatten().collect();
-            beyond(&mut left_out, c.total_count, nodes.len(), "reviews");
-            nodes
-        })
-        .unwrap_or_default()
+        .map(|c| (c.nodes, c.total_count))
+        .unwrap_or_default();
+    let reviews = page(reviews, total, "reviews", &mut left_out)
         .into_iter()
         .map(|r| Review {
             id: big_id(r.full_database_id.as_deref()),
@@ -140,59 +151,60 @@ fn convert(pr: pull_feedback::PullFeedbackRepositoryPullRequest) -> Feedback {
             submitted_at: r.submitted_at.as_deref().and_then(time),
         })
         .collect();
-    let threads_conn = pr.review_threads;
-    let nodes: Vec<_> = threads_conn
-        .nodes
-        .unwrap_or_default()
-        .into_iter()
-        .flatten()
-        .collect();
-    beyond(&mut left_out, threads_conn.total_count, nodes.len(), "review threads");
-    let threads = nodes
-        .into_iter()
-        .map(|t| {
-            let comments: Vec<_> = t
-                .comments
-                .nodes
-                .unwrap_or_default()
+    let threads = pr.review_threads;
+    let threads = page(
+        threads.nodes,
+        threads.total_count,
+        "review threads",
+        &mut left_out,
+    )
+    .into_iter()
+    .map(|t| {
+        let what = format!("comments of the thread on {}", t.path);
+        let comments = page(
+            t.comments.nodes,
+            t.comments.total_count,
+            &what,
+            &mut left_out,
+        );
+        ReviewThread {
+            id: t.id,
+            resolved: t.is_resolved,
+            path: t.path,
+            line: number(t.line),
+            comments: comments
                 .into_iter()
-                .flatten()
-                .collect();
-            beyond(
-                &mut left_out,
-                t.comments.total_count,
-                comments.len(),
-                &format!("comments of the thread on {}", t.path),
-            );
-            ReviewThread {
-                id: t.id,
-                resolved: t.is_resolved,
-                path: t.path,
-                line: t.line.and_then(|l| u64::try_from(l).ok()),
-                comments: comments
-                    .into_iter()
-                    .map(|c| ReviewComment {
-                        id: big_id(c.full_database_id.as_deref()),
-                        author: login!(c.author),
-                        editor: c.editor.map(|e| e.login),
-                        body: c.body,
-                        path: c.path,
-                        line: c.line.and_then(|l| u64::try_from(l).ok()),
-                        diff_hunk: c.diff_hunk,
-                        created_at: time(&c.created_at),
-                    })
-                    .collect(),
-            }
-        })
-        .collect();
-    let conv: Vec<_> = pr
-        .comments
-        .nodes
-        .unwrap_or_default()
-        .into_iter()
-        .flatten()
-        .collect();
-    beyond(&mut left_out, pr.comments.total_count, conv.len(), "conversation comments");
+                .map(|c| ReviewComment {
+                    id: big_id(c.full_database_id.as_deref()),
+                    author: login!(c.author),
+                    editor: c.editor.map(|e| e.login),
+                    body: c.body,
+                    path: c.path,
+                    line: number(c.line),
+                    diff_hunk: c.diff_hunk,
+                    created_at: time(&c.created_at),
+                })
+                .collect(),
+        }
+    })
+    .collect();
+    let conv = pr.comments;
+    let conversation = page(
+        conv.nodes,
+        conv.total_count,
+        "conversation comments",
+        &mut left_out,
+    )
+    .into_iter()
+    .map(|c| ConversationComment {
+        id: id_of(c.database_id),
+        author: login!(c.author),
+        editor: c.editor.map(|e| e.login),
+        body: c.body,
+        created_at: time(&c.created_at),
+        url: c.url,
+    })
+    .collect();
     Feedback {
         number: u64::try_from(pr.number).unwrap_or_default(),
         url: pr.url,
@@ -210,17 +222,7 @@ fn convert(pr: pull_feedback::PullFeedbackRepositoryPullRequest) -> Feedback {
         created_at: time(&pr.created_at),
         reviews,
         threads,
-        conversation: conv
-            .into_iter()
-            .map(|c| ConversationComment {
-                id: id_of(c.database_id),
-                author: login!(c.author),
-                editor: c.editor.map(|e| e.login),
-                body: c.body,
-                created_at: time(&c.created_at),
-                url: c.url,
-            })
-            .collect(),
+        conversation,
         left_out,
     }
 }

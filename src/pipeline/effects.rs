@@ -54,10 +54,23 @@ pub enum Text {
         threads: Vec<(String, Option<u64>)>,
         /// Review texts and requests it took in.
         general: usize,
-        score: Option<AuditScore>,
+        score: Option<Box<AuditScore>>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         left_out: Vec<String>,
     },
+}
+
+/// A reply in a review thread, and whether to resolve the thread.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadAnswer {
+    pub thread: String,
+    /// The comment replied to.
+    pub reply_to: u64,
+    pub marker: Marker,
+    pub text: Text,
+    pub resolve: bool,
+    /// A reply with the marker is already in the thread.
+    pub replied: bool,
 }
 
 /// The pull request to open (or find) on approval.
@@ -197,14 +210,7 @@ pub enum Effect {
         ours: Option<String>,
     },
     /// Reply in a review thread (unless `replied`), and resolve it when `resolve`.
-    AnswerThread {
-        thread: String,
-        reply_to: u64,
-        marker: Marker,
-        text: Text,
-        resolve: bool,
-        replied: bool,
-    },
+    AnswerThread(Box<ThreadAnswer>),
     /// Rewrite the pull request's body for the revision.
     UpdatePullBody {
         number: u64,
@@ -358,18 +364,12 @@ pub trait Effects: Send {
         ours: Option<&str>,
         cancel: &CancellationToken,
     ) -> impl Future<Output = Result<Result<(WorktreeInfo, Vec<String>), String>, RunError>> + Send;
-    /// Reply `text` (stamped with `marker`) to review comment `reply_to` of pull request `pr`
-    /// unless `replied`, then resolve `thread` when `resolve`. `Ok(resolved)`.
-    #[allow(clippy::too_many_arguments)]
+    /// Reply in the thread of `answer` on pull request `pr` (unless it already replied), then
+    /// resolve the thread when asked. `Ok(resolved)`.
     fn answer_thread(
         &mut self,
         pr: u64,
-        thread: &str,
-        reply_to: u64,
-        marker: &Marker,
-        text: &Text,
-        resolve: bool,
-        replied: bool,
+        answer: &ThreadAnswer,
     ) -> impl Future<Output = Result<bool, String>> + Send;
     fn update_pull_body(
         &mut self,

@@ -185,19 +185,12 @@ async fn perform<E: Effects>(
         Effect::PrepareRevision { head, ours } => {
             Input::Revision(fx.prepare_revision(&head, ours.as_deref(), cancel).await?)
         }
-        Effect::AnswerThread {
-            thread,
-            reply_to,
-            marker,
-            text,
-            resolve,
-            replied,
-        } => {
-            let pr = machine.post_target();
-            let result = fx
-                .answer_thread(pr, &thread, reply_to, &marker, &text, resolve, replied)
-                .await;
-            Input::Answered { thread, result }
+        Effect::AnswerThread(a) => {
+            let result = fx.answer_thread(machine.post_target(), &a).await;
+            Input::Answered {
+                thread: a.thread,
+                result,
+            }
         }
         Effect::UpdatePullBody { number, request } => {
             Input::BodyUpdated(fx.update_pull_body(number, &request).await)

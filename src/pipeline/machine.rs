@@ -15,7 +15,6 @@ use super::decide::trust::{Authority, trusted_notes};
 use super::decide::work::{
     commit_message, exit_text, move_work, outcome_of, resolved_without_change, return_context,
 };
-use revise::revision_commit_message;
 use super::decide::{
     DecideInput, Decision, RunState, Step as PlanStep, StopReason, Transition, TransitionKind,
     decide, plan,
@@ -34,6 +33,7 @@ use crate::config::{BuiltIn, Stage};
 use crate::gates::{GateReport, IssueText};
 use crate::github::{BoardItem, Comment, GitHubError, Issue, Marker};
 use crate::workspace::MergeOutcome;
+use revise::revision_commit_message;
 
 mod revise;
 
@@ -958,7 +958,9 @@ impl Machine {
         match decision {
             Err(e) => Want::Record(vec![halt(w.stage.clone(), w.attempt, e.to_string())]),
             Ok(Decision::RunGates { transition, hooks }) => {
-                if self.opts.revise.is_none() && resolved_without_change(stage, w.ahead.unwrap_or(0)) {
+                if self.opts.revise.is_none()
+                    && resolved_without_change(stage, w.ahead.unwrap_or(0))
+                {
                     return self.want_resolved(w, transition);
                 }
                 Want::Do(Effect::RunGates {

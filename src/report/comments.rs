@@ -33,7 +33,9 @@ pub fn comment_text(text: &Text) -> String {
         Text::Stopped { stage, reason }
             if stage == crate::pipeline::decide::revision::REVISION_STAGE =>
         {
-            format!("## Revision Stopped\n\nsupervisor stopped revising this pull request: {reason}.\n")
+            format!(
+                "## Revision Stopped\n\nsupervisor stopped revising this pull request: {reason}.\n"
+            )
         }
         Text::Stopped { stage, reason } => stopped_comment(
             stage,
@@ -49,7 +51,7 @@ pub fn comment_text(text: &Text) -> String {
             general,
             score,
             left_out,
-        } => revised_comment(*round, sha, threads, *general, score.as_ref(), left_out),
+        } => revised_comment(*round, sha, threads, *general, score.as_deref(), left_out),
     }
 }
 

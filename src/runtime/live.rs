@@ -16,7 +16,7 @@ use crate::github::{
 };
 use crate::pipeline::{
     Cleanup, CommitResult, Context, Dispatch, Effects, GitHubChecks, PrRequest, Project, RunError,
-    Text, WorktreeInfo,
+    Text, ThreadAnswer, WorktreeInfo,
 };
 use crate::report;
 use crate::workspace::{
@@ -208,7 +208,11 @@ impl Effects for LiveEffects {
         let body = report::comment_text(text);
         // Comments on the pull request (a revision's) are not among the issue's: GitHub is asked.
         let known = (issue == self.issue).then(|| self.own_comments());
-        match self.gh.post_once(issue, marker, &body, known.as_deref()).await {
+        match self
+            .gh
+            .post_once(issue, marker, &body, known.as_deref())
+            .await
+        {
             Ok(posted) => {
                 if posted.created && issue == self.issue {
                     self.comments.push(posted.comment.clone());
@@ -479,28 +483,19 @@ impl Effects for LiveEffects {
         Ok(checked.map(|()| prepared))
     }
 
-    async fn answer_thread(
-        &mut self,
-        pr: u64,
-        thread: &str,
-        reply_to: u64,
-        marker: &Marker,
-        text: &Text,
-        resolve: bool,
-        replied: bool,
-    ) -> Result<bool, String> {
-        if !replied {
-            let body = marker.stamp(&report::comment_text(text));
+    async fn answer_thread(&mut self, pr: u64, a: &ThreadAnswer) -> Result<bool, String> {
+        if !a.replied {
+            let body = a.marker.stamp(&report::comment_text(&a.text));
             self.gh
-                .reply_in_thread(pr, reply_to, &body)
+                .reply_in_thread(pr, a.reply_to, &body)
                 .await
                 .map_err(|e| e.to_string())?;
         }
-        if !resolve {
+        if !a.resolve {
             return Ok(false);
         }
         self.gh
-            .resolve_thread(thread)
+            .resolve_thread(&a.thread)
             .await
             .map(|()| true)
             .map_err(|e| e.to_string())

@@ -38,7 +38,10 @@ fn new_run_id(issue: u64, revise: Option<u64>) -> String {
 
 /// Whether `run_id` is a revision's.
 fn is_revision(run_id: &str) -> bool {
-    run_id.split('-').nth(1).is_some_and(|k| k.starts_with("rev"))
+    run_id
+        .split('-')
+        .nth(1)
+        .is_some_and(|k| k.starts_with("rev"))
 }
 
 /// Claim `issue`'s run: take its lock (another live process holding it refuses), kill what a dead
@@ -80,7 +83,10 @@ fn claim(
         let (live, other) = if revise.is_some() {
             ("run", format!("`supervisor run {issue}`"))
         } else {
-            ("revision", "`supervisor revise` of its pull request".to_string())
+            (
+                "revision",
+                "`supervisor revise` of its pull request".to_string(),
+            )
         };
         return Err(RunError::Unfinished(format!(
             "issue #{issue} has an unfinished {live} ({}): finish it first with {other}",

@@ -188,7 +188,9 @@ impl GitRemote {
         let patch = git2::Patch::from_diff(&diff, 0).ok()??;
         for h in 0..patch.num_hunks() {
             let (hunk, lines) = patch.hunk(h).ok()?;
-            let mut text = String::from_utf8_lossy(hunk.header()).trim_end().to_string();
+            let mut text = String::from_utf8_lossy(hunk.header())
+                .trim_end()
+                .to_string();
             for l in 0..lines {
                 let dl = patch.line_in_hunk(h, l).ok()?;
                 let origin = match dl.origin() {

@@ -964,8 +964,11 @@ impl<'q, 's> Exec<'q, 's> {
             }
             "reviews" => {
                 let states: Option<Vec<String>> = args.get("states").and_then(|v| {
-                    v.as_array()
-                        .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
+                    v.as_array().map(|a| {
+                        a.iter()
+                            .filter_map(|s| s.as_str().map(str::to_string))
+                            .collect()
+                    })
                 });
                 let nodes = reviews
                     .iter()
@@ -1097,9 +1100,7 @@ impl<'q, 's> Exec<'q, 's> {
             "path" => leaf(c.path),
             "line" | "originalLine" => leaf(c.line),
             "diffHunk" => leaf(c.diff_hunk),
-            "createdAt" | "updatedAt" | "publishedAt" => {
-                leaf(c.created_at.map(|t| t.to_rfc3339()))
-            }
+            "createdAt" | "updatedAt" | "publishedAt" => leaf(c.created_at.map(|t| t.to_rfc3339())),
             "url" => leaf(format!(
                 "{}/{}/{}/pull/{n}#discussion_r{id}",
                 self.base, self.state.repo.owner, self.state.repo.name

@@ -750,22 +750,48 @@ async fn get_issue(call: RepoCall) -> Response {
     call.ok(body)
 }
 
+/// The `state` of an update (`open` or `closed`), if it names one.
+fn state_input(
+    input: &Map<String, Value>,
+    resource: &str,
+    doc: &str,
+) -> Result<Option<SeedState>, Response> {
+    match input.get("state").map(|v| v.as_str()) {
+        None => Ok(None),
+        Some(Some("open")) => Ok(Some(SeedState::Open)),
+        Some(Some("closed")) => Ok(Some(SeedState::Closed)),
+        Some(_) => Err(validation_failed(
+            json!([{"resource": resource, "field": "state", "code": "invalid"}]),
+            doc,
+        )),
+    }
+}
+
+/// Apply an update's state, title and body to a pull request (the body's editor is `editor`).
+fn edit_pull(
+    pull: &mut PullSeed,
+    input: &Map<String, Value>,
+    state: Option<SeedState>,
+    editor: String,
+) {
+    if let Some(state) = state {
+        pull.state = state;
+    }
+    if let Some(t) = text_field(input, "title") {
+        pull.title = t;
+    }
+    if let Some(b) = text_field(input, "body") {
+        pull.body = b;
+        pull.editor = Some(editor);
+    }
+}
+
 async fn patch_issue(call: RepoCall, body: Bytes) -> Response {
     let doc = "https://docs.github.com/rest/issues/issues#update-an-issue";
     let (mut st, input) = tri!(call.write(&body));
     let n = tri!(call.number(doc));
     let editor = author_of(&call.caller, &st);
-    let state = match input.get("state").map(|v| v.as_str()) {
-        None => None,
-        Some(Some("open")) => Some(SeedState::Open),
-        Some(Some("closed")) => Some(SeedState::Closed),
-        Some(_) => {
-            return validation_failed(
-                json!([{"resource": "Issue", "field": "state", "code": "invalid"}]),
-                doc,
-            );
-        }
-    };
+    let state = tri!(state_input(&input, "Issue", doc));
     if let Some(issue) = st.issue_mut(n) {
         if let Some(state) = state {
             issue.state = state;
@@ -794,16 +820,7 @@ async fn patch_issue(call: RepoCall, body: Bytes) -> Response {
         return call.ok(issue_json(&call.s, &st, &issue));
     }
     if let Some(pull) = st.pulls.iter_mut().find(|p| p.number == n) {
-        if let Some(state) = state {
-            pull.state = state;
-        }
-        if let Some(t) = text_field(&input, "title") {
-            pull.title = t;
-        }
-        if let Some(b) = text_field(&input, "body") {
-            pull.body = b;
-            pull.editor = Some(editor);
-        }
+        edit_pull(pull, &input, state, editor);
         let pull = pull.clone();
         return call.ok(pull_as_issue_json(&call.s, &st, &pull));
     }

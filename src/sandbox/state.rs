@@ -489,38 +489,30 @@ impl SandboxState {
         }
         let mut next = self.max_comment_id() + 1;
         let now = Utc::now();
+        // An id for what has none, and a time.
+        let mut fill = |id: &mut u64, at: &mut Option<DateTime<Utc>>| {
+            if *id == 0 {
+                *id = next;
+                next += 1;
+            }
+            at.get_or_insert(now);
+        };
         for issue in &mut self.issues {
             issue.created_at.get_or_insert(now);
             for c in &mut issue.comments {
-                if c.id == 0 {
-                    c.id = next;
-                    next += 1;
-                }
-                c.created_at.get_or_insert(now);
+                fill(&mut c.id, &mut c.created_at);
             }
         }
         for p in &mut self.pulls {
             p.created_at.get_or_insert(now);
             for c in &mut p.comments {
-                if c.id == 0 {
-                    c.id = next;
-                    next += 1;
-                }
-                c.created_at.get_or_insert(now);
+                fill(&mut c.id, &mut c.created_at);
             }
             for r in &mut p.reviews {
-                if r.id == 0 {
-                    r.id = next;
-                    next += 1;
-                }
-                r.submitted_at.get_or_insert(now);
+                fill(&mut r.id, &mut r.submitted_at);
             }
             for c in &mut p.review_comments {
-                if c.id == 0 {
-                    c.id = next;
-                    next += 1;
-                }
-                c.created_at.get_or_insert(now);
+                fill(&mut c.id, &mut c.created_at);
             }
             let ids: Vec<u64> = p.review_comments.iter().map(|c| c.id).collect();
             if let Some(c) = p

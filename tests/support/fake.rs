@@ -23,7 +23,8 @@ use supervisor::github::{
 };
 use supervisor::pipeline::{
     Cleanup, CommitResult, Context, Dispatch, Effects, Entry, Event, Journal, Machine, PrRequest,
-    Project, RunError, RunOptions, RunSummary, Text, WorktreeInfo, drive, read_entries, runs_dir,
+    Project, RunError, RunOptions, RunSummary, Text, ThreadAnswer, WorktreeInfo, drive,
+    read_entries, runs_dir,
 };
 use supervisor::report;
 use supervisor::sandbox::{CommentSeed, PullSeed, ReviewCommentSeed, SandboxState, SeedState};
@@ -481,7 +482,10 @@ impl FakeEffects {
 
 /// A fresh id for a comment, review or review comment.
 fn next_id(s: &SandboxState) -> u64 {
-    let issues = s.issues.iter().flat_map(|i| i.comments.iter().map(|c| c.id));
+    let issues = s
+        .issues
+        .iter()
+        .flat_map(|i| i.comments.iter().map(|c| c.id));
     let pulls = s.pulls.iter().flat_map(|p| {
         p.comments
             .iter()
@@ -943,16 +947,10 @@ impl Effects for FakeEffects {
         self.prepare_worktree(cancel).await.map(Ok)
     }
 
-    async fn answer_thread(
-        &mut self,
-        pr: u64,
-        thread: &str,
-        reply_to: u64,
-        marker: &Marker,
-        text: &Text,
-        resolve: bool,
-        replied: bool,
-    ) -> Result<bool, String> {
+    async fn answer_thread(&mut self, pr: u64, a: &ThreadAnswer) -> Result<bool, String> {
+        let (thread, reply_to, marker, text, resolve, replied) = (
+            &a.thread, a.reply_to, &a.marker, &a.text, a.resolve, a.replied,
+        );
         self.enter("answer").await;
         if let Some(m) = self.failure("answer") {
             return Err(m);

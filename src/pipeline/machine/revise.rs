@@ -7,12 +7,12 @@ use super::{Machine, Want, halt, refuse, warning};
 use crate::agent::Outcome;
 use crate::config::BuiltIn;
 use crate::github::Marker;
+use crate::pipeline::decide::Transition;
 use crate::pipeline::decide::revision::{
     EXHAUSTED, History, REVISED, REVISION_STAGE, Reviewers, RevisionFeedback, feedback, history,
     refuse_pull,
 };
-use crate::pipeline::decide::Transition;
-use crate::pipeline::effects::{Effect, Text, WorktreeInfo};
+use crate::pipeline::effects::{Effect, Text, ThreadAnswer, WorktreeInfo};
 use crate::pipeline::journal::Event;
 use crate::pipeline::summary::RunEnd;
 
@@ -189,7 +189,12 @@ impl Machine {
                 let (stage, attempt) = self.column_attempt();
                 self.s.worktree = Some(WorktreeInfo {
                     path: String::new(),
-                    branch: self.s.feedback.as_ref().map(|f| f.head.clone()).unwrap_or_default(),
+                    branch: self
+                        .s
+                        .feedback
+                        .as_ref()
+                        .map(|f| f.head.clone())
+                        .unwrap_or_default(),
                     base: self.project.settings.default_branch.clone(),
                     reused: crate::workspace::Reuse::ExistingBranch,
                 });
@@ -198,7 +203,11 @@ impl Machine {
         }
     }
 
-    pub(super) fn absorb_answer(&mut self, thread: String, result: Result<bool, String>) -> Vec<Event> {
+    pub(super) fn absorb_answer(
+        &mut self,
+        thread: String,
+        result: Result<bool, String>,
+    ) -> Vec<Event> {
         match result {
             Ok(resolved) => vec![Event::ThreadAnswered { thread, resolved }],
             Err(e) => vec![
@@ -238,14 +247,14 @@ impl Machine {
                         .is_some_and(|v| v.eq_ignore_ascii_case(&c.author))
                         && marker.is_in(&c.body)
                 });
-            return Some(Want::Do(Effect::AnswerThread {
+            return Some(Want::Do(Effect::AnswerThread(Box::new(ThreadAnswer {
                 thread: th.thread.clone(),
                 reply_to: th.reply_to,
                 marker,
                 text: Text::ThreadAnswer { sha: sha.clone() },
                 resolve: self.project.settings.resolve_review_threads,
                 replied,
-            }));
+            }))));
         }
         if !self.r.body_updated {
             let mut request = self.pr_request(w, outcome, t);
@@ -268,7 +277,7 @@ impl Machine {
                         .map(|(path, th)| (path.to_string(), th.line))
                         .collect(),
                     general: f.general.len(),
-                    score: t.score.clone(),
+                    score: t.score.clone().map(Box::new),
                     left_out: f.left_out.clone(),
                 },
             })
@@ -289,8 +298,7 @@ impl Machine {
     pub(super) fn approved_audit(&self) -> Option<String> {
         self.trusted_notes()
             .iter()
-            .filter(|n| self.is_review_note(n))
-            .next_back()
+            .rfind(|n| self.is_review_note(n))
             .map(|n| n.body.clone())
     }
 

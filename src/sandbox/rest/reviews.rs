@@ -10,8 +10,8 @@ use axum::response::Response;
 use serde_json::{Map, Value, json};
 
 use super::{
-    RepoCall, api, association, author_of, gh_error, not_found, pull_json, text_field, time,
-    user_json, validation_failed, web,
+    RepoCall, api, association, author_of, edit_pull, gh_error, not_found, pull_json, state_input,
+    text_field, time, user_json, validation_failed, web,
 };
 use crate::sandbox::Shared;
 use crate::sandbox::state::{PullSeed, ReviewCommentSeed, ReviewSeed, SandboxState, SeedState};
@@ -68,7 +68,10 @@ pub(super) fn review_comment_json(
 }
 
 /// `GET /repos/{owner}/{repo}/pulls/{number}/reviews`
-pub(super) async fn list_reviews(call: RepoCall, Query(q): Query<HashMap<String, String>>) -> Response {
+pub(super) async fn list_reviews(
+    call: RepoCall,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
     let st = tri!(call.state());
     let doc = "https://docs.github.com/rest/pulls/reviews#list-reviews-for-a-pull-request";
     let p = tri!(call.find(doc, |n| st.pull(n)));
@@ -159,7 +162,10 @@ pub(super) async fn create_review(call: RepoCall, body: Bytes) -> Response {
         Some("REQUEST_CHANGES") => "CHANGES_REQUESTED",
         Some("COMMENT") => "COMMENTED",
         Some(other) => {
-            return unprocessable(&format!("Unprocessable Entity: event {other} is not valid"), doc);
+            return unprocessable(
+                &format!("Unprocessable Entity: event {other} is not valid"),
+                doc,
+            );
         }
     };
     let text = text_field(&input, "body").unwrap_or_default();
@@ -172,7 +178,11 @@ pub(super) async fn create_review(call: RepoCall, body: Bytes) -> Response {
         return unprocessable("Unprocessable Entity: the pull request is closed", doc);
     }
     if author.eq_ignore_ascii_case(&p.author) && state != "COMMENTED" && state != "PENDING" {
-        let what = if state == "APPROVED" { "approve" } else { "request changes on" };
+        let what = if state == "APPROVED" {
+            "approve"
+        } else {
+            "request changes on"
+        };
         return validation_failed(
             json!([format!("Can not {what} your own pull request")]),
             doc,
@@ -180,7 +190,14 @@ pub(super) async fn create_review(call: RepoCall, body: Bytes) -> Response {
     }
     if text.is_empty() && lines.is_empty() && matches!(state, "CHANGES_REQUESTED" | "COMMENTED") {
         return validation_failed(
-            json!([format!("Body is required for a review with event {}", if state == "COMMENTED" { "COMMENT" } else { "REQUEST_CHANGES" })]),
+            json!([format!(
+                "Body is required for a review with event {}",
+                if state == "COMMENTED" {
+                    "COMMENT"
+                } else {
+                    "REQUEST_CHANGES"
+                }
+            )]),
             doc,
         );
     }
@@ -221,7 +238,8 @@ pub(super) async fn create_review(call: RepoCall, body: Bytes) -> Response {
 /// `POST /repos/{owner}/{repo}/pulls/{number}/comments`: a new thread on a line, or (with
 /// `in_reply_to`) a reply in one.
 pub(super) async fn create_review_comment(call: RepoCall, body: Bytes) -> Response {
-    let doc = "https://docs.github.com/rest/pulls/comments#create-a-review-comment-for-a-pull-request";
+    let doc =
+        "https://docs.github.com/rest/pulls/comments#create-a-review-comment-for-a-pull-request";
     let (st, input) = tri!(call.write(&body));
     drop(st);
     if let Some(parent) = input.get("in_reply_to").and_then(|v| v.as_u64()) {
@@ -299,17 +317,7 @@ pub(super) async fn update_pull(call: RepoCall, body: Bytes) -> Response {
     let (mut st, input) = tri!(call.write(&body));
     let n = tri!(call.number(doc));
     let editor = author_of(&call.caller, &st);
-    let state = match input.get("state").map(|v| v.as_str()) {
-        None => None,
-        Some(Some("open")) => Some(SeedState::Open),
-        Some(Some("closed")) => Some(SeedState::Closed),
-        Some(_) => {
-            return validation_failed(
-                json!([{"resource": "PullRequest", "field": "state", "code": "invalid"}]),
-                doc,
-            );
-        }
-    };
+    let state = tri!(state_input(&input, "PullRequest", doc));
     if let Some(b) = text_field(&input, "body") {
         if b.chars().count() > crate::github::MAX_BODY_CHARS {
             return validation_failed(
@@ -322,20 +330,10 @@ pub(super) async fn update_pull(call: RepoCall, body: Bytes) -> Response {
     let Some(pull) = st.pull_mut(n) else {
         return not_found(doc);
     };
-    if let Some(state) = state {
-        pull.state = state;
-    }
-    if let Some(t) = text_field(&input, "title") {
-        pull.title = t;
-    }
-    if let Some(b) = text_field(&input, "body") {
-        pull.body = b;
-        pull.editor = Some(editor);
-    }
+    edit_pull(pull, &input, state, editor);
     if let Some(base) = text_field(&input, "base") {
         pull.base = base;
     }
     let pull = pull.clone();
     call.ok(pull_json(&call.s, &st, &pull))
 }
-
