@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::context::{IssueContext, Return, TrustedNote};
 use super::decide::revision::RevisionFeedback;
 use super::engine::RunError;
-use super::summary::RunFacts;
+use super::summary::{Progress, RunFacts};
 use crate::agent::{AgentRun, AuditFinding};
 use crate::audit::AuditScore;
 use crate::config::Hook;
@@ -376,4 +376,7 @@ pub trait Effects: Send {
         number: u64,
         request: &PrRequest,
     ) -> impl Future<Output = Result<(), String>> + Send;
+    /// Show the run's progress (the tracking comment, when configured): after every step once the
+    /// run is admitted, and once more when it ends. Showing it never stops the run.
+    fn track(&mut self, progress: &Progress) -> impl Future<Output = ()> + Send;
 }

@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::context::{IssueContext, NoteKind, TrustedNote, has_heading};
-use super::decide::admission::{refuse_context, refuse_issue, start_column};
+use super::decide::admission::{
+    TitleTrust, refuse_context, refuse_issue, start_column, trusted_title,
+};
 use super::decide::trust::{Authority, trusted_notes};
 use super::decide::work::{
     commit_message, exit_text, move_work, outcome_of, resolved_without_change, return_context,
@@ -26,7 +28,9 @@ use super::effects::{
 use super::engine::{RunError, RunOptions};
 use super::journal::{AgentStats, Entry, Event, Halt};
 use super::project::Project;
-use super::summary::{AgentLine, GateRound, RunEnd, RunFacts, RunSummary};
+use super::summary::{
+    AgentLine, CurrentWork, GateRound, Progress, RunEnd, RunFacts, RunSummary, StageMark,
+};
 use crate::agent::{AgentRun, Outcome};
 use crate::audit::AuditScore;
 use crate::config::{BuiltIn, Stage};
@@ -409,11 +413,7 @@ impl Machine {
                 self.s.issue = Some(*issue);
                 Vec::new()
             }
-            Input::Context(context) => {
-                self.s.board = context.board.clone();
-                self.s.context = Some(*context);
-                Vec::new()
-            }
+            Input::Context(context) => self.absorb_context(*context),
             Input::OnBoard(board) => {
                 self.s.board = Some(*board);
                 Vec::new()
@@ -473,6 +473,31 @@ impl Machine {
                 ],
             },
         }
+    }
+
+    /// The context; a title renamed by someone who is not a codeowner gives way to the last
+    /// title a codeowner set, so that it reaches no agent.
+    fn absorb_context(&mut self, context: Context) -> Vec<Event> {
+        self.s.board = context.board.clone();
+        let mut events = Vec::new();
+        if let Some(issue) = self.s.issue.as_mut() {
+            let settings = &self.project.settings;
+            if let TitleTrust::Earlier { title, renamed_by } =
+                trusted_title(settings, issue, &context.editors)
+            {
+                let message = format!(
+                    "the title of issue #{} was last changed by @{renamed_by}, who is not a \
+                     codeowner: agents get the title a codeowner set, \"{title}\"",
+                    issue.number
+                );
+                issue.title = title;
+                if !self.r.warnings.contains(&message) {
+                    events.push(warning(message));
+                }
+            }
+        }
+        self.s.context = Some(context);
+        events
     }
 
     fn absorb_simple(&mut self, input: Input) -> Vec<Event> {
@@ -711,6 +736,9 @@ impl Machine {
                 Vec::new(),
             );
         }
+        if self.s.interrupted {
+            return Want::Finish(RunEnd::Interrupted);
+        }
         if self.s.worktree.is_none() {
             return match self.revision_worktree() {
                 Some(effect) => Want::Do(effect),
@@ -719,9 +747,6 @@ impl Machine {
         }
         if let Some(retry) = self.want_outbox() {
             return retry;
-        }
-        if self.s.interrupted {
-            return Want::Finish(RunEnd::Interrupted);
         }
         if let Some(reason) = &self.s.pause {
             return Want::Finish(RunEnd::Paused {
@@ -761,6 +786,9 @@ impl Machine {
             }));
         };
         if let Some(reason) = refuse_context(settings, issue, &ctx.blockers, &ctx.editors) {
+            return refuse(reason);
+        }
+        if let TitleTrust::Refused(reason) = trusted_title(settings, issue, &ctx.editors) {
             return refuse(reason);
         }
         Want::Admit(start_column(&self.project.workflow, board))
@@ -1224,6 +1252,52 @@ impl Machine {
             number: i.number,
             title: i.title.clone(),
             body: i.body.clone(),
+        })
+    }
+
+    /// The run so far for a live view, once admitted (never for a dry run); `end` once it ended.
+    pub fn progress(&self, end: Option<&RunEnd>) -> Option<Progress> {
+        if !self.s.admitted || self.opts.dry_run {
+            return None;
+        }
+        let stages: Vec<(String, Option<String>)> = (self.project.workflow.stages.iter())
+            .map(|s| (s.status.clone(), s.agent.clone()))
+            .collect();
+        let work = self.r.work.as_ref();
+        // The stage at work, else the card's column (a stage before or after the agents').
+        let at = work.map(|w| w.stage.as_str()).or(self.r.column.as_deref());
+        let stages = match end {
+            None => Progress::marks(&stages, at, StageMark::Current, StageMark::Pending),
+            Some(
+                RunEnd::PullRequest { .. }
+                | RunEnd::ClosedAsResolved
+                | RunEnd::AlreadyDone
+                | RunEnd::Revised { .. },
+            ) => Progress::marks(&stages, None, StageMark::Done, StageMark::Done),
+            Some(RunEnd::Stopped { stage, .. }) => {
+                Progress::marks(&stages, Some(stage), StageMark::Stopped, StageMark::Pending)
+            }
+            Some(RunEnd::Interrupted | RunEnd::Paused { .. }) => {
+                Progress::marks(&stages, at, StageMark::Paused, StageMark::Pending)
+            }
+            Some(
+                RunEnd::Refused { .. } | RunEnd::DryRun { .. } | RunEnd::NothingToRevise { .. },
+            ) => Progress::marks(&stages, None, StageMark::Pending, StageMark::Pending),
+        };
+        Some(Progress {
+            run_id: self.run_id.clone(),
+            issue: self.opts.issue,
+            stages,
+            current: work.filter(|_| end.is_none()).map(|w| CurrentWork {
+                stage: w.stage.clone(),
+                agent: w.agent.clone(),
+                attempt: w.attempt,
+            }),
+            tokens: self.r.agents.iter().map(|a| a.tokens).sum(),
+            cost_usd: self.r.agents.iter().map(|a| a.cost_usd).sum(),
+            gates: self.r.gate_rounds.last().cloned(),
+            pr: self.r.pr.as_ref().map(|(_, url, _)| url.clone()),
+            end: end.cloned(),
         })
     }
 

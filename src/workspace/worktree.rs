@@ -107,6 +107,7 @@ fn fetch_remote_branch<'r>(
     let refspec = format!("+refs/heads/{branch}:{tracking}");
     Git::new(&cfg.repo_root, &cfg.git_config)
         .with_auth(auth, url.as_deref())
+        .ok()?
         .run(&["fetch", "--quiet", "--", &cfg.remote, &refspec])
         .ok()?;
     repo.find_reference(&tracking).ok()?.peel_to_commit().ok()
@@ -300,6 +301,24 @@ impl Worktree {
         Git::new(&self.path, &self.git_config)
     }
 
+    /// Where the worktree's setup is recorded as finished: in git's own administrative directory
+    /// of the worktree (never in the tree an agent commits).
+    fn setup_record(&self) -> Result<PathBuf, WorkspaceError> {
+        Ok(self.repo()?.path().join("supervisor-setup-done"))
+    }
+
+    /// Whether setup ran to its end in this worktree (a stop or a crash during setup leaves it
+    /// unfinished, and the next run sets the worktree up again).
+    pub fn setup_done(&self) -> bool {
+        self.setup_record().is_ok_and(|p| p.is_file())
+    }
+
+    /// Record that setup ran to its end.
+    pub fn mark_setup_done(&self) -> Result<(), WorkspaceError> {
+        let path = self.setup_record()?;
+        std::fs::write(&path, b"").map_err(io_err("cannot write", &path))
+    }
+
     /// Tips of the base: the local branch and the remote's, those that exist.
     fn base_tips(&self, repo: &Repository) -> Vec<Oid> {
         [
@@ -391,7 +410,7 @@ impl Worktree {
         let url = self.remote_url()?;
         let lease = format!("--force-with-lease=refs/heads/{}", self.branch);
         let refspec = format!("HEAD:refs/heads/{}", self.branch);
-        self.git().with_auth(auth, url.as_deref()).run(&[
+        self.git().with_auth(auth, url.as_deref())?.run(&[
             "push",
             "--quiet",
             &lease,
@@ -442,7 +461,7 @@ impl Worktree {
         let url = self.remote_url()?;
         let tracking = format!("refs/remotes/{}/{branch}", self.remote);
         let refspec = format!("+refs/heads/{branch}:{tracking}");
-        self.git().with_auth(auth, url.as_deref()).run(&[
+        self.git().with_auth(auth, url.as_deref())?.run(&[
             "fetch",
             "--quiet",
             "--",

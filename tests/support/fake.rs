@@ -23,7 +23,7 @@ use supervisor::github::{
 };
 use supervisor::pipeline::{
     Cleanup, CommitResult, Context, Dispatch, Effects, Entry, Event, Journal, Machine, PrRequest,
-    Project, RunError, RunOptions, RunSummary, Text, ThreadAnswer, WorktreeInfo, drive,
+    Progress, Project, RunError, RunOptions, RunSummary, Text, ThreadAnswer, WorktreeInfo, drive,
     read_entries, runs_dir,
 };
 use supervisor::report;
@@ -130,6 +130,8 @@ pub struct FakeWorld {
     /// Dispatches per role whose answer reached the engine: a script's attempts are played in
     /// that order, so a dispatch lost to a crash is played again as it was.
     pub played: Arc<Mutex<BTreeMap<String, u32>>>,
+    /// Every live view of the runs' progress, in order.
+    pub progress: Arc<Mutex<Vec<Progress>>>,
     runs: u32,
 }
 
@@ -183,7 +185,11 @@ impl FakeWorld {
             ..Repo::default()
         };
         FakeWorld {
-            github: Arc::new(Mutex::new(spec.sandbox_state(None))),
+            github: Arc::new(Mutex::new({
+                let mut state = spec.sandbox_state(None);
+                state.normalize().expect("the world's seed is valid");
+                state
+            })),
             repo: Arc::new(Mutex::new(repo)),
             script,
             gates: passing(),
@@ -192,6 +198,7 @@ impl FakeWorld {
             live_run: Arc::default(),
             effects: Arc::default(),
             played: Arc::default(),
+            progress: Arc::default(),
             runs: 0,
             dir,
             root,
@@ -253,6 +260,7 @@ impl FakeWorld {
             live_run: self.live_run.clone(),
             effects: self.effects.clone(),
             played: self.played.clone(),
+            progress: self.progress.clone(),
             bot: self.spec.bot.clone(),
             issue: self.spec.issue.number,
         }
@@ -374,6 +382,7 @@ struct Handles {
     live_run: Arc<Mutex<Option<String>>>,
     effects: Arc<Mutex<Vec<String>>>,
     played: Arc<Mutex<BTreeMap<String, u32>>>,
+    progress: Arc<Mutex<Vec<Progress>>>,
     bot: String,
     issue: u64,
 }
@@ -474,6 +483,7 @@ impl FakeEffects {
             body: marker.stamp(&report::comment_text(text)),
             editor: None,
             created_at: Some(chrono::Utc::now()),
+            updated_at: None,
         };
         s.comments_mut(issue).unwrap().push(seed.clone());
         (comment(&seed), true)
@@ -647,6 +657,16 @@ impl Effects for FakeEffects {
                     .filter_map(|c| c.editor.clone().map(|e| (c.id, e)))
                     .collect(),
                 checked: seed.comments.iter().map(|c| c.id).collect(),
+                renames: seed
+                    .renames
+                    .iter()
+                    .map(|r| supervisor::github::TitleRename {
+                        actor: r.actor.clone(),
+                        from: r.from.clone(),
+                        to: r.to.clone(),
+                    })
+                    .collect(),
+                renames_truncated: false,
             };
             Context {
                 board: self.board_item(&s, issue.number),
@@ -1027,6 +1047,10 @@ impl Effects for FakeEffects {
         self.leave().await;
         reports
     }
+
+    async fn track(&mut self, progress: &Progress) {
+        self.world.progress.lock().unwrap().push(progress.clone());
+    }
 }
 
 /// Play a scripted agent in-process: files change in the fake worktree; usage, tool calls, the final
@@ -1057,7 +1081,7 @@ async fn play(
     let mut slept = std::time::Duration::ZERO;
     for action in actions {
         match action {
-            ScriptAction::Write { path, content } => {
+            ScriptAction::Write { path, content, .. } => {
                 run.tool_calls += 1;
                 if let Some(files) = repo.lock().unwrap().files.as_mut() {
                     files.insert(path, content);

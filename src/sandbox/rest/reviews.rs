@@ -10,62 +10,11 @@ use axum::response::Response;
 use serde_json::{Map, Value, json};
 
 use super::{
-    RepoCall, api, association, author_of, edit_pull, gh_error, not_found, pull_json, state_input,
-    text_field, time, user_json, validation_failed, web,
+    RepoCall, author_of, edit_pull, gh_error, not_found, state_input, text_field, validation_failed,
 };
-use crate::sandbox::Shared;
-use crate::sandbox::state::{PullSeed, ReviewCommentSeed, ReviewSeed, SandboxState, SeedState};
+use crate::sandbox::state::{PullSeed, ReviewCommentSeed, ReviewSeed, SeedState};
 
 const COMMENTS_DOC: &str = "https://docs.github.com/rest/pulls/comments";
-
-fn review_json(s: &Shared, st: &SandboxState, n: u64, r: &ReviewSeed) -> Value {
-    json!({
-        "id": r.id,
-        "node_id": format!("PRR_{}", r.id),
-        "user": user_json(&s.base, &r.author),
-        "body": r.body,
-        "state": r.state,
-        "html_url": web(s, st, &format!("/pull/{n}#pullrequestreview-{}", r.id)),
-        "pull_request_url": api(s, st, &format!("/pulls/{n}")),
-        "author_association": association(st, &r.author),
-        "submitted_at": (r.state != "PENDING").then(|| time(r.submitted_at)),
-        "commit_id": r.commit_id,
-    })
-}
-
-pub(super) fn review_comment_json(
-    s: &Shared,
-    st: &SandboxState,
-    p: &PullSeed,
-    c: &ReviewCommentSeed,
-) -> Value {
-    let n = p.number;
-    let mut v = json!({
-        "url": api(s, st, &format!("/pulls/comments/{}", c.id)),
-        "pull_request_review_id": c.review_id,
-        "id": c.id,
-        "node_id": format!("PRRC_{}", c.id),
-        "diff_hunk": c.diff_hunk,
-        "path": c.path,
-        "commit_id": c.commit_id,
-        "original_commit_id": c.commit_id,
-        "user": user_json(&s.base, &c.author),
-        "body": c.body,
-        "created_at": time(c.created_at),
-        "updated_at": time(c.created_at),
-        "html_url": web(s, st, &format!("/pull/{n}#discussion_r{}", c.id)),
-        "pull_request_url": api(s, st, &format!("/pulls/{n}")),
-        "author_association": association(st, &c.author),
-        "line": c.line,
-        "original_line": c.line,
-        "side": "RIGHT",
-        "subject_type": "line",
-    });
-    if let Some(parent) = c.in_reply_to {
-        v["in_reply_to_id"] = json!(parent);
-    }
-    v
-}
 
 /// `GET /repos/{owner}/{repo}/pulls/{number}/reviews`
 pub(super) async fn list_reviews(
@@ -78,7 +27,7 @@ pub(super) async fn list_reviews(
     let items = p
         .reviews
         .iter()
-        .map(|r| review_json(&call.s, &st, p.number, r))
+        .map(|r| call.shapes(&st).review(p.number, r))
         .collect();
     call.paged(&format!("/pulls/{}/reviews", p.number), &q, items)
 }
@@ -94,7 +43,7 @@ pub(super) async fn list_review_comments(
     let items = p
         .review_comments
         .iter()
-        .map(|c| review_comment_json(&call.s, &st, p, c))
+        .map(|c| call.shapes(&st).review_comment(p, c))
         .collect();
     call.paged(&format!("/pulls/{}/comments", p.number), &q, items)
 }
@@ -201,7 +150,7 @@ pub(super) async fn create_review(call: RepoCall, body: Bytes) -> Response {
             doc,
         );
     }
-    let mut next = st.max_comment_id() + 1;
+    let mut next = st.next_comment_id();
     let review_id = next;
     next += 1;
     let mut comments = Vec::new();
@@ -232,7 +181,7 @@ pub(super) async fn create_review(call: RepoCall, body: Bytes) -> Response {
     };
     pull.reviews.push(review.clone());
     pull.review_comments.extend(comments);
-    call.ok(review_json(&call.s, &st, p.number, &review))
+    call.ok(call.shapes(&st).review(p.number, &review))
 }
 
 /// `POST /repos/{owner}/{repo}/pulls/{number}/comments`: a new thread on a line, or (with
@@ -247,14 +196,14 @@ pub(super) async fn create_review_comment(call: RepoCall, body: Bytes) -> Respon
     }
     let mut st = tri!(call.state());
     let p = tri!(call.find(doc, |n| st.pull(n).cloned()));
-    let id = st.max_comment_id() + 1;
+    let id = st.next_comment_id();
     let author = author_of(&call.caller, &st);
     let seed = tri!(line_comment(&call, &p, &input, id, &author, doc));
     let Some(pull) = st.pull_mut(p.number) else {
         return not_found(doc);
     };
     pull.review_comments.push(seed.clone());
-    let value = review_comment_json(&call.s, &st, &p, &seed);
+    let value = call.shapes(&st).review_comment(&p, &seed);
     call.created(&st, value, &format!("/pulls/comments/{id}"))
 }
 
@@ -283,7 +232,7 @@ fn add_reply(call: &RepoCall, parent: u64, input: &Map<String, Value>, doc: &str
         );
     }
     let author = author_of(&call.caller, &st);
-    let id = st.max_comment_id() + 1;
+    let id = st.next_comment_id();
     let Some(p) = st.pull(n) else {
         return not_found(doc);
     };
@@ -307,7 +256,7 @@ fn add_reply(call: &RepoCall, parent: u64, input: &Map<String, Value>, doc: &str
     };
     pull.review_comments.push(seed.clone());
     let p = pull.clone();
-    let value = review_comment_json(&call.s, &st, &p, &seed);
+    let value = call.shapes(&st).review_comment(&p, &seed);
     call.created(&st, value, &format!("/pulls/comments/{id}"))
 }
 
@@ -335,5 +284,5 @@ pub(super) async fn update_pull(call: RepoCall, body: Bytes) -> Response {
         pull.base = base;
     }
     let pull = pull.clone();
-    call.ok(pull_json(&call.s, &st, &pull))
+    call.ok(call.shapes(&st).pull(&call.s.git, &pull, true))
 }
