@@ -156,7 +156,9 @@ mod tests {
             title: title.into(),
             renamed_by: by.into(),
         };
-        let cases: [(&[(&str, &str, &str)], TitleTrust); 5] = [
+        /// Renames as (from, to, by).
+        type Renames<'a> = &'a [(&'a str, &'a str, &'a str)];
+        let cases: [(Renames, TitleTrust); 5] = [
             (&[], TitleTrust::Current),
             // Renamed by codeowners only.
             (
