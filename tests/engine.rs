@@ -1338,6 +1338,7 @@ async fn a_codeowners_text_edited_by_someone_else_never_reaches_the_developer() 
             body: format!("/supervisor revise {INJECTION}"),
             editor: None,
             created_at: Some(chrono::Utc::now()),
+            updated_at: None,
         });
     });
     assert_eq!(revise(&mut w, None).await.code(), 0);

@@ -125,10 +125,11 @@ async fn revise_answers_a_codeowners_review_on_the_same_pull_request() {
     );
 
     // The feedback is answered: asking again changes nothing.
-    let (code, summary, _) = supervisor(&world, &["revise", &pr.to_string()]).await;
+    let (code, summary, stderr) = supervisor(&world, &["revise", &pr.to_string()]).await;
     assert_eq!(
         (code, summary["end"]["kind"].as_str()),
-        (0, Some("nothing-to-revise"))
+        (0, Some("nothing-to-revise")),
+        "{stderr}"
     );
     world.sandbox.shutdown().await;
 }

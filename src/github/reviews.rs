@@ -98,10 +98,6 @@ fn time(s: &str) -> Option<DateTime<Utc>> {
         .map(|t| t.with_timezone(&Utc))
 }
 
-fn id_of(id: Option<i64>) -> u64 {
-    id.and_then(|i| u64::try_from(i).ok()).unwrap_or_default()
-}
-
 fn big_id(id: Option<&str>) -> u64 {
     id.and_then(|i| i.parse().ok()).unwrap_or_default()
 }
@@ -197,7 +193,7 @@ fn convert(pr: pull_feedback::PullFeedbackRepositoryPullRequest) -> Feedback {
     )
     .into_iter()
     .map(|c| ConversationComment {
-        id: id_of(c.database_id),
+        id: big_id(c.full_database_id.as_deref()),
         author: login!(c.author),
         editor: c.editor.map(|e| e.login),
         body: c.body,
