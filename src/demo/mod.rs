@@ -276,6 +276,9 @@ pub struct DemoReport {
     pub requests_by_route: std::collections::BTreeMap<String, u64>,
     /// The review round after the pull request opened: its summary.
     pub revision: Option<RunSummary>,
+    /// Exchanges that broke GitHub's published descriptions (REST description, GraphQL query
+    /// shapes), one a line: none when the client and the sandbox agree with GitHub.
+    pub description_violations: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -303,6 +306,10 @@ pub async fn run_demo(
     shutdown: &Shutdown,
 ) -> Result<(RunSummary, DemoReport), DemoError> {
     let world = World::build(dir, spec).await?;
+    world
+        .sandbox
+        .check_conformance()
+        .map_err(WorldError::Sandbox)?;
     let project = Project::load(&world.repo, &|_| None)?;
     let token = Token::new(world.token.clone())?;
     let cfg = ClientConfig::new(
@@ -353,6 +360,12 @@ pub async fn run_demo(
         github_requests: world.sandbox.request_total(),
         requests_by_route: world.sandbox.request_counts(),
         revision,
+        description_violations: world
+            .sandbox
+            .violations()
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
     };
     world.sandbox.shutdown().await;
     Ok((summary, report))

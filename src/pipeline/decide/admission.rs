@@ -156,7 +156,6 @@ mod tests {
             title: title.into(),
             renamed_by: by.into(),
         };
-        /// Renames as (from, to, by).
         type Renames<'a> = &'a [(&'a str, &'a str, &'a str)];
         let cases: [(Renames, TitleTrust); 5] = [
             (&[], TitleTrust::Current),
