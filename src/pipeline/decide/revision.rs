@@ -122,6 +122,10 @@ pub struct History {
     pub rounds: u32,
     /// When the latest of them (or the pull request) was written: feedback before it was seen.
     pub since: Option<DateTime<Utc>>,
+    /// `since` is a revision's comment, not the pull request's opening. GitHub's times are whole
+    /// seconds: a review in the second the pull request opened came after it, one in the second a
+    /// revision was reported was read by that revision.
+    pub since_revision: bool,
     /// The head supervisor last pushed, as its own comment or the pull request's body says.
     pub head: Option<String>,
     /// An earlier run already said `maxRevisions` was reached at this many rounds.
@@ -169,6 +173,7 @@ pub fn history(fb: &Feedback, who: &Reviewers<'_>) -> History {
                 h.rounds += 1;
                 if c.created_at >= h.since {
                     h.since = c.created_at;
+                    h.since_revision = true;
                     h.head = head_in(&c.body).or(h.head);
                 }
             }
@@ -286,7 +291,11 @@ fn thread_notes(fb: &Feedback, who: &Reviewers<'_>, skipped: &mut Skipped) -> Ve
 pub fn feedback(fb: &Feedback, who: &Reviewers<'_>, history: &History) -> RevisionFeedback {
     let mut skipped = Skipped::default();
     let files = thread_notes(fb, who, &mut skipped);
-    let fresh = |t: Option<DateTime<Utc>>| history.since.is_none_or(|s| t.is_some_and(|t| t > s));
+    let fresh = |t: Option<DateTime<Utc>>| {
+        history
+            .since
+            .is_none_or(|s| t.is_some_and(|t| t > s || (t == s && !history.since_revision)))
+    };
     let mut general = Vec::new();
     for r in &fb.reviews {
         if !matches!(r.state.as_str(), "CHANGES_REQUESTED" | "COMMENTED")
@@ -537,6 +546,43 @@ mod tests {
             f.left_out.iter().any(|l| l.starts_with("3 line comments")),
             "{:?}",
             f.left_out
+        );
+    }
+
+    #[test]
+    fn a_review_in_the_second_the_pull_request_opened_counts_one_in_a_revisions_second_does_not() {
+        let owner = |l: &str| l == "alice";
+        let w = who(&owner);
+        let review = |submitted_at| Review {
+            id: 9,
+            state: "CHANGES_REQUESTED".into(),
+            body: "Add weeks".into(),
+            author: "alice".into(),
+            editor: None,
+            submitted_at,
+        };
+        let mut fb = pr();
+        fb.reviews = vec![review(at(0))];
+        let h = history(&fb, &w);
+        assert_eq!(
+            feedback(&fb, &w, &h).general.len(),
+            1,
+            "GitHub's times are whole seconds"
+        );
+        let done = Marker::new("run-1", REVISION_STAGE, 1, REVISED);
+        fb.conversation = vec![ConversationComment {
+            id: 30,
+            author: "bot".into(),
+            editor: None,
+            body: done.stamp(&format!("done {}", head_note("bbbbbbb"))),
+            created_at: at(10),
+            url: String::new(),
+        }];
+        fb.reviews = vec![review(at(10))];
+        let h = history(&fb, &w);
+        assert!(
+            feedback(&fb, &w, &h).general.is_empty(),
+            "read by that revision"
         );
     }
 
