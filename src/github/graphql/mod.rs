@@ -33,6 +33,13 @@ operations!(
 );
 // Trust: who edited an issue and its comments and renamed it; the login a token acts as.
 operations!("src/github/graphql/trust.graphql": IssueEditors, Viewer);
+// Review feedback on a pull request, and resolving its threads.
+operations!("src/github/graphql/review.graphql": PullFeedback, ResolveThread);
+
+/// GitHub's `DateTime` scalar (ISO 8601).
+pub type DateTime = String;
+/// GitHub's `GitObjectID` scalar (a commit sha).
+pub type GitObjectID = String;
 
 /// The document to send for operation `name` of `document` (a whole `.graphql` file as
 /// graphql_client embeds it): the operation and the fragments it uses, nothing else. Computed once
