@@ -54,6 +54,8 @@ pub enum Command {
     },
     /// Run the pipeline for one issue.
     Run(run::RunArgs),
+    /// Revise a pull request supervisor opened, after a codeowner's review feedback.
+    Revise(run::ReviseArgs),
     /// Run the whole pipeline against the built-in sandbox GitHub: no token, no network.
     Demo {
         /// Print the summary as JSON on stdout.
@@ -190,6 +192,7 @@ fn dispatch(cli: Cli) -> u8 {
     match cli.command {
         Command::Check { repo_root, json } => check(repo_root, json),
         Command::Run(args) => run::run(args),
+        Command::Revise(args) => run::run(args.into_run()),
         Command::Demo {
             json,
             clean,

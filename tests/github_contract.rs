@@ -37,7 +37,7 @@ use wiremock::matchers::{method, path, path_regex};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 /// The operations listed above.
-const CLIENT_OPERATIONS: [&str; 18] = [
+const CLIENT_OPERATIONS: [&str; 21] = [
     "users/get-authenticated",
     "apps/get-authenticated",
     "apps/get-repo-installation",
@@ -53,6 +53,9 @@ const CLIENT_OPERATIONS: [&str; 18] = [
     "pulls/list",
     "pulls/create",
     "pulls/get",
+    "pulls/update",
+    "pulls/create-review",
+    "pulls/create-reply-for-review-comment",
     "issues/add-labels",
     "issues/remove-label",
     "actions/create-workflow-dispatch",
@@ -179,6 +182,9 @@ async fn every_rest_operation_the_client_uses_reads_githubs_examples() {
         ("checks/list-for-ref", 200),
         ("pulls/get", 200),
         ("pulls/create", 201),
+        ("pulls/update", 200),
+        ("pulls/create-review", 200),
+        ("pulls/create-reply-for-review-comment", 201),
         ("issues/add-labels", 200),
         ("issues/remove-label", 200),
         ("actions/create-workflow-dispatch", 200),
@@ -233,6 +239,21 @@ async fn every_rest_operation_the_client_uses_reads_githubs_examples() {
             .await
             .unwrap(),
         Some(true)
+    );
+
+    // A revision: the pull request's body rewritten, a reply in a review thread, a review.
+    gh.update_pull_body(1347, "Audit: 8/8").await.unwrap();
+    assert_eq!(
+        gh.reply_in_thread(1347, 10, "Addressed in 6dcb09b")
+            .await
+            .unwrap(),
+        10
+    );
+    assert_eq!(
+        gh.submit_review(1347, "COMMENT", "Looks good", &[("file1.txt", 2, "Nit")])
+            .await
+            .unwrap(),
+        80
     );
 
     // Listing open pull requests: GitHub's example list, then the example of a new one.

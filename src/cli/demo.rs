@@ -6,6 +6,7 @@ use super::output::{errln, outln};
 use super::run::{present, runtime};
 use super::{EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
 use crate::demo::{DemoReport, demo_dir, demo_spec, run_demo, run_demo_watch};
+use crate::report;
 use crate::workspace::Shutdown;
 
 /// Gate tools installed by `scripts/install-tools.sh` in the checkout this binary was built from.
@@ -118,6 +119,9 @@ fn where_to_look(report: &DemoReport, pr: Option<&str>) {
     errln!("\nwhere to look");
     if let Some(url) = pr {
         errln!("  pull request   {url}");
+    }
+    if let Some(r) = &report.revision {
+        errln!("  review round   {}", report::summary_headline(r));
     }
     errln!(
         "  issue #1       {} comments, card in {}",

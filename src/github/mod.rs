@@ -23,6 +23,7 @@ mod poll;
 mod pulls;
 mod references;
 mod retry;
+mod reviews;
 mod types;
 
 use std::sync::Arc;
@@ -38,6 +39,9 @@ pub use poll::{BoardPoll, Card, FoundCard, RateLimit};
 pub use pulls::MergeablePoll;
 pub use references::body_blockers;
 pub use retry::RetryPolicy;
+pub use reviews::{
+    ConversationComment, FEEDBACK_PAGE, Feedback, PullState, Review, ReviewComment, ReviewThread,
+};
 pub use types::{
     Blocker, BlockerKind, BoardItem, BoardRef, CheckRun, ColumnOption, Comment, Conditional, Issue,
     IssueState, NewPullRequest, Posted, PullRequest,

@@ -217,7 +217,13 @@ impl Shared {
     fn payload(&self, st: &SandboxState, hook: &Hook) -> (&'static str, Value) {
         let origin = self.own_origin(st);
         let shapes = Shapes::new(&origin, st);
-        let issue = |n: u64| st.issue(n).map(|i| shapes.issue(i)).unwrap_or(Value::Null);
+        // A pull request's conversation comments come as `issue_comment` with the pull request
+        // shown as an issue, as GitHub sends them.
+        let issue = |n: u64| match (st.issue(n), st.pull(n)) {
+            (Some(i), _) => shapes.issue(i),
+            (None, Some(p)) => shapes.pull_as_issue(p),
+            (None, None) => Value::Null,
+        };
         let mut common = json!({
             "repository": shapes.repository(true),
         });

@@ -35,7 +35,8 @@ pub use git::GitRemote;
 pub use hooks::{Act, DeliveryRecord, WebhookTarget};
 pub use state::{
     AppSeed, BoardSeed, CheckRunSeed, CommentSeed, DispatchSeed, FIRST_COMMENT_ID, IssueSeed,
-    OwnerType, PullSeed, RenameSeed, RepoSeed, SandboxState, SeedState, TokenSeed, UserSeed,
+    OwnerType, PullSeed, RenameSeed, RepoSeed, ReviewCommentSeed, ReviewSeed, SandboxState,
+    SeedState, TokenSeed, UserSeed,
 };
 
 /// Why the sandbox could not start or load.

@@ -439,9 +439,7 @@ impl Loop {
         };
         let opts = RunOptions {
             issue,
-            debug: false,
-            dry_run: false,
-            add_to_board: false,
+            ..RunOptions::default()
         };
         let project = self.s.project.clone();
         self.runs

@@ -11,8 +11,6 @@ use graphql_parser::query::{Definition, OperationDefinition, Selection, Selectio
 
 /// GitHub's `URI` scalar.
 pub type URI = String;
-/// GitHub's `DateTime` scalar (ISO 8601).
-pub type DateTime = String;
 /// GitHub's `BigInt` scalar: an integer too large for `Int`, as a string of digits.
 pub type BigInt = String;
 
@@ -37,6 +35,13 @@ operations!(
 operations!("src/github/graphql/board.graphql": BoardItems, BoardCard);
 // Trust: who edited an issue and its comments and renamed it; the login a token acts as.
 operations!("src/github/graphql/trust.graphql": IssueEditors, Viewer);
+// Review feedback on a pull request, and resolving its threads.
+operations!("src/github/graphql/review.graphql": PullFeedback, ResolveThread);
+
+/// GitHub's `DateTime` scalar (ISO 8601).
+pub type DateTime = String;
+/// GitHub's `GitObjectID` scalar (a commit sha).
+pub type GitObjectID = String;
 
 /// The document to send for operation `name` of `document` (a whole `.graphql` file as
 /// graphql_client embeds it): the operation and the fragments it uses, nothing else. Computed once
