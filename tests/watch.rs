@@ -739,3 +739,85 @@ async fn forged_deliveries_and_strangers_commands_start_nothing() {
     assert_eq!(bot.exit().await, 0, "{}", bot.stderr());
     conforms(&world);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_codeowners_review_or_revise_comment_on_the_pull_request_starts_a_revision() {
+    let mut s = spec();
+    // Every revision's developer adds a line (each revision is its own run, from the first step).
+    let mut change = developer_change("src/hours.ts", GOOD_CODE);
+    change[0] = json!({ "run": "date +%s%N >> src/week.ts" });
+    s.script["developer@revision"] = json!([change]);
+    s.script["auditor@revision"] = json!([approve(json!([]))]);
+    let (_d, world, mut bot, _port) = served_world(s, "Research").await;
+    let done = bot.wait("the run to end", is("finished", 1)).await;
+    assert_eq!(done["end"], "pull-request", "{done}");
+    let pr = world.sandbox.with_state(|s| s.pulls()[0].number);
+    let pr_comment = |by: &str, body: &str| {
+        act(
+            &world,
+            json!({ "comment": { "issue": pr, "body": body, "by": by } }),
+        )
+    };
+
+    // A stranger's command on the pull request starts nothing.
+    pr_comment("mallory", "/supervisor revise push to main");
+    let ignored = bot
+        .wait("the stranger's command ignored", |v| v["kind"] == "ignored")
+        .await;
+    assert!(
+        ignored["reason"].as_str().unwrap().contains("mallory"),
+        "{ignored}"
+    );
+
+    // The codeowner requests changes in a review: the pull request is revised.
+    let reviewer = supervisor::github::GitHub::new(supervisor::github::ClientConfig::new(
+        world.sandbox.url(),
+        Some(supervisor::github::Token::new(world.spec.reviewer_token()).unwrap()),
+        supervisor::config::RepoSlug::parse(&format!("{}/{}", world.spec.owner, world.spec.name))
+            .unwrap(),
+    ))
+    .unwrap();
+    reviewer
+        .submit_review(pr, "REQUEST_CHANGES", "Add weeks.", &[])
+        .await
+        .unwrap();
+    let queued = bot.wait("the revision queued", is("queued", pr)).await;
+    assert!(
+        queued["reason"]
+            .as_str()
+            .unwrap()
+            .contains("requested changes"),
+        "{queued}"
+    );
+    let revised = bot.wait("the revision to end", is("finished", pr)).await;
+    assert_eq!(revised["end"], "revised", "{revised}");
+
+    // The codeowner's `/supervisor revise` comment on the pull request: another revision. GitHub's
+    // times are whole seconds, and feedback counts from the second after the revision's comment.
+    let answered = world.sandbox.with_state(|s| {
+        s.comments_of(pr)
+            .iter()
+            .filter_map(|c| c.created_at)
+            .max()
+            .unwrap()
+            .timestamp()
+    });
+    until("a later second", || {
+        chrono::Utc::now().timestamp() > answered
+    })
+    .await;
+    pr_comment(&world.spec.codeowner, "/supervisor revise also add days");
+    let again = bot.wait("the second revision", is("finished", pr)).await;
+    assert_eq!(
+        again["end"],
+        "revised",
+        "{again}\n{:#?}",
+        bodies(&world, pr).last()
+    );
+    assert_eq!(bot.count("started", pr), 2);
+    assert_eq!(world.sandbox.with_state(|s| s.pulls().len()), 1);
+    assert_no_duplicates(&world, 1);
+    bot.signal(libc::SIGTERM);
+    assert_eq!(bot.exit().await, 0);
+    conforms(&world);
+}

@@ -49,12 +49,9 @@ fn new_run_id(issue: u64, revise: Option<u64>) -> String {
     )
 }
 
-/// Whether `run_id` is a revision's.
-fn is_revision(run_id: &str) -> bool {
-    run_id
-        .split('-')
-        .nth(1)
-        .is_some_and(|k| k.starts_with("rev"))
+/// The pull request a revision's `run_id` revises; `None` for a run of an issue.
+pub fn revised_pull(run_id: &str) -> Option<u64> {
+    run_id.split('-').nth(1)?.strip_prefix("rev")?.parse().ok()
 }
 
 /// Claim `issue`'s run: take its lock (another live process holding it refuses), kill what a dead
@@ -92,7 +89,7 @@ fn claim(
         Checkpoint::remove(&project.root, issue)?;
         return Ok((new_run_id(issue, revise), false, lock));
     }
-    if is_revision(&cp.run_id) != revise.is_some() {
+    if revised_pull(&cp.run_id).is_some() != revise.is_some() {
         let (live, other) = if revise.is_some() {
             ("run", format!("`supervisor run {issue}`"))
         } else {

@@ -56,6 +56,11 @@ pub(crate) enum Hook {
         issue: u64,
         by: String,
     },
+    /// A review was submitted on a pull request.
+    Reviewed {
+        pull: u64,
+        review_id: u64,
+    },
 }
 
 /// One delivery as the sandbox's log shows it (`GET /_sandbox/deliveries`).
@@ -181,6 +186,9 @@ impl Shared {
             return;
         };
         let (event, payload) = self.payload(st, &hook);
+        if payload.is_null() {
+            return;
+        }
         let action = payload["action"].as_str().unwrap_or_default().to_string();
         let redeliver = self.take_fault(&format!("WEBHOOK {event}")).is_some();
         let out = Outgoing {
@@ -330,6 +338,24 @@ impl Shared {
                     "sender": shapes.user(by),
                 });
                 ("issues", payload)
+            }
+            Hook::Reviewed { pull, review_id } => {
+                let Some(p) = st.pull(*pull) else {
+                    return ("pull_request_review", Value::Null);
+                };
+                let Some(r) = p.reviews.iter().find(|r| r.id == *review_id) else {
+                    return ("pull_request_review", Value::Null);
+                };
+                let mut review = shapes.review(*pull, r);
+                // Webhooks spell review states in lower case (`changes_requested`).
+                review["state"] = json!(r.state.to_ascii_lowercase());
+                let payload = json!({
+                    "action": "submitted",
+                    "review": review,
+                    "pull_request": shapes.pull(&self.git, p, true),
+                    "sender": shapes.user(&r.author),
+                });
+                ("pull_request_review", payload)
             }
             Hook::Closed { issue: n, by } => {
                 let payload = json!({

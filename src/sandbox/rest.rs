@@ -1615,7 +1615,7 @@ async fn add_fault(State(s): S, body: Bytes) -> Response {
 /// Play a human's action on the state, with its webhook.
 pub(super) fn act(s: &Shared, act: Act) -> Result<(), String> {
     let mut st = s.state();
-    let missing = |n: u64| format!("issue #{n} does not exist");
+    let missing = |n: u64| format!("issue or pull request #{n} does not exist");
     let hook = match act {
         Act::Move { issue, to, by } => {
             let board = st.board.as_mut().ok_or("the sandbox has no board")?;
@@ -1637,9 +1637,8 @@ pub(super) fn act(s: &Shared, act: Act) -> Result<(), String> {
         }
         Act::Comment { issue, body, by } => {
             let id = st.next_comment_id();
-            st.issue_mut(issue)
+            st.comments_mut(issue)
                 .ok_or_else(|| missing(issue))?
-                .comments
                 .push(CommentSeed {
                     id,
                     author: by.clone(),

@@ -37,10 +37,10 @@ pub use claims::{Claimed, Claims, Held};
 pub use state::WatchState;
 pub use tracker::Tracker;
 
-use crate::events::{Command, Event, Origin, Target};
+use crate::events::{Command, Event, Origin, ReviewActivity, ReviewKind, ReviewState, Target};
 use crate::github::{BoardRef, Card, GitHub, GitHubError, Marker};
 use crate::pipeline::{Project, RunEnd, RunError, RunOptions, RunSummary};
-use crate::runtime::{Services, run_issue};
+use crate::runtime::{Services, revised_pull, run_issue, run_revision};
 use crate::workspace::{Checkpoint, PushAuth};
 
 /// Where the work of a ready card is done.
@@ -220,6 +220,9 @@ struct Loop {
     retried: BTreeSet<u64>,
     /// Runs an earlier process left: where their cards are is learnt from their own moves.
     resumed: BTreeSet<u64>,
+    /// Pull requests queued or live for a revision (keyed by their own number, which no issue
+    /// shares), until the revision ends for good.
+    revisions: BTreeSet<u64>,
     runs: JoinSet<(u64, Result<RunSummary, RunError>)>,
     /// The board's node, once a poll has read it.
     board_id: Option<String>,
@@ -257,6 +260,7 @@ impl Loop {
             queue: VecDeque::new(),
             retry: BTreeSet::new(),
             resumed: BTreeSet::new(),
+            revisions: BTreeSet::new(),
             retried: BTreeSet::new(),
             runs: JoinSet::new(),
             board_id: None,
@@ -282,8 +286,17 @@ impl Loop {
         }
         let mut issues: BTreeSet<u64> = std::mem::take(&mut self.state.resume);
         for cp in Checkpoint::all(&self.s.project.root) {
-            if !cp.process_alive() {
-                issues.insert(cp.issue);
+            if cp.process_alive() {
+                continue;
+            }
+            match revised_pull(&cp.run_id) {
+                Some(pr) => {
+                    self.revisions.insert(pr);
+                    issues.insert(pr);
+                }
+                None => {
+                    issues.insert(cp.issue);
+                }
             }
         }
         for issue in issues {
@@ -382,8 +395,14 @@ impl Loop {
             let Some((issue, _)) = pos.and_then(|p| self.queue.remove(p)) else {
                 return;
             };
-            let Some(held) = self.claim(issue).await else {
-                continue;
+            // A revision is claimed by its issue's local lock; its pull request carries no claim.
+            let held = if self.revisions.contains(&issue) {
+                None
+            } else {
+                match self.claim(issue).await {
+                    Some(held) => Some(held),
+                    None => continue,
+                }
             };
             self.spawn(issue, held);
         }
@@ -412,7 +431,7 @@ impl Loop {
         }
     }
 
-    fn spawn(&mut self, issue: u64, held: Held) {
+    fn spawn(&mut self, issue: u64, held: Option<Held>) {
         let cancel = self.shutdown.child_token();
         let column = if self.resumed.remove(&issue) {
             None
@@ -435,20 +454,31 @@ impl Loop {
                 .filter(|_| self.s.project.settings.pass_github_token),
             scripted_program: None,
             cancel: cancel.clone(),
-            hooks: Some(Arc::new(self.tracker.clone())),
+            hooks: None,
         };
         let opts = RunOptions {
             issue,
             ..RunOptions::default()
         };
         let project = self.s.project.clone();
-        self.runs
-            .spawn(async move { (issue, run_issue(project, svc, opts).await) });
+        if self.revisions.contains(&issue) {
+            // The revision moves its issue's card, which this scheduler does not track by the
+            // pull request's number: no column limits for it.
+            self.runs
+                .spawn(async move { (issue, run_revision(project, svc, issue, opts).await) });
+        } else {
+            let svc = Services {
+                hooks: Some(Arc::new(self.tracker.clone())),
+                ..svc
+            };
+            self.runs
+                .spawn(async move { (issue, run_issue(project, svc, opts).await) });
+        }
         self.live.insert(
             issue,
             Live {
                 cancel,
-                held: Some(held),
+                held,
                 stop: None,
                 since: chrono::Utc::now(),
             },
@@ -566,6 +596,12 @@ impl Loop {
                     resumable,
                 });
             }
+        }
+        let again = self.retry.contains(&issue)
+            || self.state.resume.contains(&issue)
+            || self.queue.iter().any(|(i, _)| *i == issue);
+        if !again {
+            self.revisions.remove(&issue);
         }
     }
 
@@ -730,8 +766,13 @@ impl Loop {
                         "a command in {}, not {}",
                         c.repository, settings.repo
                     ))
-                } else if !matches!(c.target, Target::Issue(_)) {
-                    Some("a command on a pull request".to_string())
+                } else if matches!(c.target, Target::PullRequest(_))
+                    != matches!(c.command, Ok(Command::Revise { .. }))
+                {
+                    Some(
+                        "`revise` is taken on pull requests, `run`, `stop` and `status` on issues"
+                            .to_string(),
+                    )
                 } else if !settings.is_codeowner(&c.author.login)
                     || !settings.is_codeowner(&c.sender.login)
                 {
@@ -773,15 +814,61 @@ impl Loop {
                     );
                 }
             }
-            Event::Review(r) => self.ignored(
-                "review",
-                format!(
-                    "reviews on pull request #{} are not acted on by the board",
-                    r.pull_request
-                ),
-            ),
+            Event::Review(r) => self.review(r),
             Event::Ping(_) => {}
         }
+    }
+
+    /// A codeowner's review asking for changes sends the pull request back; other review
+    /// activity waits for one (line comments come with their review when it is submitted).
+    fn review(&mut self, r: ReviewActivity) {
+        let settings = &self.s.project.settings;
+        let reason = if r.repository != settings.repo {
+            Some(format!("a review in {}", r.repository))
+        } else if !settings.is_codeowner(&r.author.login) {
+            Some(format!("@{} is not a codeowner", r.author.login))
+        } else if !matches!(
+            r.kind,
+            ReviewKind::Review {
+                state: ReviewState::ChangesRequested,
+                ..
+            }
+        ) {
+            Some(format!(
+                "on pull request #{} only a submitted review requesting changes (or `{} revise`) starts a revision",
+                r.pull_request, settings.watch.command_prefix
+            ))
+        } else {
+            None
+        };
+        match reason {
+            Some(reason) => self.ignored("review", reason),
+            None => self.revise(
+                r.pull_request,
+                &format!("@{} requested changes", r.author.login),
+            ),
+        }
+    }
+
+    /// Queue a revision of pull request `pr`.
+    fn revise(&mut self, pr: u64, why: &str) {
+        if !self.accepting {
+            return self.ignored("revise", "the scheduler is stopping".to_string());
+        }
+        if self.s.config.mode != Mode::Local {
+            return self.ignored(
+                "revise",
+                "revisions run where the scheduler runs, not dispatched".to_string(),
+            );
+        }
+        if self.live.contains_key(&pr) {
+            return self.ignored(
+                "revise",
+                format!("a revision of pull request #{pr} is already live"),
+            );
+        }
+        self.revisions.insert(pr);
+        self.enqueue(pr, &format!("revise pull request #{pr}: {why}"));
     }
 
     fn ignored(&self, event: &str, reason: String) {
@@ -807,10 +894,8 @@ impl Loop {
                 },
             ),
             Command::Status => self.status_comment(issue, comment).await,
-            Command::Revise { .. } => self.ignored(
-                "command",
-                "`revise` is not acted on by the board".to_string(),
-            ),
+            // The revision reads the codeowners' feedback, this comment included, itself.
+            Command::Revise { .. } => self.revise(issue, &format!("@{by} asked for a revision")),
         }
     }
 
