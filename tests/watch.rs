@@ -821,3 +821,134 @@ async fn a_codeowners_review_or_revise_comment_on_the_pull_request_starts_a_revi
     assert_eq!(bot.exit().await, 0);
     conforms(&world);
 }
+
+/// How many lines of the bot's log name a failed poll with `reason`.
+fn poll_failures_logged(bot: &Bot, reason: &str) -> usize {
+    bot.stderr()
+        .lines()
+        .filter(|l| l.contains("board poll failed") && l.contains(reason))
+        .count()
+}
+
+fn poll_failed(v: &Value) -> bool {
+    v["kind"] == "poll_failed"
+}
+
+fn polled(v: &Value) -> bool {
+    v["kind"] == "polled"
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graphql_error_mid_poll_and_github_down_lose_nothing_live() {
+    let mut s = spec();
+    slow_developer(&mut s);
+    // 150 cards, so a poll reads two pages; only #1 waits in a trigger column.
+    let (_d, world) = world(s, 150, "Backlog").await;
+    world.sandbox.with_state(|s| {
+        let board = s.board.as_mut().unwrap();
+        board.items.insert(1, Some("Research".into()));
+    });
+    let mut bot = watch(&world, &[]);
+    let first = bot.wait("the first poll", polled).await;
+    assert_eq!(
+        (first["pages"].as_u64(), first["cards"].as_u64()),
+        (Some(2), Some(150))
+    );
+    bot.wait("the run to start", is("started", 1)).await;
+    until("the developer at work", || {
+        world.dir.join("slept").exists() && !process_groups(&world, 1).is_empty()
+    })
+    .await;
+    let groups = process_groups(&world, 1);
+
+    // A GraphQL error on the second page of a poll: the half-read board is not taken for the
+    // board (the live run's card would seem gone).
+    let message = "Something went wrong while executing your query. Please include `0000:1111` when reporting this issue.";
+    world.sandbox.inject(
+        Fault::status("POST /graphql BoardItems", 200)
+            .with_body(json!({ "data": null, "errors": [{ "message": message }] }))
+            .skipping(1),
+    );
+    let failed = bot.wait("the failed poll", poll_failed).await;
+    assert!(
+        failed["error"]
+            .as_str()
+            .unwrap()
+            .contains("Something went wrong"),
+        "{failed}"
+    );
+    bot.wait("a poll after it", polled).await;
+
+    // GitHub down for several polls: every GraphQL request answers 502.
+    world
+        .sandbox
+        .inject(Fault::status("POST /graphql", 502).times(15));
+    for n in 0..3 {
+        bot.wait(&format!("failed poll {n}"), poll_failed).await;
+    }
+    bot.wait("a poll once GitHub is back", polled).await;
+
+    // Nothing live was lost and nothing else started; each reason was logged once.
+    assert_eq!(bot.count("stopping", 1), 0, "{:#?}", bot.seen);
+    assert_eq!(
+        bot.seen.iter().filter(|v| v["kind"] == "started").count(),
+        1
+    );
+    assert!(
+        groups.iter().all(|g| group_alive(*g)),
+        "the agent still works"
+    );
+    assert_eq!(
+        poll_failures_logged(&bot, "Something went wrong"),
+        1,
+        "{}",
+        bot.stderr()
+    );
+    assert_eq!(poll_failures_logged(&bot, "502"), 1, "{}", bot.stderr());
+    bot.signal(libc::SIGTERM);
+    assert_eq!(bot.exit().await, 0, "{}", bot.stderr());
+    conforms(&world);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_board_without_the_status_field_is_named_once_and_watching_goes_on() {
+    let (_d, world) = world(spec(), 1, "Research").await;
+    world
+        .sandbox
+        .with_state(|s| s.board.as_mut().unwrap().status_field = "Stage".into());
+    // `--once`: the one poll fails, naming the setting to fix; GitHub's error code.
+    let mut once = watch(&world, &["--once"]);
+    assert_eq!(once.exit().await, 3, "{}", once.stderr());
+    assert!(
+        once.stderr().contains("set `statusField`"),
+        "{}",
+        once.stderr()
+    );
+
+    let mut bot = watch(&world, &[]);
+    for n in 0..3 {
+        let failed = bot.wait(&format!("failed poll {n}"), poll_failed).await;
+        assert!(
+            failed["error"]
+                .as_str()
+                .unwrap()
+                .contains("no single-select field named `Status`"),
+            "{failed}"
+        );
+    }
+    assert_eq!(
+        poll_failures_logged(&bot, "statusField"),
+        1,
+        "{}",
+        bot.stderr()
+    );
+    assert_eq!(bot.count("queued", 1), 0);
+    // The board gets its field: the watcher, still polling, starts the card.
+    world
+        .sandbox
+        .with_state(|s| s.board.as_mut().unwrap().status_field = "Status".into());
+    bot.wait("the run to start", is("started", 1)).await;
+    bot.signal(libc::SIGTERM);
+    assert_eq!(bot.exit().await, 0, "{}", bot.stderr());
+    conforms(&world);
+}

@@ -208,6 +208,10 @@ impl Shared {
     pub fn take_fault(&self, route: &str) -> Option<Fault> {
         let mut faults = lock(&self.faults);
         let i = faults.iter().position(|f| f.matches(route))?;
+        if faults[i].skip > 0 {
+            faults[i].skip -= 1;
+            return None;
+        }
         let fault = faults[i].clone();
         if faults[i].times <= 1 {
             faults.remove(i);
