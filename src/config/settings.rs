@@ -545,7 +545,9 @@ impl Settings {
                     "`{}` is neither built in nor defined in \"backends\"",
                     self.agent_backend
                 ),
-                "use pi, claude, codex, command, scripted or a key of \"backends\"",
+                "use pi, claude, codex or scripted, or define a command line of your own under \"backends\" \
+                 (e.g. \"backends\": { \"aider\": { \"command\": [\"aider\", \"--yes\", \"--message\", \"{prompt}\"], \"promptVia\": \"arg\" } }) \
+                 and name its key here",
             );
         }
     }
