@@ -22,7 +22,7 @@ pub const FORMAT: u32 = 2;
 
 /// Where runs of a repository are kept.
 pub fn runs_dir(repo_root: &Path) -> PathBuf {
-    repo_root.join(".supervisor").join("runs")
+    repo_root.join(crate::workspace::CHECKPOINT_DIR)
 }
 
 /// The statistics of one agent dispatch (its run minus its text).
@@ -230,6 +230,10 @@ impl Journal {
     pub fn open(repo_root: &Path, run_id: &str) -> Result<Journal, JournalError> {
         let dir = runs_dir(repo_root).join(run_id);
         let path = dir.join("events.jsonl");
+        crate::workspace::runs_dir(repo_root).map_err(|e| JournalError::Write {
+            path: dir.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
         std::fs::create_dir_all(&dir).map_err(|source| JournalError::Write {
             path: dir.clone(),
             source,

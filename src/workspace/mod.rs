@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{Settings, is_safe_ref_component};
 
-pub use checkpoint::{CHECKPOINT_DIR, Checkpoint, RunLock, STALE_AFTER, prune_stale};
+pub use checkpoint::{CHECKPOINT_DIR, Checkpoint, RunLock, STALE_AFTER, prune_stale, runs_dir};
 pub use git::PushAuth;
 pub use setup::{SetupReport, SetupStep, setup};
 pub use shutdown::Shutdown;
