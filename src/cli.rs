@@ -6,6 +6,7 @@
 mod actions;
 mod agent;
 mod demo;
+mod doctor;
 mod output;
 mod run;
 mod serve;
@@ -53,6 +54,9 @@ pub enum Command {
     },
     /// Run the pipeline for one issue.
     Run(run::RunArgs),
+    /// Check everything a run needs (credentials, board, columns, codeowners, push, agent CLIs,
+    /// gate tools, worktrees) and print each check with its fix.
+    Doctor(doctor::DoctorArgs),
     /// Run the whole pipeline against the built-in sandbox GitHub: no token, no network.
     Demo {
         /// Print the summary as JSON on stdout.
@@ -177,6 +181,7 @@ fn dispatch(cli: Cli) -> u8 {
     match cli.command {
         Command::Check { repo_root, json } => check(repo_root, json),
         Command::Run(args) => run::run(args),
+        Command::Doctor(args) => doctor::run(args),
         Command::Demo { json, clean, dir } => demo::run(json, clean, dir),
         Command::Agent(args) => agent::run(args),
         Command::AgentScript {

@@ -76,7 +76,7 @@ pub fn run(args: RunArgs) -> u8 {
     }
 }
 
-fn canonical(dir: &Path) -> PathBuf {
+pub(super) fn canonical(dir: &Path) -> PathBuf {
     dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf())
 }
 
@@ -105,6 +105,7 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
         Ok(gh) => gh,
         Err(e) => return github_failure(&e, args.json, args.issue, actions),
     };
+    let (_, credentials) = super::doctor::client(&project);
     let shutdown = match Shutdown::install() {
         Ok(s) => s,
         Err(e) => {
@@ -125,6 +126,25 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
         Some(t) => PushAuth::Token(t.expose().to_string()),
         None => PushAuth::None,
     };
+    if let Some(findings) = super::doctor::preflight(&project, &gh, credentials, &push_auth).await
+    {
+        if args.json {
+            outln!(
+                "{}",
+                serde_json::json!({ "ok": false, "error": "preflight failed", "checks": findings.checks })
+            );
+        }
+        let failed: Vec<String> = findings
+            .failures()
+            .map(|c| format!("{}: {}", c.name, c.detail))
+            .collect();
+        actions.failed(args.issue, &format!("preflight failed: {}", failed.join("; ")));
+        return if findings.github_failed() {
+            EXIT_GITHUB
+        } else {
+            EXIT_USAGE
+        };
+    }
     let services = Services {
         github: gh,
         push_auth,

@@ -21,6 +21,7 @@ mod marker;
 mod pulls;
 mod references;
 mod retry;
+mod setup;
 mod types;
 
 use std::sync::Arc;
@@ -34,6 +35,7 @@ pub use error::{GitHubError, PROJECT_SCOPE_HINT};
 pub use marker::Marker;
 pub use references::body_blockers;
 pub use retry::RetryPolicy;
+pub use setup::{AccountKind, NewBoard, RepositoryInfo, Viewer};
 pub use types::{
     Blocker, BlockerKind, BoardItem, BoardRef, CheckRun, ColumnOption, Comment, Conditional, Issue,
     IssueState, NewPullRequest, Posted, PullRequest,

@@ -93,6 +93,12 @@ impl LiveEffects {
         BoardRef::from_settings(&self.project.settings)
     }
 
+    /// The card with its column named as the workflow's stage (`columns` maps board options).
+    fn as_stages(&self, mut item: BoardItem) -> BoardItem {
+        item.column = item.column.map(|c| self.project.settings.stage_of(&c));
+        item
+    }
+
     fn worktree(&self) -> Result<Worktree, String> {
         self.wt
             .clone()
@@ -178,7 +184,11 @@ impl Effects for LiveEffects {
     }
 
     async fn fetch_context(&mut self, issue: &Issue) -> Result<Context, RunError> {
-        let board = self.gh.board_item(&self.board_ref(), issue.number).await?;
+        let board = self
+            .gh
+            .board_item(&self.board_ref(), issue.number)
+            .await?
+            .map(|b| self.as_stages(b));
         let blockers = self.gh.open_blockers(issue).await?;
         let comments = self.gh.list_comments(issue.number).await?;
         let editors = self.gh.issue_editors(issue.number).await?;
@@ -193,7 +203,8 @@ impl Effects for LiveEffects {
     }
 
     async fn add_to_board(&mut self, issue: &Issue) -> Result<BoardItem, RunError> {
-        Ok(self.gh.add_to_board(&self.board_ref(), issue).await?)
+        let item = self.gh.add_to_board(&self.board_ref(), issue).await?;
+        Ok(self.as_stages(item))
     }
 
     async fn post(
@@ -216,7 +227,8 @@ impl Effects for LiveEffects {
     }
 
     async fn move_card(&mut self, board: &BoardItem, column: &str) -> Result<(), RunError> {
-        Ok(self.gh.move_card(board, column).await?)
+        let option = self.project.settings.board_option(column);
+        Ok(self.gh.move_card(board, option).await?)
     }
 
     async fn close_issue(

@@ -22,7 +22,7 @@ pub use git::PushAuth;
 pub use setup::{SetupReport, SetupStep, setup};
 pub use shutdown::Shutdown;
 pub use worktree::{
-    MergeOutcome, cleanup, ensure_worktree, ensure_worktree_with, existing_worktree,
+    MergeOutcome, cleanup, ensure_worktree, ensure_worktree_with, existing_worktree, push_probe,
 };
 
 /// Where and how worktrees are made.

@@ -128,6 +128,41 @@ impl Backend {
         }
     }
 
+    /// The program this backend starts.
+    pub fn program(&self) -> PathBuf {
+        match self {
+            Backend::Pi => "pi".into(),
+            Backend::Claude => "claude".into(),
+            Backend::Codex => "codex".into(),
+            Backend::Command(c) => c.command.first().cloned().unwrap_or_default().into(),
+            Backend::Scripted { program, .. } => program.clone(),
+        }
+    }
+
+    /// Variables of which at least one gives the CLI a model provider's key (empty: none needed
+    /// or none known), and whether the CLI can do without them (a login of its own).
+    pub fn provider_keys(&self) -> (&'static [&'static str], bool) {
+        match self {
+            Backend::Pi => (
+                &[
+                    "ANTHROPIC_API_KEY",
+                    "OPENAI_API_KEY",
+                    "GEMINI_API_KEY",
+                    "OPENROUTER_API_KEY",
+                    "DEEPSEEK_API_KEY",
+                    "MISTRAL_API_KEY",
+                    "GROQ_API_KEY",
+                    "XAI_API_KEY",
+                    "PI_CODING_AGENT_DIR",
+                ],
+                true,
+            ),
+            Backend::Claude => (&["ANTHROPIC_API_KEY"], true),
+            Backend::Codex => (&["OPENAI_API_KEY", "CODEX_HOME"], true),
+            Backend::Command(_) | Backend::Scripted { .. } => (&[], true),
+        }
+    }
+
     /// The name shown in reports.
     pub fn name(&self) -> String {
         match self {

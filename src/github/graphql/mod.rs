@@ -31,3 +31,26 @@ operation!(IssueBoardItems, ProjectBoard, AddToBoard, UpdateItemStatus);
     response_derives = "Debug, Clone"
 )]
 pub struct IssueEditors;
+
+/// Setting a repository up (`setup.graphql`): owners, users, creating and linking a board,
+/// rewriting its status options.
+macro_rules! setup_operation {
+    ($($name:ident),+) => {$(
+        #[derive(GraphQLQuery)]
+        #[graphql(
+            schema_path = "src/github/graphql/schema.graphql",
+            query_path = "src/github/graphql/setup.graphql",
+            response_derives = "Debug, Clone"
+        )]
+        pub struct $name;
+    )+};
+}
+
+setup_operation!(
+    OwnerKind,
+    UserExists,
+    RepositorySetup,
+    CreateBoard,
+    LinkBoard,
+    SetStatusOptions
+);

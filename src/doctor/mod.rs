@@ -1,0 +1,562 @@
+//! What a run needs, checked before anything is written: credentials and what they may do, the
+//! repository, the board and its columns, the codeowners, push access, the agent CLIs, the gate
+//! tools and the worktree root. `supervisor doctor` prints every check; `supervisor run` performs
+//! the same checks (the codeowners aside: admission already refuses an issue nobody trusted opened)
+//! and refuses with the fixes before its first write.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::agent::Backend;
+use crate::config::{GateKind, Settings};
+use crate::gates::{ChangeSet, GateContext, gate_tools};
+use crate::github::{AccountKind, BoardRef, GitHub, GitHubError, Viewer};
+use crate::pipeline::Project;
+use crate::workspace::{PushAuth, WorkspaceConfig, push_probe};
+
+/// How a check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mark {
+    Ok,
+    /// Works, with a caveat (a gate that will not run, a key that may be elsewhere).
+    Warn,
+    /// A run would fail here.
+    Fail,
+}
+
+/// One line of the report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    pub mark: Mark,
+    pub detail: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+impl Check {
+    fn ok(name: &'static str, detail: impl Into<String>) -> Check {
+        Check {
+            name,
+            mark: Mark::Ok,
+            detail: detail.into(),
+            fix: None,
+        }
+    }
+
+    fn warn(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+        Check {
+            name,
+            mark: Mark::Warn,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+
+    fn fail(name: &'static str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+        Check {
+            name,
+            mark: Mark::Fail,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+}
+
+/// Every check, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Findings {
+    pub checks: Vec<Check>,
+}
+
+impl Findings {
+    /// Whether nothing failed.
+    pub fn passed(&self) -> bool {
+        self.checks.iter().all(|c| c.mark != Mark::Fail)
+    }
+
+    /// Whether a failure is GitHub's side (credentials, repository, board, people) rather than
+    /// this machine's (agents, tools, push, worktrees).
+    pub fn github_failed(&self) -> bool {
+        self.failures().any(|c| {
+            matches!(
+                c.name,
+                "token" | "scopes" | "repository" | "board" | "columns" | "codeowners"
+            )
+        })
+    }
+
+    pub fn failures(&self) -> impl Iterator<Item = &Check> {
+        self.checks.iter().filter(|c| c.mark == Mark::Fail)
+    }
+
+    /// One line per check (✔, ! or ✖), each failure and warning followed by its fix.
+    pub fn text(&self) -> String {
+        let width = self.checks.iter().map(|c| c.name.len()).max().unwrap_or(0);
+        let mut out = String::new();
+        for c in &self.checks {
+            let mark = match c.mark {
+                Mark::Ok => "✔",
+                Mark::Warn => "!",
+                Mark::Fail => "✖",
+            };
+            out.push_str(&format!("{mark} {:width$}  {}\n", c.name, c.detail));
+            if let Some(fix) = c.fix.as_ref().filter(|_| c.mark != Mark::Ok) {
+                out.push_str(&format!("  {:width$}  fix: {fix}\n", ""));
+            }
+        }
+        out
+    }
+}
+
+/// The credentials as found in the environment (never the token itself).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credentials {
+    None,
+    /// A token: where it came from and its kind by its prefix.
+    Token { source: String, kind: TokenKind },
+    App,
+}
+
+/// A token's kind, told by its prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenKind {
+    Classic,
+    FineGrained,
+    /// `gho_`: an OAuth token, as `gh auth login` makes.
+    OAuth,
+    /// `ghs_`: a GitHub App installation token.
+    Installation,
+    Other,
+}
+
+impl TokenKind {
+    pub fn of(token: &str) -> TokenKind {
+        match token {
+            t if t.starts_with("ghp_") => TokenKind::Classic,
+            t if t.starts_with("github_pat_") => TokenKind::FineGrained,
+            t if t.starts_with("gho_") || t.starts_with("ghu_") => TokenKind::OAuth,
+            t if t.starts_with("ghs_") => TokenKind::Installation,
+            _ => TokenKind::Other,
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            TokenKind::Classic => "classic personal access token",
+            TokenKind::FineGrained => "fine-grained personal access token",
+            TokenKind::OAuth => "OAuth token (gh CLI)",
+            TokenKind::Installation => "GitHub App installation token",
+            TokenKind::Other => "token",
+        }
+    }
+}
+
+/// What the checks run against.
+pub struct Subject<'a> {
+    pub project: &'a Project,
+    /// `None` when no client could be made (no credentials): the GitHub checks fail at once.
+    pub github: Option<&'a GitHub>,
+    pub credentials: Credentials,
+    pub push_auth: &'a PushAuth,
+    /// The environment agents are started with (their PATH and provider keys).
+    pub agent_env: Vec<(String, String)>,
+    /// Check that every codeowner exists (`doctor`; `run` leaves it to admission).
+    pub codeowners: bool,
+}
+
+const TOKEN_FIX: &str = "export GH_TOKEN=<a classic token with the repo and project scopes> \
+    (https://github.com/settings/tokens), or `gh auth login --scopes project`, or a GitHub App \
+    (SUPERVISOR_APP_ID and SUPERVISOR_APP_PRIVATE_KEY); see the README, GitHub access";
+
+/// Run every check.
+pub async fn examine(s: &Subject<'_>) -> Findings {
+    let mut f = Findings::default();
+    let settings = &s.project.settings;
+    f.checks.push(credentials_check(&s.credentials));
+    if let Some(gh) = s.github {
+        github_checks(s, gh, &mut f).await;
+    }
+    let ws = WorkspaceConfig::from_settings(&s.project.root, settings);
+    f.checks.push(push_check(&ws, s.push_auth).await);
+    f.checks.extend(agent_checks(s.project, &s.agent_env).await);
+    f.checks.extend(gate_checks(s.project, &s.agent_env));
+    f.checks.push(worktree_root_check(&ws.worktree_root));
+    f
+}
+
+fn credentials_check(c: &Credentials) -> Check {
+    match c {
+        Credentials::None => Check::fail("token", "no GitHub credentials found", TOKEN_FIX),
+        Credentials::App => Check::ok("token", "GitHub App (installation tokens minted as needed)"),
+        Credentials::Token { source, kind } => {
+            Check::ok("token", format!("{} from {source}", kind.describe()))
+        }
+    }
+}
+
+async fn github_checks(s: &Subject<'_>, gh: &GitHub, f: &mut Findings) {
+    let settings = &s.project.settings;
+    let app = matches!(s.credentials, Credentials::App)
+        || matches!(
+            s.credentials,
+            Credentials::Token {
+                kind: TokenKind::Installation,
+                ..
+            }
+        );
+    if !app {
+        f.checks.push(match gh.viewer().await {
+            Ok(viewer) => scopes_check(&viewer, uses_ci(s.project)),
+            Err(e) => Check::fail("scopes", format!("GitHub refused the token: {e}"), TOKEN_FIX),
+        });
+    } else if uses_ci(s.project) {
+        f.checks.push(Check::warn(
+            "scopes",
+            "a GitHub App's permissions are not listed to it; the reads below check most of them",
+            "give the App Issues, Pull requests and Contents write, Projects read and write, and Checks read (the ci gate)",
+        ));
+    }
+    f.checks.push(match gh.repository_info().await {
+        Ok(info) => match info.permission.as_deref() {
+            Some(p @ ("READ" | "TRIAGE")) => Check::fail(
+                "repository",
+                format!("{} reachable, but the token may only {} it", settings.repo, p.to_lowercase()),
+                "use credentials with write access to the repository (contents, issues, pull requests)",
+            ),
+            p => Check::ok(
+                "repository",
+                format!("{} ({})", settings.repo, p.unwrap_or("permission not given").to_lowercase()),
+            ),
+        },
+        Err(e) => Check::fail("repository", e.to_string(), repo_fix(&e)),
+    });
+    let board = BoardRef::from_settings(settings);
+    if app {
+        if let Ok(Some((AccountKind::User, _))) = gh.account(&board.owner).await {
+            f.checks.push(Check::fail(
+                "board",
+                format!("the board belongs to the user {}: GitHub Apps cannot reach boards owned by a user", board.owner),
+                "use a classic token with the project scope for a user's board, or move the board to an organization (and set projectOwner)",
+            ));
+            return board_owner_done(s, gh, f).await;
+        }
+    }
+    match gh.board_field(&board).await {
+        Ok((_, _, options)) => {
+            let names: Vec<String> = options.into_iter().map(|o| o.name).collect();
+            f.checks.push(Check::ok(
+                "board",
+                format!(
+                    "project #{} of {}, field \"{}\": {}",
+                    board.number,
+                    board.owner,
+                    board.status_field,
+                    names.join(", ")
+                ),
+            ));
+            f.checks.push(columns_check(s.project, &names));
+        }
+        Err(e) => f.checks.push(Check::fail("board", e.to_string(), board_fix(&e))),
+    }
+    board_owner_done(s, gh, f).await;
+}
+
+/// The checks after the board: codeowners.
+async fn board_owner_done(s: &Subject<'_>, gh: &GitHub, f: &mut Findings) {
+    if !s.codeowners {
+        return;
+    }
+    let mut missing = Vec::new();
+    for login in &s.project.settings.codeowners {
+        match gh.user_exists(login).await {
+            Ok(true) => {}
+            Ok(false) => missing.push(login.clone()),
+            Err(e) => {
+                f.checks.push(Check::fail("codeowners", format!("cannot look {login} up: {e}"), "check the network and the token"));
+                return;
+            }
+        }
+    }
+    f.checks.push(if missing.is_empty() {
+        Check::ok("codeowners", s.project.settings.codeowners.join(", "))
+    } else {
+        Check::fail(
+            "codeowners",
+            format!("no GitHub user {}", missing.join(", ")),
+            "list GitHub logins in codeowners (without @), e.g. the output of `gh api user --jq .login`",
+        )
+    })
+}
+
+fn uses_ci(project: &Project) -> bool {
+    project.settings.ci_gating_timeout_sec > 0
+        && project
+            .workflow
+            .stages
+            .iter()
+            .flat_map(|s| &s.hooks)
+            .any(|h| h.gate == GateKind::Ci)
+}
+
+fn scopes_check(viewer: &Viewer, ci: bool) -> Check {
+    let Some(scopes) = &viewer.scopes else {
+        return Check::ok(
+            "scopes",
+            format!(
+                "signed in as {}; a fine-grained token lists no scopes: it needs Issues, Pull requests and Contents write, Projects read and write{}",
+                viewer.login,
+                if ci { ", Checks read" } else { "" }
+            ),
+        );
+    };
+    let has = |s: &str| scopes.iter().any(|x| x == s);
+    let mut missing = Vec::new();
+    if !has("repo") && !has("public_repo") {
+        missing.push("repo");
+    }
+    if !has("project") {
+        missing.push("project");
+    }
+    if missing.is_empty() {
+        Check::ok(
+            "scopes",
+            format!("signed in as {}: {}", viewer.login, scopes.join(", ")),
+        )
+    } else {
+        Check::fail(
+            "scopes",
+            format!(
+                "signed in as {}; GitHub token missing {} scope (has: {})",
+                viewer.login,
+                missing.iter().map(|m| format!("'{m}'")).collect::<Vec<_>>().join(" and "),
+                if scopes.is_empty() { "none".into() } else { scopes.join(", ") }
+            ),
+            format!(
+                "gh token: `gh auth refresh -s {}`; classic token: add the scope at https://github.com/settings/tokens",
+                missing.join(",")
+            ),
+        )
+    }
+}
+
+fn repo_fix(e: &GitHubError) -> String {
+    match e {
+        GitHubError::RepoNotFound { .. } => "check `repo` in the settings (owner/name) and that the token can see the repository".into(),
+        _ => "check the token and GITHUB_API_URL".into(),
+    }
+}
+
+fn board_fix(e: &GitHubError) -> String {
+    match e {
+        GitHubError::BoardNotFound { .. } => "create one with `supervisor init --create-board`, or set projectNumber (and projectOwner) to the board in its URL".into(),
+        GitHubError::StatusFieldNotFound { .. } => "add a single-select field for the columns to the board, or name it in statusField".into(),
+        GitHubError::MissingScope { hint, .. } => hint.clone(),
+        _ => "check the token's Projects access (classic token: the project scope)".into(),
+    }
+}
+
+/// Every stage of the workflow has an option of the status field to stand in.
+fn columns_check(project: &Project, options: &[String]) -> Check {
+    let settings: &Settings = &project.settings;
+    let missing: Vec<String> = project
+        .workflow
+        .stages
+        .iter()
+        .filter(|st| !st.experimental || settings.enable_experimental_features)
+        .map(|st| (st.status.as_str(), settings.board_option(&st.status)))
+        .filter(|(_, option)| !options.iter().any(|o| o.eq_ignore_ascii_case(option)))
+        .map(|(stage, option)| {
+            if stage == option {
+                stage.to_string()
+            } else {
+                format!("{stage} (mapped to \"{option}\")")
+            }
+        })
+        .collect();
+    if missing.is_empty() {
+        let mapped = project
+            .workflow
+            .stages
+            .iter()
+            .filter(|st| settings.board_option(&st.status) != st.status)
+            .map(|st| format!("{} → {}", st.status, settings.board_option(&st.status)))
+            .collect::<Vec<_>>();
+        let detail = if mapped.is_empty() {
+            "every stage of the workflow has its column".to_string()
+        } else {
+            format!("every stage has its column ({})", mapped.join(", "))
+        };
+        return Check::ok("columns", detail);
+    }
+    Check::fail(
+        "columns",
+        format!("no column on the board for {}", missing.join(", ")),
+        "run `supervisor init`: it maps stages to the board's columns (the `columns` setting, e.g. { \"Backlog\": \"Todo\" }) and, with --add-columns, adds the missing ones",
+    )
+}
+
+async fn push_check(ws: &WorkspaceConfig, auth: &PushAuth) -> Check {
+    let (ws2, auth2) = (ws.clone(), auth.clone());
+    let probe = tokio::task::spawn_blocking(move || push_probe(&ws2, &auth2)).await;
+    match probe {
+        Ok(Ok(())) => Check::ok("push", format!("`git push --dry-run` to {} works", ws.remote)),
+        Ok(Err(e)) => Check::fail(
+            "push",
+            format!("`git push --dry-run` to {} failed: {e}", ws.remote),
+            format!("check the remote `{}` and that the credentials may push to it", ws.remote),
+        ),
+        Err(e) => Check::fail("push", format!("the push probe failed: {e}"), "run again"),
+    }
+}
+
+fn env_lookup<'a>(env: &'a [(String, String)], key: &str) -> Option<&'a str> {
+    env.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+}
+
+/// Each agent CLI the workflow uses: found on the agents' PATH, its version, a provider key.
+async fn agent_checks(project: &Project, env: &[(String, String)]) -> Vec<Check> {
+    let settings = &project.settings;
+    let mut backends = BTreeSet::new();
+    for stage in &project.workflow.stages {
+        if stage.built_in.is_some() || (stage.experimental && !settings.enable_experimental_features) {
+            continue;
+        }
+        if let Some(role) = stage.agent.as_deref().and_then(|a| project.roles.get(a)) {
+            backends.insert(role.backend_name(settings).to_string());
+        }
+    }
+    let mut checks = Vec::new();
+    for name in backends {
+        let backend = match Backend::resolve_in(&name, settings, &project.root) {
+            Ok(b) => b,
+            Err(e) => {
+                checks.push(Check::fail("agent", format!("{name}: {e}"), "fix agentBackend or backends in the settings"));
+                continue;
+            }
+        };
+        checks.push(agent_check(&name, &backend, env).await);
+    }
+    checks
+}
+
+async fn agent_check(name: &str, backend: &Backend, env: &[(String, String)]) -> Check {
+    let program = backend.program();
+    let found = if program.components().count() > 1 {
+        program.is_file().then(|| program.clone())
+    } else {
+        crate::gates::find_on_path(
+            &program.to_string_lossy(),
+            env_lookup(env, "PATH").map(std::ffi::OsStr::new),
+        )
+    };
+    let Some(path) = found else {
+        return Check::fail(
+            "agent",
+            format!("{name}: `{}` is not on the agents' PATH", program.display()),
+            install_hint(name),
+        );
+    };
+    if let Backend::Scripted { script, .. } = backend {
+        return if script.is_file() {
+            Check::ok("agent", format!("{name}: replays {}", script.display()))
+        } else {
+            Check::fail("agent", format!("{name}: no script file {}", script.display()), "set agentScript to an existing script file")
+        };
+    }
+    let version = version_of(&path, env).await;
+    let (keys, optional) = backend.provider_keys();
+    let detail = format!("{name}: {} ({})", path.display(), version.as_deref().unwrap_or("version unknown"));
+    if keys.is_empty() || keys.iter().any(|k| env_lookup(env, k).is_some()) {
+        return Check::ok("agent", detail);
+    }
+    let fix = format!(
+        "export one of {} and list it in agentEnv (the default list has the usual ones){}",
+        keys.join(", "),
+        if optional { ", unless the CLI is logged in on its own" } else { "" }
+    );
+    if optional {
+        Check::warn("agent", format!("{detail}; no provider key in its environment"), fix)
+    } else {
+        Check::fail("agent", format!("{detail}; no provider key"), fix)
+    }
+}
+
+fn install_hint(name: &str) -> String {
+    match name {
+        "pi" => "npm install -g @mariozechner/pi-coding-agent (or set agentBackend to the CLI you have)".into(),
+        "claude" => "npm install -g @anthropic-ai/claude-code (or set agentBackend to the CLI you have)".into(),
+        "codex" => "npm install -g @openai/codex (or set agentBackend to the CLI you have)".into(),
+        _ => format!("install `{name}`'s program or fix its command line under backends"),
+    }
+}
+
+/// `<program> --version`, first line, within a few seconds.
+async fn version_of(program: &Path, env: &[(String, String)]) -> Option<String> {
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.arg("--version")
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(10), cmd.output())
+        .await
+        .ok()?
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.lines().next().map(|l| l.trim().to_string()).filter(|l| !l.is_empty())
+}
+
+/// Each gate tool the workflow runs: where it was found, or that its gate will be not run.
+fn gate_checks(project: &Project, env: &[(String, String)]) -> Vec<Check> {
+    let ctx = GateContext {
+        dir: project.root.clone(),
+        changes: ChangeSet::default(),
+        issue: None,
+        settings: project.settings.gates.clone(),
+        ci: None,
+        state_dir: project.root.join(".supervisor").join("gates"),
+        search_path: env_lookup(env, "PATH").map(Into::into),
+    };
+    let mut seen = BTreeSet::new();
+    let mut checks = Vec::new();
+    for hook in project.workflow.stages.iter().flat_map(|s| &s.hooks) {
+        for (tool, found) in gate_tools(hook.gate, &ctx) {
+            if !seen.insert(tool) {
+                continue;
+            }
+            checks.push(match found {
+                Ok(place) => Check::ok("gate tool", format!("{tool}: {place}")),
+                Err(why) if hook.required => Check::fail(
+                    "gate tool",
+                    format!("{tool}: {why}; the required {} gate would block every run", hook.name),
+                    "install it (scripts/install-tools.sh --gates installs the pinned gate tools) or make the hook optional",
+                ),
+                Err(why) => Check::warn(
+                    "gate tool",
+                    format!("{tool}: {why}; the {} gate will be not run", hook.name),
+                    "install it (scripts/install-tools.sh --gates installs the pinned gate tools into .tools/; put .tools/bin on PATH)",
+                ),
+            });
+        }
+    }
+    checks
+}
+
+fn worktree_root_check(root: &Path) -> Check {
+    let probe = root.join(format!(".supervisor-probe-{}", std::process::id()));
+    let made = std::fs::create_dir_all(root).and_then(|()| std::fs::write(&probe, b""));
+    let _ = std::fs::remove_file(&probe);
+    match made {
+        Ok(()) => Check::ok("worktrees", format!("{} is writable", root.display())),
+        Err(e) => Check::fail(
+            "worktrees",
+            format!("cannot write in {}: {e}", root.display()),
+            "set worktreeRoot to a writable directory",
+        ),
+    }
+}
