@@ -77,3 +77,239 @@ async fn a_run_leaves_nothing_untracked_in_the_repository() {
     let status = git(&world.repo, &["status", "--porcelain", "--untracked-files=all"]).unwrap();
     assert_eq!(status, "", "the run left files for git to see");
 }
+
+/// The board's options, replacing the built-in workflow's column names.
+fn board_options(world: &World, options: &[&str], card: Option<&str>) {
+    world.sandbox.with_state(|s| {
+        let board = s.board.as_mut().unwrap();
+        board.options = options.iter().map(|o| o.to_string()).collect();
+        match card {
+            Some(c) => {
+                board.items.insert(1, Some(c.to_string()));
+            }
+            None => {
+                board.items.remove(&1);
+            }
+        }
+    });
+}
+
+fn card(world: &World) -> Option<String> {
+    world
+        .sandbox
+        .with_state(|s| s.column_of(1).map(String::from))
+}
+
+fn comment_count(world: &World) -> usize {
+    world.sandbox.with_state(|s| s.comments_of(1).len())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn board_options_named_otherwise_are_mapped_by_the_columns_setting() {
+    let mut spec = spec();
+    spec.settings.insert(
+        "columns".into(),
+        serde_json::json!({ "Backlog": "Todo", "Done": "Shipped" }),
+    );
+    let (_d, world) = world(spec).await;
+    let columns = [
+        "Todo",
+        "Research",
+        "Architecture",
+        "TestDesign",
+        "Implementation",
+        "Audit",
+        "Shipped",
+    ];
+    board_options(&world, &columns, Some("Todo"));
+    let r = supervisor(&world, &["run", "1", "--json"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(summary(&r)["end"]["kind"], "pull-request");
+    assert_eq!(card(&world).as_deref(), Some("Shipped"));
+}
+
+/// GitHub's default board (Todo / In Progress / Done): every way of starting a run refuses with
+/// the fix before anything is written — no comment, no card, no worktree, no checkpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn githubs_default_board_is_refused_before_anything_is_written() {
+    let (_d, world) = world(spec()).await;
+    board_options(&world, &["Todo", "In Progress", "Done"], Some("Todo"));
+    let comments = comment_count(&world);
+    for args in [
+        &["run", "1"][..],
+        &["run", "1", "--dry-run"][..],
+        &["run", "1", "--add-to-board"][..],
+    ] {
+        let r = supervisor(&world, args).await;
+        assert_eq!(r.code, 3, "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains("no column on the board for Backlog, Research")
+                && r.stderr.contains("supervisor init"),
+            "{args:?}: {}",
+            r.stderr
+        );
+    }
+    board_options(&world, &["Todo", "In Progress", "Done"], None);
+    let r = supervisor(&world, &["run", "1", "--add-to-board"]).await;
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert_eq!(comment_count(&world), comments, "nothing was posted");
+    assert_eq!(card(&world), None, "the card was not added");
+    let writes: u64 = world
+        .sandbox
+        .request_counts()
+        .iter()
+        .filter(|(route, _)| {
+            route.starts_with("POST /repos")
+                || route.starts_with("PATCH")
+                || route.contains("UpdateItemStatus")
+                || route.contains("AddToBoard")
+        })
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(writes, 0, "{:?}", world.sandbox.request_counts());
+    assert!(!world.worktrees.join("worktree-git-issue-1").exists());
+    assert!(!world.runs_dir().join("checkpoint-1.json").exists());
+}
+
+async fn doctor(world: &World, env: &[(&str, &str)]) -> (Run, Value) {
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.args(["doctor", "--json"])
+        .current_dir(&world.repo)
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("SUPERVISOR_") || k == "GH_TOKEN" || k == "GITHUB_TOKEN" {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.envs(world.env());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().await.unwrap();
+    let run = Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    let v = serde_json::from_str(&run.stdout).unwrap_or(Value::Null);
+    (run, v)
+}
+
+/// The check called `name` (the first, when several share the name).
+fn check<'a>(v: &'a Value, name: &str) -> &'a Value {
+    v["checks"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == name))
+        .unwrap_or_else(|| panic!("no check {name} in {v}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_passes_on_a_ready_repository_and_names_each_check() {
+    let (_d, world) = world(spec()).await;
+    let (r, v) = doctor(&world, &[]).await;
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(v["ok"], true);
+    for name in [
+        "token",
+        "scopes",
+        "repository",
+        "board",
+        "columns",
+        "codeowners",
+        "push",
+        "agent",
+        "worktrees",
+    ] {
+        assert_eq!(check(&v, name)["mark"], "ok", "{name}: {v}");
+    }
+    assert!(
+        check(&v, "scopes")["detail"]
+            .as_str()
+            .unwrap()
+            .contains("supervisor-bot"),
+        "{v}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_names_a_missing_scope() {
+    let mut spec = spec();
+    spec.token_scopes = vec!["repo".into()];
+    let (_d, world) = world(spec).await;
+    let (r, v) = doctor(&world, &[]).await;
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let scopes = check(&v, "scopes");
+    assert_eq!(scopes["mark"], "fail", "{v}");
+    assert!(scopes["detail"].as_str().unwrap().contains("'project'"), "{v}");
+    assert!(scopes["fix"].as_str().unwrap().contains("gh auth refresh -s project"), "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_names_a_missing_option_and_an_unknown_codeowner() {
+    let mut spec = spec();
+    spec.settings
+        .insert("codeowners".into(), serde_json::json!(["alice", "nobody-here"]));
+    let (_d, world) = world(spec).await;
+    board_options(
+        &world,
+        &["Backlog", "Research", "Architecture", "Implementation", "Audit", "Done"],
+        Some("Backlog"),
+    );
+    let (r, v) = doctor(&world, &[]).await;
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let columns = check(&v, "columns");
+    assert_eq!(columns["mark"], "fail");
+    assert_eq!(
+        columns["detail"], "no column on the board for TestDesign",
+        "{v}"
+    );
+    let owners = check(&v, "codeowners");
+    assert_eq!(owners["mark"], "fail");
+    assert!(owners["detail"].as_str().unwrap().contains("nobody-here"), "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_names_a_missing_agent_cli() {
+    let mut spec = spec();
+    spec.settings.insert("agentBackend".into(), "claude".into());
+    let (_d, world) = world(spec).await;
+    let (r, v) = doctor(&world, &[("PATH", "/nonexistent")]).await;
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let agent = check(&v, "agent");
+    assert_eq!(agent["mark"], "fail", "{v}");
+    assert!(
+        agent["detail"]
+            .as_str()
+            .unwrap()
+            .contains("`claude` is not on the agents' PATH"),
+        "{v}"
+    );
+    assert!(agent["fix"].as_str().unwrap().contains("@anthropic-ai/claude-code"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_refuses_an_app_on_a_users_board() {
+    use supervisor::sandbox::{OwnerType, TokenSeed};
+    let (_d, world) = world(spec()).await;
+    world.sandbox.with_state(|s| {
+        s.repo.owner_type = OwnerType::User;
+        s.board.as_mut().unwrap().owner_type = OwnerType::User;
+        s.tokens.push(TokenSeed {
+            token: "ghs_installation0123456789".into(),
+            login: "supervisor-app[bot]".into(),
+            scopes: vec!["repo".into(), "project".into()],
+        });
+    });
+    let (r, v) = doctor(&world, &[("GH_TOKEN", "ghs_installation0123456789")]).await;
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let board = check(&v, "board");
+    assert_eq!(board["mark"], "fail", "{v}");
+    assert!(
+        board["detail"]
+            .as_str()
+            .unwrap()
+            .contains("GitHub Apps cannot reach boards owned by a user"),
+        "{v}"
+    );
+}
