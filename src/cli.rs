@@ -7,6 +7,7 @@ mod actions;
 mod agent;
 mod demo;
 mod doctor;
+mod init;
 mod output;
 mod run;
 mod serve;
@@ -54,6 +55,8 @@ pub enum Command {
     },
     /// Run the pipeline for one issue.
     Run(run::RunArgs),
+    /// Set a repository up: settings, a board (created, or mapped), `.supervisor/runs/` ignored.
+    Init(init::InitArgs),
     /// Check everything a run needs (credentials, board, columns, codeowners, push, agent CLIs,
     /// gate tools, worktrees) and print each check with its fix.
     Doctor(doctor::DoctorArgs),
@@ -182,6 +185,7 @@ fn dispatch(cli: Cli) -> u8 {
         Command::Check { repo_root, json } => check(repo_root, json),
         Command::Run(args) => run::run(args),
         Command::Doctor(args) => doctor::run(args),
+        Command::Init(args) => init::run(args),
         Command::Demo { json, clean, dir } => demo::run(json, clean, dir),
         Command::Agent(args) => agent::run(args),
         Command::AgentScript {

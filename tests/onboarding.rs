@@ -313,3 +313,88 @@ async fn doctor_refuses_an_app_on_a_users_board() {
         "{v}"
     );
 }
+
+fn board_of(world: &World) -> Option<(String, Vec<String>)> {
+    world.sandbox.with_state(|s| {
+        s.board
+            .as_ref()
+            .map(|b| (b.title.clone(), b.options.clone()))
+    })
+}
+
+fn settings_block(world: &World) -> Value {
+    let text = std::fs::read_to_string(world.repo.join(".pi/settings.json")).unwrap();
+    serde_json::from_str::<Value>(&text).unwrap()["supervisor"].clone()
+}
+
+/// From no board to a pull request: `init --create-board`, `doctor`, `run --add-to-board`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_creates_a_board_and_the_first_run_reaches_a_pull_request() {
+    let mut spec = spec();
+    plain_gitignore(&mut spec);
+    spec.issue.column = None;
+    let (_d, world) = world(spec).await;
+    world.sandbox.with_state(|s| s.board = None);
+    let r = supervisor(&world, &["init", "--repo", "demo-org/durations", "--create-board"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let (title, options) = board_of(&world).expect("a board was created");
+    assert_eq!(title, "durations pipeline");
+    assert_eq!(
+        options,
+        ["Backlog", "Research", "Architecture", "TestDesign", "Implementation", "Audit", "Done"]
+    );
+    let counts = world.sandbox.request_counts();
+    assert_eq!(counts.get("POST /graphql CreateBoard"), Some(&1), "{counts:?}");
+    let block = settings_block(&world);
+    assert_eq!(block["projectNumber"], 1);
+    // The token's account is the default codeowner; the scripted agents' settings are kept.
+    assert_eq!(block["codeowners"], serde_json::json!(["supervisor-bot"]));
+    assert_eq!(block["agentBackend"], "scripted");
+    let ignore = std::fs::read_to_string(world.repo.join(".gitignore")).unwrap();
+    assert!(ignore.lines().any(|l| l == ".supervisor/runs/"), "{ignore}");
+
+    // The issue is alice's: make her a codeowner too, as a newcomer would edit the file.
+    let r = supervisor(&world, &["init", "--repo", "demo-org/durations", "--project-number", "1", "--codeowners", "alice"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let (r, v) = doctor(&world, &[]).await;
+    assert_eq!(r.code, 0, "{v}");
+    let r = supervisor(&world, &["run", "1", "--add-to-board", "--json"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(summary(&r)["end"]["kind"], "pull-request");
+    assert_eq!(card(&world).as_deref(), Some("Done"));
+}
+
+/// An existing board with GitHub's default columns: init maps what it can, names what is missing,
+/// shows the option change and applies it only with --yes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_maps_an_existing_board_and_adds_columns_only_when_told() {
+    let (_d, world) = world(spec()).await;
+    board_options(&world, &["Todo", "In Progress", "Done"], Some("Todo"));
+    let base = ["init", "--repo", "demo-org/durations", "--project-number", "1", "--codeowners", "alice"];
+    let r = supervisor(&world, &base).await;
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("no column for Research, Architecture, TestDesign, Implementation, Audit")
+            && r.stderr.contains("--add-columns"),
+        "{}",
+        r.stderr
+    );
+    let with_add: Vec<&str> = base.iter().copied().chain(["--add-columns"]).collect();
+    let r = supervisor(&world, &with_add).await;
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("after: Todo, In Progress, Research, Architecture, TestDesign, Implementation, Audit, Done")
+            && r.stderr.contains("--yes"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(board_of(&world).unwrap().1, ["Todo", "In Progress", "Done"], "nothing changed");
+    let with_yes: Vec<&str> = with_add.iter().copied().chain(["--yes"]).collect();
+    let r = supervisor(&world, &with_yes).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(settings_block(&world)["columns"], serde_json::json!({ "Backlog": "Todo" }));
+    assert_eq!(card(&world).as_deref(), Some("Todo"), "the card kept its column");
+    let r = supervisor(&world, &["run", "1", "--json"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(card(&world).as_deref(), Some("Done"));
+}

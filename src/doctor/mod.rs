@@ -560,3 +560,101 @@ fn worktree_root_check(root: &Path) -> Check {
         ),
     }
 }
+
+/// How the workflow's stages sit on a board's options: `columns` (stage → option, only where the
+/// names differ) and the stages no option stands for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ColumnPlan {
+    pub columns: std::collections::BTreeMap<String, String>,
+    pub missing: Vec<String>,
+}
+
+/// Map `stages` onto `options`: the same name (ignoring case), else GitHub's default names
+/// (`Todo` for Backlog), else nothing. Each option stands for one stage at most.
+pub fn map_columns(stages: &[String], options: &[String]) -> ColumnPlan {
+    let mut plan = ColumnPlan::default();
+    let mut taken: Vec<&str> = Vec::new();
+    let find = |name: &str, taken: &[&str]| {
+        options
+            .iter()
+            .find(|o| o.eq_ignore_ascii_case(name) && !taken.contains(&o.as_str()))
+            .cloned()
+    };
+    // Exact names first, so a default alias never takes an option a stage is named after.
+    let mut exact: Vec<Option<String>> = Vec::new();
+    for stage in stages {
+        let found = find(stage, &taken);
+        if let Some(o) = &found {
+            taken.push(options.iter().find(|x| *x == o).map(String::as_str).unwrap_or(""));
+        }
+        exact.push(found);
+    }
+    for (stage, found) in stages.iter().zip(exact) {
+        let option = found.or_else(|| {
+            let alias = match stage.as_str() {
+                "Backlog" => "Todo",
+                _ => return None,
+            };
+            let o = find(alias, &taken)?;
+            taken.push(options.iter().find(|x| **x == o).map(String::as_str).unwrap_or(""));
+            Some(o)
+        });
+        match option {
+            Some(o) if o != *stage => {
+                plan.columns.insert(stage.clone(), o);
+            }
+            Some(_) => {}
+            None => plan.missing.push(stage.clone()),
+        }
+    }
+    plan
+}
+
+/// The option list with the missing stages added: each goes before the option of the first
+/// later stage already on the board (so Done stays last), else at the end.
+pub fn with_missing(stages: &[String], options: &[String], plan: &ColumnPlan) -> Vec<String> {
+    let mut out = options.to_vec();
+    for (i, stage) in stages.iter().enumerate() {
+        if !plan.missing.contains(stage) {
+            continue;
+        }
+        let later = stages[i + 1..]
+            .iter()
+            .filter(|s| !plan.missing.contains(s))
+            .map(|s| plan.columns.get(s).unwrap_or(s))
+            .find_map(|o| out.iter().position(|x| x.eq_ignore_ascii_case(o)));
+        match later {
+            Some(at) => out.insert(at, stage.clone()),
+            None => out.push(stage.clone()),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn githubs_default_board_maps_backlog_and_done_and_adds_the_rest_before_done() {
+        let stages = names(&["Backlog", "Research", "Architecture", "TestDesign", "Implementation", "Audit", "Done"]);
+        let options = names(&["Todo", "In Progress", "Done"]);
+        let plan = map_columns(&stages, &options);
+        assert_eq!(plan.columns.get("Backlog").map(String::as_str), Some("Todo"));
+        assert_eq!(plan.columns.len(), 1);
+        assert_eq!(plan.missing, names(&["Research", "Architecture", "TestDesign", "Implementation", "Audit"]));
+        assert_eq!(
+            with_missing(&stages, &options, &plan),
+            names(&["Todo", "In Progress", "Research", "Architecture", "TestDesign", "Implementation", "Audit", "Done"])
+        );
+        // A board named like the workflow needs no mapping; an option is never used twice.
+        let plan = map_columns(&stages, &stages);
+        assert!(plan.columns.is_empty() && plan.missing.is_empty());
+        let plan = map_columns(&names(&["Backlog", "Todo"]), &names(&["Todo"]));
+        assert_eq!(plan.missing, names(&["Backlog"]));
+    }
+}
