@@ -74,7 +74,11 @@ async fn a_run_leaves_nothing_untracked_in_the_repository() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(summary(&r)["end"]["kind"], "pull-request");
     assert!(world.runs_dir().is_dir());
-    let status = git(&world.repo, &["status", "--porcelain", "--untracked-files=all"]).unwrap();
+    let status = git(
+        &world.repo,
+        &["status", "--porcelain", "--untracked-files=all"],
+    )
+    .unwrap();
     assert_eq!(status, "", "the run left files for git to see");
 }
 
@@ -143,7 +147,8 @@ async fn githubs_default_board_is_refused_before_anything_is_written() {
         let r = supervisor(&world, args).await;
         assert_eq!(r.code, 3, "{args:?}: {}", r.stderr);
         assert!(
-            r.stderr.contains("no column on the board for Backlog, Research")
+            r.stderr
+                .contains("no column on the board for Backlog, Research")
                 && r.stderr.contains("supervisor init"),
             "{args:?}: {}",
             r.stderr
@@ -241,19 +246,37 @@ async fn doctor_names_a_missing_scope() {
     assert_eq!(r.code, 2, "{}", r.stderr);
     let scopes = check(&v, "scopes");
     assert_eq!(scopes["mark"], "fail", "{v}");
-    assert!(scopes["detail"].as_str().unwrap().contains("'project'"), "{v}");
-    assert!(scopes["fix"].as_str().unwrap().contains("gh auth refresh -s project"), "{v}");
+    assert!(
+        scopes["detail"].as_str().unwrap().contains("'project'"),
+        "{v}"
+    );
+    assert!(
+        scopes["fix"]
+            .as_str()
+            .unwrap()
+            .contains("gh auth refresh -s project"),
+        "{v}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doctor_names_a_missing_option_and_an_unknown_codeowner() {
     let mut spec = spec();
-    spec.settings
-        .insert("codeowners".into(), serde_json::json!(["alice", "nobody-here"]));
+    spec.settings.insert(
+        "codeowners".into(),
+        serde_json::json!(["alice", "nobody-here"]),
+    );
     let (_d, world) = world(spec).await;
     board_options(
         &world,
-        &["Backlog", "Research", "Architecture", "Implementation", "Audit", "Done"],
+        &[
+            "Backlog",
+            "Research",
+            "Architecture",
+            "Implementation",
+            "Audit",
+            "Done",
+        ],
         Some("Backlog"),
     );
     let (r, v) = doctor(&world, &[]).await;
@@ -266,7 +289,10 @@ async fn doctor_names_a_missing_option_and_an_unknown_codeowner() {
     );
     let owners = check(&v, "codeowners");
     assert_eq!(owners["mark"], "fail");
-    assert!(owners["detail"].as_str().unwrap().contains("nobody-here"), "{v}");
+    assert!(
+        owners["detail"].as_str().unwrap().contains("nobody-here"),
+        "{v}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -285,7 +311,12 @@ async fn doctor_names_a_missing_agent_cli() {
             .contains("`claude` is not on the agents' PATH"),
         "{v}"
     );
-    assert!(agent["fix"].as_str().unwrap().contains("@anthropic-ai/claude-code"));
+    assert!(
+        agent["fix"]
+            .as_str()
+            .unwrap()
+            .contains("@anthropic-ai/claude-code")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -335,16 +366,32 @@ async fn init_creates_a_board_and_the_first_run_reaches_a_pull_request() {
     spec.issue.column = None;
     let (_d, world) = world(spec).await;
     world.sandbox.with_state(|s| s.board = None);
-    let r = supervisor(&world, &["init", "--repo", "demo-org/durations", "--create-board"]).await;
+    let r = supervisor(
+        &world,
+        &["init", "--repo", "demo-org/durations", "--create-board"],
+    )
+    .await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     let (title, options) = board_of(&world).expect("a board was created");
     assert_eq!(title, "durations pipeline");
     assert_eq!(
         options,
-        ["Backlog", "Research", "Architecture", "TestDesign", "Implementation", "Audit", "Done"]
+        [
+            "Backlog",
+            "Research",
+            "Architecture",
+            "TestDesign",
+            "Implementation",
+            "Audit",
+            "Done"
+        ]
     );
     let counts = world.sandbox.request_counts();
-    assert_eq!(counts.get("POST /graphql CreateBoard"), Some(&1), "{counts:?}");
+    assert_eq!(
+        counts.get("POST /graphql CreateBoard"),
+        Some(&1),
+        "{counts:?}"
+    );
     let block = settings_block(&world);
     assert_eq!(block["projectNumber"], 1);
     // The token's account is the default codeowner; the scripted agents' settings are kept.
@@ -354,7 +401,19 @@ async fn init_creates_a_board_and_the_first_run_reaches_a_pull_request() {
     assert!(ignore.lines().any(|l| l == ".supervisor/runs/"), "{ignore}");
 
     // The issue is alice's: make her a codeowner too, as a newcomer would edit the file.
-    let r = supervisor(&world, &["init", "--repo", "demo-org/durations", "--project-number", "1", "--codeowners", "alice"]).await;
+    let r = supervisor(
+        &world,
+        &[
+            "init",
+            "--repo",
+            "demo-org/durations",
+            "--project-number",
+            "1",
+            "--codeowners",
+            "alice",
+        ],
+    )
+    .await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     let (r, v) = doctor(&world, &[]).await;
     assert_eq!(r.code, 0, "{v}");
@@ -370,11 +429,20 @@ async fn init_creates_a_board_and_the_first_run_reaches_a_pull_request() {
 async fn init_maps_an_existing_board_and_adds_columns_only_when_told() {
     let (_d, world) = world(spec()).await;
     board_options(&world, &["Todo", "In Progress", "Done"], Some("Todo"));
-    let base = ["init", "--repo", "demo-org/durations", "--project-number", "1", "--codeowners", "alice"];
+    let base = [
+        "init",
+        "--repo",
+        "demo-org/durations",
+        "--project-number",
+        "1",
+        "--codeowners",
+        "alice",
+    ];
     let r = supervisor(&world, &base).await;
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(
-        r.stderr.contains("no column for Research, Architecture, TestDesign, Implementation, Audit")
+        r.stderr
+            .contains("no column for Research, Architecture, TestDesign, Implementation, Audit")
             && r.stderr.contains("--add-columns"),
         "{}",
         r.stderr
@@ -388,12 +456,23 @@ async fn init_maps_an_existing_board_and_adds_columns_only_when_told() {
         "{}",
         r.stderr
     );
-    assert_eq!(board_of(&world).unwrap().1, ["Todo", "In Progress", "Done"], "nothing changed");
+    assert_eq!(
+        board_of(&world).unwrap().1,
+        ["Todo", "In Progress", "Done"],
+        "nothing changed"
+    );
     let with_yes: Vec<&str> = with_add.iter().copied().chain(["--yes"]).collect();
     let r = supervisor(&world, &with_yes).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(settings_block(&world)["columns"], serde_json::json!({ "Backlog": "Todo" }));
-    assert_eq!(card(&world).as_deref(), Some("Todo"), "the card kept its column");
+    assert_eq!(
+        settings_block(&world)["columns"],
+        serde_json::json!({ "Backlog": "Todo" })
+    );
+    assert_eq!(
+        card(&world).as_deref(),
+        Some("Todo"),
+        "the card kept its column"
+    );
     let r = supervisor(&world, &["run", "1", "--json"]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(card(&world).as_deref(), Some("Done"));

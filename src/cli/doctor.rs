@@ -33,7 +33,9 @@ pub fn run(args: DoctorArgs) -> u8 {
                 outln!("{}", report::errors_text(&e, true));
             } else {
                 err!("{}", report::errors_text(&e, false));
-                errln!("✖ settings  fix the configuration above (`supervisor init` writes a working one)");
+                errln!(
+                    "✖ settings  fix the configuration above (`supervisor init` writes a working one)"
+                );
             }
             return EXIT_USAGE;
         }
@@ -48,7 +50,14 @@ pub fn run(args: DoctorArgs) -> u8 {
             Some(gh) => push_auth(gh).await,
             None => PushAuth::None,
         };
-        examine(&subject(&project, github.as_ref(), credentials, &push_auth, true)).await
+        examine(&subject(
+            &project,
+            github.as_ref(),
+            credentials,
+            &push_auth,
+            true,
+        ))
+        .await
     });
     if args.json {
         outln!(
@@ -61,7 +70,11 @@ pub fn run(args: DoctorArgs) -> u8 {
             errln!("ready: `supervisor run ISSUE` can start");
         }
     }
-    if findings.passed() { EXIT_OK } else { EXIT_USAGE }
+    if findings.passed() {
+        EXIT_OK
+    } else {
+        EXIT_USAGE
+    }
 }
 
 /// The GitHub client the environment's credentials make, and what those credentials are.
@@ -117,11 +130,20 @@ pub(super) async fn preflight(
     credentials: Credentials,
     push_auth: &PushAuth,
 ) -> Option<Findings> {
-    let findings = examine(&subject(project, Some(github), credentials, push_auth, false)).await;
+    let findings = examine(&subject(
+        project,
+        Some(github),
+        credentials,
+        push_auth,
+        false,
+    ))
+    .await;
     if findings.passed() {
         return None;
     }
-    errln!("supervisor run: refused before writing anything; `supervisor doctor` shows every check:");
+    errln!(
+        "supervisor run: refused before writing anything; `supervisor doctor` shows every check:"
+    );
     for c in findings.failures() {
         errln!("✖ {}  {}", c.name, c.detail);
         if let Some(fix) = &c.fix {

@@ -128,14 +128,20 @@ async fn init(args: InitArgs) -> Result<(), Refusal> {
         args.codeowners.clone()
     };
     let stages = workflow_stages(&root)?;
-    let owner = args.project_owner.clone().unwrap_or_else(|| repo.owner.clone());
+    let owner = args
+        .project_owner
+        .clone()
+        .unwrap_or_else(|| repo.owner.clone());
     let (number, columns) = if args.create_board {
         create_board(&gh, &repo, &owner, args.board_title.as_deref(), &stages).await?
     } else {
         let number = args.project_number.ok_or_else(|| {
             usage("name the board: --project-number N (as in its URL), or make one with --create-board")
         })?;
-        (number, existing_board(&gh, &args, &owner, number, &stages).await?)
+        (
+            number,
+            existing_board(&gh, &args, &owner, number, &stages).await?,
+        )
     };
     let mut block = Map::new();
     block.insert("repo".into(), json!(repo.to_string()));
@@ -157,7 +163,9 @@ async fn init(args: InitArgs) -> Result<(), Refusal> {
         )));
     }
     errln!("wrote {}", settings_path.display());
-    errln!("next: `supervisor doctor` checks the rest (agent CLIs, gate tools, push access), then `supervisor run ISSUE`");
+    errln!(
+        "next: `supervisor doctor` checks the rest (agent CLIs, gate tools, push access), then `supervisor run ISSUE`"
+    );
     Ok(())
 }
 
@@ -175,13 +183,16 @@ async fn create_board(
     title: Option<&str>,
     stages: &[String],
 ) -> Result<(u64, BTreeMap<String, String>), Refusal> {
-    let (_, owner_id) = gh
-        .account(owner)
-        .await?
-        .ok_or_else(|| usage(format!("no GitHub user or organization {owner}; fix --project-owner")))?;
+    let (_, owner_id) = gh.account(owner).await?.ok_or_else(|| {
+        usage(format!(
+            "no GitHub user or organization {owner}; fix --project-owner"
+        ))
+    })?;
     let repository = gh.repository_info().await?;
     let title = title.map_or_else(|| format!("{} pipeline", repo.name), str::to_string);
-    let board = gh.create_board(&owner_id, &repository.node_id, &title).await?;
+    let board = gh
+        .create_board(&owner_id, &repository.node_id, &title)
+        .await?;
     let board_ref = BoardRef {
         owner: owner.to_string(),
         number: board.number,
@@ -215,14 +226,22 @@ async fn existing_board(
     let options: Vec<String> = options.into_iter().map(|o| o.name).collect();
     let mut plan = map_columns(stages, &options);
     for pair in &args.column {
-        let (stage, option) = pair
-            .split_once('=')
-            .ok_or_else(|| usage(format!("--column {pair}: write STAGE=OPTION, e.g. Backlog=Todo")))?;
+        let (stage, option) = pair.split_once('=').ok_or_else(|| {
+            usage(format!(
+                "--column {pair}: write STAGE=OPTION, e.g. Backlog=Todo"
+            ))
+        })?;
         if !stages.iter().any(|s| s == stage) {
-            return Err(usage(format!("--column {pair}: {stage} is not a stage ({})", stages.join(", "))));
+            return Err(usage(format!(
+                "--column {pair}: {stage} is not a stage ({})",
+                stages.join(", ")
+            )));
         }
         if !options.iter().any(|o| o == option) {
-            return Err(usage(format!("--column {pair}: the board has no option {option} ({})", options.join(", "))));
+            return Err(usage(format!(
+                "--column {pair}: the board has no option {option} ({})",
+                options.join(", ")
+            )));
         }
         plan.missing.retain(|s| s != stage);
         if stage == option {
@@ -244,7 +263,9 @@ async fn existing_board(
         )));
     }
     let new = with_missing(stages, &options, &plan);
-    errln!("the board's options would change (GitHub replaces the whole list; cards keep the options whose names stay):");
+    errln!(
+        "the board's options would change (GitHub replaces the whole list; cards keep the options whose names stay):"
+    );
     errln!("  now:   {}", options.join(", "));
     errln!("  after: {}", new.join(", "));
     if !args.yes {
@@ -296,7 +317,10 @@ fn write_settings(path: &Path, block: &Map<String, Value>) -> Result<(), Refusal
 fn ignore_runs(root: &Path) -> Result<(), Refusal> {
     let path = root.join(".gitignore");
     let text = std::fs::read_to_string(&path).unwrap_or_default();
-    if text.lines().any(|l| l.trim() == ".supervisor/runs/" || l.trim() == ".supervisor/runs") {
+    if text
+        .lines()
+        .any(|l| l.trim() == ".supervisor/runs/" || l.trim() == ".supervisor/runs")
+    {
         return Ok(());
     }
     let mut out = text;
@@ -319,7 +343,11 @@ mod tests {
             "git@github.com:acme/widgets.git",
             "ssh://git@github.com/acme/widgets.git",
         ] {
-            assert_eq!(slug_of_remote(url).unwrap().to_string(), "acme/widgets", "{url}");
+            assert_eq!(
+                slug_of_remote(url).unwrap().to_string(),
+                "acme/widgets",
+                "{url}"
+            );
         }
         assert!(slug_of_remote("/tmp/remote.git").is_none());
     }

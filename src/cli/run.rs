@@ -126,8 +126,7 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
         Some(t) => PushAuth::Token(t.expose().to_string()),
         None => PushAuth::None,
     };
-    if let Some(findings) = super::doctor::preflight(&project, &gh, credentials, &push_auth).await
-    {
+    if let Some(findings) = super::doctor::preflight(&project, &gh, credentials, &push_auth).await {
         if args.json {
             outln!(
                 "{}",
@@ -138,7 +137,10 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
             .failures()
             .map(|c| format!("{}: {}", c.name, c.detail))
             .collect();
-        actions.failed(args.issue, &format!("preflight failed: {}", failed.join("; ")));
+        actions.failed(
+            args.issue,
+            &format!("preflight failed: {}", failed.join("; ")),
+        );
         return if findings.github_failed() {
             EXIT_GITHUB
         } else {

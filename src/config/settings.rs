@@ -258,24 +258,25 @@ settings_block! {
     }
 }
 
+/// Model providers' keys (and pi's own directory of them), which pi reads from its environment.
+pub const PROVIDER_KEYS: [&str; 9] = [
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+    "GEMINI_API_KEY",
+    "OPENROUTER_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "MISTRAL_API_KEY",
+    "GROQ_API_KEY",
+    "XAI_API_KEY",
+    "PI_CODING_AGENT_DIR",
+];
+
 fn default_agent_env() -> Vec<String> {
-    [
-        "ANTHROPIC_API_KEY",
-        "OPENAI_API_KEY",
-        "GEMINI_API_KEY",
-        "OPENROUTER_API_KEY",
-        "DEEPSEEK_API_KEY",
-        "MISTRAL_API_KEY",
-        "GROQ_API_KEY",
-        "XAI_API_KEY",
-        "PI_CODING_AGENT_DIR",
-        "CODEX_HOME",
-        "ANTHROPIC_BASE_URL",
-        "OPENAI_BASE_URL",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
+    PROVIDER_KEYS
+        .iter()
+        .chain(&["CODEX_HOME", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"])
+        .map(|s| s.to_string())
+        .collect()
 }
 
 /// `projectNumber` → `SUPERVISOR_PROJECT_NUMBER`.

@@ -118,7 +118,10 @@ impl Findings {
 pub enum Credentials {
     None,
     /// A token: where it came from and its kind by its prefix.
-    Token { source: String, kind: TokenKind },
+    Token {
+        source: String,
+        kind: TokenKind,
+    },
     App,
 }
 
@@ -212,7 +215,11 @@ async fn github_checks(s: &Subject<'_>, gh: &GitHub, f: &mut Findings) {
     if !app {
         f.checks.push(match gh.viewer().await {
             Ok(viewer) => scopes_check(&viewer, uses_ci(s.project)),
-            Err(e) => Check::fail("scopes", format!("GitHub refused the token: {e}"), TOKEN_FIX),
+            Err(e) => Check::fail(
+                "scopes",
+                format!("GitHub refused the token: {e}"),
+                TOKEN_FIX,
+            ),
         });
     } else if uses_ci(s.project) {
         f.checks.push(Check::warn(
@@ -261,7 +268,9 @@ async fn github_checks(s: &Subject<'_>, gh: &GitHub, f: &mut Findings) {
             ));
             f.checks.push(columns_check(s.project, &names));
         }
-        Err(e) => f.checks.push(Check::fail("board", e.to_string(), board_fix(&e))),
+        Err(e) => f
+            .checks
+            .push(Check::fail("board", e.to_string(), board_fix(&e))),
     }
     board_owner_done(s, gh, f).await;
 }
@@ -277,7 +286,11 @@ async fn board_owner_done(s: &Subject<'_>, gh: &GitHub, f: &mut Findings) {
             Ok(true) => {}
             Ok(false) => missing.push(login.clone()),
             Err(e) => {
-                f.checks.push(Check::fail("codeowners", format!("cannot look {login} up: {e}"), "check the network and the token"));
+                f.checks.push(Check::fail(
+                    "codeowners",
+                    format!("cannot look {login} up: {e}"),
+                    "check the network and the token",
+                ));
                 return;
             }
         }
@@ -333,8 +346,16 @@ fn scopes_check(viewer: &Viewer, ci: bool) -> Check {
             format!(
                 "signed in as {}; GitHub token missing {} scope (has: {})",
                 viewer.login,
-                missing.iter().map(|m| format!("'{m}'")).collect::<Vec<_>>().join(" and "),
-                if scopes.is_empty() { "none".into() } else { scopes.join(", ") }
+                missing
+                    .iter()
+                    .map(|m| format!("'{m}'"))
+                    .collect::<Vec<_>>()
+                    .join(" and "),
+                if scopes.is_empty() {
+                    "none".into()
+                } else {
+                    scopes.join(", ")
+                }
             ),
             format!(
                 "gh token: `gh auth refresh -s {}`; classic token: add the scope at https://github.com/settings/tokens",
@@ -346,7 +367,10 @@ fn scopes_check(viewer: &Viewer, ci: bool) -> Check {
 
 fn repo_fix(e: &GitHubError) -> String {
     match e {
-        GitHubError::RepoNotFound { .. } => "check `repo` in the settings (owner/name) and that the token can see the repository".into(),
+        GitHubError::RepoNotFound { .. } => {
+            "check `repo` in the settings (owner/name) and that the token can see the repository"
+                .into()
+        }
         _ => "check the token and GITHUB_API_URL".into(),
     }
 }
@@ -404,11 +428,17 @@ async fn push_check(ws: &WorkspaceConfig, auth: &PushAuth) -> Check {
     let (ws2, auth2) = (ws.clone(), auth.clone());
     let probe = tokio::task::spawn_blocking(move || push_probe(&ws2, &auth2)).await;
     match probe {
-        Ok(Ok(())) => Check::ok("push", format!("`git push --dry-run` to {} works", ws.remote)),
+        Ok(Ok(())) => Check::ok(
+            "push",
+            format!("`git push --dry-run` to {} works", ws.remote),
+        ),
         Ok(Err(e)) => Check::fail(
             "push",
             format!("`git push --dry-run` to {} failed: {e}", ws.remote),
-            format!("check the remote `{}` and that the credentials may push to it", ws.remote),
+            format!(
+                "check the remote `{}` and that the credentials may push to it",
+                ws.remote
+            ),
         ),
         Err(e) => Check::fail("push", format!("the push probe failed: {e}"), "run again"),
     }
@@ -423,7 +453,9 @@ async fn agent_checks(project: &Project, env: &[(String, String)]) -> Vec<Check>
     let settings = &project.settings;
     let mut backends = BTreeSet::new();
     for stage in &project.workflow.stages {
-        if stage.built_in.is_some() || (stage.experimental && !settings.enable_experimental_features) {
+        if stage.built_in.is_some()
+            || (stage.experimental && !settings.enable_experimental_features)
+        {
             continue;
         }
         if let Some(role) = stage.agent.as_deref().and_then(|a| project.roles.get(a)) {
@@ -435,7 +467,11 @@ async fn agent_checks(project: &Project, env: &[(String, String)]) -> Vec<Check>
         let backend = match Backend::resolve_in(&name, settings, &project.root) {
             Ok(b) => b,
             Err(e) => {
-                checks.push(Check::fail("agent", format!("{name}: {e}"), "fix agentBackend or backends in the settings"));
+                checks.push(Check::fail(
+                    "agent",
+                    format!("{name}: {e}"),
+                    "fix agentBackend or backends in the settings",
+                ));
                 continue;
             }
         };
@@ -465,22 +501,38 @@ async fn agent_check(name: &str, backend: &Backend, env: &[(String, String)]) ->
         return if script.is_file() {
             Check::ok("agent", format!("{name}: replays {}", script.display()))
         } else {
-            Check::fail("agent", format!("{name}: no script file {}", script.display()), "set agentScript to an existing script file")
+            Check::fail(
+                "agent",
+                format!("{name}: no script file {}", script.display()),
+                "set agentScript to an existing script file",
+            )
         };
     }
     let version = version_of(&path, env).await;
     let (keys, optional) = backend.provider_keys();
-    let detail = format!("{name}: {} ({})", path.display(), version.as_deref().unwrap_or("version unknown"));
+    let detail = format!(
+        "{name}: {} ({})",
+        path.display(),
+        version.as_deref().unwrap_or("version unknown")
+    );
     if keys.is_empty() || keys.iter().any(|k| env_lookup(env, k).is_some()) {
         return Check::ok("agent", detail);
     }
     let fix = format!(
         "export one of {} and list it in agentEnv (the default list has the usual ones){}",
         keys.join(", "),
-        if optional { ", unless the CLI is logged in on its own" } else { "" }
+        if optional {
+            ", unless the CLI is logged in on its own"
+        } else {
+            ""
+        }
     );
     if optional {
-        Check::warn("agent", format!("{detail}; no provider key in its environment"), fix)
+        Check::warn(
+            "agent",
+            format!("{detail}; no provider key in its environment"),
+            fix,
+        )
     } else {
         Check::fail("agent", format!("{detail}; no provider key"), fix)
     }
@@ -488,8 +540,14 @@ async fn agent_check(name: &str, backend: &Backend, env: &[(String, String)]) ->
 
 fn install_hint(name: &str) -> String {
     match name {
-        "pi" => "npm install -g @mariozechner/pi-coding-agent (or set agentBackend to the CLI you have)".into(),
-        "claude" => "npm install -g @anthropic-ai/claude-code (or set agentBackend to the CLI you have)".into(),
+        "pi" => {
+            "npm install -g @mariozechner/pi-coding-agent (or set agentBackend to the CLI you have)"
+                .into()
+        }
+        "claude" => {
+            "npm install -g @anthropic-ai/claude-code (or set agentBackend to the CLI you have)"
+                .into()
+        }
         "codex" => "npm install -g @openai/codex (or set agentBackend to the CLI you have)".into(),
         _ => format!("install `{name}`'s program or fix its command line under backends"),
     }
@@ -508,7 +566,10 @@ async fn version_of(program: &Path, env: &[(String, String)]) -> Option<String> 
         .ok()?
         .ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
-    text.lines().next().map(|l| l.trim().to_string()).filter(|l| !l.is_empty())
+    text.lines()
+        .next()
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
 }
 
 /// Each gate tool the workflow runs: where it was found, or that its gate will be not run.
@@ -585,7 +646,13 @@ pub fn map_columns(stages: &[String], options: &[String]) -> ColumnPlan {
     for stage in stages {
         let found = find(stage, &taken);
         if let Some(o) = &found {
-            taken.push(options.iter().find(|x| *x == o).map(String::as_str).unwrap_or(""));
+            taken.push(
+                options
+                    .iter()
+                    .find(|x| *x == o)
+                    .map(String::as_str)
+                    .unwrap_or(""),
+            );
         }
         exact.push(found);
     }
@@ -596,7 +663,13 @@ pub fn map_columns(stages: &[String], options: &[String]) -> ColumnPlan {
                 _ => return None,
             };
             let o = find(alias, &taken)?;
-            taken.push(options.iter().find(|x| **x == o).map(String::as_str).unwrap_or(""));
+            taken.push(
+                options
+                    .iter()
+                    .find(|x| **x == o)
+                    .map(String::as_str)
+                    .unwrap_or(""),
+            );
             Some(o)
         });
         match option {
@@ -641,16 +714,25 @@ mod tests {
 
     #[test]
     fn githubs_default_board_maps_backlog_and_done_and_adds_the_rest_before_done() {
-        let stages = names(&["Backlog", "Research", "Architecture", "TestDesign", "Implementation", "Audit", "Done"]);
+        let stages: Vec<String> = crate::config::Workflow::builtin(&Default::default())
+            .stages
+            .into_iter()
+            .map(|s| s.status)
+            .collect();
         let options = names(&["Todo", "In Progress", "Done"]);
         let plan = map_columns(&stages, &options);
-        assert_eq!(plan.columns.get("Backlog").map(String::as_str), Some("Todo"));
-        assert_eq!(plan.columns.len(), 1);
-        assert_eq!(plan.missing, names(&["Research", "Architecture", "TestDesign", "Implementation", "Audit"]));
         assert_eq!(
-            with_missing(&stages, &options, &plan),
-            names(&["Todo", "In Progress", "Research", "Architecture", "TestDesign", "Implementation", "Audit", "Done"])
+            plan.columns.get("Backlog").map(String::as_str),
+            Some("Todo")
         );
+        assert_eq!(plan.columns.len(), 1);
+        // Every stage between Backlog and Done is missing, and goes in before Done.
+        let between = &stages[1..stages.len() - 1];
+        assert_eq!(plan.missing, between);
+        let mut expected = names(&["Todo", "In Progress"]);
+        expected.extend(between.iter().cloned());
+        expected.push("Done".into());
+        assert_eq!(with_missing(&stages, &options, &plan), expected);
         // A board named like the workflow needs no mapping; an option is never used twice.
         let plan = map_columns(&stages, &stages);
         assert!(plan.columns.is_empty() && plan.missing.is_empty());

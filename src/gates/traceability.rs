@@ -1019,7 +1019,8 @@ mod tests {
             ("src/index.ts", FileStatus::Modified, 4, 0),
             ("lib/index.ts", FileStatus::Modified, 3, 0),
         ]);
-        let read = |p: &str| match p {
+        let read = |p: &str| {
+            match p {
             "src/index.ts" => Some(
                 "import { parse } from './parse';\nexport function main(argv: string[]) {\n  return parse(argv[2]);\n}\n".into(),
             ),
@@ -1027,6 +1028,7 @@ mod tests {
                 "/* barrel */\nexport {\n  a,\n  b,\n} from './ab';\nexport type { T } from './t';\nimport './side-effect';\n".into(),
             ),
             _ => None,
+        }
         };
         let (findings, note) = test_parity(&c, read);
         let flagged: Vec<&str> = findings.iter().filter_map(|f| f.file.as_deref()).collect();

@@ -3,8 +3,8 @@
 //! `supervisor doctor`).
 
 use super::graphql::{
-    CreateBoard, LinkBoard, OwnerKind, RepositorySetup, SetStatusOptions, UserExists,
-    create_board, link_board, owner_kind, repository_setup, set_status_options, user_exists,
+    CreateBoard, LinkBoard, OwnerKind, RepositorySetup, SetStatusOptions, UserExists, create_board,
+    link_board, owner_kind, repository_setup, set_status_options, user_exists,
 };
 use super::retry::ApiRequest;
 use super::types::ColumnOption;
@@ -103,7 +103,10 @@ impl GitHub {
             .await?;
         // GitHub answers an unknown login with NOT_FOUND on `user`.
         if let Some(e) = self.graphql_error("UserExists", &errors, |_| None) {
-            if errors.iter().all(|e| e.kind.as_deref() == Some("NOT_FOUND")) {
+            if errors
+                .iter()
+                .all(|e| e.kind.as_deref() == Some("NOT_FOUND"))
+            {
                 return Ok(false);
             }
             return Err(e);

@@ -72,7 +72,9 @@ fn column_issues(settings: &Settings, workflow: &Workflow, path: &Path) -> Vec<C
     for (stage, option) in &settings.columns {
         if !stages.contains(&stage.as_str()) {
             let fix = match crate::config::did_you_mean(stage, &stages) {
-                Some(near) => format!("did you mean \"{near}\"? The keys are the workflow's stages"),
+                Some(near) => {
+                    format!("did you mean \"{near}\"? The keys are the workflow's stages")
+                }
                 None => format!("the keys are the workflow's stages: {}", stages.join(", ")),
             };
             issues.push(ConfigIssue::new(

@@ -652,9 +652,7 @@ impl<'q, 's> Exec<'q, 's> {
             } => match (*typename, field) {
                 (_, "clientMutationId") => leaf(client_mutation_id.clone()),
                 ("CreateProjectV2Payload", "projectV2") => Ok(Out::Obj(Obj::Project)),
-                ("LinkProjectV2ToRepositoryPayload", "repository") => {
-                    Ok(Out::Obj(Obj::Repository))
-                }
+                ("LinkProjectV2ToRepositoryPayload", "repository") => Ok(Out::Obj(Obj::Repository)),
                 ("UpdateProjectV2FieldPayload", "projectV2Field") => Ok(Out::Obj(Obj::StatusField)),
                 (_, "projectV2Item" | "item") => {
                     Ok(item.map_or(Out::Null, |n| Out::Obj(Obj::Item(n))))
@@ -1215,7 +1213,11 @@ impl<'q, 's> Exec<'q, 's> {
 
     /// `createProjectV2`: a board with GitHub's default Status field (Todo, In Progress, Done),
     /// linked to the repository when `repositoryId` is given. The sandbox holds one board.
-    fn create_project(&mut self, input: &Args, client_mutation_id: Option<String>) -> Result<Out, Fail> {
+    fn create_project(
+        &mut self,
+        input: &Args,
+        client_mutation_id: Option<String>,
+    ) -> Result<Out, Fail> {
         self.need_project(true)?;
         let owner_id = arg_str(input, "ownerId")?;
         let title = arg_str(input, "title")?;
@@ -1255,7 +1257,11 @@ impl<'q, 's> Exec<'q, 's> {
 
     /// `updateProjectV2Field` on the status field: new options replace the whole list, as on
     /// GitHub; a card whose option is gone is left without a column.
-    fn update_field(&mut self, input: &Args, client_mutation_id: Option<String>) -> Result<Out, Fail> {
+    fn update_field(
+        &mut self,
+        input: &Args,
+        client_mutation_id: Option<String>,
+    ) -> Result<Out, Fail> {
         self.need_project(true)?;
         let field_id = arg_str(input, "fieldId")?;
         if !matches!(self.node(&field_id), Some(Obj::StatusField)) {

@@ -519,4 +519,3 @@ pub fn push_probe(ws: &WorkspaceConfig, auth: &PushAuth) -> Result<(), Workspace
         .run(&["push", "--dry-run", "--quiet", "--", &ws.remote, &refspec])?;
     Ok(())
 }
-

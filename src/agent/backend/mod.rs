@@ -143,20 +143,7 @@ impl Backend {
     /// or none known), and whether the CLI can do without them (a login of its own).
     pub fn provider_keys(&self) -> (&'static [&'static str], bool) {
         match self {
-            Backend::Pi => (
-                &[
-                    "ANTHROPIC_API_KEY",
-                    "OPENAI_API_KEY",
-                    "GEMINI_API_KEY",
-                    "OPENROUTER_API_KEY",
-                    "DEEPSEEK_API_KEY",
-                    "MISTRAL_API_KEY",
-                    "GROQ_API_KEY",
-                    "XAI_API_KEY",
-                    "PI_CODING_AGENT_DIR",
-                ],
-                true,
-            ),
+            Backend::Pi => (&crate::config::PROVIDER_KEYS, true),
             Backend::Claude => (&["ANTHROPIC_API_KEY"], true),
             Backend::Codex => (&["OPENAI_API_KEY", "CODEX_HOME"], true),
             Backend::Command(_) | Backend::Scripted { .. } => (&[], true),

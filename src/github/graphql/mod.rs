@@ -8,20 +8,20 @@ use graphql_client::GraphQLQuery;
 /// GitHub's `URI` scalar.
 pub type URI = String;
 
-/// An operation of `board.graphql`, typed by graphql_client from the vendored schema.
+/// Operations of one `.graphql` file, typed by graphql_client from the vendored schema.
 macro_rules! operation {
-    ($($name:ident),+) => {$(
+    ($file:tt: $($name:ident),+) => {$(
         #[derive(GraphQLQuery)]
         #[graphql(
             schema_path = "src/github/graphql/schema.graphql",
-            query_path = "src/github/graphql/board.graphql",
+            query_path = $file,
             response_derives = "Debug, Clone"
         )]
         pub struct $name;
     )+};
 }
 
-operation!(IssueBoardItems, ProjectBoard, AddToBoard, UpdateItemStatus);
+operation!("src/github/graphql/board.graphql": IssueBoardItems, ProjectBoard, AddToBoard, UpdateItemStatus);
 
 /// Who edited an issue and its comments (`trust.graphql`).
 #[derive(GraphQLQuery)]
@@ -32,22 +32,9 @@ operation!(IssueBoardItems, ProjectBoard, AddToBoard, UpdateItemStatus);
 )]
 pub struct IssueEditors;
 
-/// Setting a repository up (`setup.graphql`): owners, users, creating and linking a board,
-/// rewriting its status options.
-macro_rules! setup_operation {
-    ($($name:ident),+) => {$(
-        #[derive(GraphQLQuery)]
-        #[graphql(
-            schema_path = "src/github/graphql/schema.graphql",
-            query_path = "src/github/graphql/setup.graphql",
-            response_derives = "Debug, Clone"
-        )]
-        pub struct $name;
-    )+};
-}
-
-setup_operation!(
-    OwnerKind,
+// Setting a repository up: owners, users, creating and linking a board, rewriting its options.
+operation!(
+    "src/github/graphql/setup.graphql": OwnerKind,
     UserExists,
     RepositorySetup,
     CreateBoard,
