@@ -1072,3 +1072,79 @@ async fn a_crash_at_the_very_end_is_cleaned_up_by_the_next_run() {
     );
     assert_eq!(w.pulls().len(), 1);
 }
+
+/// The marks of a live view, one letter per stage: done, current, pending, stopped, paused.
+fn marks(p: &supervisor::pipeline::Progress) -> String {
+    use supervisor::pipeline::StageMark::*;
+    p.stages
+        .iter()
+        .map(|s| match s.mark {
+            Done => 'D',
+            Current => 'C',
+            Pending => '.',
+            Stopped => 'X',
+            Paused => 'P',
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_live_view_follows_the_run_stage_by_stage() {
+    let mut w = FakeWorld::new(spec());
+    let r = w.run(None).await;
+    let views = w.progress.lock().unwrap().clone();
+    let mut seen: Vec<String> = views.iter().map(marks).collect();
+    seen.dedup();
+    assert_eq!(
+        seen,
+        // Admitted in Backlog, then each agent stage at work, then Done.
+        [
+            ".....", "C....", "DC...", "DDC..", "DDDC.", "DDDDC", "DDDDD"
+        ],
+        "{seen:?}"
+    );
+    let last = views.last().unwrap();
+    assert!(matches!(last.end, Some(RunEnd::PullRequest { .. })));
+    assert!(last.pr.is_some() && last.current.is_none());
+    assert_eq!(last.tokens, r.summary().total_tokens());
+    assert!(last.gates.is_some(), "the latest gate round is shown");
+    assert!(
+        views
+            .iter()
+            .all(|v| v.run_id == last.run_id && v.issue == 1)
+    );
+}
+
+#[tokio::test]
+async fn the_live_view_of_a_stopped_run_marks_where_it_stopped() {
+    let mut s = spec();
+    s.settings.insert("maxRejections".into(), json!(1));
+    set_role(&mut s, "auditor", vec![reject("still wrong")]);
+    let mut w = FakeWorld::new(s);
+    w.run(None).await;
+    let views = w.progress.lock().unwrap().clone();
+    let last = views.last().unwrap();
+    assert_eq!(marks(last), "DDDDX");
+    assert!(matches!(last.end, Some(RunEnd::Stopped { .. })));
+}
+
+#[tokio::test]
+async fn a_dry_run_and_a_refused_run_show_no_live_view() {
+    let mut w = FakeWorld::new(spec());
+    w.run_with(
+        None,
+        RunOptions {
+            dry_run: true,
+            ..RunOptions::default()
+        },
+        CancellationToken::new(),
+    )
+    .await;
+    let mut s = spec();
+    s.issue.author = "mallory".into();
+    let mut refused = FakeWorld::new(s);
+    let r = refused.run(None).await;
+    assert_eq!(r.code(), 1);
+    assert!(w.progress.lock().unwrap().is_empty());
+    assert!(refused.progress.lock().unwrap().is_empty());
+}

@@ -1418,3 +1418,95 @@ async fn a_required_ci_gate_github_will_not_answer_stops_resumably_without_a_bou
     assert!(stop.contains("run the same command again later"), "{stop}");
     assert_eq!(r.summary["gateRounds"][0]["notRun"], json!(["ci"]));
 }
+
+/// supervisor's tracking comments on the issue.
+fn tracking_comments(world: &World) -> Vec<String> {
+    comments(world)
+        .into_iter()
+        .filter(|(a, b)| a == "supervisor-bot" && b.contains("kind=tracking"))
+        .map(|(_, b)| b)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tracking_comment_is_one_comment_across_a_kill_and_a_resume() {
+    let mut spec = spec();
+    spec.issue.comments.clear();
+    let normal = spec.script["test-designer"][0].clone();
+    let mut gated = vec![json!({ "run": "while [ ! -f ../../resume.ok ]; do sleep 0.05; done" })];
+    gated.extend(normal.as_array().unwrap().iter().cloned());
+    spec.script["test-designer"] = json!([gated]);
+    let (_d, world) = world(spec).await;
+    let tracked = |world: &World| {
+        let mut cmd = command(world, 1, &[]);
+        cmd.env("SUPERVISOR_TRACKING_COMMENT", "true");
+        cmd
+    };
+    let mut child = tracked(&world).spawn().unwrap();
+    wait_for(&world, "the stage to start", started("TestDesign")).await;
+    // The comment is written by its own task: wait for it to show the stage at work.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !tracking_comments(&world)
+        .first()
+        .is_some_and(|b| b.contains("🔄 **TestDesign** · test-designer, attempt 1"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the tracking comment never showed TestDesign at work: {:?}",
+            tracking_comments(&world)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    std::fs::write(world.worktrees.parent().unwrap().join("resume.ok"), "").unwrap();
+
+    let r = finish(tracked(&world).spawn().unwrap()).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let tracking = tracking_comments(&world);
+    assert_eq!(tracking.len(), 1, "one tracking comment: {tracking:?}");
+    let body = &tracking[0];
+    for stage in [
+        "Research",
+        "Architecture",
+        "TestDesign",
+        "Implementation",
+        "Audit",
+    ] {
+        assert!(
+            body.contains(&format!("✅ {stage} · ")),
+            "{stage} done: {body}"
+        );
+    }
+    assert!(!body.contains("🔄"), "{body}");
+    assert!(body.contains("pull request opened: "), "{body}");
+    assert!(body.contains("latest gates: **"), "{body}");
+    // The stage comments are still there, and the tracking comment never reaches a prompt.
+    assert_eq!(
+        posted_headings(&world)
+            .iter()
+            .filter(|h| h.starts_with("## "))
+            .count(),
+        4
+    );
+    assert!(
+        prompts(&world)
+            .iter()
+            .all(|(_, text)| !text.contains("kind=tracking") && !text.contains("tokens so far")),
+        "the tracking comment reached a prompt"
+    );
+    // Each run writes at most once every 10 s, and once more when it ends: both runs here are
+    // far shorter than 10 s.
+    let counts = world.sandbox.request_counts();
+    let writes = counts
+        .get("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}")
+        .copied()
+        .unwrap_or(0)
+        + counts
+            .get("POST /repos/{owner}/{repo}/issues/{number}/comments")
+            .copied()
+            .unwrap_or(0)
+        - 4;
+    // Run 1: created at admission, edited 10 s later; run 2: edited at its start and its end.
+    assert!(writes <= 4, "{writes} tracking comment writes: {counts:?}");
+}

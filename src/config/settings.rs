@@ -205,6 +205,10 @@ settings_block! {
         /// Ring the terminal bell when a run ends.
         #[setting(key = "bellOnComplete", default = false)]
         pub bell_on_complete: bool,
+        /// Keep one issue comment up to date with the run's progress (stages, agent, tokens, gates,
+        /// links), edited at most every 10 s.
+        #[setting(key = "trackingComment", default = false)]
+        pub tracking_comment: bool,
         /// Run stages and gates marked `experimental`.
         #[setting(key = "enableExperimentalFeatures", default = false)]
         pub enable_experimental_features: bool,

@@ -11,6 +11,10 @@ use regex::Regex;
 
 use super::types::Comment;
 
+/// The kind of the tracking comment's marker: one comment per issue, edited as runs move (a live
+/// view, never context for an agent).
+pub const TRACKING_KIND: &str = "tracking";
+
 /// Identifies one write of one run.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Marker {
@@ -34,6 +38,11 @@ impl Marker {
             attempt,
             kind: kind.into(),
         }
+    }
+
+    /// The marker of `run`'s tracking comment.
+    pub fn tracking(run: &str) -> Marker {
+        Marker::new(run, "run", 0, TRACKING_KIND)
     }
 
     /// The hidden HTML comment.

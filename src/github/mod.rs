@@ -32,7 +32,7 @@ pub use auth::{
 };
 pub use editors::{CommentEdit, Editors};
 pub use error::{GitHubError, PROJECT_SCOPE_HINT};
-pub use marker::Marker;
+pub use marker::{Marker, TRACKING_KIND};
 pub use references::body_blockers;
 pub use retry::RetryPolicy;
 pub use setup::{AccountKind, NewBoard, RepositoryInfo, Viewer};

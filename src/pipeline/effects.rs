@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::context::{IssueContext, Return, TrustedNote};
 use super::engine::RunError;
-use super::summary::RunFacts;
+use super::summary::{Progress, RunFacts};
 use crate::agent::{AgentRun, AuditFinding};
 use crate::audit::AuditScore;
 use crate::config::Hook;
@@ -284,4 +284,8 @@ pub trait Effects: Send {
         issue: &IssueText,
         cancel: &CancellationToken,
     ) -> impl Future<Output = Vec<GateReport>> + Send;
+
+    /// Show the run's progress (the tracking comment, when configured): after every step once the
+    /// run is admitted, and once more when it ends. Showing it never stops the run.
+    fn track(&mut self, progress: &Progress) -> impl Future<Output = ()> + Send;
 }

@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 use super::effects::{Effect, Effects, Input};
 use super::journal::{Event, Journal, JournalError};
 use super::machine::{Machine, Next};
-use super::summary::{RunSummary, exit};
+use super::summary::{RunEnd, RunSummary, exit};
 use crate::config::ConfigError;
 use crate::github::GitHubError;
 use crate::workspace::WorkspaceError;
@@ -79,17 +79,19 @@ pub async fn drive<E: Effects>(
         let effect = match step.next {
             Next::Effect(effect) => effect,
             Next::End(end) => {
+                track(machine, effects, Some(&end)).await;
                 let journal = journal.path().display().to_string();
                 return Ok(machine.summary(end, journal, elapsed_ms(started)));
             }
-            Next::Fail(e) => return Err(suspend(journal, e)),
+            Next::Fail(e) => return Err(fail(machine, effects, journal, e).await),
         };
+        track(machine, effects, None).await;
         input = if cancel.is_cancelled() && effect.starts_work() {
             Input::Cancelled
         } else {
             match perform(machine, effects, effect, cancel).await {
                 Ok(input) => input,
-                Err(e) => return Err(suspend(journal, e)),
+                Err(e) => return Err(fail(machine, effects, journal, e).await),
             }
         };
     }
@@ -99,11 +101,26 @@ fn elapsed_ms(since: Instant) -> u64 {
     u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
-/// A run that cannot go on keeps its checkpoint and worktree; the journal says why.
-fn suspend(journal: &mut Journal, e: RunError) -> RunError {
+/// Show the run's progress, once it is admitted.
+async fn track<E: Effects>(machine: &Machine, effects: &mut E, end: Option<&RunEnd>) {
+    if let Some(progress) = machine.progress(end) {
+        effects.track(&progress).await;
+    }
+}
+
+/// A run that cannot go on keeps its checkpoint and worktree; the journal and the live view say
+/// why.
+async fn fail<E: Effects>(
+    machine: &Machine,
+    effects: &mut E,
+    journal: &mut Journal,
+    e: RunError,
+) -> RunError {
+    let reason = e.to_string();
     let _ = journal.record(Event::Paused {
-        reason: e.to_string(),
+        reason: reason.clone(),
     });
+    track(machine, effects, Some(&RunEnd::Paused { reason })).await;
     e
 }
 

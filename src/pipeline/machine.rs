@@ -26,7 +26,9 @@ use super::effects::{
 use super::engine::{RunError, RunOptions};
 use super::journal::{AgentStats, Entry, Event, Halt};
 use super::project::Project;
-use super::summary::{AgentLine, GateRound, RunEnd, RunFacts, RunSummary};
+use super::summary::{
+    AgentLine, CurrentWork, GateRound, Progress, RunEnd, RunFacts, RunSummary, StageMark,
+};
 use crate::agent::{AgentRun, Outcome};
 use crate::audit::AuditScore;
 use crate::config::{BuiltIn, Stage};
@@ -1141,6 +1143,49 @@ impl Machine {
             number: i.number,
             title: i.title.clone(),
             body: i.body.clone(),
+        })
+    }
+
+    /// The run so far for a live view, once admitted (never for a dry run); `end` once it ended.
+    pub fn progress(&self, end: Option<&RunEnd>) -> Option<Progress> {
+        if !self.s.admitted || self.opts.dry_run {
+            return None;
+        }
+        let stages: Vec<(String, Option<String>)> = (self.project.workflow.stages.iter())
+            .map(|s| (s.status.clone(), s.agent.clone()))
+            .collect();
+        let work = self.r.work.as_ref();
+        // The stage at work, else the card's column (a stage before or after the agents').
+        let at = work.map(|w| w.stage.as_str()).or(self.r.column.as_deref());
+        let stages = match end {
+            None => Progress::marks(&stages, at, StageMark::Current, StageMark::Pending),
+            Some(RunEnd::PullRequest { .. } | RunEnd::ClosedAsResolved | RunEnd::AlreadyDone) => {
+                Progress::marks(&stages, None, StageMark::Done, StageMark::Done)
+            }
+            Some(RunEnd::Stopped { stage, .. }) => {
+                Progress::marks(&stages, Some(stage), StageMark::Stopped, StageMark::Pending)
+            }
+            Some(RunEnd::Interrupted | RunEnd::Paused { .. }) => {
+                Progress::marks(&stages, at, StageMark::Paused, StageMark::Pending)
+            }
+            Some(RunEnd::Refused { .. } | RunEnd::DryRun { .. }) => {
+                Progress::marks(&stages, None, StageMark::Pending, StageMark::Pending)
+            }
+        };
+        Some(Progress {
+            run_id: self.run_id.clone(),
+            issue: self.opts.issue,
+            stages,
+            current: work.filter(|_| end.is_none()).map(|w| CurrentWork {
+                stage: w.stage.clone(),
+                agent: w.agent.clone(),
+                attempt: w.attempt,
+            }),
+            tokens: self.r.agents.iter().map(|a| a.tokens).sum(),
+            cost_usd: self.r.agents.iter().map(|a| a.cost_usd).sum(),
+            gates: self.r.gate_rounds.last().cloned(),
+            pr: self.r.pr.as_ref().map(|(_, url, _)| url.clone()),
+            end: end.cloned(),
         })
     }
 

@@ -27,4 +27,7 @@ pub use journal::{
 };
 pub use machine::{Machine, Next, Step as MachineStep};
 pub use project::{Project, process_env};
-pub use summary::{AgentLine, GateRound, RunEnd, RunFacts, RunSummary, exit};
+pub use summary::{
+    AgentLine, CurrentWork, GateRound, Progress, RunEnd, RunFacts, RunSummary, StageMark,
+    StageProgress, exit,
+};

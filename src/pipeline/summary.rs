@@ -159,3 +159,79 @@ impl RunSummary {
         self.agents.iter().map(|a| a.cost_usd).sum()
     }
 }
+
+/// Where a stage of the workflow stands in a live view of the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StageMark {
+    Done,
+    Current,
+    Pending,
+    /// The run stopped here; a human is needed.
+    Stopped,
+    /// The run paused or was interrupted here; running again resumes it.
+    Paused,
+}
+
+/// One agent stage of the workflow in a live view.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StageProgress {
+    pub stage: String,
+    pub agent: String,
+    pub mark: StageMark,
+}
+
+/// The agent at work.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CurrentWork {
+    pub stage: String,
+    pub agent: String,
+    pub attempt: u32,
+}
+
+/// The run so far, for a live view (the tracking comment): what the journal knows, no clock.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Progress {
+    pub run_id: String,
+    pub issue: u64,
+    pub stages: Vec<StageProgress>,
+    pub current: Option<CurrentWork>,
+    pub tokens: u64,
+    pub cost_usd: f64,
+    pub gates: Option<GateRound>,
+    /// The pull request, once open.
+    pub pr: Option<String>,
+    /// How the run ended, once it did.
+    pub end: Option<RunEnd>,
+}
+
+impl Progress {
+    /// Mark the agent stages among `stages` (the workflow's, in order: name and agent): those
+    /// before the stage named `at` done, `at` itself `here`, the rest pending (`at` = `None`:
+    /// every stage `rest`).
+    pub fn marks(
+        stages: &[(String, Option<String>)],
+        at: Option<&str>,
+        here: StageMark,
+        rest: StageMark,
+    ) -> Vec<StageProgress> {
+        let at = at.and_then(|s| stages.iter().position(|(name, _)| name == s));
+        stages
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (stage, agent))| {
+                Some(StageProgress {
+                    stage: stage.clone(),
+                    agent: agent.clone()?,
+                    mark: match at {
+                        Some(at) if i < at => StageMark::Done,
+                        Some(at) if i == at => here,
+                        Some(_) => StageMark::Pending,
+                        None => rest,
+                    },
+                })
+            })
+            .collect()
+    }
+}

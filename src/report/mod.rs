@@ -6,6 +6,7 @@ mod comments;
 mod gates;
 mod summary;
 mod task;
+mod tracking;
 
 pub use actions::{
     action_outputs, annotations, delimiter_fits, error_job_summary, error_outputs, escape_data,
@@ -23,3 +24,4 @@ pub use gates::{
 };
 pub use summary::{run_map, summary_text};
 pub use task::{MAX_NOTE_CHARS, TaskInput, build_task, task_text};
+pub use tracking::{TrackingLinks, tracking_text};

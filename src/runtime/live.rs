@@ -8,15 +8,16 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::Services;
+use super::tracker::Tracker;
 use crate::agent::{self, AgentRequest, AgentRun, ExitReason};
 use crate::config::Hook;
 use crate::gates::{self, CiContext, CiSource, GateContext, GateReport, IssueText};
 use crate::github::{
-    BoardItem, BoardRef, Comment, GitHub, Issue, Marker, NewPullRequest, PullRequest,
+    BoardItem, BoardRef, Comment, GitHub, Issue, Marker, NewPullRequest, PullRequest, TRACKING_KIND,
 };
 use crate::pipeline::{
-    Cleanup, CommitResult, Context, Dispatch, Effects, GitHubChecks, PrRequest, Project, RunError,
-    Text, WorktreeInfo,
+    Cleanup, CommitResult, Context, Dispatch, Effects, GitHubChecks, PrRequest, Progress, Project,
+    RunError, Text, WorktreeInfo,
 };
 use crate::report;
 use crate::workspace::{
@@ -43,6 +44,8 @@ pub struct LiveEffects {
     wt: Option<Worktree>,
     /// Shared with the recorder of the run's process groups, which writes them into it.
     checkpoint: Arc<std::sync::Mutex<Option<Checkpoint>>>,
+    /// The tracking comment's writer, once the run shows progress (when configured).
+    tracker: Option<Tracker>,
 }
 
 /// How often a live run refreshes its checkpoint while an agent works.
@@ -72,6 +75,7 @@ impl LiveEffects {
             viewer: None,
             wt: None,
             checkpoint: Arc::default(),
+            tracker: None,
         }
     }
 
@@ -447,4 +451,55 @@ impl Effects for LiveEffects {
             _ = cancel.cancelled() => Vec::new(),
         }
     }
+
+    /// Show `progress` in the tracking comment: the one an earlier run of the issue left, found by
+    /// its marker on supervisor's own comments, or a new one.
+    async fn track(&mut self, progress: &Progress) {
+        if !self.project.settings.tracking_comment {
+            return;
+        }
+        let tracker = self.tracker.get_or_insert_with(|| {
+            let existing = self.comments.iter().rev().find(|c| {
+                self.viewer
+                    .as_deref()
+                    .is_none_or(|v| v.eq_ignore_ascii_case(&c.author))
+                    && Marker::parse_all(&c.body)
+                        .iter()
+                        .any(|m| m.kind == TRACKING_KIND)
+            });
+            Tracker::start(
+                self.gh.clone(),
+                self.issue,
+                existing.map(|c| c.id),
+                workflow_run_link(),
+            )
+        });
+        tracker.show(progress);
+        if progress.end.is_some() {
+            if let Some(tracker) = self.tracker.take() {
+                tracker.finish().await;
+            }
+        }
+    }
+}
+
+/// The GitHub Actions run doing this work, from the variables every job has.
+fn workflow_run_link() -> crate::report::TrackingLinks {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let workflow_run = match (
+        var("GITHUB_SERVER_URL"),
+        var("GITHUB_REPOSITORY"),
+        var("GITHUB_RUN_ID"),
+    ) {
+        (Some(server), Some(repo), Some(id))
+            if var("GITHUB_ACTIONS").as_deref() == Some("true") =>
+        {
+            Some(format!(
+                "{}/{repo}/actions/runs/{id}",
+                server.trim_end_matches('/')
+            ))
+        }
+        _ => None,
+    };
+    crate::report::TrackingLinks { workflow_run }
 }

@@ -3,6 +3,7 @@
 //! (checkpoint), opens its journal and drives the engine to its end. Texts are rendered by `report`.
 
 mod live;
+mod tracker;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -22,7 +22,8 @@ use supervisor::github::{
 };
 use supervisor::pipeline::{
     Cleanup, CommitResult, Context, Dispatch, Effects, Entry, Event, Journal, Machine, PrRequest,
-    Project, RunError, RunOptions, RunSummary, Text, WorktreeInfo, drive, read_entries, runs_dir,
+    Progress, Project, RunError, RunOptions, RunSummary, Text, WorktreeInfo, drive, read_entries,
+    runs_dir,
 };
 use supervisor::report;
 use supervisor::sandbox::{CommentSeed, PullSeed, SandboxState, SeedState};
@@ -128,6 +129,8 @@ pub struct FakeWorld {
     /// Dispatches per role whose answer reached the engine: a script's attempts are played in
     /// that order, so a dispatch lost to a crash is played again as it was.
     pub played: Arc<Mutex<BTreeMap<String, u32>>>,
+    /// Every live view of the runs' progress, in order.
+    pub progress: Arc<Mutex<Vec<Progress>>>,
     runs: u32,
 }
 
@@ -190,6 +193,7 @@ impl FakeWorld {
             live_run: Arc::default(),
             effects: Arc::default(),
             played: Arc::default(),
+            progress: Arc::default(),
             runs: 0,
             dir,
             root,
@@ -251,6 +255,7 @@ impl FakeWorld {
             live_run: self.live_run.clone(),
             effects: self.effects.clone(),
             played: self.played.clone(),
+            progress: self.progress.clone(),
             bot: self.spec.bot.clone(),
             issue: self.spec.issue.number,
         }
@@ -372,6 +377,7 @@ struct Handles {
     live_run: Arc<Mutex<Option<String>>>,
     effects: Arc<Mutex<Vec<String>>>,
     played: Arc<Mutex<BTreeMap<String, u32>>>,
+    progress: Arc<Mutex<Vec<Progress>>>,
     bot: String,
     issue: u64,
 }
@@ -842,6 +848,10 @@ impl Effects for FakeEffects {
             .collect();
         self.leave().await;
         reports
+    }
+
+    async fn track(&mut self, progress: &Progress) {
+        self.world.progress.lock().unwrap().push(progress.clone());
     }
 }
 

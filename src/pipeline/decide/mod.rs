@@ -1053,6 +1053,33 @@ mod tests {
     }
 
     #[test]
+    fn which_dimension_a_skip_drops_is_read_from_its_type_not_its_text() {
+        let wf = wf();
+        // An experimental skip whose reason reads like a dedup drops nothing.
+        let mut state = RunState::default();
+        let mut t = Transition::new(
+            "Research",
+            "Architecture",
+            TransitionKind::Skip,
+            "already has ## Research Findings (as text only)",
+        );
+        t.skip = Some(SkipReason::Experimental);
+        state.apply(&t);
+        assert!(state.excluded_dimensions(&wf).is_empty());
+        // A dedup drops its stage's dimension whatever its reason says.
+        let mut state = RunState::default();
+        let mut t = Transition::new("Research", "Architecture", TransitionKind::Skip, "skipped");
+        t.skip = Some(SkipReason::AlreadyDone {
+            heading: "Research Findings".into(),
+        });
+        state.apply(&t);
+        assert_eq!(
+            state.excluded_dimensions(&wf),
+            [Dimension::ResearchIncorporation]
+        );
+    }
+
+    #[test]
     fn research_dedup_skips_and_drops_the_dimension() {
         let wf = wf();
         let mut state = RunState::default();

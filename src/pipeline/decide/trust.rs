@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::github::{Comment, CommentEdit, Editors, Marker};
+use crate::github::{Comment, CommentEdit, Editors, Marker, TRACKING_KIND};
 use crate::pipeline::context::{NoteKind, TrustedNote};
 
 /// Who is trusted.
@@ -56,6 +56,10 @@ pub fn trusted_notes(
             }
             if ours {
                 if let Some(m) = Marker::parse_all(&c.body).into_iter().next() {
+                    // The tracking comment is a live view of a run, not something said.
+                    if m.kind == TRACKING_KIND {
+                        return None;
+                    }
                     return Some(TrustedNote {
                         stage: Some(m.stage),
                         kind: NoteKind::from_marker(&m.kind),
