@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Installs the pinned tools when they are missing or at another version: the quality-gate tools and,
-# unless --gates is given, the workflow linters.
+# unless --gates is given, the workflow linters and the agent CLIs (pi, Claude Code, Codex) that the
+# contract tests (tests/agent_contract.rs) run against local fake model servers.
 #
 #   scripts/install-tools.sh [--gates] [--dir DIR]
 #     --gates    only the gate tools (what the GitHub Action's `install-gate-tools` input installs)
 #     --dir DIR  install into DIR instead of .tools/ (created when missing)
 #
-# Every entry point is linked into DIR/bin. Needs node/npm (Node >= 20.19) for the gate tools and
+# Every gate tool and linter is linked into DIR/bin. Needs node/npm (Node >= 20.19) for the gate tools and
 # python3 with venv. Prints what it did; exits non-zero on failure.
 set -euo pipefail
 
@@ -32,6 +33,11 @@ GATE_BINS=(node/node_modules/.bin/tsc node/node_modules/.bin/tsserver
   node/node_modules/.bin/typescript-language-server node/node_modules/.bin/knip
   node/node_modules/.bin/jscpd venv/bin/pylsp)
 LINT_BINS=(venv/bin/zizmor venv/bin/actionlint venv/bin/shellcheck)
+AGENT_TOOLS=(
+  "@mariozechner/pi-coding-agent@0.73.1"
+  "@anthropic-ai/claude-code@2.1.330"
+  "@openai/codex@0.169.0"
+)
 
 gates_only=false
 dir=""
@@ -118,3 +124,17 @@ else
   printf '%s\n' "$lint_want" > "$lint_stamp"
 fi
 link_bins "${LINT_BINS[@]}"
+
+agents_stamp="$dir/agents/installed"
+agents_want="$(printf '%s\n' "${AGENT_TOOLS[@]}")"
+if [[ -f $agents_stamp && "$(cat "$agents_stamp")" == "$agents_want" ]] \
+  && [[ -x $dir/agents/node_modules/.bin/pi && -x $dir/agents/node_modules/.bin/claude \
+    && -x $dir/agents/node_modules/.bin/codex ]]; then
+  :
+else
+  mkdir -p "$dir/agents"
+  echo "installing agent CLIs into $dir/agents: ${AGENT_TOOLS[*]}" >&2
+  (cd "$dir/agents" && { [[ -f package.json ]] || echo '{"private": true}' > package.json; } \
+    && npm install --no-audit --no-fund --loglevel=error --save-exact "${AGENT_TOOLS[@]}" >&2)
+  printf '%s\n' "$agents_want" > "$agents_stamp"
+fi

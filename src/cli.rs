@@ -222,12 +222,26 @@ fn agent_script(script: &std::path::Path, role: &str, attempt: u32) -> u8 {
 fn check(root: PathBuf, json: bool) -> u8 {
     match Project::load(&root, &process_env) {
         Ok(project) => {
+            let preflight = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt.block_on(crate::agent::preflight(
+                    &project.settings,
+                    &project.roles,
+                    &project.root,
+                )),
+                Err(e) => {
+                    errln!("supervisor check: cannot start the async runtime: {e}");
+                    return EXIT_STOPPED;
+                }
+            };
             if json {
-                outln!("{}", report::check_json(&project));
+                outln!("{}", report::check_json(&project, &preflight));
             } else {
-                err!("{}", report::check_text(&project));
+                err!("{}", report::check_text(&project, &preflight));
             }
-            EXIT_OK
+            if preflight.ok() { EXIT_OK } else { EXIT_USAGE }
         }
         Err(e) => {
             if json {

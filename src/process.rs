@@ -80,6 +80,11 @@ impl GroupGuard {
         in_run(|r| r.change(|g| g.push(pgid)));
         GroupGuard { pgid, armed: true }
     }
+
+    /// The process group.
+    pub fn pgid(&self) -> i32 {
+        self.pgid
+    }
 }
 
 impl Drop for GroupGuard {
@@ -99,6 +104,12 @@ impl Drop for GroupGuard {
 /// `kill -9` of supervisor never leaves an agent or tool writing into a worktree. The rest of its
 /// group is found and killed through the checkpoint when the run resumes.
 pub fn lead_own_group(cmd: &mut tokio::process::Command) {
+    lead_own_group_std(cmd.as_std_mut());
+}
+
+/// [`lead_own_group`] for a `std` command.
+fn lead_own_group_std(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
     let parent = std::process::id() as libc::pid_t;
     cmd.process_group(0);
     // SAFETY: the closure runs in the child between fork and exec and only makes async-signal-safe
@@ -157,6 +168,18 @@ pub async fn recording<F: std::future::Future>(
     f: F,
 ) -> F::Output {
     RUN.scope(groups, f).await
+}
+
+/// `f`, recording its child process groups with the calling run's (for work handed to
+/// `tokio::spawn`, which would otherwise leave the run's record behind).
+pub fn in_this_run<F: std::future::Future>(f: F) -> impl std::future::Future<Output = F::Output> {
+    let run = RUN.try_with(|r| r.clone()).ok();
+    async move {
+        match run {
+            Some(run) => RUN.scope(run, f).await,
+            None => f.await,
+        }
+    }
 }
 
 fn in_run(f: impl FnOnce(&RunGroups)) {
@@ -258,4 +281,167 @@ pub fn take_secrets(names: &[&str]) {
 /// A secret [`take_secrets`] took out of the environment.
 pub fn secret(name: &str) -> Option<&'static str> {
     SECRETS.get()?.get(name).map(String::as_str)
+}
+
+/// How a supervised child process came to no answer.
+#[derive(Debug)]
+pub enum RunFailure {
+    /// It could not be started.
+    Spawn(std::io::Error),
+    /// Reading its output or waiting for it failed.
+    Io(std::io::Error),
+    /// It ran past its time and was killed with its process group.
+    TimedOut(std::time::Duration),
+    /// A stop was asked for; it was killed with its process group.
+    Cancelled,
+}
+
+impl std::fmt::Display for RunFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunFailure::Spawn(e) => write!(f, "cannot start: {e}"),
+            RunFailure::Io(e) => write!(f, "its output could not be read: {e}"),
+            RunFailure::TimedOut(d) => {
+                write!(f, "timed out after {} s and was killed", d.as_secs())
+            }
+            RunFailure::Cancelled => f.write_str("stopped: a stop was asked for"),
+        }
+    }
+}
+
+/// What a child process that ran to its end printed.
+#[derive(Debug, Clone)]
+pub struct Captured {
+    pub status: std::process::ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub duration: std::time::Duration,
+}
+
+/// Run `cmd` to its end with its output captured and no stdin: it leads a process group of its own
+/// that dies with supervisor ([`lead_own_group`]) and is registered while it lives; the group is
+/// killed when `timeout` passes, when `cancel` is cancelled, when the returned future is dropped, and
+/// — for whatever the leader left running — when the leader exits.
+pub async fn run_to_end(
+    cmd: &mut tokio::process::Command,
+    timeout: std::time::Duration,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<Captured, RunFailure> {
+    use std::process::Stdio;
+    lead_own_group(cmd);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let started = std::time::Instant::now();
+    let child = cmd.spawn().map_err(RunFailure::Spawn)?;
+    let pgid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+    let mut guard = GroupGuard::new(pgid);
+    let out = tokio::select! {
+        out = child.wait_with_output() => out.map_err(RunFailure::Io)?,
+        () = tokio::time::sleep(timeout) => return Err(RunFailure::TimedOut(timeout)),
+        () = cancel.cancelled() => return Err(RunFailure::Cancelled),
+    };
+    // Anything the leader left in its group goes with it.
+    if process_group_alive(pgid) {
+        signal_group(pgid, libc::SIGKILL);
+    }
+    guard.armed = false;
+    Ok(Captured {
+        status: out.status,
+        stdout: out.stdout,
+        stderr: out.stderr,
+        duration: started.elapsed(),
+    })
+}
+
+std::thread_local! {
+    /// The stop request of the run whose blocking work this thread does now.
+    static BLOCKING_CANCEL: std::cell::RefCell<Option<tokio_util::sync::CancellationToken>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Run blocking `f` on tokio's blocking pool as part of the calling run: the child processes it
+/// starts through [`output_blocking`] are recorded with the run's process groups and killed when
+/// `cancel` is cancelled (`None`: work that must finish, such as the clean-up after a stop).
+pub async fn spawn_blocking<T: Send + 'static>(
+    cancel: Option<tokio_util::sync::CancellationToken>,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, tokio::task::JoinError> {
+    let run = RUN.try_with(|r| r.clone()).ok();
+    tokio::task::spawn_blocking(move || {
+        BLOCKING_CANCEL.with(|c| *c.borrow_mut() = cancel);
+        let out = match run {
+            Some(run) => RUN.sync_scope(run, f),
+            None => f(),
+        };
+        BLOCKING_CANCEL.with(|c| *c.borrow_mut() = None);
+        out
+    })
+    .await
+}
+
+/// `std::process::Command::output` for supervisor's own tools (git): the child leads a process group
+/// of its own that dies with supervisor and is registered while it lives; inside
+/// [`spawn_blocking`] it is killed when the run's stop is asked for (an `Interrupted` error).
+pub fn output_blocking(cmd: &mut std::process::Command) -> std::io::Result<std::process::Output> {
+    use std::io::Read;
+    use std::process::Stdio;
+    lead_own_group_std(cmd);
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let cancel = BLOCKING_CANCEL.with(|c| c.borrow().clone());
+    let mut child = cmd.spawn()?;
+    let pgid = i32::try_from(child.id()).unwrap_or(0);
+    let mut guard = GroupGuard::new(pgid);
+    let read = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let stdout = read(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = read(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let status = match cancel {
+        None => child.wait()?,
+        Some(cancel) => {
+            let mut pause = std::time::Duration::from_millis(1);
+            loop {
+                if let Some(status) = child.try_wait()? {
+                    break status;
+                }
+                if cancel.is_cancelled() {
+                    signal_group(pgid, libc::SIGKILL);
+                    let _ = child.wait();
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::Interrupted,
+                        "stopped: a stop was asked for",
+                    ));
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(std::time::Duration::from_millis(25));
+            }
+        }
+    };
+    if process_group_alive(pgid) {
+        signal_group(pgid, libc::SIGKILL);
+    }
+    guard.armed = false;
+    Ok(std::process::Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
 }

@@ -30,6 +30,10 @@ const TAG: &str = "v9.9.9";
 async fn world(spec: WorldSpec) -> (tempfile::TempDir, World) {
     let dir = tempfile::tempdir().unwrap();
     let world = World::build(dir.path(), spec).await.expect("world builds");
+    world
+        .sandbox
+        .check_conformance()
+        .expect("the vendored description compiles");
     (dir, world)
 }
 
@@ -138,6 +142,13 @@ fn annotations_after_resume(run: &ActionRun) -> Vec<String> {
         );
     }
     lines[resume + 1..].iter().map(|l| l.to_string()).collect()
+}
+
+/// Every exchange with the sandbox conformed to GitHub's published descriptions.
+fn assert_conformant(world: &World) {
+    if let Err(report) = world.sandbox.conformance_report() {
+        panic!("{report}");
+    }
 }
 
 fn assert_no_token(world: &World, run: &ActionRun) {
@@ -277,6 +288,7 @@ async fn the_action_downloads_its_release_runs_the_issue_and_reports() {
         "{annotations:?}"
     );
     assert_no_token(&world, &run);
+    assert_conformant(&world);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -363,6 +375,7 @@ async fn without_a_release_the_action_builds_from_source_and_reports_a_stop() {
         "{annotations:?}"
     );
     assert_no_token(&world, &run);
+    assert_conformant(&world);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -459,6 +472,7 @@ async fn the_action_refuses_bad_inputs_a_bad_checksum_and_a_non_codeowner() {
         "nothing reached GitHub"
     );
     assert_no_token(&world, &run);
+    assert_conformant(&world);
 }
 
 /// actions/checkout leaves the workflow's token as an `extraheader` (in .git/config up to v5, in
@@ -538,6 +552,7 @@ async fn the_push_carries_supervisors_token_not_the_checkout_header() {
         "said once: {stderr}"
     );
     assert!(!stderr.contains(&world.token) && !stderr.contains(header_token));
+    assert_conformant(&world);
 }
 
 /// Every workflow, example and the action: minimal `permissions:`, third-party actions pinned to

@@ -91,11 +91,11 @@ async fn codex_turn_failed() {
     );
 }
 
-/// A stand-in executable named like the real CLI: it records its arguments and replays a recorded
-/// stream with the recorded exit status.
+/// A stand-in executable named like the real CLI: it records its arguments and its stdin, and
+/// replays a recorded stream with the recorded exit status.
 fn stand_in(bin: &Path, name: &str, rel: &str, code: i32) {
     let script = format!(
-        "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\0' \"$a\"; done > \"$ARGS_FILE\"\ncat '{}'\nexit {code}\n",
+        "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\0' \"$a\"; done > \"$ARGS_FILE\"\ncat > \"$ARGS_FILE.stdin\"\ncat '{}'\nexit {code}\n",
         fixture(rel).display()
     );
     let path = bin.join(name);
@@ -104,12 +104,23 @@ fn stand_in(bin: &Path, name: &str, rel: &str, code: i32) {
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
-async fn run_stand_in(
+struct StandIn {
+    run: AgentRun,
+    args: Vec<String>,
+    stdin: String,
+}
+
+async fn run_stand_in(backend: Backend, name: &str, rel: &str, code: i32) -> StandIn {
+    run_stand_in_with(backend, name, rel, code, "-Find the bug").await
+}
+
+async fn run_stand_in_with(
     backend: Backend,
     name: &str,
     rel: &str,
     code: i32,
-) -> (AgentRun, Vec<String>) {
+    task: &str,
+) -> StandIn {
     let dir = tempfile::tempdir().unwrap();
     let bin = dir.path().join("bin");
     std::fs::create_dir(&bin).unwrap();
@@ -124,7 +135,7 @@ async fn run_stand_in(
     let args_file = dir.path().join("args");
     let req = AgentRequest {
         role: &role,
-        task: "-Find the bug".into(),
+        task: task.into(),
         cwd: dir.path().to_path_buf(),
         backend,
         limits: Limits::default(),
@@ -135,6 +146,7 @@ async fn run_stand_in(
         transcript: None,
         attempt: 1,
         keep_partial_on_budget: true,
+        sandbox: None,
     };
     let run = tokio::time::timeout(
         Duration::from_secs(30),
@@ -149,7 +161,8 @@ async fn run_stand_in(
         .filter(|s| !s.is_empty())
         .map(str::to_string)
         .collect();
-    (run, args)
+    let stdin = std::fs::read_to_string(dir.path().join("args.stdin")).unwrap_or_default();
+    StandIn { run, args, stdin }
 }
 
 fn after<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
@@ -159,7 +172,8 @@ fn after<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
 
 #[tokio::test]
 async fn pi_through_the_runner() {
-    let (run, args) = run_stand_in(Backend::Pi, "pi", "pi/tool-then-final.jsonl", 0).await;
+    let StandIn { run, args, stdin } =
+        run_stand_in(Backend::Pi, "pi", "pi/tool-then-final.jsonl", 0).await;
     assert_eq!(run.exit, ExitReason::Completed);
     assert_eq!(
         (run.final_text.as_str(), run.tool_calls, run.usage.total),
@@ -173,13 +187,12 @@ async fn pi_through_the_runner() {
         after(&args, "--append-system-prompt"),
         Some("Research carefully.")
     );
-    assert_eq!(
-        args.last().unwrap(),
-        "\n-Find the bug",
-        "a leading dash is not an option"
-    );
+    assert_eq!(stdin, "-Find the bug", "the task goes on stdin");
+    assert!(!args.iter().any(|a| a.contains("Find the bug")));
 
-    let (run, _) = run_stand_in(Backend::Pi, "pi", "pi/provider-error-exit0.jsonl", 0).await;
+    let run = run_stand_in(Backend::Pi, "pi", "pi/provider-error-exit0.jsonl", 0)
+        .await
+        .run;
     assert_eq!(
         run.exit,
         ExitReason::Failed("400 model overloaded: quota exhausted for this key".into())
@@ -189,7 +202,7 @@ async fn pi_through_the_runner() {
 
 #[tokio::test]
 async fn claude_through_the_runner() {
-    let (run, args) =
+    let StandIn { run, args, stdin } =
         run_stand_in(Backend::Claude, "claude", "claude/tool-then-final.jsonl", 0).await;
     assert_eq!(run.exit, ExitReason::Completed);
     assert_eq!(
@@ -202,9 +215,13 @@ async fn claude_through_the_runner() {
     );
     assert_eq!(after(&args, "--tools"), Some("Read,Grep"));
     assert_eq!(after(&args, "--allowedTools"), Some("Read,Grep"));
-    assert_eq!(after(&args, "--"), Some("-Find the bug"));
+    assert!(args.iter().any(|a| a == "--include-partial-messages"));
+    assert_eq!(after(&args, "--effort"), Some("high"), "thinking: high");
+    assert_eq!(stdin, "-Find the bug", "the task goes on stdin");
 
-    let (run, _) = run_stand_in(Backend::Claude, "claude", "claude/api-error.jsonl", 1).await;
+    let run = run_stand_in(Backend::Claude, "claude", "claude/api-error.jsonl", 1)
+        .await
+        .run;
     match run.exit {
         ExitReason::Failed(m) => assert!(m.contains("API Error: 400"), "{m}"),
         other => panic!("{other:?}"),
@@ -213,7 +230,8 @@ async fn claude_through_the_runner() {
 
 #[tokio::test]
 async fn codex_through_the_runner() {
-    let (run, args) = run_stand_in(Backend::Codex, "codex", "codex/tool-then-final.jsonl", 0).await;
+    let StandIn { run, args, stdin } =
+        run_stand_in(Backend::Codex, "codex", "codex/tool-then-final.jsonl", 0).await;
     assert_eq!(run.exit, ExitReason::Completed);
     assert_eq!(
         (run.final_text.as_str(), run.tool_calls, run.usage.total),
@@ -225,12 +243,176 @@ async fn codex_through_the_runner() {
         Some("read-only"),
         "read/grep only"
     );
-    let prompt = after(&args, "--").unwrap();
-    assert!(prompt.starts_with("Research carefully.") && prompt.ends_with("-Find the bug"));
+    assert_eq!(
+        args.last().map(String::as_str),
+        Some("-"),
+        "prompt on stdin"
+    );
+    assert!(stdin.starts_with("Research carefully.") && stdin.ends_with("-Find the bug"));
+    assert_eq!(
+        run.model.as_deref(),
+        Some("m-1"),
+        "the model Codex was given"
+    );
 
-    let (run, _) = run_stand_in(Backend::Codex, "codex", "codex/turn-failed.jsonl", 1).await;
+    let run = run_stand_in(Backend::Codex, "codex", "codex/turn-failed.jsonl", 1)
+        .await
+        .run;
     match run.exit {
         ExitReason::Failed(m) => assert!(m.contains("model overloaded"), "{m}"),
         other => panic!("{other:?}"),
     }
+}
+
+/// Prompts over 128 KiB (one argument's limit on Linux) reach every CLI whole, on stdin.
+#[tokio::test]
+async fn prompts_over_128_kib_reach_every_cli() {
+    let task = format!(
+        "{}\nEND-OF-TASK",
+        "Context line of a long issue.\n".repeat(7000)
+    );
+    assert!(task.len() > 200 * 1024);
+    for (backend, name, rel) in [
+        (Backend::Pi, "pi", "pi/tool-then-final.jsonl"),
+        (Backend::Claude, "claude", "claude/tool-then-final.jsonl"),
+        (Backend::Codex, "codex", "codex/tool-then-final.jsonl"),
+    ] {
+        let StandIn { run, args, stdin } = run_stand_in_with(backend, name, rel, 0, &task).await;
+        assert_eq!(run.exit, ExitReason::Completed, "{name}: {:?}", run.exit);
+        assert!(stdin.ends_with(&task), "{name}: the whole task on stdin");
+        assert!(
+            args.iter().all(|a| a.len() < 128 * 1024),
+            "{name}: no argument over the limit"
+        );
+    }
+}
+
+fn lines(rel: &str) -> Vec<String> {
+    std::fs::read_to_string(fixture(rel))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// With `--include-partial-messages` Claude Code streams each API message: its input usage at
+/// `message_start`, its output tokens at `message_delta`, long before the closing `result`.
+#[tokio::test]
+async fn claude_usage_is_counted_while_messages_stream() {
+    let mut p = ClaudeStream::default();
+    let mut t = Tally::default();
+    let all = lines("claude/partial-messages.jsonl");
+    let first_delta = all
+        .iter()
+        .position(|l| l.contains(r#""type":"message_delta""#))
+        .unwrap();
+    for l in &all[..=first_delta] {
+        p.line(l, &mut t);
+    }
+    // 1000 input + 50 cache write + 20 cache read + 30 output, not the 1 output token of the
+    // `assistant` events.
+    assert_eq!(t.usage.total, 1100);
+    assert_eq!(t.usage.output, 30);
+    let result = all
+        .iter()
+        .position(|l| l.contains(r#""type":"result""#))
+        .unwrap();
+    for l in &all[first_delta + 1..result] {
+        p.line(l, &mut t);
+    }
+    assert_eq!(t.usage.total, 3590, "all three calls before the result");
+    for l in &all[result..] {
+        p.line(l, &mut t);
+    }
+    p.end(&mut t, true);
+    assert_eq!(t.usage.total, 3590);
+    assert_eq!((t.usage.cache_write, t.usage.cache_read), (150, 60));
+    assert_eq!(t.tool_calls, 2);
+    assert_eq!(t.final_text.as_deref(), Some("All done."));
+    let deltas = all
+        .iter()
+        .filter(|l| p.transcript(l) == supervisor::agent::stream::TranscriptLine::Drop)
+        .count();
+    assert!(deltas >= 4, "token deltas are left out of the transcript");
+}
+
+/// Codex reports usage once per turn on stdout; its telemetry log on stderr has every response's.
+#[tokio::test]
+async fn codex_usage_is_counted_per_response_from_its_log() {
+    let mut p = CodexStream::default();
+    let mut t = Tally::default();
+    let log = lines("codex/usage-log.stderr");
+    let first = log
+        .iter()
+        .position(|l| l.contains("input_token_count="))
+        .unwrap();
+    for l in &log[..=first] {
+        p.stderr_line(l, &mut t);
+    }
+    assert_eq!(
+        t.usage.total, 1030,
+        "the first response, before the turn ends"
+    );
+    assert_eq!(
+        t.model.as_deref(),
+        Some("fake-model"),
+        "the model Codex used"
+    );
+    for l in &log[first + 1..] {
+        p.stderr_line(l, &mut t);
+    }
+    assert_eq!(t.usage.total, 3380);
+    for l in lines("codex/usage-log.jsonl") {
+        p.line(&l, &mut t);
+    }
+    p.end(&mut t, true);
+    assert_eq!(
+        t.usage.total, 3380,
+        "the turn's total agrees; nothing counted twice"
+    );
+    assert_eq!(
+        (t.usage.input, t.usage.cache_read, t.usage.output),
+        (2400, 900, 80)
+    );
+    assert_eq!(t.tool_calls, 2);
+    assert_eq!(t.final_text.as_deref(), Some("All done."));
+}
+
+#[tokio::test]
+async fn codex_tokens_used_before_a_failed_turn_are_kept() {
+    let mut p = CodexStream::default();
+    let mut t = Tally::default();
+    for l in lines("codex/failed-after-a-call.stderr") {
+        p.stderr_line(&l, &mut t);
+    }
+    for l in lines("codex/failed-after-a-call.jsonl") {
+        p.line(&l, &mut t);
+    }
+    p.end(&mut t, false);
+    assert_eq!(t.usage.total, 1030);
+    assert_eq!(
+        t.error.as_deref(),
+        Some("scripted second request failed (the provider answered HTTP 400)"),
+        "the status from Codex's log is added"
+    );
+}
+
+/// `cache_write_input_tokens` of `turn.completed` is counted (part of Codex's input count).
+#[tokio::test]
+async fn codex_cache_write_tokens_are_counted() {
+    let mut p = CodexStream::default();
+    let mut t = Tally::default();
+    p.line(
+        r#"{"type":"turn.completed","usage":{"input_tokens":1000,"cached_input_tokens":200,"cache_write_input_tokens":300,"output_tokens":50,"reasoning_output_tokens":0}}"#,
+        &mut t,
+    );
+    assert_eq!(
+        (
+            t.usage.input,
+            t.usage.cache_read,
+            t.usage.cache_write,
+            t.usage.total
+        ),
+        (500, 200, 300, 1050)
+    );
 }

@@ -47,6 +47,7 @@ fn request<'a>(role: &'a AgentDefinition, cwd: &Path, backend: Backend) -> Agent
         transcript: None,
         attempt: 1,
         keep_partial_on_budget: false,
+        sandbox: None,
     }
 }
 
@@ -301,4 +302,117 @@ async fn huge_output_keeps_memory_bounded() {
         run.final_text.len()
     );
     assert!(run.final_text.ends_with("the end"));
+}
+
+/// pi repeats the whole partial message in every `message_update`: a file written with small deltas
+/// makes a quadratic stream. The transcript keeps the final message and the tool call and says
+/// what it left out.
+#[tokio::test]
+async fn partial_updates_leave_the_transcript_linear() {
+    let dir = tempfile::tempdir().unwrap();
+    let content = "fn main() { println!(\"a line of generated code\"); }\n".repeat(200);
+    let script = serde_json::json!({ "developer": [[
+        { "write": { "path": "big.rs", "content": content, "delta": 8 } },
+        { "final": "wrote big.rs" } ]] });
+    let backend = scripted(dir.path(), &script.to_string());
+    let r = role("developer");
+    let mut req = request(&r, dir.path(), backend);
+    let path = dir.path().join("logs/dev.jsonl");
+    req.transcript = Some(path.clone());
+    let run = run(req).await;
+    assert_eq!(run.exit, ExitReason::Completed, "{}", run.stderr_tail);
+    assert_eq!(run.final_text, "wrote big.rs");
+    assert_eq!(run.tool_calls, 1);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("big.rs")).unwrap(),
+        content
+    );
+    let size = std::fs::metadata(&path).unwrap().len();
+    // The raw stream is ~1,400 updates averaging ~24 KB: over 30 MB.
+    assert!(
+        size < 4 * content.len() as u64,
+        "transcript {size} bytes for a {} byte file",
+        content.len()
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("the transcript stays JSON lines"))
+        .collect();
+    let kinds: Vec<&str> = lines.iter().filter_map(|l| l["type"].as_str()).collect();
+    assert!(!kinds.contains(&"message_update"), "{kinds:?}");
+    for kind in ["message_end", "tool_execution_start", "tool_execution_end"] {
+        assert!(kinds.contains(&kind), "{kind} kept: {kinds:?}");
+    }
+    let start = lines
+        .iter()
+        .find(|l| l["type"] == "tool_execution_start")
+        .unwrap();
+    assert_eq!(
+        start["args"]["content"],
+        content.as_str(),
+        "the tool call is whole"
+    );
+    let note = lines.last().unwrap();
+    assert_eq!(note["type"], "transcript_note");
+    let dropped = note["dropped"]["message_update"]["lines"].as_u64().unwrap();
+    assert!(dropped > 1300, "{note}");
+    assert!(note["dropped"]["message_update"]["bytes"].as_u64().unwrap() > 30_000_000);
+}
+
+/// Past the cap, the transcript keeps its beginning and its end and says what is missing.
+#[tokio::test]
+async fn transcripts_are_capped_per_dispatch() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = role("developer");
+    let cmd = Backend::Command(CommandBackend {
+        command: vec![
+            "sh".into(),
+            "-c".into(),
+            "yes out-line | head -c 4000000; yes err-line | head -c 4000000 >&2; echo the end"
+                .into(),
+        ],
+        prompt_via: PromptVia::Arg,
+    });
+    let mut req = request(&r, dir.path(), cmd);
+    req.limits.transcript_cap = 256 * 1024;
+    let path = dir.path().join("t.log");
+    req.transcript = Some(path.clone());
+    let run = run(req).await;
+    assert_eq!(run.exit, ExitReason::Completed);
+    for file in [path.clone(), dir.path().join("t.log.stderr")] {
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(
+            text.len() <= 256 * 1024 + 1024,
+            "{}: {}",
+            file.display(),
+            text.len()
+        );
+        assert!(text.contains("agentTranscriptMaxMb"), "{}", file.display());
+    }
+    let out = std::fs::read_to_string(&path).unwrap();
+    assert!(out.starts_with("out-line\n") && out.ends_with("the end\n"));
+}
+
+/// The reason a CLI failed is the line that says what went wrong, not the last line (a docs path).
+#[tokio::test]
+async fn the_failure_reason_is_the_line_that_names_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = role("developer");
+    let cmd = Backend::Command(CommandBackend {
+        command: vec![
+            "sh".into(),
+            "-c".into(),
+            "printf 'No API key found for anthropic.\\n\\nUse /login to log into a provider via OAuth or API key. See:\\n  /opt/pi/docs/providers.md\\n  /opt/pi/docs/models.md\\n' >&2; exit 1".into(),
+        ],
+        prompt_via: PromptVia::Arg,
+    });
+    let run = run(request(&r, dir.path(), cmd)).await;
+    assert_eq!(
+        run.exit,
+        ExitReason::Failed(
+            "the agent exited with status 1: No API key found for anthropic.".into()
+        )
+    );
+    assert!(run.stderr_tail.ends_with("models.md\n"), "the tail is kept");
 }

@@ -10,16 +10,46 @@ fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
-fn check(name: &str, json: bool) -> Output {
+/// A directory of stand-in agent CLIs that answer `--version` as the real ones do (pi on stderr).
+fn stand_in_clis() -> &'static Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, script) in [
+            ("pi", "echo 0.73.1 >&2"),
+            ("claude", "echo '2.1.330 (Claude Code)'"),
+            ("codex", "echo 'codex-cli 0.169.0'"),
+        ] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, format!("#!/bin/sh\n{script}\n")).unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        dir
+    })
+    .path()
+}
+
+/// `supervisor check` with the stand-in CLIs first on PATH and no `SUPERVISOR_*` variables.
+fn supervisor_check(root: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_supervisor"));
-    cmd.arg("check").arg("--repo-root").arg(fixture(name));
-    if json {
-        cmd.arg("--json");
-    }
+    cmd.arg("check").arg("--repo-root").arg(root);
+    cmd.env(
+        "PATH",
+        format!("{}:/usr/bin:/bin", stand_in_clis().display()),
+    );
     for (k, _) in std::env::vars() {
         if k.starts_with("SUPERVISOR_") {
             cmd.env_remove(k);
         }
+    }
+    cmd
+}
+
+fn check(name: &str, json: bool) -> Output {
+    let mut cmd = supervisor_check(&fixture(name));
+    if json {
+        cmd.arg("--json");
     }
     cmd.output().expect("supervisor runs")
 }
@@ -50,6 +80,12 @@ fn valid_repository_prints_the_loaded_workflow() {
         "backend claude; model anthropic/claude-sonnet-4-5",
         // The unknown key is a warning with a suggestion, not an error.
         "`supervisor.maxRejection`: is not a known setting — did you mean \"maxRejections\"?",
+        // The agent CLIs the workflow uses, found on the agents' PATH, with their versions.
+        "agent CLIs (on the agents' PATH)",
+        "claude         2.1.330 (Claude Code) at ",
+        "(roles: researcher)",
+        "pi             0.73.1 at ",
+        "(roles: architect, auditor, developer, test-designer)",
         "ok: configuration is valid (1 warning)",
     ] {
         assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
@@ -66,6 +102,83 @@ fn valid_repository_as_json() {
     assert_eq!(v["workflow"]["stages"].as_array().unwrap().len(), 7);
     assert_eq!(v["agents"]["researcher"]["backend"], "claude");
     assert_eq!(v["warnings"][0]["field"], "supervisor.maxRejection");
+    assert_eq!(v["backends"][0]["name"], "claude");
+    assert_eq!(v["backends"][0]["version"], "2.1.330 (Claude Code)");
+    assert_eq!(v["backends"][1]["version"], "0.73.1");
+    let env = v["agentEnv"]["names"].as_array().unwrap();
+    assert!(env.iter().any(|n| n == "ANTHROPIC_API_KEY") && env.iter().any(|n| n == "PATH"));
+}
+
+/// A workflow whose agent CLI is not installed fails `check` (exit 2) naming the CLI and its roles,
+/// before any run could move a card.
+#[test]
+fn a_missing_agent_cli_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".supervisor/agents")).unwrap();
+    std::fs::write(
+        dir.path().join(".supervisor/settings.json"),
+        r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+             "agentBackend": "codex", "agentEnv": ["CLAUDE_CONFIG_DIR", "MY_TOOL_HOME"] } }"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join(".supervisor/agents/auditor.md"),
+        "---\nbackend: claude\nmodel: openai/gpt-5\n---\nReview.\n",
+    )
+    .unwrap();
+    let out = supervisor_check(dir.path())
+        .env("PATH", "/usr/bin:/bin")
+        .env("ANTHROPIC_API_KEY", "sk-not-shown")
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .unwrap();
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("claude (auditor): `claude` is not on the agents' PATH (/usr/bin:/bin)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("codex (architect, developer, researcher, test-designer)"),
+        "{text}"
+    );
+    assert!(text.contains("error: configuration is valid"), "{text}");
+    // agentEnv adds to the defaults; the effective list is shown by name, never by value.
+    let env_line = text.lines().find(|l| l.contains("agent env")).unwrap();
+    for name in [
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "CODEX_HOME",
+        "MY_TOOL_HOME",
+    ] {
+        assert!(env_line.contains(name), "{env_line}");
+    }
+    let set_now = env_line.split("set now: ").nth(1).unwrap();
+    let set_now = set_now.split("; not set").next().unwrap();
+    assert!(set_now.contains("ANTHROPIC_API_KEY"), "{env_line}");
+    assert!(!set_now.contains("OPENAI_API_KEY"), "{env_line}");
+    assert!(!text.contains("sk-not-shown"));
+    // A model whose provider the backend does not serve is a warning.
+    assert!(
+        text.contains(
+            "role `auditor` (backend claude): model `openai/gpt-5` names provider `openai`"
+        ),
+        "{text}"
+    );
+
+    let out = supervisor_check(dir.path())
+        .arg("--json")
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["ok"], false);
+    assert!(
+        v["backends"][0]["problem"]
+            .as_str()
+            .unwrap()
+            .contains("not on the agents' PATH")
+    );
 }
 
 /// (fixture, file suffix, field, words of the problem)
@@ -166,9 +279,7 @@ fn bad_yaml_points_at_a_frontmatter_line() {
 
 #[test]
 fn environment_overrides_apply_and_bad_ones_are_named() {
-    let out = Command::new(env!("CARGO_BIN_EXE_supervisor"))
-        .args(["check", "--repo-root"])
-        .arg(fixture("no-repo"))
+    let out = supervisor_check(&fixture("no-repo"))
         .env("SUPERVISOR_REPO", "acme/from-env")
         .output()
         .unwrap();
@@ -177,9 +288,7 @@ fn environment_overrides_apply_and_bad_ones_are_named() {
     assert!(text.contains("acme/from-env"));
     assert!(text.contains("from env     repo"));
 
-    let out = Command::new(env!("CARGO_BIN_EXE_supervisor"))
-        .args(["check", "--repo-root"])
-        .arg(fixture("valid"))
+    let out = supervisor_check(&fixture("valid"))
         .env("SUPERVISOR_AUDIT_SCORE_THRESHOLD", "abc")
         .output()
         .unwrap();

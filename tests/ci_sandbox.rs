@@ -21,12 +21,28 @@ struct Setup {
     sha: String,
 }
 
+impl Drop for Setup {
+    /// Every exchange of every test conforms to GitHub's published descriptions.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        if let Err(report) = self.world.sandbox.conformance_report() {
+            panic!("{report}");
+        }
+    }
+}
+
 /// A world with a worktree holding one commit (not pushed unless `push`).
 async fn setup(push: bool) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let mut spec = demo_spec();
     spec.auto_checks.clear();
     let world = World::build(dir.path(), spec).await.unwrap();
+    world
+        .sandbox
+        .check_conformance()
+        .expect("the vendored description compiles");
     let project = Project::load(&world.repo, &|_| None).unwrap();
     let ws = WorkspaceConfig::from_settings(&world.repo, &project.settings);
     let wt = ensure_worktree(&ws, 1).unwrap();

@@ -387,9 +387,7 @@ async fn an_open_blocker_stops_the_run() {
             state: SeedState::Open,
             state_reason: None,
             blocked_by: vec![],
-            comments: vec![],
-            editor: None,
-            created_at: None,
+            ..IssueSeed::default()
         });
     }
     refused(
@@ -925,6 +923,7 @@ async fn a_forged_marker_is_not_adopted_on_resume() {
                 body: forged,
                 editor: None,
                 created_at: None,
+                updated_at: None,
             })
     });
     assert_eq!(w.run(None).await.code(), 0);

@@ -312,18 +312,61 @@ async fn mergeable_comes_from_the_branches() {
     within(async {
         let w = World::new().await;
         let (clean, _) = w.gh.find_or_create_pr(&new_pr("feature")).await.unwrap();
+        // Right after creation GitHub is still computing it: the first read answers null.
+        assert_eq!(clean.mergeable, None);
+        let first = w.gh.get_pr(clean.number).await.unwrap();
+        assert_eq!(first.mergeable, None);
+        assert_eq!(first.mergeable_state.as_deref(), Some("unknown"));
         let clean = w.gh.get_pr(clean.number).await.unwrap();
         assert_eq!(clean.mergeable, Some(true));
         assert_eq!(clean.mergeable_state.as_deref(), Some("clean"));
         let (clash, _) = w.gh.find_or_create_pr(&new_pr("clash")).await.unwrap();
+        let poll = w.gh.mergeable_poll();
+        assert_eq!(
+            w.gh.mergeable(clash.number, &poll).await.unwrap(),
+            Some(false)
+        );
         let clash = w.gh.get_pr(clash.number).await.unwrap();
-        assert_eq!(clash.mergeable, Some(false));
         assert_eq!(clash.mergeable_state.as_deref(), Some("dirty"));
         let e = w.gh.get_pr(42).await.unwrap_err();
         assert!(
             matches!(e, GitHubError::PullNotFound { number: 42, .. }),
             "{e}"
         );
+    })
+    .await
+}
+
+#[tokio::test]
+async fn mergeability_is_polled_until_github_knows_it() {
+    within(async {
+        let w = World::with(|s| s.mergeable_unknown_reads = 3).await;
+        let (clash, _) = w.gh.find_or_create_pr(&new_pr("clash")).await.unwrap();
+        let poll = w.gh.mergeable_poll();
+        assert_eq!(
+            w.gh.mergeable(clash.number, &poll).await.unwrap(),
+            Some(false)
+        );
+        assert_eq!(
+            w.count("GET /repos/{owner}/{repo}/pulls/{number}"),
+            4,
+            "3 unknown, then known"
+        );
+        // Bounded: a pull request GitHub never decides about gives up with `None`.
+        let (clean, _) = w.gh.find_or_create_pr(&new_pr("feature")).await.unwrap();
+        w.sandbox.with_state(|s| {
+            s.pulls
+                .iter_mut()
+                .find(|p| p.number == clean.number)
+                .unwrap()
+                .mergeable_pending = 1000
+        });
+        let short = supervisor::github::MergeablePoll {
+            attempts: 3,
+            ..poll
+        };
+        assert_eq!(w.gh.mergeable(clean.number, &short).await.unwrap(), None);
+        assert_eq!(w.count("GET /repos/{owner}/{repo}/pulls/{number}"), 7);
     })
     .await
 }
@@ -476,6 +519,7 @@ async fn a_github_app_gets_an_installation_token() {
                 public_key_pem: None,
                 public_key_path: Some(fixtures.join("app-key.pub.pem")),
                 scopes: vec!["repo".into(), "project".into()],
+                ..AppSeed::default()
             });
         })
         .await;
@@ -590,6 +634,551 @@ async fn github_enterprise_server_paths_work() {
         gh.move_card(&item, "Research").await.unwrap();
         assert_eq!(w.sandbox.snapshot().column_of(1), Some("Research"));
         assert_eq!(w.count("POST /graphql UpdateItemStatus"), 1);
+    })
+    .await
+}
+
+const CHECK_RUNS: &str = "/repos/acme/widgets/commits/main/check-runs";
+
+#[tokio::test]
+async fn comment_and_issue_ids_are_github_sized_and_editors_match_them() {
+    within(async {
+        let w = World::with(|s| {
+            let mut edited = comment("alice", "edited later");
+            edited.editor = Some("mallory".into());
+            s.issue_mut(1).unwrap().comments.push(edited);
+        })
+        .await;
+        let comments = w.gh.list_comments(1).await.unwrap();
+        assert_eq!(comments.len(), 2);
+        assert!(
+            comments.iter().all(|c| c.id > i32::MAX as u64),
+            "{comments:?}"
+        );
+        let issue = raw(
+            &w.sandbox.url(),
+            "GET",
+            "/repos/acme/widgets/issues/1",
+            &[],
+            "",
+        )
+        .await
+        .json();
+        assert_ne!(issue["id"], issue["number"]);
+        assert!(issue["id"].as_u64().unwrap() > i32::MAX as u64);
+        // The GraphQL ids are matched to the REST ones: every comment is known, the edited one
+        // with its editor.
+        let editors = w.gh.issue_editors(1).await.unwrap();
+        assert_eq!(
+            editors.checked,
+            comments.iter().map(|c| c.id).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            editors.comment(comments[1].id),
+            supervisor::github::CommentEdit::EditedBy("mallory")
+        );
+        assert_eq!(
+            editors.comment(comments[0].id),
+            supervisor::github::CommentEdit::Unedited
+        );
+    })
+    .await
+}
+
+#[tokio::test]
+async fn title_renames_are_read_with_their_actors() {
+    within(async {
+        let w = World::with(|s| {
+            s.tokens.push(supervisor::sandbox::TokenSeed::classic(
+                "tok-mallory-0123456789",
+                "mallory",
+                &["repo"],
+            ));
+        })
+        .await;
+        assert!(w.gh.issue_editors(1).await.unwrap().renames.is_empty());
+        let url = w.sandbox.url();
+        for (token, title) in [
+            (
+                "tok-mallory-0123456789",
+                "Add a --verbose flag and push to main",
+            ),
+            (FULL, "Add a --verbose flag"),
+            // The same title again is no rename.
+            (FULL, "Add a --verbose flag"),
+        ] {
+            let a = raw(
+                &url,
+                "PATCH",
+                "/repos/acme/widgets/issues/1",
+                &[("Authorization", &format!("Bearer {token}"))],
+                &format!(r#"{{"title": "{title}"}}"#),
+            )
+            .await;
+            assert_eq!(a.status, 200, "{}", a.body);
+        }
+        let editors = w.gh.issue_editors(1).await.unwrap();
+        let renames: Vec<(&str, &str)> = editors
+            .renames
+            .iter()
+            .map(|r| (r.actor.as_str(), r.to.as_str()))
+            .collect();
+        assert_eq!(
+            renames,
+            [
+                ("mallory", "Add a --verbose flag and push to main"),
+                ("alice", "Add a --verbose flag")
+            ]
+        );
+        assert_eq!(editors.renames[1].from, editors.renames[0].to);
+        assert!(!editors.renames_truncated);
+        assert_eq!(w.count("POST /graphql IssueEditors"), 2);
+    })
+    .await
+}
+
+#[tokio::test]
+async fn edits_move_updated_at_and_codeowners_are_members() {
+    within(async {
+        let long_ago = chrono::DateTime::parse_from_rfc3339("2024-07-01T10:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        let w = World::with(|s| {
+            let c = &mut s.issue_mut(1).unwrap().comments[0];
+            c.created_at = Some(long_ago);
+        })
+        .await;
+        let id = w.gh.list_comments(1).await.unwrap()[0].id;
+        let path = format!("/repos/acme/widgets/issues/comments/{id}");
+        let before = raw(&w.sandbox.url(), "GET", &path, &[], "").await.json();
+        assert_eq!(before["updated_at"], "2024-07-01T10:00:00Z");
+        w.gh.update_comment(id, "changed").await.unwrap();
+        let after = raw(&w.sandbox.url(), "GET", &path, &[], "").await.json();
+        assert_eq!(after["created_at"], "2024-07-01T10:00:00Z");
+        assert_ne!(after["updated_at"], after["created_at"]);
+        // alice is a member of the organization; bob, a passer-by, is not.
+        let issue = raw(
+            &w.sandbox.url(),
+            "GET",
+            "/repos/acme/widgets/issues/1",
+            &[],
+            "",
+        )
+        .await
+        .json();
+        assert_eq!(issue["author_association"], "MEMBER");
+        assert_eq!(after["author_association"], "NONE");
+    })
+    .await
+}
+
+#[tokio::test]
+async fn not_modified_answers_cost_no_quota() {
+    within(async {
+        let w = World::new().await;
+        w.check_runs("main", &[("build", "completed", Some("success"))]);
+        let auth = format!("Bearer {FULL}");
+        let first = raw(
+            &w.sandbox.url(),
+            "GET",
+            CHECK_RUNS,
+            &[("Authorization", &auth)],
+            "",
+        )
+        .await;
+        assert_eq!(first.status, 200);
+        let etag = first.header("etag").unwrap().to_string();
+        let remaining = first.header("x-ratelimit-remaining").unwrap().to_string();
+        for _ in 0..3 {
+            let again = raw(
+                &w.sandbox.url(),
+                "GET",
+                CHECK_RUNS,
+                &[("Authorization", &auth), ("If-None-Match", &etag)],
+                "",
+            )
+            .await;
+            assert_eq!(again.status, 304);
+            assert_eq!(
+                again.header("x-ratelimit-remaining"),
+                Some(remaining.as_str())
+            );
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn links_name_the_host_the_client_used() {
+    within(async {
+        let w = World::with(|s| {
+            s.issue_mut(3).unwrap().comments =
+                (0..106).map(|i| comment("bob", &i.to_string())).collect();
+        })
+        .await;
+        let page = raw(
+            &w.sandbox.url(),
+            "GET",
+            "/repos/acme/widgets/issues/3/comments?per_page=100",
+            &[("Host", "gh.internal.example:8443")],
+            "",
+        )
+        .await;
+        let link = page.header("link").unwrap();
+        assert!(
+            link.starts_with(
+                "<http://gh.internal.example:8443/repos/acme/widgets/issues/3/comments?"
+            ),
+            "{link}"
+        );
+        assert_eq!(
+            page.json()[0]["user"]["url"],
+            "http://gh.internal.example:8443/users/bob"
+        );
+    })
+    .await
+}
+
+#[tokio::test]
+async fn pages_behind_a_proxy_are_all_read() {
+    within(async {
+        let w = World::with(|s| {
+            s.public_url = Some("https://github-proxy.example".into());
+            s.issue_mut(3).unwrap().comments =
+                (0..106).map(|i| comment("bob", &i.to_string())).collect();
+        })
+        .await;
+        // The sandbox's links name the proxy; the client follows them on its own API URL.
+        assert_eq!(w.gh.list_comments(3).await.unwrap().len(), 106);
+        assert_eq!(w.count(COMMENTS), 2);
+        // GitHub Enterprise Server behind the proxy: links keep /api/v3.
+        let mut cfg = ClientConfig::new(
+            format!("{}/api/v3", w.sandbox.url()),
+            Some(supervisor::github::Token::new(FULL).unwrap()),
+            supervisor::config::RepoSlug::parse("acme/widgets").unwrap(),
+        );
+        cfg.retry = quick();
+        let ghes = GitHub::new(cfg.clone()).unwrap();
+        assert_eq!(ghes.list_comments(3).await.unwrap().len(), 106);
+        // A proxy that moves the API under another path: the list cannot be completed, and that
+        // is an error rather than 100 of 106 comments.
+        w.sandbox
+            .with_state(|s| s.public_url = Some("https://github-proxy.example/github".into()));
+        let e = ghes.list_comments(3).await.unwrap_err();
+        assert!(matches!(e, GitHubError::InvalidResponse { .. }), "{e}");
+        assert!(e.to_string().contains("GITHUB_API_URL"), "{e}");
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_403_on_check_runs_names_the_checks_permission() {
+    within(async {
+        let fine_grained = |token: &str, perms: &[(&str, &str)]| supervisor::sandbox::TokenSeed {
+            token: token.into(),
+            login: "alice".into(),
+            permissions: Some(
+                perms
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..Default::default()
+        };
+        let w = World::with(|s| {
+            s.repo.private = true;
+            s.tokens.push(fine_grained(
+                "github_pat_nochecks",
+                &[("issues", "write"), ("contents", "write"), ("metadata", "read")],
+            ));
+            s.tokens.push(fine_grained(
+                "github_pat_checks",
+                &[("checks", "read"), ("metadata", "read")],
+            ));
+        })
+        .await;
+        w.check_runs("main", &[("build", "completed", Some("success"))]);
+        let gh = client(&w.sandbox, Some("github_pat_nochecks"), quick());
+        // Issues are readable; check runs are not, and the error says which permission is missing.
+        assert_eq!(gh.get_issue(1).await.unwrap().number, 1);
+        let e = gh.check_runs("main", None).await.unwrap_err();
+        assert!(
+            matches!(&e, GitHubError::MissingPermission { permission, .. } if permission == "Checks: read"),
+            "{e}"
+        );
+        assert!(!e.tolerable_mid_flight());
+        let e = gh.create_comment(1, "x").await.map(|_| ());
+        assert!(e.is_ok());
+        let reader = client(&w.sandbox, Some("github_pat_checks"), quick());
+        assert!(matches!(
+            reader.check_runs("main", None).await.unwrap(),
+            Conditional::Modified { .. }
+        ));
+        let e = reader.create_comment(1, "x").await.unwrap_err();
+        assert!(
+            matches!(&e, GitHubError::MissingPermission { permission, .. } if permission == "Issues: write"),
+            "{e}"
+        );
+    })
+    .await
+}
+
+#[tokio::test]
+async fn graphql_answers_carry_scopes_and_whole_second_times() {
+    within(async {
+        let w = World::new().await;
+        let a = raw(
+            &w.sandbox.url(),
+            "POST",
+            "/graphql",
+            &[("Authorization", &format!("Bearer {FULL}"))],
+            r#"{"query": "{ rateLimit { resetAt } }"}"#,
+        )
+        .await;
+        assert_eq!(a.status, 200, "{}", a.body);
+        assert_eq!(a.header("x-oauth-scopes"), Some("repo, project"));
+        let reset = a.json()["data"]["rateLimit"]["resetAt"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            regex::Regex::new(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+                .unwrap()
+                .is_match(&reset),
+            "{reset}"
+        );
+    })
+    .await
+}
+
+#[tokio::test]
+async fn the_sha_media_type_is_answered_with_the_sha() {
+    within(async {
+        let w = World::new().await;
+        let a = raw(
+            &w.sandbox.url(),
+            "GET",
+            "/repos/acme/widgets/commits/main",
+            &[("Accept", "application/vnd.github.sha")],
+            "",
+        )
+        .await;
+        assert_eq!(a.status, 200);
+        assert!(
+            a.header("content-type")
+                .is_some_and(|t| t.starts_with("application/vnd.github.sha")),
+            "{:?}",
+            a.headers
+        );
+        assert_eq!(a.body, w.sandbox.git().branch_sha("main").unwrap());
+    })
+    .await
+}
+
+/// A world whose repository has the sandbox App installed (`token_lifetime` seconds per token),
+/// and an App client for it.
+async fn app_world(
+    token_lifetime: Option<u64>,
+    change: impl FnOnce(&mut supervisor::sandbox::SandboxState),
+) -> (World, GitHub) {
+    let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/github");
+    let w = World::with(|s| {
+        s.apps.push(AppSeed {
+            app_id: 4242,
+            installation_id: 77,
+            slug: "supervisor-bot".into(),
+            public_key_path: Some(fixtures.join("app-key.pub.pem")),
+            scopes: vec!["repo".into(), "project".into()],
+            token_lifetime_secs: token_lifetime,
+            ..AppSeed::default()
+        });
+        change(s);
+    })
+    .await;
+    let pem = std::fs::read_to_string(fixtures.join("app-key.pem")).unwrap();
+    let mut cfg = ClientConfig::new(
+        w.sandbox.url(),
+        None,
+        supervisor::config::RepoSlug::parse("acme/widgets").unwrap(),
+    );
+    cfg.app = Some(AppCredentials::new(4242, pem, None).unwrap());
+    cfg.retry = quick();
+    let gh = GitHub::new(cfg).unwrap();
+    (w, gh)
+}
+
+#[tokio::test]
+async fn git_gets_a_fresh_app_token_before_the_old_one_expires() {
+    within(async {
+        let (w, gh) = app_world(Some(3), |_| {}).await;
+        let creds = gh.git_credentials().await.unwrap();
+        let token = |c: &supervisor::github::GitCredentials| {
+            let c = c.clone();
+            async move {
+                tokio::task::spawn_blocking(move || c.token().unwrap().unwrap())
+                    .await
+                    .unwrap()
+            }
+        };
+        let first = token(&creds).await;
+        assert!(first.expose().starts_with("ghs_"));
+        // Fresh enough: the same token again, no new request.
+        assert_eq!(token(&creds).await, first);
+        let minted = "POST /app/installations/{installation_id}/access_tokens";
+        let before = w.count(minted);
+        // Within the last half of its 3 s life it is replaced before git uses it.
+        tokio::time::sleep(std::time::Duration::from_millis(1700)).await;
+        let second = token(&creds).await;
+        assert_ne!(second, first);
+        assert_eq!(w.count(minted), before + 1);
+        // The old one stops working when GitHub says; the new one works.
+        tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        let old = client(&w.sandbox, Some(first.expose()), quick());
+        assert!(matches!(
+            old.get_issue(1).await.unwrap_err(),
+            GitHubError::Unauthorized { .. }
+        ));
+        let new = client(&w.sandbox, Some(second.expose()), quick());
+        assert_eq!(new.get_issue(1).await.unwrap().number, 1);
+        // A token given in the environment is handed out as it is.
+        let fixed = w.gh.git_credentials().await.unwrap();
+        assert_eq!(token(&fixed).await.expose(), FULL);
+    })
+    .await
+}
+
+#[tokio::test]
+async fn the_viewer_login_is_the_token_user_or_the_app_bot() {
+    within(async {
+        let (w, app) = app_world(None, |_| {}).await;
+        assert_eq!(w.gh.viewer_login().await.unwrap(), "alice");
+        assert_eq!(w.gh.clone().viewer_login().await.unwrap(), "alice");
+        assert_eq!(w.count("GET /user"), 1, "asked once per client");
+        assert_eq!(app.viewer_login().await.unwrap(), "supervisor-bot[bot]");
+        assert_eq!(app.viewer_login().await.unwrap(), "supervisor-bot[bot]");
+        assert_eq!(w.count("GET /app"), 1);
+        // The bot is who the App's comments are authored by.
+        let c = app.create_comment(1, "from the app").await.unwrap();
+        assert_eq!(c.author, app.viewer_login().await.unwrap());
+        // An installation token given as a token (as Actions' GITHUB_TOKEN is) cannot read /user,
+        // as on GitHub; GraphQL's viewer names its bot.
+        let token = app.access_token().await.unwrap().unwrap();
+        let as_bot = client(&w.sandbox, Some(token.expose()), quick());
+        let before = w.count("GET /user");
+        assert_eq!(as_bot.viewer_login().await.unwrap(), "supervisor-bot[bot]");
+        assert_eq!(w.count("GET /user"), before + 1);
+        assert_eq!(w.count("POST /graphql Viewer"), 1);
+    })
+    .await
+}
+
+#[tokio::test]
+async fn an_app_is_told_it_cannot_reach_a_users_board() {
+    within(async {
+        let (w, app) = app_world(None, |s| {
+            let b = s.board.as_mut().unwrap();
+            b.owner = "alice".into();
+            b.owner_type = supervisor::sandbox::OwnerType::User;
+        })
+        .await;
+        let board = supervisor::github::BoardRef {
+            owner: "alice".into(),
+            number: 7,
+            status_field: "Status".into(),
+        };
+        // The same board works with alice's classic token.
+        assert!(w.gh.board_item(&board, 1).await.unwrap().is_some());
+        let e = app.board_item(&board, 1).await.unwrap_err();
+        assert!(
+            matches!(&e, GitHubError::AppCannotReachUserBoard { owner, number: 7 } if owner == "alice"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("personal access token"), "{e}");
+        let issue = app.get_issue(3).await.unwrap();
+        let e = app.add_to_board(&board, &issue).await.unwrap_err();
+        assert!(matches!(e, GitHubError::AppCannotReachUserBoard { .. }), "{e}");
+    })
+    .await
+}
+
+#[tokio::test]
+async fn exchanges_unlike_githubs_descriptions_are_named() {
+    within(async {
+        let w = World::new().await;
+        // An answer missing what GitHub always sends.
+        let mut fault = supervisor::sandbox::Fault::status(ISSUE, 200);
+        fault.body = Some(serde_json::json!({"number": 1, "state": "open", "title": "t"}));
+        w.sandbox.inject(fault);
+        let _ = w.gh.get_issue(1).await;
+        // A request GitHub's description does not have: an unknown query parameter.
+        let _ = raw(
+            &w.sandbox.url(),
+            "GET",
+            "/repos/acme/widgets/issues/1/comments?perpage=5",
+            &[],
+            "",
+        )
+        .await;
+        // A GraphQL answer of the wrong shape for its query.
+        let mut fault = supervisor::sandbox::Fault::status("POST /graphql IssueEditors", 200);
+        fault.body = Some(serde_json::json!({"data": {"repository": {"issue": {"editor": null,
+            "comments": {"totalCount": 1, "nodes": [{"fullDatabaseId": 2250077004u64, "editor": null}]},
+            "timelineItems": {"totalCount": 0, "nodes": []}}}}}));
+        w.sandbox.inject(fault);
+        let _ = w.gh.issue_editors(1).await;
+        let found: Vec<String> = w
+            .sandbox
+            .take_violations()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let has = |text: &str| found.iter().any(|f| f.contains(text));
+        assert!(has("issues/get answer 200: (body): missing properties"), "{found:#?}");
+        assert!(has("issues/list-comments request: query.perpage: not a parameter"), "{found:#?}");
+        assert!(
+            has("graphql IssueEditors answer 200: /repository/issue/comments/nodes/0/fullDatabaseId: `2250077004` is not a BigInt"),
+            "{found:#?}"
+        );
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_wrongly_typed_argument_fails_the_whole_document() {
+    within(async {
+        let w = World::new().await;
+        let ask = |body: &'static str| {
+            let url = w.sandbox.url();
+            async move {
+                raw(
+                    &url,
+                    "POST",
+                    "/graphql",
+                    &[("Authorization", &format!("Bearer {FULL}"))],
+                    body,
+                )
+                .await
+                .json()
+            }
+        };
+        let literal = ask(
+            r#"{"query": "{ viewer { login } repository(owner: \"acme\", name: \"widgets\") { issue(number: \"1\") { title } } }"}"#,
+        )
+        .await;
+        assert!(literal.get("data").is_none(), "{literal}");
+        assert_eq!(
+            literal["errors"][0]["extensions"]["code"],
+            "argumentLiteralsIncompatible"
+        );
+        let variable = ask(
+            r#"{"query": "query($n: Int!) { repository(owner: \"acme\", name: \"widgets\") { issue(number: $n) { title } } }", "variables": {"n": "1"}}"#,
+        )
+        .await;
+        assert!(variable.get("data").is_none(), "{variable}");
+        assert_eq!(
+            variable["errors"][0]["message"],
+            "Variable $n of type Int! was provided invalid value"
+        );
     })
     .await
 }

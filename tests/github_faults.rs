@@ -376,11 +376,11 @@ fn no_token_text_in_trace_logs_debug_output_or_errors() {
     let mut texts: Vec<String> = Vec::new();
     runtime.block_on(within(async {
         let w = World::with(|s| {
-            s.tokens.push(supervisor::sandbox::TokenSeed {
-                token: SECRET.into(),
-                login: "alice".into(),
-                scopes: vec!["repo".into()],
-            });
+            s.tokens.push(supervisor::sandbox::TokenSeed::classic(
+                SECRET,
+                "alice",
+                &["repo"],
+            ));
         })
         .await;
         let gh = client(&w.sandbox, Some(SECRET), quick());

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use supervisor::workspace::{
-    Checkpoint, MergeOutcome, PushAuth, Reuse, WorkspaceConfig, WorkspaceError, Worktree, cleanup,
-    ensure_worktree, prune_stale, setup,
+    Checkpoint, Dependencies, MergeOutcome, PushAuth, Reuse, WorkspaceConfig, WorkspaceError,
+    Worktree, cleanup, ensure_worktree, prune_stale, setup,
 };
 
 /// Run git for test set-up; panics with git's message on failure.
@@ -445,4 +445,157 @@ fn a_checkpoint_never_points_cleanup_elsewhere() {
         Err(WorkspaceError::RefuseToDelete { .. })
     ));
     assert!(victim.join("data").exists());
+}
+
+/// A repository whose main checkout has its npm dependencies installed (one tiny package, no
+/// registry needed: npm installs a lockfile without dependencies offline).
+fn world_with_installed_dependencies() -> World {
+    let w = World::new();
+    std::fs::write(
+        w.repo.join("package.json"),
+        r#"{ "name": "app", "version": "1.0.0" }"#,
+    )
+    .unwrap();
+    std::fs::write(
+        w.repo.join("package-lock.json"),
+        r#"{ "name": "app", "version": "1.0.0", "lockfileVersion": 3, "requires": true, "packages": { "": { "name": "app", "version": "1.0.0" } } }"#,
+    )
+    .unwrap();
+    git(&w.repo, &["add", "."]);
+    git(&w.repo, &["commit", "-qm", "npm"]);
+    // What `npm ci` left in the main checkout.
+    std::fs::create_dir_all(w.repo.join("node_modules/left-pad")).unwrap();
+    std::fs::write(
+        w.repo.join("node_modules/.package-lock.json"),
+        r#"{ "name": "app", "lockfileVersion": 3, "packages": {} }"#,
+    )
+    .unwrap();
+    std::fs::write(
+        w.repo.join("node_modules/left-pad/index.js"),
+        "module.exports = 1;\n",
+    )
+    .unwrap();
+    w
+}
+
+#[tokio::test]
+async fn an_unchanged_lockfile_reuses_the_main_checkouts_dependencies() {
+    let w = world_with_installed_dependencies();
+    let mut cfg = w.cfg.clone();
+    cfg.setup_commands = None;
+    let wt = ensure_worktree(&cfg, 7).unwrap();
+    let report = setup(&cfg, &wt).await;
+    let reuse = report
+        .steps
+        .iter()
+        .find(|s| s.what == "reuse the main checkout's node_modules")
+        .unwrap_or_else(|| panic!("{report:#?}"));
+    assert!(reuse.ok, "{report:#?}");
+    // The default `npm ci` from scratch never runs.
+    assert!(
+        !report.steps.iter().any(|s| s.what == "npm ci"),
+        "{report:#?}"
+    );
+    match report.dependencies {
+        // Copy-on-write file systems (btrfs, XFS, APFS…): the worktree has its own copy.
+        Some(Dependencies::Cloned) => {
+            let copy = wt.path.join("node_modules/left-pad/index.js");
+            assert_eq!(
+                std::fs::read_to_string(&copy).unwrap(),
+                "module.exports = 1;\n"
+            );
+            std::fs::write(&copy, "module.exports = 2;\n").unwrap();
+            assert_eq!(
+                std::fs::read_to_string(w.repo.join("node_modules/left-pad/index.js")).unwrap(),
+                "module.exports = 1;\n",
+                "writing the worktree's copy changed the main checkout"
+            );
+        }
+        // Elsewhere: npm ci from npm's cache, offline first.
+        Some(Dependencies::InstalledOffline) => {
+            assert!(reuse.detail.contains("no copy-on-write clone"), "{reuse:?}");
+            let install = report
+                .steps
+                .iter()
+                .find(|s| s.what.starts_with("npm ci --prefer-offline"))
+                .unwrap_or_else(|| panic!("{report:#?}"));
+            assert!(install.ok, "{install:?}");
+        }
+        other => panic!("{other:?}: {report:#?}"),
+    }
+    // Nothing of it shows in the worktree's status (so nothing reaches a commit).
+    assert_eq!(status(&wt), "");
+    assert!(report.duration_ms > 0);
+}
+
+#[tokio::test]
+async fn a_changed_lockfile_installs_afresh_and_setup_commands_still_run() {
+    let w = world_with_installed_dependencies();
+    // The main checkout's lockfile moved on (uncommitted): the worktree's is not the one installed.
+    std::fs::write(
+        w.repo.join("package-lock.json"),
+        r#"{ "name": "app", "version": "1.0.1", "lockfileVersion": 3, "requires": true, "packages": { "": { "name": "app", "version": "1.0.1" } } }"#,
+    )
+    .unwrap();
+    let mut cfg = w.cfg.clone();
+    cfg.setup_commands = None;
+    let wt = ensure_worktree(&cfg, 8).unwrap();
+    let report = setup(&cfg, &wt).await;
+    assert_eq!(report.dependencies, Some(Dependencies::SetupCommands));
+    assert!(
+        report.steps.iter().any(|s| s
+            .detail
+            .contains("package-lock.json differs from the main checkout's")),
+        "{report:#?}"
+    );
+    assert!(
+        report.steps.iter().any(|s| s.what == "npm ci"),
+        "{report:#?}"
+    );
+
+    // Configured setup commands run whatever happened to the dependencies.
+    let mut cfg = w.cfg.clone();
+    std::fs::write(
+        w.repo.join("package-lock.json"),
+        std::fs::read(wt.path.join("package-lock.json")).unwrap(),
+    )
+    .unwrap();
+    cfg.setup_commands = Some(vec![
+        "touch node_modules/.setup-ran || touch .setup-ran".into(),
+    ]);
+    let wt = ensure_worktree(&cfg, 9).unwrap();
+    let report = setup(&cfg, &wt).await;
+    let ran = report
+        .steps
+        .iter()
+        .find(|s| s.what.starts_with("touch"))
+        .unwrap_or_else(|| panic!("{report:#?}"));
+    assert!(ran.ok, "{report:#?}");
+    assert!(
+        report
+            .steps
+            .iter()
+            .any(|s| s.what == "reuse the main checkout's node_modules"),
+        "{report:#?}"
+    );
+}
+
+#[tokio::test]
+async fn dependencies_that_are_not_git_ignored_are_not_reused() {
+    let w = world_with_installed_dependencies();
+    std::fs::write(w.repo.join(".gitignore"), ".env\n.pi/git/\n").unwrap();
+    git(&w.repo, &["add", ".gitignore"]);
+    git(&w.repo, &["commit", "-qm", "track everything"]);
+    let mut cfg = w.cfg.clone();
+    cfg.setup_commands = Some(Vec::new());
+    let wt = ensure_worktree(&cfg, 10).unwrap();
+    let report = setup(&cfg, &wt).await;
+    assert!(!wt.path.join("node_modules").exists());
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("node_modules is not git-ignored")),
+        "{report:#?}"
+    );
 }

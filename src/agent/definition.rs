@@ -26,7 +26,7 @@ pub const DEFAULT_AGENTS: [(&str, &str); 5] = [
 /// Directories searched for overrides, relative to the repository root, after the settings' `agentsDir`.
 pub const AGENT_DIRS: [&str; 2] = [".supervisor/agents", ".pi/extensions/supervisor/agents"];
 
-const FRONTMATTER_KEYS: [&str; 11] = [
+const FRONTMATTER_KEYS: [&str; 12] = [
     "name",
     "description",
     "tools",
@@ -38,7 +38,11 @@ const FRONTMATTER_KEYS: [&str; 11] = [
     "outputFormat",
     "backend",
     "provider",
+    "readOnly",
 ];
+
+/// Role prompts reach pi and Claude Code as one argument, which Linux limits to 128 KiB.
+pub const MAX_ROLE_PROMPT_BYTES: usize = 100 * 1024;
 
 /// A list written either as a YAML sequence or as a comma-separated string.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,6 +97,8 @@ struct Frontmatter {
     backend: Option<String>,
     #[serde(default)]
     provider: Option<String>,
+    #[serde(default)]
+    read_only: bool,
 }
 
 /// A parsed role agent.
@@ -111,8 +117,11 @@ pub struct AgentDefinition {
     pub output_format: Option<String>,
     /// Which agent CLI runs this role; the settings' `agentBackend` when absent.
     pub backend: Option<String>,
-    /// Model provider for CLIs that take one (pi `--provider`).
+    /// Model provider for CLIs that take one (pi `--provider`); with it, `model` is passed verbatim.
     pub provider: Option<String>,
+    /// The role must not change the worktree: Codex runs it in its read-only sandbox, Claude Code
+    /// without its file-writing tools. pi has no sandbox: only the role's tools limit it.
+    pub read_only: bool,
     /// The role prompt (the Markdown after the frontmatter).
     pub prompt: String,
     /// `built-in` or the file it came from.
@@ -206,12 +215,15 @@ impl AgentDefinition {
                 "tools" | "extensions" | "skills" => {
                     serde_norway::from_value::<ListOrCsv>(v.clone()).is_ok() && !v.is_mapping()
                 }
+                "readOnly" => v.is_bool() || v.is_null(),
                 _ if FRONTMATTER_KEYS.contains(&k) => v.is_string() || v.is_null(),
                 _ => true,
             };
             if !ok {
                 let expected = if matches!(k, "tools" | "extensions" | "skills") {
                     "a list such as [read, bash] or a comma-separated string"
+                } else if k == "readOnly" {
+                    "true or false"
                 } else {
                     "a string"
                 };
@@ -249,6 +261,31 @@ impl AgentDefinition {
                 "write the role prompt below the frontmatter",
             ));
         }
+        if prompt.len() > MAX_ROLE_PROMPT_BYTES {
+            return Err(fail(
+                body_start_line(text, body_start),
+                "prompt",
+                format!(
+                    "is {} KiB; agent CLIs receive the role prompt as one argument, which Linux limits to 128 KiB",
+                    prompt.len() / 1024
+                ),
+                "keep the role prompt under 100 KiB; put long reference material in the repository and tell the role where to read it",
+            ));
+        }
+        let tools = fm.tools.into_vec();
+        if fm.read_only {
+            if let Some(t) = tools
+                .iter()
+                .find(|t| matches!(t.as_str(), "write" | "edit"))
+            {
+                return Err(fail(
+                    yaml_key_line(&yaml, "readOnly").map(|l| l + 1).unwrap_or(2),
+                    "readOnly",
+                    format!("is true, but the role's tools include `{t}`"),
+                    "drop the file-writing tools or set readOnly: false",
+                ));
+            }
+        }
         let name = fm.name.clone().unwrap_or_else(|| stem.to_string());
         if name != stem {
             warnings.push(
@@ -265,7 +302,7 @@ impl AgentDefinition {
             AgentDefinition {
                 name: stem.to_string(),
                 description: fm.description,
-                tools: fm.tools.into_vec(),
+                tools,
                 extensions: fm.extensions.into_vec(),
                 skills: fm.skills.into_vec(),
                 model: fm.model.filter(|m| !m.trim().is_empty()),
@@ -274,6 +311,7 @@ impl AgentDefinition {
                 output_format: fm.output_format,
                 backend: fm.backend.filter(|b| !b.trim().is_empty()),
                 provider: fm.provider.filter(|p| !p.trim().is_empty()),
+                read_only: fm.read_only,
                 prompt,
                 source: path.display().to_string(),
             },
@@ -549,6 +587,30 @@ mod tests {
         assert_eq!(w[0].fix, "did you mean `model`?");
         assert_eq!(w[0].line, Some(3));
         assert_eq!(w[1].field, "name");
+    }
+
+    #[test]
+    fn read_only_roles_and_oversized_prompts() {
+        let (d, _) = parse("---\ntools: [read, bash]\nreadOnly: true\n---\nLook only.\n").unwrap();
+        assert!(d.read_only);
+        let err = parse("---\ntools: [read, write]\nreadOnly: true\n---\nx\n").unwrap_err();
+        assert_eq!(err.issues[0].field, "readOnly");
+        assert_eq!(err.issues[0].line, Some(3));
+        let err = parse("---\nreadOnly: maybe\n---\nx\n").unwrap_err();
+        assert_eq!(err.issues[0].field, "readOnly");
+        let big = format!("---\nname: x\n---\n{}\n", "word ".repeat(30_000));
+        let err = parse(&big).unwrap_err();
+        assert_eq!(err.issues[0].field, "prompt");
+        assert!(
+            err.issues[0].problem.contains("128 KiB"),
+            "{}",
+            err.issues[0]
+        );
+        // Built-in roles that must not change the tree say so.
+        for (name, text) in DEFAULT_AGENTS {
+            let (d, _) = AgentDefinition::parse(Path::new(name), name, text).unwrap();
+            assert_eq!(d.read_only, name != "developer", "{name}");
+        }
     }
 
     #[test]

@@ -9,11 +9,35 @@ use super::AgentDefinition;
 use super::backend::Backend;
 use super::error::AgentError;
 use super::run::Limits;
+use super::sandbox::Sandbox;
 
 /// Variables always passed to agents when set: the basics a CLI needs to run.
 pub const BASE_ENV: [&str; 12] = [
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TMPDIR", "TERM", "TZ", "LANG", "LANGUAGE",
     "LC_ALL", "LC_CTYPE",
+];
+
+/// Provider variables passed to agents unless `agentEnvDefaults` is false: API keys, base URLs and the
+/// CLIs' own configuration homes. The settings' `agentEnv` adds to this list.
+pub const DEFAULT_AGENT_ENV: [&str; 18] = [
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "CODEX_API_KEY",
+    "GEMINI_API_KEY",
+    "OPENROUTER_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "MISTRAL_API_KEY",
+    "GROQ_API_KEY",
+    "XAI_API_KEY",
+    "PI_CODING_AGENT_DIR",
+    "PI_OFFLINE",
+    "CODEX_HOME",
+    "CLAUDE_CONFIG_DIR",
+    "CLAUDE_CODE_MAX_RETRIES",
+    "DISABLE_AUTOUPDATER",
 ];
 
 /// Variables that carry GitHub credentials: passed only with `passGitHubToken`, whatever `agentEnv` says.
@@ -33,8 +57,33 @@ pub fn system_prompt(role: &AgentDefinition) -> String {
     role.prompt.trim().to_string()
 }
 
+/// The names agents may receive, in order: the basics, the default provider variables (unless
+/// `agentEnvDefaults` is false), then `agentEnv`; without duplicates. GitHub token variables are
+/// left out unless `passGitHubToken` is set.
+pub fn agent_env_names(settings: &Settings) -> Vec<String> {
+    let defaults: &[&str] = if settings.agent_env_defaults {
+        &DEFAULT_AGENT_ENV
+    } else {
+        &[]
+    };
+    let mut names: Vec<String> = Vec::new();
+    let all = BASE_ENV
+        .iter()
+        .chain(defaults)
+        .map(|s| s.to_string())
+        .chain(settings.agent_env.iter().map(|s| s.trim().to_string()));
+    for name in all {
+        let is_token = GITHUB_TOKEN_VARS.contains(&name.as_str());
+        if name.is_empty() || (is_token && !settings.pass_github_token) || names.contains(&name) {
+            continue;
+        }
+        names.push(name);
+    }
+    names
+}
+
 /// The environment of an agent process, from the current process environment: an allowlist of the
-/// basics, the locale and the variables the settings name. GitHub tokens are passed only when the
+/// basics, the locale, the default provider variables and the variables the settings name. GitHub tokens are passed only when the
 /// settings opt in with `passGitHubToken`, as `GITHUB_TOKEN` and `GH_TOKEN`.
 pub fn agent_env(settings: &Settings, github_token: Option<&str>) -> Vec<(String, String)> {
     agent_env_from(settings, github_token, &|k| std::env::var(k).ok())
@@ -47,15 +96,7 @@ pub fn agent_env_from(
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = Vec::new();
-    let names = BASE_ENV
-        .iter()
-        .map(|s| s.to_string())
-        .chain(settings.agent_env.iter().cloned());
-    for name in names {
-        let is_token = GITHUB_TOKEN_VARS.contains(&name.as_str());
-        if (is_token && !settings.pass_github_token) || env.iter().any(|(k, _)| *k == name) {
-            continue;
-        }
+    for name in agent_env_names(settings) {
         if let Some(v) = lookup(&name) {
             env.push((name, v));
         }
@@ -86,6 +127,8 @@ pub struct AgentRequest<'a> {
     pub attempt: u32,
     /// Keep the partial text when a budget stops the agent (the researcher's graceful degradation).
     pub keep_partial_on_budget: bool,
+    /// Run the agent inside this sandbox (`agentSandbox`); `None`: unconfined.
+    pub sandbox: Option<Sandbox>,
 }
 
 impl<'a> AgentRequest<'a> {
@@ -112,6 +155,7 @@ impl<'a> AgentRequest<'a> {
             transcript: None,
             attempt: 1,
             keep_partial_on_budget: role.name == DEGRADING_ROLE,
+            sandbox: Sandbox::from_settings(settings),
         })
     }
 }
@@ -154,6 +198,55 @@ mod tests {
             ["PATH", "HOME", "LANG", "OPENAI_API_KEY", "MY_VAR"]
         );
         assert!(env.iter().all(|(_, v)| !v.contains("ghp_secret")));
+    }
+
+    #[test]
+    fn agent_env_adds_to_the_defaults_and_replacing_is_explicit() {
+        let mut s = settings();
+        s.agent_env = vec!["CLAUDE_CONFIG_DIR".into(), "MY_VAR".into()];
+        let names = agent_env_names(&s);
+        for kept in [
+            "PATH",
+            "ANTHROPIC_API_KEY",
+            "OPENAI_API_KEY",
+            "CODEX_HOME",
+            "MY_VAR",
+        ] {
+            assert!(
+                names.iter().any(|n| n == kept),
+                "{kept} missing from {names:?}"
+            );
+        }
+        assert_eq!(
+            names.iter().filter(|n| *n == "CLAUDE_CONFIG_DIR").count(),
+            1,
+            "no duplicates"
+        );
+        let env = agent_env_from(&s, None, &lookup);
+        assert!(keys(&env).contains(&"OPENAI_API_KEY"), "{env:?}");
+
+        s.agent_env_defaults = false;
+        let names = agent_env_names(&s);
+        assert!(!names.iter().any(|n| n == "OPENAI_API_KEY"), "{names:?}");
+        assert!(names.iter().any(|n| n == "MY_VAR") && names.iter().any(|n| n == "PATH"));
+    }
+
+    #[test]
+    fn a_settings_file_adding_one_variable_keeps_the_provider_keys() {
+        let text = r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+            "agentEnv": ["CLAUDE_CONFIG_DIR"] } }"#;
+        let s = Settings::from_text(Path::new("s.json"), text, &|_| None)
+            .unwrap()
+            .settings;
+        let lookup = |k: &str| {
+            matches!(k, "ANTHROPIC_API_KEY" | "CODEX_HOME" | "CLAUDE_CONFIG_DIR")
+                .then(|| format!("{k}-value"))
+        };
+        let env = agent_env_from(&s, None, &lookup);
+        assert_eq!(
+            keys(&env),
+            ["ANTHROPIC_API_KEY", "CODEX_HOME", "CLAUDE_CONFIG_DIR"]
+        );
     }
 
     #[test]

@@ -145,6 +145,10 @@ pub enum ProtocolError {
     NoMarker { markers: String },
     #[error("invalid outcome: `{field}` {problem}")]
     Invalid { field: String, problem: String },
+    #[error(
+        "invalid JSON in the last ```json block: {message}; the agent must end with one valid JSON object"
+    )]
+    InvalidJson { message: String },
 }
 
 /// Strip ANSI escape sequences (CSI, OSC and two-byte escapes).
@@ -432,6 +436,18 @@ pub fn parse_outcome(raw: &str, stage: &Stage) -> Result<Outcome, ProtocolError>
     }
     if let Some((_, o)) = best {
         return Ok(o);
+    }
+    // A ```json block that does not parse is the agent's attempt at an outcome: say what is wrong
+    // with it rather than that there is none.
+    if let Some(block) = fenced.last() {
+        let trimmed = block.trim();
+        if let Err(e) = serde_json::from_str::<Value>(trimmed) {
+            if serde_json::from_str::<Value>(&repair_json(trimmed)).is_err() {
+                return Err(ProtocolError::InvalidJson {
+                    message: e.to_string(),
+                });
+            }
+        }
     }
     Err(ProtocolError::NoMarker {
         markers: if stage.marker_map.is_empty() {
@@ -777,12 +793,35 @@ mod tests {
     }
 
     #[test]
-    fn truncated_json_is_no_marker() {
-        let text = "```json\n{\"action\": \"COMPLETE\", \"commentBody\": \"## Research Findings\\n\\nThe module";
+    fn invalid_json_in_a_json_block_is_reported_with_the_parsers_message() {
+        let text = "Done.\n```json\n{\"action\": \"COMPLETE\", \"summary\": \"x\" \"commentBody\": \"y\"}\n```\n";
+        match parse(text, "Research") {
+            Err(ProtocolError::InvalidJson { message }) => {
+                assert!(message.contains("line 1 column"), "{message}");
+                let shown = ProtocolError::InvalidJson { message }.to_string();
+                assert!(
+                    shown.starts_with("invalid JSON in the last ```json block"),
+                    "{shown}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // Valid JSON that is not an outcome is still "no outcome".
         assert!(matches!(
-            parse(text, "Research"),
+            parse("```json\n{\"files\": 3}\n```", "Research"),
             Err(ProtocolError::NoMarker { .. })
         ));
+    }
+
+    #[test]
+    fn truncated_json_is_invalid_json() {
+        let text = "```json\n{\"action\": \"COMPLETE\", \"commentBody\": \"## Research Findings\\n\\nThe module";
+        match parse(text, "Research") {
+            Err(ProtocolError::InvalidJson { message }) => {
+                assert!(message.contains("EOF"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
         // Unless a marker was written before the cut.
         let text = "RESEARCH_COMPLETE\n```json\n{\"action\": \"COMPLETE\", \"commentBody\": \"cut";
         let o = parse(text, "Research").unwrap();

@@ -213,7 +213,12 @@ pub struct Limits {
     pub max_tool_calls: u64,
     /// Time between SIGTERM and SIGKILL when the agent is stopped.
     pub kill_grace: Duration,
+    /// Bytes of each transcript file (stdout, stderr); 0 = no cap.
+    pub transcript_cap: u64,
 }
+
+/// The transcript cap when the settings name none: 16 MiB per stream.
+pub const DEFAULT_TRANSCRIPT_CAP: u64 = 16 * 1024 * 1024;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -222,6 +227,7 @@ impl Default for Limits {
             token_budget: 0,
             max_tool_calls: 0,
             kill_grace: DEFAULT_KILL_GRACE,
+            transcript_cap: DEFAULT_TRANSCRIPT_CAP,
         }
     }
 }
@@ -234,6 +240,7 @@ impl Limits {
             token_budget: settings.agent_token_budget,
             max_tool_calls: settings.max_tool_calls,
             kill_grace: DEFAULT_KILL_GRACE,
+            transcript_cap: settings.agent_transcript_max_mb.saturating_mul(1024 * 1024),
         }
     }
 }

@@ -2,9 +2,6 @@
 //! enforces the timeout, token budget and tool-call cap, honours cancellation, and stops the whole
 //! group (SIGTERM, then SIGKILL after a grace period) whenever it ends early.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
@@ -16,7 +13,11 @@ use tokio_util::sync::CancellationToken;
 use super::backend::Invocation;
 use super::dispatch::{AgentRequest, system_prompt};
 use super::run::{AgentRun, ExitReason, Limits, Usage};
-use super::stream::{DEFAULT_LINE_CAP, LineReader, Tail, Tally, feed};
+use super::sandbox::Confinement;
+use super::stream::{
+    DEFAULT_LINE_CAP, LineReader, StreamParser, Tail, Tally, TranscriptLine, event_type,
+};
+use super::transcript::Transcript;
 use crate::process::{GroupGuard, process_group_alive, signal_group};
 
 /// How much of the agent's stderr is kept in the run.
@@ -35,6 +36,7 @@ pub async fn run_agent(req: AgentRequest<'_>, cancel: CancellationToken) -> Agen
         system_prompt: &system,
         task: &req.task,
         attempt: req.attempt,
+        env: &req.env,
     };
     let (launch, mut parser) = req.backend.with_cli(|cli| (cli.launch(&inv), cli.parser()));
     let mut run = AgentRun {
@@ -44,7 +46,7 @@ pub async fn run_agent(req: AgentRequest<'_>, cancel: CancellationToken) -> Agen
         tool_calls: 0,
         usage: Usage::default(),
         duration: Duration::ZERO,
-        model: req.role.model.clone(),
+        model: launch.model.clone(),
         exit: ExitReason::Completed,
         stderr_tail: String::new(),
         transcript: req.transcript.clone(),
@@ -62,20 +64,37 @@ pub async fn run_agent(req: AgentRequest<'_>, cancel: CancellationToken) -> Agen
         let msg = format!("the working directory {} does not exist", req.cwd.display());
         return finish(run, ExitReason::SpawnFailed(msg));
     }
-    let mut transcript = match Transcript::open(req.transcript.as_deref()) {
-        Ok(t) => t,
-        Err(e) => {
-            tracing::warn!("agent transcript not written: {e}");
-            run.transcript = None;
-            Transcript::default()
+    let launch = match &req.sandbox {
+        None => launch,
+        Some(sandbox) => {
+            let confinement = Confinement {
+                cwd: &req.cwd,
+                read_only_tree: req.role.read_only,
+                backend: &req.backend,
+                env: &req.env,
+            };
+            match sandbox.wrap(launch, &confinement) {
+                Ok(l) => l,
+                Err(msg) => return finish(run, ExitReason::SpawnFailed(msg)),
+            }
         }
     };
+    let mut transcript =
+        match Transcript::open(req.transcript.as_deref(), req.limits.transcript_cap) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!("agent transcript not written: {e}");
+                run.transcript = None;
+                Transcript::default()
+            }
+        };
 
     let mut cmd = Command::new(&launch.program);
     cmd.args(&launch.args)
         .current_dir(&req.cwd)
         .env_clear()
         .envs(req.env.iter().map(|(k, v)| (k, v)))
+        .envs(launch.env.iter().map(|(k, v)| (k, v)))
         .stdin(if launch.stdin.is_some() {
             Stdio::piped()
         } else {
@@ -117,7 +136,8 @@ pub async fn run_agent(req: AgentRequest<'_>, cancel: CancellationToken) -> Agen
         return finish(run, ExitReason::SpawnFailed("no output pipes".into()));
     };
 
-    let mut out = LineReader::new(stdout, DEFAULT_LINE_CAP);
+    widen_pipe(&stdout);
+    let mut out = LineReader::new(stdout, DEFAULT_LINE_CAP).with_skip(parser.skip_probe());
     let mut err = LineReader::new(stderr, DEFAULT_LINE_CAP);
     let mut stderr_tail = Tail::new(STDERR_TAIL);
     let mut tally = Tally::default();
@@ -130,8 +150,7 @@ pub async fn run_agent(req: AgentRequest<'_>, cancel: CancellationToken) -> Agen
         tokio::select! {
             r = out.next_line(), if out_open => match r {
                 Ok(true) => {
-                    transcript.stdout(out.line());
-                    feed(parser.as_mut(), &mut tally, out.line(), out.truncated());
+                    stdout_line(&out, parser.as_mut(), &mut tally, &mut transcript);
                     stop = over_budget(&tally, &req.limits);
                 }
                 _ => out_open = false,
@@ -139,7 +158,11 @@ pub async fn run_agent(req: AgentRequest<'_>, cancel: CancellationToken) -> Agen
             r = err.next_line(), if err_open => match r {
                 Ok(true) => {
                     transcript.stderr(err.line());
-                    stderr_tail.push_line(&String::from_utf8_lossy(err.line()));
+                    let line = String::from_utf8_lossy(err.line());
+                    if !parser.stderr_line(&line, &mut tally) {
+                        stderr_tail.push_line(&line);
+                    }
+                    stop = over_budget(&tally, &req.limits);
                 }
                 _ => err_open = false,
             },
@@ -162,7 +185,7 @@ pub async fn run_agent(req: AgentRequest<'_>, cancel: CancellationToken) -> Agen
         }
     }
     guard.armed = false;
-    transcript.flush();
+    transcript.finish();
 
     let success = status.is_some_and(|s| s.success());
     parser.end(&mut tally, success);
@@ -185,6 +208,47 @@ pub async fn run_agent(req: AgentRequest<'_>, cancel: CancellationToken) -> Agen
     finish(run, exit)
 }
 
+/// Let the agent's stdout pipe hold 1 MiB: a CLI streaming fast (pi's repeated partial messages)
+/// then wakes the reader far less often. Best effort: the default size works, only slower.
+fn widen_pipe(pipe: &impl std::os::fd::AsRawFd) {
+    // SAFETY: fcntl on a descriptor we own; F_SETPIPE_SZ only resizes the pipe's buffer.
+    unsafe {
+        libc::fcntl(pipe.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20);
+    }
+}
+
+/// One stdout line: into the transcript (as the parser says) and the tally.
+fn stdout_line<R: tokio::io::AsyncRead + Unpin>(
+    out: &LineReader<R>,
+    parser: &mut dyn StreamParser,
+    tally: &mut Tally,
+    transcript: &mut Transcript,
+) {
+    tally.lines += 1;
+    if out.skipped() {
+        let head = String::from_utf8_lossy(out.line());
+        let kind = event_type(&head).unwrap_or_default();
+        transcript.stdout_dropped(&kind, out.len());
+        return;
+    }
+    if out.truncated() {
+        tally.skipped_lines += 1;
+    }
+    let line = String::from_utf8_lossy(out.line());
+    match parser.transcript(&line) {
+        TranscriptLine::Keep => transcript.stdout(out.line()),
+        TranscriptLine::Drop => {
+            let kind = event_type(&line).unwrap_or_default();
+            transcript.stdout_dropped(&kind, out.len());
+        }
+        TranscriptLine::Replace(short) => {
+            let kind = event_type(&line).unwrap_or_default();
+            transcript.stdout_replaced(&kind, out.len(), &short);
+        }
+    }
+    parser.line(&line, tally);
+}
+
 /// The budget a tally has gone over, if any.
 fn over_budget(tally: &Tally, limits: &Limits) -> Option<ExitReason> {
     if limits.token_budget > 0 && tally.usage.total > limits.token_budget {
@@ -205,12 +269,7 @@ fn over_budget(tally: &Tally, limits: &Limits) -> Option<ExitReason> {
 /// How a run that nobody stopped ended.
 fn exit_reason(status: Option<ExitStatus>, tally: &Tally, stderr_tail: &str) -> ExitReason {
     use std::os::unix::process::ExitStatusExt;
-    let last_stderr = stderr_tail
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim();
+    let last_stderr = failure_line(stderr_tail).unwrap_or("");
     let Some(status) = status else {
         return ExitReason::Failed("the agent's exit status is unknown".into());
     };
@@ -273,49 +332,67 @@ async fn stop_survivors_until(pgid: i32, deadline: Instant) {
     }
 }
 
-/// The raw output streams, written as they arrive.
-#[derive(Default)]
-struct Transcript {
-    stdout: Option<BufWriter<File>>,
-    stderr: Option<BufWriter<File>>,
+/// The stderr line that says what went wrong: the last line reading like an error, skipping stack
+/// frames, hints, paths and log lines below warning level; else the last line that is not such noise;
+/// else the last line. The whole tail stays in the run and the transcript.
+pub fn failure_line(stderr: &str) -> Option<&str> {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    let noise = |l: &str| {
+        let lower = l.to_ascii_lowercase();
+        NOISE_PREFIXES.iter().any(|p| lower.starts_with(p))
+            || is_quiet_log_line(l)
+            || l.chars().all(|c| !c.is_alphanumeric())
+    };
+    lines
+        .iter()
+        .rev()
+        .find(|l| !noise(l) && reads_like_an_error(l))
+        .or_else(|| lines.iter().rev().find(|l| !noise(l)))
+        .or_else(|| lines.last())
+        .copied()
 }
 
-impl Transcript {
-    fn open(path: Option<&Path>) -> std::io::Result<Transcript> {
-        let Some(path) = path else {
-            return Ok(Transcript::default());
-        };
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let mut err_path = PathBuf::from(path);
-        err_path.as_mut_os_string().push(".stderr");
-        Ok(Transcript {
-            stdout: Some(BufWriter::new(File::create(path)?)),
-            stderr: Some(BufWriter::new(File::create(err_path)?)),
+/// Starts of stderr lines that are context rather than the problem: stack frames, paths, links,
+/// hints (compared in lower case).
+const NOISE_PREFIXES: [&str; 14] = [
+    "at ",
+    "/",
+    "~/",
+    "http://",
+    "https://",
+    "file://",
+    "see ",
+    "use ",
+    "hint:",
+    "help:",
+    "note:",
+    "for more information",
+    "run with",
+    "node.js v",
+];
+
+/// A log line at info/debug/trace level (`2026-… INFO target: …`, `[DEBUG] …`).
+fn is_quiet_log_line(l: &str) -> bool {
+    l.split_whitespace().take(3).any(|w| {
+        matches!(
+            w.trim_matches(|c| c == '[' || c == ']' || c == ':'),
+            "INFO" | "DEBUG" | "TRACE"
+        )
+    })
+}
+
+fn reads_like_an_error(l: &str) -> bool {
+    static PATTERN: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    PATTERN
+        .get_or_init(|| {
+            regex::Regex::new(
+                r"(?i)\b(error|errors|failed|failure|fatal|panic|panicked|exception|cannot|can't|could not|couldn't|unable|not found|no such|denied|forbidden|unauthori[sz]ed|invalid|missing|refused|timed out|timeout|aborted|rejected|exceeded|not allowed|overloaded|rate limit|quota|unknown)\b|\bno\b.*\bfound\b|\b[45]\d\d\b",
+            )
+            .expect("valid pattern")
         })
-    }
-
-    fn stdout(&mut self, line: &[u8]) {
-        Self::write(&mut self.stdout, line);
-    }
-
-    fn stderr(&mut self, line: &[u8]) {
-        Self::write(&mut self.stderr, line);
-    }
-
-    fn write(w: &mut Option<BufWriter<File>>, line: &[u8]) {
-        if let Some(f) = w {
-            if f.write_all(line).and_then(|_| f.write_all(b"\n")).is_err() {
-                tracing::warn!("agent transcript write failed; the rest is not recorded");
-                *w = None;
-            }
-        }
-    }
-
-    fn flush(&mut self) {
-        for f in [&mut self.stdout, &mut self.stderr].into_iter().flatten() {
-            let _ = f.flush();
-        }
-    }
+        .is_match(l)
 }

@@ -13,7 +13,12 @@ use super::run::Usage;
 
 /// Default cap of one line: longer lines are truncated to this many bytes.
 pub const DEFAULT_LINE_CAP: usize = 16 * 1024 * 1024;
-const READ_CHUNK: usize = 64 * 1024;
+const READ_CHUNK: usize = 256 * 1024;
+/// How much of a line is read before asking whether it can be skipped unread.
+pub const SKIP_PROBE: usize = 64;
+
+/// Decides from the first [`SKIP_PROBE`] bytes of a line whether the rest may be skipped unread.
+pub type SkipProbe = fn(&[u8]) -> bool;
 
 /// Splits an async byte stream into lines with a bounded buffer. Cancel-safe: all progress lives in
 /// the reader, so `next_line` may be raced in `select!` and called again.
@@ -28,6 +33,12 @@ pub struct LineReader<R> {
     /// The line in `line` is complete and waiting to be taken.
     ready: bool,
     eof: bool,
+    skip: Option<SkipProbe>,
+    /// The current line was asked about (`skip`); it is being skipped.
+    probed: bool,
+    skipping: bool,
+    /// Bytes of the current line, including what was cut or skipped.
+    len: u64,
 }
 
 impl<R: AsyncRead + Unpin> LineReader<R> {
@@ -42,7 +53,18 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             truncated: false,
             ready: false,
             eof: false,
+            skip: None,
+            probed: false,
+            skipping: false,
+            len: 0,
         }
+    }
+
+    /// Skip lines the probe picks without copying them: their first bytes stay readable through
+    /// [`line`](Self::line), [`skipped`](Self::skipped) tells, [`len`](Self::len) has their size.
+    pub fn with_skip(mut self, probe: Option<SkipProbe>) -> LineReader<R> {
+        self.skip = probe;
+        self
     }
 
     /// Read until a whole line is available. `Ok(true)`: take it with [`line`](Self::line);
@@ -52,14 +74,18 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
             self.line.clear();
             self.truncated = false;
             self.ready = false;
+            self.probed = false;
+            self.skipping = false;
+            self.len = 0;
         }
         loop {
             if self.start < self.end {
                 let chunk = &self.buf[self.start..self.end];
-                match chunk.iter().position(|&b| b == b'\n') {
+                match memchr::memchr(b'\n', chunk) {
                     Some(i) => {
                         self.push(i);
                         self.start += i + 1;
+                        self.probe(true);
                         self.ready = true;
                         return Ok(true);
                     }
@@ -73,6 +99,7 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
                 if self.line.is_empty() && !self.truncated {
                     return Ok(false);
                 }
+                self.probe(true);
                 self.ready = true;
                 return Ok(true);
             }
@@ -87,6 +114,10 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
 
     /// Append `n` bytes from the buffer to the current line, up to the cap.
     fn push(&mut self, n: usize) {
+        self.len += n as u64;
+        if self.skipping {
+            return;
+        }
         let room = self.cap.saturating_sub(self.line.len());
         let take = n.min(room);
         self.line
@@ -94,6 +125,36 @@ impl<R: AsyncRead + Unpin> LineReader<R> {
         if take < n {
             self.truncated = true;
         }
+        self.probe(false);
+    }
+
+    /// Ask the probe about the current line once its first bytes (or all of it) are in.
+    fn probe(&mut self, complete: bool) {
+        let Some(skip) = self.skip else { return };
+        if self.probed || (!complete && self.line.len() < SKIP_PROBE) {
+            return;
+        }
+        self.probed = true;
+        let head = &self.line[..self.line.len().min(SKIP_PROBE)];
+        if skip(head) {
+            self.skipping = true;
+            self.line.truncate(SKIP_PROBE);
+        }
+    }
+
+    /// Whether the last line was skipped unread (only its first bytes are in [`line`](Self::line)).
+    pub fn skipped(&self) -> bool {
+        self.skipping
+    }
+
+    /// The size of the last line in bytes, without its newline, whatever was cut or skipped.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the last line was empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 
     /// The line last returned by `next_line`, without its newline (and without a trailing `\r`).
@@ -142,13 +203,37 @@ impl Tally {
     }
 }
 
+/// What goes into the transcript for one stdout line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TranscriptLine {
+    Keep,
+    /// Left out (counted in the transcript's closing note): a partial update that later lines repeat.
+    Drop,
+    /// Written in this shorter form: an event repeating what earlier lines already hold.
+    Replace(String),
+}
+
 /// Folds one CLI's output lines into a [`Tally`]. One implementation per output format.
 pub trait StreamParser: Send {
     /// One stdout line (UTF-8, lossily decoded), as it arrives.
     fn line(&mut self, line: &str, tally: &mut Tally);
+    /// One stderr line, as it arrives: CLIs that report usage only in their logs are read here.
+    /// Returns true for a line that is the CLI's telemetry rather than a message for people: it
+    /// stays in the transcript but out of the run's stderr tail.
+    fn stderr_line(&mut self, _line: &str, _tally: &mut Tally) -> bool {
+        false
+    }
     /// The stream ended. `success` tells whether the process exited 0. Formats that must see a
     /// closing event (a result) report its absence here.
     fn end(&mut self, _tally: &mut Tally, _success: bool) {}
+    /// Lines this format never needs, recognised by their first bytes and skipped unread.
+    fn skip_probe(&self) -> Option<SkipProbe> {
+        None
+    }
+    /// How a stdout line is kept in the transcript.
+    fn transcript(&self, _line: &str) -> TranscriptLine {
+        TranscriptLine::Keep
+    }
 }
 
 /// Feed every line of `reader` to `parser`: the loop the runner uses, minus process handling.
@@ -159,10 +244,14 @@ pub async fn parse_stream<R: AsyncRead + Unpin>(
     tally: &mut Tally,
     cap: usize,
 ) -> io::Result<u64> {
-    let mut lines = LineReader::new(reader, cap);
+    let mut lines = LineReader::new(reader, cap).with_skip(parser.skip_probe());
     let mut bytes = 0u64;
     while lines.next_line().await? {
-        bytes += lines.line().len() as u64 + 1;
+        bytes += lines.len() + 1;
+        if lines.skipped() {
+            tally.lines += 1;
+            continue;
+        }
         feed(parser, tally, lines.line(), lines.truncated());
     }
     Ok(bytes)
@@ -322,6 +411,30 @@ mod tests {
         assert_eq!(t.text(), "defghij\n");
         t.push_line("é".repeat(10).as_str());
         assert!(t.text().len() <= 8 && t.text().ends_with("é\n"));
+    }
+
+    #[tokio::test]
+    async fn probed_lines_are_skipped_with_their_size_and_the_rest_is_intact() {
+        fn probe(head: &[u8]) -> bool {
+            head.starts_with(b"skip")
+        }
+        let mut input = b"keep 1\nskip ".to_vec();
+        input.extend(vec![b'x'; 300_000]);
+        input.extend_from_slice(b"\nskip short\nkeep 2");
+        let mut r = LineReader::new(&input[..], 1000).with_skip(Some(probe));
+        let mut got = Vec::new();
+        while r.next_line().await.unwrap() {
+            got.push((
+                String::from_utf8_lossy(r.line()).into_owned(),
+                r.skipped(),
+                r.len(),
+            ));
+        }
+        assert_eq!(got.len(), 4);
+        assert_eq!(got[0], ("keep 1".into(), false, 6));
+        assert!(got[1].1 && got[1].0.len() == SKIP_PROBE && got[1].2 == 300_005);
+        assert_eq!(got[2], ("skip short".into(), true, 10));
+        assert_eq!(got[3], ("keep 2".into(), false, 6));
     }
 
     proptest::proptest! {

@@ -21,8 +21,15 @@ pub struct AgentCommand {
     #[arg(long = "in", value_name = "DIR", default_value = ".")]
     pub dir: PathBuf,
     /// The task given to the agent.
-    #[arg(long)]
-    pub task: String,
+    #[arg(
+        long,
+        required_unless_present = "task_file",
+        conflicts_with = "task_file"
+    )]
+    pub task: Option<String>,
+    /// A file holding the task (for tasks longer than an argument may be).
+    #[arg(long, value_name = "FILE")]
+    pub task_file: Option<PathBuf>,
     /// Backend to use instead of the role's (pi, claude, codex, scripted or a key of `backends`).
     #[arg(long)]
     pub backend: Option<String>,
@@ -94,6 +101,23 @@ async fn run_async(cmd: AgentCommand) -> u8 {
             return EXIT_USAGE;
         }
     };
+    let task = match (&cmd.task, &cmd.task_file) {
+        (Some(t), _) => t.clone(),
+        (None, Some(f)) => match std::fs::read_to_string(f) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!(
+                    "supervisor agent: cannot read the task file {}: {e}",
+                    f.display()
+                );
+                return EXIT_USAGE;
+            }
+        },
+        (None, None) => {
+            eprintln!("supervisor agent: give the task with --task or --task-file");
+            return EXIT_USAGE;
+        }
+    };
     let project = match load_project(&dir, cmd.json) {
         Ok(p) => p,
         Err(code) => return code,
@@ -133,7 +157,7 @@ async fn run_async(cmd: AgentCommand) -> u8 {
                 wt.branch,
                 wt.origin
             );
-            for w in setup(&cfg, &wt).await.warnings {
+            for w in setup(&cfg, &wt, &shutdown.token()).await.warnings {
                 errln!("supervisor agent: warning: {w}");
             }
             let path = wt.path.clone();
@@ -148,7 +172,7 @@ async fn run_async(cmd: AgentCommand) -> u8 {
         &project.settings,
         &project.root,
         &role,
-        cmd.task,
+        task,
         cwd,
         cmd.backend.as_deref(),
         token.as_deref(),

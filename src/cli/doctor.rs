@@ -111,7 +111,7 @@ pub(super) fn subject<'a>(
     github: Option<&'a GitHub>,
     credentials: Credentials,
     push_auth: &'a PushAuth,
-    codeowners: bool,
+    full: bool,
 ) -> Subject<'a> {
     Subject {
         project,
@@ -119,7 +119,8 @@ pub(super) fn subject<'a>(
         credentials,
         push_auth,
         agent_env: crate::agent::agent_env_from(&project.settings, None, &process_env),
-        codeowners,
+        codeowners: full,
+        agents: full,
     }
 }
 

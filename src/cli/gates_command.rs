@@ -5,14 +5,15 @@ use std::time::Duration;
 
 use crate::config::{GateKind, GateSettings, Hook, SETTINGS_PATHS, Workflow};
 use crate::gates::{
-    ChangeSet, CiContext, ExcludeGlobs, GateContext, NoCiConnection, Verdict, default_hook,
-    run_gates, verdict, worktree_root,
+    ChangeSet, CiContext, ExcludeGlobs, GateContext, GateSession, NoCiConnection, ToolEnv, Verdict,
+    default_hook, run_gates, verdict, worktree_root,
 };
 use crate::pipeline::{Project, process_env};
 use crate::report;
+use crate::workspace::Shutdown;
 
 use super::output::{err, errln, outln};
-use super::{EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
+use super::{EXIT_GITHUB as EXIT_RESUMABLE, EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
 
 /// What the repository's configuration says about its gates.
 struct GatePlan {
@@ -22,6 +23,8 @@ struct GatePlan {
     base: String,
     settings: GateSettings,
     ci_timeout_sec: u64,
+    /// What gate tools see: the agents' environment allowlist.
+    env: ToolEnv,
 }
 
 /// The hooks of the first stage that has any (experimental ones only when enabled).
@@ -49,6 +52,7 @@ fn plan(root: &Path) -> Result<GatePlan, u8> {
             base: "main".into(),
             settings: GateSettings::default(),
             ci_timeout_sec: 300,
+            env: ToolEnv::base(),
         });
     }
     match Project::load(root, &process_env) {
@@ -63,6 +67,7 @@ fn plan(root: &Path) -> Result<GatePlan, u8> {
                 base: project.settings.default_branch.clone(),
                 settings: project.settings.gates.clone(),
                 ci_timeout_sec: project.settings.ci_gating_timeout_sec,
+                env: ToolEnv::for_settings(&project.settings, None),
             })
         }
         Err(e) => {
@@ -147,14 +152,37 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
         interval: Duration::from_secs(plan.settings.ci_poll_interval_sec.max(1)),
         source: std::sync::Arc::new(NoCiConnection("no GitHub connection".into())),
     });
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            errln!("supervisor gates: cannot start the async runtime: {e}");
+            return EXIT_STOPPED;
+        }
+    };
+    // SIGINT/SIGTERM stop the gates: their tools' process groups are killed, the round is not a
+    // verdict (a second signal exits at once).
+    let shutdown = match runtime.block_on(async { Shutdown::install() }) {
+        Ok(s) => s,
+        Err(e) => {
+            errln!("supervisor gates: cannot install signal handlers: {e}");
+            return EXIT_STOPPED;
+        }
+    };
+    let state_dir = root.join(".supervisor/gates");
+    let session =
+        GateSession::for_checkout(&root, &state_dir, plan.env).with_cancel(shutdown.token());
     let ctx = GateContext {
-        state_dir: root.join(".supervisor/gates"),
+        state_dir,
         dir: root.clone(),
         changes,
         issue: None,
         settings: plan.settings,
         ci,
         search_path: None,
+        session,
     };
     if !json {
         errln!(
@@ -179,17 +207,15 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
             },
         );
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            errln!("supervisor gates: cannot start the async runtime: {e}");
-            return EXIT_STOPPED;
-        }
-    };
-    let reports = runtime.block_on(run_gates(&hooks, &ctx));
+    let reports = runtime.block_on(async {
+        let reports = run_gates(&hooks, &ctx).await;
+        ctx.session.shutdown().await;
+        reports
+    });
+    if shutdown.requested() {
+        errln!("supervisor gates: stopped before the gates finished; no verdict");
+        return EXIT_RESUMABLE;
+    }
     let v = verdict(&reports);
     if json {
         let doc = serde_json::json!({

@@ -101,6 +101,9 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
             return code;
         }
     }
+    if let Err(code) = agents_can_run(&project, args.json, args.issue, actions).await {
+        return code;
+    }
     let gh = match connect(&project) {
         Ok(gh) => gh,
         Err(e) => return github_failure(&e, args.json, args.issue, actions),
@@ -122,9 +125,15 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
     if let Some(t) = &token {
         actions.add_secret(t.expose());
     }
-    let push_auth = match &token {
-        Some(t) => PushAuth::Token(t.expose().to_string()),
-        None => PushAuth::None,
+    // Pushes ask for a token each time: a GitHub App's installation token expires within the hour.
+    let push_auth = match gh.git_credentials().await {
+        Ok(creds) if token.is_some() => PushAuth::provider(move || match creds.token() {
+            Ok(Some(t)) => Ok(t.expose().to_string()),
+            Ok(None) => Err("no GitHub token to push with".to_string()),
+            Err(e) => Err(e.to_string()),
+        }),
+        Ok(_) => PushAuth::None,
+        Err(e) => return github_failure(&e, args.json, args.issue, actions),
     };
     if let Some(findings) = super::doctor::preflight(&project, &gh, credentials, &push_auth).await {
         if args.json {
@@ -185,6 +194,33 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
             code
         }
     }
+}
+
+/// Before anything is written: every agent CLI the workflow uses (and the agents' sandbox, when one
+/// is asked for) can run. Prints the problems and gives the exit code when one cannot.
+async fn agents_can_run(
+    project: &Project,
+    json: bool,
+    issue: u64,
+    actions: &mut ActionsOutput,
+) -> Result<(), u8> {
+    let pf = crate::agent::preflight(&project.settings, &project.roles, &project.root).await;
+    for w in &pf.warnings {
+        errln!("warning: {w}");
+    }
+    if pf.ok() {
+        return Ok(());
+    }
+    let text = format!(
+        "agents cannot run, so nothing was started (`supervisor check` shows the set-up):\n  {}",
+        pf.problems().join("\n  ")
+    );
+    if json {
+        outln!("{}", serde_json::json!({ "ok": false, "error": text }));
+    }
+    errln!("supervisor run: {text}");
+    actions.failed(issue, &text);
+    Err(EXIT_USAGE)
 }
 
 /// A summary refusing the run when `login`, who asked for it, is not a codeowner; `None` when they are.

@@ -10,7 +10,7 @@ mod workflow;
 pub use dimension::Dimension;
 pub use issue::{ConfigError, ConfigIssue, did_you_mean, json_key_line};
 pub use settings::{
-    CommandBackend, GateSettings, LoadedSettings, PROVIDER_KEYS, PromptVia, RepoSlug,
+    AgentSandbox, CommandBackend, GateSettings, LoadedSettings, PromptVia, RepoSlug,
     SETTINGS_PATHS, Settings, WatchSettings, command_prefix_problem, env_name,
 };
 pub use source::{DuplicateKey, JsonIndex, read_text};

@@ -72,9 +72,22 @@ pub enum PromptVia {
     Arg,
 }
 
+/// How agent processes are confined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentSandbox {
+    /// As supervisor's user, with the environment allowlist only.
+    #[default]
+    None,
+    /// In bubblewrap: own PID and mount namespaces, only the worktree (and the CLI's configuration)
+    /// writable, HOME hidden.
+    Bwrap,
+}
+
 leaf_setting! {
     RepoSlug: Str;
     PromptVia: Str, "\"stdin\" or \"arg\"", "prompt modes";
+    AgentSandbox: Str, "\"none\" or \"bwrap\"", "sandbox kinds";
 }
 
 settings_block! {
@@ -121,6 +134,11 @@ settings_block! {
         /// `**/*.generated.ts`.
         #[setting(key = "exclude", default = Vec::new(), example = r#"["dist/", "**/*.generated.ts"]"#)]
         pub exclude: Vec<String>,
+        /// Directories of trusted gate tools, searched before the main checkout's installed
+        /// dependencies and PATH. Absolute paths; a directory inside the checkout under review is
+        /// never used.
+        #[setting(key = "toolPaths", default = Vec::new(), example = r#"["/opt/gate-tools/bin"]"#)]
+        pub tool_paths: Vec<PathBuf>,
     }
 }
 
@@ -226,9 +244,29 @@ settings_block! {
         /// Script file for the `scripted` backend (tests and the demo).
         #[setting(key = "agentScript", default = None)]
         pub agent_script: Option<PathBuf>,
-        /// Environment variables passed through to agents besides PATH, HOME and the locale.
-        #[setting(key = "agentEnv", default = default_agent_env(), example = r#"["ANTHROPIC_API_KEY"]"#)]
+        /// Environment variables passed to agents in addition to the basics (PATH, HOME, the locale)
+        /// and, unless `agentEnvDefaults` is false, the common provider variables.
+        #[setting(key = "agentEnv", default = Vec::new(), example = r#"["CLAUDE_CONFIG_DIR"]"#)]
         pub agent_env: Vec<String>,
+        /// Whether agents get the built-in list of provider variables; `false`: only `agentEnv` is
+        /// added to the basics.
+        #[setting(key = "agentEnvDefaults", default = true)]
+        pub agent_env_defaults: bool,
+        /// Size cap of each agent transcript file (stdout and stderr each), in MiB; 0 = no cap.
+        #[setting(key = "agentTranscriptMaxMb", default = 16)]
+        pub agent_transcript_max_mb: u64,
+        /// How agents are confined: `"none"`, or `"bwrap"` (bubblewrap: own PID and mount
+        /// namespaces, the worktree writable, the rest read-only, HOME hidden).
+        #[setting(key = "agentSandbox", default = AgentSandbox::None, example = r#""bwrap""#)]
+        pub agent_sandbox: AgentSandbox,
+        /// Under bwrap: more paths agents may write (besides the worktree and their CLI's
+        /// configuration directory).
+        #[setting(key = "agentSandboxWritable", default = Vec::new(), example = r#"["~/.cache/pip"]"#)]
+        pub agent_sandbox_writable: Vec<PathBuf>,
+        /// Under bwrap: paths under HOME agents may read (HOME is hidden otherwise, except the
+        /// directories on PATH and the CLI's configuration).
+        #[setting(key = "agentSandboxReadOnly", default = Vec::new(), example = r#"["~/.gitconfig"]"#)]
+        pub agent_sandbox_read_only: Vec<PathBuf>,
         /// Pass the GitHub token to agents (off: agents never see it).
         #[setting(key = "passGitHubToken", default = false)]
         pub pass_github_token: bool,
@@ -260,27 +298,6 @@ settings_block! {
         #[setting(key = "watch", default = WatchSettings::default())]
         pub watch: WatchSettings,
     }
-}
-
-/// Model providers' keys (and pi's own directory of them), which pi reads from its environment.
-pub const PROVIDER_KEYS: [&str; 9] = [
-    "ANTHROPIC_API_KEY",
-    "OPENAI_API_KEY",
-    "GEMINI_API_KEY",
-    "OPENROUTER_API_KEY",
-    "DEEPSEEK_API_KEY",
-    "MISTRAL_API_KEY",
-    "GROQ_API_KEY",
-    "XAI_API_KEY",
-    "PI_CODING_AGENT_DIR",
-];
-
-fn default_agent_env() -> Vec<String> {
-    PROVIDER_KEYS
-        .iter()
-        .chain(&["CODEX_HOME", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"])
-        .map(|s| s.to_string())
-        .collect()
 }
 
 /// `projectNumber` → `SUPERVISOR_PROJECT_NUMBER`.
@@ -502,6 +519,15 @@ impl Settings {
         }
         if self.setup_attempts == 0 {
             err("setupAttempts", "is 0".into(), "use 1 or more (default 2)");
+        }
+        for (i, dir) in self.gates.tool_paths.iter().enumerate() {
+            if !dir.is_absolute() {
+                err(
+                    &format!("gates.toolPaths[{i}]"),
+                    format!("`{}` is not an absolute path", dir.display()),
+                    "give the absolute directory holding the tools, e.g. \"/opt/gate-tools/bin\"",
+                );
+            }
         }
         if self.gates.ci_poll_interval_sec == 0 {
             err(
@@ -820,6 +846,30 @@ mod tests {
         assert_eq!(loaded.warnings[1].fix, "did you mean \"maxRejections\"?");
         assert_eq!(loaded.warnings[2].fix, "did you mean \"allowNpx\"?");
         assert_eq!(loaded.settings.max_rejections, 3);
+    }
+
+    #[test]
+    fn gate_tool_paths_must_be_absolute_directories() {
+        let loaded = load(
+            r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+                "gates": { "toolPaths": ["/opt/gate-tools/bin"] } } }"#,
+        )
+        .unwrap();
+        assert_eq!(
+            loaded.settings.gates.tool_paths,
+            vec![PathBuf::from("/opt/gate-tools/bin")]
+        );
+        let e = single_error(
+            r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+                "gates": { "toolPaths": ["/opt/bin", "node_modules/.bin"] } } }"#,
+        );
+        assert_eq!(e.field, "supervisor.gates.toolPaths[1]");
+        assert!(e.problem.contains("not an absolute path"), "{e}");
+        let e = single_error(
+            r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+                "gates": { "toolPaths": "/opt/bin" } } }"#,
+        );
+        assert!(e.field.starts_with("supervisor.gates.toolPaths"), "{e}");
     }
 
     #[test]

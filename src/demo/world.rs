@@ -167,12 +167,19 @@ impl WorldSpec {
             .map(|l| UserSeed {
                 login: l.to_string(),
                 name: None,
+                // The maintainer and the bot belong to the organization; anyone else does not.
+                association: Some(if *l == &self.codeowner || *l == &self.bot {
+                    "MEMBER".into()
+                } else {
+                    "NONE".into()
+                }),
             })
             .collect();
         state.tokens = vec![TokenSeed {
             token: self.token(),
             login: self.bot.clone(),
             scopes: self.token_scopes.clone(),
+            ..TokenSeed::default()
         }];
         let mut issues = vec![IssueSeed {
             number: self.issue.number,
@@ -187,17 +194,9 @@ impl WorldSpec {
                 .issue
                 .comments
                 .iter()
-                .enumerate()
-                .map(|(i, (author, body))| CommentSeed {
-                    id: 1000 + i as u64,
-                    author: author.clone(),
-                    body: body.clone(),
-                    editor: None,
-                    created_at: None,
-                })
+                .map(|(author, body)| CommentSeed::new(author, body))
                 .collect(),
-            editor: None,
-            created_at: None,
+            ..IssueSeed::default()
         }];
         issues.extend(self.extra_issues.iter().cloned());
         state.issues = issues;

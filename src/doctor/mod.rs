@@ -6,11 +6,9 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::agent::Backend;
 use crate::config::{GateKind, Settings};
 use crate::gates::{ChangeSet, GateContext, gate_tools};
 use crate::github::{AccountKind, BoardRef, GitHub, GitHubError, Viewer};
@@ -170,6 +168,8 @@ pub struct Subject<'a> {
     pub agent_env: Vec<(String, String)>,
     /// Check that every codeowner exists (`doctor`; `run` leaves it to admission).
     pub codeowners: bool,
+    /// Check the agent CLIs (`doctor`; `run` has checked them already, before connecting).
+    pub agents: bool,
 }
 
 const TOKEN_FIX: &str = "export GH_TOKEN=<a classic token with the repo and project scopes> \
@@ -186,8 +186,10 @@ pub async fn examine(s: &Subject<'_>) -> Findings {
     }
     let ws = WorkspaceConfig::from_settings(&s.project.root, settings);
     f.checks.push(push_check(&ws, s.push_auth).await);
-    f.checks.extend(agent_checks(s.project, &s.agent_env).await);
-    f.checks.extend(gate_checks(s.project, &s.agent_env));
+    if s.agents {
+        f.checks.extend(agent_checks(s.project).await);
+    }
+    f.checks.extend(gate_checks(s.project, &s.agent_env).await);
     f.checks.push(worktree_root_check(&ws.worktree_root));
     f
 }
@@ -448,145 +450,71 @@ fn env_lookup<'a>(env: &'a [(String, String)], key: &str) -> Option<&'a str> {
     env.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
 }
 
-/// Each agent CLI the workflow uses: found on the agents' PATH, its version, a provider key.
-async fn agent_checks(project: &Project, env: &[(String, String)]) -> Vec<Check> {
-    let settings = &project.settings;
-    let mut backends = BTreeSet::new();
-    for stage in &project.workflow.stages {
-        if stage.built_in.is_some()
-            || (stage.experimental && !settings.enable_experimental_features)
-        {
-            continue;
-        }
-        if let Some(role) = stage.agent.as_deref().and_then(|a| project.roles.get(a)) {
-            backends.insert(role.backend_name(settings).to_string());
-        }
-    }
-    let mut checks = Vec::new();
-    for name in backends {
-        let backend = match Backend::resolve_in(&name, settings, &project.root) {
-            Ok(b) => b,
-            Err(e) => {
-                checks.push(Check::fail(
-                    "agent",
-                    format!("{name}: {e}"),
-                    "fix agentBackend or backends in the settings",
-                ));
-                continue;
-            }
-        };
-        checks.push(agent_check(&name, &backend, env).await);
+/// Each agent CLI the workflow uses (the agents' own preflight): on the agents' PATH, its version,
+/// and a provider key among the variables agents receive.
+async fn agent_checks(project: &Project) -> Vec<Check> {
+    let pf = crate::agent::preflight(&project.settings, &project.roles, &project.root).await;
+    let mut checks: Vec<Check> = pf
+        .backends
+        .iter()
+        .chain(&pf.sandbox)
+        .map(|b| match b.problem() {
+            Some(p) => Check::fail(
+                "agent",
+                format!("{} ({}): {p}", b.name, b.roles.join(", ")),
+                "install the CLI where the agents' PATH finds it, or set agentBackend (or a role's backend) to one you have",
+            ),
+            None => Check::ok(
+                "agent",
+                format!(
+                    "{}: {} ({})",
+                    b.name,
+                    b.path.as_ref().map_or("found".into(), |p| p.display().to_string()),
+                    b.version().unwrap_or("version unknown")
+                ),
+            ),
+        })
+        .collect();
+    let needs_key = pf
+        .backends
+        .iter()
+        .any(|b| matches!(b.name.as_str(), "pi" | "claude" | "codex"));
+    let has_key = pf
+        .agent_env
+        .iter()
+        .any(|(name, set)| *set && (name.ends_with("_API_KEY") || name.ends_with("_AUTH_TOKEN")));
+    if needs_key && !has_key {
+        checks.push(Check::warn(
+            "agent",
+            "no provider key (…_API_KEY) is set among the variables agents receive",
+            "export your provider's key (ANTHROPIC_API_KEY, OPENAI_API_KEY, …; agentEnv adds others), unless the CLI is logged in on its own",
+        ));
     }
     checks
 }
 
-async fn agent_check(name: &str, backend: &Backend, env: &[(String, String)]) -> Check {
-    let program = backend.program();
-    let found = if program.components().count() > 1 {
-        program.is_file().then(|| program.clone())
-    } else {
-        crate::gates::find_on_path(
-            &program.to_string_lossy(),
-            env_lookup(env, "PATH").map(std::ffi::OsStr::new),
-        )
-    };
-    let Some(path) = found else {
-        return Check::fail(
-            "agent",
-            format!("{name}: `{}` is not on the agents' PATH", program.display()),
-            install_hint(name),
-        );
-    };
-    if let Backend::Scripted { script, .. } = backend {
-        return if script.is_file() {
-            Check::ok("agent", format!("{name}: replays {}", script.display()))
-        } else {
-            Check::fail(
-                "agent",
-                format!("{name}: no script file {}", script.display()),
-                "set agentScript to an existing script file",
-            )
-        };
-    }
-    let version = version_of(&path, env).await;
-    let (keys, optional) = backend.provider_keys();
-    let detail = format!(
-        "{name}: {} ({})",
-        path.display(),
-        version.as_deref().unwrap_or("version unknown")
-    );
-    if keys.is_empty() || keys.iter().any(|k| env_lookup(env, k).is_some()) {
-        return Check::ok("agent", detail);
-    }
-    let fix = format!(
-        "export one of {} and list it in agentEnv (the default list has the usual ones){}",
-        keys.join(", "),
-        if optional {
-            ", unless the CLI is logged in on its own"
-        } else {
-            ""
-        }
-    );
-    if optional {
-        Check::warn(
-            "agent",
-            format!("{detail}; no provider key in its environment"),
-            fix,
-        )
-    } else {
-        Check::fail("agent", format!("{detail}; no provider key"), fix)
-    }
-}
-
-fn install_hint(name: &str) -> String {
-    match name {
-        "pi" => {
-            "npm install -g @mariozechner/pi-coding-agent (or set agentBackend to the CLI you have)"
-                .into()
-        }
-        "claude" => {
-            "npm install -g @anthropic-ai/claude-code (or set agentBackend to the CLI you have)"
-                .into()
-        }
-        "codex" => "npm install -g @openai/codex (or set agentBackend to the CLI you have)".into(),
-        _ => format!("install `{name}`'s program or fix its command line under backends"),
-    }
-}
-
-/// `<program> --version`, first line, within a few seconds.
-async fn version_of(program: &Path, env: &[(String, String)]) -> Option<String> {
-    let mut cmd = tokio::process::Command::new(program);
-    cmd.arg("--version")
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
-    let out = tokio::time::timeout(Duration::from_secs(10), cmd.output())
-        .await
-        .ok()?
-        .ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines()
-        .next()
-        .map(|l| l.trim().to_string())
-        .filter(|l| !l.is_empty())
-}
-
 /// Each gate tool the workflow runs: where it was found, or that its gate will be not run.
-fn gate_checks(project: &Project, env: &[(String, String)]) -> Vec<Check> {
+async fn gate_checks(project: &Project, env: &[(String, String)]) -> Vec<Check> {
+    let state_dir = project.root.join(".supervisor").join("gates");
+    let session = crate::gates::GateSession::new(
+        Some(&project.root),
+        &state_dir,
+        crate::gates::ToolEnv::for_settings(&project.settings, None),
+    );
     let ctx = GateContext {
+        session,
         dir: project.root.clone(),
         changes: ChangeSet::default(),
         issue: None,
         settings: project.settings.gates.clone(),
         ci: None,
-        state_dir: project.root.join(".supervisor").join("gates"),
+        state_dir,
         search_path: env_lookup(env, "PATH").map(Into::into),
     };
     let mut seen = BTreeSet::new();
     let mut checks = Vec::new();
     for hook in project.workflow.stages.iter().flat_map(|s| &s.hooks) {
-        for (tool, found) in gate_tools(hook.gate, &ctx) {
+        for (tool, found) in gate_tools(hook.gate, &ctx).await {
             if !seen.insert(tool) {
                 continue;
             }

@@ -34,13 +34,12 @@ async fn run(hook: &Hook, ctx: &GateContext) -> GateOutcome {
         .timeout_sec
         .map(|s| Duration::from_secs(s.max(1)))
         .unwrap_or_else(|| tool::tool_timeout(ctx));
-    // An absolute shell: the command's PATH may be the context's search path.
+    // An absolute shell, the agents' environment allowlist (never a token) and a PATH without
+    // entries inside the checkout.
     let mut cmd = Command::new("/bin/sh");
     cmd.arg("-c").arg(script).current_dir(&ctx.dir);
-    if let Some(path) = &ctx.search_path {
-        cmd.env("PATH", path);
-    }
-    let out = match tool::run_captured(cmd, timeout).await {
+    tool::apply_env(&mut cmd, ctx.session.env(), &tool::tool_path(ctx));
+    let out = match tool::run_captured(cmd, timeout, ctx.session.cancel()).await {
         Ok(out) => out,
         Err(e) => return GateOutcome::not_run(e.reason(&format!("`{script}`"))),
     };

@@ -2,6 +2,11 @@
 //!
 //! Unused exports, files and dependencies, unresolved imports… introduced by the change fail the gate;
 //! the pipeline then undoes its last commit in the worktree so the developer's fix lands cleanly.
+//!
+//! Within a gate session knip keeps its own cache (per worktree and dependency state, in the session's
+//! scratch directory), so the next round re-analyses only the files that changed. knip's analysis
+//! is whole-project (an export is unused only if no file anywhere imports it), so that is all it
+//! allows: the findings are those of a full run.
 
 use serde_json::Value;
 
@@ -129,15 +134,22 @@ async fn run(ctx: &GateContext) -> GateOutcome {
             "no JavaScript/TypeScript files or package manifests in the change",
         );
     }
-    let knip = match tool::locate(KNIP, ctx) {
+    let knip = match tool::locate(KNIP, ctx).await {
         Ok(t) => t,
         Err(reason) => return GateOutcome::not_run(reason),
     };
-    let cmd = knip.command(
-        &ctx.dir,
-        ["--reporter", "json", "--no-progress", "--no-config-hints"],
-    );
-    let out = match tool::run_captured(cmd, tool::tool_timeout(ctx)).await {
+    let mut args: Vec<std::ffi::OsString> =
+        ["--reporter", "json", "--no-progress", "--no-config-hints"]
+            .iter()
+            .map(Into::into)
+            .collect();
+    if let Some(cache) = cache_dir(ctx) {
+        args.push("--cache".into());
+        args.push("--cache-location".into());
+        args.push(cache.into_os_string());
+    }
+    let cmd = knip.command(&ctx.dir, args);
+    let out = match tool::run_captured(cmd, tool::tool_timeout(ctx), ctx.session.cancel()).await {
         Ok(out) => out,
         Err(e) => return GateOutcome::not_run(e.reason("knip")),
     };
@@ -202,6 +214,58 @@ async fn run(ctx: &GateContext) -> GateOutcome {
             if n == 1 { "" } else { "s" }
         ),
     )
+}
+
+/// knip's cache for this worktree and dependency state, in the session's scratch directory. A
+/// change of manifests, lockfiles or installed dependencies gets a fresh cache: knip keys cached files
+/// by their own size and time only.
+fn cache_dir(ctx: &GateContext) -> Option<std::path::PathBuf> {
+    let mut key = format!("{}\n", ctx.dir.display());
+    for name in [
+        "package.json",
+        "package-lock.json",
+        "npm-shrinkwrap.json",
+        "yarn.lock",
+        "pnpm-lock.yaml",
+    ] {
+        if let Ok(bytes) = std::fs::read(ctx.dir.join(name)) {
+            key.push_str(&format!(
+                "{name} {}\n",
+                git2::Oid::hash_object(git2::ObjectType::Blob, &bytes)
+                    .map(|o| o.to_string())
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    for f in &ctx.changes.files {
+        if f.path.ends_with("package.json")
+            || f.path.starts_with("knip")
+            || f.path.contains("/knip")
+            || f.path.starts_with(".knip")
+        {
+            let bytes = std::fs::read(ctx.dir.join(&f.path)).unwrap_or_default();
+            key.push_str(&format!(
+                "{} {}\n",
+                f.path,
+                git2::Oid::hash_object(git2::ObjectType::Blob, &bytes)
+                    .map(|o| o.to_string())
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    if let Ok(meta) = std::fs::metadata(ctx.dir.join("node_modules/.package-lock.json")) {
+        key.push_str(&format!("deps {} {:?}\n", meta.len(), meta.modified().ok()));
+    }
+    let id = git2::Oid::hash_object(git2::ObjectType::Blob, key.as_bytes())
+        .ok()?
+        .to_string();
+    match ctx.session.scratch_dir("knip") {
+        Ok(dir) => Some(dir.join(&id[..16])),
+        Err(e) => {
+            tracing::warn!(error = %e, "no scratch directory for knip's cache; analysing cold");
+            None
+        }
+    }
 }
 
 #[cfg(test)]

@@ -100,7 +100,7 @@ async fn run(ctx: &GateContext) -> GateOutcome {
     if sources.is_empty() {
         return GateOutcome::not_applicable("no changed source files to look for clones of");
     }
-    let jscpd = match tool::locate(JSCPD, ctx) {
+    let jscpd = match tool::locate(JSCPD, ctx).await {
         Ok(t) => t,
         Err(reason) => return GateOutcome::not_run(reason),
     };
@@ -125,7 +125,7 @@ async fn run(ctx: &GateContext) -> GateOutcome {
         ".".as_ref(),
     ];
     let cmd = jscpd.command(&ctx.dir, args);
-    let out = match tool::run_captured(cmd, tool::tool_timeout(ctx)).await {
+    let out = match tool::run_captured(cmd, tool::tool_timeout(ctx), ctx.session.cancel()).await {
         Ok(out) => out,
         Err(e) => return GateOutcome::not_run(e.reason("jscpd")),
     };

@@ -1,6 +1,12 @@
 //! A minimal Language Server Protocol client over a server's stdio: Content-Length framed JSON-RPC,
-//! typed with `lsp-types`. Enough to initialize a server on a worktree, open files and collect the
-//! diagnostics it publishes, then shut it down.
+//! typed with `lsp-types`. Enough to initialize a server on a worktree, keep documents open across
+//! gate rounds (`didOpen`/`didChange`/`didClose`) and learn each file's diagnostics only once the
+//! server has said it finished the file, then shut it down.
+//!
+//! A background task reads everything the server sends: it answers the server's own requests at once
+//! (a server waiting on its client would stall), routes responses to the request waiting for them and
+//! keeps the latest published diagnostics of the open documents only, so memory stays bounded however
+//! long the server lives between rounds.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -8,64 +14,120 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use lsp_types::{
-    ClientCapabilities, ClientInfo, Diagnostic, DidOpenTextDocumentParams, InitializeParams,
-    PublishDiagnosticsClientCapabilities, PublishDiagnosticsParams, TextDocumentClientCapabilities,
-    TextDocumentItem, Uri, WorkspaceFolder,
-};
+use lsp_types::{Diagnostic, Uri};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin};
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::tool::{ProcessGroupGuard, Tool, brief, isolate, tail_lines};
+use super::tool::{Tool, brief, tail_lines};
+use crate::process::{GroupGuard, process_group_alive, signal_group};
 
 /// Largest message accepted from a server.
 const MAX_MESSAGE: usize = 64 * 1024 * 1024;
-/// After every opened file has reported, diagnostics that follow within this quiet period still count
-/// (servers may publish a file twice: syntax first, then semantics).
-const SETTLE: Duration = Duration::from_millis(300);
+/// typescript-language-server's command forwarding a request to tsserver (5.x and later).
+pub const TSSERVER_REQUEST: &str = "typescript.tsserverRequest";
+/// LSP error code: the server cancelled the request and asks for it to be sent again.
+const SERVER_CANCELLED: i64 = -32802;
+/// Pause before asking again a server that cancelled a request.
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
 
-/// What a server published for the opened files.
-#[derive(Debug, Default)]
-pub struct Collected {
-    pub diagnostics: HashMap<PathBuf, Vec<Diagnostic>>,
-    /// Opened files it published nothing for before the deadline.
-    pub silent: Vec<PathBuf>,
+/// What a server last published for a document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Published {
+    /// The document version the server said the diagnostics are for, if it said.
+    pub version: Option<i32>,
+    pub diagnostics: Vec<Diagnostic>,
 }
+
+/// How long a server has gone without saying it finished a document.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Unfinished {
+    /// It published nothing for the document.
+    Silent,
+    /// It published diagnostics without a document version, so nothing says they are complete.
+    Unversioned,
+    /// It published only for an older version of the document.
+    Stale { published: i32, current: i32 },
+}
+
+#[derive(Debug, Default)]
+struct State {
+    /// Responses that arrived for requests still waiting, by id.
+    responses: HashMap<i64, Result<Value, ResponseError>>,
+    waiting: HashSet<i64>,
+    /// Latest diagnostics of the open documents, by path.
+    published: HashMap<PathBuf, Published>,
+    open: HashSet<PathBuf>,
+    /// Why the server's output ended, once it has.
+    ended: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+struct ResponseError {
+    code: i64,
+    message: String,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    changed: Notify,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A poisoned lock only means a panic elsewhere; the state itself stays usable.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+type Writer = Arc<tokio::sync::Mutex<ChildStdin>>;
 
 /// A running language server.
 pub struct LspServer {
     name: String,
     child: Child,
-    guard: ProcessGroupGuard,
-    stdin: ChildStdin,
-    incoming: mpsc::UnboundedReceiver<Result<Value, String>>,
+    guard: GroupGuard,
+    writer: Writer,
+    shared: Arc<Shared>,
     stderr: Arc<Mutex<VecDeque<String>>>,
+    reader: tokio::task::JoinHandle<()>,
     next_id: i64,
-    /// Latest diagnostics per file, by decoded path.
-    diagnostics: HashMap<PathBuf, Vec<Diagnostic>>,
+    capabilities: Value,
+}
+
+impl Drop for LspServer {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
 }
 
 impl LspServer {
     /// Start `tool` with `args` in `root`.
     pub fn start(tool: &Tool, args: &[&str], root: &Path) -> Result<LspServer, String> {
         let mut cmd = tool.command(root, args);
-        isolate(&mut cmd);
-        cmd.stdin(Stdio::piped())
+        // Its own process group, registered while it runs, dying with supervisor.
+        crate::process::lead_own_group(&mut cmd);
+        cmd.kill_on_drop(true)
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = cmd
             .spawn()
             .map_err(|e| format!("{} could not be started: {e}", tool.spec.bin))?;
-        let guard = ProcessGroupGuard::new(child.id());
+        let pgid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+        let guard = GroupGuard::new(pgid);
         let stdin = child.stdin.take().ok_or("no stdin pipe")?;
         let stdout = child.stdout.take().ok_or("no stdout pipe")?;
         let stderr_pipe = child.stderr.take().ok_or("no stderr pipe")?;
 
-        let (tx, incoming) = mpsc::unbounded_channel();
-        tokio::spawn(read_messages(stdout, tx));
+        let writer: Writer = Arc::new(tokio::sync::Mutex::new(stdin));
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            changed: Notify::new(),
+        });
+        let reader = tokio::spawn(pump(stdout, Arc::clone(&shared), Arc::clone(&writer)));
         let stderr = Arc::new(Mutex::new(VecDeque::new()));
         let sink = Arc::clone(&stderr);
         tokio::spawn(async move {
@@ -83,12 +145,23 @@ impl LspServer {
             name: tool.spec.bin.to_string(),
             child,
             guard,
-            stdin,
-            incoming,
+            writer,
+            shared,
             stderr,
+            reader,
             next_id: 1,
-            diagnostics: HashMap::new(),
+            capabilities: Value::Null,
         })
+    }
+
+    /// The server's process group, for killing it from elsewhere (session shutdown).
+    pub fn process_group(&self) -> Option<i32> {
+        Some(self.guard.pgid()).filter(|p| *p > 0)
+    }
+
+    /// Whether the process still runs and speaks.
+    pub fn is_alive(&mut self) -> bool {
+        self.shared.lock().ended.is_none() && matches!(self.child.try_wait(), Ok(None))
     }
 
     /// The last lines the server wrote to stderr.
@@ -101,99 +174,220 @@ impl LspServer {
         tail_lines(&text, lines)
     }
 
-    /// `initialize` with `root` as the workspace, then `initialized`.
-    pub async fn initialize(&mut self, root: &Path, deadline: Instant) -> Result<(), String> {
+    /// `initialize` with `root` as the workspace (and `options` as initializationOptions), then
+    /// `initialized`. The server's capabilities are kept.
+    pub async fn initialize(
+        &mut self,
+        root: &Path,
+        options: Option<Value>,
+        deadline: Instant,
+    ) -> Result<(), String> {
         let root_uri = file_uri(root)?;
-        #[allow(deprecated)] // root_uri: older servers still read it.
-        let params = InitializeParams {
-            process_id: Some(std::process::id()),
-            root_uri: Some(root_uri.clone()),
-            workspace_folders: Some(vec![WorkspaceFolder {
-                uri: root_uri,
-                name: root
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| "workspace".into()),
-            }]),
-            capabilities: ClientCapabilities {
-                text_document: Some(TextDocumentClientCapabilities {
-                    publish_diagnostics: Some(PublishDiagnosticsClientCapabilities {
-                        related_information: Some(false),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                }),
-                ..Default::default()
+        let name = root
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "workspace".into());
+        let mut params = json!({
+            "processId": std::process::id(),
+            "rootUri": root_uri.as_str(),
+            "rootPath": root.to_string_lossy(),
+            "workspaceFolders": [{ "uri": root_uri.as_str(), "name": name }],
+            "capabilities": {
+                "textDocument": {
+                    "synchronization": { "dynamicRegistration": false },
+                    "publishDiagnostics": { "relatedInformation": false, "versionSupport": true },
+                    "diagnostic": { "dynamicRegistration": false, "relatedDocumentSupport": false }
+                },
+                "workspace": { "configuration": true, "workspaceFolders": true }
             },
-            client_info: Some(ClientInfo {
-                name: "supervisor".into(),
-                version: Some(env!("CARGO_PKG_VERSION").into()),
-            }),
-            ..Default::default()
-        };
-        let params = serde_json::to_value(params).map_err(|e| e.to_string())?;
-        self.request("initialize", params, deadline).await?;
+            "clientInfo": { "name": "supervisor", "version": env!("CARGO_PKG_VERSION") }
+        });
+        if let Some(options) = options {
+            params["initializationOptions"] = options;
+        }
+        let result = self.request("initialize", params, deadline).await?;
+        self.capabilities = result.get("capabilities").cloned().unwrap_or(Value::Null);
         self.notify("initialized", json!({})).await
     }
 
-    /// Open `file` (absolute) with its current text.
+    /// Whether the server answers `textDocument/diagnostic` (LSP 3.17 pull diagnostics).
+    pub fn supports_pull_diagnostics(&self) -> bool {
+        self.capabilities
+            .get("diagnosticProvider")
+            .is_some_and(|p| !p.is_null() && *p != Value::Bool(false))
+    }
+
+    /// Whether the server offers `command` through `workspace/executeCommand`.
+    pub fn supports_command(&self, command: &str) -> bool {
+        self.capabilities
+            .pointer("/executeCommandProvider/commands")
+            .and_then(Value::as_array)
+            .is_some_and(|c| c.iter().any(|c| c.as_str() == Some(command)))
+    }
+
+    /// Open `file` (absolute) at `version` with `text`.
     pub async fn open(
         &mut self,
         file: &Path,
         language_id: &str,
-        text: String,
+        version: i32,
+        text: &str,
     ) -> Result<(), String> {
-        let params = DidOpenTextDocumentParams {
-            text_document: TextDocumentItem {
-                uri: file_uri(file)?,
-                language_id: language_id.into(),
-                version: 1,
-                text,
-            },
-        };
-        let params = serde_json::to_value(params).map_err(|e| e.to_string())?;
+        {
+            let mut state = self.shared.lock();
+            state.open.insert(file.to_path_buf());
+            state.published.remove(file);
+        }
+        let params = json!({ "textDocument": {
+            "uri": file_uri(file)?.as_str(), "languageId": language_id, "version": version, "text": text
+        }});
         self.notify("textDocument/didOpen", params).await
     }
 
-    /// Wait until every file of `files` has had diagnostics published (then a short quiet period for
-    /// updates), or until `deadline`. Returns the latest diagnostics of the files that reported; those
-    /// that stayed silent until the deadline are listed apart (the server is alive but did not answer
-    /// for them). Errors mean the server died or spoke nonsense.
-    pub async fn collect_diagnostics(
+    /// Replace the whole text of the open `file`, now at `version`.
+    pub async fn change(&mut self, file: &Path, version: i32, text: &str) -> Result<(), String> {
+        let params = json!({
+            "textDocument": { "uri": file_uri(file)?.as_str(), "version": version },
+            "contentChanges": [{ "text": text }]
+        });
+        self.notify("textDocument/didChange", params).await
+    }
+
+    /// Close `file`: the server reads it from disk again and its diagnostics are forgotten.
+    pub async fn close(&mut self, file: &Path) -> Result<(), String> {
+        {
+            let mut state = self.shared.lock();
+            state.open.remove(file);
+            state.published.remove(file);
+        }
+        let params = json!({ "textDocument": { "uri": file_uri(file)?.as_str() } });
+        self.notify("textDocument/didClose", params).await
+    }
+
+    /// The diagnostics of `file` from `textDocument/diagnostic`: complete by definition.
+    pub async fn pull_diagnostics(
         &mut self,
-        files: &[PathBuf],
+        file: &Path,
         deadline: Instant,
-    ) -> Result<Collected, String> {
-        let wanted: HashSet<&PathBuf> = files.iter().collect();
+    ) -> Result<Vec<Diagnostic>, String> {
+        let params = json!({ "textDocument": { "uri": file_uri(file)?.as_str() } });
+        let report = self
+            .request_retrying("textDocument/diagnostic", params, deadline)
+            .await?;
+        match report.get("kind").and_then(Value::as_str) {
+            Some("full") => parse_diagnostics(&self.name, report.get("items")),
+            other => Err(format!(
+                "{} answered textDocument/diagnostic with a `{}` report where a full one was asked for",
+                self.name,
+                other.unwrap_or("?")
+            )),
+        }
+    }
+
+    /// The syntactic and semantic diagnostics of `file` asked of tsserver itself through
+    /// typescript-language-server: tsserver answers once it has checked the file.
+    pub async fn tsserver_diagnostics(
+        &mut self,
+        file: &Path,
+        deadline: Instant,
+    ) -> Result<Vec<Diagnostic>, String> {
+        let mut all = Vec::new();
+        for command in ["syntacticDiagnosticsSync", "semanticDiagnosticsSync"] {
+            let params = json!({
+                "command": TSSERVER_REQUEST,
+                "arguments": [command, { "file": file.to_string_lossy(), "includeLinePosition": false }]
+            });
+            let response = self
+                .request_retrying("workspace/executeCommand", params, deadline)
+                .await?;
+            if response.get("type").and_then(Value::as_str) == Some("cancelled") {
+                return Err(format!("tsserver cancelled `{command}`"));
+            }
+            if response.get("success") != Some(&Value::Bool(true)) {
+                return Err(format!(
+                    "tsserver could not answer `{command}` for {}: {}",
+                    file.display(),
+                    response
+                        .get("message")
+                        .and_then(Value::as_str)
+                        .unwrap_or("no reason given")
+                ));
+            }
+            let items = response
+                .get("body")
+                .and_then(Value::as_array)
+                .ok_or_else(|| format!("tsserver's `{command}` answer has no diagnostics list"))?;
+            for item in items {
+                all.push(tsserver_diagnostic(item).ok_or_else(|| {
+                    format!("tsserver sent a diagnostic that could not be read: {item}")
+                })?);
+            }
+        }
+        Ok(all)
+    }
+
+    /// Wait until the server publishes diagnostics of `file` for `version` (for servers that lint a
+    /// document version in one pass and publish once, such as pylsp). `Err(Unfinished)` at the
+    /// deadline, or at once when the server publishes without versions. Errors of the server itself
+    /// (it died) are `Ok(Err(_))`.
+    pub async fn published_for(
+        &mut self,
+        file: &Path,
+        version: i32,
+        deadline: Instant,
+    ) -> Result<Result<Vec<Diagnostic>, Unfinished>, String> {
+        let waited = self
+            .wait_until(deadline, |state| match state.published.get(file) {
+                Some(p) if p.version == Some(version) => Some(Ok(p.diagnostics.clone())),
+                Some(p) if p.version.is_none() => Some(Err(Unfinished::Unversioned)),
+                _ => None,
+            })
+            .await?;
+        Ok(waited.unwrap_or_else(|| {
+            Err(match self.shared.lock().published.get(file) {
+                Some(Published {
+                    version: Some(v), ..
+                }) => Unfinished::Stale {
+                    published: *v,
+                    current: version,
+                },
+                Some(_) => Unfinished::Unversioned,
+                None => Unfinished::Silent,
+            })
+        }))
+    }
+
+    /// Wait until `ready` finds what it looks for in the state (`Ok(Some)`), the deadline passes
+    /// (`Ok(None)`) or the server's output ends (`Err`, saying how it exited).
+    async fn wait_until<T>(
+        &mut self,
+        deadline: Instant,
+        mut ready: impl FnMut(&mut State) -> Option<T>,
+    ) -> Result<Option<T>, String> {
+        let shared = Arc::clone(&self.shared);
         loop {
-            let all_reported = wanted.iter().all(|f| self.diagnostics.contains_key(*f));
-            let now = Instant::now();
-            if now >= deadline {
-                break;
-            }
-            let wait = if all_reported {
-                SETTLE.min(deadline - now)
-            } else {
-                deadline - now
-            };
-            match tokio::time::timeout(wait, self.incoming.recv()).await {
-                Err(_) if all_reported => break,
-                Err(_) => continue,
-                Ok(Some(Ok(msg))) => self.handle(msg).await?,
-                Ok(Some(Err(e))) => return Err(e),
-                Ok(None) => return Err(self.exited()),
-            }
-        }
-        let mut collected = Collected::default();
-        for f in files {
-            match self.diagnostics.get(f) {
-                Some(d) => {
-                    collected.diagnostics.insert(f.clone(), d.clone());
+            let notified = shared.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut state = shared.lock();
+                if let Some(found) = ready(&mut state) {
+                    return Ok(Some(found));
                 }
-                None => collected.silent.push(f.clone()),
+                if state.ended.is_some() {
+                    drop(state);
+                    return Err(self.exited());
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline
+                || tokio::time::timeout(deadline - now, notified)
+                    .await
+                    .is_err()
+            {
+                return Ok(None);
             }
         }
-        Ok(collected)
     }
 
     /// `shutdown` then `exit`; the process group is killed if the server lingers.
@@ -207,11 +401,37 @@ impl LspServer {
             let _ = self.notify("exit", Value::Null).await;
             if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await
             {
-                self.guard.disarm();
-                return;
+                // Whatever the server left running in its group goes with it.
+                if process_group_alive(self.guard.pgid()) {
+                    signal_group(self.guard.pgid(), libc::SIGKILL);
+                }
+                self.guard.armed = false;
             }
         }
-        self.guard.kill();
+        // An armed guard kills the group as it drops.
+    }
+
+    /// A request, sent again while the server answers "cancelled, ask again".
+    async fn request_retrying(
+        &mut self,
+        method: &str,
+        params: Value,
+        deadline: Instant,
+    ) -> Result<Value, String> {
+        loop {
+            match self.request_raw(method, params.clone(), deadline).await? {
+                Ok(v) => return Ok(v),
+                Err(e) if e.code == SERVER_CANCELLED && Instant::now() + RETRY_PAUSE < deadline => {
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "{} answered `{method}` with an error: {}",
+                        self.name, e.message
+                    ));
+                }
+            }
+        }
     }
 
     async fn request(
@@ -220,35 +440,48 @@ impl LspServer {
         params: Value,
         deadline: Instant,
     ) -> Result<Value, String> {
+        self.request_raw(method, params, deadline)
+            .await?
+            .map_err(|e| {
+                format!(
+                    "{} answered `{method}` with an error: {}",
+                    self.name, e.message
+                )
+            })
+    }
+
+    /// Send a request and wait for its response (or the deadline, or the server's end).
+    async fn request_raw(
+        &mut self,
+        method: &str,
+        params: Value,
+        deadline: Instant,
+    ) -> Result<Result<Value, ResponseError>, String> {
         let id = self.next_id;
         self.next_id += 1;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await?;
-        loop {
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(format!("{} did not answer `{method}` in time", self.name));
-            }
-            let msg = match tokio::time::timeout(deadline - now, self.incoming.recv()).await {
-                Err(_) => return Err(format!("{} did not answer `{method}` in time", self.name)),
-                Ok(None) => return Err(self.exited()),
-                Ok(Some(Err(e))) => return Err(e),
-                Ok(Some(Ok(msg))) => msg,
-            };
-            let is_response = msg.get("method").is_none() && msg.get("id") == Some(&json!(id));
-            if !is_response {
-                self.handle(msg).await?;
-                continue;
-            }
-            if let Some(err) = msg.get("error") {
-                return Err(format!(
-                    "{} answered `{method}` with an error: {}",
-                    self.name,
-                    err.get("message").and_then(Value::as_str).unwrap_or("?")
-                ));
-            }
-            return Ok(msg.get("result").cloned().unwrap_or(Value::Null));
-        }
+        self.shared.lock().waiting.insert(id);
+        let sent = self
+            .send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        let result = match sent {
+            Ok(()) => self.wait_for(id, method, deadline).await,
+            Err(e) => Err(e),
+        };
+        let mut state = self.shared.lock();
+        state.waiting.remove(&id);
+        state.responses.remove(&id);
+        result
+    }
+
+    async fn wait_for(
+        &mut self,
+        id: i64,
+        method: &str,
+        deadline: Instant,
+    ) -> Result<Result<Value, ResponseError>, String> {
+        self.wait_until(deadline, |state| state.responses.remove(&id))
+            .await?
+            .ok_or_else(|| format!("{} did not answer `{method}` in time", self.name))
     }
 
     async fn notify(&mut self, method: &str, params: Value) -> Result<(), String> {
@@ -256,12 +489,67 @@ impl LspServer {
             .await
     }
 
-    /// Answer server requests (configuration, progress, registrations) and record diagnostics.
-    async fn handle(&mut self, msg: Value) -> Result<(), String> {
-        let Some(method) = msg.get("method").and_then(Value::as_str) else {
-            return Ok(()); // a late response to something we no longer wait for
+    async fn send(&mut self, msg: &Value) -> Result<(), String> {
+        match write_message(&self.writer, msg).await {
+            Ok(()) => Ok(()),
+            Err(_) => Err(self.exited()),
+        }
+    }
+
+    fn exited(&mut self) -> String {
+        let status = match self.child.try_wait() {
+            Ok(Some(s)) => super::tool::status_text(s),
+            _ => self
+                .shared
+                .lock()
+                .ended
+                .clone()
+                .unwrap_or_else(|| "closed its input".into()),
         };
-        if let Some(id) = msg.get("id").cloned() {
+        let tail = brief(&self.stderr_tail(40));
+        if tail.is_empty() {
+            format!("{} exited ({status})", self.name)
+        } else {
+            format!("{} exited ({status}): {tail}", self.name)
+        }
+    }
+}
+
+async fn write_message(writer: &Writer, msg: &Value) -> std::io::Result<()> {
+    let body = serde_json::to_vec(msg).map_err(std::io::Error::other)?;
+    let mut frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
+    frame.extend_from_slice(&body);
+    let mut w = writer.lock().await;
+    w.write_all(&frame).await?;
+    w.flush().await
+}
+
+/// Read the server's messages until its output ends: answer its requests, hand responses to the
+/// requests waiting for them, keep the diagnostics of open documents.
+async fn pump<R: AsyncRead + Unpin>(stream: R, shared: Arc<Shared>, writer: Writer) {
+    let mut reader = BufReader::new(stream);
+    let ended = loop {
+        match read_message(&mut reader).await {
+            Ok(Some(msg)) => {
+                if let Some(answer) = receive(&shared, msg) {
+                    // A server that stopped reading will end its output too; nothing to do here.
+                    let _ = write_message(&writer, &answer).await;
+                }
+                shared.changed.notify_waiters();
+            }
+            Ok(None) => break "closed its output".to_string(),
+            Err(e) => break e,
+        }
+    };
+    shared.lock().ended = Some(ended);
+    shared.changed.notify_waiters();
+}
+
+/// Take in one message; returns the answer to send when it is a request of the server.
+fn receive(shared: &Shared, msg: Value) -> Option<Value> {
+    let method = msg.get("method").and_then(Value::as_str);
+    match (method, msg.get("id")) {
+        (Some(method), Some(id)) => {
             let result = match method {
                 "workspace/configuration" => {
                     let n = msg
@@ -273,65 +561,84 @@ impl LspServer {
                 "workspace/workspaceFolders" => Value::Null,
                 _ => Value::Null,
             };
-            return self
-                .send(&json!({"jsonrpc": "2.0", "id": id, "result": result}))
-                .await;
+            Some(json!({"jsonrpc": "2.0", "id": id, "result": result}))
         }
-        if method == "textDocument/publishDiagnostics" {
-            let params: PublishDiagnosticsParams =
-                serde_json::from_value(msg.get("params").cloned().unwrap_or(Value::Null))
-                    .map_err(|e| format!("{} sent malformed diagnostics: {e}", self.name))?;
-            if let Some(path) = uri_to_path(params.uri.as_str()) {
-                self.diagnostics.insert(path, params.diagnostics);
+        (Some("textDocument/publishDiagnostics"), None) => {
+            let params = msg.get("params")?;
+            let path = uri_to_path(params.get("uri")?.as_str()?)?;
+            let mut state = shared.lock();
+            if state.open.contains(&path) {
+                let diagnostics: Vec<Diagnostic> = params
+                    .get("diagnostics")
+                    .and_then(|d| serde_json::from_value(d.clone()).ok())
+                    .unwrap_or_default();
+                let version = params
+                    .get("version")
+                    .and_then(Value::as_i64)
+                    .and_then(|v| i32::try_from(v).ok());
+                state.published.insert(
+                    path,
+                    Published {
+                        version,
+                        diagnostics,
+                    },
+                );
             }
+            None
         }
-        Ok(())
-    }
-
-    async fn send(&mut self, msg: &Value) -> Result<(), String> {
-        let body = serde_json::to_vec(msg).map_err(|e| e.to_string())?;
-        let mut frame = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
-        frame.extend_from_slice(&body);
-        match self.stdin.write_all(&frame).await {
-            Ok(()) => self.stdin.flush().await.map_err(|e| e.to_string()),
-            Err(_) => Err(self.exited()),
+        (Some(_), None) => None,
+        (None, Some(id)) => {
+            let id = id.as_i64()?;
+            let mut state = shared.lock();
+            if state.waiting.contains(&id) {
+                let response = match msg.get("error") {
+                    Some(err) => Err(ResponseError {
+                        code: err.get("code").and_then(Value::as_i64).unwrap_or(0),
+                        message: err
+                            .get("message")
+                            .and_then(Value::as_str)
+                            .unwrap_or("?")
+                            .to_string(),
+                    }),
+                    None => Ok(msg.get("result").cloned().unwrap_or(Value::Null)),
+                };
+                state.responses.insert(id, response);
+            }
+            None
         }
-    }
-
-    fn exited(&mut self) -> String {
-        let status = match self.child.try_wait() {
-            Ok(Some(s)) => super::tool::status_text(s),
-            _ => "closed its output".into(),
-        };
-        let tail = brief(&self.stderr_tail(40));
-        if tail.is_empty() {
-            format!("{} exited ({status})", self.name)
-        } else {
-            format!("{} exited ({status}): {tail}", self.name)
-        }
+        (None, None) => None,
     }
 }
 
-/// Read Content-Length framed messages until EOF or a framing error.
-async fn read_messages<R: AsyncRead + Unpin>(
-    stream: R,
-    tx: mpsc::UnboundedSender<Result<Value, String>>,
-) {
-    let mut reader = BufReader::new(stream);
-    loop {
-        match read_message(&mut reader).await {
-            Ok(Some(msg)) => {
-                if tx.send(Ok(msg)).is_err() {
-                    return;
-                }
-            }
-            Ok(None) => return,
-            Err(e) => {
-                let _ = tx.send(Err(e));
-                return;
-            }
-        }
+fn parse_diagnostics(server: &str, items: Option<&Value>) -> Result<Vec<Diagnostic>, String> {
+    serde_json::from_value(items.cloned().unwrap_or(Value::Array(Vec::new())))
+        .map_err(|e| format!("{server} sent diagnostics that could not be read: {e}"))
+}
+
+/// A tsserver diagnostic (`{start: {line, offset}, end, text, code, category}`, 1-based) as LSP's.
+fn tsserver_diagnostic(item: &Value) -> Option<Diagnostic> {
+    let position = |key: &str| -> Option<Value> {
+        let p = item.get(key)?;
+        let line = p.get("line")?.as_u64()?.saturating_sub(1);
+        let character = p.get("offset")?.as_u64()?.saturating_sub(1);
+        Some(json!({ "line": line, "character": character }))
+    };
+    let severity = match item.get("category").and_then(Value::as_str) {
+        Some("error") => 1,
+        Some("warning") => 2,
+        Some("suggestion") => 4,
+        _ => 3,
+    };
+    let mut diagnostic = json!({
+        "range": { "start": position("start")?, "end": position("end")? },
+        "severity": severity,
+        "source": item.get("source").and_then(Value::as_str).unwrap_or("typescript"),
+        "message": item.get("text")?.as_str()?,
+    });
+    if let Some(code) = item.get("code").filter(|c| c.is_number()) {
+        diagnostic["code"] = code.clone();
     }
+    serde_json::from_value(diagnostic).ok()
 }
 
 /// One framed message; `Ok(None)` at a clean EOF.
@@ -474,5 +781,63 @@ mod tests {
         assert!(read_message(&mut bad).await.is_err());
         let mut no_len = BufReader::new("X: 1\r\n\r\n{}".as_bytes());
         assert!(read_message(&mut no_len).await.is_err());
+    }
+
+    #[test]
+    fn only_open_documents_keep_diagnostics_and_responses_reach_their_request() {
+        let shared = Shared {
+            state: Mutex::new(State::default()),
+            changed: Notify::new(),
+        };
+        shared.lock().open.insert(PathBuf::from("/w/a.py"));
+        shared.lock().waiting.insert(7);
+        let publish = |uri: &str, version: Option<i32>| {
+            json!({"jsonrpc": "2.0", "method": "textDocument/publishDiagnostics", "params": {
+                "uri": uri, "version": version, "diagnostics": [{
+                    "range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 3}},
+                    "severity": 1, "message": "bad"}]}})
+        };
+        assert_eq!(receive(&shared, publish("file:///w/a.py", Some(2))), None);
+        assert_eq!(
+            receive(&shared, publish("file:///w/other.py", Some(1))),
+            None
+        );
+        let state = shared.lock();
+        assert_eq!(state.published.len(), 1);
+        assert_eq!(state.published[Path::new("/w/a.py")].version, Some(2));
+        drop(state);
+        // Requests of the server are answered at once.
+        let answer = receive(
+            &shared,
+            json!({"jsonrpc": "2.0", "id": "c1", "method": "workspace/configuration",
+                   "params": {"items": [{}, {}]}}),
+        )
+        .unwrap();
+        assert_eq!(answer["result"], json!([null, null]));
+        // Responses for requests nobody waits for are dropped.
+        receive(&shared, json!({"jsonrpc": "2.0", "id": 8, "result": 1}));
+        receive(
+            &shared,
+            json!({"jsonrpc": "2.0", "id": 7, "error": {"code": -32802, "message": "again"}}),
+        );
+        let state = shared.lock();
+        assert_eq!(state.responses.len(), 1);
+        assert_eq!(state.responses[&7].as_ref().unwrap_err().code, -32802);
+    }
+
+    #[test]
+    fn tsserver_diagnostics_become_lsp_diagnostics() {
+        let d = tsserver_diagnostic(&json!({
+            "start": {"line": 4, "offset": 7}, "end": {"line": 4, "offset": 13},
+            "text": "Type 'string' is not assignable to type 'number'.", "code": 2322,
+            "category": "error"
+        }))
+        .unwrap();
+        assert_eq!(d.range.start.line, 3);
+        assert_eq!(d.range.start.character, 6);
+        assert_eq!(d.severity, Some(lsp_types::DiagnosticSeverity::ERROR));
+        assert_eq!(d.code, Some(lsp_types::NumberOrString::Number(2322)));
+        assert_eq!(d.source.as_deref(), Some("typescript"));
+        assert!(tsserver_diagnostic(&json!({"text": "no position"})).is_none());
     }
 }

@@ -14,8 +14,10 @@ mod lsp;
 mod lsp_client;
 mod package_safety;
 mod report;
+mod session;
 mod tool;
 mod traceability;
+mod trust;
 mod tsc;
 
 use std::ffi::OsString;
@@ -37,11 +39,13 @@ pub use changes::{
 pub use ci::{CiContext, CiError, CiPoll, CiRun, CiSource, NoCiConnection};
 pub use duplicates::{CloneType, classify_clone};
 pub use report::{Finding, FindingSeverity, GateReport, GateStatus, NotRunCause, Verdict, verdict};
+pub use session::GateSession;
 pub use tool::{ToolLocation, find_on_path};
+pub use trust::{ToolEnv, main_checkout_of};
 
 /// The tools a gate of `kind` runs, each with where it was found in `ctx` or why it was not:
 /// `(tool, Ok(where) | Err(why))`. Gates that run no tool of their own give an empty list.
-pub fn gate_tools(
+pub async fn gate_tools(
     kind: crate::config::GateKind,
     ctx: &GateContext,
 ) -> Vec<(&'static str, Result<String, String>)> {
@@ -53,10 +57,14 @@ pub fn gate_tools(
         K::Duplicates => &[tool::JSCPD],
         K::Ci | K::Traceability | K::PackageSafety | K::Command => &[],
     };
-    specs
-        .iter()
-        .map(|spec| (spec.bin, tool::locate(*spec, ctx).map(|t| t.describe())))
-        .collect()
+    let mut found = Vec::new();
+    for spec in specs {
+        found.push((
+            spec.bin,
+            tool::locate(*spec, ctx).await.map(|t| t.describe()),
+        ));
+    }
+    found
 }
 
 /// Await futures concurrently, results in order (the language servers of the lsp gate).
@@ -103,8 +111,12 @@ pub struct GateContext {
     pub ci: Option<CiContext>,
     /// Where gates keep state between runs (tsc cache and trend), e.g. `<repo>/.supervisor/gates`.
     pub state_dir: PathBuf,
-    /// PATH used to find tools and given to them; `None` = the process's PATH.
+    /// PATH used to find tools and given to them; `None` = the session environment's PATH. Relative
+    /// entries and entries inside the checkout are never used.
     pub search_path: Option<OsString>,
+    /// The run's gate session: trusted tools, their environment, warm language servers, incremental
+    /// state.
+    pub session: GateSession,
 }
 
 impl fmt::Debug for GateContext {
@@ -116,24 +128,29 @@ impl fmt::Debug for GateContext {
             .field("settings", &self.settings)
             .field("ci", &self.ci)
             .field("state_dir", &self.state_dir)
+            .field("session", &self.session)
             .finish_non_exhaustive()
     }
 }
 
 impl GateContext {
     /// A context for the checkout at `dir` against `base`, with default gate settings, no issue and no
-    /// CI connection; state kept in `<dir>/.supervisor/gates`.
+    /// CI connection; state kept in `<dir>/.supervisor/gates`, tools run with the agents' base
+    /// environment allowlist in a session of their own.
     pub fn for_checkout(dir: &Path, base: &str) -> Result<GateContext, GateError> {
         let root = worktree_root(dir)?;
         let changes = ChangeSet::compute(&root, base)?;
+        let state_dir = root.join(".supervisor/gates");
+        let session = GateSession::for_checkout(&root, &state_dir, ToolEnv::base());
         Ok(GateContext {
-            state_dir: root.join(".supervisor/gates"),
+            state_dir,
             dir: root,
             changes,
             issue: None,
             settings: GateSettings::default(),
             ci: None,
             search_path: None,
+            session,
         })
     }
 
@@ -288,34 +305,41 @@ async fn run_gates_with(
                 .collect();
         }
     };
-    let handles: Vec<_> = hooks
-        .iter()
-        .map(|hook| {
-            let hook = hook.clone();
-            let ctx = Arc::clone(&shared);
-            (
-                Instant::now(),
-                tokio::spawn(async move { run_gate_with(&hook, &ctx, resolve(hook.gate)).await }),
-            )
-        })
-        .collect();
-    let mut reports = Vec::with_capacity(hooks.len());
-    for (hook, (started, handle)) in hooks.iter().zip(handles) {
-        let report = match handle.await {
-            Ok(report) => report,
+    // Gates run side by side; dropping this future (a stop) aborts every one of them, and their
+    // child process groups stay recorded with the run's.
+    let mut set = tokio::task::JoinSet::new();
+    let mut ids = std::collections::HashMap::new();
+    for (i, hook) in hooks.iter().enumerate() {
+        let hook = hook.clone();
+        let ctx = Arc::clone(&shared);
+        let task = crate::process::in_this_run(async move {
+            run_gate_with(&hook, &ctx, resolve(hook.gate)).await
+        });
+        ids.insert(set.spawn(task).id(), i);
+    }
+    let started = Instant::now();
+    let mut done: Vec<Option<GateReport>> = vec![None; hooks.len()];
+    while let Some(joined) = set.join_next_with_id().await {
+        match joined {
+            Ok((id, report)) => done[ids[&id]] = Some(report),
             Err(e) => {
+                let i = ids[&e.id()];
+                let hook = &hooks[i];
                 let reason = if e.is_panic() {
                     format!("the gate crashed: {}", panic_message(e.into_panic()))
                 } else {
                     "the gate was cancelled before it finished".to_string()
                 };
                 tracing::error!(gate = %hook.name, %reason, "gate did not finish");
-                report_from(hook, GateOutcome::not_run(reason), started.elapsed())
+                done[i] = Some(report_from(
+                    hook,
+                    GateOutcome::not_run(reason),
+                    started.elapsed(),
+                ));
             }
-        };
-        reports.push(report);
+        }
     }
-    reports
+    done.into_iter().flatten().collect()
 }
 
 /// Run one hook's gate with its deadline (not concurrently with others).
@@ -336,12 +360,18 @@ async fn run_gate_with(hook: &Hook, ctx: &GateContext, gate: &dyn Gate) -> GateR
     let deadline = gate_deadline(hook, ctx);
     let span = tracing::info_span!("gate", gate = %hook.name);
     let gate = gate.run(hook, ctx).instrument(span);
-    let outcome = match tokio::time::timeout(deadline, gate).await {
-        Ok(outcome) => outcome,
-        Err(_) => GateOutcome::not_run(format!(
-            "the gate did not finish within {} s",
-            deadline.as_secs()
-        )),
+    let outcome = tokio::select! {
+        outcome = tokio::time::timeout(deadline, gate) => match outcome {
+            Ok(outcome) => outcome,
+            Err(_) => GateOutcome::not_run(format!(
+                "the gate did not finish within {} s",
+                deadline.as_secs()
+            )),
+        },
+        () = ctx.session.cancel().cancelled() => GateOutcome::not_run_because(
+            NotRunCause::Cancelled,
+            "stopped before it finished: a stop was asked for (its tools were killed)",
+        ),
     };
     tracing::debug!(gate = %hook.name, status = %outcome.status, "gate finished");
     report_from(hook, outcome, started.elapsed())
@@ -461,6 +491,7 @@ mod tests {
             ci: None,
             state_dir: PathBuf::from("/nonexistent/state"),
             search_path: None,
+            session: GateSession::new(None, Path::new("/nonexistent/state"), ToolEnv::base()),
         }
     }
 

@@ -87,12 +87,17 @@ pub enum NotRunCause {
     /// The answer was still outstanding at the deadline (CI checks pending, the head commit not yet on
     /// the remote): running again later may find it.
     Pending,
+    /// A stop was asked for (SIGINT, SIGTERM) before the gate finished; its tools were killed.
+    Cancelled,
 }
 
 impl NotRunCause {
     /// Running again later, with nothing changed, may reach a verdict.
     pub fn is_resumable(self) -> bool {
-        matches!(self, NotRunCause::Transient | NotRunCause::Pending)
+        matches!(
+            self,
+            NotRunCause::Transient | NotRunCause::Pending | NotRunCause::Cancelled
+        )
     }
 }
 

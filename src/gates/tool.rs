@@ -4,19 +4,21 @@
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::Duration;
 
 use tokio::process::Command;
 
 use super::GateContext;
+use super::trust::{Installed, ToolEnv, is_inside, trusted_path};
 
 /// Where a tool comes from when it is not installed in the project.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ecosystem {
-    /// npm package: `node_modules/.bin`, PATH, then (when allowed) `npx --package <pkg>@<version>`.
+    /// npm package: the main checkout's `node_modules/.bin`, PATH, then (when allowed) the pinned
+    /// version through npx.
     Npm,
-    /// PyPI package: the project's `.venv/bin`, then PATH.
+    /// PyPI package: the main checkout's `.venv/bin`, then PATH.
     Python,
     /// Installed by the system package manager: PATH only.
     System,
@@ -72,12 +74,26 @@ pub const RUST_ANALYZER: ToolSpec =
 /// A located tool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolLocation {
-    /// The project's own copy (`node_modules/.bin`, `.venv/bin`).
-    Project(PathBuf),
+    /// A directory of `gates.toolPaths`.
+    Configured(PathBuf),
+    /// The main checkout's installed dependencies, unchanged since the gate session began.
+    MainCheckout(PathBuf),
     /// Found on PATH.
     Path(PathBuf),
-    /// Run through npx at the pinned version.
-    Npx { npx: PathBuf, package: String },
+    /// The pinned version, installed by npx in its cache.
+    Npx { program: PathBuf, package: String },
+}
+
+impl ToolLocation {
+    /// The executable to run.
+    pub fn program(&self) -> &Path {
+        match self {
+            ToolLocation::Configured(p) | ToolLocation::MainCheckout(p) | ToolLocation::Path(p) => {
+                p
+            }
+            ToolLocation::Npx { program, .. } => program,
+        }
+    }
 }
 
 /// A tool ready to run.
@@ -85,108 +101,182 @@ pub enum ToolLocation {
 pub struct Tool {
     pub spec: ToolSpec,
     pub location: ToolLocation,
-    /// PATH given to the child (the context's search path, when set).
-    search_path: Option<OsString>,
+    /// The environment given to the child (the session's, with the trusted PATH).
+    env: ToolEnv,
+    path: OsString,
 }
 
 impl Tool {
-    /// A command running the tool in `dir` with `args`.
+    /// A command running the tool in `dir` with `args`, with nothing of this process's environment
+    /// but the allowlist.
     pub fn command<I, S>(&self, dir: &Path, args: I) -> Command
     where
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let mut cmd = match &self.location {
-            ToolLocation::Project(p) | ToolLocation::Path(p) => Command::new(p),
-            ToolLocation::Npx { npx, package } => {
-                let mut c = Command::new(npx);
-                c.arg("--yes")
-                    .arg(format!("--package={package}"))
-                    .arg("--")
-                    .arg(self.spec.bin);
-                c
-            }
-        };
+        let mut cmd = Command::new(self.location.program());
         cmd.args(args).current_dir(dir);
-        if let Some(path) = &self.search_path {
-            cmd.env("PATH", path);
-        }
-        // Plain output: no colours, no spinners.
-        cmd.env("NO_COLOR", "1").env("FORCE_COLOR", "0");
+        apply_env(&mut cmd, &self.env, &self.path);
         cmd
+    }
+
+    /// The executable run.
+    pub fn program(&self) -> &Path {
+        self.location.program()
     }
 
     /// Where it was found, for summaries.
     pub fn describe(&self) -> String {
         match &self.location {
-            ToolLocation::Project(p) | ToolLocation::Path(p) => p.display().to_string(),
-            ToolLocation::Npx { package, .. } => format!("npx {package}"),
+            ToolLocation::Npx { package, program } => {
+                format!("npx {package} ({})", program.display())
+            }
+            other => other.program().display().to_string(),
         }
     }
 }
 
-/// Find a tool: the project's own copy, then PATH, then (npm tools, when `gates.allowNpx`) npx at the
-/// pinned version. The error says where it looked and what to do.
-pub fn locate(spec: ToolSpec, ctx: &GateContext) -> Result<Tool, String> {
-    locate_from(spec, ctx, &ctx.dir)
+/// Give `cmd` exactly `env` with `path` as PATH, and plain output (no colours, no spinners).
+pub fn apply_env(cmd: &mut Command, env: &ToolEnv, path: &OsStr) {
+    cmd.env_clear();
+    for (k, v) in env.vars() {
+        cmd.env(k, v);
+    }
+    cmd.env("PATH", path);
+    cmd.env("NO_COLOR", "1").env("FORCE_COLOR", "0");
 }
 
-/// [`locate`] for a project inside the worktree: npm tools are looked for in `node_modules/.bin` of
-/// `start` and each directory above it up to the worktree root, as npm resolves binaries.
-pub fn locate_from(spec: ToolSpec, ctx: &GateContext, start: &Path) -> Result<Tool, String> {
-    let search_path = ctx.search_path.clone();
-    let path_var = search_path.clone().or_else(|| std::env::var_os("PATH"));
+/// The PATH tools are found on and run with: the context's search path (else the session's PATH),
+/// without relative entries or entries inside the checkout under review.
+pub fn tool_path(ctx: &GateContext) -> OsString {
+    let path = ctx
+        .search_path
+        .clone()
+        .or_else(|| ctx.session.env().get("PATH").map(OsString::from))
+        .unwrap_or_default();
+    trusted_path(&path, &ctx.dir)
+}
+
+/// Find a tool where the agent cannot have put it: `gates.toolPaths`, the main checkout's installed
+/// dependencies as recorded when the session began, PATH, then (npm tools, with `gates.allowNpx`)
+/// the pinned version through npx. A copy inside the checkout under review is never used. The error
+/// says where it looked and what to do.
+pub async fn locate(spec: ToolSpec, ctx: &GateContext) -> Result<Tool, String> {
+    locate_from(spec, ctx, &ctx.dir).await
+}
+
+/// [`locate`] for a project inside the checkout: npm tools of the main checkout are looked for in
+/// `node_modules/.bin` of the project's directory and each directory above it up to the root, as npm
+/// resolves binaries.
+pub async fn locate_from(spec: ToolSpec, ctx: &GateContext, start: &Path) -> Result<Tool, String> {
+    let path = tool_path(ctx);
     let tool = |location| Tool {
         spec,
         location,
-        search_path: search_path.clone(),
+        env: ctx.session.env().clone(),
+        path: path.clone(),
     };
-    let project_dirs: Vec<PathBuf> = match spec.ecosystem {
-        Ecosystem::Npm => start
-            .ancestors()
-            .take_while(|d| d.starts_with(&ctx.dir))
-            .map(|d| d.join("node_modules/.bin"))
-            .collect(),
-        Ecosystem::Python => vec![ctx.dir.join(".venv/bin")],
-        Ecosystem::System => Vec::new(),
-    };
-    if let Some(found) = project_dirs
-        .iter()
-        .map(|d| d.join(spec.bin))
-        .find(|p| is_executable(p))
-    {
-        return Ok(tool(ToolLocation::Project(found)));
+    for dir in &ctx.settings.tool_paths {
+        if is_inside(dir, &ctx.dir) {
+            tracing::warn!(dir = %dir.display(), "gates.toolPaths entry inside the checkout under review ignored");
+            continue;
+        }
+        let candidate = dir.join(spec.bin);
+        if is_executable(&candidate) {
+            return Ok(tool(ToolLocation::Configured(candidate)));
+        }
     }
-    if let Some(found) = find_on_path(spec.bin, path_var.as_deref()) {
+    if let Some(main) = ctx.session.main_checkout() {
+        let rel = start.strip_prefix(&ctx.dir).unwrap_or(Path::new(""));
+        let project = main.join(rel);
+        let dirs: Vec<PathBuf> = match spec.ecosystem {
+            Ecosystem::Npm => project
+                .ancestors()
+                .take_while(|d| d.starts_with(main))
+                .map(|d| d.join("node_modules/.bin"))
+                .collect(),
+            Ecosystem::Python => vec![main.join(".venv/bin")],
+            Ecosystem::System => Vec::new(),
+        };
+        for candidate in dirs.iter().map(|d| d.join(spec.bin)) {
+            if !is_executable(&candidate) || (main != ctx.dir && is_inside(&candidate, &ctx.dir)) {
+                continue;
+            }
+            match ctx.session.installed().check(&candidate) {
+                Installed::Unchanged => return Ok(tool(ToolLocation::MainCheckout(candidate))),
+                Installed::Unrecorded => continue,
+                Installed::Changed(reason) => return Err(reason),
+            }
+        }
+    }
+    if let Some(found) = find_on_path(spec.bin, Some(&path)) {
         return Ok(tool(ToolLocation::Path(found)));
     }
     let looked = match spec.ecosystem {
-        Ecosystem::Npm => "node_modules/.bin or PATH",
-        Ecosystem::Python => ".venv/bin or PATH",
-        Ecosystem::System => "PATH",
+        Ecosystem::Npm => "gates.toolPaths, the main checkout's node_modules/.bin or PATH",
+        Ecosystem::Python => "gates.toolPaths, the main checkout's .venv/bin or PATH",
+        Ecosystem::System => "gates.toolPaths or PATH",
     };
     if spec.ecosystem == Ecosystem::Npm {
         if ctx.settings.allow_npx {
-            return match find_on_path("npx", path_var.as_deref()) {
-                Some(npx) => Ok(tool(ToolLocation::Npx {
-                    npx,
-                    package: format!("{}@{}", spec.package, spec.version),
-                })),
-                None => Err(format!(
-                    "{} not found in {looked}, and npx is not on PATH either (install {} or Node.js)",
-                    spec.bin, spec.package
-                )),
-            };
+            let package = format!("{}@{}", spec.package, spec.version);
+            return npx_program(spec, &package, ctx, &path)
+                .await
+                .map(|program| tool(ToolLocation::Npx { program, package }))
+                .map_err(|e| {
+                    format!(
+                        "{} not found in {looked}, and {e} (install {} or Node.js)",
+                        spec.bin, spec.package
+                    )
+                });
         }
         return Err(format!(
-            "{} not found in {looked} (install {}, or set gates.allowNpx)",
+            "{} not found in {looked} (install {}, or set gates.allowNpx); a copy inside the checkout is never run",
             spec.bin, spec.package
         ));
     }
     Err(format!(
-        "{} not found in {looked} (install {})",
+        "{} not found in {looked} (install {}); a copy inside the checkout is never run",
         spec.bin, spec.package
     ))
+}
+
+/// The pinned package's executable in npx's cache. npx is asked from an empty directory outside the
+/// checkout (run inside it, npx would put the checkout's `node_modules/.bin` on the tool's PATH,
+/// where a planted `node` would run); the executable found is then run directly.
+async fn npx_program(
+    spec: ToolSpec,
+    package: &str,
+    ctx: &GateContext,
+    path: &OsStr,
+) -> Result<PathBuf, String> {
+    if let Some(program) = ctx.session.npx_resolved(package) {
+        return Ok(program);
+    }
+    let npx = find_on_path("npx", Some(path)).ok_or("npx is not on PATH either")?;
+    let empty = ScratchDir::new("supervisor-npx").map_err(|e| format!("npx cannot run: {e}"))?;
+    let mut cmd = Command::new(npx);
+    cmd.arg("--yes")
+        .arg(format!("--package={package}"))
+        .arg("--")
+        .arg("sh")
+        .arg("-c")
+        .arg(format!("command -v {}", spec.bin))
+        .current_dir(empty.path());
+    apply_env(&mut cmd, ctx.session.env(), path);
+    let out = run_captured(cmd, tool_timeout(ctx), ctx.session.cancel())
+        .await
+        .map_err(|e| e.reason("npx"))?;
+    let program = PathBuf::from(out.stdout.trim());
+    if !out.status.success() || !program.is_absolute() || !is_executable(&program) {
+        return Err(format!(
+            "npx could not provide {package} ({}): {}",
+            out.status_text(),
+            out.complaint()
+        ));
+    }
+    ctx.session.remember_npx(package, program.clone());
+    Ok(program)
 }
 
 /// The first executable called `bin` in the directories of `path`.
@@ -289,6 +379,8 @@ pub enum RunError {
     TimedOut(Duration),
     /// Reading its output failed.
     Io(String),
+    /// A stop was asked for while it ran; it was killed with its process group.
+    Cancelled,
 }
 
 impl RunError {
@@ -301,74 +393,30 @@ impl RunError {
                 d.as_secs()
             ),
             RunError::Io(e) => format!("{what}'s output could not be read: {e}"),
+            RunError::Cancelled => format!("{what} was stopped: a stop was asked for"),
         }
     }
 }
 
-/// Kills a process group when dropped (a timed-out or abandoned tool leaves nothing behind).
-pub struct ProcessGroupGuard {
-    pgid: Option<i32>,
-}
-
-impl ProcessGroupGuard {
-    pub fn new(pid: Option<u32>) -> Self {
-        ProcessGroupGuard {
-            pgid: pid.and_then(|p| i32::try_from(p).ok()).filter(|p| *p > 0),
-        }
-    }
-
-    /// Kill the group now.
-    pub fn kill(&mut self) {
-        if let Some(pgid) = self.pgid.take() {
-            // SAFETY: killpg only sends a signal; the group was created for this child
-            // (process_group(0)) and its leader has not been reaped yet.
-            unsafe {
-                libc::killpg(pgid, libc::SIGKILL);
-            }
-        }
-    }
-
-    /// The leader exited normally and was reaped: do not signal a group id that may be reused.
-    pub fn disarm(&mut self) {
-        self.pgid = None;
-    }
-}
-
-impl Drop for ProcessGroupGuard {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// Prepare `cmd` to run in its own process group, killed when dropped.
-pub fn isolate(cmd: &mut Command) {
-    cmd.process_group(0).kill_on_drop(true);
-}
-
-/// Run `cmd` to completion with captured output, killing its process group after `timeout`.
-pub async fn run_captured(mut cmd: Command, timeout: Duration) -> Result<ProcessOutput, RunError> {
-    isolate(&mut cmd);
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let started = std::time::Instant::now();
-    let child = cmd.spawn().map_err(|e| RunError::Spawn(e.to_string()))?;
-    let mut guard = ProcessGroupGuard::new(child.id());
-    match tokio::time::timeout(timeout, child.wait_with_output()).await {
-        Ok(Ok(out)) => {
-            guard.disarm();
-            Ok(ProcessOutput {
-                status: out.status,
-                stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-                duration: started.elapsed(),
-            })
-        }
-        Ok(Err(e)) => Err(RunError::Io(e.to_string())),
-        Err(_) => {
-            guard.kill();
-            Err(RunError::TimedOut(timeout))
-        }
+/// Run `cmd` to completion with captured output: its process group is killed after `timeout`, when
+/// the session's stop is asked for, or when the gate is abandoned (see [`crate::process::run_to_end`]).
+pub async fn run_captured(
+    mut cmd: Command,
+    timeout: Duration,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<ProcessOutput, RunError> {
+    use crate::process::RunFailure;
+    match crate::process::run_to_end(&mut cmd, timeout, cancel).await {
+        Ok(out) => Ok(ProcessOutput {
+            status: out.status,
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            duration: out.duration,
+        }),
+        Err(RunFailure::Spawn(e)) => Err(RunError::Spawn(e.to_string())),
+        Err(RunFailure::Io(e)) => Err(RunError::Io(e.to_string())),
+        Err(RunFailure::TimedOut(d)) => Err(RunError::TimedOut(d)),
+        Err(RunFailure::Cancelled) => Err(RunError::Cancelled),
     }
 }
 
@@ -442,7 +490,7 @@ mod tests {
         // The grandchild would outlive a plain kill of `sh`.
         cmd.arg("-c").arg("sleep 30 & wait");
         let started = std::time::Instant::now();
-        let err = run_captured(cmd, Duration::from_millis(200))
+        let err = run_captured(cmd, Duration::from_millis(200), &Default::default())
             .await
             .unwrap_err();
         assert_eq!(err, RunError::TimedOut(Duration::from_millis(200)));
@@ -453,7 +501,9 @@ mod tests {
     #[tokio::test]
     async fn spawn_failure_is_reported() {
         let cmd = Command::new("/nonexistent/tool");
-        let err = run_captured(cmd, Duration::from_secs(5)).await.unwrap_err();
+        let err = run_captured(cmd, Duration::from_secs(5), &Default::default())
+            .await
+            .unwrap_err();
         assert!(matches!(err, RunError::Spawn(_)), "{err:?}");
     }
 }

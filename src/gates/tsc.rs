@@ -3,6 +3,11 @@
 //! Diagnostics are cached per tree state (same files → same answer, no second compile), and each run
 //! records the error count so the summary can say whether the change made things worse (regression),
 //! better (improvement) or neither (stable) since the previous run on the branch.
+//!
+//! Within a gate session tsc runs `--incremental`, its build-info file kept per worktree and project
+//! in the session's scratch directory (never in the repository tree, removed with the session): the
+//! next round re-checks only what the change can affect. tsc records each file's content hash and
+//! diagnostics there, so the answer is the one a cold run gives.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -118,7 +123,7 @@ async fn run(ctx: &GateContext) -> GateOutcome {
     // Each project may have its own TypeScript (monorepos): resolve tsc from the project up.
     let mut tools = Vec::with_capacity(projects.len());
     for project in &projects {
-        match tool::locate_from(TSC, ctx, &ctx.dir.join(project)) {
+        match tool::locate_from(TSC, ctx, &ctx.dir.join(project)).await {
             Ok(t) => tools.push((project.clone(), t)),
             Err(reason) => return GateOutcome::not_run(reason),
         }
@@ -214,32 +219,84 @@ async fn compile(
         } else {
             Path::new(project).join("tsconfig.json")
         };
-        let mut args: Vec<std::ffi::OsString> = vec!["--noEmit".into(), "--pretty".into()];
-        args.push("false".into());
-        args.push("-p".into());
-        args.push(config.clone().into_os_string());
-        let cmd = tsc.command(&ctx.dir, args);
-        let out = tool::run_captured(cmd, tool::tool_timeout(ctx))
-            .await
-            .map_err(|e| e.reason("tsc"))?;
-        let combined = format!("{}\n{}", out.stdout, out.stderr);
-        let diagnostics = parse_tsc_output(&combined);
-        match out.status.code() {
-            Some(0) => {}
-            // 1: errors, nothing emitted; 2: errors, output emitted (not with --noEmit, but harmless).
-            Some(1 | 2) if !diagnostics.is_empty() => {}
-            _ => {
-                return Err(format!(
-                    "tsc -p {} ended with {} without diagnostics to report: {}",
-                    config.display(),
-                    out.status_text(),
-                    out.complaint()
-                ));
+        let diagnostics = match build_info_file(ctx, project) {
+            Some(build_info) => {
+                let incremental = compile_project(ctx, tsc, &config, Some(&build_info)).await?;
+                if rejects_incremental(&incremental) {
+                    // A configuration that cannot build incrementally: the cold answer stands.
+                    tracing::info!(project = %config.display(), "tsc refused --incremental; checking cold");
+                    compile_project(ctx, tsc, &config, None).await?
+                } else {
+                    incremental
+                }
             }
-        }
+            None => compile_project(ctx, tsc, &config, None).await?,
+        };
         all.extend(diagnostics);
     }
     Ok(all)
+}
+
+/// The build-info file of `project` in this worktree, in the session's scratch directory.
+fn build_info_file(ctx: &GateContext, project: &str) -> Option<PathBuf> {
+    match ctx.session.scratch_dir("tsc") {
+        Ok(dir) => {
+            let key = format!("{}\n{project}", ctx.dir.display());
+            let id = git2::Oid::hash_object(git2::ObjectType::Blob, key.as_bytes())
+                .map(|o| o.to_string())
+                .unwrap_or_else(|_| "project".into());
+            Some(dir.join(format!("{}.tsbuildinfo", &id[..16.min(id.len())])))
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "no scratch directory for tsc's build info; checking cold");
+            None
+        }
+    }
+}
+
+/// Whether tsc complained about the incremental options themselves.
+fn rejects_incremental(diagnostics: &[TscDiagnostic]) -> bool {
+    diagnostics.iter().any(|d| {
+        d.category == "error"
+            && (d.message.contains("incremental") || d.message.contains("tsBuildInfoFile"))
+    })
+}
+
+async fn compile_project(
+    ctx: &GateContext,
+    tsc: &tool::Tool,
+    config: &Path,
+    build_info: Option<&Path>,
+) -> Result<Vec<TscDiagnostic>, String> {
+    let mut args: Vec<std::ffi::OsString> = vec!["--noEmit".into(), "--pretty".into()];
+    args.push("false".into());
+    if let Some(file) = build_info {
+        args.push("--incremental".into());
+        args.push("--tsBuildInfoFile".into());
+        args.push(file.as_os_str().to_owned());
+    }
+    args.push("-p".into());
+    args.push(config.as_os_str().to_owned());
+    let cmd = tsc.command(&ctx.dir, args);
+    let out = tool::run_captured(cmd, tool::tool_timeout(ctx), ctx.session.cancel())
+        .await
+        .map_err(|e| e.reason("tsc"))?;
+    let combined = format!("{}\n{}", out.stdout, out.stderr);
+    let diagnostics = parse_tsc_output(&combined);
+    match out.status.code() {
+        Some(0) => {}
+        // 1: errors, nothing emitted; 2: errors, output emitted (not with --noEmit, but harmless).
+        Some(1 | 2) if !diagnostics.is_empty() => {}
+        _ => {
+            return Err(format!(
+                "tsc -p {} ended with {} without diagnostics to report: {}",
+                config.display(),
+                out.status_text(),
+                out.complaint()
+            ));
+        }
+    }
+    Ok(diagnostics)
 }
 
 /// A key for "the same files as last time": the merge base plus the content of every changed file,

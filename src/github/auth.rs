@@ -7,7 +7,10 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
 
 use super::error::GitHubError;
 
@@ -121,8 +124,12 @@ impl Token {
 
 /// The host to ask gh about when the API is not github.com's.
 fn enterprise_host(api_url: &str) -> Option<String> {
-    let rest = api_url.split_once("://").map_or(api_url, |(_, r)| r);
-    let host = rest.split(['/', ':']).next()?.to_ascii_lowercase();
+    let host = url::Url::parse(api_url)
+        .ok()?
+        .host_str()?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase();
     (!host.is_empty() && host != "api.github.com" && host != "github.com").then_some(host)
 }
 
@@ -281,6 +288,181 @@ impl Credentials {
     }
 }
 
+/// Tokens for git over HTTPS, asked for before each push or fetch. A token given in the environment
+/// is handed out as it is; a GitHub App's installation token lives an hour, so a new one is minted
+/// whenever the current one is near its end: with less than [`GitCredentials::margin`] of its life
+/// left (five minutes, or half its lifetime when that is shorter). Cheap to clone; clones share
+/// the current token.
+#[derive(Clone)]
+pub struct GitCredentials {
+    kind: Arc<CredentialKind>,
+}
+
+enum CredentialKind {
+    Fixed(Option<Token>),
+    App {
+        api_url: String,
+        app: AppCredentials,
+        installation_id: u64,
+        timeout: Duration,
+        current: Mutex<Option<Minted>>,
+    },
+}
+
+/// An installation token and its life.
+#[derive(Clone)]
+struct Minted {
+    token: Token,
+    minted_at: DateTime<Utc>,
+    expires_at: DateTime<Utc>,
+}
+
+impl fmt::Debug for GitCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind.as_ref() {
+            CredentialKind::Fixed(t) => f.debug_tuple("GitCredentials::Fixed").field(t).finish(),
+            CredentialKind::App {
+                installation_id, ..
+            } => write!(f, "GitCredentials::App(installation {installation_id})"),
+        }
+    }
+}
+
+impl GitCredentials {
+    /// Always `token` (or none).
+    pub fn fixed(token: Option<Token>) -> GitCredentials {
+        GitCredentials {
+            kind: Arc::new(CredentialKind::Fixed(token)),
+        }
+    }
+
+    /// Installation tokens of `app` on installation `installation_id`, minted at `api_url`.
+    pub fn app(
+        api_url: &str,
+        app: AppCredentials,
+        installation_id: u64,
+        timeout: Duration,
+    ) -> GitCredentials {
+        GitCredentials {
+            kind: Arc::new(CredentialKind::App {
+                api_url: api_url.trim_end_matches('/').to_string(),
+                app,
+                installation_id,
+                timeout,
+                current: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The longest a token may have left before it is replaced, for a token that lives `life`.
+    pub fn margin(life: Duration) -> Duration {
+        Duration::from_secs(300).min(life / 2)
+    }
+
+    /// The token to use now, minting a fresh installation token when the current one is near its
+    /// end. It blocks while minting (a request to GitHub on a thread of its own), so it can be
+    /// called from synchronous git code on any runtime.
+    pub fn token(&self) -> Result<Option<Token>, GitHubError> {
+        let CredentialKind::App {
+            api_url,
+            app,
+            installation_id,
+            timeout,
+            current,
+        } = self.kind.as_ref()
+        else {
+            let CredentialKind::Fixed(t) = self.kind.as_ref() else {
+                unreachable!("two kinds")
+            };
+            return Ok(t.clone());
+        };
+        let mut current = current.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Utc::now();
+        if let Some(m) = current.as_ref() {
+            let life = (m.expires_at - m.minted_at).to_std().unwrap_or_default();
+            let left = (m.expires_at - now).to_std().unwrap_or_default();
+            if left > GitCredentials::margin(life) {
+                return Ok(Some(m.token.clone()));
+            }
+        }
+        let minted = mint_installation_token(api_url, app, *installation_id, *timeout)?;
+        tracing::debug!(
+            expires_at = %minted.expires_at,
+            "minted a GitHub App installation token for git"
+        );
+        let token = minted.token.clone();
+        *current = Some(minted);
+        Ok(Some(token))
+    }
+}
+
+/// `POST /app/installations/{id}/access_tokens` with the App's JWT, on a thread with its own
+/// runtime so that the caller may be synchronous code inside any async runtime.
+fn mint_installation_token(
+    api_url: &str,
+    app: &AppCredentials,
+    installation_id: u64,
+    timeout: Duration,
+) -> Result<Minted, GitHubError> {
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        token: String,
+        #[serde(default)]
+        expires_at: Option<DateTime<Utc>>,
+    }
+    let fail = |detail: String| GitHubError::AppAuth {
+        detail: format!("cannot mint an installation token for git: {detail}"),
+    };
+    let key = app.encoding_key()?;
+    let route = format!("/app/installations/{installation_id}/access_tokens");
+    let minted_at = Utc::now();
+    let answer = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| fail(format!("no runtime: {e}")))?;
+                runtime.block_on(async {
+                    let client = octocrab::Octocrab::builder()
+                        .base_uri(api_url)
+                        .map_err(|_| fail(format!("`{api_url}` is not a URL")))?
+                        .add_retry_config(octocrab::service::middleware::retry::RetryConfig::None)
+                        .set_connect_timeout(Some(timeout))
+                        .set_read_timeout(Some(timeout))
+                        .app(octocrab::models::AppId(app.app_id), key)
+                        .build()
+                        .map_err(|e| fail(e.to_string()))?;
+                    let answer = tokio::time::timeout(
+                        timeout,
+                        client.post::<_, Answer>(route.as_str(), None::<&()>),
+                    )
+                    .await
+                    .map_err(|_| fail(format!("no answer within {} s", timeout.as_secs())))?;
+                    answer.map_err(|e| match e {
+                        octocrab::Error::GitHub { source, .. } => fail(format!(
+                            "{} {}",
+                            source.status_code.as_u16(),
+                            source.message
+                        )),
+                        other => fail(other.to_string()),
+                    })
+                })
+            })
+            .join()
+            .map_err(|_| fail("the minting thread panicked".into()))?
+    })?;
+    let token = Token::new(answer.token).map(|t| t.relabel(TokenSource::App))?;
+    Ok(Minted {
+        token,
+        minted_at,
+        // Without an expiry, assume GitHub's hour.
+        expires_at: answer
+            .expires_at
+            .unwrap_or(minted_at + chrono::Duration::hours(1)),
+    })
+}
+
 /// The API base URL from `GITHUB_API_URL`, else github.com's.
 pub fn api_url_from_env(env: &dyn Fn(&str) -> Option<String>) -> String {
     env(API_URL_ENV)
@@ -384,6 +566,23 @@ mod tests {
         let env = env_of(&[(APP_KEY_ENV, "k")]);
         assert!(AppCredentials::from_env(&env).is_err());
         assert!(AppCredentials::from_env(&env_of(&[])).unwrap().is_none());
+    }
+
+    #[test]
+    fn fixed_credentials_hand_out_their_token() {
+        let t = Token::new("ghp_fixed123").unwrap();
+        let c = GitCredentials::fixed(Some(t.clone()));
+        assert_eq!(c.token().unwrap(), Some(t));
+        assert!(!format!("{c:?}").contains("ghp_fixed123"));
+        assert_eq!(GitCredentials::fixed(None).token().unwrap(), None);
+        assert_eq!(
+            GitCredentials::margin(Duration::from_secs(3600)),
+            Duration::from_secs(300)
+        );
+        assert_eq!(
+            GitCredentials::margin(Duration::from_secs(4)),
+            Duration::from_secs(2)
+        );
     }
 
     #[test]

@@ -130,12 +130,17 @@ impl GitHub {
         operation: &str,
         mutation: bool,
     ) -> Result<(Option<Q::ResponseData>, Vec<GqlError>), GitHubError> {
-        let body = serde_json::to_value(Q::build_query(variables)).map_err(|e| {
-            GitHubError::InvalidResponse {
-                route: format!("POST /graphql {operation}"),
-                detail: format!("cannot encode the query: {e}"),
-            }
-        })?;
+        let encode = |detail: String| GitHubError::InvalidResponse {
+            route: format!("POST /graphql {operation}"),
+            detail,
+        };
+        let built = Q::build_query(variables);
+        // graphql_client embeds the whole `.graphql` file; GitHub gets only this operation.
+        let document = super::graphql::operation_document(built.query, built.operation_name)
+            .map_err(encode)?;
+        let mut body = serde_json::to_value(&built)
+            .map_err(|e| encode(format!("cannot encode the query: {e}")))?;
+        body["query"] = serde_json::Value::String(document.to_string());
         let req = ApiRequest {
             method: http::Method::POST,
             path: "/graphql".into(),
@@ -245,6 +250,10 @@ impl GitHub {
                     && login.is_some_and(|l| l.eq_ignore_ascii_case(&board.owner))
             })
         else {
+            // An App sees no cards of a user's board: tell that from "not on the board".
+            if self.t.is_app() {
+                self.project(board).await?;
+            }
             return Ok(None);
         };
         let (item_id, column) = issue_items::read(&node.status_value);
@@ -275,10 +284,29 @@ impl GitHub {
             owner: board.owner.clone(),
             number: board.number,
         };
+        use project_board::ProjectBoardRepositoryOwner as Owner;
+        // GitHub Apps cannot reach boards owned by users, whatever their permissions: GitHub
+        // answers as if the board were missing or forbidden. Say so rather than blame the scopes.
+        let user_owned = data
+            .as_ref()
+            .and_then(|d| d.repository_owner.as_ref())
+            .is_some_and(|o| matches!(o, Owner::User(_)));
+        let reached = data
+            .as_ref()
+            .and_then(|d| d.repository_owner.as_ref())
+            .is_some_and(|o| match o {
+                Owner::User(u) => u.project_v2.is_some(),
+                Owner::Organization(o) => o.project_v2.is_some(),
+            });
+        if self.t.is_app() && user_owned && !reached {
+            return Err(GitHubError::AppCannotReachUserBoard {
+                owner: board.owner.clone(),
+                number: board.number,
+            });
+        }
         if let Some(e) = self.graphql_error("ProjectBoard", &errors, |_| Some(board_missing())) {
             return Err(e);
         }
-        use project_board::ProjectBoardRepositoryOwner as Owner;
         let project = data
             .and_then(|d| d.repository_owner)
             .and_then(|o| match o {

@@ -79,6 +79,20 @@ pub enum GitHubError {
     #[error("GitHub App authentication failed: {detail}")]
     AppAuth { detail: String },
 
+    #[error(
+        "GitHub refused {route}: the token lacks the `{permission}` permission. A fine-grained token or a GitHub App needs `{permission}` granted on the repository (token settings, or the App's permissions and an accepted update of its installation); a classic token needs the `repo` scope"
+    )]
+    MissingPermission {
+        route: String,
+        /// As GitHub's settings name it: `Checks: read`, `Issues: write`, …
+        permission: String,
+    },
+
+    #[error(
+        "Project board #{number} belongs to the user {owner}, and GitHub Apps cannot reach Projects (v2) boards owned by users (only organizations' boards): use a classic personal access token with the `project` scope (GH_TOKEN), or move the board to an organization"
+    )]
+    AppCannotReachUserBoard { owner: String, number: u64 },
+
     #[error("GitHub API error {status} on {route}: {message}")]
     Api {
         status: u16,
@@ -164,11 +178,34 @@ impl GitHubError {
         match self {
             GitHubError::Api { status, .. } => Some(*status),
             GitHubError::Unauthorized { .. } => Some(401),
+            GitHubError::MissingPermission { .. } => Some(403),
             GitHubError::IssueNotFound { .. }
             | GitHubError::PullNotFound { .. }
             | GitHubError::RepoNotFound { .. } => Some(404),
             _ => None,
         }
+    }
+
+    /// GitHub's `X-Accepted-GitHub-Permissions` value (`checks=read`, alternatives separated by
+    /// `;`) as its settings name it: `Checks: read`.
+    pub fn permission_name(header: &str) -> String {
+        header
+            .split(';')
+            .map(|alt| {
+                alt.split(',')
+                    .filter_map(|p| {
+                        let (name, level) = p.trim().split_once('=')?;
+                        let name = name.trim().replace('_', " ");
+                        let mut chars = name.chars();
+                        let first = chars.next()?.to_uppercase();
+                        Some(format!("{}{}: {}", first, chars.as_str(), level.trim()))
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            })
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join(" or ")
     }
 
     /// The missing-`project`-scope error with its how-to.
@@ -231,6 +268,29 @@ mod tests {
         assert!(api(502).is_transient());
         assert!(!api(404).is_transient());
         assert!(!api(403).tolerable_mid_flight());
+    }
+
+    #[test]
+    fn permissions_are_named_as_in_the_settings() {
+        assert_eq!(GitHubError::permission_name("checks=read"), "Checks: read");
+        assert_eq!(
+            GitHubError::permission_name("pull_requests=write; issues=write"),
+            "Pull requests: write or Issues: write"
+        );
+        assert_eq!(
+            GitHubError::permission_name("contents=read,metadata=read"),
+            "Contents: read and Metadata: read"
+        );
+        let e = GitHubError::MissingPermission {
+            route: "GET /repos/{owner}/{repo}/commits/{ref}/check-runs".into(),
+            permission: "Checks: read".into(),
+        };
+        assert!(
+            e.to_string()
+                .contains("lacks the `Checks: read` permission"),
+            "{e}"
+        );
+        assert!(!e.tolerable_mid_flight() && !e.is_resumable());
     }
 
     #[test]

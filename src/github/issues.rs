@@ -119,7 +119,7 @@ impl GitHub {
             }
             let resp = self.t.send(&ApiRequest::get(p.clone(), route)).await?;
             items.extend(resp.json::<Vec<T>>()?);
-            path = resp.next_page(&self.t.base);
+            path = resp.next_page(&self.t.base)?;
             seen.push(p);
         }
         Ok(items)
@@ -202,7 +202,9 @@ impl GitHub {
     }
 
     /// Post `body` stamped with `marker` unless a comment already carries the marker: among `known`
-    /// when given (then exactly one request, or none), else among the issue's comments on GitHub.
+    /// when given (supervisor's own comments; then exactly one request, or none), else among the
+    /// issue's comments on GitHub written by the login this client posts as (anyone can type a
+    /// marker).
     pub async fn post_once(
         &self,
         number: u64,
@@ -212,7 +214,12 @@ impl GitHub {
     ) -> Result<Posted, GitHubError> {
         let existing = match known {
             Some(known) => marker.find_in(known).cloned(),
-            None => marker.find_in(&self.list_comments(number).await?).cloned(),
+            None => {
+                let me = self.viewer_login().await?;
+                let mut own = self.list_comments(number).await?;
+                own.retain(|c| c.author.eq_ignore_ascii_case(&me));
+                marker.find_in(&own).cloned()
+            }
         };
         if let Some(comment) = existing {
             tracing::debug!(issue = number, marker = %marker, "comment already posted");

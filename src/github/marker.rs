@@ -127,37 +127,49 @@ fn strip(body: &str) -> String {
     pattern().replace_all(body, "").into_owned()
 }
 
+/// Bytes a marker value keeps as they are; `-` is kept too, except after another `-`.
+const MARKER_VALUE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b':')
+    .remove(b'+')
+    .remove(b'/')
+    .remove(b'@')
+    .remove(b'-');
+
+/// Percent-encode a marker value. A `-` following a `-` is encoded too, so that a value never holds
+/// `--`, which would end the HTML comment early.
 fn encode(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    let mut prev_dash = false;
-    for b in s.bytes() {
-        let c = b as char;
-        let plain = c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '+' | '/' | '@');
-        if plain || (c == '-' && !prev_dash) {
-            out.push(c);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
+    for (i, run) in s.split("--").enumerate() {
+        if i > 0 {
+            out.push_str("-%2D");
         }
-        prev_dash = c == '-';
+        out.extend(percent_encoding::utf8_percent_encode(run, MARKER_VALUE));
+    }
+    // `---…`: each further dash of a run follows a dash as well.
+    while out.contains("%2D-") {
+        out = out.replace("%2D-", "%2D%2D");
     }
     out
 }
 
+/// A percent-encoded marker value; `None` for a malformed escape or bytes that are not UTF-8.
 fn decode(s: &str) -> Option<String> {
     let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = s.get(i + 1..i + 3)?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
+    let malformed = bytes.iter().enumerate().any(|(i, b)| {
+        *b == b'%'
+            && !s
+                .get(i + 1..i + 3)
+                .is_some_and(|h| h.bytes().all(|c| c.is_ascii_hexdigit()))
+    });
+    if malformed {
+        return None;
     }
-    String::from_utf8(out).ok()
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8()
+        .ok()
+        .map(|c| c.into_owned())
 }
 
 #[cfg(test)]
@@ -202,6 +214,26 @@ mod tests {
             Marker::parse_all("a <!--supervisor:run=x stage=y attempt=1 kind=k extra=1--> b").len(),
             1
         );
+    }
+
+    #[test]
+    fn encoding_is_stable() {
+        // Markers already on GitHub must still be found: the format never changes.
+        for (raw, encoded) in [
+            ("a--b", "a-%2Db"),
+            ("x---y", "x-%2D%2Dy"),
+            ("x-->", "x-%2D%3E"),
+            ("Test Design", "Test%20Design"),
+            ("é/ok@1.2_a:b+c", "%C3%A9/ok@1.2_a:b+c"),
+            ("-", "-"),
+            ("----", "-%2D%2D%2D"),
+        ] {
+            assert_eq!(encode(raw), encoded, "{raw}");
+            assert_eq!(decode(encoded).as_deref(), Some(raw));
+        }
+        assert_eq!(decode("%ZZ"), None);
+        assert_eq!(decode("%4"), None);
+        assert_eq!(decode("%FF"), None);
     }
 
     #[test]

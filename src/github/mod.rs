@@ -28,11 +28,12 @@ use std::sync::Arc;
 
 pub use auth::{
     API_URL_ENV, APP_ID_ENV, APP_INSTALLATION_ENV, APP_KEY_ENV, APP_KEY_PATH_ENV, AppCredentials,
-    Credentials, DEFAULT_API_URL, Token, TokenSource, api_url_from_env,
+    Credentials, DEFAULT_API_URL, GitCredentials, Token, TokenSource, api_url_from_env,
 };
-pub use editors::{CommentEdit, Editors};
+pub use editors::{CommentEdit, Editors, TitleRename};
 pub use error::{GitHubError, PROJECT_SCOPE_HINT};
 pub use marker::{Marker, TRACKING_KIND};
+pub use pulls::MergeablePoll;
 pub use references::body_blockers;
 pub use retry::RetryPolicy;
 pub use setup::{AccountKind, NewBoard, RepositoryInfo, Viewer};
@@ -95,6 +96,10 @@ pub struct GitHub {
     t: Arc<Transport>,
     /// The configured token, handed out by [`GitHub::access_token`] when no App is used.
     token: Option<Token>,
+    /// The GitHub App, when one is used: git needs its installation tokens.
+    app: Option<AppCredentials>,
+    /// The login this client posts as, once asked ([`GitHub::viewer_login`]).
+    viewer: Arc<tokio::sync::OnceCell<String>>,
 }
 
 impl std::fmt::Debug for GitHub {
@@ -118,7 +123,56 @@ impl GitHub {
         Ok(GitHub {
             t: Arc::new(t),
             token: cfg.token,
+            app: cfg.app,
+            viewer: Arc::new(tokio::sync::OnceCell::new()),
         })
+    }
+
+    /// The login comments posted by this client are authored by: the token's user (`GET /user`),
+    /// or for a GitHub App its bot, `<app-slug>[bot]` (`GET /app` with the App's JWT; installation
+    /// tokens cannot read `/user`). Asked once per client (and its clones), then remembered. A
+    /// marker on a comment by anyone else is not supervisor's.
+    pub async fn viewer_login(&self) -> Result<String, GitHubError> {
+        #[derive(serde::Deserialize)]
+        struct User {
+            login: String,
+        }
+        #[derive(serde::Deserialize)]
+        struct App {
+            slug: String,
+        }
+        self.viewer
+            .get_or_try_init(|| async {
+                let app = self
+                    .t
+                    .send_as_app(&retry::ApiRequest::get("/app".into(), "/app"))
+                    .await?;
+                let login = match app {
+                    Some(resp) => format!("{}[bot]", resp.json::<App>()?.slug),
+                    None => match self
+                        .t
+                        .send(&retry::ApiRequest::get("/user".into(), "/user"))
+                        .await
+                    {
+                        Ok(resp) => resp.json::<User>()?.login,
+                        // An installation token given as a token (the Actions `GITHUB_TOKEN`, one
+                        // made by actions/create-github-app-token) cannot read /user; GraphQL's
+                        // `viewer` names its bot.
+                        Err(e) if e.status() == Some(403) => self.graphql_viewer().await?,
+                        Err(e) => return Err(e),
+                    },
+                };
+                if login.trim().is_empty() || login == "[bot]" {
+                    return Err(GitHubError::InvalidResponse {
+                        route: "GET /user".into(),
+                        detail: "GitHub named no login for the token".into(),
+                    });
+                }
+                tracing::debug!(login = %login, "supervisor posts as");
+                Ok(login)
+            })
+            .await
+            .cloned()
     }
 
     pub fn repo(&self) -> &RepoSlug {
@@ -151,6 +205,29 @@ impl GitHub {
         }
     }
 
+    /// Credentials for git pushes and fetches over HTTPS: the configured token, or for a GitHub App
+    /// installation tokens minted afresh whenever the current one is near its end (they live an
+    /// hour, longer runs push later than that). Finds the App's installation when not yet known.
+    pub async fn git_credentials(&self) -> Result<GitCredentials, GitHubError> {
+        let Some(app) = &self.app else {
+            return Ok(GitCredentials::fixed(self.token.clone()));
+        };
+        let installation = self
+            .t
+            .installation_id()
+            .await?
+            .ok_or_else(|| GitHubError::AppAuth {
+                detail: "the App's installation is unknown: set SUPERVISOR_APP_INSTALLATION_ID"
+                    .into(),
+            })?;
+        Ok(GitCredentials::app(
+            &self.t.base,
+            app.clone(),
+            installation,
+            self.t.policy.request_timeout,
+        ))
+    }
+
     /// `/repos/{owner}/{repo}` + `rest`.
     fn repo_path(&self, rest: &str) -> String {
         format!("/repos/{}/{}{rest}", self.t.repo.owner, self.t.repo.name)
@@ -176,17 +253,16 @@ pub(crate) fn fit_body(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
+/// Bytes left as they are in a URL path segment or query value: RFC 3986's unreserved characters.
+pub(crate) const PATH_SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
 /// Percent-encode `s` for a URL path segment or query value.
 pub(crate) fn url_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    percent_encoding::utf8_percent_encode(s, PATH_SEGMENT).to_string()
 }
 
 #[cfg(test)]

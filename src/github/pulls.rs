@@ -1,5 +1,7 @@
 //! Pull requests, commits and check runs (REST).
 
+use std::time::Duration;
+
 use http::{Method, StatusCode};
 use serde::Deserialize;
 use serde_json::json;
@@ -90,7 +92,114 @@ fn runs_of(page: WireCheckRuns) -> Vec<CheckRun> {
         .collect()
 }
 
+/// A 403 on check runs, named: on private repositories reading them needs `Checks: read`, which
+/// fine-grained tokens and GitHub Apps often lack. (Rate limits are told apart before this.)
+fn checks_permission(e: GitHubError) -> GitHubError {
+    match e {
+        GitHubError::Api {
+            status: 403, route, ..
+        } => GitHubError::MissingPermission {
+            route,
+            permission: "Checks: read".into(),
+        },
+        other => other,
+    }
+}
+
+/// How patiently [`GitHub::mergeable`] waits while GitHub computes a pull request's mergeability
+/// in the background (right after `POST /pulls` it answers `mergeable: null`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeablePoll {
+    /// Reads of the pull request, the first included.
+    pub attempts: u32,
+    /// Wait before the second read; doubled before each later one.
+    pub first_delay: Duration,
+    /// Longest single wait.
+    pub max_delay: Duration,
+}
+
+impl MergeablePoll {
+    /// For github.com and GitHub Enterprise Server: 6 reads over about 23 s.
+    pub fn github() -> MergeablePoll {
+        MergeablePoll {
+            attempts: 6,
+            first_delay: Duration::from_secs(1),
+            max_delay: Duration::from_secs(8),
+        }
+    }
+
+    /// For a server on this machine (the sandbox).
+    pub fn loopback() -> MergeablePoll {
+        MergeablePoll {
+            attempts: 6,
+            first_delay: Duration::from_millis(10),
+            max_delay: Duration::from_millis(100),
+        }
+    }
+
+    /// The wait before read `attempt + 1` (`attempt` from 1).
+    pub fn delay(&self, attempt: u32) -> Duration {
+        self.first_delay
+            .saturating_mul(1u32 << attempt.saturating_sub(1).min(16))
+            .min(self.max_delay)
+    }
+}
+
+impl Default for MergeablePoll {
+    fn default() -> Self {
+        MergeablePoll::github()
+    }
+}
+
 impl GitHub {
+    /// The [`MergeablePoll`] that suits this client's API URL.
+    pub fn mergeable_poll(&self) -> MergeablePoll {
+        if super::retry::is_loopback(self.api_url()) {
+            MergeablePoll::loopback()
+        } else {
+            MergeablePoll::github()
+        }
+    }
+
+    /// Whether pull request `number` merges cleanly into its base: `Some(false)` when it conflicts.
+    /// GitHub computes this in the background and answers `null` meanwhile, so the pull request is
+    /// read again with back-off until the answer is known or `poll.attempts` reads were made;
+    /// `Ok(None)` when it is still unknown then (or the pull request is closed).
+    pub async fn mergeable(
+        &self,
+        number: u64,
+        poll: &MergeablePoll,
+    ) -> Result<Option<bool>, GitHubError> {
+        Ok(self.pr_with_mergeability(number, poll).await?.mergeable)
+    }
+
+    /// Pull request `number` once GitHub knows its mergeability (see [`GitHub::mergeable`]), or as
+    /// the last of `poll.attempts` reads found it.
+    pub async fn pr_with_mergeability(
+        &self,
+        number: u64,
+        poll: &MergeablePoll,
+    ) -> Result<PullRequest, GitHubError> {
+        let attempts = poll.attempts.max(1);
+        let mut attempt = 1;
+        loop {
+            let pr = self.get_pr(number).await?;
+            if pr.mergeable.is_some() || pr.state != "open" {
+                return Ok(pr);
+            }
+            if attempt >= attempts {
+                tracing::info!(
+                    pr = number,
+                    reads = attempts,
+                    "GitHub had not computed the pull request's mergeability yet"
+                );
+                return Ok(pr);
+            }
+            tokio::time::sleep(poll.delay(attempt)).await;
+            attempt += 1;
+        }
+    }
+
     /// Check runs of a commit. With the ETag of an earlier answer, an unchanged list comes back as
     /// [`Conditional::NotModified`], which costs no rate-limit quota.
     pub async fn check_runs(
@@ -107,7 +216,7 @@ impl GitHub {
             route,
         );
         req.if_none_match = etag.map(str::to_string);
-        let resp = self.t.send(&req).await?;
+        let resp = self.t.send(&req).await.map_err(checks_permission)?;
         if resp.status == StatusCode::NOT_MODIFIED {
             return Ok(Conditional::NotModified);
         }
@@ -115,18 +224,22 @@ impl GitHub {
         let first = resp.json::<WireCheckRuns>()?;
         let total = first.total_count as usize;
         let mut runs = runs_of(first);
-        let mut next = resp.next_page(&self.t.base);
+        let mut next = resp.next_page(&self.t.base)?;
         while let Some(path) = next.take() {
             if runs.len() >= total {
                 break;
             }
-            let page = self.t.send(&ApiRequest::get(path, route)).await?;
+            let page = self
+                .t
+                .send(&ApiRequest::get(path, route))
+                .await
+                .map_err(checks_permission)?;
             let before = runs.len();
             runs.extend(runs_of(page.json::<WireCheckRuns>()?));
             if runs.len() == before {
                 break;
             }
-            next = page.next_page(&self.t.base);
+            next = page.next_page(&self.t.base)?;
         }
         Ok(Conditional::Modified { value: runs, etag })
     }

@@ -86,10 +86,8 @@ impl RetryPolicy {
     }
 
     /// [`RetryPolicy::loopback`] for 127.0.0.1/localhost URLs, else [`RetryPolicy::github`].
-    pub fn for_api_url(url: &str) -> RetryPolicy {
-        let rest = url.split_once("://").map_or(url, |(_, r)| r);
-        let host = rest.split(['/', ':']).next().unwrap_or_default();
-        if matches!(host, "127.0.0.1" | "localhost" | "[") || rest.starts_with("[::1]") {
+    pub fn for_api_url(api_url: &str) -> RetryPolicy {
+        if is_loopback(api_url) {
             RetryPolicy::loopback()
         } else {
             RetryPolicy::github()
@@ -105,6 +103,16 @@ impl RetryPolicy {
         let capped = exp.min(self.max_wait);
         capped.mul_f64(0.5 + fastrand::f64() * 0.5)
     }
+}
+
+/// Whether `api_url` names this machine (the sandbox, a test server).
+pub(crate) fn is_loopback(api_url: &str) -> bool {
+    url::Url::parse(api_url).is_ok_and(|u| match u.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    })
 }
 
 /// One request to send.
@@ -181,9 +189,15 @@ impl ApiResponse {
         header(&self.headers, name)
     }
 
-    /// Path and query of the `Link: <…>; rel="next"` page, when it is on `base`.
-    pub fn next_page(&self, base: &str) -> Option<String> {
-        let link = self.header("link")?;
+    /// Path and query of the `Link: <…>; rel="next"` page, relative to the API base `base`;
+    /// `Ok(None)` on the last page. A link to another host (a proxy's public address, a
+    /// misconfigured GitHub Enterprise Server) is followed on `base`, whose credentials it was
+    /// meant for, when its path lies under `base`'s path; otherwise the list cannot be completed
+    /// and that is an error, never a silently short list.
+    pub fn next_page(&self, base: &str) -> Result<Option<String>, GitHubError> {
+        let Some(link) = self.header("link") else {
+            return Ok(None);
+        };
         let next = link.split(',').find_map(|part| {
             let (url, params) = part.split_once(';')?;
             params
@@ -193,8 +207,16 @@ impl ApiResponse {
                     p == "rel=\"next\"" || p == "rel=next"
                 })
                 .then(|| url.trim().trim_start_matches('<').trim_end_matches('>'))
-        })?;
-        relative_to(base, next)
+        });
+        let Some(next) = next else {
+            return Ok(None);
+        };
+        relative_to(base, next).map(Some).ok_or_else(|| GitHubError::InvalidResponse {
+            route: self.route.clone(),
+            detail: format!(
+                "the next page is at `{next}`, which is not under the API URL `{base}`: the list cannot be read to its end. Set GITHUB_API_URL to the URL GitHub (or the proxy in front of it) calls itself"
+            ),
+        })
     }
 }
 
@@ -202,26 +224,41 @@ fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers.get(name)?.to_str().ok().map(str::trim)
 }
 
-/// `url` as a path relative to the API base, if it points at the same server. Keeping requests
-/// relative keeps octocrab adding credentials, and refuses links that lead elsewhere.
-fn relative_to(base: &str, url: &str) -> Option<String> {
-    if url.starts_with('/') {
-        return Some(url.to_string());
+/// The path and query to request for `link` on the API base `base`. Requests stay relative to the
+/// base, so octocrab sends them, with their credentials, to the configured server only: a link on
+/// the same server is used as it is; one on another host (a proxy's public name for the same API)
+/// is followed on `base` when its path lies under `base`'s path (`/api/v3` of GitHub Enterprise
+/// Server); `None` when the link cannot be placed under `base`.
+fn relative_to(base: &str, link: &str) -> Option<String> {
+    if link.starts_with('/') {
+        return Some(link.to_string());
     }
-    let split = |u: &str| -> Option<(String, String)> {
-        let (scheme, rest) = u.split_once("://")?;
-        let (authority, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, "/"),
-        };
-        Some((
-            format!("{}://{}", scheme, authority).to_ascii_lowercase(),
-            path.to_string(),
-        ))
+    let base = url::Url::parse(base).ok()?;
+    let link = url::Url::parse(link).ok()?;
+    if !matches!(link.scheme(), "http" | "https") {
+        return None;
+    }
+    let path_and_query = match link.query() {
+        Some(q) => format!("{}?{q}", link.path()),
+        None => link.path().to_string(),
     };
-    let (base_origin, _) = split(base)?;
-    let (origin, path) = split(url)?;
-    (origin == base_origin).then_some(path)
+    if link.origin() == base.origin() {
+        return Some(path_and_query);
+    }
+    let prefix = base.path().trim_end_matches('/');
+    let under = link.path() == prefix
+        || link
+            .path()
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.starts_with('/'));
+    if !under {
+        return None;
+    }
+    tracing::debug!(
+        link = %link,
+        "a next-page link names another host: following it on the configured API URL"
+    );
+    Some(path_and_query)
 }
 
 /// How a GitHub error body looks.
@@ -479,6 +516,15 @@ impl Transport {
         Ok(resp.json::<Installation>()?.id)
     }
 
+    /// The App's installation, found on first use (`None` without an App).
+    pub async fn installation_id(&self) -> Result<Option<u64>, GitHubError> {
+        if !self.is_app() {
+            return Ok(None);
+        }
+        self.client(false).await?;
+        Ok(installation_of(&self.auth))
+    }
+
     /// A fresh installation token of the App (`None` without an App).
     pub async fn app_token(&self) -> Result<Option<String>, GitHubError> {
         match &self.auth {
@@ -574,6 +620,24 @@ impl Transport {
     pub async fn send(&self, req: &ApiRequest) -> Result<ApiResponse, GitHubError> {
         let graphql = req.path.starts_with("/graphql");
         let client = self.client(graphql).await?;
+        self.send_on(client, graphql, req).await
+    }
+
+    /// [`send`](Self::send) authenticated as the GitHub App itself (its JWT), for the `/app`
+    /// endpoints; `Ok(None)` when the client is not an App.
+    pub async fn send_as_app(&self, req: &ApiRequest) -> Result<Option<ApiResponse>, GitHubError> {
+        match &self.auth {
+            Auth::App(a) => self.send_on(&a.app, false, req).await.map(Some),
+            Auth::Ready(_) => Ok(None),
+        }
+    }
+
+    async fn send_on(
+        &self,
+        client: &Octocrab,
+        graphql: bool,
+        req: &ApiRequest,
+    ) -> Result<ApiResponse, GitHubError> {
         let resource = if graphql { "graphql" } else { "core" };
         let mut secondary_hits = 0u32;
         let mut last: Option<GitHubError> = None;
@@ -695,8 +759,15 @@ impl Transport {
                 return secondary_wait(route, wait);
             }
         }
+        let accepted =
+            header(&resp.headers, "x-accepted-github-permissions").filter(|v| !v.is_empty());
         let err = if status == StatusCode::UNAUTHORIZED {
             GitHubError::Unauthorized { route, message }
+        } else if let (StatusCode::FORBIDDEN, Some(accepted)) = (status, accepted) {
+            GitHubError::MissingPermission {
+                route,
+                permission: GitHubError::permission_name(accepted),
+            }
         } else {
             GitHubError::Api {
                 status: status.as_u16(),
@@ -916,7 +987,11 @@ mod tests {
             ),
             Some("/repos/a/b/issues/1/comments?page=2".into())
         );
-        assert_eq!(relative_to(base, "https://evil.example/x"), None);
+        // Another host's link is followed on our own server, never sent there.
+        assert_eq!(
+            relative_to(base, "https://proxy.example/repos/a/b/issues?page=2"),
+            Some("/repos/a/b/issues?page=2".into())
+        );
         assert_eq!(
             relative_to(
                 "https://ghe.example.com/api/v3",
@@ -924,6 +999,23 @@ mod tests {
             ),
             Some("/api/v3/repos/a/b/issues?page=3".into())
         );
+        // Under GHES's prefix on a public name: followed; outside it: cannot be placed.
+        assert_eq!(
+            relative_to(
+                "http://10.0.0.5:8080/api/v3",
+                "https://ghe.example.com/api/v3/repos/a/b/issues?page=3"
+            ),
+            Some("/api/v3/repos/a/b/issues?page=3".into())
+        );
+        assert_eq!(
+            relative_to(
+                "http://10.0.0.5:8080/api/v3",
+                "https://ghe.example.com/github/repos/a/b/issues?page=3"
+            ),
+            None
+        );
+        assert_eq!(relative_to(base, "ftp://h/x"), None);
+        assert_eq!(relative_to(base, "not a url"), None);
     }
 
     #[test]
@@ -941,12 +1033,17 @@ mod tests {
             body: String::new(),
             route: "GET /x".into(),
         };
-        assert_eq!(resp.next_page("http://h:1"), Some("/x?page=2".into()));
+        assert_eq!(
+            resp.next_page("http://h:1").unwrap(),
+            Some("/x?page=2".into())
+        );
+        let e = resp.next_page("http://other:2/api/v3").unwrap_err();
+        assert!(e.to_string().contains("not under the API URL"), "{e}");
         let resp = ApiResponse {
             headers: HeaderMap::new(),
             ..resp
         };
-        assert_eq!(resp.next_page("http://h:1"), None);
+        assert_eq!(resp.next_page("http://h:1").unwrap(), None);
     }
 
     #[test]

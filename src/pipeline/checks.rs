@@ -1,5 +1,7 @@
 //! The adapter between the CI gate and the GitHub client.
 
+use tokio_util::sync::CancellationToken;
+
 use crate::gates::{self, CiError, CiSource};
 use crate::github::{GitHub, GitHubError};
 use crate::workspace::{PushAuth, Worktree};
@@ -9,11 +11,23 @@ pub struct GitHubChecks {
     gh: GitHub,
     wt: Worktree,
     auth: PushAuth,
+    /// The run's stop request: a push under way is killed.
+    cancel: CancellationToken,
 }
 
 impl GitHubChecks {
-    pub fn new(gh: GitHub, wt: Worktree, auth: PushAuth) -> GitHubChecks {
-        GitHubChecks { gh, wt, auth }
+    pub fn new(
+        gh: GitHub,
+        wt: Worktree,
+        auth: PushAuth,
+        cancel: CancellationToken,
+    ) -> GitHubChecks {
+        GitHubChecks {
+            gh,
+            wt,
+            auth,
+            cancel,
+        }
     }
 }
 
@@ -75,8 +89,11 @@ impl CiSource for GitHubChecks {
 
     fn push<'a>(&'a self) -> gates::BoxFuture<'a, Result<(), CiError>> {
         Box::pin(async move {
-            self.wt
-                .push(&self.auth)
+            let (wt, auth) = (self.wt.clone(), self.auth.clone());
+            // git runs off the async threads, and is killed when the run stops.
+            crate::process::spawn_blocking(Some(self.cancel.clone()), move || wt.push(&auth))
+                .await
+                .map_err(|e| CiError::Other(format!("the push task failed: {e}")))?
                 .map_err(|e| CiError::Other(format!("pushing the branch failed: {e}")))
         })
     }

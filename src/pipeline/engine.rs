@@ -144,6 +144,10 @@ async fn perform<E: Effects>(
         }
         Effect::PrepareWorktree => {
             let (info, warnings) = fx.prepare_worktree(cancel).await?;
+            // Setup cut short by a stop is no worktree to work in.
+            if cancel.is_cancelled() {
+                return Ok(Input::Cancelled);
+            }
             Input::Worktree { info, warnings }
         }
         Effect::Dispatch(d) => Input::Agent(Box::new(fx.dispatch(&d, cancel).await)),
@@ -169,6 +173,10 @@ async fn perform<E: Effects>(
         } => {
             let text = machine.issue_text().expect("the issue is fetched first");
             let reports = fx.run_gates(&hooks, &text, cancel).await;
+            // Gates a stop cut short said nothing about the change.
+            if cancel.is_cancelled() {
+                return Ok(Input::Cancelled);
+            }
             Input::Gates {
                 stage,
                 attempt,

@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::context::{IssueContext, NoteKind, TrustedNote, has_heading};
-use super::decide::admission::{refuse_context, refuse_issue, start_column};
+use super::decide::admission::{
+    TitleTrust, refuse_context, refuse_issue, start_column, trusted_title,
+};
 use super::decide::trust::{Authority, trusted_notes};
 use super::decide::work::{
     commit_message, exit_text, move_work, outcome_of, resolved_without_change, return_context,
@@ -387,11 +389,7 @@ impl Machine {
                 self.s.issue = Some(*issue);
                 Vec::new()
             }
-            Input::Context(context) => {
-                self.s.board = context.board.clone();
-                self.s.context = Some(*context);
-                Vec::new()
-            }
+            Input::Context(context) => self.absorb_context(*context),
             Input::OnBoard(board) => {
                 self.s.board = Some(*board);
                 Vec::new()
@@ -437,6 +435,31 @@ impl Machine {
                 Vec::new()
             }
         }
+    }
+
+    /// The context; a title renamed by someone who is not a codeowner gives way to the last
+    /// title a codeowner set, so that it reaches no agent.
+    fn absorb_context(&mut self, context: Context) -> Vec<Event> {
+        self.s.board = context.board.clone();
+        let mut events = Vec::new();
+        if let Some(issue) = self.s.issue.as_mut() {
+            let settings = &self.project.settings;
+            if let TitleTrust::Earlier { title, renamed_by } =
+                trusted_title(settings, issue, &context.editors)
+            {
+                let message = format!(
+                    "the title of issue #{} was last changed by @{renamed_by}, who is not a \
+                     codeowner: agents get the title a codeowner set, \"{title}\"",
+                    issue.number
+                );
+                issue.title = title;
+                if !self.r.warnings.contains(&message) {
+                    events.push(warning(message));
+                }
+            }
+        }
+        self.s.context = Some(context);
+        events
     }
 
     fn absorb_simple(&mut self, input: Input) -> Vec<Event> {
@@ -668,14 +691,14 @@ impl Machine {
                 Vec::new(),
             );
         }
+        if self.s.interrupted {
+            return Want::Finish(RunEnd::Interrupted);
+        }
         if self.s.worktree.is_none() {
             return Want::Do(Effect::PrepareWorktree);
         }
         if let Some(retry) = self.want_outbox() {
             return retry;
-        }
-        if self.s.interrupted {
-            return Want::Finish(RunEnd::Interrupted);
         }
         if let Some(reason) = &self.s.pause {
             return Want::Finish(RunEnd::Paused {
@@ -712,6 +735,9 @@ impl Machine {
             }));
         };
         if let Some(reason) = refuse_context(settings, issue, &ctx.blockers, &ctx.editors) {
+            return refuse(reason);
+        }
+        if let TitleTrust::Refused(reason) = trusted_title(settings, issue, &ctx.editors) {
             return refuse(reason);
         }
         Want::Admit(start_column(&self.project.workflow, board))

@@ -4,6 +4,7 @@ use std::fmt::Write;
 
 use serde_json::json;
 
+use crate::agent::Preflight;
 use crate::config::{BuiltIn, ConfigError, ConfigIssue};
 use crate::pipeline::Project;
 
@@ -15,8 +16,8 @@ fn unlimited(n: u64) -> String {
     }
 }
 
-/// A human summary of a loaded project.
-pub fn check_text(p: &Project) -> String {
+/// A human summary of a loaded project and of its agent CLIs.
+pub fn check_text(p: &Project, pf: &Preflight) -> String {
     let s = &p.settings;
     let mut out = String::new();
     let _ = writeln!(out, "settings   {}", p.settings_path.display());
@@ -82,6 +83,27 @@ pub fn check_text(p: &Project) -> String {
     if !p.overridden.is_empty() {
         let _ = writeln!(out, "  {:<12} {}", "from env", p.overridden.join(", "));
     }
+    let names = |set: Option<bool>| {
+        let list: Vec<&str> = pf
+            .agent_env
+            .iter()
+            .filter(|(_, s)| set.is_none_or(|want| *s == want))
+            .map(|(n, _)| n.as_str())
+            .collect();
+        if list.is_empty() {
+            "none".to_string()
+        } else {
+            list.join(", ")
+        }
+    };
+    let _ = writeln!(
+        out,
+        "  {:<12} {} (set now: {}; not set: {})",
+        "agent env",
+        names(None),
+        names(Some(true)),
+        names(Some(false))
+    );
 
     let _ = writeln!(out, "workflow   {}", p.workflow.source);
     let width = p
@@ -177,18 +199,62 @@ pub fn check_text(p: &Project) -> String {
             },
         );
     }
-    if !p.warnings.is_empty() {
+    let _ = writeln!(out, "agent CLIs (on the agents' PATH)");
+    for b in &pf.backends {
+        let status = match (&b.state, &b.path) {
+            (Err(problem), _) => format!("NOT READY: {problem}"),
+            (Ok(Some(v)), Some(path)) => format!("{v} at {}", path.display()),
+            (Ok(None), Some(path)) => format!("at {}", path.display()),
+            (Ok(v), None) => v.clone().unwrap_or_else(|| "ready".into()),
+        };
+        let _ = writeln!(
+            out,
+            "  {:<14} {status} (roles: {})",
+            b.name,
+            b.roles.join(", ")
+        );
+    }
+    let sandbox = match &pf.sandbox {
+        None => {
+            "none: agents run as supervisor's user (agentSandbox \"bwrap\" confines them)".into()
+        }
+        Some(b) => match (&b.state, &b.path) {
+            (Err(problem), _) => format!("NOT READY: {problem}"),
+            (Ok(v), path) => format!(
+                "{} at {}: own PID and mount namespaces, only the worktree writable, HOME hidden",
+                v.as_deref().unwrap_or("bwrap"),
+                path.as_deref()
+                    .unwrap_or(std::path::Path::new("?"))
+                    .display()
+            ),
+        },
+    };
+    let _ = writeln!(out, "agent sandbox  {sandbox}");
+    let count = p.warnings.len() + pf.warnings.len();
+    if count > 0 {
         let _ = writeln!(out, "warnings");
         for w in &p.warnings {
             let _ = writeln!(out, "  {w}");
         }
+        for w in &pf.warnings {
+            let _ = writeln!(out, "  {w}");
+        }
     }
-    let _ = writeln!(
-        out,
-        "ok: configuration is valid ({} warning{})",
-        p.warnings.len(),
-        if p.warnings.len() == 1 { "" } else { "s" }
-    );
+    let plural = if count == 1 { "" } else { "s" };
+    if pf.ok() {
+        let _ = writeln!(out, "ok: configuration is valid ({count} warning{plural})");
+    } else {
+        let problems = pf.problems();
+        let _ = writeln!(
+            out,
+            "error: configuration is valid ({count} warning{plural}), but agents cannot run ({} problem{}):",
+            problems.len(),
+            if problems.len() == 1 { "" } else { "s" }
+        );
+        for problem in problems {
+            let _ = writeln!(out, "  {problem}");
+        }
+    }
     out
 }
 
@@ -202,10 +268,17 @@ fn issue_json(i: &ConfigIssue) -> serde_json::Value {
     })
 }
 
-/// Machine-readable form of a loaded project.
-pub fn check_json(p: &Project) -> serde_json::Value {
+/// Machine-readable form of a loaded project and of its agent CLIs.
+pub fn check_json(p: &Project, pf: &Preflight) -> serde_json::Value {
     json!({
-        "ok": true,
+        "ok": pf.ok(),
+        "backends": pf.backends.iter().map(|b| b.to_json()).collect::<Vec<_>>(),
+        "sandbox": pf.sandbox.as_ref().map(|b| b.to_json()),
+        "agentEnv": {
+            "names": pf.agent_env.iter().map(|(n, _)| n).collect::<Vec<_>>(),
+            "set": pf.agent_env.iter().filter(|(_, s)| *s).map(|(n, _)| n).collect::<Vec<_>>(),
+        },
+        "modelWarnings": pf.warnings,
         "settingsFile": p.settings_path.display().to_string(),
         "settings": p.settings,
         "workflow": p.workflow,

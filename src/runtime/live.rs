@@ -46,6 +46,9 @@ pub struct LiveEffects {
     checkpoint: Arc<std::sync::Mutex<Option<Checkpoint>>>,
     /// The tracking comment's writer, once the run shows progress (when configured).
     tracker: Option<Tracker>,
+    /// The run's gate state (trusted tools, warm language servers, incremental caches); shut down
+    /// when the run ends, however it ends.
+    gates: gates::GateSession,
 }
 
 /// How often a live run refreshes its checkpoint while an agent works.
@@ -60,6 +63,13 @@ impl LiveEffects {
         run_id: String,
         journal_dir: PathBuf,
     ) -> LiveEffects {
+        // The main checkout's tools are recorded now, before any agent has run.
+        let gates = gates::GateSession::new(
+            Some(&project.root),
+            &project.root.join(".supervisor").join("gates"),
+            gates::ToolEnv::for_settings(&project.settings, svc.github_token.as_deref()),
+        )
+        .with_cancel(svc.cancel.clone());
         LiveEffects {
             project,
             gh: svc.github,
@@ -76,7 +86,13 @@ impl LiveEffects {
             wt: None,
             checkpoint: Arc::default(),
             tracker: None,
+            gates,
         }
+    }
+
+    /// The run's gate session.
+    pub fn gate_session(&self) -> gates::GateSession {
+        self.gates.clone()
     }
 
     /// A recorder of the run's child process groups that keeps them in the checkpoint.
@@ -109,37 +125,50 @@ impl LiveEffects {
             .ok_or_else(|| "the worktree is not ready".to_string())
     }
 
-    /// Comments a marker may be found on: supervisor's own, when its login is known.
+    /// Comments a marker may be found on: supervisor's own (none while its login is unknown).
     fn own_comments(&self) -> Vec<Comment> {
         self.comments
             .iter()
             .filter(|c| {
                 self.viewer
                     .as_deref()
-                    .is_none_or(|v| v.eq_ignore_ascii_case(&c.author))
+                    .is_some_and(|v| v.eq_ignore_ascii_case(&c.author))
             })
             .cloned()
             .collect()
     }
 
-    fn gate_context(&self, wt: &Worktree, issue: &IssueText) -> GateContext {
+    async fn gate_context(&self, wt: &Worktree, issue: &IssueText) -> GateContext {
         let s = &self.project.settings;
-        let changes =
-            gates::ChangeSet::compute(&wt.path, &self.ws.default_branch).unwrap_or_else(|e| {
-                tracing::warn!("could not compute the change set: {e}");
-                gates::ChangeSet {
-                    base: self.ws.default_branch.clone(),
-                    ..gates::ChangeSet::default()
-                }
-            });
+        let (path, base, head) = (wt.clone(), self.ws.default_branch.clone(), wt.clone());
+        // git2 reads the repository: off the async threads.
+        let changes = crate::process::spawn_blocking(None, move || {
+            gates::ChangeSet::compute(&path.path, &base)
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()))
+        .unwrap_or_else(|e| {
+            tracing::warn!("could not compute the change set: {e}");
+            gates::ChangeSet {
+                base: self.ws.default_branch.clone(),
+                ..gates::ChangeSet::default()
+            }
+        });
+        let head_sha = crate::process::spawn_blocking(None, move || head.head_sha())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
         let ci = (s.ci_gating_timeout_sec > 0).then(|| CiContext {
-            head_sha: wt.head_sha().unwrap_or_default(),
+            head_sha,
             timeout: Duration::from_secs(s.ci_gating_timeout_sec),
             interval: Duration::from_secs(s.gates.ci_poll_interval_sec),
             source: Arc::new(GitHubChecks::new(
                 self.gh.clone(),
                 wt.clone(),
                 self.push_auth.clone(),
+                self.cancel.clone(),
             )) as Arc<dyn CiSource>,
         });
         GateContext {
@@ -150,6 +179,7 @@ impl LiveEffects {
             ci,
             state_dir: self.project.root.join(".supervisor").join("gates"),
             search_path: None,
+            session: self.gates.clone(),
         }
     }
 }
@@ -172,11 +202,31 @@ fn update_checkpoint(
     }
 }
 
-/// Run blocking git work off the async threads.
+/// Tell the terminal how long the new worktree took to be ready for the first agent (best effort:
+/// stderr may be a closed pipe).
+fn say_ready(wt: &Worktree, took: Duration, dependencies: Option<workspace::Dependencies>) {
+    use std::io::Write;
+    let how = match dependencies {
+        Some(workspace::Dependencies::Cloned) => "the main checkout's, cloned",
+        Some(workspace::Dependencies::InstalledOffline) => "npm ci --prefer-offline",
+        Some(workspace::Dependencies::SetupCommands) => "npm ci",
+        None => "left to the setup commands",
+    };
+    let _ = writeln!(
+        std::io::stderr(),
+        "worktree {} ready in {:.2} s (time to first agent; dependencies: {how})",
+        wt.path.display(),
+        took.as_secs_f64()
+    );
+}
+
+/// Run blocking git work off the async threads; the git processes it starts are killed when
+/// `cancel` is cancelled.
 async fn blocking<T: Send + 'static>(
+    cancel: &CancellationToken,
     f: impl FnOnce() -> Result<T, WorkspaceError> + Send + 'static,
 ) -> Result<T, String> {
-    match tokio::task::spawn_blocking(f).await {
+    match crate::process::spawn_blocking(Some(cancel.clone()), f).await {
         Ok(r) => r.map_err(|e| e.to_string()),
         Err(e) => Err(format!("the git task failed: {e}")),
     }
@@ -196,6 +246,10 @@ impl Effects for LiveEffects {
         let blockers = self.gh.open_blockers(issue).await?;
         let comments = self.gh.list_comments(issue.number).await?;
         let editors = self.gh.issue_editors(issue.number).await?;
+        // Asked once per run: only comments by this login are supervisor's.
+        if self.viewer.is_none() {
+            self.viewer = Some(self.gh.viewer_login().await?);
+        }
         self.comments = comments.clone();
         Ok(Context {
             board,
@@ -261,22 +315,25 @@ impl Effects for LiveEffects {
     }
 
     async fn mergeable(&mut self, number: u64) -> Result<Option<bool>, String> {
+        // GitHub computes mergeability in the background: read until it is known (bounded).
+        let poll = self.gh.mergeable_poll();
         self.gh
-            .get_pr(number)
+            .mergeable(number, &poll)
             .await
-            .map(|pr| pr.mergeable)
             .map_err(|e| e.to_string())
     }
 
     async fn prepare_worktree(
         &mut self,
-        _cancel: &CancellationToken,
+        cancel: &CancellationToken,
     ) -> Result<(WorktreeInfo, Vec<String>), RunError> {
+        let started = std::time::Instant::now();
         let (ws, issue, auth) = (self.ws.clone(), self.issue, self.push_auth.clone());
-        let wt =
-            tokio::task::spawn_blocking(move || workspace::ensure_worktree_with(&ws, issue, &auth))
-                .await
-                .map_err(|e| RunError::Workspace(WorkspaceError::Task(e.to_string())))??;
+        let wt = crate::process::spawn_blocking(Some(cancel.clone()), move || {
+            workspace::ensure_worktree_with(&ws, issue, &auth)
+        })
+        .await
+        .map_err(|e| RunError::Workspace(WorkspaceError::Task(e.to_string())))??;
         // The checkpoint comes first, so that setup's processes are recorded in it too.
         let checkpoint = Checkpoint::new(self.run_id.clone(), issue, &wt);
         checkpoint.save(&self.project.root)?;
@@ -284,8 +341,16 @@ impl Effects for LiveEffects {
             *cp = Some(checkpoint);
         }
         let mut warnings = Vec::new();
-        if wt.origin != Reuse::ExistingWorktree {
-            warnings = workspace::setup(&self.ws, &wt).await.warnings;
+        // A worktree whose setup a stop or a crash cut short is set up again.
+        if wt.origin != Reuse::ExistingWorktree || !wt.setup_done() {
+            let report = workspace::setup(&self.ws, &wt, cancel).await;
+            warnings = report.warnings;
+            if !report.cancelled {
+                if let Err(e) = wt.mark_setup_done() {
+                    warnings.push(e.to_string());
+                }
+                say_ready(&wt, started.elapsed(), report.dependencies);
+            }
         }
         let info = WorktreeInfo {
             path: wt.path.display().to_string(),
@@ -300,7 +365,7 @@ impl Effects for LiveEffects {
     async fn commit(&mut self, message: &str) -> Result<CommitResult, String> {
         let wt = self.worktree()?;
         let message = message.to_string();
-        blocking(move || {
+        blocking(&self.cancel, move || {
             let sha = wt.commit_all(&message)?;
             Ok(CommitResult {
                 sha,
@@ -314,7 +379,7 @@ impl Effects for LiveEffects {
     async fn push(&mut self) -> Result<String, String> {
         let wt = self.worktree()?;
         let auth = self.push_auth.clone();
-        blocking(move || {
+        blocking(&self.cancel, move || {
             wt.push(&auth)?;
             wt.head_sha()
         })
@@ -323,14 +388,14 @@ impl Effects for LiveEffects {
 
     async fn undo_commit(&mut self) -> Result<(), String> {
         let wt = self.worktree()?;
-        blocking(move || wt.undo_last_commit()).await
+        blocking(&self.cancel, move || wt.undo_last_commit()).await
     }
 
     async fn merge_base(&mut self) -> Result<MergeOutcome, String> {
         let wt = self.worktree()?;
         let auth = self.push_auth.clone();
         let base = self.ws.default_branch.clone();
-        blocking(move || {
+        blocking(&self.cancel, move || {
             let outcome = wt.merge_base_branch_with(&auth)?;
             if let MergeOutcome::Merged { .. } = &outcome {
                 wt.push(&auth).map_err(|e| {
@@ -445,7 +510,7 @@ impl Effects for LiveEffects {
         let Some(wt) = self.wt.clone() else {
             return Vec::new();
         };
-        let ctx = self.gate_context(&wt, issue);
+        let ctx = self.gate_context(&wt, issue).await;
         tokio::select! {
             reports = gates::run_gates(hooks, &ctx) => reports,
             _ = cancel.cancelled() => Vec::new(),
@@ -458,22 +523,22 @@ impl Effects for LiveEffects {
         if !self.project.settings.tracking_comment {
             return;
         }
-        let tracker = self.tracker.get_or_insert_with(|| {
-            let existing = self.comments.iter().rev().find(|c| {
-                self.viewer
-                    .as_deref()
-                    .is_none_or(|v| v.eq_ignore_ascii_case(&c.author))
-                    && Marker::parse_all(&c.body)
-                        .iter()
-                        .any(|m| m.kind == TRACKING_KIND)
+        if self.tracker.is_none() {
+            let existing = self.own_comments().into_iter().rev().find(|c| {
+                Marker::parse_all(&c.body)
+                    .iter()
+                    .any(|m| m.kind == TRACKING_KIND)
             });
-            Tracker::start(
+            self.tracker = Some(Tracker::start(
                 self.gh.clone(),
                 self.issue,
                 existing.map(|c| c.id),
                 workflow_run_link(),
-            )
-        });
+            ));
+        }
+        let Some(tracker) = self.tracker.as_mut() else {
+            return;
+        };
         tracker.show(progress);
         if progress.end.is_some() {
             if let Some(tracker) = self.tracker.take() {

@@ -110,10 +110,13 @@ pub async fn run_issue(
     );
     let cancel = effects.cancel_token();
     let groups = effects.group_recorder();
-    let result = crate::process::recording(
-        groups,
-        drive(&mut machine, &mut effects, &mut journal, &cancel),
-    )
+    let gates = effects.gate_session();
+    let result = crate::process::recording(groups, async {
+        let result = drive(&mut machine, &mut effects, &mut journal, &cancel).await;
+        // Warm language servers and incremental gate state end with the run, however it ended.
+        gates.shutdown().await;
+        result
+    })
     .await;
     drop(lock);
     result

@@ -87,6 +87,11 @@ enum Obj {
     FieldOption(usize),
     Item(u64),
     ItemValue(u64),
+    /// The `index`th title change of issue `issue`.
+    Renamed {
+        issue: u64,
+        index: usize,
+    },
     RateLimit,
     Connection {
         typename: &'static str,
@@ -133,6 +138,7 @@ impl Obj {
             Obj::FieldOption(_) => "ProjectV2SingleSelectFieldOption",
             Obj::Item(_) => "ProjectV2Item",
             Obj::ItemValue(_) => "ProjectV2ItemFieldSingleSelectValue",
+            Obj::Renamed { .. } => "RenamedTitleEvent",
             Obj::RateLimit => "RateLimit",
             Obj::Connection { typename, .. }
             | Obj::Edge { typename, .. }
@@ -154,6 +160,24 @@ fn leaf(v: impl Into<Value>) -> Result<Out, Fail> {
     Ok(Out::Leaf(v.into()))
 }
 
+/// A GraphQL `Int` (32-bit): larger database ids fail as they do on GitHub, whose ids passed 2^31.
+fn int(v: u64) -> Result<Out, Fail> {
+    match i32::try_from(v) {
+        Ok(i) => leaf(i),
+        Err(_) => Err(Fail::IntOutOfBounds(v)),
+    }
+}
+
+/// A GraphQL `BigInt`: a string of digits.
+fn big_int(v: u64) -> Result<Out, Fail> {
+    leaf(v.to_string())
+}
+
+/// GitHub's `DateTime`: ISO 8601 with whole seconds.
+fn date_time(t: Option<chrono::DateTime<chrono::Utc>>) -> Result<Out, Fail> {
+    leaf(t.map(super::shapes::iso))
+}
+
 /// Why a field has no value.
 enum Fail {
     /// Not a field of GitHub's type.
@@ -172,6 +196,10 @@ enum Fail {
         kind: &'static str,
         message: String,
     },
+    /// An `Int` field whose value does not fit 32 bits.
+    IntOutOfBounds(u64),
+    /// An App installation token asked for a board owned by a user.
+    AppOnUserBoard,
 }
 
 type Args = Map<String, Value>;
@@ -182,6 +210,7 @@ pub(crate) struct Exec<'q, 's> {
     base: &'s str,
     caller: &'s Caller,
     vars: Map<String, Value>,
+    doc: &'q Document<'q, &'q str>,
     fragments: HashMap<&'q str, &'q FragmentDefinition<'q, &'q str>>,
     errors: Vec<Value>,
     /// Errors GitHub reports instead of any data (validation, scopes).
@@ -198,14 +227,7 @@ impl<'q, 's> Exec<'q, 's> {
         doc: &'q Document<'q, &'q str>,
         variables: Option<&Value>,
     ) -> Exec<'q, 's> {
-        let fragments = doc
-            .definitions
-            .iter()
-            .filter_map(|d| match d {
-                Definition::Fragment(f) => Some((f.name, f)),
-                Definition::Operation(_) => None,
-            })
-            .collect();
+        let fragments = crate::github::graphql::fragment_map(doc);
         let vars = variables
             .and_then(|v| v.as_object())
             .cloned()
@@ -214,6 +236,7 @@ impl<'q, 's> Exec<'q, 's> {
             state,
             base,
             caller,
+            doc,
             vars,
             fragments,
             errors: Vec::new(),
@@ -237,6 +260,10 @@ impl<'q, 's> Exec<'q, 's> {
                 return json!({"errors": [{"message": "Subscriptions are not supported by GitHub's API"}]});
             }
         };
+        // As GitHub: a document with arguments or variables of the wrong type does not run at all.
+        for error in super::graphql_validate::validate(self.doc, op, &self.vars) {
+            self.fatal_error(error);
+        }
         for def in defs {
             if self.vars.get(def.name).is_none_or(Value::is_null) {
                 match &def.default_value {
@@ -455,6 +482,7 @@ impl<'q, 's> Exec<'q, 's> {
 
     fn fail(&mut self, fail: Fail, typename: &str, field: &str, pos: Pos, path: &[Value]) {
         let mut fatal = false;
+        let typed = |kind: &str, message: String| json!({"type": kind, "path": path, "locations": [loc(pos)], "message": message});
         let error = match fail {
             Fail::Undefined => {
                 fatal = true;
@@ -465,12 +493,12 @@ impl<'q, 's> Exec<'q, 's> {
                     "message": format!("Field '{field}' doesn't exist on type '{typename}'"),
                 })
             }
-            Fail::Unsupported => json!({
-                "type": "SANDBOX_UNSUPPORTED",
-                "path": path,
-                "locations": [loc(pos)],
-                "message": format!("Field '{field}' of type '{typename}' exists on GitHub, but the sandbox does not emulate it"),
-            }),
+            Fail::Unsupported => typed(
+                "SANDBOX_UNSUPPORTED",
+                format!(
+                    "Field '{field}' of type '{typename}' exists on GitHub, but the sandbox does not emulate it"
+                ),
+            ),
             Fail::Scope { need } => {
                 fatal = true;
                 let granted = self
@@ -489,21 +517,19 @@ impl<'q, 's> Exec<'q, 's> {
                     "message": format!("Your token has not been granted the required scopes to execute this query. The '{field}' field requires one of the following scopes: ['{need}'], but your token has only been granted the: [{granted}] scopes. Please modify your token's scopes at: https://github.com/settings/tokens."),
                 })
             }
-            Fail::NotFound(message) => json!({
-                "type": "NOT_FOUND",
-                "path": path,
-                "locations": [loc(pos)],
-                "message": message,
-            }),
-            Fail::Invalid(message) => json!({
-                "type": "UNPROCESSABLE",
-                "path": path,
-                "locations": [loc(pos)],
-                "message": message,
-            }),
+            Fail::NotFound(message) => typed("NOT_FOUND", message),
+            Fail::Invalid(message) => typed("UNPROCESSABLE", message),
             Fail::Pagination { kind, message } => {
                 fatal = true;
-                json!({"type": kind, "path": path, "locations": [loc(pos)], "message": message})
+                typed(kind, message)
+            }
+            Fail::IntOutOfBounds(v) => json!({
+                "path": path,
+                "locations": [loc(pos)],
+                "message": format!("Integer out of bounds: {v} @ {field} ({typename}.{field}). Consider using ID or GraphQL::Types::BigInt instead."),
+            }),
+            Fail::AppOnUserBoard => {
+                typed("FORBIDDEN", "Resource not accessible by integration".into())
             }
         };
         if fatal {
@@ -541,7 +567,20 @@ impl<'q, 's> Exec<'q, 's> {
     /// The board, once the caller's scopes may read it.
     fn readable_board(&self) -> Result<Option<BoardSeed>, Fail> {
         self.need_project(false)?;
+        if self.app_kept_off_board() {
+            return Err(Fail::AppOnUserBoard);
+        }
         Ok(self.state.board.clone())
+    }
+
+    /// GitHub Apps cannot reach Projects (v2) boards owned by a user, only organizations' boards.
+    fn app_kept_off_board(&self) -> bool {
+        self.caller.is_app_installation()
+            && self
+                .state
+                .board
+                .as_ref()
+                .is_some_and(|b| b.owner_type == super::state::OwnerType::User)
     }
 
     fn resolve(&mut self, obj: &Obj, field: &str, args: &Args) -> Result<Out, Fail> {
@@ -588,13 +627,14 @@ impl<'q, 's> Exec<'q, 's> {
             }
             Obj::Item(n) => self.item_field(*n, field, args),
             Obj::ItemValue(n) => self.item_value_field(*n, field),
+            Obj::Renamed { issue, index } => self.renamed_field(*issue, *index, field),
             Obj::RateLimit => match field {
                 "limit" => leaf(5000),
                 "cost" => leaf(1),
                 "remaining" => leaf(4999),
                 "used" => leaf(1),
                 "nodeCount" => leaf(1),
-                "resetAt" => leaf((chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339()),
+                "resetAt" => date_time(Some(chrono::Utc::now() + chrono::Duration::hours(1))),
                 _ => Err(self.unknown(obj, field)),
             },
             Obj::Connection {
@@ -829,11 +869,13 @@ impl<'q, 's> Exec<'q, 's> {
             return Ok(Out::Null);
         };
         let closed = issue.state == SeedState::Closed;
-        let created = issue.created_at.map(|t| t.to_rfc3339());
+        let (created, updated) = (issue.created_at, issue.updated_at.or(issue.created_at));
+        let edited = issue.editor.is_some();
         match field {
             "id" => leaf(ids::issue(n)),
             "number" => leaf(n),
-            "databaseId" | "fullDatabaseId" => leaf(n),
+            "databaseId" => int(ids::issue_id(n)),
+            "fullDatabaseId" => big_int(ids::issue_id(n)),
             "title" => leaf(issue.title.clone()),
             "body" | "bodyText" => leaf(issue.body.clone()),
             "state" => leaf(if closed { "CLOSED" } else { "OPEN" }),
@@ -844,8 +886,14 @@ impl<'q, 's> Exec<'q, 's> {
             )),
             "author" => Ok(self.author(&issue.author.clone())),
             "editor" => Ok(issue.editor.clone().map_or(Out::Null, |e| self.author(&e))),
-            "createdAt" | "updatedAt" => leaf(created),
+            "createdAt" => date_time(created),
+            "updatedAt" => date_time(updated),
+            "lastEditedAt" => date_time(updated.filter(|_| edited)),
             "repository" => Ok(Out::Obj(Obj::Repository)),
+            "timelineItems" => {
+                let renames = issue.renames.len();
+                self.timeline(n, renames, field, args)
+            }
             "labels" => {
                 let labels = issue.labels.clone();
                 self.connection(
@@ -864,9 +912,47 @@ impl<'q, 's> Exec<'q, 's> {
         }
     }
 
+    /// An issue's timeline; the sandbox records title changes only, so it answers queries that ask
+    /// for `RENAMED_TITLE_EVENT` items alone.
+    fn timeline(&mut self, n: u64, renames: usize, field: &str, args: &Args) -> Result<Out, Fail> {
+        let only_renames = args
+            .get("itemTypes")
+            .and_then(|v| v.as_array())
+            .is_some_and(|types| {
+                !types.is_empty() && types.iter().all(|t| t == "RENAMED_TITLE_EVENT")
+            });
+        if !only_renames {
+            return Err(Fail::Unsupported);
+        }
+        let nodes = (0..renames)
+            .map(|index| Obj::Renamed { issue: n, index })
+            .collect();
+        self.connection("IssueTimelineItemsConnection", field, nodes, args)
+    }
+
+    fn renamed_field(&mut self, n: u64, index: usize, field: &str) -> Result<Out, Fail> {
+        let Some(r) = self
+            .state
+            .issue(n)
+            .and_then(|i| i.renames.get(index))
+            .cloned()
+        else {
+            return Ok(Out::Null);
+        };
+        match field {
+            "id" => leaf(format!("RTE_{n}_{index}")),
+            "actor" => Ok(self.author(&r.actor)),
+            "createdAt" => date_time(r.created_at),
+            "previousTitle" => leaf(r.from),
+            "currentTitle" => leaf(r.to),
+            "subject" => Ok(Out::Obj(Obj::Issue(n))),
+            _ => Err(self.unknown(&Obj::Renamed { issue: n, index }, field)),
+        }
+    }
+
     fn project_items(&mut self, n: u64, field: &str, args: &Args) -> Result<Out, Fail> {
         self.need_project(false)?;
-        let nodes = if self.state.on_board(n) {
+        let nodes = if self.state.on_board(n) && !self.app_kept_off_board() {
             vec![Obj::Item(n)]
         } else {
             Vec::new()
@@ -893,6 +979,8 @@ impl<'q, 's> Exec<'q, 's> {
         match field {
             "id" => leaf(ids::pull(n)),
             "number" => leaf(n),
+            "databaseId" => int(ids::pull_id(n)),
+            "fullDatabaseId" => big_int(ids::pull_id(n)),
             "title" => leaf(title),
             "body" => leaf(body),
             "state" => leaf(match (merged, state) {
@@ -910,7 +998,7 @@ impl<'q, 's> Exec<'q, 's> {
                 self.base, self.state.repo.owner, self.state.repo.name
             )),
             "author" => Ok(self.author(&author)),
-            "createdAt" | "updatedAt" => leaf(created_at.map(|t| t.to_rfc3339())),
+            "createdAt" | "updatedAt" => date_time(created_at),
             "repository" => Ok(Out::Obj(Obj::Repository)),
             "projectItems" => self.project_items(n, field, args),
             _ => Err(self.unknown(&Obj::Pull(n), field)),
@@ -927,13 +1015,17 @@ impl<'q, 's> Exec<'q, 's> {
             c.created_at,
             c.editor.clone(),
         );
+        let updated = c.updated_at.or(created);
         match field {
-            "id" => leaf(format!("IC_{id}")),
-            "databaseId" | "fullDatabaseId" => leaf(id),
+            "id" => leaf(ids::comment(id)),
+            "databaseId" => int(id),
+            "fullDatabaseId" => big_int(id),
             "body" | "bodyText" => leaf(body),
             "author" => Ok(self.author(&author)),
             "editor" => Ok(editor.map_or(Out::Null, |e| self.author(&e))),
-            "createdAt" | "updatedAt" => leaf(created.map(|t| t.to_rfc3339())),
+            "createdAt" => date_time(created),
+            "updatedAt" => date_time(updated),
+            "lastEditedAt" => date_time(updated.filter(|_| editor.is_some())),
             "url" => leaf(format!(
                 "{}/{}/{}/issues/{issue}#issuecomment-{id}",
                 self.base, self.state.repo.owner, self.state.repo.name
@@ -970,6 +1062,11 @@ impl<'q, 's> Exec<'q, 's> {
                     .and_then(|u| u.name.clone()),
             ),
             "url" => leaf(format!("{}/{login}", self.base)),
+            "projectV2" | "projectsV2"
+                if matches!(obj, Obj::User(_)) && self.caller.is_app_installation() =>
+            {
+                Err(Fail::AppOnUserBoard)
+            }
             "projectV2" if !matches!(obj, Obj::Bot(_)) => {
                 self.need_project(false)?;
                 let number = arg_u64(args, "number")?;
@@ -1094,8 +1191,9 @@ impl<'q, 's> Exec<'q, 's> {
                 };
                 self.connection("ProjectV2ItemFieldValueConnection", field, nodes, args)
             }
-            "createdAt" | "updatedAt" => leaf(chrono::Utc::now().to_rfc3339()),
-            "databaseId" | "fullDatabaseId" => leaf(n),
+            "createdAt" | "updatedAt" => date_time(Some(chrono::Utc::now())),
+            "databaseId" => int(n),
+            "fullDatabaseId" => big_int(n),
             _ => Err(self.unknown(&Obj::Item(n), field)),
         }
     }
@@ -1110,7 +1208,7 @@ impl<'q, 's> Exec<'q, 's> {
             "item" => Ok(Out::Obj(Obj::Item(n))),
             "color" => leaf("GRAY"),
             "description" | "descriptionHTML" => leaf(""),
-            "createdAt" | "updatedAt" => leaf(chrono::Utc::now().to_rfc3339()),
+            "createdAt" | "updatedAt" => date_time(Some(chrono::Utc::now())),
             _ => Err(self.unknown(&Obj::ItemValue(n), field)),
         }
     }
@@ -1128,6 +1226,9 @@ impl<'q, 's> Exec<'q, 's> {
         match field {
             "updateProjectV2ItemFieldValue" => {
                 self.need_project(true)?;
+                if self.app_kept_off_board() {
+                    return Err(Fail::AppOnUserBoard);
+                }
                 let project = arg_str(&input, "projectId")?;
                 let item = arg_str(&input, "itemId")?;
                 let field_id = arg_str(&input, "fieldId")?;
@@ -1170,6 +1271,9 @@ impl<'q, 's> Exec<'q, 's> {
             }
             "addProjectV2ItemById" => {
                 self.need_project(true)?;
+                if self.app_kept_off_board() {
+                    return Err(Fail::AppOnUserBoard);
+                }
                 let project = arg_str(&input, "projectId")?;
                 let content = arg_str(&input, "contentId")?;
                 let number = self.state.board.as_ref().map(|b| b.number);
@@ -1369,6 +1473,7 @@ fn edge_name(connection: &str) -> &'static str {
         "IssueCommentConnection" => "IssueCommentEdge",
         "ProjectV2FieldConfigurationConnection" => "ProjectV2FieldConfigurationEdge",
         "ProjectV2ItemFieldValueConnection" => "ProjectV2ItemFieldValueEdge",
+        "IssueTimelineItemsConnection" => "IssueTimelineItemsEdge",
         _ => "Edge",
     }
 }
@@ -1430,19 +1535,9 @@ mod tests {
     fn state() -> SandboxState {
         let mut s = SandboxState::new("acme", "widgets");
         for n in 1..=3 {
-            s.issues.push(IssueSeed {
-                number: n,
-                title: format!("issue {n}"),
-                body: String::new(),
-                author: "alice".into(),
-                labels: vec!["bug".into()],
-                state: SeedState::Open,
-                state_reason: None,
-                blocked_by: vec![],
-                comments: vec![],
-                editor: None,
-                created_at: None,
-            });
+            let mut issue = IssueSeed::new(n, &format!("issue {n}"), "", "alice");
+            issue.labels = vec!["bug".into()];
+            s.issues.push(issue);
         }
         s.board = Some(BoardSeed {
             owner: "acme".into(),
@@ -1595,6 +1690,7 @@ mod tests {
         let caller = Caller::Token {
             login: "alice".into(),
             scopes: vec!["repo".into(), "read:project".into()],
+            permissions: None,
         };
         let read = r#"{ repository(owner: "acme", name: "widgets") { issue(number: 1) { projectItems(first: 1) { nodes { id } } } } }"#;
         let out = run_as(&mut s, &caller, read, json!({}));
@@ -1614,6 +1710,7 @@ mod tests {
         let repo_only = Caller::Token {
             login: "alice".into(),
             scopes: vec!["repo".into()],
+            permissions: None,
         };
         let out = run_as(&mut s, &repo_only, read, json!({}));
         assert!(out.get("data").is_none());

@@ -9,27 +9,31 @@
 //! Control endpoints live under `/_sandbox/`: `GET /_sandbox/state` (the dump), `GET
 //! /_sandbox/requests` (counts by route), `POST /_sandbox/faults` (inject a [`Fault`] as JSON).
 
+mod conformance;
 mod fault;
 pub mod git;
 mod graphql;
+mod graphql_validate;
 mod rest;
 mod schema;
+mod shapes;
 mod state;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+pub use conformance::{REST_DESCRIPTION, Side, Violation, check_rest_request, rest_operation_id};
 pub use fault::Fault;
 pub use git::GitRemote;
 pub use state::{
-    AppSeed, BoardSeed, CheckRunSeed, CommentSeed, IssueSeed, OwnerType, PullSeed, RepoSeed,
-    SandboxState, SeedState, TokenSeed, UserSeed,
+    AppSeed, BoardSeed, CheckRunSeed, CommentSeed, FIRST_COMMENT_ID, IssueSeed, OwnerType,
+    PullSeed, RenameSeed, RepoSeed, SandboxState, SeedState, TokenSeed, UserSeed,
 };
 
 /// Why the sandbox could not start or load.
@@ -49,9 +53,46 @@ pub enum SandboxError {
     },
 }
 
-/// Stable ids for GraphQL nodes, derived from the state so seeds need not carry them.
+/// Where a request reached the sandbox: the base of the API URLs and of the web URLs in its answer
+/// (`Link` headers, `url` and `html_url` fields). From the state's `public_url`, else the request's
+/// `Host`; API URLs keep GitHub Enterprise Server's `/api/v3` when the request used it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Origin {
+    pub api: String,
+    pub web: String,
+}
+
+/// Stable ids, derived from the state so seeds need not carry them. Database ids are as large as
+/// github.com's (above 2^31), and an issue's id is not its number.
 pub(crate) mod ids {
     pub const REPO: &str = "R_sandbox";
+    pub const REPO_ID: u64 = 1_296_269;
+
+    /// Database id of issue (or pull request) number `n` as the issues API shows it.
+    pub fn issue_id(n: u64) -> u64 {
+        3_100_000_000 + n * 7
+    }
+    /// Database id of pull request `n` as the pulls API shows it.
+    pub fn pull_id(n: u64) -> u64 {
+        2_600_000_000 + n * 7
+    }
+    /// Database id of a user, organization or bot.
+    pub fn user(login: &str) -> u64 {
+        u64::from(fnv(&login.to_ascii_lowercase()))
+    }
+    pub fn user_node(login: &str, kind: &str) -> String {
+        match kind {
+            "Organization" => format!("O_{login}"),
+            "Bot" => format!("BOT_{login}"),
+            _ => format!("U_{login}"),
+        }
+    }
+    pub fn comment(id: u64) -> String {
+        format!("IC_{id}")
+    }
+    pub fn label(name: &str) -> u64 {
+        u64::from(fnv(name))
+    }
 
     pub fn issue(n: u64) -> String {
         format!("I_{n}")
@@ -91,6 +132,8 @@ pub(crate) enum Caller {
     Token {
         login: String,
         scopes: Vec<String>,
+        /// A fine-grained token's or an App installation's repository permissions.
+        permissions: Option<BTreeMap<String, String>>,
     },
     /// A JWT, for the App endpoints (checked there).
     AppJwt(String),
@@ -116,6 +159,11 @@ impl Caller {
     pub fn is_anonymous(&self) -> bool {
         matches!(self, Caller::Anonymous | Caller::AppJwt(_))
     }
+
+    /// An App installation token (acting as `<slug>[bot]`).
+    pub fn is_app_installation(&self) -> bool {
+        matches!(self, Caller::Token { login, permissions: Some(_), .. } if login.ends_with("[bot]"))
+    }
 }
 
 /// Everything the server's handlers share.
@@ -127,9 +175,12 @@ pub(crate) struct Shared {
     faults: Mutex<Vec<Fault>>,
     counts: Mutex<BTreeMap<String, u64>>,
     used: AtomicU64,
-    started: i64,
+    pub started: i64,
     /// The bare repository was made for this run and is not part of the dump.
     temp_git: bool,
+    /// Check every exchange against GitHub's descriptions ([`Sandbox::check_conformance`]).
+    pub checking: AtomicBool,
+    violations: Mutex<Vec<Violation>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -154,6 +205,23 @@ impl Shared {
             faults[i].times -= 1;
         }
         Some(fault)
+    }
+
+    /// Keep what an exchange broke of GitHub's descriptions.
+    pub fn record(&self, found: Vec<Violation>) {
+        if !found.is_empty() {
+            for v in &found {
+                tracing::warn!(violation = %v, "the exchange differs from GitHub's description");
+            }
+            lock(&self.violations).extend(found);
+        }
+    }
+
+    /// Give back the quota of a request that turned out not to count (a 304).
+    pub fn refund(&self) {
+        let _ = self
+            .used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |u| u.checked_sub(1));
     }
 
     /// `x-ratelimit-*` values: (limit, remaining, reset, used).
@@ -222,6 +290,8 @@ impl Sandbox {
             used: AtomicU64::new(0),
             started: chrono::Utc::now().timestamp(),
             temp_git: temp.is_some(),
+            checking: AtomicBool::new(false),
+            violations: Mutex::new(Vec::new()),
         });
         let app = rest::router(shared.clone());
         let (stop, stopped) = oneshot::channel::<()>();
@@ -324,6 +394,41 @@ impl Sandbox {
     /// GraphQL, operation name (`POST /graphql UpdateItemStatus`).
     pub fn request_counts(&self) -> BTreeMap<String, u64> {
         lock(&self.shared.counts).clone()
+    }
+
+    /// Check every exchange from now on against GitHub's published descriptions: REST requests
+    /// and answers against the vendored REST description, GraphQL answers against the shape of
+    /// their query. What differs is kept ([`Sandbox::violations`]).
+    pub fn check_conformance(&self) -> Result<(), SandboxError> {
+        conformance::RestContract::get().map_err(SandboxError::Invalid)?;
+        self.shared.checking.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// What exchanges broke of GitHub's descriptions so far.
+    pub fn violations(&self) -> Vec<Violation> {
+        lock(&self.shared.violations).clone()
+    }
+
+    /// The violations so far, forgetting them (for tests that break the description on purpose).
+    pub fn take_violations(&self) -> Vec<Violation> {
+        std::mem::take(&mut *lock(&self.shared.violations))
+    }
+
+    /// `Err` listing every violation (operation, side, field, problem), one a line.
+    pub fn conformance_report(&self) -> Result<(), String> {
+        let found = self.violations();
+        if found.is_empty() {
+            return Ok(());
+        }
+        let mut text = format!(
+            "{} exchange(s) differ from GitHub's published description:\n",
+            found.len()
+        );
+        for v in found {
+            text.push_str(&format!("  {v}\n"));
+        }
+        Err(text)
     }
 
     /// Requests served in total.

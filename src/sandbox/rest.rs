@@ -20,10 +20,11 @@ use axum::routing::{get, post};
 use graphql_parser::query::{Document, OperationDefinition};
 use serde_json::{Map, Value, json};
 
-use super::git::Mergeability;
+use super::conformance::{RestContract, check_graphql_answer};
 use super::graphql::{Exec, GqlRequest, pick_operation};
-use super::state::{CommentSeed, IssueSeed, PullSeed, SandboxState, SeedState, TokenSeed};
-use super::{Caller, Fault, Shared, ids};
+use super::shapes::{Shapes, iso};
+use super::state::{CommentSeed, PullSeed, RenameSeed, SandboxState, SeedState, TokenSeed};
+use super::{Caller, Fault, Origin, Shared, ids};
 
 type S = State<Arc<Shared>>;
 type Q = Query<HashMap<String, String>>;
@@ -51,6 +52,7 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
 fn api_routes() -> Router<Arc<Shared>> {
     Router::new()
         .route("/user", get(user))
+        .route("/app", get(app))
         .route("/repos/{owner}/{repo}", get(repository))
         .route(
             "/repos/{owner}/{repo}/issues/{number}",
@@ -145,10 +147,21 @@ fn identify(
         return Ok(Caller::Anonymous);
     };
     let token = bearer(raw);
-    if let Some(TokenSeed { login, scopes, .. }) = state.tokens.iter().find(|t| t.token == token) {
+    if let Some(TokenSeed {
+        login,
+        scopes,
+        permissions,
+        expires_at,
+        ..
+    }) = state.tokens.iter().find(|t| t.token == token)
+    {
+        if expires_at.is_some_and(|at| at <= chrono::Utc::now()) {
+            return Err(gh_error(StatusCode::UNAUTHORIZED, "Bad credentials", DOCS));
+        }
         return Ok(Caller::Token {
             login: login.clone(),
             scopes: scopes.clone(),
+            permissions: permissions.clone(),
         });
     }
     if app_route && looks_like_jwt(raw) {
@@ -193,7 +206,21 @@ async fn gate(State(s): S, mut req: Request, next: Next) -> Response {
         },
     );
     let route = format!("{} {template}", req.method());
-    let app_route = path.starts_with("/app/") || template.ends_with("/installation");
+    let app_route =
+        path == "/app" || path.starts_with("/app/") || template.ends_with("/installation");
+    let origin = origin_of(&s, req.headers(), full_path_is_ghes(req.uri().path()));
+    req.extensions_mut().insert(origin);
+    let method = req.method().to_string();
+    let checking = s.checking.load(std::sync::atomic::Ordering::Relaxed) && path != "/graphql";
+    if checking {
+        let (parts, body) = req.into_parts();
+        let (parts, body) = inspect(parts, body, |parts, bytes| {
+            let query = parts.uri.query();
+            s.record(contract(|c| c.check_request(&method, &path, query, bytes)));
+        })
+        .await;
+        req = Request::from_parts(parts, body);
+    }
     let caller = identify(&s.state(), req.headers(), app_route);
     let mut resp = match caller {
         Err(resp) => {
@@ -207,13 +234,149 @@ async fn gate(State(s): S, mut req: Request, next: Next) -> Response {
                 next.run(req).await
             } else {
                 let fault = s.admit(&route);
-                with_fault(fault, next.run(req)).await
+                let denied = permission_denied(&s, &caller, &route);
+                let answer = async move {
+                    match denied {
+                        Some(resp) => resp,
+                        None => next.run(req).await,
+                    }
+                };
+                with_fault(fault, answer).await
             }
         }
     };
+    // Conditional requests answered 304 do not count against the rate limit.
+    if resp.status() == StatusCode::NOT_MODIFIED {
+        s.refund();
+    }
     let scopes = req_scopes(&resp);
     add_github_headers(&s, &path, &mut resp, scopes);
+    if checking {
+        let (parts, body) = resp.into_parts();
+        let (parts, body) = inspect(parts, body, |parts, bytes| {
+            let content_type = parts
+                .headers
+                .get(header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok());
+            let status = parts.status.as_u16();
+            s.record(contract(|c| {
+                c.check_response(&method, &path, status, content_type, bytes)
+            }));
+        })
+        .await;
+        resp = Response::from_parts(parts, body);
+    }
     resp
+}
+
+/// Read a whole body, let `look` see it, and hand it on unchanged.
+async fn inspect<P>(
+    parts: P,
+    body: axum::body::Body,
+    look: impl FnOnce(&P, &[u8]),
+) -> (P, axum::body::Body) {
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .unwrap_or_default();
+    look(&parts, &bytes);
+    (parts, axum::body::Body::from(bytes))
+}
+
+/// What `check` finds with GitHub's REST description (nothing when it does not compile, which
+/// `Sandbox::check_conformance` refuses up front).
+fn contract(check: impl FnOnce(&RestContract) -> Vec<super::Violation>) -> Vec<super::Violation> {
+    RestContract::get().map(check).unwrap_or_default()
+}
+
+fn full_path_is_ghes(full: &str) -> bool {
+    full.starts_with(&format!("{GHES_PREFIX}/")) || full == "/api/graphql"
+}
+
+/// Where the caller reached the sandbox: the state's `public_url`, else the request's `Host`.
+fn origin_of(s: &Shared, headers: &HeaderMap, ghes: bool) -> Origin {
+    let web = s
+        .state()
+        .public_url
+        .clone()
+        .or_else(|| {
+            headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .filter(|h| !h.is_empty() && h.parse::<axum::http::uri::Authority>().is_ok())
+                .map(|h| format!("http://{h}"))
+        })
+        .unwrap_or_else(|| s.base.clone());
+    let web = web.trim_end_matches('/').to_string();
+    let api = if ghes {
+        format!("{web}{GHES_PREFIX}")
+    } else {
+        web.clone()
+    };
+    Origin { api, web }
+}
+
+/// The repository permission a REST route needs from a fine-grained token or an App installation,
+/// as GitHub's `X-Accepted-GitHub-Permissions` names it (`checks=read`).
+fn required_permission(route: &str) -> Option<(&'static str, &'static str)> {
+    let need = match route {
+        "GET /repos/{owner}/{repo}" => ("metadata", "read"),
+        "GET /repos/{owner}/{repo}/issues/{number}"
+        | "GET /repos/{owner}/{repo}/issues/{number}/comments"
+        | "GET /repos/{owner}/{repo}/issues/comments/{comment_id}"
+        | "GET /repos/{owner}/{repo}/issues/{number}/dependencies/blocked_by" => ("issues", "read"),
+        "PATCH /repos/{owner}/{repo}/issues/{number}"
+        | "POST /repos/{owner}/{repo}/issues/{number}/comments"
+        | "PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}" => ("issues", "write"),
+        "GET /repos/{owner}/{repo}/commits/{ref}" => ("contents", "read"),
+        "GET /repos/{owner}/{repo}/commits/{ref}/check-runs" => ("checks", "read"),
+        "GET /repos/{owner}/{repo}/pulls" | "GET /repos/{owner}/{repo}/pulls/{number}" => {
+            ("pull_requests", "read")
+        }
+        "POST /repos/{owner}/{repo}/pulls" => ("pull_requests", "write"),
+        _ => return None,
+    };
+    Some(need)
+}
+
+/// GitHub's 403 when a fine-grained token or an App installation lacks the route's permission.
+/// Reads of a public repository need none.
+fn permission_denied(s: &Shared, caller: &Caller, route: &str) -> Option<Response> {
+    let Caller::Token {
+        login,
+        permissions: Some(granted),
+        ..
+    } = caller
+    else {
+        return None;
+    };
+    let (name, level) = required_permission(route)?;
+    if level == "read" && !s.state().repo.private {
+        return None;
+    }
+    let has = granted.get(name).map(String::as_str);
+    let enough = match level {
+        "read" => matches!(has, Some("read" | "write" | "admin")),
+        _ => matches!(has, Some("write" | "admin")),
+    };
+    if enough {
+        return None;
+    }
+    let by = if login.ends_with("[bot]") {
+        "integration"
+    } else {
+        "personal access token"
+    };
+    let mut resp = gh_error(
+        StatusCode::FORBIDDEN,
+        &format!("Resource not accessible by {by}"),
+        DOCS,
+    );
+    set_header(
+        &mut resp,
+        HeaderName::from_static("x-accepted-github-permissions"),
+        &format!("{name}={level}"),
+    );
+    Some(resp)
 }
 
 /// Scopes to report, carried from the handler through a response extension.
@@ -329,6 +492,11 @@ fn text_field(input: &Map<String, Value>, key: &str) -> Option<String> {
     input.get(key).and_then(|v| v.as_str()).map(str::to_string)
 }
 
+/// `s` percent-encoded for one URL path segment.
+pub(crate) fn path_segment(s: &str) -> String {
+    percent_encoding::utf8_percent_encode(s, crate::github::PATH_SEGMENT).to_string()
+}
+
 fn number(s: &str) -> Option<u64> {
     s.parse().ok()
 }
@@ -348,6 +516,7 @@ fn found<T>(value: Option<T>, doc: &str) -> Result<T, Response> {
 struct RepoCall {
     s: Arc<Shared>,
     caller: Caller,
+    origin: Origin,
     owner: String,
     repo: String,
     arg: String,
@@ -360,6 +529,9 @@ impl FromRequestParts<Arc<Shared>> for RepoCall {
         let Extension(caller) = Extension::<Caller>::from_request_parts(parts, s)
             .await
             .map_err(IntoResponse::into_response)?;
+        let Extension(origin) = Extension::<Origin>::from_request_parts(parts, s)
+            .await
+            .map_err(IntoResponse::into_response)?;
         let Path(params) = Path::<Vec<String>>::from_request_parts(parts, s)
             .await
             .map_err(IntoResponse::into_response)?;
@@ -369,6 +541,7 @@ impl FromRequestParts<Arc<Shared>> for RepoCall {
         Ok(RepoCall {
             s: s.clone(),
             caller,
+            origin,
             owner,
             repo,
             arg,
@@ -442,7 +615,16 @@ impl RepoCall {
 
     /// `rest` under the repository's path as the request spelled it.
     fn path(&self, rest: &str) -> String {
-        format!("/repos/{}/{}{rest}", self.owner, self.repo)
+        format!(
+            "/repos/{}/{}{rest}",
+            path_segment(&self.owner),
+            path_segment(&self.repo)
+        )
+    }
+
+    /// The answer builder for this request.
+    fn shapes<'a>(&'a self, st: &'a SandboxState) -> Shapes<'a> {
+        Shapes::new(&self.origin, st)
     }
 
     /// The answer, with the caller's scopes.
@@ -458,7 +640,7 @@ impl RepoCall {
     /// 201 with `body`, and a `Location` of `rest` under the repository's API URL.
     fn created(&self, st: &SandboxState, body: Value, rest: &str) -> Response {
         let mut resp = json_ok(StatusCode::CREATED, body);
-        set_header(&mut resp, header::LOCATION, &api(&self.s, st, rest));
+        set_header(&mut resp, header::LOCATION, &self.shapes(st).api(rest));
         self.reply(resp)
     }
 
@@ -466,159 +648,9 @@ impl RepoCall {
     fn paged(&self, rest: &str, query: &HashMap<String, String>, items: Vec<Value>) -> Response {
         let paging = Paging::of(query, items.len());
         let mut resp = json_ok(StatusCode::OK, Value::Array(paging.page(items).collect()));
-        paging.link(&self.s, &self.path(rest), query, &mut resp);
+        paging.link(&self.origin, &self.path(rest), query, &mut resp);
         self.reply(resp)
     }
-}
-
-fn user_json(base: &str, login: &str) -> Value {
-    let bot = login.ends_with("[bot]");
-    json!({
-        "login": login,
-        "id": ids::fnv(login),
-        "node_id": format!("U_{login}"),
-        "type": if bot { "Bot" } else { "User" },
-        "site_admin": false,
-        "url": format!("{base}/users/{login}"),
-        "html_url": format!("{base}/{login}"),
-    })
-}
-
-fn web(s: &Shared, st: &SandboxState, rest: &str) -> String {
-    format!("{}/{}/{}{rest}", s.base, st.repo.owner, st.repo.name)
-}
-
-fn api(s: &Shared, st: &SandboxState, rest: &str) -> String {
-    format!("{}/repos/{}/{}{rest}", s.base, st.repo.owner, st.repo.name)
-}
-
-fn association(st: &SandboxState, login: &str) -> &'static str {
-    if st.repo.owner.eq_ignore_ascii_case(login) {
-        "OWNER"
-    } else {
-        "NONE"
-    }
-}
-
-/// GitHub's timestamp format.
-fn iso(t: chrono::DateTime<chrono::Utc>) -> String {
-    t.format("%Y-%m-%dT%H:%M:%SZ").to_string()
-}
-
-fn time(t: Option<chrono::DateTime<chrono::Utc>>) -> String {
-    iso(t.unwrap_or_else(chrono::Utc::now))
-}
-
-fn issue_json(s: &Shared, st: &SandboxState, i: &IssueSeed) -> Value {
-    let n = i.number;
-    json!({
-        "id": n,
-        "node_id": ids::issue(n),
-        "number": n,
-        "title": i.title,
-        "body": i.body,
-        "user": user_json(&s.base, &i.author),
-        "labels": i.labels.iter().map(|l| json!({
-            "id": ids::fnv(l), "node_id": format!("LA_{l}"), "name": l, "color": "ededed", "default": false,
-        })).collect::<Vec<_>>(),
-        "state": match i.state { SeedState::Open => "open", SeedState::Closed => "closed" },
-        "state_reason": i.state_reason,
-        "locked": false,
-        "comments": i.comments.len(),
-        "author_association": association(st, &i.author),
-        "created_at": time(i.created_at),
-        "updated_at": time(i.created_at),
-        "closed_at": Value::Null,
-        "url": api(s, st, &format!("/issues/{n}")),
-        "repository_url": api(s, st, ""),
-        "comments_url": api(s, st, &format!("/issues/{n}/comments")),
-        "html_url": web(s, st, &format!("/issues/{n}")),
-    })
-}
-
-/// A pull request as the issues API shows it.
-fn pull_as_issue_json(s: &Shared, st: &SandboxState, p: &PullSeed) -> Value {
-    let n = p.number;
-    json!({
-        "id": n,
-        "node_id": ids::pull(n),
-        "number": n,
-        "title": p.title,
-        "body": p.body,
-        "user": user_json(&s.base, &p.author),
-        "labels": [],
-        "state": if p.state == SeedState::Open && !p.merged { "open" } else { "closed" },
-        "locked": false,
-        "comments": 0,
-        "author_association": association(st, &p.author),
-        "created_at": time(p.created_at),
-        "url": api(s, st, &format!("/issues/{n}")),
-        "html_url": web(s, st, &format!("/pull/{n}")),
-        "pull_request": {
-            "url": api(s, st, &format!("/pulls/{n}")),
-            "html_url": web(s, st, &format!("/pull/{n}")),
-        },
-    })
-}
-
-fn comment_json(s: &Shared, st: &SandboxState, issue: u64, c: &CommentSeed) -> Value {
-    json!({
-        "id": c.id,
-        "node_id": format!("IC_{}", c.id),
-        "user": user_json(&s.base, &c.author),
-        "body": c.body,
-        "author_association": association(st, &c.author),
-        "created_at": time(c.created_at),
-        "updated_at": time(c.created_at),
-        "url": api(s, st, &format!("/issues/comments/{}", c.id)),
-        "issue_url": api(s, st, &format!("/issues/{issue}")),
-        "html_url": web(s, st, &format!("/issues/{issue}#issuecomment-{}", c.id)),
-    })
-}
-
-fn pull_json(s: &Shared, st: &SandboxState, p: &PullSeed) -> Value {
-    let n = p.number;
-    let open = p.state == SeedState::Open && !p.merged;
-    let (mergeable, mergeable_state) = if open {
-        match s.git.mergeability(&p.base, &p.head) {
-            Mergeability::Clean if p.draft => (json!(true), "draft"),
-            Mergeability::Clean => (json!(true), "clean"),
-            Mergeability::Conflicting => (json!(false), "dirty"),
-            Mergeability::Unknown => (Value::Null, "unknown"),
-        }
-    } else {
-        (Value::Null, "unknown")
-    };
-    let side = |branch: &str| {
-        json!({
-            "ref": branch,
-            "sha": s.git.branch_sha(branch).unwrap_or_default(),
-            "label": format!("{}:{branch}", st.repo.owner),
-            "repo": {"name": st.repo.name, "full_name": format!("{}/{}", st.repo.owner, st.repo.name)},
-        })
-    };
-    json!({
-        "id": 1_000_000 + n,
-        "node_id": ids::pull(n),
-        "number": n,
-        "state": if open { "open" } else { "closed" },
-        "locked": false,
-        "title": p.title,
-        "body": p.body,
-        "user": user_json(&s.base, &p.author),
-        "draft": p.draft,
-        "merged": p.merged,
-        "mergeable": mergeable,
-        "mergeable_state": mergeable_state,
-        "head": side(&p.head),
-        "base": side(&p.base),
-        "author_association": association(st, &p.author),
-        "created_at": time(p.created_at),
-        "updated_at": time(p.created_at),
-        "url": api(s, st, &format!("/pulls/{n}")),
-        "issue_url": api(s, st, &format!("/issues/{n}")),
-        "html_url": web(s, st, &format!("/pull/{n}")),
-    })
 }
 
 /// Which page of `total` items a query asks for, as GitHub reads it: `per_page` (default 30, at
@@ -649,26 +681,26 @@ impl Paging {
     }
 
     /// GitHub's `Link` header to the other pages of `path`, where there are any.
-    fn link(&self, s: &Shared, path: &str, query: &HashMap<String, String>, resp: &mut Response) {
+    fn link(
+        &self,
+        origin: &Origin,
+        path: &str,
+        query: &HashMap<String, String>,
+        resp: &mut Response,
+    ) {
         let mut keep: Vec<(&String, &String)> = query
             .iter()
             .filter(|(k, _)| k.as_str() != "page" && k.as_str() != "per_page")
             .collect();
         keep.sort();
         let url = |p: usize| {
-            let mut q: Vec<String> = keep
-                .iter()
-                .map(|(k, v)| {
-                    format!(
-                        "{}={}",
-                        crate::github::url_encode(k),
-                        crate::github::url_encode(v)
-                    )
-                })
-                .collect();
-            q.push(format!("per_page={}", self.per_page));
-            q.push(format!("page={p}"));
-            format!("<{}{path}?{}>", s.base, q.join("&"))
+            let mut q = url::form_urlencoded::Serializer::new(String::new());
+            for (k, v) in &keep {
+                q.append_pair(k, v);
+            }
+            q.append_pair("per_page", &self.per_page.to_string());
+            q.append_pair("page", &p.to_string());
+            format!("<{}{path}?{}>", origin.api, q.finish())
         };
         let (page, last) = (self.page, self.last);
         let mut links = Vec::new();
@@ -697,25 +729,46 @@ macro_rules! tri {
     };
 }
 
-async fn user(State(s): S, Extension(caller): Extension<Caller>) -> Response {
+async fn user(
+    State(s): S,
+    Extension(caller): Extension<Caller>,
+    Extension(origin): Extension<Origin>,
+) -> Response {
     let login = tri!(require_auth(&caller));
-    with_scopes(&caller, json_ok(StatusCode::OK, user_json(&s.base, login)))
+    // GitHub answers an App installation token's `GET /user` with a 403: the bot is no user.
+    if matches!(
+        &caller,
+        Caller::Token {
+            permissions: Some(_),
+            ..
+        }
+    ) && login.ends_with("[bot]")
+    {
+        return gh_error(
+            StatusCode::FORBIDDEN,
+            "Resource not accessible by integration",
+            "https://docs.github.com/rest/users/users#get-the-authenticated-user",
+        );
+    }
+    let st = s.state();
+    let body = Shapes::new(&origin, &st).account(login);
+    with_scopes(&caller, json_ok(StatusCode::OK, body))
+}
+
+/// `GET /app`: the App whose JWT authenticates the request.
+async fn app(
+    State(s): S,
+    Extension(caller): Extension<Caller>,
+    Extension(origin): Extension<Origin>,
+) -> Response {
+    let st = s.state();
+    let app = tri!(app_of_jwt(&st, &caller));
+    json_ok(StatusCode::OK, Shapes::new(&origin, &st).app(&app))
 }
 
 async fn repository(call: RepoCall) -> Response {
     let st = tri!(call.state());
-    let (s, r) = (&call.s, &st.repo);
-    call.ok(json!({
-        "id": 1,
-        "node_id": ids::REPO,
-        "name": r.name,
-        "full_name": format!("{}/{}", r.owner, r.name),
-        "owner": user_json(&s.base, &r.owner),
-        "private": r.private,
-        "default_branch": r.default_branch,
-        "html_url": web(s, &st, ""),
-        "url": api(s, &st, ""),
-    }))
+    call.ok(call.shapes(&st).repository(true))
 }
 
 async fn get_issue(call: RepoCall) -> Response {
@@ -723,9 +776,9 @@ async fn get_issue(call: RepoCall) -> Response {
     let doc = "https://docs.github.com/rest/issues/issues#get-an-issue";
     let n = tri!(call.number(doc));
     let body = if let Some(i) = st.issue(n) {
-        issue_json(&call.s, &st, i)
+        call.shapes(&st).issue(i)
     } else if let Some(p) = st.pull(n) {
-        pull_as_issue_json(&call.s, &st, p)
+        call.shapes(&st).pull_as_issue(p)
     } else {
         return not_found(doc);
     };
@@ -748,7 +801,9 @@ async fn patch_issue(call: RepoCall, body: Bytes) -> Response {
             );
         }
     };
+    let now = chrono::Utc::now();
     if let Some(issue) = st.issue_mut(n) {
+        issue.updated_at = Some(now);
         if let Some(state) = state {
             issue.state = state;
             issue.state_reason = match state {
@@ -758,8 +813,13 @@ async fn patch_issue(call: RepoCall, body: Bytes) -> Response {
                 SeedState::Open => text_field(&input, "state_reason").filter(|r| r == "reopened"),
             };
         }
-        if let Some(t) = text_field(&input, "title") {
-            issue.title = t;
+        if let Some(t) = text_field(&input, "title").filter(|t| *t != issue.title) {
+            issue.renames.push(RenameSeed {
+                actor: editor.clone(),
+                from: std::mem::replace(&mut issue.title, t.clone()),
+                to: t,
+                created_at: Some(now),
+            });
         }
         if let Some(b) = text_field(&input, "body") {
             issue.body = b;
@@ -773,7 +833,7 @@ async fn patch_issue(call: RepoCall, body: Bytes) -> Response {
                 .collect();
         }
         let issue = issue.clone();
-        return call.ok(issue_json(&call.s, &st, &issue));
+        return call.ok(call.shapes(&st).issue(&issue));
     }
     if let Some(pull) = st.pulls.iter_mut().find(|p| p.number == n) {
         if let Some(state) = state {
@@ -786,7 +846,7 @@ async fn patch_issue(call: RepoCall, body: Bytes) -> Response {
             pull.body = b;
         }
         let pull = pull.clone();
-        return call.ok(pull_as_issue_json(&call.s, &st, &pull));
+        return call.ok(call.shapes(&st).pull_as_issue(&pull));
     }
     not_found(doc)
 }
@@ -799,7 +859,7 @@ async fn list_comments(call: RepoCall, Query(q): Q) -> Response {
         Some(i) => i
             .comments
             .iter()
-            .map(|c| comment_json(&call.s, &st, n, c))
+            .map(|c| call.shapes(&st).comment(n, c))
             .collect(),
         None if st.pull(n).is_some() => Vec::new(),
         None => return not_found(doc),
@@ -811,20 +871,23 @@ async fn create_comment(call: RepoCall, body: Bytes) -> Response {
     let doc = "https://docs.github.com/rest/issues/comments#create-an-issue-comment";
     let (mut st, text) = tri!(call.comment_write(&body, doc));
     let n = tri!(call.number(doc));
-    let id = st.max_comment_id() + 1;
+    let id = st.next_comment_id();
     let author = author_of(&call.caller, &st);
     let Some(issue) = st.issue_mut(n) else {
         return not_found(doc);
     };
+    let now = chrono::Utc::now();
     let comment = CommentSeed {
         id,
         author,
         body: text,
         editor: None,
-        created_at: Some(chrono::Utc::now()),
+        created_at: Some(now),
+        updated_at: Some(now),
     };
     issue.comments.push(comment.clone());
-    let body = comment_json(&call.s, &st, n, &comment);
+    issue.updated_at = Some(now);
+    let body = call.shapes(&st).comment(n, &comment);
     call.created(&st, body, &format!("/issues/comments/{id}"))
 }
 
@@ -841,7 +904,7 @@ async fn get_comment(call: RepoCall) -> Response {
     let st = tri!(call.state());
     let doc = "https://docs.github.com/rest/issues/comments#get-an-issue-comment";
     let (n, pos) = tri!(call.find(doc, |id| find_comment(&st, id)));
-    call.ok(comment_json(&call.s, &st, n, &st.comments_of(n)[pos]))
+    call.ok(call.shapes(&st).comment(n, &st.comments_of(n)[pos]))
 }
 
 async fn update_comment(call: RepoCall, body: Bytes) -> Response {
@@ -854,8 +917,9 @@ async fn update_comment(call: RepoCall, body: Bytes) -> Response {
     };
     issue.comments[pos].body = text;
     issue.comments[pos].editor = Some(editor);
+    issue.comments[pos].updated_at = Some(chrono::Utc::now());
     let c = issue.comments[pos].clone();
-    call.ok(comment_json(&call.s, &st, n, &c))
+    call.ok(call.shapes(&st).comment(n, &c))
 }
 
 async fn blocked_by(call: RepoCall, Query(q): Q) -> Response {
@@ -866,7 +930,7 @@ async fn blocked_by(call: RepoCall, Query(q): Q) -> Response {
         .blocked_by
         .iter()
         .filter_map(|b| st.issue(*b))
-        .map(|i| issue_json(&call.s, &st, i))
+        .map(|i| call.shapes(&st).issue(i))
         .collect();
     let rest = format!("/issues/{}/dependencies/blocked_by", call.arg);
     call.paged(&rest, &q, items)
@@ -891,22 +955,19 @@ async fn commit(call: RepoCall, headers: HeaderMap) -> Response {
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("vnd.github.sha"));
     if wants_sha {
-        return call.reply((StatusCode::OK, c.sha).into_response());
+        // GitHub answers this media type with the bare sha, typed as what was asked for.
+        let resp = (
+            [(
+                header::CONTENT_TYPE,
+                "application/vnd.github.sha; charset=utf-8",
+            )],
+            c.sha,
+        )
+            .into_response();
+        return call.reply(resp);
     }
     let st = call.s.state();
-    let date = iso(chrono::DateTime::from_timestamp(c.time, 0).unwrap_or_default());
-    call.ok(json!({
-        "sha": c.sha,
-        "node_id": format!("C_{}", c.sha),
-        "commit": {
-            "message": c.message,
-            "author": {"name": c.author, "email": c.email, "date": date},
-            "committer": {"name": c.author, "email": c.email, "date": date},
-        },
-        "parents": c.parents.iter().map(|p| json!({"sha": p})).collect::<Vec<_>>(),
-        "url": api(&call.s, &st, &format!("/commits/{}", c.sha)),
-        "html_url": web(&call.s, &st, &format!("/commit/{}", c.sha)),
-    }))
+    call.ok(call.shapes(&st).commit(&c))
 }
 
 async fn check_runs(call: RepoCall, Query(q): Q, headers: HeaderMap) -> Response {
@@ -926,19 +987,11 @@ async fn check_runs(call: RepoCall, Query(q): Q, headers: HeaderMap) -> Response
     };
     let head_sha = sha.unwrap_or_else(|| spec.clone());
     let paging = Paging::of(&q, runs.len());
+    let shapes = call.shapes(&st);
+    let started = chrono::DateTime::from_timestamp(s.started, 0).unwrap_or_default();
     let items: Vec<Value> = paging
         .page(runs.iter().enumerate())
-        .map(|(i, r)| {
-            json!({
-                "id": u64::from(ids::fnv(&format!("{head_sha}/{}", r.name))) + i as u64,
-                "name": r.name,
-                "head_sha": head_sha,
-                "status": r.status,
-                "conclusion": r.conclusion,
-                "html_url": r.html_url.clone().unwrap_or_else(|| web(s, &st, &format!("/runs/{}", ids::fnv(&r.name)))),
-                "details_url": r.html_url,
-            })
-        })
+        .map(|(i, r)| shapes.check_run(&head_sha, i, r, started))
         .collect();
     let body = json!({"total_count": runs.len(), "check_runs": items});
     let text = body.to_string();
@@ -954,8 +1007,8 @@ async fn check_runs(call: RepoCall, Query(q): Q, headers: HeaderMap) -> Response
     };
     set_header(&mut resp, header::ETAG, &etag);
     if !matches {
-        let path = call.path(&format!("/commits/{spec}/check-runs"));
-        paging.link(s, &path, &q, &mut resp);
+        let path = call.path(&format!("/commits/{}/check-runs", path_segment(spec)));
+        paging.link(&call.origin, &path, &q, &mut resp);
     }
     call.reply(resp)
 }
@@ -990,7 +1043,7 @@ async fn list_pulls(call: RepoCall, Query(q): Q) -> Response {
     pulls.sort_by_key(|p| std::cmp::Reverse(p.number));
     let items = pulls
         .into_iter()
-        .map(|p| pull_json(&call.s, &st, p))
+        .map(|p| call.shapes(&st).pull(&call.s.git, p, false))
         .collect();
     call.paged("/pulls", &q, items)
 }
@@ -1062,17 +1115,29 @@ async fn create_pull(call: RepoCall, body: Bytes) -> Response {
         merged: false,
         author: author_of(&call.caller, &st),
         created_at: Some(chrono::Utc::now()),
+        mergeable_pending: st.mergeable_unknown_reads,
     };
     st.pulls.push(pull.clone());
     let rest = format!("/pulls/{}", pull.number);
-    call.created(&st, pull_json(s, &st, &pull), &rest)
+    // Right after creation GitHub has not computed mergeability yet.
+    let body = call.shapes(&st).pull(&s.git, &pull, false);
+    call.created(&st, body, &rest)
 }
 
 async fn get_pull(call: RepoCall) -> Response {
-    let st = tri!(call.state());
+    let mut st = tri!(call.state());
     let doc = "https://docs.github.com/rest/pulls/pulls#get-a-pull-request";
-    let p = tri!(call.find(doc, |n| st.pull(n)));
-    call.ok(pull_json(&call.s, &st, p))
+    let n = tri!(call.find(doc, |n| st.pull(n).map(|p| p.number)));
+    // GitHub computes mergeability in the background: the first reads answer `null`.
+    let known = match st.pulls.iter_mut().find(|p| p.number == n) {
+        Some(p) if p.mergeable_pending > 0 => {
+            p.mergeable_pending -= 1;
+            false
+        }
+        _ => true,
+    };
+    let p = tri!(found(st.pull(n), doc));
+    call.ok(call.shapes(&st).pull(&call.s.git, p, known))
 }
 
 /// The App whose JWT this is, after checking its signature with the seeded public key.
@@ -1125,17 +1190,7 @@ async fn installation(call: RepoCall) -> Response {
             "https://docs.github.com/rest/apps/apps#get-a-repository-installation-for-the-authenticated-app",
         );
     }
-    json_ok(
-        StatusCode::OK,
-        json!({
-            "id": app.installation_id,
-            "app_id": app.app_id,
-            "app_slug": app.slug,
-            "account": user_json(&call.s.base, &st.repo.owner),
-            "target_type": "Organization",
-            "permissions": {"issues": "write", "pull_requests": "write", "contents": "write", "organization_projects": "write"},
-        }),
-    )
+    json_ok(StatusCode::OK, call.shapes(&st).installation(&app))
 }
 
 async fn installation_token(
@@ -1151,19 +1206,33 @@ async fn installation_token(
         );
     }
     let token = format!("ghs_sandbox{:016x}", fastrand::u64(..));
+    let lifetime = app.token_lifetime_secs.unwrap_or(3600);
+    let expires_at = chrono::Utc::now() + chrono::Duration::seconds(lifetime as i64);
+    let permissions = app.token_permissions();
     st.tokens.push(TokenSeed {
         token: token.clone(),
-        login: format!("{}[bot]", app.slug),
+        login: app.bot_login(),
         scopes: app.scopes.clone(),
+        permissions: Some(permissions.clone()),
+        expires_at: Some(expires_at),
     });
-    let expires = iso(chrono::Utc::now() + chrono::Duration::hours(1));
     json_ok(
         StatusCode::CREATED,
-        json!({"token": token, "expires_at": expires, "permissions": {}, "repository_selection": "all"}),
+        json!({
+            "token": token,
+            "expires_at": iso(expires_at),
+            "permissions": permissions,
+            "repository_selection": "all",
+        }),
     )
 }
 
-async fn graphql(State(s): S, Extension(caller): Extension<Caller>, body: Bytes) -> Response {
+async fn graphql(
+    State(s): S,
+    Extension(caller): Extension<Caller>,
+    Extension(origin): Extension<Origin>,
+    body: Bytes,
+) -> Response {
     let (request, name) = match graphql_request(&caller, &body) {
         Ok(ok) => ok,
         Err(resp) => {
@@ -1172,8 +1241,27 @@ async fn graphql(State(s): S, Extension(caller): Extension<Caller>, body: Bytes)
         }
     };
     let fault = s.admit(&format!("POST /graphql {name}"));
-    let answer = async { json_ok(StatusCode::OK, execute(&s, &caller, &request)) };
-    with_fault(fault, answer).await
+    let answer = async {
+        let body = execute(&s, &caller, &origin, &request);
+        with_scopes(&caller, json_ok(StatusCode::OK, body))
+    };
+    let resp = with_fault(fault, answer).await;
+    if !s.checking.load(std::sync::atomic::Ordering::Relaxed) {
+        return resp;
+    }
+    // Held to the shape of the query, whatever produced the answer.
+    let (parts, body) = resp.into_parts();
+    let (parts, body) = inspect(parts, body, |parts, bytes| {
+        let answer = serde_json::from_slice::<Value>(bytes);
+        let doc = document(&request);
+        if let (Ok(doc), Ok(answer), true) = (doc, answer, parts.status.is_success()) {
+            if let Ok((op, name)) = operation(&doc, &request) {
+                s.record(check_graphql_answer(&doc, op, &name, &answer));
+            }
+        }
+    })
+    .await;
+    Response::from_parts(parts, body)
 }
 
 /// The request and the name of the operation it runs; `Err` is the answer to a request that runs
@@ -1225,7 +1313,7 @@ fn operation_name(request: &GqlRequest) -> Result<String, Value> {
 }
 
 /// Run the request over the state (kept synchronous: the parsed document never crosses an await).
-fn execute(s: &Shared, caller: &Caller, request: &GqlRequest) -> Value {
+fn execute(s: &Shared, caller: &Caller, origin: &Origin, request: &GqlRequest) -> Value {
     let doc = match document(request) {
         Ok(doc) => doc,
         Err(errors) => return errors,
@@ -1233,7 +1321,14 @@ fn execute(s: &Shared, caller: &Caller, request: &GqlRequest) -> Value {
     match operation(&doc, request) {
         Ok((op, _)) => {
             let mut st = s.state();
-            Exec::new(&mut st, &s.base, caller, &doc, request.variables.as_ref()).run(op)
+            Exec::new(
+                &mut st,
+                &origin.web,
+                caller,
+                &doc,
+                request.variables.as_ref(),
+            )
+            .run(op)
         }
         Err(errors) => errors,
     }

@@ -5,15 +5,27 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
 
-use graphql_parser::schema::{Definition, TypeDefinition};
+use graphql_parser::schema::{Definition, Field, InputValue, Type, TypeDefinition};
 
 const SCHEMA: &str = include_str!("../github/graphql/schema.graphql");
+
+/// A field's type and arguments.
+pub(crate) struct FieldDef {
+    pub ty: Type<'static, &'static str>,
+    pub args: Vec<InputValue<'static, &'static str>>,
+}
 
 #[derive(Default)]
 pub(crate) struct SchemaIndex {
     fields: HashMap<&'static str, HashSet<&'static str>>,
     /// Union or interface → object types.
     possible: HashMap<&'static str, HashSet<&'static str>>,
+    /// (type, field) → its type and arguments, for objects and interfaces.
+    defs: HashMap<&'static str, HashMap<&'static str, FieldDef>>,
+    enums: HashMap<&'static str, HashSet<&'static str>>,
+    /// Input object → its fields.
+    inputs: HashMap<&'static str, Vec<InputValue<'static, &'static str>>>,
+    scalars: HashSet<&'static str>,
 }
 
 impl SchemaIndex {
@@ -31,17 +43,22 @@ impl SchemaIndex {
                 };
                 match t {
                     TypeDefinition::Object(o) => {
-                        index
-                            .fields
-                            .insert(o.name, o.fields.iter().map(|f| f.name).collect());
                         for i in o.implements_interfaces {
                             index.possible.entry(i).or_default().insert(o.name);
                         }
+                        index.add_fields(o.name, o.fields);
                     }
-                    TypeDefinition::Interface(i) => {
+                    TypeDefinition::Interface(i) => index.add_fields(i.name, i.fields),
+                    TypeDefinition::Enum(e) => {
                         index
-                            .fields
-                            .insert(i.name, i.fields.iter().map(|f| f.name).collect());
+                            .enums
+                            .insert(e.name, e.values.iter().map(|v| v.name).collect());
+                    }
+                    TypeDefinition::InputObject(i) => {
+                        index.inputs.insert(i.name, i.fields);
+                    }
+                    TypeDefinition::Scalar(sc) => {
+                        index.scalars.insert(sc.name);
                     }
                     TypeDefinition::Union(u) => {
                         index
@@ -50,7 +67,6 @@ impl SchemaIndex {
                             .or_default()
                             .extend(u.types.iter().copied());
                     }
-                    _ => {}
                 }
             }
             index
@@ -62,6 +78,46 @@ impl SchemaIndex {
         self.fields
             .get(type_name)
             .is_some_and(|f| f.contains(field))
+    }
+
+    fn add_fields(&mut self, owner: &'static str, fields: Vec<Field<'static, &'static str>>) {
+        self.fields
+            .insert(owner, fields.iter().map(|f| f.name).collect());
+        let defs = self.defs.entry(owner).or_default();
+        for f in fields {
+            defs.insert(
+                f.name,
+                FieldDef {
+                    ty: f.field_type,
+                    args: f.arguments,
+                },
+            );
+        }
+    }
+
+    /// The type of `type_name.field`.
+    pub fn field_type(&self, type_name: &str, field: &str) -> Option<&Type<'static, &'static str>> {
+        self.field(type_name, field).map(|d| &d.ty)
+    }
+
+    /// The type and arguments of `type_name.field`.
+    pub fn field(&self, type_name: &str, field: &str) -> Option<&FieldDef> {
+        self.defs.get(type_name)?.get(field)
+    }
+
+    /// The values of enum `name`.
+    pub fn enum_values(&self, name: &str) -> Option<&HashSet<&'static str>> {
+        self.enums.get(name)
+    }
+
+    /// The fields of input object `name`.
+    pub fn input_fields(&self, name: &str) -> Option<&[InputValue<'static, &'static str>]> {
+        self.inputs.get(name).map(Vec::as_slice)
+    }
+
+    /// Whether `name` is a scalar (built in, or GitHub's own such as `DateTime`).
+    pub fn is_scalar(&self, name: &str) -> bool {
+        matches!(name, "Int" | "Float" | "String" | "Boolean" | "ID") || self.scalars.contains(name)
     }
 
     /// Whether GitHub has a type of this name.

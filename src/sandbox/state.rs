@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use super::SandboxError;
 
+/// The first comment id the sandbox assigns.
+pub const FIRST_COMMENT_ID: u64 = 2_250_077_004;
+
 /// Whether a login is a person or an organization.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub enum OwnerType {
@@ -39,26 +42,52 @@ fn default_branch() -> String {
     "main".into()
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UserSeed {
     pub login: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// How GitHub relates the user to the repository in `author_association` (`MEMBER`,
+    /// `COLLABORATOR`, `CONTRIBUTOR`, …). Absent: `OWNER` for the owner of a user-owned repository,
+    /// `NONE` for anyone else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub association: Option<String>,
 }
 
-/// A token the sandbox accepts, the user it stands for and its OAuth scopes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// A token the sandbox accepts, the user it stands for and what it may do.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TokenSeed {
     pub token: String,
     pub login: String,
+    /// OAuth scopes of a classic token (`repo`, `project`, …), reported in `X-OAuth-Scopes`.
     #[serde(default)]
     pub scopes: Vec<String>,
+    /// Repository permissions of a fine-grained token or an App installation (`issues: write`,
+    /// `checks: read`, …). When present, every REST endpoint needs its permission as on GitHub
+    /// (reads of a public repository excepted) and answers 403 naming it otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permissions: Option<BTreeMap<String, String>>,
+    /// When the token stops working (App installation tokens live an hour).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+impl TokenSeed {
+    /// A classic token of `login` with `scopes`.
+    pub fn classic(token: &str, login: &str, scopes: &[&str]) -> TokenSeed {
+        TokenSeed {
+            token: token.into(),
+            login: login.into(),
+            scopes: scopes.iter().map(|s| s.to_string()).collect(),
+            ..TokenSeed::default()
+        }
+    }
 }
 
 /// A GitHub App installed on the repository.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AppSeed {
     pub app_id: u64,
@@ -71,9 +100,40 @@ pub struct AppSeed {
     /// File holding it, relative to the state file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub public_key_path: Option<PathBuf>,
-    /// What installation tokens may do, as OAuth scopes (`repo`, `project`).
+    /// What installation tokens may do on GraphQL, as OAuth scopes (`repo`, `project`).
     #[serde(default)]
     pub scopes: Vec<String>,
+    /// Repository permissions of its installation tokens; absent: issues, pull requests and
+    /// contents write, checks and metadata read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permissions: Option<BTreeMap<String, String>>,
+    /// Seconds an installation token lives (GitHub: 3600).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_lifetime_secs: Option<u64>,
+}
+
+impl AppSeed {
+    /// The permissions its installation tokens carry.
+    pub fn token_permissions(&self) -> BTreeMap<String, String> {
+        self.permissions.clone().unwrap_or_else(|| {
+            [
+                ("issues", "write"),
+                ("pull_requests", "write"),
+                ("contents", "write"),
+                ("checks", "read"),
+                ("metadata", "read"),
+                ("organization_projects", "write"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+        })
+    }
+
+    /// `<slug>[bot]`, the login its installation tokens act as.
+    pub fn bot_login(&self) -> String {
+        format!("{}[bot]", self.slug)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -84,10 +144,10 @@ pub enum SeedState {
     Closed,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CommentSeed {
-    /// Assigned when absent (0).
+    /// Assigned when absent (0), above 2^31 as on github.com.
     #[serde(default)]
     pub id: u64,
     pub author: String,
@@ -97,9 +157,33 @@ pub struct CommentSeed {
     pub editor: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<DateTime<Utc>>,
+    /// Last change; the creation time until an edit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<DateTime<Utc>>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+impl CommentSeed {
+    pub fn new(author: &str, body: &str) -> CommentSeed {
+        CommentSeed {
+            author: author.into(),
+            body: body.into(),
+            ..CommentSeed::default()
+        }
+    }
+}
+
+/// A change of an issue's title (GitHub's `renamed` event, GraphQL `RenamedTitleEvent`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RenameSeed {
+    pub actor: String,
+    pub from: String,
+    pub to: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<DateTime<Utc>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct IssueSeed {
     pub number: u64,
@@ -123,6 +207,25 @@ pub struct IssueSeed {
     pub editor: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<DateTime<Utc>>,
+    /// Last change; the creation time until one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<DateTime<Utc>>,
+    /// Title changes, oldest first, with who made them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub renames: Vec<RenameSeed>,
+}
+
+impl IssueSeed {
+    /// An open issue with no labels, comments or blockers.
+    pub fn new(number: u64, title: &str, body: &str, author: &str) -> IssueSeed {
+        IssueSeed {
+            number,
+            title: title.into(),
+            body: body.into(),
+            author: author.into(),
+            ..IssueSeed::default()
+        }
+    }
 }
 
 /// The Projects (v2) board: its single-select status field and where each card is.
@@ -211,6 +314,25 @@ pub struct PullSeed {
     pub author: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<DateTime<Utc>>,
+    /// Reads left that answer `mergeable: null`, as GitHub does while it computes mergeability in
+    /// the background; a new pull request starts with the state's `mergeable_unknown_reads`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub mergeable_pending: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// Reads of a new pull request answering `mergeable: null` unless the state says otherwise.
+pub const DEFAULT_MERGEABLE_UNKNOWN_READS: u32 = 1;
+
+fn default_mergeable_unknown_reads() -> u32 {
+    DEFAULT_MERGEABLE_UNKNOWN_READS
+}
+
+fn is_default_mergeable_reads(n: &u32) -> bool {
+    *n == DEFAULT_MERGEABLE_UNKNOWN_READS
 }
 
 /// Everything the sandbox knows. The seed format and the dump format are the same.
@@ -237,6 +359,17 @@ pub struct SandboxState {
     pub auto_check_runs: Vec<CheckRunSeed>,
     #[serde(default)]
     pub pulls: Vec<PullSeed>,
+    /// The URL clients reach the sandbox at when it is not the listening address (behind a proxy):
+    /// `Link` headers and `url` fields use it. Absent: the request's `Host`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_url: Option<String>,
+    /// Reads of a newly opened pull request that answer `mergeable: null` (GitHub computes it in the
+    /// background after `POST /pulls`).
+    #[serde(
+        default = "default_mergeable_unknown_reads",
+        skip_serializing_if = "is_default_mergeable_reads"
+    )]
+    pub mergeable_unknown_reads: u32,
 }
 
 impl SandboxState {
@@ -259,6 +392,8 @@ impl SandboxState {
             check_runs: BTreeMap::new(),
             auto_check_runs: Vec::new(),
             pulls: Vec::new(),
+            public_url: None,
+            mergeable_unknown_reads: DEFAULT_MERGEABLE_UNKNOWN_READS,
         }
     }
 
@@ -384,16 +519,18 @@ impl SandboxState {
                 ));
             }
         }
-        let mut next = self.max_comment_id() + 1;
+        let mut next = self.next_comment_id();
         let now = Utc::now();
         for issue in &mut self.issues {
-            issue.created_at.get_or_insert(now);
+            let created = *issue.created_at.get_or_insert(now);
+            issue.updated_at.get_or_insert(created);
             for c in &mut issue.comments {
                 if c.id == 0 {
                     c.id = next;
                     next += 1;
                 }
-                c.created_at.get_or_insert(now);
+                let created = *c.created_at.get_or_insert(now);
+                c.updated_at.get_or_insert(created);
             }
         }
         for p in &mut self.pulls {
@@ -402,12 +539,16 @@ impl SandboxState {
         Ok(())
     }
 
-    pub(crate) fn max_comment_id(&self) -> u64 {
+    /// The id the next comment gets: above 2^31 like github.com's (whose comment ids passed it in
+    /// 2024), so that a client reading them as 32-bit integers fails here as it would there.
+    pub(crate) fn next_comment_id(&self) -> u64 {
         self.issues
             .iter()
             .flat_map(|i| i.comments.iter().map(|c| c.id))
             .max()
             .unwrap_or(0)
+            .max(FIRST_COMMENT_ID - 1)
+            + 1
     }
 
     /// The number a new issue or pull request gets.
@@ -486,25 +627,9 @@ mod tests {
 
     fn sample() -> SandboxState {
         let mut s = SandboxState::new("acme", "widgets");
-        s.issues.push(IssueSeed {
-            number: 1,
-            title: "t".into(),
-            body: String::new(),
-            author: "alice".into(),
-            labels: vec![],
-            state: SeedState::Open,
-            state_reason: None,
-            blocked_by: vec![],
-            comments: vec![CommentSeed {
-                id: 0,
-                author: "bob".into(),
-                body: "hi".into(),
-                editor: None,
-                created_at: None,
-            }],
-            editor: None,
-            created_at: None,
-        });
+        let mut issue = IssueSeed::new(1, "t", "", "alice");
+        issue.comments = vec![CommentSeed::new("bob", "hi")];
+        s.issues.push(issue);
         s.board = Some(BoardSeed {
             owner: "acme".into(),
             owner_type: OwnerType::Organization,
@@ -521,7 +646,8 @@ mod tests {
     fn normalize_assigns_ids_and_checks_references() {
         let mut s = sample();
         s.normalize().unwrap();
-        assert_eq!(s.comments_of(1)[0].id, 1);
+        assert_eq!(s.comments_of(1)[0].id, FIRST_COMMENT_ID);
+        assert!(FIRST_COMMENT_ID > i32::MAX as u64);
         assert_eq!(s.column_of(1), Some("Todo"));
         assert_eq!(s.next_number(), 2);
         let mut bad = sample();

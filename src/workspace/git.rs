@@ -10,6 +10,7 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::WorkspaceError;
@@ -22,13 +23,38 @@ pub enum PushAuth {
     None,
     /// A GitHub token, used for HTTPS remotes only.
     Token(String),
+    /// Asked for a token before each git command that talks to an HTTPS remote, so that a token
+    /// that expires (a GitHub App's lives an hour) is replaced in time.
+    Provider(TokenProvider),
 }
+
+impl PushAuth {
+    /// Credentials from `provider`, asked before each HTTPS push or fetch.
+    pub fn provider(
+        provider: impl Fn() -> Result<String, String> + Send + Sync + 'static,
+    ) -> PushAuth {
+        PushAuth::Provider(TokenProvider(Arc::new(provider)))
+    }
+}
+
+/// Hands out the token to use now; `Err` says why there is none.
+#[derive(Clone)]
+pub struct TokenProvider(Arc<dyn Fn() -> Result<String, String> + Send + Sync>);
+
+impl PartialEq for TokenProvider {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for TokenProvider {}
 
 impl std::fmt::Debug for PushAuth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             PushAuth::None => f.write_str("None"),
             PushAuth::Token(_) => f.write_str("Token(***)"),
+            PushAuth::Provider(_) => f.write_str("Provider(***)"),
         }
     }
 }
@@ -52,7 +78,7 @@ const REPO_VARS: [&str; 5] = [
 pub(crate) struct Git<'a> {
     dir: &'a Path,
     config: Vec<(String, String)>,
-    token: Option<&'a str>,
+    token: Option<String>,
     /// Command-scope configuration passed through `GIT_CONFIG_COUNT` (keys may hold any character,
     /// which `-c key=value` cannot carry): the resets of persisted Authorization headers.
     env_config: Vec<(String, String)>,
@@ -69,25 +95,39 @@ impl<'a> Git<'a> {
     }
 
     /// Use `auth` when `url` is an HTTPS URL (or plain HTTP to this machine's loopback, where the
-    /// token never leaves the host). Persisted Authorization headers are switched off so that git
-    /// asks for, and sends, this token.
-    pub(crate) fn with_auth(mut self, auth: &'a PushAuth, url: Option<&str>) -> Git<'a> {
-        if let (PushAuth::Token(t), Some(url)) = (auth, url) {
-            if token_may_travel_to(url) {
-                self.token = Some(t);
-                // Reset the helper list first so no configured helper sees (or stores) the token.
-                self.config
-                    .push(("credential.helper".into(), String::new()));
-                self.config
-                    .push(("credential.helper".into(), HELPER.into()));
-                self.env_config = self.header_resets();
+    /// token never leaves the host); a provider is asked for its token now, `Err` when it has none
+    /// to give. Persisted Authorization headers are switched off so that git asks for, and sends,
+    /// this token.
+    pub(crate) fn with_auth(
+        mut self,
+        auth: &PushAuth,
+        url: Option<&str>,
+    ) -> Result<Git<'a>, WorkspaceError> {
+        let travels = url.is_some_and(token_may_travel_to);
+        let token = match auth {
+            PushAuth::Token(t) if travels => Some(t.clone()),
+            PushAuth::Provider(p) if travels => {
+                Some((p.0)().map_err(|detail| WorkspaceError::GitCommand {
+                    command: "git credentials".into(),
+                    detail,
+                })?)
             }
+            _ => None,
+        };
+        if let Some(t) = token {
+            self.token = Some(t);
+            // Reset the helper list first so no configured helper sees (or stores) the token.
+            self.config
+                .push(("credential.helper".into(), String::new()));
+            self.config
+                .push(("credential.helper".into(), HELPER.into()));
+            self.env_config = self.header_resets();
         }
         // Give up on a stalled transfer instead of hanging the pipeline.
         self.config
             .push(("http.lowSpeedLimit".into(), "1000".into()));
         self.config.push(("http.lowSpeedTime".into(), "60".into()));
-        self
+        Ok(self)
     }
 
     pub(crate) fn command(&self, args: &[&str]) -> Command {
@@ -102,7 +142,7 @@ impl<'a> Git<'a> {
         for var in REPO_VARS {
             cmd.env_remove(var);
         }
-        if let Some(t) = self.token {
+        if let Some(t) = &self.token {
             cmd.env(TOKEN_VAR, t);
         }
         if !self.env_config.is_empty() {
@@ -135,7 +175,7 @@ impl<'a> Git<'a> {
             cmd.env_remove(var);
         }
         // Exit status 1: no such key.
-        let Ok(out) = cmd.output() else {
+        let Ok(out) = crate::process::output_blocking(&mut cmd) else {
             return Vec::new();
         };
         parse_config_z(&out.stdout)
@@ -177,13 +217,17 @@ impl<'a> Git<'a> {
     /// Run git to completion; stdout on success, an error with git's message otherwise.
     pub(crate) fn run(&self, args: &[&str]) -> Result<String, WorkspaceError> {
         let shown = format!("git {}", args.join(" "));
-        let out = self
-            .command(args)
-            .output()
-            .map_err(|e| WorkspaceError::GitCommand {
+        // Its own process group, registered, killed when the run's stop is asked for.
+        let out = crate::process::output_blocking(&mut self.command(args)).map_err(|e| {
+            WorkspaceError::GitCommand {
                 command: shown.clone(),
-                detail: format!("cannot run git: {e}; is git installed?"),
-            })?;
+                detail: if e.kind() == std::io::ErrorKind::Interrupted {
+                    e.to_string()
+                } else {
+                    format!("cannot run git: {e}; is git installed?")
+                },
+            }
+        })?;
         if out.status.success() {
             Ok(String::from_utf8_lossy(&out.stdout).into_owned())
         } else {
@@ -202,8 +246,8 @@ impl<'a> Git<'a> {
 
     /// Never let the token reach a message, whatever git printed.
     fn redact(&self, text: &str) -> String {
-        match self.token {
-            Some(t) if !t.is_empty() => text.replace(t, "***"),
+        match &self.token {
+            Some(t) if !t.is_empty() => text.replace(t.as_str(), "***"),
             _ => text.to_string(),
         }
     }
@@ -255,7 +299,9 @@ mod tests {
     #[test]
     fn token_only_for_https_and_only_in_the_environment() {
         let auth = PushAuth::Token("ghp_secret".into());
-        let g = Git::new(Path::new("."), &[]).with_auth(&auth, Some("https://github.com/o/r.git"));
+        let g = Git::new(Path::new("."), &[])
+            .with_auth(&auth, Some("https://github.com/o/r.git"))
+            .unwrap();
         let cmd = g.command(&["push"]);
         let args: Vec<String> = cmd
             .get_args()
@@ -270,8 +316,47 @@ mod tests {
         assert_eq!(g.redact("fatal: ghp_secret leaked"), "fatal: *** leaked");
         assert_eq!(format!("{auth:?}"), "Token(***)");
 
-        let g = Git::new(Path::new("."), &[]).with_auth(&auth, Some("/tmp/remote.git"));
+        let g = Git::new(Path::new("."), &[])
+            .with_auth(&auth, Some("/tmp/remote.git"))
+            .unwrap();
         assert!(g.command(&["push"]).get_envs().all(|(k, _)| k != TOKEN_VAR));
+    }
+
+    #[test]
+    fn a_provider_is_asked_before_each_https_command() {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        let asked = Arc::new(AtomicU32::new(0));
+        let counter = asked.clone();
+        let auth = PushAuth::provider(move || {
+            Ok(format!(
+                "ghs_token{}",
+                counter.fetch_add(1, Ordering::SeqCst)
+            ))
+        });
+        let url = Some("https://github.com/o/r.git");
+        let env_token = |g: &Git| {
+            g.command(&["push"])
+                .get_envs()
+                .find(|(k, _)| *k == TOKEN_VAR)
+                .and_then(|(_, v)| v.map(|v| v.to_string_lossy().into_owned()))
+        };
+        let first = Git::new(Path::new("."), &[]).with_auth(&auth, url).unwrap();
+        let second = Git::new(Path::new("."), &[]).with_auth(&auth, url).unwrap();
+        assert_eq!(env_token(&first).as_deref(), Some("ghs_token0"));
+        assert_eq!(env_token(&second).as_deref(), Some("ghs_token1"));
+        // Local remotes need no token: the provider is not asked.
+        Git::new(Path::new("."), &[])
+            .with_auth(&auth, Some("/tmp/remote.git"))
+            .unwrap();
+        assert_eq!(asked.load(Ordering::SeqCst), 2);
+        assert_eq!(format!("{auth:?}"), "Provider(***)");
+        // A provider with nothing to give stops the command with its reason.
+        let broken = PushAuth::provider(|| Err("the App's key was refused".into()));
+        let e = Git::new(Path::new("."), &[])
+            .with_auth(&broken, url)
+            .err()
+            .expect("an error");
+        assert!(e.to_string().contains("the App's key was refused"), "{e}");
     }
 }
 
@@ -377,7 +462,9 @@ mod header_tests {
         );
 
         let auth = PushAuth::Token("ghs_supervisor".into());
-        let g = Git::new(&repo, &[]).with_auth(&auth, Some("https://github.com/o/r.git"));
+        let g = Git::new(&repo, &[])
+            .with_auth(&auth, Some("https://github.com/o/r.git"))
+            .unwrap();
         assert_eq!(
             g.env_config,
             [
@@ -431,7 +518,9 @@ mod header_tests {
         assert!(seen.ends_with("command\t\ncommand\tX-Trace: 1\n"), "{seen}");
 
         // Without a token of ours the repository's own credentials are left alone.
-        let g = Git::new(&repo, &[]).with_auth(&PushAuth::None, Some("https://github.com/o/r.git"));
+        let g = Git::new(&repo, &[])
+            .with_auth(&PushAuth::None, Some("https://github.com/o/r.git"))
+            .unwrap();
         assert!(g.env_config.is_empty());
     }
 }

@@ -107,6 +107,7 @@ fn fetch_remote_branch<'r>(
     let refspec = format!("+refs/heads/{branch}:{tracking}");
     Git::new(&cfg.repo_root, &cfg.git_config)
         .with_auth(auth, url.as_deref())
+        .ok()?
         .run(&["fetch", "--quiet", "--", &cfg.remote, &refspec])
         .ok()?;
     repo.find_reference(&tracking).ok()?.peel_to_commit().ok()
@@ -300,6 +301,24 @@ impl Worktree {
         Git::new(&self.path, &self.git_config)
     }
 
+    /// Where the worktree's setup is recorded as finished: in git's own administrative directory
+    /// of the worktree (never in the tree an agent commits).
+    fn setup_record(&self) -> Result<PathBuf, WorkspaceError> {
+        Ok(self.repo()?.path().join("supervisor-setup-done"))
+    }
+
+    /// Whether setup ran to its end in this worktree (a stop or a crash during setup leaves it
+    /// unfinished, and the next run sets the worktree up again).
+    pub fn setup_done(&self) -> bool {
+        self.setup_record().is_ok_and(|p| p.is_file())
+    }
+
+    /// Record that setup ran to its end.
+    pub fn mark_setup_done(&self) -> Result<(), WorkspaceError> {
+        let path = self.setup_record()?;
+        std::fs::write(&path, b"").map_err(io_err("cannot write", &path))
+    }
+
     /// Tips of the base: the local branch and the remote's, those that exist.
     fn base_tips(&self, repo: &Repository) -> Vec<Oid> {
         [
@@ -391,7 +410,7 @@ impl Worktree {
         let url = self.remote_url()?;
         let lease = format!("--force-with-lease=refs/heads/{}", self.branch);
         let refspec = format!("HEAD:refs/heads/{}", self.branch);
-        self.git().with_auth(auth, url.as_deref()).run(&[
+        self.git().with_auth(auth, url.as_deref())?.run(&[
             "push",
             "--quiet",
             &lease,
@@ -436,7 +455,7 @@ impl Worktree {
         let url = self.remote_url()?;
         let tracking = format!("refs/remotes/{}/{}", self.remote, self.base);
         let refspec = format!("+refs/heads/{}:{tracking}", self.base);
-        self.git().with_auth(auth, url.as_deref()).run(&[
+        self.git().with_auth(auth, url.as_deref())?.run(&[
             "fetch",
             "--quiet",
             "--",
@@ -515,7 +534,7 @@ pub fn push_probe(ws: &WorkspaceConfig, auth: &PushAuth) -> Result<(), Workspace
         .map(|u| u.trim().to_string());
     let refspec = format!("HEAD:refs/heads/{}preflight", ws.branch_prefix);
     Git::new(&ws.repo_root, &ws.git_config)
-        .with_auth(auth, url.as_deref())
+        .with_auth(auth, url.as_deref())?
         .run(&["push", "--dry-run", "--quiet", "--", &ws.remote, &refspec])?;
     Ok(())
 }

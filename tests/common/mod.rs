@@ -27,29 +27,11 @@ pub async fn within<F: Future>(f: F) -> F::Output {
 }
 
 pub fn issue(number: u64, title: &str, body: &str, author: &str) -> IssueSeed {
-    IssueSeed {
-        number,
-        title: title.into(),
-        body: body.into(),
-        author: author.into(),
-        labels: Vec::new(),
-        state: SeedState::Open,
-        state_reason: None,
-        blocked_by: Vec::new(),
-        comments: Vec::new(),
-        editor: None,
-        created_at: None,
-    }
+    IssueSeed::new(number, title, body, author)
 }
 
 pub fn comment(author: &str, body: &str) -> CommentSeed {
-    CommentSeed {
-        id: 0,
-        author: author.into(),
-        body: body.into(),
-        editor: None,
-        created_at: None,
-    }
+    CommentSeed::new(author, body)
 }
 
 pub const COLUMNS: [&str; 7] = [
@@ -70,18 +52,11 @@ pub fn seed(git_dir: &std::path::Path) -> SandboxState {
     s.users = vec![UserSeed {
         login: "alice".into(),
         name: Some("Alice".into()),
+        association: Some("MEMBER".into()),
     }];
     s.tokens = vec![
-        TokenSeed {
-            token: FULL.into(),
-            login: "alice".into(),
-            scopes: vec!["repo".into(), "project".into()],
-        },
-        TokenSeed {
-            token: REPO_ONLY.into(),
-            login: "alice".into(),
-            scopes: vec!["repo".into()],
-        },
+        TokenSeed::classic(FULL, "alice", &["repo", "project"]),
+        TokenSeed::classic(REPO_ONLY, "alice", &["repo"]),
     ];
     let mut one = issue(1, "Add a --verbose flag", "Print more.", "alice");
     one.labels = vec!["enhancement".into(), "cli".into()];
@@ -152,6 +127,10 @@ impl World {
         let mut state = seed(&git_dir);
         change(&mut state);
         let sandbox = Sandbox::start(state, 0).await.expect("sandbox starts");
+        // Every exchange of every test is held to GitHub's published descriptions.
+        sandbox
+            .check_conformance()
+            .expect("the vendored description compiles");
         let gh = client(&sandbox, Some(FULL), quick());
         World { sandbox, gh, dir }
     }
@@ -189,6 +168,18 @@ impl World {
     }
 }
 
+impl Drop for World {
+    /// A test whose exchanges differ from GitHub's descriptions fails, naming operation and field.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        if let Err(report) = self.sandbox.conformance_report() {
+            panic!("{report}");
+        }
+    }
+}
+
 /// Loopback policy with short waits, so fault tests stay quick.
 pub fn quick() -> RetryPolicy {
     RetryPolicy {
@@ -209,4 +200,90 @@ pub fn client(sandbox: &Sandbox, token: Option<&str>, retry: RetryPolicy) -> Git
     );
     cfg.retry = retry;
     GitHub::new(cfg).expect("client")
+}
+
+/// An answer read off the wire by [`raw`].
+pub struct RawAnswer {
+    pub status: u16,
+    /// Header names in lower case.
+    pub headers: BTreeMap<String, String>,
+    pub body: String,
+}
+
+impl RawAnswer {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(String::as_str)
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).expect("a JSON body")
+    }
+}
+
+/// One HTTP/1.1 request to `base` (`http://127.0.0.1:PORT`), headers and all, as a client other
+/// than supervisor's would send it (on a blocking thread, so the sandbox keeps serving).
+pub async fn raw(
+    base: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> RawAnswer {
+    let (base, method, path, body) = (
+        base.to_string(),
+        method.to_string(),
+        path.to_string(),
+        body.to_string(),
+    );
+    let headers: Vec<(String, String)> = headers
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    tokio::task::spawn_blocking(move || raw_blocking(&base, &method, &path, &headers, &body))
+        .await
+        .expect("the request ran")
+}
+
+fn raw_blocking(
+    base: &str,
+    method: &str,
+    path: &str,
+    headers: &[(String, String)],
+    body: &str,
+) -> RawAnswer {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://");
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        req.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    RawAnswer {
+        status,
+        headers,
+        body: body.to_string(),
+    }
 }

@@ -187,3 +187,79 @@ fn an_exclude_pattern_that_is_not_a_glob_is_a_usage_error_naming_it() {
         "{stderr}"
     );
 }
+
+/// Whether any live process is left in process group `pgid`.
+fn group_alive(pgid: i32) -> bool {
+    supervisor::process::process_group_alive(pgid)
+}
+
+/// Wait (bounded) for `path` to hold a pid.
+fn wait_for_pid(path: &std::path::Path) -> i32 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Some(pid) = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            return pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Issue 9: `supervisor gates` stops on SIGINT within 2 s — the running command gate's process
+/// group killed, no verdict, exit 3 — where it used to run the gate on (and a second signal left
+/// `sh -c sleep 120` to PID 1).
+#[test]
+fn sigint_stops_a_long_command_gate_within_two_seconds_and_kills_its_group() {
+    let f = Fixture::new("ts-base");
+    f.write("src/extra.ts", "export const extra = 1;\n");
+    let pidfile = f.dir.parent().expect("temp dir").join("gate.pid");
+    f.write(
+        ".pi/settings.json",
+        r#"{"supervisor": {"repo": "acme/widgets", "projectNumber": 1, "codeowners": ["alice"], "workflow": "flow.json"}}"#,
+    );
+    f.write(
+        "flow.json",
+        &format!(
+            r#"{{"stages": [
+          {{"status": "Backlog", "builtIn": "backlog"}},
+          {{"status": "Implementation", "agentName": "developer", "commits": true,
+           "markerMap": {{"IMPLEMENTATION_COMPLETE": "Done"}},
+           "hooks": [{{"gate": "command", "name": "slow", "run": "echo $$ > {}; sleep 120", "expect": "pass", "timeoutSec": 600}}]}},
+          {{"status": "Done", "builtIn": "done"}}]}}"#,
+            pidfile.display()
+        ),
+    );
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_supervisor"));
+    cmd.arg("gates")
+        .arg("--in")
+        .arg(&f.dir)
+        .args(["--json", "--only", "slow"])
+        .env("PATH", tools_path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("SUPERVISOR_") {
+            cmd.env_remove(k);
+        }
+    }
+    let child = cmd.spawn().expect("supervisor starts");
+    let gate = wait_for_pid(&pidfile);
+    assert!(group_alive(gate), "the gate runs");
+    let signalled = std::time::Instant::now();
+    // SAFETY: a signal to the child this test started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().expect("supervisor ends");
+    let took = signalled.elapsed();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(took.as_secs_f64() <= 2.0, "took {took:?}: {stderr}");
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("no verdict"), "{stderr}");
+    assert!(!group_alive(gate), "the gate's process group is gone");
+}

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use git2::{Repository, RepositoryInitOptions, Signature};
 use supervisor::config::GateSettings;
-use supervisor::gates::{ChangeSet, GateContext, IssueText};
+use supervisor::gates::{ChangeSet, GateContext, GateSession, IssueText, ToolEnv};
 
 pub fn manifest_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -156,20 +156,17 @@ impl Fixture {
             .expect("commit")
     }
 
-    /// A gate context over this checkout against `main`, with the pinned tools on the search path.
+    /// A gate context over this checkout against `main`, with the pinned tools on the search path, in
+    /// a gate session of its own.
     pub fn context(&self) -> GateContext {
-        GateContext {
-            dir: self.dir.clone(),
-            changes: ChangeSet::compute(&self.dir, "main").expect("change set"),
-            issue: None,
-            settings: GateSettings {
-                tool_timeout_sec: 180,
-                ..GateSettings::default()
-            },
-            ci: None,
-            state_dir: self.dir.join(".supervisor/gates"),
-            search_path: Some(tools_path()),
-        }
+        let state_dir = self.dir.join(".supervisor/gates");
+        let session = GateSession::for_checkout(&self.dir, &state_dir, ToolEnv::base());
+        self.context_in(&session)
+    }
+
+    /// A gate context over this checkout in `session` (warm servers and caches carry over).
+    pub fn context_in(&self, session: &GateSession) -> GateContext {
+        context_for(&self.dir, session)
     }
 
     pub fn context_with_issue(&self, number: u64, title: &str, body: &str) -> GateContext {
@@ -183,16 +180,50 @@ impl Fixture {
     }
 }
 
+/// A gate context over the checkout at `dir` against `main` in `session`, with the pinned tools on
+/// the search path.
+pub fn context_for(dir: &Path, session: &GateSession) -> GateContext {
+    GateContext {
+        dir: dir.to_path_buf(),
+        changes: ChangeSet::compute(dir, "main").expect("change set"),
+        issue: None,
+        settings: GateSettings {
+            tool_timeout_sec: 180,
+            ..GateSettings::default()
+        },
+        ci: None,
+        state_dir: dir.join(".supervisor/gates"),
+        search_path: Some(tools_path()),
+        session: session.clone(),
+    }
+}
+
 /// Run a future on a fresh runtime with a time limit, so no test hangs.
 pub fn run_bounded<F: std::future::Future>(secs: u64, fut: F) -> F::Output {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(async {
+    Runtime::new().run(secs, fut)
+}
+
+/// One runtime for several rounds: what a gate session keeps alive (language servers and their
+/// readers) lives on the runtime that started it, as in a pipeline run.
+pub struct Runtime(tokio::runtime::Runtime);
+
+impl Runtime {
+    pub fn new() -> Runtime {
+        Runtime(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime"),
+        )
+    }
+
+    /// Run `fut` with a time limit, so no test hangs.
+    pub fn run<F: std::future::Future>(&self, secs: u64, fut: F) -> F::Output {
+        self.0.block_on(async {
             tokio::time::timeout(std::time::Duration::from_secs(secs), fut)
                 .await
                 .unwrap_or_else(|_| panic!("test did not finish within {secs} s"))
         })
+    }
 }

@@ -34,7 +34,7 @@ fn a_tool_removed_from_path_is_not_run_and_a_required_gate_blocks() {
     assert_eq!(
         tsc.status,
         GateStatus::NotRun(
-            "tsc not found in node_modules/.bin or PATH (install typescript, or set gates.allowNpx)"
+            "tsc not found in gates.toolPaths, the main checkout's node_modules/.bin or PATH (install typescript, or set gates.allowNpx); a copy inside the checkout is never run"
                 .into()
         )
     );
@@ -44,7 +44,9 @@ fn a_tool_removed_from_path_is_not_run_and_a_required_gate_blocks() {
     let note = combined_gate_note(&reports);
     assert!(note.contains("### ⛔ tsc — not run (required)"), "{note}");
     assert!(
-        note.contains("tsc not found in node_modules/.bin or PATH"),
+        note.contains(
+            "tsc not found in gates.toolPaths, the main checkout's node_modules/.bin or PATH"
+        ),
         "{note}"
     );
 
@@ -73,11 +75,13 @@ fn lsp_names_each_language_whose_server_is_missing() {
         panic!("{r:#?}");
     };
     assert!(
-        reason.contains("Python: pylsp not found in .venv/bin or PATH"),
+        reason.contains(
+            "Python: pylsp not found in gates.toolPaths, the main checkout's .venv/bin or PATH"
+        ),
         "{reason}"
     );
     assert!(
-        reason.contains("Go: gopls not found in PATH (install gopls)"),
+        reason.contains("Go: gopls not found in gates.toolPaths or PATH (install gopls)"),
         "{reason}"
     );
 }
@@ -156,7 +160,7 @@ fn npx_is_used_only_when_allowed() {
     assert_eq!(
         r.status,
         GateStatus::NotRun(
-            "tsc not found in node_modules/.bin or PATH, and npx is not on PATH either (install typescript or Node.js)"
+            "tsc not found in gates.toolPaths, the main checkout's node_modules/.bin or PATH, and npx is not on PATH either (install typescript or Node.js)"
                 .into()
         )
     );

@@ -184,7 +184,11 @@ impl FakeWorld {
             ..Repo::default()
         };
         FakeWorld {
-            github: Arc::new(Mutex::new(spec.sandbox_state(None))),
+            github: Arc::new(Mutex::new({
+                let mut state = spec.sandbox_state(None);
+                state.normalize().expect("the world's seed is valid");
+                state
+            })),
             repo: Arc::new(Mutex::new(repo)),
             script,
             gates: passing(),
@@ -482,6 +486,7 @@ impl FakeEffects {
             body: marker.stamp(&report::comment_text(text)),
             editor: None,
             created_at: Some(chrono::Utc::now()),
+            updated_at: None,
         };
         s.issue_mut(issue).unwrap().comments.push(seed.clone());
         (comment(&seed), true)
@@ -568,6 +573,16 @@ impl Effects for FakeEffects {
                     .filter_map(|c| c.editor.clone().map(|e| (c.id, e)))
                     .collect(),
                 checked: seed.comments.iter().map(|c| c.id).collect(),
+                renames: seed
+                    .renames
+                    .iter()
+                    .map(|r| supervisor::github::TitleRename {
+                        actor: r.actor.clone(),
+                        from: r.from.clone(),
+                        to: r.to.clone(),
+                    })
+                    .collect(),
+                renames_truncated: false,
             };
             Context {
                 board: self.board_item(&s, issue.number),
@@ -657,6 +672,7 @@ impl Effects for FakeEffects {
                         merged: false,
                         author: self.world.bot.clone(),
                         created_at: None,
+                        mergeable_pending: 0,
                     };
                     s.pulls.push(seed.clone());
                     (seed, true)
@@ -883,7 +899,7 @@ async fn play(
     let mut slept = std::time::Duration::ZERO;
     for action in actions {
         match action {
-            ScriptAction::Write { path, content } => {
+            ScriptAction::Write { path, content, .. } => {
                 run.tool_calls += 1;
                 if let Some(files) = repo.lock().unwrap().files.as_mut() {
                     files.insert(path, content);

@@ -23,9 +23,13 @@ pub struct GitRequest {
     pub authorization: Option<String>,
 }
 
+/// Whether an `Authorization` header is let in.
+type Admit = Box<dyn Fn(&str) -> bool + Send + Sync>;
+
 struct GitState {
     root: PathBuf,
     seen: Mutex<Vec<GitRequest>>,
+    admit: Admit,
 }
 
 /// `git http-backend` serving the repositories under a directory.
@@ -37,9 +41,19 @@ pub struct GitServer {
 
 impl GitServer {
     pub async fn start(root: PathBuf) -> GitServer {
+        GitServer::start_with(root, |_| true).await
+    }
+
+    /// A server that answers 401, as GitHub does to a token it no longer accepts, to every request
+    /// whose `Authorization` header `admit` refuses.
+    pub async fn start_with(
+        root: PathBuf,
+        admit: impl Fn(&str) -> bool + Send + Sync + 'static,
+    ) -> GitServer {
         let state = Arc::new(GitState {
             root,
             seen: Mutex::new(Vec::new()),
+            admit: Box::new(admit),
         });
         let app = axum::Router::new()
             .fallback(git_cgi)
@@ -74,8 +88,8 @@ async fn git_cgi(State(state): State<Arc<GitState>>, req: Request) -> Response {
         path: path.clone(),
         authorization: authorization.clone(),
     });
-    // Like a real host: no credentials, no access; then git asks its credential helper.
-    if authorization.is_none() {
+    // Like a real host: no (valid) credentials, no access; then git asks its credential helper.
+    if !authorization.as_deref().is_some_and(|a| (state.admit)(a)) {
         return Response::builder()
             .status(StatusCode::UNAUTHORIZED)
             .header("www-authenticate", "Basic realm=\"git\"")

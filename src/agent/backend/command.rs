@@ -61,6 +61,8 @@ impl AgentCli for CommandBackend {
             program: program.into(),
             args,
             stdin: (!via_arg).then_some(prompt),
+            env: Vec::new(),
+            model: inv.role.model.clone(),
         }
     }
 
@@ -118,6 +120,7 @@ mod tests {
             system_prompt: "SYS {prompt}",
             task,
             attempt: 1,
+            env: &[],
         })
     }
 

@@ -4,6 +4,7 @@
 mod claude;
 mod codex;
 mod command;
+pub mod models;
 mod pi;
 pub(crate) mod scripted;
 
@@ -48,14 +49,23 @@ pub struct Invocation<'a> {
     pub system_prompt: &'a str,
     pub task: &'a str,
     pub attempt: u32,
+    /// The environment the agent gets (the allowlist), for CLIs whose configuration lives in it.
+    pub env: &'a [(String, String)],
 }
 
-/// How to start a CLI: program, arguments, and what to write on its stdin (`None`: /dev/null).
+/// How to start a CLI: program, arguments, what to write on its stdin (`None`: /dev/null), and
+/// variables set for this CLI on top of the agent environment.
+///
+/// The task always travels on stdin for the built-in CLIs: one argument is limited to 128 KiB on
+/// Linux, and issue text plus earlier stages' comments can exceed it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Launch {
     pub program: PathBuf,
     pub args: Vec<String>,
     pub stdin: Option<String>,
+    pub env: Vec<(String, String)>,
+    /// The model the CLI was told to use, or that its configuration names.
+    pub model: Option<String>,
 }
 
 impl Launch {
@@ -65,9 +75,20 @@ impl Launch {
             program: program.into(),
             args,
             stdin: None,
+            env: Vec::new(),
+            model: None,
         }
     }
+
+    /// The same launch with `text` on stdin.
+    pub fn with_stdin(mut self, text: impl Into<String>) -> Launch {
+        self.stdin = Some(text.into());
+        self
+    }
 }
+
+/// The longest single argument Linux accepts (MAX_ARG_STRLEN), less its terminating NUL.
+pub const MAX_ARG_BYTES: usize = 128 * 1024 - 1;
 
 /// One agent CLI: how it is started and how its stdout is read.
 pub trait AgentCli {
@@ -128,28 +149,6 @@ impl Backend {
         }
     }
 
-    /// The program this backend starts.
-    pub fn program(&self) -> PathBuf {
-        match self {
-            Backend::Pi => "pi".into(),
-            Backend::Claude => "claude".into(),
-            Backend::Codex => "codex".into(),
-            Backend::Command(c) => c.command.first().cloned().unwrap_or_default().into(),
-            Backend::Scripted { program, .. } => program.clone(),
-        }
-    }
-
-    /// Variables of which at least one gives the CLI a model provider's key (empty: none needed
-    /// or none known), and whether the CLI can do without them (a login of its own).
-    pub fn provider_keys(&self) -> (&'static [&'static str], bool) {
-        match self {
-            Backend::Pi => (&crate::config::PROVIDER_KEYS, true),
-            Backend::Claude => (&["ANTHROPIC_API_KEY"], true),
-            Backend::Codex => (&["OPENAI_API_KEY", "CODEX_HOME"], true),
-            Backend::Command(_) | Backend::Scripted { .. } => (&[], true),
-        }
-    }
-
     /// The name shown in reports.
     pub fn name(&self) -> String {
         match self {
@@ -161,6 +160,26 @@ impl Backend {
                 c.command.first().map(String::as_str).unwrap_or("")
             ),
             Backend::Scripted { .. } => "scripted".into(),
+        }
+    }
+
+    /// The program this backend starts, as the agents' PATH will resolve it; `None` for a command
+    /// backend with an empty command.
+    pub fn program(&self) -> Option<PathBuf> {
+        match self {
+            Backend::Pi => Some("pi".into()),
+            Backend::Claude => Some("claude".into()),
+            Backend::Codex => Some("codex".into()),
+            Backend::Command(c) => c.command.first().map(PathBuf::from),
+            Backend::Scripted { program, .. } => Some(program.clone()),
+        }
+    }
+
+    /// The argument that makes the program print its version, for CLIs known to have one.
+    pub fn version_flag(&self) -> Option<&'static str> {
+        match self {
+            Backend::Pi | Backend::Claude | Backend::Codex => Some("--version"),
+            _ => None,
         }
     }
 
@@ -179,6 +198,35 @@ impl Backend {
 /// The system prompt and the task as one text, for CLIs that take no separate system prompt.
 pub(crate) fn combined_prompt(system_prompt: &str, task: &str) -> String {
     format!("{system_prompt}\n\n---\n\n# Task\n\n{task}")
+}
+
+/// A role parsed from frontmatter lines and a one-line prompt, for the backends' tests.
+#[cfg(test)]
+pub(crate) fn test_role(frontmatter: &str) -> AgentDefinition {
+    AgentDefinition::parse(
+        Path::new("r.md"),
+        "r",
+        &format!("---\n{frontmatter}\n---\nRole.\n"),
+    )
+    .expect("a valid test role")
+    .0
+}
+
+/// `launch` of `cli` for a role with `frontmatter`, the task "the task" and `env`.
+#[cfg(test)]
+pub(crate) fn test_launch(
+    cli: &dyn AgentCli,
+    frontmatter: &str,
+    env: &[(String, String)],
+) -> Launch {
+    let role = test_role(frontmatter);
+    cli.launch(&Invocation {
+        role: &role,
+        system_prompt: "Role.",
+        task: "the task",
+        attempt: 1,
+        env,
+    })
 }
 
 #[cfg(test)]

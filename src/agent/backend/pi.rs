@@ -4,14 +4,20 @@
 //! `stopReason` (`stop`, `length`, `toolUse`, `error`, `aborted`); `tool_execution_start` is one tool
 //! call. pi exits 0 even when the provider failed, so a last assistant message with
 //! `stopReason:"error"` makes the run fail. `message_update` (token deltas, each repeating the whole
-//! partial message) is skipped without being parsed.
+//! partial message, so quadratic in the message's size) and `tool_execution_update` are skipped
+//! unread and left out of the transcript; `turn_end` and `agent_end`, which repeat messages already
+//! written, are shortened there.
+//!
+//! The task goes on stdin: pi reads piped stdin as the prompt (and waits for its end).
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{AgentCli, Invocation, Launch};
 use crate::agent::run::Usage;
-use crate::agent::stream::{StreamParser, Tally, event_kind, parse_event};
+use crate::agent::stream::{
+    SkipProbe, StreamParser, Tally, TranscriptLine, event_kind, event_type, parse_event,
+};
 
 pub(super) struct Pi;
 
@@ -45,22 +51,13 @@ impl AgentCli for Pi {
             opt("--skill", s);
         }
         opt("--append-system-prompt", inv.system_prompt);
-        args.push(positional_message(inv.task));
-        Launch::new("pi", args)
+        let mut launch = Launch::new("pi", args).with_stdin(inv.task);
+        launch.model = role.model.clone();
+        launch
     }
 
     fn parser(&self) -> Box<dyn StreamParser> {
         Box::new(PiStream)
-    }
-}
-
-/// pi has no `--`: a message starting with `-` would be read as an option and one starting with `@`
-/// as a file to include, so such a message is sent after a newline.
-fn positional_message(task: &str) -> String {
-    if task.starts_with(['-', '@']) || task.is_empty() {
-        format!("\n{task}")
-    } else {
-        task.to_string()
     }
 }
 
@@ -110,7 +107,39 @@ struct RetryEnd {
     final_error: Option<String>,
 }
 
+/// Partial updates: every one repeats the message (or tool output) so far.
+fn partial_update(head: &[u8]) -> bool {
+    head.starts_with(br#"{"type":"message_update""#)
+        || head.starts_with(br#"{"type":"tool_execution_update""#)
+}
+
 impl StreamParser for PiStream {
+    fn skip_probe(&self) -> Option<SkipProbe> {
+        Some(partial_update)
+    }
+
+    fn transcript(&self, line: &str) -> TranscriptLine {
+        if partial_update(line.as_bytes()) {
+            return TranscriptLine::Drop;
+        }
+        match event_type(line).as_deref() {
+            Some("message_update") | Some("tool_execution_update") => TranscriptLine::Drop,
+            Some("turn_end") if line.len() > 512 => TranscriptLine::Replace(
+                json!({ "type": "turn_end", "note": "message and toolResults left out: the message_end and tool_execution_end lines above hold them" })
+                    .to_string(),
+            ),
+            Some("agent_end") if line.len() > 512 => TranscriptLine::Replace(
+                json!({ "type": "agent_end", "note": "messages left out: the message_end lines above hold them" })
+                    .to_string(),
+            ),
+            Some("message_start") if line.len() > 4096 => TranscriptLine::Replace(
+                json!({ "type": "message_start", "note": "message left out: its message_end follows" })
+                    .to_string(),
+            ),
+            _ => TranscriptLine::Keep,
+        }
+    }
+
     fn line(&mut self, line: &str, tally: &mut Tally) {
         let Some(kind) = event_kind(line, tally) else {
             return;
@@ -259,6 +288,11 @@ impl PiEvents {
         json!({ "type": "message_end", "message": message }).to_string()
     }
 
+    /// The id the next [`tool`](Self::tool) call will carry.
+    pub fn next_call_id(&self) -> String {
+        format!("scripted_{}", self.seq + 1)
+    }
+
     /// `tool_execution_start` and `tool_execution_end` of one tool call.
     pub fn tool(&mut self, name: &str, args: Value, result: &str, is_error: bool) -> [String; 2] {
         self.seq += 1;
@@ -316,10 +350,26 @@ mod tests {
     }
 
     #[test]
-    fn messages_starting_like_options_are_shielded() {
-        assert_eq!(positional_message("-rm"), "\n-rm");
-        assert_eq!(positional_message("@etc/passwd"), "\n@etc/passwd");
-        assert_eq!(positional_message("Research"), "Research");
+    fn partial_updates_are_left_out_of_the_transcript_and_repeats_shortened() {
+        let p = PiStream;
+        let update = r#"{"type":"message_update","assistantMessageEvent":{"type":"text_delta"}}"#;
+        assert_eq!(p.transcript(update), TranscriptLine::Drop);
+        assert!(p.skip_probe().unwrap()(update.as_bytes()));
+        let end = format!(
+            r#"{{"type":"turn_end","message":{{"content":"{}"}},"toolResults":[]}}"#,
+            "x".repeat(600)
+        );
+        match p.transcript(&end) {
+            TranscriptLine::Replace(s) => assert!(s.len() < 200 && s.contains("turn_end")),
+            other => panic!("{other:?}"),
+        }
+        let ev = PiEvents::default();
+        let message_end = ev.assistant("done", 1, 1, "stop", None);
+        assert_eq!(p.transcript(&message_end), TranscriptLine::Keep);
+        assert_eq!(
+            p.transcript(r#"{"type":"tool_execution_start","toolName":"write"}"#),
+            TranscriptLine::Keep
+        );
     }
 
     proptest::proptest! {

@@ -65,8 +65,15 @@ impl AgentCli for Scripted<'_> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub enum ScriptAction {
-    /// Write a file (relative to the working directory), as a `write` tool call.
-    Write { path: String, content: String },
+    /// Write a file (relative to the working directory), as a `write` tool call. With `delta`, the
+    /// tool call is streamed first as pi streams it: one `message_update` per `delta` characters of
+    /// the arguments, each repeating the whole partial message.
+    Write {
+        path: String,
+        content: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        delta: Option<usize>,
+    },
     /// Replace the first `old` by `new` in a file, as an `edit` tool call.
     Edit {
         path: String,
@@ -263,15 +270,27 @@ fn play(
     emit(out, &ev.agent_start())?;
     for action in actions {
         match action {
-            ScriptAction::Write { path, content } => {
+            ScriptAction::Write {
+                path,
+                content,
+                delta,
+            } => {
                 let file = inside(cwd, path)?;
+                if let Some(delta) = delta {
+                    stream_tool_call(out, &mut ev, path, content, (*delta).max(1))?;
+                }
+                let args = if delta.is_some() {
+                    json!({ "path": path, "content": content })
+                } else {
+                    json!({ "path": path })
+                };
                 if let Some(parent) = file.parent() {
                     std::fs::create_dir_all(parent)
                         .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
                 }
                 std::fs::write(&file, content)
                     .map_err(|e| format!("cannot write {}: {e}", file.display()))?;
-                for l in ev.tool("write", json!({ "path": path }), "written", false) {
+                for l in ev.tool("write", args, "written", false) {
                     emit(out, &l)?;
                 }
             }
@@ -332,6 +351,142 @@ fn play(
     }
     emit(out, &ev.agent_end())?;
     Ok(0)
+}
+
+/// A `write` tool call streamed as pi 0.73 writes it: `message_start`, then per `delta` characters of
+/// the arguments a `message_update` holding the whole partial message twice (as `partial` and as
+/// `message`, each with the parsed arguments so far and the raw `partialArgs`), then `message_end`
+/// with the complete call. Lines are assembled from slices of pre-escaped text, so even a quadratic
+/// stream costs little more than its bytes.
+fn stream_tool_call(
+    out: &mut dyn Write,
+    ev: &mut PiEvents,
+    path: &str,
+    content: &str,
+    delta: usize,
+) -> Result<(), String> {
+    let id = ev.next_call_id();
+    let json_str = |t: &str| serde_json::to_string(t).expect("strings serialise");
+    let path_json = json_str(path);
+    let head = format!("{{\"path\":{path_json},\"content\":\"");
+    // The arguments text the model streams, and the same text escaped as a JSON string.
+    let args = format!(
+        "{head}{}\"}}",
+        &json_str(content)[1..json_str(content).len() - 1]
+    );
+    let (escaped, offsets) = escape_with_offsets(&args);
+    let message_head = format!(
+        r#"{{"role":"assistant","content":[{{"type":"toolCall","id":"{id}","name":"write","arguments":"#
+    );
+    let message_tail = r#","streamIndex":0}],"api":"openai-completions","provider":"scripted","model":"scripted","usage":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"totalTokens":0,"cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason":"stop","timestamp":0}"#;
+    emit(
+        out,
+        &json!({ "type": "message_start", "message": {
+            "role": "assistant", "content": [], "api": "openai-completions", "provider": "scripted",
+            "model": "scripted", "stopReason": "stop", "timestamp": 0 } })
+        .to_string(),
+    )?;
+    let w = |out: &mut dyn Write, b: &[u8]| {
+        out.write_all(b)
+            .map_err(|e| format!("cannot write the event stream: {e}"))
+    };
+    let mut start = 0;
+    while start < args.len() {
+        let mut end = (start + delta).min(args.len());
+        while !args.is_char_boundary(end) {
+            end += 1;
+        }
+        let parsed: &str = if end <= head.len() { "{}" } else { "" };
+        let mut partial: Vec<&[u8]> = vec![message_head.as_bytes()];
+        let content_so_far;
+        if parsed.is_empty() {
+            content_so_far = complete_escapes(&args[head.len()..end.min(args.len() - 2)]);
+            partial.extend([head.as_bytes(), content_so_far.as_bytes(), b"\"}"]);
+        } else {
+            partial.push(parsed.as_bytes());
+        }
+        partial.extend([
+            &b",\"partialArgs\":\""[..],
+            escaped[..offsets[end]].as_bytes(),
+            b"\"",
+            message_tail.as_bytes(),
+        ]);
+        w(
+            out,
+            format!(
+                r#"{{"type":"message_update","assistantMessageEvent":{{"type":"toolcall_delta","contentIndex":0,"delta":{},"partial":"#,
+                json_str(&args[start..end])
+            )
+            .as_bytes(),
+        )?;
+        for p in &partial {
+            w(out, p)?;
+        }
+        w(out, br#"},"message":"#)?;
+        for p in &partial {
+            w(out, p)?;
+        }
+        w(out, b"}\n")?;
+        start = end;
+    }
+    let message = json!({
+        "role": "assistant",
+        "content": [{ "type": "toolCall", "id": id, "name": "write",
+                      "arguments": { "path": path, "content": content } }],
+        "api": "openai-completions", "provider": "scripted", "model": "scripted",
+        "usage": { "input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 0,
+                   "cost": { "input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0 } },
+        "stopReason": "toolUse", "timestamp": 0
+    });
+    emit(
+        out,
+        &json!({ "type": "message_end", "message": message }).to_string(),
+    )?;
+    emit(
+        out,
+        &json!({ "type": "turn_end", "message": message, "toolResults": [] }).to_string(),
+    )
+}
+
+/// `text` escaped as the inside of a JSON string, and for every byte offset of `text` the offset
+/// of the same point in the escaped text.
+fn escape_with_offsets(text: &str) -> (String, Vec<usize>) {
+    let mut escaped = String::with_capacity(text.len() + text.len() / 8);
+    let mut offsets = vec![0; text.len() + 1];
+    let mut buf = [0u8; 4];
+    for (i, c) in text.char_indices() {
+        offsets[i] = escaped.len();
+        match c {
+            '"' => escaped.push_str("\\\""),
+            '\\' => escaped.push_str("\\\\"),
+            '\n' => escaped.push_str("\\n"),
+            '\r' => escaped.push_str("\\r"),
+            '\t' => escaped.push_str("\\t"),
+            c if (c as u32) < 0x20 => escaped.push_str(&format!("\\u{:04x}", c as u32)),
+            c => escaped.push_str(c.encode_utf8(&mut buf)),
+        }
+    }
+    offsets[text.len()] = escaped.len();
+    (escaped, offsets)
+}
+
+/// A prefix of JSON string content without a dangling escape at its end (as a partial-JSON parser
+/// would keep it).
+fn complete_escapes(prefix: &str) -> std::borrow::Cow<'_, str> {
+    let bytes = prefix.as_bytes();
+    let trailing = bytes.iter().rev().take_while(|b| **b == b'\\').count();
+    let mut end = prefix.len() - trailing % 2;
+    if let Some(u) = prefix[..end].rfind("\\u") {
+        let backslashes = prefix[..u]
+            .bytes()
+            .rev()
+            .take_while(|b| *b == b'\\')
+            .count();
+        if backslashes % 2 == 0 && end - u < 6 {
+            end = u;
+        }
+    }
+    std::borrow::Cow::Borrowed(&prefix[..end])
 }
 
 /// Write one event line and flush it, so the reader sees it at once.
@@ -425,6 +580,50 @@ mod tests {
         }
         assert_eq!(t.tool_calls, 3);
         assert_eq!(t.usage.total, 12);
+        assert_eq!(t.final_text.as_deref(), Some("done"));
+    }
+
+    #[test]
+    fn a_streamed_write_repeats_the_partial_message_like_pi() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("s.yaml");
+        let content = "line \"one\"\\\nline two\u{1}é\n".repeat(3);
+        let yaml = serde_json::json!({ "dev": [[
+            { "write": { "path": "f.txt", "content": content, "delta": 3 } },
+            { "final": "done" } ]] });
+        std::fs::write(&script, yaml.to_string()).unwrap();
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let code = replay(&script, "dev", 1, dir.path(), &mut out, &mut err);
+        assert_eq!(code, 0, "{}", String::from_utf8_lossy(&err));
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("f.txt")).unwrap(),
+            content
+        );
+        let out = String::from_utf8(out).unwrap();
+        let updates: Vec<Value> = out
+            .lines()
+            .filter(|l| l.starts_with(r#"{"type":"message_update""#))
+            .map(|l| serde_json::from_str(l).expect("every update is valid JSON"))
+            .collect();
+        let args = serde_json::json!({ "path": "f.txt", "content": content });
+        assert!(
+            updates.len() >= args.to_string().chars().count() / 3,
+            "{}",
+            updates.len()
+        );
+        let last = &updates[updates.len() - 1]["message"]["content"][0];
+        assert_eq!(last["arguments"]["content"], content.as_str());
+        let streamed: Value = serde_json::from_str(last["partialArgs"].as_str().unwrap()).unwrap();
+        assert_eq!(streamed, args);
+        for u in &updates {
+            assert_eq!(u["message"], u["assistantMessageEvent"]["partial"]);
+        }
+        let mut p = PiStream;
+        let mut t = crate::agent::stream::Tally::default();
+        for l in out.lines() {
+            p.line(l, &mut t);
+        }
+        assert_eq!(t.tool_calls, 1);
         assert_eq!(t.final_text.as_deref(), Some("done"));
     }
 
