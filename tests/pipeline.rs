@@ -1923,6 +1923,7 @@ async fn the_tracking_comment_is_one_comment_across_a_kill_and_a_resume() {
         - 4;
     // Run 1: created at admission, edited 10 s later; run 2: edited at its start and its end.
     assert!(writes <= 4, "{writes} tracking comment writes: {counts:?}");
+}
 
 /// A pid the process at `path` wrote (waiting for it, bounded).
 async fn pid_in(path: &std::path::Path) -> i32 {
