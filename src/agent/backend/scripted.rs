@@ -407,7 +407,7 @@ fn stream_tool_call(
         }
         partial.extend([
             &b",\"partialArgs\":\""[..],
-            escaped[..offsets[end]].as_bytes(),
+            &escaped.as_bytes()[..offsets[end]],
             b"\"",
             message_tail.as_bytes(),
         ]);

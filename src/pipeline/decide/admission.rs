@@ -156,7 +156,9 @@ mod tests {
             title: title.into(),
             renamed_by: by.into(),
         };
-        let cases: [(&[(&str, &str, &str)], TitleTrust); 5] = [
+        // (renames as (from, to, by), the title trusted)
+        type Case<'a> = (&'a [(&'a str, &'a str, &'a str)], TitleTrust);
+        let cases: [Case; 5] = [
             (&[], TitleTrust::Current),
             // Renamed by codeowners only.
             (
