@@ -330,6 +330,8 @@ async fn doctor_refuses_an_app_on_a_users_board() {
             token: "ghs_installation0123456789".into(),
             login: "supervisor-app[bot]".into(),
             scopes: vec!["repo".into(), "project".into()],
+            permissions: None,
+            expires_at: None,
         });
     });
     let (r, v) = doctor(&world, &[("GH_TOKEN", "ghs_installation0123456789")]).await;
