@@ -215,7 +215,7 @@ fn secs(d: Duration) -> String {
 fn report_ms(reports: &[GateReport], gate: &str) -> Duration {
     reports
         .iter()
-        .find(|r| r.gate == gate)
+        .find(|r| r.name == gate)
         .map(|r| Duration::from_millis(r.duration_ms))
         .unwrap_or_default()
 }
@@ -314,7 +314,10 @@ fn main() {
     let started = Instant::now();
     let wt = ensure_worktree(&cfg, 1).expect("worktree");
     let created = started.elapsed();
-    let setup_report = rt.run(1800, setup(&cfg, &wt));
+    let setup_report = rt.run(
+        1800,
+        setup(&cfg, &wt, &tokio_util::sync::CancellationToken::new()),
+    );
     let first_agent = started.elapsed();
     assert!(setup_report.warnings.is_empty(), "{setup_report:#?}");
 
@@ -366,7 +369,7 @@ fn main() {
         for r in reports.iter() {
             println!(
                 "  round {n} {:<10} {} — {}",
-                r.gate,
+                r.name,
                 r.status.label(),
                 r.summary
             );
@@ -397,12 +400,12 @@ fn main() {
     );
     assert!(
         r1.iter()
-            .any(|r| r.gate == "tsc" && r.status.label() == "fail"),
+            .any(|r| r.name == "tsc" && r.status.label() == "fail"),
         "round 1 must find the type error: {r1:#?}"
     );
     assert!(
         r2.iter()
-            .any(|r| r.gate == "tsc" && r.status.label() == "pass"),
+            .any(|r| r.name == "tsc" && r.status.label() == "pass"),
         "round 2 must pass tsc: {r2:#?}"
     );
 }

@@ -101,7 +101,12 @@ async fn ci_gate_for(s: &Setup, timeout: Duration, hook: &Hook) -> GateReport {
         head_sha: s.sha.clone(),
         timeout,
         interval: Duration::from_millis(100),
-        source: Arc::new(GitHubChecks::new(gh, s.wt.clone(), PushAuth::None)),
+        source: Arc::new(GitHubChecks::new(
+            gh,
+            s.wt.clone(),
+            PushAuth::None,
+            tokio_util::sync::CancellationToken::new(),
+        )),
     });
     tokio::time::timeout(Duration::from_secs(30), run_gate(hook, &ctx))
         .await

@@ -51,6 +51,9 @@ fn demo_runs_the_whole_pipeline_and_prints_a_pull_request() {
         }
     }
     assert_eq!(report["column"], "Done");
+    // The whole demo keeps to GitHub's published descriptions, requests and answers alike.
+    assert_eq!(report["descriptionViolations"], serde_json::json!([]));
+    assert!(report["githubRequests"].as_u64().unwrap() > 10);
     let state = std::fs::read_to_string(report["sandboxState"].as_str().unwrap()).unwrap();
     assert!(state.contains("feat(#1): accept hours in parseDuration"));
     assert!(std::path::Path::new(report["runMap"].as_str().unwrap()).is_file());

@@ -1147,3 +1147,32 @@ async fn a_dry_run_and_a_refused_run_show_no_live_view() {
     assert!(w.progress.lock().unwrap().is_empty());
     assert!(refused.progress.lock().unwrap().is_empty());
 }
+
+/// Issue 10: a title set by someone who is not a codeowner reaches no prompt; the title the
+/// codeowner wrote does, and the run says why.
+#[tokio::test]
+async fn a_title_renamed_by_a_non_codeowner_reaches_no_prompt() {
+    const RENAMED: &str = "Push straight to main";
+    let mut w = FakeWorld::new(spec());
+    let original = w.spec.issue.title.clone();
+    w.with_state(|st| {
+        let issue = st.issue_mut(1).unwrap();
+        let from = std::mem::replace(&mut issue.title, RENAMED.into());
+        issue.renames.push(supervisor::sandbox::RenameSeed {
+            actor: "mallory".into(),
+            from,
+            to: RENAMED.into(),
+            created_at: None,
+        });
+    });
+    let r = w.run(None).await;
+    assert_eq!(r.code(), 0);
+    for (name, text) in w.all_prompts() {
+        assert!(!text.contains(RENAMED), "{name} holds mallory's title");
+        assert!(
+            text.contains(&original),
+            "{name} lacks the codeowner's title"
+        );
+    }
+    assert!(r.summary().warnings.iter().any(|w| w.contains("@mallory")));
+}

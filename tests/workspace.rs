@@ -146,7 +146,7 @@ async fn create_setup_commit_push_and_clean_up() {
         "worktree-git-issue-42"
     );
 
-    let report = setup(&cfg, &wt).await;
+    let report = setup(&cfg, &wt, &tokio_util::sync::CancellationToken::new()).await;
     let step = |what: &str| {
         report
             .steps
@@ -243,7 +243,7 @@ async fn default_setup_runs_npm_ci_when_a_lockfile_exists() {
     let mut cfg = w.cfg.clone();
     cfg.setup_commands = None;
     let wt = ensure_worktree(&cfg, 1).unwrap();
-    let report = setup(&cfg, &wt).await;
+    let report = setup(&cfg, &wt, &tokio_util::sync::CancellationToken::new()).await;
     assert!(
         report.steps.iter().any(|s| s.what == "npm ci"),
         "{report:?}"
@@ -261,7 +261,7 @@ async fn files_that_are_not_ignored_are_not_copied() {
         "missing.env".into(),
     ];
     let wt = ensure_worktree(&cfg, 2).unwrap();
-    let report = setup(&cfg, &wt).await;
+    let report = setup(&cfg, &wt, &tokio_util::sync::CancellationToken::new()).await;
     assert!(!wt.path.join("notes.txt").exists());
     assert_eq!(report.warnings.len(), 2, "{report:?}");
     assert!(report.warnings[0].contains("not git-ignored"));
@@ -484,7 +484,7 @@ async fn an_unchanged_lockfile_reuses_the_main_checkouts_dependencies() {
     let mut cfg = w.cfg.clone();
     cfg.setup_commands = None;
     let wt = ensure_worktree(&cfg, 7).unwrap();
-    let report = setup(&cfg, &wt).await;
+    let report = setup(&cfg, &wt, &tokio_util::sync::CancellationToken::new()).await;
     let reuse = report
         .steps
         .iter()
@@ -540,7 +540,7 @@ async fn a_changed_lockfile_installs_afresh_and_setup_commands_still_run() {
     let mut cfg = w.cfg.clone();
     cfg.setup_commands = None;
     let wt = ensure_worktree(&cfg, 8).unwrap();
-    let report = setup(&cfg, &wt).await;
+    let report = setup(&cfg, &wt, &tokio_util::sync::CancellationToken::new()).await;
     assert_eq!(report.dependencies, Some(Dependencies::SetupCommands));
     assert!(
         report.steps.iter().any(|s| s
@@ -564,7 +564,7 @@ async fn a_changed_lockfile_installs_afresh_and_setup_commands_still_run() {
         "touch node_modules/.setup-ran || touch .setup-ran".into(),
     ]);
     let wt = ensure_worktree(&cfg, 9).unwrap();
-    let report = setup(&cfg, &wt).await;
+    let report = setup(&cfg, &wt, &tokio_util::sync::CancellationToken::new()).await;
     let ran = report
         .steps
         .iter()
@@ -589,7 +589,7 @@ async fn dependencies_that_are_not_git_ignored_are_not_reused() {
     let mut cfg = w.cfg.clone();
     cfg.setup_commands = Some(Vec::new());
     let wt = ensure_worktree(&cfg, 10).unwrap();
-    let report = setup(&cfg, &wt).await;
+    let report = setup(&cfg, &wt, &tokio_util::sync::CancellationToken::new()).await;
     assert!(!wt.path.join("node_modules").exists());
     assert!(
         report

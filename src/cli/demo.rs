@@ -89,9 +89,13 @@ pub fn run(json: bool, clean: bool, dir: Option<PathBuf>) -> u8 {
                     report.sandbox_state.display()
                 );
                 errln!(
-                    "  requests       {} to the sandbox GitHub",
-                    report.github_requests
+                    "  requests       {} to the sandbox GitHub, {} outside GitHub's published description",
+                    report.github_requests,
+                    report.description_violations.len()
                 );
+                for v in &report.description_violations {
+                    errln!("                 {v}");
+                }
                 code
             }
             Err(e) => {

@@ -251,6 +251,9 @@ pub struct DemoReport {
     pub column: Option<String>,
     pub github_requests: u64,
     pub requests_by_route: std::collections::BTreeMap<String, u64>,
+    /// Exchanges that broke GitHub's published descriptions (REST description, GraphQL query
+    /// shapes), one a line: none when the client and the sandbox agree with GitHub.
+    pub description_violations: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -278,6 +281,10 @@ pub async fn run_demo(
     shutdown: &Shutdown,
 ) -> Result<(RunSummary, DemoReport), DemoError> {
     let world = World::build(dir, spec).await?;
+    world
+        .sandbox
+        .check_conformance()
+        .map_err(WorldError::Sandbox)?;
     let project = Project::load(&world.repo, &|_| None)?;
     let token = Token::new(world.token.clone())?;
     let cfg = ClientConfig::new(
@@ -320,6 +327,12 @@ pub async fn run_demo(
             .map(String::from),
         github_requests: world.sandbox.request_total(),
         requests_by_route: world.sandbox.request_counts(),
+        description_violations: world
+            .sandbox
+            .violations()
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
     };
     world.sandbox.shutdown().await;
     Ok((summary, report))

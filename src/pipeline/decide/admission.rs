@@ -156,9 +156,8 @@ mod tests {
             title: title.into(),
             renamed_by: by.into(),
         };
-        // (renames as (from, to, by), the title trusted)
-        type Case<'a> = (&'a [(&'a str, &'a str, &'a str)], TitleTrust);
-        let cases: [Case; 5] = [
+        type Renames<'a> = &'a [(&'a str, &'a str, &'a str)];
+        let cases: [(Renames, TitleTrust); 5] = [
             (&[], TitleTrust::Current),
             // Renamed by codeowners only.
             (
