@@ -371,7 +371,7 @@ fn an_agent_backend_without_a_command_line_is_a_configuration_error() {
 
     let dir = repo_with_settings(
         r#"{ "supervisor": { "repo": "acme/app", "projectNumber": 1, "codeowners": ["alice"], "agentBackend": "command",
-             "backends": { "command": { "command": ["my-agent", "{prompt}"], "promptVia": "arg" } } } }"#,
+             "backends": { "command": { "command": ["true", "{prompt}"], "promptVia": "arg" } } } }"#,
     );
     let out = supervisor_in(dir.path()).arg("check").output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
