@@ -445,3 +445,100 @@ pub fn output_blocking(cmd: &mut std::process::Command) -> std::io::Result<std::
         stderr: stderr.join().unwrap_or_default(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+
+    /// A shell that writes its pid (its group's id) to a file, then sleeps with a child of its own.
+    fn sleeper(pidfile: &std::path::Path) -> String {
+        format!("echo $$ > {}; sleep 120 & wait", pidfile.display())
+    }
+
+    fn pid_in(path: &std::path::Path) -> i32 {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(pid) = std::fs::read_to_string(path)
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+            {
+                return pid;
+            }
+            assert!(Instant::now() < deadline, "no pid written");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cancelled_child_dies_with_its_whole_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("pid");
+        let cancel = CancellationToken::new();
+        let mut cmd = tokio::process::Command::new("/bin/sh");
+        cmd.arg("-c").arg(sleeper(&pidfile));
+        let run = {
+            let cancel = cancel.clone();
+            tokio::spawn(
+                async move { run_to_end(&mut cmd, Duration::from_secs(600), &cancel).await },
+            )
+        };
+        let pgid = tokio::task::spawn_blocking({
+            let pidfile = pidfile.clone();
+            move || pid_in(&pidfile)
+        })
+        .await
+        .unwrap();
+        assert!(live_groups().contains(&pgid), "registered while it runs");
+        let stopped = Instant::now();
+        cancel.cancel();
+        let result = run.await.unwrap();
+        assert!(matches!(result, Err(RunFailure::Cancelled)), "{result:?}");
+        assert!(stopped.elapsed() < Duration::from_secs(2));
+        assert!(
+            !process_group_alive(pgid),
+            "the sleeping grandchild went too"
+        );
+        assert!(!live_groups().contains(&pgid), "unregistered");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn blocking_work_hears_the_stop_of_its_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("pid");
+        let cancel = CancellationToken::new();
+        let script = sleeper(&pidfile);
+        let work = spawn_blocking(Some(cancel.clone()), move || {
+            output_blocking(std::process::Command::new("/bin/sh").arg("-c").arg(script))
+        });
+        let work = tokio::spawn(work);
+        let pgid = tokio::task::spawn_blocking(move || pid_in(&pidfile))
+            .await
+            .unwrap();
+        let stopped = Instant::now();
+        cancel.cancel();
+        let result = work.await.unwrap().unwrap();
+        let e = result.unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::Interrupted, "{e}");
+        assert!(stopped.elapsed() < Duration::from_secs(2));
+        assert!(!process_group_alive(pgid));
+
+        // Without a stop request it runs to its end, and what it printed comes back.
+        let out = spawn_blocking(None, || {
+            output_blocking(
+                std::process::Command::new("/bin/sh").args(["-c", "echo out; echo err >&2"]),
+            )
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        assert!(out.status.success());
+        assert_eq!(
+            (&out.stdout[..], &out.stderr[..]),
+            (&b"out\n"[..], &b"err\n"[..])
+        );
+    }
+}

@@ -824,7 +824,8 @@ async fn sigterm_mid_run_stops_cleanly() {
     wait_for(&world, "the architect to start", started("Architecture")).await;
     let pidfile = worktree(&world).join("sleeper.pid");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while !pidfile.exists() {
+    // The shell creates the file before it writes the pid into it.
+    while std::fs::read_to_string(&pidfile).map_or(true, |p| p.trim().is_empty()) {
         assert!(
             std::time::Instant::now() < deadline,
             "the agent never started its sleeper"

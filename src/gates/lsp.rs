@@ -530,20 +530,21 @@ impl ServerPool {
         groups
     }
 
-    /// Shut every server down: politely when no gate is using it, at once (its process group killed)
-    /// when one is — the gate then reports the language as not run.
-    pub(super) async fn shutdown(&self) {
+    /// Shut every server down: politely when no gate is using it and `polite`, at once (its process
+    /// group killed) otherwise — a gate using it then reports the language as not run.
+    pub(super) async fn shutdown(&self, polite: bool) {
         let slots: Vec<Arc<Slot>> = {
             let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
             slots.drain().map(|(_, s)| s).collect()
         };
-        let mut polite = Vec::new();
+        let mut goodbyes = Vec::new();
         for slot in slots {
             match slot.warm.try_lock() {
                 Ok(mut held) => {
                     slot.set_group(None);
-                    if let Some(warm) = held.take() {
-                        polite.push(warm.server.shutdown());
+                    // Dropping a server kills its process group.
+                    if let Some(warm) = held.take().filter(|_| polite) {
+                        goodbyes.push(warm.server.shutdown());
                     }
                 }
                 Err(_) => crate::process::signal_group(
@@ -552,7 +553,7 @@ impl ServerPool {
                 ),
             }
         }
-        join_all(polite).await;
+        join_all(goodbyes).await;
     }
 }
 

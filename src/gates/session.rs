@@ -182,12 +182,13 @@ impl GateSession {
             .insert(package.to_string(), program);
     }
 
-    /// End the session: language servers are shut down (a server a gate is using at this moment is
-    /// killed, and that gate reports its language as not run), the scratch directory is removed.
-    /// Idempotent; call it when the run ends, and from the cancellation path.
+    /// End the session: language servers are shut down (killed at once when the session's stop was
+    /// asked for, or when a gate is using one at this moment — that gate reports its language as not
+    /// run), the scratch directory is removed. Idempotent; call it when the run ends, however it ends.
     pub async fn shutdown(&self) {
         self.inner.closed.store(true, Ordering::SeqCst);
-        self.inner.servers.shutdown().await;
+        let polite = !self.inner.cancel.is_cancelled();
+        self.inner.servers.shutdown(polite).await;
         self.inner.remove_scratch();
     }
 }

@@ -124,6 +124,19 @@ async fn fail<E: Effects>(
     e
 }
 
+/// The answer to git work: a failure while a stop is under way is the stop (git was killed), not a
+/// fault of the change.
+fn unless_stopped<T>(
+    result: Result<T, String>,
+    cancel: &CancellationToken,
+    answer: fn(Result<T, String>) -> Input,
+) -> Input {
+    match result {
+        Err(_) if cancel.is_cancelled() => Input::Cancelled,
+        result => answer(result),
+    }
+}
+
 async fn perform<E: Effects>(
     machine: &Machine,
     fx: &mut E,
@@ -152,7 +165,7 @@ async fn perform<E: Effects>(
         }
         Effect::Dispatch(d) => Input::Agent(Box::new(fx.dispatch(&d, cancel).await)),
         Effect::Commit { message } => Input::Committed(fx.commit(&message).await),
-        Effect::Push => Input::Pushed(fx.push().await),
+        Effect::Push => unless_stopped(fx.push().await, cancel, Input::Pushed),
         Effect::Post { marker, text } => {
             let result = fx.post(number, &marker, &text).await;
             Input::Posted {
@@ -183,14 +196,14 @@ async fn perform<E: Effects>(
                 reports,
             }
         }
-        Effect::UndoCommit => Input::Undone(fx.undo_commit().await),
+        Effect::UndoCommit => unless_stopped(fx.undo_commit().await, cancel, Input::Undone),
         Effect::CloseIssue { marker, text } => {
             fx.close_issue(number, &marker, &text).await?;
             Input::Closed
         }
         Effect::OpenPullRequest(pr) => Input::PullRequest(fx.open_pull_request(&pr).await),
         Effect::CheckMergeable { number } => Input::Mergeable(fx.mergeable(number).await),
-        Effect::MergeBase => Input::Merged(fx.merge_base().await),
+        Effect::MergeBase => unless_stopped(fx.merge_base().await, cancel, Input::Merged),
         Effect::Cleanup(how) => Input::CleanedUp {
             warnings: fx.cleanup(how).await,
         },
