@@ -10,6 +10,7 @@ mod doctor;
 mod init;
 mod output;
 mod run;
+mod runs;
 mod serve;
 
 use output::{err, errln, outln};
@@ -60,6 +61,8 @@ pub enum Command {
     /// Check everything a run needs (credentials, board, columns, codeowners, push, agent CLIs,
     /// gate tools, worktrees) and print each check with its fix.
     Doctor(doctor::DoctorArgs),
+    /// The run history: `runs`, `runs show RUN`, `runs why RUN`, `runs prune --older-than 30d`.
+    Runs(runs::RunsArgs),
     /// Run the whole pipeline against the built-in sandbox GitHub: no token, no network.
     Demo {
         /// Print the summary as JSON on stdout.
@@ -186,6 +189,7 @@ fn dispatch(cli: Cli) -> u8 {
         Command::Run(args) => run::run(args),
         Command::Doctor(args) => doctor::run(args),
         Command::Init(args) => init::run(args),
+        Command::Runs(args) => runs::run(args),
         Command::Demo { json, clean, dir } => demo::run(json, clean, dir),
         Command::Agent(args) => agent::run(args),
         Command::AgentScript {

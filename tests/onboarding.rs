@@ -80,6 +80,61 @@ async fn a_run_leaves_nothing_untracked_in_the_repository() {
     )
     .unwrap();
     assert_eq!(status, "", "the run left files for git to see");
+
+    // The run is in the history, with its pull request.
+    let r = supervisor(&world, &["runs", "--json"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let runs = summary(&r)["runs"].clone();
+    assert_eq!(runs.as_array().unwrap().len(), 1, "{runs}");
+    assert_eq!(runs[0]["issue"], 1);
+    assert_eq!(runs[0]["status"], "done");
+    assert_eq!(runs[0]["column"], "Done");
+    assert!(runs[0]["pr"].as_str().unwrap().ends_with("/pull/2"), "{runs}");
+    assert!(runs[0]["tokens"].as_u64().unwrap() > 0, "{runs}");
+    assert!(runs[0]["ended"].is_string(), "{runs}");
+}
+
+/// A stopped run's history: the list, its timeline and its postmortem with the command to go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_run_is_listed_shown_and_explained() {
+    let mut spec = spec();
+    spec.settings.insert("maxRejections".into(), serde_json::json!(1));
+    set_role(&mut spec, "auditor", vec![reject("still wrong")]);
+    let (_d, world) = world(spec).await;
+    let r = supervisor(&world, &["run", "1"]).await;
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let r = supervisor(&world, &["runs"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let row = r.stderr.lines().nth(1).unwrap_or_default().to_string();
+    assert!(row.starts_with("#1 "), "{}", r.stderr);
+    assert!(row.contains(" stopped "), "{row}");
+    assert!(row.contains(" Audit "), "{row}");
+    let r = supervisor(&world, &["runs", "show", "1"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for line in [
+        "Research: researcher starts (attempt 1)",
+        "GitHub: card moved to Research",
+        "(rejection)",
+        "Implementation: gates:",
+        "stopped: Audit rejected the work 2 times (maxRejections 1)",
+    ] {
+        assert!(r.stderr.contains(line), "{line} missing from:\n{}", r.stderr);
+    }
+    let r = supervisor(&world, &["runs", "why", "1"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("where:  Audit"), "{}", r.stderr);
+    assert!(r.stderr.contains("why:    Audit rejected the work 2 times"), "{}", r.stderr);
+    assert!(r.stderr.contains("last agent: auditor in Audit (attempt 2)"), "{}", r.stderr);
+    assert!(r.stderr.contains("\n        supervisor run 1\n"), "{}", r.stderr);
+    let r = supervisor(&world, &["runs", "why", "7"]).await;
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("no run `7`"), "{}", r.stderr);
+    // Nothing is older than a day yet; everything is older than the future.
+    let r = supervisor(&world, &["runs", "prune", "--older-than", "1d", "--json"]).await;
+    assert_eq!(summary(&r)["removed"], serde_json::json!([]), "{}", r.stderr);
+    let r = supervisor(&world, &["runs", "prune", "--older-than", "soon"]).await;
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("like 30d"), "{}", r.stderr);
 }
 
 /// The board's options, replacing the built-in workflow's column names.
