@@ -171,14 +171,18 @@ pub fn main() -> ExitCode {
     ExitCode::from(dispatch(cli))
 }
 
-/// Logs go to stderr; `RUST_LOG` overrides `default`.
+/// Logs go to stderr, coloured only on a terminal and without `NO_COLOR`; `RUST_LOG` overrides
+/// `default`.
 fn init_tracing(default: &str) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        )
         .with_target(false)
         .try_init();
 }

@@ -74,6 +74,21 @@ async fn a_run_leaves_nothing_untracked_in_the_repository() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(summary(&r)["end"]["kind"], "pull-request");
     assert!(world.runs_dir().is_dir());
+    // Not a terminal: one plain line per change while the run moves, before the summary.
+    for line in [
+        "] run 1-",
+        "] → Research · researcher, attempt 1 · stage 1/5",
+        "] ✓ Research · researcher",
+        "]   gates after Implementation (attempt 1): ",
+        "] pull request http://",
+        "] ✔ approved — pull request opened",
+    ] {
+        assert!(
+            r.stderr.contains(line),
+            "{line} missing from:\n{}",
+            r.stderr
+        );
+    }
     let status = git(
         &world.repo,
         &["status", "--porcelain", "--untracked-files=all"],
@@ -89,7 +104,10 @@ async fn a_run_leaves_nothing_untracked_in_the_repository() {
     assert_eq!(runs[0]["issue"], 1);
     assert_eq!(runs[0]["status"], "done");
     assert_eq!(runs[0]["column"], "Done");
-    assert!(runs[0]["pr"].as_str().unwrap().ends_with("/pull/2"), "{runs}");
+    assert!(
+        runs[0]["pr"].as_str().unwrap().ends_with("/pull/2"),
+        "{runs}"
+    );
     assert!(runs[0]["tokens"].as_u64().unwrap() > 0, "{runs}");
     assert!(runs[0]["ended"].is_string(), "{runs}");
 }
@@ -98,11 +116,30 @@ async fn a_run_leaves_nothing_untracked_in_the_repository() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_run_is_listed_shown_and_explained() {
     let mut spec = spec();
-    spec.settings.insert("maxRejections".into(), serde_json::json!(1));
+    spec.settings
+        .insert("maxRejections".into(), serde_json::json!(1));
     set_role(&mut spec, "auditor", vec![reject("still wrong")]);
     let (_d, world) = world(spec).await;
-    let r = supervisor(&world, &["run", "1"]).await;
+    let r = supervisor(&world, &["run", "1", "--progress", "jsonl"]).await;
     assert_eq!(r.code, 1, "{}", r.stderr);
+    // The journal's events, live on stdout: the same lines the journal file holds.
+    let events: Vec<Value> = (r.stdout.lines())
+        .map(|l| serde_json::from_str(l).expect("each line is one JSON event"))
+        .collect();
+    let kinds: Vec<&str> = events.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds.first(), Some(&"run-started"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"finished"), "{kinds:?}");
+    assert!(kinds.contains(&"stopped"), "{kinds:?}");
+    let journal = std::fs::read_dir(world.runs_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("events.jsonl"))
+        .find(|p| p.is_file())
+        .unwrap();
+    assert_eq!(std::fs::read_to_string(journal).unwrap(), r.stdout);
+    let r = supervisor(&world, &["run", "1", "--json", "--progress", "jsonl"]).await;
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("choose one"), "{}", r.stderr);
     let r = supervisor(&world, &["runs"]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     let row = r.stderr.lines().nth(1).unwrap_or_default().to_string();
@@ -118,20 +155,42 @@ async fn a_stopped_run_is_listed_shown_and_explained() {
         "Implementation: gates:",
         "stopped: Audit rejected the work 2 times (maxRejections 1)",
     ] {
-        assert!(r.stderr.contains(line), "{line} missing from:\n{}", r.stderr);
+        assert!(
+            r.stderr.contains(line),
+            "{line} missing from:\n{}",
+            r.stderr
+        );
     }
     let r = supervisor(&world, &["runs", "why", "1"]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stderr.contains("where:  Audit"), "{}", r.stderr);
-    assert!(r.stderr.contains("why:    Audit rejected the work 2 times"), "{}", r.stderr);
-    assert!(r.stderr.contains("last agent: auditor in Audit (attempt 2)"), "{}", r.stderr);
-    assert!(r.stderr.contains("\n        supervisor run 1\n"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("why:    Audit rejected the work 2 times"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("last agent: auditor in Audit (attempt 2)"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("\n        supervisor run 1\n"),
+        "{}",
+        r.stderr
+    );
     let r = supervisor(&world, &["runs", "why", "7"]).await;
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("no run `7`"), "{}", r.stderr);
     // Nothing is older than a day yet; everything is older than the future.
     let r = supervisor(&world, &["runs", "prune", "--older-than", "1d", "--json"]).await;
-    assert_eq!(summary(&r)["removed"], serde_json::json!([]), "{}", r.stderr);
+    assert_eq!(
+        summary(&r)["removed"],
+        serde_json::json!([]),
+        "{}",
+        r.stderr
+    );
     let r = supervisor(&world, &["runs", "prune", "--older-than", "soon"]).await;
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("like 30d"), "{}", r.stderr);

@@ -62,7 +62,13 @@ pub fn run(json: bool, clean: bool, dir: Option<PathBuf>) -> u8 {
             "supervisor demo: building a repository, a bare remote and the sandbox GitHub in {}",
             dir.display()
         );
-        match run_demo(&dir, demo_spec(), program, &shutdown).await {
+        match run_demo(
+            &dir,
+            demo_spec(),
+            program,
+            &shutdown,
+            crate::runtime::ProgressMode::for_stderr(),
+        ).await {
             Ok((summary, report)) => {
                 let code = present(&summary, false, false);
                 if json {

@@ -10,7 +10,7 @@ use super::{EXIT_GITHUB, EXIT_STOPPED, EXIT_USAGE};
 use crate::github::{ClientConfig, GitHub, GitHubError};
 use crate::pipeline::{Project, RunEnd, RunOptions, RunSummary, process_env};
 use crate::report;
-use crate::runtime::{Services, run_issue};
+use crate::runtime::{ProgressMode, Services, run_issue};
 use crate::workspace::{PushAuth, Shutdown};
 
 #[derive(Debug, Args)]
@@ -32,6 +32,10 @@ pub struct RunArgs {
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// How to show progress while the run moves: `auto` (a live line on a terminal, plain lines
+    /// otherwise), `plain`, `jsonl` (the journal's events on stdout as they are recorded), `none`.
+    #[arg(long, value_name = "MODE", value_parser = parse_progress)]
+    pub progress: Option<ProgressMode>,
     /// Refuse the run unless LOGIN is a codeowner: the person who asked for it (a commenter, the
     /// actor of a workflow).
     #[arg(long, value_name = "LOGIN")]
@@ -48,6 +52,18 @@ pub struct RunArgs {
     pub annotations: bool,
 }
 
+fn parse_progress(text: &str) -> Result<ProgressMode, String> {
+    match text {
+        "auto" => Ok(ProgressMode::for_stderr()),
+        "plain" => Ok(ProgressMode::Plain),
+        "jsonl" => Ok(ProgressMode::Jsonl),
+        "none" => Ok(ProgressMode::Off),
+        _ => Err(format!(
+            "`{text}` is not a progress mode: use auto, plain, jsonl or none"
+        )),
+    }
+}
+
 pub(super) fn runtime(what: &str) -> Result<tokio::runtime::Runtime, u8> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -60,6 +76,13 @@ pub(super) fn runtime(what: &str) -> Result<tokio::runtime::Runtime, u8> {
 }
 
 pub fn run(args: RunArgs) -> u8 {
+    if args.json && args.progress == Some(ProgressMode::Jsonl) {
+        errln!(
+            "supervisor run: --json and --progress jsonl both write to stdout; choose one (the \
+             journal's last events, `finished` and `pull-request`, carry the outcome)"
+        );
+        return EXIT_USAGE;
+    }
     let mut actions = ActionsOutput::new(
         args.step_summary.clone(),
         args.github_output.clone(),
@@ -164,6 +187,7 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
             .map(|t| t.expose().to_string()),
         scripted_program: None,
         cancel: shutdown.token(),
+        progress: args.progress.unwrap_or_else(ProgressMode::for_stderr),
     };
     let opts = RunOptions {
         issue: args.issue,

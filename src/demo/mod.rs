@@ -17,7 +17,7 @@ use crate::config::DEFAULT_WORKFLOW;
 use crate::github::{ClientConfig, GitHub, Token};
 use crate::pipeline::{Project, RunOptions, RunSummary};
 use crate::report::run_map;
-use crate::runtime::{Services, run_issue};
+use crate::runtime::{ProgressMode, Services, run_issue};
 use crate::sandbox::CheckRunSeed;
 use crate::workspace::{PushAuth, Shutdown};
 
@@ -279,6 +279,7 @@ pub async fn run_demo(
     spec: WorldSpec,
     program: PathBuf,
     shutdown: &Shutdown,
+    progress: ProgressMode,
 ) -> Result<(RunSummary, DemoReport), DemoError> {
     let world = World::build(dir, spec).await?;
     world
@@ -299,6 +300,7 @@ pub async fn run_demo(
         github_token: None,
         scripted_program: Some(program),
         cancel: shutdown.token(),
+        progress,
     };
     let opts = RunOptions {
         issue: world.spec.issue.number,

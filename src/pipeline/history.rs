@@ -369,7 +369,11 @@ mod tests {
         assert_eq!(removed, ["3-a", "5-c"]);
         let left: Vec<_> = read_runs(dir.path()).unwrap();
         assert_eq!(left.len(), 2);
-        assert!(prune_runs(dir.path(), Utc::now() - chrono::Duration::days(1)).unwrap().is_empty());
+        assert!(
+            prune_runs(dir.path(), Utc::now() - chrono::Duration::days(1))
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

@@ -42,14 +42,7 @@ pub fn runs_text(runs: &[RunRecord]) -> String {
         })
         .collect();
     let head = [
-        "ISSUE",
-        "STATUS",
-        "COLUMN",
-        "STARTED",
-        "TOOK",
-        "TOKENS",
-        "COST",
-        "PR / RUN",
+        "ISSUE", "STATUS", "COLUMN", "STARTED", "TOOK", "TOKENS", "COST", "PR / RUN",
     ];
     let mut widths: Vec<usize> = head.iter().map(|h| h.chars().count()).collect();
     for row in &rows {
@@ -137,6 +130,7 @@ fn event_line(event: &Event) -> Option<String> {
                 .unwrap_or_default(),
             t.reason
         ),
+        Event::Applied { transition: t } if t.from == t.to => format!("card stays in {}", t.to),
         Event::Applied { transition: t } => format!("GitHub: card moved to {}", t.to),
         Event::PullRequest { url, created, .. } => format!(
             "GitHub: pull request {} {url}",
@@ -198,7 +192,12 @@ pub fn timeline_text(r: &RunRecord, entries: &[Entry]) -> String {
 
 /// Where the run stopped, why, what its last agent said, and what to do next.
 pub fn why_text(r: &RunRecord) -> String {
-    let mut out = format!("run {} of issue #{}: {}\n", r.run_id, r.issue, r.status.as_str());
+    let mut out = format!(
+        "run {} of issue #{}: {}\n",
+        r.run_id,
+        r.issue,
+        r.status.as_str()
+    );
     let place = r.stage.as_deref().or(r.column.as_deref()).unwrap_or("-");
     let _ = writeln!(
         out,
@@ -283,7 +282,10 @@ mod tests {
         assert!(why.contains("why:    rejected 2 times"), "{why}");
         assert!(why.contains("supervisor run 9"), "{why}");
         let timeline = timeline_text(&r, j.entries());
-        assert!(timeline.contains("+00:00  Audit: auditor starts (attempt 2)"), "{timeline}");
+        assert!(
+            timeline.contains("+00:00  Audit: auditor starts (attempt 2)"),
+            "{timeline}"
+        );
         assert!(timeline.contains("stopped: rejected 2 times"), "{timeline}");
         let table = runs_text(std::slice::from_ref(&r));
         assert!(table.starts_with("ISSUE"), "{table}");

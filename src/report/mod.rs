@@ -5,6 +5,7 @@ mod check;
 mod comments;
 mod gates;
 mod history;
+mod progress;
 mod summary;
 mod task;
 mod tracking;
@@ -24,6 +25,7 @@ pub use gates::{
     verdict_text,
 };
 pub use history::{runs_text, timeline_text, why_text};
+pub use progress::{progress_lines, progress_status};
 pub use summary::{run_map, summary_text};
 pub use task::{MAX_NOTE_CHARS, TaskInput, build_task, task_text};
 pub use tracking::{TrackingLinks, tracking_text};

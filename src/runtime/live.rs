@@ -46,6 +46,8 @@ pub struct LiveEffects {
     checkpoint: Arc<std::sync::Mutex<Option<Checkpoint>>>,
     /// The tracking comment's writer, once the run shows progress (when configured).
     tracker: Option<Tracker>,
+    /// The run's progress on the terminal.
+    console: super::Console,
     /// The run's gate state (trusted tools, warm language servers, incremental caches); shut down
     /// when the run ends, however it ends.
     gates: gates::GateSession,
@@ -86,6 +88,7 @@ impl LiveEffects {
             wt: None,
             checkpoint: Arc::default(),
             tracker: None,
+            console: super::Console::new(svc.progress),
             gates,
         }
     }
@@ -517,9 +520,10 @@ impl Effects for LiveEffects {
         }
     }
 
-    /// Show `progress` in the tracking comment: the one an earlier run of the issue left, found by
+    /// Show `progress` on the terminal, and in the tracking comment: the one an earlier run of the issue left, found by
     /// its marker on supervisor's own comments, or a new one.
     async fn track(&mut self, progress: &Progress) {
+        self.console.show(progress);
         if !self.project.settings.tracking_comment {
             return;
         }
