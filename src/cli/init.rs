@@ -49,6 +49,36 @@ pub struct InitArgs {
     /// Apply what needs confirming (the board's option changes).
     #[arg(long)]
     pub yes: bool,
+    /// Install `/supervisor <issue>` for pi (`.pi/extensions/supervisor/index.ts`) and Claude Code
+    /// (`.claude/commands/supervisor.md`). Alone, with settings already written, only that.
+    #[arg(long)]
+    pub slash_commands: bool,
+}
+
+/// The slash commands `--slash-commands` installs: path in the repository, content.
+pub const SLASH_COMMANDS: [(&str, &str); 2] = [
+    (
+        ".pi/extensions/supervisor/index.ts",
+        include_str!("../../config/slash-commands/pi-supervisor.ts"),
+    ),
+    (
+        ".claude/commands/supervisor.md",
+        include_str!("../../config/slash-commands/claude-supervisor.md"),
+    ),
+];
+
+fn install_slash_commands(root: &Path) -> Result<(), Refusal> {
+    for (rel, text) in SLASH_COMMANDS {
+        let path = root.join(rel);
+        let written = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&path, text));
+        written.map_err(|e| usage(format!("cannot write {}: {e}", path.display())))?;
+        errln!("wrote {}", path.display());
+    }
+    errln!("`/supervisor ISSUE` runs `supervisor run ISSUE` from pi and from Claude Code here");
+    Ok(())
 }
 
 /// A failure of `init`: what went wrong and the exit code.
@@ -104,6 +134,13 @@ fn origin_slug(root: &Path) -> Option<RepoSlug> {
 
 async fn init(args: InitArgs) -> Result<(), Refusal> {
     let root = canonical(&args.repo_root);
+    if args.slash_commands {
+        install_slash_commands(&root)?;
+        let has_settings = SETTINGS_PATHS.iter().any(|p| root.join(p).is_file());
+        if has_settings && !args.create_board && args.project_number.is_none() {
+            return Ok(());
+        }
+    }
     // An existing settings file is updated in place (its other keys and settings kept).
     let settings_path = SETTINGS_PATHS
         .iter()
