@@ -45,6 +45,12 @@ OPERATIONS = [
     "pulls/list",
     "pulls/create",
     "pulls/get",
+    "pulls/update",
+    "pulls/list-reviews",
+    "pulls/create-review",
+    "pulls/list-review-comments",
+    "pulls/create-review-comment",
+    "pulls/create-reply-for-review-comment",
 ]
 
 # Schema keywords kept; everything else (descriptions, examples, formats, x-* extensions) is dropped.

@@ -63,6 +63,8 @@ pub enum Command {
     Doctor(doctor::DoctorArgs),
     /// The run history: `runs`, `runs show RUN`, `runs why RUN`, `runs prune --older-than 30d`.
     Runs(runs::RunsArgs),
+    /// Revise a pull request supervisor opened, after a codeowner's review feedback.
+    Revise(run::ReviseArgs),
     /// Run the whole pipeline against the built-in sandbox GitHub: no token, no network.
     Demo {
         /// Print the summary as JSON on stdout.
@@ -194,6 +196,7 @@ fn dispatch(cli: Cli) -> u8 {
         Command::Doctor(args) => doctor::run(args),
         Command::Init(args) => init::run(args),
         Command::Runs(args) => runs::run(args),
+        Command::Revise(args) => run::run(args.into_run()),
         Command::Demo { json, clean, dir } => demo::run(json, clean, dir),
         Command::Agent(args) => agent::run(args),
         Command::AgentScript {

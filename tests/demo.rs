@@ -57,4 +57,56 @@ fn demo_runs_the_whole_pipeline_and_prints_a_pull_request() {
     let state = std::fs::read_to_string(report["sandboxState"].as_str().unwrap()).unwrap();
     assert!(state.contains("feat(#1): accept hours in parseDuration"));
     assert!(std::path::Path::new(report["runMap"].as_str().unwrap()).is_file());
+    // The review round: the codeowner's line comment is answered with the revision's commit and
+    // resolved, and the pull request's body shows the revision.
+    let revision = &report["revision"];
+    assert_eq!(revision["end"]["kind"], "revised", "{revision}");
+    assert_eq!(revision["end"]["round"], 1);
+    let sha = revision["end"]["sha"].as_str().unwrap();
+    assert!(
+        stderr.contains("review round   ✔ revision 1 pushed"),
+        "{stderr}"
+    );
+    let state: supervisor::sandbox::SandboxState = serde_json::from_str(&state).unwrap();
+    let pr = &state.pulls()[0];
+    let root = pr
+        .review_comments
+        .iter()
+        .find(|c| c.in_reply_to.is_none())
+        .unwrap();
+    assert_eq!(root.resolved_by.as_deref(), Some("supervisor-bot"));
+    assert!(root.diff_hunk.starts_with("@@ "), "{}", root.diff_hunk);
+    let reply = pr
+        .review_comments
+        .iter()
+        .find(|c| c.in_reply_to == Some(root.id))
+        .unwrap();
+    assert!(
+        reply.body.starts_with(&format!("Addressed in {sha}.")),
+        "{}",
+        reply.body
+    );
+    assert!(
+        pr.body.contains("Revised after review (1 revision)"),
+        "{}",
+        pr.body
+    );
+    let remote = report["dir"]
+        .as_str()
+        .map(std::path::PathBuf::from)
+        .unwrap()
+        .join("remote.git");
+    let log = Command::new("git")
+        .args(["--git-dir"])
+        .arg(&remote)
+        .args(["log", "--format=%H %s", &pr.head])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&log.stdout);
+    assert!(
+        log.starts_with(&format!(
+            "{sha} Revise #2: address review feedback, round 1"
+        )),
+        "{log}"
+    );
 }

@@ -11,7 +11,7 @@ use supervisor::demo::answer;
 use supervisor::gates::GateStatus;
 use supervisor::github::Marker;
 use supervisor::pipeline::{Event, RunEnd, RunOptions, TransitionKind};
-use supervisor::sandbox::{IssueSeed, SeedState};
+use supervisor::sandbox::{CommentSeed, IssueSeed, SeedState};
 use tokio_util::sync::CancellationToken;
 
 #[path = "support/fake.rs"]
@@ -1072,6 +1072,290 @@ async fn a_crash_at_the_very_end_is_cleaned_up_by_the_next_run() {
     assert_eq!(w.pulls().len(), 1);
 }
 
+// --- revising a pull request after review (`supervisor revise`) ---------------------------------
+
+use supervisor::sandbox::{ReviewCommentSeed, ReviewSeed};
+
+const NEGATIVE: &str = "Please also handle negative numbers.";
+const HUNK: &str =
+    "@@ -0,0 +1,3 @@\n+export function hours(n: number): number {\n+  return n * 3600;";
+
+/// The happy world with a second developer and auditor answer for the revision.
+fn revise_spec() -> supervisor::demo::WorldSpec {
+    let mut s = spec();
+    set_role(
+        &mut s,
+        "developer",
+        vec![
+            developer_change("src/hours.ts", GOOD_CODE),
+            developer_change(
+                "src/hours.ts",
+                "export function hours(n: number): number {\n  if (n < 0) throw new RangeError('negative');\n  return n * 3600;\n}\n",
+            ),
+            developer_change("src/hours.ts", "// third\n"),
+        ],
+    );
+    set_role(
+        &mut s,
+        "auditor",
+        vec![approve(json!([])), approve(json!([])), approve(json!([]))],
+    );
+    s
+}
+
+/// The pull request the first run opened.
+fn the_pr(w: &FakeWorld) -> u64 {
+    w.with_state(|s| s.pulls[0].number)
+}
+
+fn line_comment(
+    id: u64,
+    review: Option<u64>,
+    author: &str,
+    line: u64,
+    body: &str,
+) -> ReviewCommentSeed {
+    ReviewCommentSeed {
+        id,
+        review_id: review,
+        author: author.into(),
+        body: body.into(),
+        path: "src/hours.ts".into(),
+        line: Some(line),
+        diff_hunk: HUNK.into(),
+        in_reply_to: None,
+        editor: None,
+        commit_id: None,
+        created_at: Some(chrono::Utc::now()),
+        resolved_by: None,
+    }
+}
+
+/// `author` submits a review requesting changes, with two line comments.
+fn request_changes(w: &FakeWorld, author: &str, first_id: u64) {
+    w.with_state(|s| {
+        let p = &mut s.pulls[0];
+        p.reviews.push(ReviewSeed {
+            id: first_id,
+            author: author.into(),
+            state: "CHANGES_REQUESTED".into(),
+            body: NEGATIVE.into(),
+            editor: None,
+            commit_id: None,
+            submitted_at: Some(chrono::Utc::now()),
+        });
+        p.review_comments.push(line_comment(
+            first_id + 1,
+            Some(first_id),
+            author,
+            1,
+            "Reject negative input here.",
+        ));
+        p.review_comments.push(line_comment(
+            first_id + 2,
+            Some(first_id),
+            author,
+            2,
+            "Name the constant 3600.",
+        ));
+    });
+}
+
+async fn reviewed() -> FakeWorld {
+    let mut w = FakeWorld::new(revise_spec());
+    assert_eq!(w.run(None).await.code(), 0);
+    request_changes(&w, "alice", 9001);
+    w
+}
+
+async fn revise(w: &mut FakeWorld, crash: Option<Crash>) -> fake::Ran {
+    let opts = RunOptions {
+        revise: Some(the_pr(w)),
+        ..RunOptions::default()
+    };
+    w.run_with(crash, opts, CancellationToken::new()).await
+}
+
+/// Supervisor's comments on the pull request: (first line, body).
+fn pr_comments(w: &FakeWorld) -> Vec<(String, String)> {
+    let bot = w.spec.bot.clone();
+    w.with_state(|s| {
+        s.pulls[0]
+            .comments
+            .iter()
+            .filter(|c| c.author == bot)
+            .map(|c| {
+                (
+                    c.body.lines().next().unwrap_or("").to_string(),
+                    c.body.clone(),
+                )
+            })
+            .collect()
+    })
+}
+
+/// Supervisor's replies in review threads: (thread root, body).
+fn thread_replies(w: &FakeWorld) -> Vec<(u64, String)> {
+    let bot = w.spec.bot.clone();
+    w.with_state(|s| {
+        s.pulls[0]
+            .review_comments
+            .iter()
+            .filter(|c| c.author == bot)
+            .map(|c| (c.in_reply_to.unwrap_or_default(), c.body.clone()))
+            .collect()
+    })
+}
+
+#[tokio::test]
+async fn changes_requested_with_two_line_comments_are_revised_on_the_same_branch() {
+    let mut w = reviewed().await;
+    let commits_before = w.repo.lock().unwrap().commits.len();
+    let issue_comments_before = w.comments().len();
+    let r = revise(&mut w, None).await;
+    assert_eq!(r.code(), 0);
+    let RunEnd::Revised {
+        number, round, sha, ..
+    } = r.summary().end.clone()
+    else {
+        panic!("{:?}", r.summary().end);
+    };
+    assert_eq!((number, round), (the_pr(&w), 1));
+    {
+        let repo = w.repo.lock().unwrap();
+        assert_eq!(
+            repo.commits.len(),
+            commits_before + 1,
+            "one revision commit"
+        );
+        assert_eq!(repo.commits.last().unwrap().0, sha);
+        assert!(repo.remote.contains(&sha), "pushed on the same branch");
+        assert!(repo.commits.last().unwrap().1["src/hours.ts"].contains("RangeError"));
+    }
+    // The developer saw the feedback grouped by file, with the diff hunk.
+    let task = w.prompt("Implementation-1.md");
+    for want in [
+        NEGATIVE,
+        "### `src/hours.ts`",
+        "Reject negative input here.",
+        "Name the constant 3600.",
+        "```diff",
+        "+  return n * 3600;",
+        "## Audit Approved",
+    ] {
+        assert!(task.contains(want), "{want} missing from the task:\n{task}");
+    }
+    // Both threads answered with the commit, and resolved.
+    let replies = thread_replies(&w);
+    assert_eq!(
+        replies.iter().map(|r| r.0).collect::<Vec<_>>(),
+        [9002, 9003]
+    );
+    for (_, body) in &replies {
+        assert!(body.starts_with(&format!("Addressed in {sha}.")), "{body}");
+    }
+    w.with_state(|s| {
+        let p = &s.pulls[0];
+        for root in [9002, 9003] {
+            let c = p.review_comments.iter().find(|c| c.id == root).unwrap();
+            assert_eq!(c.resolved_by.as_deref(), Some(w.spec.bot.as_str()));
+        }
+        // The audit was scored again and the body rewritten with it.
+        assert!(p.body.contains("8/8 (1.00)"), "{}", p.body);
+        assert!(
+            p.body.contains("Revised after review (1 revision)"),
+            "{}",
+            p.body
+        );
+        assert!(
+            p.body.contains(&format!("supervisor-head: {sha}")),
+            "{}",
+            p.body
+        );
+        assert!(p.body.contains("Closes #1"));
+    });
+    assert_eq!(w.starts("Audit"), 2, "the auditor reviewed the revision");
+    let said: Vec<String> = pr_comments(&w).into_iter().map(|c| c.0).collect();
+    assert_eq!(said, ["## Audit Approved", "## Revision 1"]);
+    assert_eq!(
+        w.comments().len(),
+        issue_comments_before,
+        "nothing new on the issue"
+    );
+    assert_eq!(w.column().as_deref(), Some("Done"));
+    assert!(w.effects.lock().unwrap().contains(&"move".to_string()));
+    assert_eq!(w.pulls().len(), 1, "the same pull request");
+    assert!(!w.worktree_exists(), "cleaned up");
+    // Asked again with nothing new: nothing to do, nothing written.
+    let again = revise(&mut w, None).await;
+    assert!(
+        matches!(again.summary().end, RunEnd::NothingToRevise { .. }),
+        "{:?}",
+        again.summary().end
+    );
+    assert_eq!(thread_replies(&w).len(), 2);
+}
+
+#[tokio::test]
+async fn a_non_codeowners_review_changes_nothing() {
+    let mut w = FakeWorld::new(revise_spec());
+    assert_eq!(w.run(None).await.code(), 0);
+    request_changes(&w, "mallory", 9001);
+    let effects_before = w.effects.lock().unwrap().len();
+    let r = revise(&mut w, None).await;
+    assert_eq!(r.code(), 0);
+    let RunEnd::NothingToRevise { reason } = &r.summary().end else {
+        panic!("{:?}", r.summary().end);
+    };
+    assert!(
+        reason.contains("no review feedback from a codeowner"),
+        "{reason}"
+    );
+    assert!(reason.contains("not a codeowner"), "{reason}");
+    let done: Vec<String> = w.effects.lock().unwrap()[effects_before..].to_vec();
+    assert_eq!(
+        done,
+        ["fetch-feedback", "fetch-issue", "fetch-context"],
+        "only reads"
+    );
+    assert!(thread_replies(&w).is_empty());
+    assert!(pr_comments(&w).is_empty(), "nothing posted");
+    assert_eq!(w.starts("Implementation"), 1);
+}
+
+#[tokio::test]
+async fn a_codeowners_text_edited_by_someone_else_never_reaches_the_developer() {
+    let mut w = reviewed().await;
+    w.with_state(|s| {
+        let p = &mut s.pulls[0];
+        p.review_comments[1].body = INJECTION.into();
+        p.review_comments[1].editor = Some("mallory".into());
+        p.review_comments
+            .push(line_comment(9100, None, "mallory", 3, INJECTION));
+        p.comments.push(CommentSeed {
+            id: 9200,
+            author: "mallory".into(),
+            body: format!("/supervisor revise {INJECTION}"),
+            editor: None,
+            created_at: Some(chrono::Utc::now()),
+            updated_at: None,
+        });
+    });
+    assert_eq!(revise(&mut w, None).await.code(), 0);
+    for (name, text) in w.all_prompts() {
+        assert!(!text.contains(INJECTION), "{name}");
+    }
+    assert!(
+        w.prompt("Implementation-1.md")
+            .contains("Reject negative input here.")
+    );
+    assert_eq!(
+        thread_replies(&w).len(),
+        1,
+        "only the trusted thread is answered"
+    );
+}
+
 /// The marks of a live view, one letter per stage: done, current, pending, stopped, paused.
 fn marks(p: &supervisor::pipeline::Progress) -> String {
     use supervisor::pipeline::StageMark::*;
@@ -1112,6 +1396,132 @@ async fn the_live_view_follows_the_run_stage_by_stage() {
             .iter()
             .all(|v| v.run_id == last.run_id && v.issue == 1)
     );
+}
+
+#[tokio::test]
+async fn a_revision_killed_at_any_effect_resumes_without_duplicates() {
+    let mut clean = reviewed().await;
+    let start = clean.effects.lock().unwrap().len();
+    assert_eq!(revise(&mut clean, None).await.code(), 0);
+    let total = clean.effects.lock().unwrap().len() - start;
+    let expected_pr = pr_comments(&clean)
+        .into_iter()
+        .map(|c| c.0)
+        .collect::<Vec<_>>();
+    let expected_commits = clean.repo.lock().unwrap().commits.len();
+    assert!(total > 10, "{total} effects");
+    for at in 0..total {
+        for after in [false, true] {
+            let mut w = reviewed().await;
+            let first = revise(&mut w, Some(Crash { at, after })).await;
+            assert!(first.result.is_none(), "crashed at {at}");
+            let second = revise(&mut w, None).await;
+            let case = format!(
+                "killed at effect {at} ({}) {}",
+                clean.effects.lock().unwrap()[start + at],
+                if after { "after" } else { "before" }
+            );
+            // Killed after the very end: the next run is a new one, with nothing left to do.
+            let finished = at == total - 1 && after;
+            assert!(
+                matches!(second.summary().end, RunEnd::Revised { .. })
+                    || finished && matches!(second.summary().end, RunEnd::NothingToRevise { .. }),
+                "{case}: {:?}",
+                second.summary().end
+            );
+            assert_eq!(
+                pr_comments(&w).into_iter().map(|c| c.0).collect::<Vec<_>>(),
+                expected_pr,
+                "{case}"
+            );
+            let replies = thread_replies(&w);
+            assert_eq!(replies.len(), 2, "{case}: {replies:?}");
+            assert_eq!(
+                w.repo.lock().unwrap().commits.len(),
+                expected_commits,
+                "{case}"
+            );
+            assert_eq!(w.column().as_deref(), Some("Done"), "{case}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn max_revisions_reached_stops_with_one_clear_comment() {
+    let mut s = revise_spec();
+    s.settings.insert("maxRevisions".into(), json!(1));
+    let mut w = FakeWorld::new(s);
+    assert_eq!(w.run(None).await.code(), 0);
+    request_changes(&w, "alice", 9001);
+    assert_eq!(revise(&mut w, None).await.code(), 0);
+    request_changes(&w, "alice", 9101);
+    let r = revise(&mut w, None).await;
+    assert_eq!(r.code(), 1);
+    let RunEnd::Stopped { reason, .. } = &r.summary().end else {
+        panic!("{:?}", r.summary().end);
+    };
+    assert!(reason.contains("maxRevisions (1) reached"), "{reason}");
+    let again = revise(&mut w, None).await;
+    assert_eq!(again.code(), 1);
+    let said: Vec<String> = pr_comments(&w).into_iter().map(|c| c.0).collect();
+    assert_eq!(
+        said,
+        ["## Audit Approved", "## Revision 1", "## Revision Stopped"]
+    );
+    assert_eq!(w.starts("Implementation"), 2, "no third developer run");
+}
+
+#[tokio::test]
+async fn a_branch_force_pushed_by_someone_else_is_refused_with_the_reason() {
+    let mut w = reviewed().await;
+    {
+        let mut repo = w.repo.lock().unwrap();
+        let files = repo.base.clone();
+        repo.commits = vec![("f".repeat(40), files)];
+        repo.remote = vec!["f".repeat(40)];
+    }
+    let r = revise(&mut w, None).await;
+    assert_eq!(r.code(), 1);
+    let RunEnd::Stopped { reason, .. } = &r.summary().end else {
+        panic!("{:?}", r.summary().end);
+    };
+    assert!(reason.contains("force-pushed"), "{reason}");
+    assert_eq!(
+        w.repo.lock().unwrap().remote,
+        vec!["f".repeat(40)],
+        "nothing pushed over it"
+    );
+    assert!(pr_comments(&w).iter().any(|c| c.1.contains("force-pushed")));
+    assert_eq!(w.starts("Implementation"), 1);
+}
+
+#[tokio::test]
+async fn pull_requests_supervisor_cannot_revise_are_refused_with_nothing_written() {
+    for (change, want) in [
+        (SeedState::Closed, "is closed"),
+        (SeedState::Open, "not by supervisor"),
+    ] {
+        let mut w = reviewed().await;
+        w.with_state(|s| {
+            let p = &mut s.pulls[0];
+            p.state = change;
+            if change == SeedState::Open {
+                p.author = "alice".into();
+            }
+        });
+        let before = w.effects.lock().unwrap().len();
+        let r = revise(&mut w, None).await;
+        let RunEnd::Refused { reason } = &r.summary().end else {
+            panic!("{:?}", r.summary().end);
+        };
+        assert!(reason.contains(want), "{reason}");
+        assert_eq!(r.code(), 1);
+        assert_eq!(w.effects.lock().unwrap().len() - before, 3, "reads only");
+    }
+    let mut w = reviewed().await;
+    w.with_state(|s| s.pulls[0].merged = true);
+    let r = revise(&mut w, None).await;
+    assert!(matches!(&r.summary().end, RunEnd::Refused { reason } if reason.contains("merged")));
 }
 
 #[tokio::test]

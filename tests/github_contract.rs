@@ -37,7 +37,7 @@ use wiremock::matchers::{method, path, path_regex};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 /// The operations listed above.
-const CLIENT_OPERATIONS: [&str; 15] = [
+const CLIENT_OPERATIONS: [&str; 18] = [
     "users/get-authenticated",
     "apps/get-authenticated",
     "apps/get-repo-installation",
@@ -53,6 +53,9 @@ const CLIENT_OPERATIONS: [&str; 15] = [
     "pulls/list",
     "pulls/create",
     "pulls/get",
+    "pulls/update",
+    "pulls/create-review",
+    "pulls/create-reply-for-review-comment",
 ];
 
 const EXAMPLES: &str = include_str!("../src/github/openapi/examples.json");
@@ -176,6 +179,9 @@ async fn every_rest_operation_the_client_uses_reads_githubs_examples() {
         ("checks/list-for-ref", 200),
         ("pulls/get", 200),
         ("pulls/create", 201),
+        ("pulls/update", 200),
+        ("pulls/create-review", 200),
+        ("pulls/create-reply-for-review-comment", 201),
     ] {
         serve_example(&server, op, status).await;
     }
@@ -221,6 +227,21 @@ async fn every_rest_operation_the_client_uses_reads_githubs_examples() {
             .await
             .unwrap(),
         Some(true)
+    );
+
+    // A revision: the pull request's body rewritten, a reply in a review thread, a review.
+    gh.update_pull_body(1347, "Audit: 8/8").await.unwrap();
+    assert_eq!(
+        gh.reply_in_thread(1347, 10, "Addressed in 6dcb09b")
+            .await
+            .unwrap(),
+        10
+    );
+    assert_eq!(
+        gh.submit_review(1347, "COMMENT", "Looks good", &[("file1.txt", 2, "Nit")])
+            .await
+            .unwrap(),
+        80
     );
 
     // Listing open pull requests: GitHub's example list, then the example of a new one.

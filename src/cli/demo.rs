@@ -6,6 +6,7 @@ use super::output::{errln, outln};
 use super::run::{present, runtime};
 use super::{EXIT_STOPPED, EXIT_USAGE};
 use crate::demo::{demo_dir, demo_spec, run_demo};
+use crate::report;
 use crate::workspace::Shutdown;
 
 /// Gate tools installed by `scripts/install-tools.sh` in the checkout this binary was built from.
@@ -81,6 +82,9 @@ pub fn run(json: bool, clean: bool, dir: Option<PathBuf>) -> u8 {
                 errln!("\nwhere to look");
                 if let crate::pipeline::RunEnd::PullRequest { url, .. } = &summary.end {
                     errln!("  pull request   {url}");
+                }
+                if let Some(r) = &report.revision {
+                    errln!("  review round   {}", report::summary_headline(r));
                 }
                 errln!(
                     "  issue #1       {} comments, card in {}",

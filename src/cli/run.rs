@@ -10,13 +10,12 @@ use super::{EXIT_GITHUB, EXIT_STOPPED, EXIT_USAGE};
 use crate::github::{ClientConfig, GitHub, GitHubError};
 use crate::pipeline::{Project, RunEnd, RunOptions, RunSummary, process_env};
 use crate::report;
-use crate::runtime::{ProgressMode, Services, run_issue};
+use crate::runtime::{ProgressMode, Services, run_issue, run_revision};
 use crate::workspace::{PushAuth, Shutdown};
 
+/// What `run` and `revise` share.
 #[derive(Debug, Args)]
-pub struct RunArgs {
-    /// Issue number.
-    pub issue: u64,
+pub struct RunFlags {
     /// Repository root (default: the current directory).
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub repo_root: PathBuf,
@@ -26,9 +25,6 @@ pub struct RunArgs {
     /// Show what would be done without writing to GitHub or pushing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Add the issue to the board's Backlog when it is not on the board, instead of stopping.
-    #[arg(long)]
-    pub add_to_board: bool,
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -64,6 +60,40 @@ fn parse_progress(text: &str) -> Result<ProgressMode, String> {
     }
 }
 
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Issue number.
+    pub issue: u64,
+    #[command(flatten)]
+    pub flags: RunFlags,
+    /// Add the issue to the board's Backlog when it is not on the board, instead of stopping.
+    #[arg(long)]
+    pub add_to_board: bool,
+    /// Revise this pull request instead (`supervisor revise`); `issue` is then its number too.
+    #[arg(skip)]
+    pub revise: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReviseArgs {
+    /// Pull request number.
+    pub pr: u64,
+    #[command(flatten)]
+    pub flags: RunFlags,
+}
+
+impl ReviseArgs {
+    /// The same run, revising the pull request.
+    pub fn into_run(self) -> RunArgs {
+        RunArgs {
+            issue: self.pr,
+            flags: self.flags,
+            add_to_board: false,
+            revise: Some(self.pr),
+        }
+    }
+}
+
 pub(super) fn runtime(what: &str) -> Result<tokio::runtime::Runtime, u8> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -76,7 +106,7 @@ pub(super) fn runtime(what: &str) -> Result<tokio::runtime::Runtime, u8> {
 }
 
 pub fn run(args: RunArgs) -> u8 {
-    if args.json && args.progress == Some(ProgressMode::Jsonl) {
+    if args.flags.json && args.flags.progress == Some(ProgressMode::Jsonl) {
         errln!(
             "supervisor run: --json and --progress jsonl both write to stdout; choose one (the \
              journal's last events, `finished` and `pull-request`, carry the outcome)"
@@ -84,9 +114,9 @@ pub fn run(args: RunArgs) -> u8 {
         return EXIT_USAGE;
     }
     let mut actions = ActionsOutput::new(
-        args.step_summary.clone(),
-        args.github_output.clone(),
-        args.annotations,
+        args.flags.step_summary.clone(),
+        args.flags.github_output.clone(),
+        args.flags.annotations,
         &process_env,
     );
     actions.begin();
@@ -104,7 +134,7 @@ pub(super) fn canonical(dir: &Path) -> PathBuf {
 }
 
 async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
-    let root = canonical(&args.repo_root);
+    let root = canonical(&args.flags.repo_root);
     let project = match Project::load(&root, &process_env) {
         Ok(p) => p,
         Err(e) => {
@@ -117,19 +147,19 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
     for w in &project.warnings {
         errln!("warning: {w}");
     }
-    if let Some(login) = &args.requested_by {
+    if let Some(login) = &args.flags.requested_by {
         if let Some(summary) = refuse_requester(&project, args.issue, login) {
-            let code = present(&summary, args.json, false);
+            let code = present(&summary, args.flags.json, false);
             actions.finished(&summary);
             return code;
         }
     }
-    if let Err(code) = agents_can_run(&project, args.json, args.issue, actions).await {
+    if let Err(code) = agents_can_run(&project, args.flags.json, args.issue, actions).await {
         return code;
     }
     let gh = match connect(&project) {
         Ok(gh) => gh,
-        Err(e) => return github_failure(&e, args.json, args.issue, actions),
+        Err(e) => return github_failure(&e, args.flags.json, args.issue, actions),
     };
     let (_, credentials) = super::doctor::client(&project);
     let shutdown = match Shutdown::install() {
@@ -143,7 +173,7 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
     };
     let token = match gh.access_token().await {
         Ok(t) => t,
-        Err(e) => return github_failure(&e, args.json, args.issue, actions),
+        Err(e) => return github_failure(&e, args.flags.json, args.issue, actions),
     };
     if let Some(t) = &token {
         actions.add_secret(t.expose());
@@ -156,10 +186,10 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
             Err(e) => Err(e.to_string()),
         }),
         Ok(_) => PushAuth::None,
-        Err(e) => return github_failure(&e, args.json, args.issue, actions),
+        Err(e) => return github_failure(&e, args.flags.json, args.issue, actions),
     };
     if let Some(findings) = super::doctor::preflight(&project, &gh, credentials, &push_auth).await {
-        if args.json {
+        if args.flags.json {
             outln!(
                 "{}",
                 serde_json::json!({ "ok": false, "error": "preflight failed", "checks": findings.checks })
@@ -187,24 +217,30 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
             .map(|t| t.expose().to_string()),
         scripted_program: None,
         cancel: shutdown.token(),
-        progress: args.progress.unwrap_or_else(ProgressMode::for_stderr),
+        progress: args.flags.progress.unwrap_or_else(ProgressMode::for_stderr),
     };
     let opts = RunOptions {
         issue: args.issue,
-        debug: args.debug,
-        dry_run: args.dry_run,
+        debug: args.flags.debug,
+        dry_run: args.flags.dry_run,
         add_to_board: args.add_to_board,
+        revise: None,
     };
     let bell = project.settings.bell_on_complete;
-    match run_issue(std::sync::Arc::new(project), services, opts).await {
+    let project = std::sync::Arc::new(project);
+    let result = match args.revise {
+        Some(pr) => run_revision(project, services, pr, opts).await,
+        None => run_issue(project, services, opts).await,
+    };
+    match result {
         Ok(summary) => {
-            let code = present(&summary, args.json, bell);
+            let code = present(&summary, args.flags.json, bell);
             actions.finished(&summary);
             code
         }
         Err(e) => {
             let code = e.exit_code();
-            if args.json {
+            if args.flags.json {
                 outln!(
                     "{}",
                     serde_json::json!({ "ok": false, "error": e.to_string() })

@@ -205,6 +205,17 @@ settings_block! {
         /// Auditor rejections allowed before the pipeline stops.
         #[setting(key = "maxRejections", default = 3)]
         pub max_rejections: u32,
+        /// Revisions of one pull request after review feedback (`supervisor revise`) before
+        /// supervisor stops and asks for a human.
+        #[setting(key = "maxRevisions", default = 3)]
+        pub max_revisions: u32,
+        /// Resolve a review thread once a revision has answered it.
+        #[setting(key = "resolveReviewThreads", default = true)]
+        pub resolve_review_threads: bool,
+        /// A pull request comment containing this (or a line starting with `/supervisor revise`)
+        /// asks for a revision.
+        #[setting(key = "reviseMention", default = "@supervisor".into())]
+        pub revise_mention: String,
         /// Minimum passing/total share of audit dimensions, in (0, 1].
         #[setting(key = "auditScoreThreshold", default = 0.75, example = "0.75")]
         pub audit_score_threshold: f64,

@@ -184,6 +184,30 @@ struct WorkflowFile {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     description: Option<String>,
     stages: Vec<StageSpec>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    revision: Option<RevisionSpec>,
+}
+
+/// `revision`: how a pull request is revised after review feedback.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+struct RevisionSpec {
+    /// The stage a revision starts in (it follows the workflow from there to Done).
+    start: Option<String>,
+    /// Where the card is while a revision runs.
+    column: Option<String>,
+    /// Where the card goes when the revision is done.
+    done_column: Option<String>,
+}
+
+/// The revision path: a revision starts in `start` (by default the first stage that commits:
+/// developer → gates → auditor) and follows the workflow to Done. The card is in `column` while it
+/// runs (default: the stage after `start`, Audit) and goes to `done_column` after (default: Done).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Revision {
+    pub start: String,
+    pub column: String,
+    pub done_column: String,
 }
 
 /// A validated stage.
@@ -211,6 +235,7 @@ pub struct Stage {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Workflow {
     pub stages: Vec<Stage>,
+    pub revision: Revision,
     /// Where it came from (`built-in` or a path).
     pub source: String,
 }
@@ -296,7 +321,9 @@ impl Workflow {
                 duplicates.iter().map(|d| d.issue(path)).collect(),
             ));
         }
-        validate(path, text, file.stages, status_mapping)
+        let mut wf = validate(path, text, file.stages, status_mapping)?;
+        wf.revision = revision_path(path, text, file.revision.unwrap_or_default(), &wf)?;
+        Ok(wf)
     }
 
     pub fn stage(&self, status: &str) -> Option<&Stage> {
@@ -343,6 +370,72 @@ impl Workflow {
     pub fn is_backwards(&self, from: &str, to: &str) -> bool {
         matches!((self.index(from), self.index(to)), (Some(f), Some(t)) if t < f)
     }
+}
+
+/// The revision path of `spec` over the validated stages.
+fn revision_path(
+    path: &Path,
+    text: &str,
+    spec: RevisionSpec,
+    wf: &Workflow,
+) -> Result<Revision, ConfigError> {
+    let fail = |field: &str, problem: String, fix: String| {
+        ConfigError::one(
+            ConfigIssue::new(path, format!("revision.{field}"), problem, fix)
+                .at_line(json_key_line(text, field)),
+        )
+    };
+    let known = || {
+        wf.stages
+            .iter()
+            .map(|s| s.status.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let start = match spec.start {
+        Some(name) => {
+            let Some(stage) = wf.stage(&name) else {
+                return Err(fail(
+                    "start",
+                    format!("names `{name}`, which is not a stage"),
+                    format!("use one of: {}", known()),
+                ));
+            };
+            if !stage.commits || stage.agent.is_none() {
+                return Err(fail(
+                    "start",
+                    format!(
+                        "names `{name}`, whose agent does not commit: a revision changes the branch"
+                    ),
+                    "name a stage with an agent and \"commits\": true (Implementation)".into(),
+                ));
+            }
+            stage.status.clone()
+        }
+        None => match wf.stages.iter().find(|s| s.commits && s.agent.is_some()) {
+            Some(s) => s.status.clone(),
+            // A workflow without a committing stage cannot revise; `supervisor revise` says so.
+            None => String::new(),
+        },
+    };
+    let column = |field: &str, given: Option<String>, default: String| match given {
+        Some(c) if wf.stage(&c).is_none() => Err(fail(
+            field,
+            format!("names `{c}`, which is not a stage"),
+            format!("use one of: {}", known()),
+        )),
+        Some(c) => Ok(c),
+        None => Ok(default),
+    };
+    let after = wf
+        .stage(&start)
+        .and_then(|s| s.forward.clone())
+        .unwrap_or_else(|| wf.done().status.clone());
+    Ok(Revision {
+        column: column("column", spec.column, after)?,
+        done_column: column("doneColumn", spec.done_column, wf.done().status.clone())?,
+        start,
+    })
 }
 
 fn remap_mapping_errors(e: ConfigError, settings_path: &Path) -> ConfigError {
@@ -635,10 +728,16 @@ fn validate(
         return Err(ConfigError::new(errors));
     }
 
-    let wf = Workflow {
+    let mut wf = Workflow {
         stages,
+        revision: Revision {
+            start: String::new(),
+            column: String::new(),
+            done_column: String::new(),
+        },
         source: path.display().to_string(),
     };
+    wf.revision = revision_path(path, text, RevisionSpec::default(), &wf)?;
     // Done must be reachable from Backlog over the moves the engine can make.
     let start = wf.backlog().status.clone();
     let goal = wf.done().status.clone();

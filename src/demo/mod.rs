@@ -4,6 +4,8 @@
 //! sandbox serves a codeowner's issue in Backlog on a board. Scripted agents make a real change with a
 //! real test. The developer's first attempt has a type error and leaves a TODO, so the gates bounce it;
 //! the auditor rejects the second for an undocumented unit; the third is approved and the PR opens.
+//! Then the codeowner reviews the pull request, asking for weeks on the unit table's line, and
+//! supervisor revises it: one more commit on the branch, the thread answered and resolved.
 
 mod world;
 
@@ -17,7 +19,7 @@ use crate::config::DEFAULT_WORKFLOW;
 use crate::github::{ClientConfig, GitHub, Token};
 use crate::pipeline::{Project, RunOptions, RunSummary};
 use crate::report::run_map;
-use crate::runtime::{ProgressMode, Services, run_issue};
+use crate::runtime::{ProgressMode, Services, run_issue, run_revision};
 use crate::sandbox::CheckRunSeed;
 use crate::workspace::{PushAuth, Shutdown};
 
@@ -54,6 +56,19 @@ export function parseDuration(text: string): number {
   return Number(match[1]) * factor;
 }
 "#;
+
+/// The revision's unit table: weeks too.
+fn duration_v3() -> String {
+    DURATION_V2
+        .replace("h: 3600 }", "h: 3600, w: 604800 }")
+        .replace("\"2h\" into", "\"2h\" or \"1w\" into")
+}
+
+/// What the codeowner asks in the demo's review, on the unit table's line.
+pub const DEMO_REVIEW: (&str, &str) = (
+    "One more unit before this goes in.",
+    "Please also accept weeks (`1w` → 604800) and document them.",
+);
 
 const DURATION_TEST: &str = r#"import { parseDuration } from "./duration";
 
@@ -169,10 +184,18 @@ pub fn demo_script() -> Value {
                 { "final": dev("Documented every unit and the rejection in the README.") }
             ]
         ],
+        "developer@revision": [[
+            { "write": { "path": "src/duration.ts", "content": duration_v3() } },
+            { "write": { "path": "src/duration.test.ts", "content": format!("{DURATION_TEST}expectEqual(parseDuration(\"1w\"), 604800, \"weeks\");\n") } },
+            { "write": { "path": "README.md", "content": format!("{readme_v2}| `1w` | 604800 |\n") } },
+            { "usage": { "input": 8000, "output": 500 } },
+            { "final": dev("Weeks: a table entry, a test and a README row, as the review asked.") }
+        ]],
         "auditor": [
             [ { "run": "git log --oneline -3" }, { "usage": { "input": 12000, "output": 800 } }, { "final": rejection } ],
             [ { "run": "git log --oneline -3" }, { "usage": { "input": 12500, "output": 700 } }, { "final": approval } ]
-        ]
+        ],
+        "auditor@revision": [[ { "run": "git log --oneline -3" }, { "usage": { "input": 9000, "output": 600 } }, { "final": approval } ]]
     })
 }
 
@@ -251,6 +274,8 @@ pub struct DemoReport {
     pub column: Option<String>,
     pub github_requests: u64,
     pub requests_by_route: std::collections::BTreeMap<String, u64>,
+    /// The review round after the pull request opened: its summary.
+    pub revision: Option<RunSummary>,
     /// Exchanges that broke GitHub's published descriptions (REST description, GraphQL query
     /// shapes), one a line: none when the client and the sandbox agree with GitHub.
     pub description_violations: Vec<String>,
@@ -298,7 +323,7 @@ pub async fn run_demo(
         github,
         push_auth: PushAuth::None,
         github_token: None,
-        scripted_program: Some(program),
+        scripted_program: Some(program.clone()),
         cancel: shutdown.token(),
         progress,
     };
@@ -306,7 +331,14 @@ pub async fn run_demo(
         issue: world.spec.issue.number,
         ..RunOptions::default()
     };
-    let summary = run_issue(std::sync::Arc::new(project), services, opts).await?;
+    let project = std::sync::Arc::new(project);
+    let summary = run_issue(project.clone(), services, opts).await?;
+    let revision = match &summary.end {
+        crate::pipeline::RunEnd::PullRequest { number, .. } => {
+            Some(review_round(&world, project, *number, program, shutdown, progress).await?)
+        }
+        _ => None,
+    };
     let state_path = world.dir.join("sandbox-state.json");
     let snapshot = world.sandbox.snapshot();
     let write = |path: &Path, text: &str| {
@@ -329,6 +361,7 @@ pub async fn run_demo(
             .map(String::from),
         github_requests: world.sandbox.request_total(),
         requests_by_route: world.sandbox.request_counts(),
+        revision,
         description_violations: world
             .sandbox
             .violations()
@@ -338,6 +371,38 @@ pub async fn run_demo(
     };
     world.sandbox.shutdown().await;
     Ok((summary, report))
+}
+
+/// The codeowner requests a change on the pull request's unit table; supervisor revises it.
+async fn review_round(
+    world: &World,
+    project: std::sync::Arc<Project>,
+    pr: u64,
+    program: PathBuf,
+    shutdown: &Shutdown,
+    progress: ProgressMode,
+) -> Result<RunSummary, DemoError> {
+    let client = |token: String| {
+        GitHub::new(ClientConfig::new(
+            world.sandbox.url(),
+            Some(Token::new(token)?),
+            project.settings.repo.clone(),
+        ))
+    };
+    let reviewer = client(world.spec.reviewer_token())?;
+    let (body, line) = DEMO_REVIEW;
+    reviewer
+        .submit_review(pr, "REQUEST_CHANGES", body, &[("src/duration.ts", 1, line)])
+        .await?;
+    let services = Services {
+        github: client(world.token.clone())?,
+        push_auth: PushAuth::None,
+        github_token: None,
+        scripted_program: Some(program),
+        cancel: shutdown.token(),
+        progress,
+    };
+    Ok(run_revision(project, services, pr, RunOptions::default()).await?)
 }
 
 /// The demo's world with instant agents that succeed at once and only the cheap gates (CI and

@@ -129,6 +129,11 @@ impl WorldSpec {
         format!("sandbox-token-{}", self.bot)
     }
 
+    /// The token the codeowner reviews pull requests with.
+    pub fn reviewer_token(&self) -> String {
+        format!("sandbox-token-{}", self.codeowner)
+    }
+
     /// The `supervisor` settings block for scripted agents reading `script`, worktrees under
     /// `worktrees`, merged with the spec's own settings.
     pub fn settings_block(&self, script: &Path, worktrees: &Path) -> Map<String, Value> {
@@ -175,12 +180,20 @@ impl WorldSpec {
                 }),
             })
             .collect();
-        state.tokens = vec![TokenSeed {
-            token: self.token(),
-            login: self.bot.clone(),
-            scopes: self.token_scopes.clone(),
-            ..TokenSeed::default()
-        }];
+        state.tokens = vec![
+            TokenSeed {
+                token: self.token(),
+                login: self.bot.clone(),
+                scopes: self.token_scopes.clone(),
+                ..TokenSeed::default()
+            },
+            TokenSeed {
+                token: self.reviewer_token(),
+                login: self.codeowner.clone(),
+                scopes: vec!["repo".into()],
+                ..TokenSeed::default()
+            },
+        ];
         let mut issues = vec![IssueSeed {
             number: self.issue.number,
             title: self.issue.title.clone(),

@@ -21,6 +21,7 @@ mod marker;
 mod pulls;
 mod references;
 mod retry;
+mod reviews;
 mod setup;
 mod types;
 
@@ -36,6 +37,9 @@ pub use marker::{Marker, TRACKING_KIND};
 pub use pulls::MergeablePoll;
 pub use references::body_blockers;
 pub use retry::RetryPolicy;
+pub use reviews::{
+    ConversationComment, FEEDBACK_PAGE, Feedback, PullState, Review, ReviewComment, ReviewThread,
+};
 pub use setup::{AccountKind, NewBoard, RepositoryInfo, Viewer};
 pub use types::{
     Blocker, BlockerKind, BoardItem, BoardRef, CheckRun, ColumnOption, Comment, Conditional, Issue,

@@ -10,13 +10,14 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use super::context::{IssueContext, Return, TrustedNote};
+use super::decide::revision::RevisionFeedback;
 use super::engine::RunError;
 use super::summary::{Progress, RunFacts};
 use crate::agent::{AgentRun, AuditFinding};
 use crate::audit::AuditScore;
 use crate::config::Hook;
 use crate::gates::{GateReport, IssueText};
-use crate::github::{Blocker, BoardItem, Comment, Editors, Issue, Marker, PullRequest};
+use crate::github::{Blocker, BoardItem, Comment, Editors, Feedback, Issue, Marker, PullRequest};
 use crate::workspace::{MergeOutcome, Reuse};
 
 /// The content of a comment the engine posts, rendered to Markdown by the effects (`report`).
@@ -43,6 +44,33 @@ pub enum Text {
     Stopped { stage: String, reason: String },
     /// The developer changed nothing: the issue is closed as already resolved.
     Resolved { branch: String, base: String },
+    /// The answer in a review thread a revision addressed.
+    ThreadAnswer { sha: String },
+    /// A revision is done: what it addressed and where.
+    Revised {
+        round: u32,
+        sha: String,
+        /// (path, line) of each thread answered.
+        threads: Vec<(String, Option<u64>)>,
+        /// Review texts and requests it took in.
+        general: usize,
+        score: Option<Box<AuditScore>>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        left_out: Vec<String>,
+    },
+}
+
+/// A reply in a review thread, and whether to resolve the thread.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadAnswer {
+    pub thread: String,
+    /// The comment replied to.
+    pub reply_to: u64,
+    pub marker: Marker,
+    pub text: Text,
+    pub resolve: bool,
+    /// A reply with the marker is already in the thread.
+    pub replied: bool,
 }
 
 /// The pull request to open (or find) on approval.
@@ -64,6 +92,11 @@ pub struct PrRequest {
     pub rejections: u32,
     pub gate_bounces: u32,
     pub draft: bool,
+    /// The head supervisor pushed, recorded hidden in the body (what a revision checks the
+    /// branch against).
+    pub head_sha: Option<String>,
+    /// The revision this body is written by (0: the run that opened the pull request).
+    pub revision: u32,
 }
 
 /// Everything an agent's task is built from (trusted text only).
@@ -76,6 +109,8 @@ pub struct TaskSpec {
     pub gates: Option<Vec<GateReport>>,
     /// (branch, base) of the worktree.
     pub worktree: (String, String),
+    /// Review feedback on the pull request, when the work revises one.
+    pub revision: Option<RevisionFeedback>,
 }
 
 /// One agent dispatch.
@@ -164,6 +199,23 @@ pub enum Effect {
     },
     MergeBase,
     Cleanup(Cleanup),
+    /// Read a pull request and the feedback on it (and who supervisor is).
+    FetchFeedback {
+        pr: u64,
+    },
+    /// The worktree on the pull request's branch at `head`, checked to hold `ours` (the head
+    /// supervisor last pushed, when known).
+    PrepareRevision {
+        head: String,
+        ours: Option<String>,
+    },
+    /// Reply in a review thread (unless `replied`), and resolve it when `resolve`.
+    AnswerThread(Box<ThreadAnswer>),
+    /// Rewrite the pull request's body for the revision.
+    UpdatePullBody {
+        number: u64,
+        request: Box<PrRequest>,
+    },
 }
 
 impl Effect {
@@ -172,6 +224,7 @@ impl Effect {
         matches!(
             self,
             Effect::PrepareWorktree
+                | Effect::PrepareRevision { .. }
                 | Effect::Dispatch(_)
                 | Effect::RunGates { .. }
                 | Effect::OpenPullRequest(_)
@@ -216,6 +269,18 @@ pub enum Input {
     },
     /// The run was asked to stop (a signal, or the scheduler).
     Cancelled,
+    Feedback {
+        feedback: Box<Feedback>,
+        viewer: Option<String>,
+    },
+    /// The revision's worktree, or why the branch cannot be revised.
+    Revision(Result<(WorktreeInfo, Vec<String>), String>),
+    /// Whether the thread is resolved now.
+    Answered {
+        thread: String,
+        result: Result<bool, String>,
+    },
+    BodyUpdated(Result<(), String>),
 }
 
 /// The world the engine acts on. Fatal failures (the run cannot go on, running again resumes it)
@@ -285,6 +350,32 @@ pub trait Effects: Send {
         cancel: &CancellationToken,
     ) -> impl Future<Output = Vec<GateReport>> + Send;
 
+    /// A pull request with its reviews, threads and conversation, and the login supervisor posts as.
+    fn fetch_feedback(
+        &mut self,
+        pr: u64,
+    ) -> impl Future<Output = Result<(Feedback, Option<String>), RunError>> + Send;
+    /// The worktree on the pull request's branch, continuing its history at `head` (merged with
+    /// local work not yet pushed); `Ok(Err(reason))` when the branch cannot be revised (it no
+    /// longer holds `ours`, or it moved in a way that conflicts).
+    fn prepare_revision(
+        &mut self,
+        head: &str,
+        ours: Option<&str>,
+        cancel: &CancellationToken,
+    ) -> impl Future<Output = Result<Result<(WorktreeInfo, Vec<String>), String>, RunError>> + Send;
+    /// Reply in the thread of `answer` on pull request `pr` (unless it already replied), then
+    /// resolve the thread when asked. `Ok(resolved)`.
+    fn answer_thread(
+        &mut self,
+        pr: u64,
+        answer: &ThreadAnswer,
+    ) -> impl Future<Output = Result<bool, String>> + Send;
+    fn update_pull_body(
+        &mut self,
+        number: u64,
+        request: &PrRequest,
+    ) -> impl Future<Output = Result<(), String>> + Send;
     /// Show the run's progress (the tracking comment, when configured): after every step once the
     /// run is admitted, and once more when it ends. Showing it never stops the run.
     fn track(&mut self, progress: &Progress) -> impl Future<Output = ()> + Send;

@@ -23,6 +23,8 @@ pub struct RunOptions {
     pub dry_run: bool,
     /// Add the issue to the board (Backlog) when it is not on it, instead of stopping.
     pub add_to_board: bool,
+    /// Revise this pull request (of `issue`) after review feedback instead of running the issue.
+    pub revise: Option<u64>,
 }
 
 /// Errors that end a run before or outside the stages (GitHub, workspace, journal, configuration).
@@ -40,6 +42,10 @@ pub enum RunError {
         "another supervisor (pid {pid}) is running issue #{issue}; wait for it, or stop it and run again to resume"
     )]
     Busy { pid: u32, issue: u64 },
+    /// The work cannot start as asked (an unfinished run of the issue, a pull request that closes
+    /// no issue).
+    #[error("{0}")]
+    Unfinished(String),
 }
 
 impl RunError {
@@ -47,7 +53,7 @@ impl RunError {
     pub fn is_resumable(&self) -> bool {
         match self {
             RunError::GitHub(e) => e.is_resumable() || e.is_transient(),
-            RunError::Config(_) | RunError::Busy { .. } => false,
+            RunError::Config(_) | RunError::Busy { .. } | RunError::Unfinished(_) => false,
             _ => true,
         }
     }
@@ -167,7 +173,7 @@ async fn perform<E: Effects>(
         Effect::Commit { message } => Input::Committed(fx.commit(&message).await),
         Effect::Push => unless_stopped(fx.push().await, cancel, Input::Pushed),
         Effect::Post { marker, text } => {
-            let result = fx.post(number, &marker, &text).await;
+            let result = fx.post(machine.post_target(), &marker, &text).await;
             Input::Posted {
                 marker,
                 text,
@@ -207,5 +213,25 @@ async fn perform<E: Effects>(
         Effect::Cleanup(how) => Input::CleanedUp {
             warnings: fx.cleanup(how).await,
         },
+        Effect::FetchFeedback { pr } => {
+            let (feedback, viewer) = fx.fetch_feedback(pr).await?;
+            Input::Feedback {
+                feedback: Box::new(feedback),
+                viewer,
+            }
+        }
+        Effect::PrepareRevision { head, ours } => {
+            Input::Revision(fx.prepare_revision(&head, ours.as_deref(), cancel).await?)
+        }
+        Effect::AnswerThread(a) => {
+            let result = fx.answer_thread(machine.post_target(), &a).await;
+            Input::Answered {
+                thread: a.thread,
+                result,
+            }
+        }
+        Effect::UpdatePullBody { number, request } => {
+            Input::BodyUpdated(fx.update_pull_body(number, &request).await)
+        }
     })
 }

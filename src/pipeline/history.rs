@@ -78,6 +78,8 @@ pub struct RunRecord {
     pub tokens: u64,
     pub cost_usd: f64,
     pub pr: Option<String>,
+    /// The pull request this run revised after review (`supervisor revise`).
+    pub revises: Option<u64>,
     /// Why it stopped or paused.
     pub reason: Option<String>,
     pub last_word: Option<LastWord>,
@@ -113,6 +115,7 @@ impl RunRecord {
             tokens: 0,
             cost_usd: 0.0,
             pr: None,
+            revises: None,
             reason: None,
             last_word: None,
             resumes: 0,
@@ -170,6 +173,7 @@ impl RunRecord {
                 Halt::Interrupted => {}
             },
             Event::PullRequest { url, .. } => self.pr = Some(url.clone()),
+            Event::Revising { pr, .. } => self.revises = Some(*pr),
             Event::Stopped { reason } => {
                 self.status = RunStatus::Stopped;
                 self.reason = Some(reason.clone());

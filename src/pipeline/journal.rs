@@ -170,6 +170,22 @@ pub enum Event {
     Finished {
         outcome: String,
     },
+    /// This run revises pull request `pr` after review feedback (its `round`th revision).
+    Revising {
+        pr: u64,
+        round: u32,
+    },
+    /// The card was put in the revision's column.
+    CardPlaced {
+        column: String,
+    },
+    /// A review thread was answered (and resolved, when `resolved`).
+    ThreadAnswered {
+        thread: String,
+        resolved: bool,
+    },
+    /// The pull request's body now shows the revision's audit.
+    PullBodyUpdated,
 }
 
 /// One line of the journal.

@@ -37,6 +37,9 @@ use crate::config::{BuiltIn, Stage};
 use crate::gates::{GateReport, IssueText};
 use crate::github::{BoardItem, Comment, GitHubError, Issue, Marker};
 use crate::workspace::MergeOutcome;
+use revise::revision_commit_message;
+
+mod revise;
 
 /// What a step returns: events to journal (already applied to the state), then what to do.
 #[derive(Debug)]
@@ -143,6 +146,18 @@ struct Record {
     agents: Vec<AgentLine>,
     gate_rounds: Vec<GateRound>,
     warnings: Vec<String>,
+    /// The latest head pushed.
+    pushed: Option<String>,
+    /// A commit with new work was made in this run.
+    new_commit: bool,
+    /// Revision: the card is in the revision's column.
+    placed: bool,
+    /// Revision: threads answered.
+    answered: Vec<String>,
+    /// Revision: the pull request's body was rewritten.
+    body_updated: bool,
+    /// Revision: admitted, as this round.
+    revising: Option<u32>,
 }
 
 /// What this process has learnt and done (not journaled: fetched again on resume).
@@ -162,6 +177,9 @@ struct Session {
     pause: Option<String>,
     finishing: Option<RunEnd>,
     cleaned: bool,
+    /// Revision: the pull request and its feedback, and the login supervisor posts as.
+    feedback: Option<crate::github::Feedback>,
+    viewer: Option<String>,
 }
 
 /// What the machine wants next (internal).
@@ -377,6 +395,12 @@ impl Machine {
             Event::IssueClosed => r.closed = true,
             Event::Warning { message } => r.warnings.push(message.clone()),
             Event::Stopped { .. } => r.stopped = true,
+            Event::Pushed { sha } => r.pushed = Some(sha.clone()),
+            Event::Committed { sha: Some(_), .. } => r.new_commit = true,
+            Event::CardPlaced { .. } => r.placed = true,
+            Event::ThreadAnswered { thread, .. } => r.answered.push(thread.clone()),
+            Event::PullBodyUpdated => r.body_updated = true,
+            Event::Revising { round, .. } => r.revising = Some(*round),
             _ => {}
         }
     }
@@ -434,6 +458,20 @@ impl Machine {
                 self.s.interrupted = true;
                 Vec::new()
             }
+            Input::Feedback { feedback, viewer } => {
+                self.s.feedback = Some(*feedback);
+                self.s.viewer = viewer;
+                Vec::new()
+            }
+            Input::Revision(result) => self.absorb_revision_worktree(result),
+            Input::Answered { thread, result } => self.absorb_answer(thread, result),
+            Input::BodyUpdated(result) => match result {
+                Ok(()) => vec![Event::PullBodyUpdated],
+                Err(e) => vec![
+                    warning(format!("could not update the pull request's body: {e}")),
+                    Event::PullBodyUpdated,
+                ],
+            },
         }
     }
 
@@ -465,12 +503,13 @@ impl Machine {
     fn absorb_simple(&mut self, input: Input) -> Vec<Event> {
         match input {
             Input::Closed => vec![Event::IssueClosed],
-            Input::Moved => self
-                .r
-                .pending
-                .clone()
-                .map(|transition| vec![Event::Applied { transition }])
-                .unwrap_or_default(),
+            Input::Moved => match self.r.pending.clone() {
+                Some(transition) => vec![Event::Applied { transition }],
+                None if self.opts.revise.is_some() => vec![Event::CardPlaced {
+                    column: self.project.workflow.revision.column.clone(),
+                }],
+                None => Vec::new(),
+            },
             _ => Vec::new(),
         }
     }
@@ -542,7 +581,7 @@ impl Machine {
             Ok(c) => Event::Committed {
                 stage,
                 attempt,
-                sha: c.sha,
+                sha: c.sha.or_else(|| self.unpushed_revision(&c.head)),
                 ahead: c.ahead,
             },
             Err(e) => halt(
@@ -674,11 +713,17 @@ impl Machine {
         if let Some(end) = &self.s.finishing {
             return self.want_finish(end);
         }
+        if let (Some(pr), None) = (self.opts.revise, &self.s.feedback) {
+            return Want::Do(Effect::FetchFeedback { pr });
+        }
         let Some(issue) = &self.s.issue else {
             return Want::Do(Effect::FetchIssue);
         };
         if !self.s.admitted {
             return self.want_admission(issue);
+        }
+        if let Some(want) = self.want_card_placed() {
+            return want;
         }
         if self.is_done() {
             return Want::Finish(self.done_end());
@@ -695,7 +740,10 @@ impl Machine {
             return Want::Finish(RunEnd::Interrupted);
         }
         if self.s.worktree.is_none() {
-            return Want::Do(Effect::PrepareWorktree);
+            return match self.revision_worktree() {
+                Some(effect) => Want::Do(effect),
+                None => Want::Do(Effect::PrepareWorktree),
+            };
         }
         if let Some(retry) = self.want_outbox() {
             return retry;
@@ -725,6 +773,9 @@ impl Machine {
         let Some(ctx) = &self.s.context else {
             return Want::Do(Effect::FetchContext);
         };
+        if self.opts.revise.is_some() {
+            return self.want_revision_admission();
+        }
         let Some(board) = &self.s.board else {
             if self.opts.add_to_board && !self.opts.dry_run {
                 return Want::Do(Effect::AddToBoard);
@@ -817,6 +868,9 @@ impl Machine {
     }
 
     fn want_pending(&self, t: &Transition) -> Want {
+        if self.opts.revise.is_some() {
+            return self.want_revision_move(t);
+        }
         if t.to == t.from {
             return Want::Record(vec![Event::Applied {
                 transition: t.clone(),
@@ -932,7 +986,9 @@ impl Machine {
         match decision {
             Err(e) => Want::Record(vec![halt(w.stage.clone(), w.attempt, e.to_string())]),
             Ok(Decision::RunGates { transition, hooks }) => {
-                if resolved_without_change(stage, w.ahead.unwrap_or(0)) {
+                if self.opts.revise.is_none()
+                    && resolved_without_change(stage, w.ahead.unwrap_or(0))
+                {
                     return self.want_resolved(w, transition);
                 }
                 Want::Do(Effect::RunGates {
@@ -954,8 +1010,21 @@ impl Machine {
             };
             return match w.ahead {
                 None => Some(Want::Do(Effect::Commit {
-                    message: commit_message(issue.number, &issue.title, &w.agent, w.attempt),
+                    message: match self.revision_feedback() {
+                        Some(f) => revision_commit_message(&f, &w.agent, w.attempt),
+                        None => commit_message(issue.number, &issue.title, &w.agent, w.attempt),
+                    },
                 })),
+                Some(_) if self.opts.revise.is_some() && !self.r.new_commit => {
+                    Some(Want::Record(vec![halt(
+                        w.stage.clone(),
+                        w.attempt,
+                        format!(
+                            "{} changed nothing for the review feedback: nothing to push",
+                            w.agent
+                        ),
+                    )]))
+                }
                 Some(ahead) if ahead > 0 && !w.pushed => Some(Want::Do(Effect::Push)),
                 Some(_) => None,
             };
@@ -1077,7 +1146,11 @@ impl Machine {
             }
         }
         if todo.pull_request {
-            if let Some(want) = self.want_pull_request(w, outcome, &t) {
+            let want = match self.opts.revise {
+                Some(_) => self.want_revision_done(w, outcome, &t),
+                None => self.want_pull_request(w, outcome, &t),
+            };
+            if let Some(want) = want {
                 return want;
             }
         }
@@ -1121,6 +1194,8 @@ impl Machine {
             rejections: self.r.state.total_rejections(),
             gate_bounces: self.r.state.gate_bounces,
             draft: p.settings.draft_pr,
+            head_sha: self.r.pushed.clone(),
+            revision: 0,
         }
     }
 
@@ -1130,7 +1205,11 @@ impl Machine {
             .issue
             .as_ref()
             .expect("admitted runs know their issue");
-        let notes = self.trusted_notes();
+        let mut notes = self.trusted_notes();
+        if self.opts.revise.is_some() {
+            // The approved audit is given as such; the rest of the issue's story stays.
+            notes.retain(|n| !self.is_review_note(n));
+        }
         let returned = match &w.fix {
             Some(problem) => Some(super::context::Return::Unusable {
                 problem: problem.clone(),
@@ -1158,6 +1237,10 @@ impl Machine {
                 returned,
                 gates: stage.review.then(|| self.r.last_gates.clone()).flatten(),
                 worktree: (self.branch(), self.base()),
+                revision: self.revision_feedback().map(|mut f| {
+                    f.approved_audit = self.approved_audit();
+                    f
+                }),
             },
             keep_partial: stage.skip_when_heading.is_some(),
         }
@@ -1185,18 +1268,21 @@ impl Machine {
         let at = work.map(|w| w.stage.as_str()).or(self.r.column.as_deref());
         let stages = match end {
             None => Progress::marks(&stages, at, StageMark::Current, StageMark::Pending),
-            Some(RunEnd::PullRequest { .. } | RunEnd::ClosedAsResolved | RunEnd::AlreadyDone) => {
-                Progress::marks(&stages, None, StageMark::Done, StageMark::Done)
-            }
+            Some(
+                RunEnd::PullRequest { .. }
+                | RunEnd::ClosedAsResolved
+                | RunEnd::AlreadyDone
+                | RunEnd::Revised { .. },
+            ) => Progress::marks(&stages, None, StageMark::Done, StageMark::Done),
             Some(RunEnd::Stopped { stage, .. }) => {
                 Progress::marks(&stages, Some(stage), StageMark::Stopped, StageMark::Pending)
             }
             Some(RunEnd::Interrupted | RunEnd::Paused { .. }) => {
                 Progress::marks(&stages, at, StageMark::Paused, StageMark::Pending)
             }
-            Some(RunEnd::Refused { .. } | RunEnd::DryRun { .. }) => {
-                Progress::marks(&stages, None, StageMark::Pending, StageMark::Pending)
-            }
+            Some(
+                RunEnd::Refused { .. } | RunEnd::DryRun { .. } | RunEnd::NothingToRevise { .. },
+            ) => Progress::marks(&stages, None, StageMark::Pending, StageMark::Pending),
         };
         Some(Progress {
             run_id: self.run_id.clone(),
@@ -1344,6 +1430,9 @@ impl Machine {
 
     /// How a run that reached Done ended.
     fn done_end(&self) -> RunEnd {
+        if let Some(end) = self.revised_end() {
+            return end;
+        }
         match (&self.r.pr, self.r.closed) {
             (Some((number, url, created)), _) => RunEnd::PullRequest {
                 number: *number,

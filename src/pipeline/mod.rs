@@ -20,7 +20,7 @@ pub use decide::{
 };
 pub use effects::{
     Cleanup, CommitResult, Context, Dispatch, Effect, Effects, Input, PrRequest, TaskSpec, Text,
-    WorktreeInfo,
+    ThreadAnswer, WorktreeInfo,
 };
 pub use engine::{RunError, RunOptions, drive};
 pub use history::{LastWord, RunRecord, RunStatus, find_run, prune_runs, read_runs};

@@ -43,6 +43,15 @@ pub enum RunEnd {
     Paused { reason: String },
     /// `--dry-run`: nothing was written.
     DryRun { plan: Vec<String> },
+    /// The pull request was revised: a new commit on its branch, its threads answered.
+    Revised {
+        number: u64,
+        url: String,
+        round: u32,
+        sha: String,
+    },
+    /// No feedback a revision could act on (none, or none from a codeowner): nothing was written.
+    NothingToRevise { reason: String },
 }
 
 impl RunEnd {
@@ -53,6 +62,8 @@ impl RunEnd {
             | RunEnd::AlreadyDone
             | RunEnd::ClosedAsResolved
             | RunEnd::DryRun { .. }
+            | RunEnd::Revised { .. }
+            | RunEnd::NothingToRevise { .. }
             | RunEnd::Interrupted => exit::OK,
             RunEnd::Stopped { .. } | RunEnd::Refused { .. } => exit::STOPPED,
             RunEnd::Paused { .. } => exit::RESUMABLE,

@@ -203,7 +203,7 @@ pub fn action_outputs(s: &RunSummary) -> Vec<(&'static str, String)> {
         .and_then(|v| v["kind"].as_str().map(String::from))
         .unwrap_or_default();
     let pr_url = match &s.end {
-        RunEnd::PullRequest { url, .. } => url.clone(),
+        RunEnd::PullRequest { url, .. } | RunEnd::Revised { url, .. } => url.clone(),
         _ => String::new(),
     };
     let score = s

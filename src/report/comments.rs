@@ -30,13 +30,83 @@ pub fn comment_text(text: &Text) -> String {
         }
         Text::Gates { reports } => super::gates::combined_gate_note(reports),
         Text::ScoreGate { score, findings } => score_gate_comment(score, findings),
+        Text::Stopped { stage, reason }
+            if stage == crate::pipeline::decide::revision::REVISION_STAGE =>
+        {
+            format!(
+                "## Revision Stopped\n\nsupervisor stopped revising this pull request: {reason}.\n"
+            )
+        }
         Text::Stopped { stage, reason } => stopped_comment(
             stage,
             reason,
             "The card stays in its column. Fix the cause, then run supervisor again: it resumes from the board.",
         ),
         Text::Resolved { branch, base } => already_resolved_comment(branch, base),
+        Text::ThreadAnswer { sha } => format!("Addressed in {sha}."),
+        Text::Revised {
+            round,
+            sha,
+            threads,
+            general,
+            score,
+            left_out,
+        } => revised_comment(*round, sha, threads, *general, score.as_deref(), left_out),
     }
+}
+
+/// The comment that closes a revision; its hidden head line is what the next revision checks the
+/// branch against.
+fn revised_comment(
+    round: u32,
+    sha: &str,
+    threads: &[(String, Option<u64>)],
+    general: usize,
+    score: Option<&AuditScore>,
+    left_out: &[String],
+) -> String {
+    let mut out = format!("## Revision {round}\n\nPushed {sha}, addressing ");
+    let mut parts = Vec::new();
+    if !threads.is_empty() {
+        parts.push(format!(
+            "{} review thread{}",
+            threads.len(),
+            if threads.len() == 1 { "" } else { "s" }
+        ));
+    }
+    if general > 0 {
+        parts.push(format!(
+            "{general} review comment{}",
+            if general == 1 { "" } else { "s" }
+        ));
+    }
+    out.push_str(&parts.join(" and "));
+    out.push_str(".\n\n");
+    for (path, line) in threads {
+        match line {
+            Some(l) => {
+                let _ = writeln!(out, "- `{path}` line {l}");
+            }
+            None => {
+                let _ = writeln!(out, "- `{path}`");
+            }
+        }
+    }
+    if let Some(score) = score {
+        let _ = writeln!(
+            out,
+            "\nAudit: {}/{} ({:.2}); the pull request's description shows the new audit.",
+            score.passing,
+            score.total,
+            score.ratio()
+        );
+    }
+    if !left_out.is_empty() {
+        let _ = writeln!(out, "\nNot taken in: {}.", left_out.join("; "));
+    }
+    out.push('\n');
+    out.push_str(&crate::pipeline::decide::revision::head_note(sha));
+    out
 }
 
 /// The title and body of the pull request the pipeline opens.
@@ -56,6 +126,21 @@ pub fn pull_request_text(pr: &PrRequest) -> (String, String) {
         rejections: pr.rejections,
         gate_bounces: pr.gate_bounces,
     });
+    // The head supervisor pushed goes hidden before the closing line (which stays last).
+    let extra = match (&pr.head_sha, pr.revision) {
+        (Some(sha), 0) => crate::pipeline::decide::revision::head_note(sha),
+        (Some(sha), n) => format!(
+            "_Revised after review ({n} revision{})._\n\n{}",
+            if n == 1 { "" } else { "s" },
+            crate::pipeline::decide::revision::head_note(sha)
+        ),
+        (None, _) => String::new(),
+    };
+    let closes = format!("Closes #{}", pr.issue);
+    let body = match body.rfind(&closes) {
+        Some(at) if !extra.is_empty() => format!("{}{extra}\n\n{}", &body[..at], &body[at..]),
+        _ => body,
+    };
     let title = pr
         .title
         .clone()

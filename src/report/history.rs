@@ -142,6 +142,13 @@ fn event_line(event: &Event) -> Option<String> {
         Event::Stopped { reason } => format!("stopped: {reason}"),
         Event::Paused { reason } => format!("paused: {reason}"),
         Event::Finished { outcome } => format!("finished: {outcome}"),
+        Event::Revising { pr, round } => format!("revising pull request #{pr} (round {round})"),
+        Event::CardPlaced { column } => format!("GitHub: card placed in {column}"),
+        Event::ThreadAnswered { thread, resolved } => format!(
+            "GitHub: review thread {thread} answered{}",
+            if *resolved { " and resolved" } else { "" }
+        ),
+        Event::PullBodyUpdated => "GitHub: pull request body updated".into(),
     })
 }
 

@@ -6,6 +6,11 @@ use super::comments::{human_duration, human_tokens};
 use crate::pipeline::{RunEnd, RunSummary, Transition, TransitionKind};
 
 /// One line saying how the run ended.
+/// One line saying how a run ended.
+pub fn summary_headline(s: &RunSummary) -> String {
+    headline(&s.end)
+}
+
 pub(super) fn headline(end: &RunEnd) -> String {
     match end {
         RunEnd::PullRequest { url, created, .. } => {
@@ -27,6 +32,10 @@ pub(super) fn headline(end: &RunEnd) -> String {
             format!("… paused: {reason}; run the same command again to resume")
         }
         RunEnd::DryRun { .. } => "dry run: nothing was written".into(),
+        RunEnd::Revised {
+            url, round, sha, ..
+        } => format!("✔ revision {round} pushed ({sha}): {url}"),
+        RunEnd::NothingToRevise { reason } => format!("✔ nothing to revise: {reason}"),
     }
 }
 

@@ -11,6 +11,7 @@ use super::gates::{combined_gate_note, gate_findings_for_auditor, gate_summary_t
 use crate::agent::AuditFinding;
 use crate::config::{Stage, Workflow};
 use crate::gates::GateReport;
+use crate::pipeline::decide::revision::RevisionFeedback;
 use crate::pipeline::{Dispatch, IssueContext, NoteKind, Return, TrustedNote, has_heading};
 
 /// Longest text taken from any one note; agents can read the issue on GitHub for the rest.
@@ -30,6 +31,8 @@ pub struct TaskInput<'a> {
     pub gates: Option<&'a [GateReport]>,
     /// (branch, base) of the worktree.
     pub worktree: Option<(&'a str, &'a str)>,
+    /// Review feedback on the pull request, when the work revises one.
+    pub revision: Option<&'a RevisionFeedback>,
 }
 
 fn clip(text: &str) -> String {
@@ -155,6 +158,7 @@ pub fn build_task(input: &TaskInput<'_>) -> String {
         returned,
         gates,
         worktree,
+        revision,
     } = input;
     let mut out = String::new();
     let _ = writeln!(out, "# Issue #{}: {}\n", issue.number, issue.title.trim());
@@ -182,6 +186,9 @@ pub fn build_task(input: &TaskInput<'_>) -> String {
         out.push_str(&returned_text(r));
     }
     out.push_str(&earlier_text(workflow, stage, notes));
+    if let Some(f) = revision {
+        out.push_str(&revision_text(f));
+    }
     if let Some(reports) = gates {
         let _ = writeln!(
             out,
@@ -220,7 +227,52 @@ pub fn task_text(workflow: &Workflow, dispatch: &Dispatch) -> String {
         returned: spec.returned.as_ref(),
         gates: spec.gates.as_deref(),
         worktree: Some((&spec.worktree.0, &spec.worktree.1)),
+        revision: spec.revision.as_ref(),
     })
+}
+
+/// The review feedback a revision works on: what reviewers asked in general, then the line
+/// comments grouped by file, each under the diff hunk it was written on.
+pub fn revision_text(f: &RevisionFeedback) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}{}, revision {})\n\nThe pull request {} was reviewed. Change the branch so that every \
+         point below is addressed; keep what the review did not question.\n",
+        crate::agent::backend::REVISION_TASK_HEADING,
+        f.pr,
+        f.round,
+        f.url
+    );
+    if let Some(audit) = &f.approved_audit {
+        let _ = writeln!(out, "### The approved audit\n\n{}\n", clip(audit).trim());
+    }
+    for g in &f.general {
+        let what = match g.kind.as_str() {
+            "CHANGES_REQUESTED" => "requested changes",
+            "COMMENTED" => "reviewed",
+            _ => "asked",
+        };
+        let _ = writeln!(out, "@{} {what}:\n\n{}\n", g.author, g.body.trim());
+    }
+    for file in &f.files {
+        let _ = writeln!(out, "### `{}`\n", file.path);
+        for t in &file.threads {
+            if let Some(line) = t.line {
+                let _ = writeln!(out, "Line {line}:\n");
+            }
+            if !t.diff_hunk.trim().is_empty() {
+                let _ = writeln!(out, "```diff\n{}\n```\n", t.diff_hunk.trim_end());
+            }
+            for (author, body) in &t.comments {
+                let _ = writeln!(out, "@{author}: {}\n", body.trim());
+            }
+        }
+    }
+    if !f.left_out.is_empty() {
+        let _ = writeln!(out, "_Not included: {}._\n", f.left_out.join("; "));
+    }
+    out
 }
 
 /// A reviewer's comment followed by its findings.
@@ -320,6 +372,7 @@ mod tests {
             returned: Some(&ret),
             gates: None,
             worktree: Some(("worktree-git-issue-42", "main")),
+            revision: None,
         });
         insta::assert_snapshot!(task);
         assert!(
@@ -350,6 +403,7 @@ mod tests {
             returned: None,
             gates: None,
             worktree: None,
+            revision: None,
         });
         assert!(task.contains("### From Research (researcher)\n\n### Research Findings"));
         assert!(!task.contains("Comments from maintainers"));

@@ -17,7 +17,7 @@ use crate::github::{
 };
 use crate::pipeline::{
     Cleanup, CommitResult, Context, Dispatch, Effects, GitHubChecks, PrRequest, Progress, Project,
-    RunError, Text, WorktreeInfo,
+    RunError, Text, ThreadAnswer, WorktreeInfo,
 };
 use crate::report;
 use crate::workspace::{
@@ -42,6 +42,8 @@ pub struct LiveEffects {
     /// The login supervisor posts as; only its comments' markers count.
     viewer: Option<String>,
     wt: Option<Worktree>,
+    /// Revising a pull request: pushes never rewrite the branch's history.
+    revising: bool,
     /// Shared with the recorder of the run's process groups, which writes them into it.
     checkpoint: Arc<std::sync::Mutex<Option<Checkpoint>>>,
     /// The tracking comment's writer, once the run shows progress (when configured).
@@ -86,6 +88,7 @@ impl LiveEffects {
             comments: Vec::new(),
             viewer: None,
             wt: None,
+            revising: false,
             checkpoint: Arc::default(),
             tracker: None,
             console: super::Console::new(svc.progress),
@@ -275,10 +278,15 @@ impl Effects for LiveEffects {
         text: &Text,
     ) -> Result<(Comment, bool), String> {
         let body = report::comment_text(text);
-        let known = self.own_comments();
-        match self.gh.post_once(issue, marker, &body, Some(&known)).await {
+        // Comments on the pull request (a revision's) are not among the issue's: GitHub is asked.
+        let known = (issue == self.issue).then(|| self.own_comments());
+        match self
+            .gh
+            .post_once(issue, marker, &body, known.as_deref())
+            .await
+        {
             Ok(posted) => {
-                if posted.created {
+                if posted.created && issue == self.issue {
                     self.comments.push(posted.comment.clone());
                 }
                 Ok((posted.comment, posted.created))
@@ -382,7 +390,20 @@ impl Effects for LiveEffects {
     async fn push(&mut self) -> Result<String, String> {
         let wt = self.worktree()?;
         let auth = self.push_auth.clone();
+        let revising = self.revising;
         blocking(&self.cancel, move || {
+            if revising {
+                // The branch may have moved on GitHub meanwhile: its commits are merged in, never
+                // pushed over.
+                wt.fetch_own(&auth, None)?;
+                if let MergeOutcome::Conflicts { files } = wt.merge_own_remote()? {
+                    return Err(WorkspaceError::Task(format!(
+                        "{} moved on GitHub during the revision and conflicts with it in {}; nothing was pushed: merge by hand, then run again",
+                        wt.branch,
+                        files.join(", ")
+                    )));
+                }
+            }
             wt.push(&auth)?;
             wt.head_sha()
         })
@@ -502,6 +523,74 @@ impl Effects for LiveEffects {
             run = agent::run_agent(req, cancel.clone()) => run,
             () = heartbeat => unreachable!("the heartbeat never ends"),
         }
+    }
+
+    async fn fetch_feedback(
+        &mut self,
+        pr: u64,
+    ) -> Result<(crate::github::Feedback, Option<String>), RunError> {
+        let (feedback, viewer) = self.gh.pull_feedback(pr).await?;
+        self.viewer = Some(viewer.clone());
+        Ok((feedback, Some(viewer)))
+    }
+
+    async fn prepare_revision(
+        &mut self,
+        head: &str,
+        ours: Option<&str>,
+        cancel: &CancellationToken,
+    ) -> Result<Result<(WorktreeInfo, Vec<String>), String>, RunError> {
+        self.revising = true;
+        let prepared = self.prepare_worktree(cancel).await?;
+        let wt = self.worktree().map_err(WorkspaceError::Task)?;
+        let auth = self.push_auth.clone();
+        let (head, ours) = (head.to_string(), ours.map(str::to_string));
+        let checked = blocking(&self.cancel, move || {
+            if !wt.fetch_own(&auth, ours.as_deref())? {
+                return Ok(Err(format!(
+                    "{} no longer holds {}, the commit supervisor last pushed: its history was rewritten (force-pushed) by someone else, and supervisor does not revise over commits it did not make; restore the branch or revise by hand",
+                    wt.branch,
+                    ours.as_deref().unwrap_or_default()
+                )));
+            }
+            Ok(match wt.merge_own_remote()? {
+                MergeOutcome::Conflicts { files } => Err(format!(
+                    "{} on GitHub ({head}) conflicts with supervisor's unpushed work on it in {}; merge by hand, then run again",
+                    wt.branch,
+                    files.join(", ")
+                )),
+                _ => Ok(()),
+            })
+        })
+        .await
+        .map_err(|e| RunError::Workspace(WorkspaceError::Task(e)))?;
+        Ok(checked.map(|()| prepared))
+    }
+
+    async fn answer_thread(&mut self, pr: u64, a: &ThreadAnswer) -> Result<bool, String> {
+        if !a.replied {
+            let body = a.marker.stamp(&report::comment_text(&a.text));
+            self.gh
+                .reply_in_thread(pr, a.reply_to, &body)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        if !a.resolve {
+            return Ok(false);
+        }
+        self.gh
+            .resolve_thread(&a.thread)
+            .await
+            .map(|()| true)
+            .map_err(|e| e.to_string())
+    }
+
+    async fn update_pull_body(&mut self, number: u64, request: &PrRequest) -> Result<(), String> {
+        let (_, body) = report::pull_request_text(request);
+        self.gh
+            .update_pull_body(number, &body)
+            .await
+            .map_err(|e| e.to_string())
     }
 
     async fn run_gates(

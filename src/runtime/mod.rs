@@ -32,9 +32,21 @@ pub struct Services {
     pub progress: ProgressMode,
 }
 
-/// A new run id: `<issue>-<UTC timestamp>`.
-fn new_run_id(issue: u64) -> String {
-    format!("{issue}-{}", chrono::Utc::now().format("%Y%m%dT%H%M%S%3fZ"))
+/// A new run id: `<issue>-<UTC timestamp>`, or `<issue>-rev<pr>-<UTC timestamp>` for a revision.
+fn new_run_id(issue: u64, revise: Option<u64>) -> String {
+    let kind = revise.map(|pr| format!("rev{pr}-")).unwrap_or_default();
+    format!(
+        "{issue}-{kind}{}",
+        chrono::Utc::now().format("%Y%m%dT%H%M%S%3fZ")
+    )
+}
+
+/// Whether `run_id` is a revision's.
+fn is_revision(run_id: &str) -> bool {
+    run_id
+        .split('-')
+        .nth(1)
+        .is_some_and(|k| k.starts_with("rev"))
 }
 
 /// Claim `issue`'s run: take its lock (another live process holding it refuses), kill what a dead
@@ -44,6 +56,7 @@ fn claim(
     project: &Project,
     ws: &WorkspaceConfig,
     issue: u64,
+    revise: Option<u64>,
 ) -> Result<(String, bool, RunLock), RunError> {
     let busy = |cp: Option<&Checkpoint>| RunError::Busy {
         pid: cp.map(|c| c.pid).unwrap_or_default(),
@@ -54,7 +67,7 @@ fn claim(
         return Err(busy(cp.as_ref()));
     };
     let Some(cp) = cp else {
-        return Ok((new_run_id(issue), false, lock));
+        return Ok((new_run_id(issue, revise), false, lock));
     };
     // Never take over from a process that is still running, however old its checkpoint.
     if cp.pid != std::process::id() && cp.process_alive() {
@@ -69,9 +82,42 @@ fn claim(
     if cp.is_stale(chrono::Utc::now()) {
         workspace::prune_stale(ws, &cp)?;
         Checkpoint::remove(&project.root, issue)?;
-        return Ok((new_run_id(issue), false, lock));
+        return Ok((new_run_id(issue, revise), false, lock));
+    }
+    if is_revision(&cp.run_id) != revise.is_some() {
+        let (live, other) = if revise.is_some() {
+            ("run", format!("`supervisor run {issue}`"))
+        } else {
+            (
+                "revision",
+                "`supervisor revise` of its pull request".to_string(),
+            )
+        };
+        return Err(RunError::Unfinished(format!(
+            "issue #{issue} has an unfinished {live} ({}): finish it first with {other}",
+            cp.run_id
+        )));
     }
     Ok((cp.run_id, true, lock))
+}
+
+/// Revise pull request `pr` after review feedback: the issue it closes is its run's, and the
+/// revision claims, journals, resumes and summarises like a run of it.
+pub async fn run_revision(
+    project: Arc<Project>,
+    svc: Services,
+    pr: u64,
+    mut opts: RunOptions,
+) -> Result<RunSummary, RunError> {
+    let (feedback, _) = svc.github.pull_feedback(pr).await?;
+    let Some(issue) = crate::pipeline::decide::revision::linked_issue(&feedback.body) else {
+        return Err(RunError::Unfinished(format!(
+            "pull request #{pr} names no issue it closes (`Closes #N` in its description): supervisor revises the pull requests it opened for an issue"
+        )));
+    };
+    opts.issue = issue;
+    opts.revise = Some(pr);
+    run_issue(project, svc, opts).await
 }
 
 /// Run the pipeline for one issue, resuming its run when a checkpoint says one is live.
@@ -82,9 +128,9 @@ pub async fn run_issue(
 ) -> Result<RunSummary, RunError> {
     let ws = WorkspaceConfig::from_settings(&project.root, &project.settings);
     let (run_id, resumed, lock) = if opts.dry_run {
-        (new_run_id(opts.issue), false, None)
+        (new_run_id(opts.issue, opts.revise), false, None)
     } else {
-        let (id, resumed, lock) = claim(&project, &ws, opts.issue)?;
+        let (id, resumed, lock) = claim(&project, &ws, opts.issue, opts.revise)?;
         (id, resumed, Some(lock))
     };
     let mut journal = if opts.dry_run {

@@ -171,6 +171,43 @@ impl GitRemote {
         repo.merge_base(b, h).map(|m| m != h).unwrap_or(true)
     }
 
+    /// The diff hunk GitHub shows above a line comment: the hunk of the pull request's diff
+    /// (`base...head`) that holds new line `line` of `path`, from its header to that line. `None`
+    /// when the line is not part of the diff.
+    pub fn diff_hunk(&self, base: &str, head: &str, path: &str, line: u64) -> Option<String> {
+        let repo = self.repo()?;
+        let head = tip(&repo, head).ok()?;
+        let base = tip(&repo, base).ok()?;
+        let fork = repo.merge_base(base.id(), head.id()).ok()?;
+        let old = repo.find_commit(fork).ok()?.tree().ok()?;
+        let mut opts = git2::DiffOptions::new();
+        opts.pathspec(path).disable_pathspec_match(true);
+        let diff = repo
+            .diff_tree_to_tree(Some(&old), Some(&head.tree().ok()?), Some(&mut opts))
+            .ok()?;
+        let patch = git2::Patch::from_diff(&diff, 0).ok()??;
+        for h in 0..patch.num_hunks() {
+            let (hunk, lines) = patch.hunk(h).ok()?;
+            let mut text = String::from_utf8_lossy(hunk.header())
+                .trim_end()
+                .to_string();
+            for l in 0..lines {
+                let dl = patch.line_in_hunk(h, l).ok()?;
+                let origin = match dl.origin() {
+                    c @ ('+' | '-' | ' ') => c,
+                    _ => continue,
+                };
+                text.push('\n');
+                text.push(origin);
+                text.push_str(String::from_utf8_lossy(dl.content()).trim_end_matches('\n'));
+                if origin != '-' && dl.new_lineno() == Some(line as u32) {
+                    return Some(text);
+                }
+            }
+        }
+        None
+    }
+
     /// Merge `head` into `base` in memory.
     pub fn mergeability(&self, base: &str, head: &str) -> Mergeability {
         let merge = || -> Option<Mergeability> {
@@ -227,6 +264,29 @@ mod tests {
         assert_eq!(remote.commit("clean").unwrap().sha, sha);
         assert!(remote.commit("deadbeef").is_none());
         assert!(remote.commit("--all").is_none());
+    }
+
+    #[test]
+    fn diff_hunks_end_at_the_commented_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let remote = GitRemote::create(&dir.path().join("r.git"), "main").unwrap();
+        remote
+            .commit_files("main", None, &[("a.txt", "one\ntwo\n")], "base")
+            .unwrap();
+        remote
+            .commit_files(
+                "topic",
+                Some("main"),
+                &[("a.txt", "one\nTWO\nthree\n")],
+                "change",
+            )
+            .unwrap();
+        let hunk = remote.diff_hunk("main", "topic", "a.txt", 2).unwrap();
+        assert!(hunk.starts_with("@@ -1,2 +1,3 @@"), "{hunk}");
+        assert!(hunk.ends_with("+TWO"), "{hunk}");
+        assert!(!hunk.contains("three"), "{hunk}");
+        assert!(remote.diff_hunk("main", "topic", "a.txt", 9).is_none());
+        assert!(remote.diff_hunk("main", "topic", "b.txt", 1).is_none());
     }
 
     #[test]

@@ -3,10 +3,11 @@
 //! aliases, fragments, inline fragments, `__typename`, `@skip`/`@include`).
 //!
 //! The subset of GitHub's schema emulated: `repository`, `user`, `organization`, `repositoryOwner`,
-//! `viewer`, `node`, `rateLimit`; repositories, issues, pull requests, comments, labels; Projects v2
-//! boards, their single-select status field and options, items and their status values; the
-//! mutations `updateProjectV2ItemFieldValue`, `addProjectV2ItemById`, `createProjectV2`,
-//! `linkProjectV2ToRepository` and `updateProjectV2Field`. A field GitHub does not have
+//! `viewer`, `node`, `rateLimit`; repositories, issues, pull requests (with their reviews, review
+//! threads and review comments), comments, labels; Projects v2 boards, their single-select status
+//! field and options, items and their status values; the mutations `updateProjectV2ItemFieldValue`,
+//! `addProjectV2ItemById`, `createProjectV2`, `linkProjectV2ToRepository`, `updateProjectV2Field`,
+//! `resolveReviewThread` and `unresolveReviewThread`. A field GitHub does not have
 //! gets GitHub's `undefinedField` error; one it has that the sandbox does not emulate is `null` with a
 //! `SANDBOX_UNSUPPORTED` error. Project data needs the `read:project` or `project` scope (mutations
 //! `project`), else the answer is GitHub's `INSUFFICIENT_SCOPES` error.
@@ -93,6 +94,18 @@ enum Obj {
         index: usize,
     },
     RateLimit,
+    /// (pull request, review id)
+    Review(u64, u64),
+    /// (pull request, id of the thread's first comment)
+    Thread(u64, u64),
+    /// (pull request, review comment id)
+    ReviewComment(u64, u64),
+    /// The payload of `resolveReviewThread` / `unresolveReviewThread`.
+    ThreadPayload {
+        typename: &'static str,
+        client_mutation_id: Option<String>,
+        thread: (u64, u64),
+    },
     Connection {
         typename: &'static str,
         nodes: Vec<Obj>,
@@ -140,6 +153,10 @@ impl Obj {
             Obj::ItemValue(_) => "ProjectV2ItemFieldSingleSelectValue",
             Obj::Renamed { .. } => "RenamedTitleEvent",
             Obj::RateLimit => "RateLimit",
+            Obj::Review(..) => "PullRequestReview",
+            Obj::Thread(..) => "PullRequestReviewThread",
+            Obj::ReviewComment(..) => "PullRequestReviewComment",
+            Obj::ThreadPayload { typename, .. } => typename,
             Obj::Connection { typename, .. }
             | Obj::Edge { typename, .. }
             | Obj::Payload { typename, .. } => typename,
@@ -217,6 +234,8 @@ pub(crate) struct Exec<'q, 's> {
     fatal_errors: Vec<Value>,
     fatal: bool,
     schema: &'static SchemaIndex,
+    /// GitHub's copy of the repository, for commit ids.
+    git: Option<&'s super::git::GitRemote>,
 }
 
 impl<'q, 's> Exec<'q, 's> {
@@ -243,7 +262,14 @@ impl<'q, 's> Exec<'q, 's> {
             fatal_errors: Vec::new(),
             fatal: false,
             schema: SchemaIndex::get(),
+            git: None,
         }
+    }
+
+    /// Answer commit ids from `git`.
+    pub fn with_git(mut self, git: &'s super::git::GitRemote) -> Self {
+        self.git = Some(git);
+        self
     }
 
     /// The response body.
@@ -597,6 +623,18 @@ impl<'q, 's> Exec<'q, 's> {
             Obj::Issue(n) => self.issue_field(*n, field, args),
             Obj::Pull(n) => self.pull_field(*n, field, args),
             Obj::Comment(id) => self.comment_field(*id, field),
+            Obj::Review(n, id) => self.review_field(*n, *id, field),
+            Obj::Thread(n, root) => self.thread_field(*n, *root, field, args),
+            Obj::ReviewComment(n, id) => self.review_comment_field(*n, *id, field),
+            Obj::ThreadPayload {
+                client_mutation_id,
+                thread,
+                ..
+            } => match field {
+                "clientMutationId" => leaf(client_mutation_id.clone()),
+                "thread" => Ok(Out::Obj(Obj::Thread(thread.0, thread.1))),
+                _ => Err(self.unknown(obj, field)),
+            },
             Obj::Label(name) => match field {
                 "name" => leaf(name.clone()),
                 "id" => leaf(format!("LA_{name}")),
@@ -799,6 +837,22 @@ impl<'q, 's> Exec<'q, 's> {
             "PR" => number()
                 .filter(|n| self.state.pull(*n).is_some())
                 .map(Obj::Pull),
+            "PRR" => number().and_then(|id| {
+                let p = self
+                    .state
+                    .pulls
+                    .iter()
+                    .find(|p| p.reviews.iter().any(|r| r.id == id))?;
+                Some(Obj::Review(p.number, id))
+            }),
+            "PRRT" => number().and_then(|id| {
+                let p = self.state.pull_of_review_comment(id)?;
+                (p.thread_root(id)?.id == id).then_some(Obj::Thread(p.number, id))
+            }),
+            "PRRC" => number().and_then(|id| {
+                let p = self.state.pull_of_review_comment(id)?;
+                Some(Obj::ReviewComment(p.number, id))
+            }),
             "IC" => number()
                 .filter(|id| self.comment(*id).is_some())
                 .map(Obj::Comment),
@@ -821,12 +875,8 @@ impl<'q, 's> Exec<'q, 's> {
     }
 
     fn comment(&self, id: u64) -> Option<(u64, &super::state::CommentSeed)> {
-        self.state.issues.iter().find_map(|i| {
-            i.comments
-                .iter()
-                .find(|c| c.id == id)
-                .map(|c| (i.number, c))
-        })
+        let (n, pos) = self.state.find_comment(id)?;
+        Some((n, &self.state.comments_of(n)[pos]))
     }
 
     fn repository_field(&mut self, field: &str, args: &Args) -> Result<Out, Fail> {
@@ -974,6 +1024,10 @@ impl<'q, 's> Exec<'q, 's> {
             merged,
             author,
             created_at,
+            editor,
+            comments,
+            reviews,
+            review_comments,
             ..
         } = pr;
         match field {
@@ -998,9 +1052,39 @@ impl<'q, 's> Exec<'q, 's> {
                 self.base, self.state.repo.owner, self.state.repo.name
             )),
             "author" => Ok(self.author(&author)),
+            "editor" => Ok(editor.map_or(Out::Null, |e| self.author(&e))),
             "createdAt" | "updatedAt" => date_time(created_at),
             "repository" => Ok(Out::Obj(Obj::Repository)),
             "projectItems" => self.project_items(n, field, args),
+            "headRefOid" => leaf(self.git_sha(&head)),
+            "baseRefOid" => leaf(self.git_sha(&base)),
+            "comments" => {
+                let nodes = comments.iter().map(|c| Obj::Comment(c.id)).collect();
+                self.connection("IssueCommentConnection", field, nodes, args)
+            }
+            "reviews" => {
+                let states: Option<Vec<String>> = args.get("states").and_then(|v| {
+                    v.as_array().map(|a| {
+                        a.iter()
+                            .filter_map(|s| s.as_str().map(str::to_string))
+                            .collect()
+                    })
+                });
+                let nodes = reviews
+                    .iter()
+                    .filter(|r| states.as_ref().is_none_or(|s| s.contains(&r.state)))
+                    .map(|r| Obj::Review(n, r.id))
+                    .collect();
+                self.connection("PullRequestReviewConnection", field, nodes, args)
+            }
+            "reviewThreads" => {
+                let nodes = review_comments
+                    .iter()
+                    .filter(|c| c.in_reply_to.is_none())
+                    .map(|c| Obj::Thread(n, c.id))
+                    .collect();
+                self.connection("PullRequestReviewThreadConnection", field, nodes, args)
+            }
             _ => Err(self.unknown(&Obj::Pull(n), field)),
         }
     }
@@ -1032,6 +1116,106 @@ impl<'q, 's> Exec<'q, 's> {
             )),
             "issue" => Ok(Out::Obj(Obj::Issue(issue))),
             _ => Err(self.unknown(&Obj::Comment(id), field)),
+        }
+    }
+
+    fn git_sha(&self, branch: &str) -> Option<String> {
+        self.git.and_then(|g| g.branch_sha(branch))
+    }
+
+    fn review_field(&mut self, n: u64, id: u64, field: &str) -> Result<Out, Fail> {
+        let Some(r) = self
+            .state
+            .pull(n)
+            .and_then(|p| p.reviews.iter().find(|r| r.id == id))
+            .cloned()
+        else {
+            return Ok(Out::Null);
+        };
+        match field {
+            "id" => leaf(format!("PRR_{id}")),
+            "databaseId" => leaf(id),
+            "fullDatabaseId" => leaf(id.to_string()),
+            "state" => leaf(r.state),
+            "body" | "bodyText" => leaf(r.body),
+            "author" => Ok(self.author(&r.author)),
+            "editor" => Ok(r.editor.map_or(Out::Null, |e| self.author(&e))),
+            "submittedAt" | "createdAt" | "updatedAt" => date_time(r.submitted_at),
+            "url" => leaf(format!(
+                "{}/{}/{}/pull/{n}#pullrequestreview-{id}",
+                self.base, self.state.repo.owner, self.state.repo.name
+            )),
+            "pullRequest" => Ok(Out::Obj(Obj::Pull(n))),
+            _ => Err(self.unknown(&Obj::Review(n, id), field)),
+        }
+    }
+
+    fn thread_field(&mut self, n: u64, root: u64, field: &str, args: &Args) -> Result<Out, Fail> {
+        let Some(p) = self.state.pull(n).cloned() else {
+            return Ok(Out::Null);
+        };
+        let Some(first) = p.review_comments.iter().find(|c| c.id == root).cloned() else {
+            return Ok(Out::Null);
+        };
+        match field {
+            "id" => leaf(format!("PRRT_{root}")),
+            "isResolved" => leaf(first.resolved_by.is_some()),
+            "isOutdated" | "isCollapsed" => leaf(false),
+            "path" => leaf(first.path),
+            "line" | "originalLine" => leaf(first.line),
+            "diffSide" => leaf("RIGHT"),
+            "subjectType" => leaf("LINE"),
+            "resolvedBy" => Ok(first.resolved_by.map_or(Out::Null, |e| self.author(&e))),
+            "viewerCanResolve" | "viewerCanUnresolve" | "viewerCanReply" => {
+                leaf(self.caller.login().is_some())
+            }
+            "pullRequest" => Ok(Out::Obj(Obj::Pull(n))),
+            "repository" => Ok(Out::Obj(Obj::Repository)),
+            "comments" => {
+                let nodes = p
+                    .thread(root)
+                    .iter()
+                    .map(|c| Obj::ReviewComment(n, c.id))
+                    .collect();
+                self.connection("PullRequestReviewCommentConnection", field, nodes, args)
+            }
+            _ => Err(self.unknown(&Obj::Thread(n, root), field)),
+        }
+    }
+
+    fn review_comment_field(&mut self, n: u64, id: u64, field: &str) -> Result<Out, Fail> {
+        let Some(c) = self
+            .state
+            .pull(n)
+            .and_then(|p| p.review_comments.iter().find(|c| c.id == id))
+            .cloned()
+        else {
+            return Ok(Out::Null);
+        };
+        match field {
+            "id" => leaf(format!("PRRC_{id}")),
+            "databaseId" => leaf(id),
+            "fullDatabaseId" => leaf(id.to_string()),
+            "body" | "bodyText" => leaf(c.body),
+            "author" => Ok(self.author(&c.author)),
+            "editor" => Ok(c.editor.map_or(Out::Null, |e| self.author(&e))),
+            "path" => leaf(c.path),
+            "line" | "originalLine" => leaf(c.line),
+            "diffHunk" => leaf(c.diff_hunk),
+            "createdAt" | "updatedAt" | "publishedAt" => date_time(c.created_at),
+            "url" => leaf(format!(
+                "{}/{}/{}/pull/{n}#discussion_r{id}",
+                self.base, self.state.repo.owner, self.state.repo.name
+            )),
+            "replyTo" => Ok(c
+                .in_reply_to
+                .map_or(Out::Null, |r| Out::Obj(Obj::ReviewComment(n, r)))),
+            "pullRequestReview" => Ok(c
+                .review_id
+                .map_or(Out::Null, |r| Out::Obj(Obj::Review(n, r)))),
+            "pullRequest" => Ok(Out::Obj(Obj::Pull(n))),
+            "outdated" => leaf(false),
+            _ => Err(self.unknown(&Obj::ReviewComment(n, id), field)),
         }
     }
 
@@ -1311,6 +1495,34 @@ impl<'q, 's> Exec<'q, 's> {
                 }))
             }
             "updateProjectV2Field" => self.update_field(&input, client_mutation_id),
+            "resolveReviewThread" | "unresolveReviewThread" => {
+                let id = arg_str(&input, "threadId")?;
+                let Some(Obj::Thread(n, root)) = self.node(&id) else {
+                    return Err(no_node(&id));
+                };
+                let Some(login) = self.caller.login().map(str::to_string) else {
+                    return Err(Fail::Invalid(
+                        "You must be signed in to resolve a thread".into(),
+                    ));
+                };
+                let resolve = field == "resolveReviewThread";
+                if let Some(c) = self
+                    .state
+                    .pull_mut(n)
+                    .and_then(|p| p.review_comments.iter_mut().find(|c| c.id == root))
+                {
+                    c.resolved_by = resolve.then_some(login);
+                }
+                Ok(Out::Obj(Obj::ThreadPayload {
+                    typename: if resolve {
+                        "ResolveReviewThreadPayload"
+                    } else {
+                        "UnresolveReviewThreadPayload"
+                    },
+                    client_mutation_id,
+                    thread: (n, root),
+                }))
+            }
             _ => Err(self.unknown(&Obj::Mutation, field)),
         }
     }
@@ -1471,6 +1683,9 @@ fn edge_name(connection: &str) -> &'static str {
         "ProjectV2Connection" => "ProjectV2Edge",
         "LabelConnection" => "LabelEdge",
         "IssueCommentConnection" => "IssueCommentEdge",
+        "PullRequestReviewConnection" => "PullRequestReviewEdge",
+        "PullRequestReviewThreadConnection" => "PullRequestReviewThreadEdge",
+        "PullRequestReviewCommentConnection" => "PullRequestReviewCommentEdge",
         "ProjectV2FieldConfigurationConnection" => "ProjectV2FieldConfigurationEdge",
         "ProjectV2ItemFieldValueConnection" => "ProjectV2ItemFieldValueEdge",
         "IssueTimelineItemsConnection" => "IssueTimelineItemsEdge",

@@ -33,7 +33,8 @@ pub use fault::Fault;
 pub use git::GitRemote;
 pub use state::{
     AppSeed, BoardSeed, CheckRunSeed, CommentSeed, FIRST_COMMENT_ID, IssueSeed, OwnerType,
-    PullSeed, RenameSeed, RepoSeed, SandboxState, SeedState, TokenSeed, UserSeed,
+    PullSeed, RenameSeed, RepoSeed, ReviewCommentSeed, ReviewSeed, SandboxState, SeedState,
+    TokenSeed, UserSeed,
 };
 
 /// Why the sandbox could not start or load.

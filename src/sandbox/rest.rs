@@ -79,7 +79,22 @@ fn api_routes() -> Router<Arc<Shared>> {
             "/repos/{owner}/{repo}/pulls",
             get(list_pulls).post(create_pull),
         )
-        .route("/repos/{owner}/{repo}/pulls/{number}", get(get_pull))
+        .route(
+            "/repos/{owner}/{repo}/pulls/{number}",
+            get(get_pull).patch(reviews::update_pull),
+        )
+        .route(
+            "/repos/{owner}/{repo}/pulls/{number}/reviews",
+            get(reviews::list_reviews).post(reviews::create_review),
+        )
+        .route(
+            "/repos/{owner}/{repo}/pulls/{number}/comments",
+            get(reviews::list_review_comments).post(reviews::create_review_comment),
+        )
+        .route(
+            "/repos/{owner}/{repo}/pulls/{number}/comments/{comment_id}/replies",
+            post(reviews::reply),
+        )
         .route("/repos/{owner}/{repo}/installation", get(installation))
         .route(
             "/app/installations/{installation_id}/access_tokens",
@@ -520,6 +535,8 @@ struct RepoCall {
     owner: String,
     repo: String,
     arg: String,
+    /// The path's parameters after `arg` (a review comment id).
+    more: Vec<String>,
 }
 
 impl FromRequestParts<Arc<Shared>> for RepoCall {
@@ -545,6 +562,7 @@ impl FromRequestParts<Arc<Shared>> for RepoCall {
             owner,
             repo,
             arg,
+            more: params.collect(),
         })
     }
 }
@@ -785,22 +803,48 @@ async fn get_issue(call: RepoCall) -> Response {
     call.ok(body)
 }
 
+/// The `state` of an update (`open` or `closed`), if it names one.
+fn state_input(
+    input: &Map<String, Value>,
+    resource: &str,
+    doc: &str,
+) -> Result<Option<SeedState>, Response> {
+    match input.get("state").map(|v| v.as_str()) {
+        None => Ok(None),
+        Some(Some("open")) => Ok(Some(SeedState::Open)),
+        Some(Some("closed")) => Ok(Some(SeedState::Closed)),
+        Some(_) => Err(validation_failed(
+            json!([{"resource": resource, "field": "state", "code": "invalid"}]),
+            doc,
+        )),
+    }
+}
+
+/// Apply an update's state, title and body to a pull request (the body's editor is `editor`).
+fn edit_pull(
+    pull: &mut PullSeed,
+    input: &Map<String, Value>,
+    state: Option<SeedState>,
+    editor: String,
+) {
+    if let Some(state) = state {
+        pull.state = state;
+    }
+    if let Some(t) = text_field(input, "title") {
+        pull.title = t;
+    }
+    if let Some(b) = text_field(input, "body") {
+        pull.body = b;
+        pull.editor = Some(editor);
+    }
+}
+
 async fn patch_issue(call: RepoCall, body: Bytes) -> Response {
     let doc = "https://docs.github.com/rest/issues/issues#update-an-issue";
     let (mut st, input) = tri!(call.write(&body));
     let n = tri!(call.number(doc));
     let editor = author_of(&call.caller, &st);
-    let state = match input.get("state").map(|v| v.as_str()) {
-        None => None,
-        Some(Some("open")) => Some(SeedState::Open),
-        Some(Some("closed")) => Some(SeedState::Closed),
-        Some(_) => {
-            return validation_failed(
-                json!([{"resource": "Issue", "field": "state", "code": "invalid"}]),
-                doc,
-            );
-        }
-    };
+    let state = tri!(state_input(&input, "Issue", doc));
     let now = chrono::Utc::now();
     if let Some(issue) = st.issue_mut(n) {
         issue.updated_at = Some(now);
@@ -836,15 +880,7 @@ async fn patch_issue(call: RepoCall, body: Bytes) -> Response {
         return call.ok(call.shapes(&st).issue(&issue));
     }
     if let Some(pull) = st.pulls.iter_mut().find(|p| p.number == n) {
-        if let Some(state) = state {
-            pull.state = state;
-        }
-        if let Some(t) = text_field(&input, "title") {
-            pull.title = t;
-        }
-        if let Some(b) = text_field(&input, "body") {
-            pull.body = b;
-        }
+        edit_pull(pull, &input, state, editor);
         let pull = pull.clone();
         return call.ok(call.shapes(&st).pull_as_issue(&pull));
     }
@@ -855,15 +891,14 @@ async fn list_comments(call: RepoCall, Query(q): Q) -> Response {
     let st = tri!(call.state());
     let doc = "https://docs.github.com/rest/issues/comments#list-issue-comments";
     let n = tri!(call.number(doc));
-    let items = match st.issue(n) {
-        Some(i) => i
-            .comments
-            .iter()
-            .map(|c| call.shapes(&st).comment(n, c))
-            .collect(),
-        None if st.pull(n).is_some() => Vec::new(),
-        None => return not_found(doc),
-    };
+    if st.issue(n).is_none() && st.pull(n).is_none() {
+        return not_found(doc);
+    }
+    let items = st
+        .comments_of(n)
+        .iter()
+        .map(|c| call.shapes(&st).comment(n, c))
+        .collect();
     call.paged(&format!("/issues/{n}/comments"), &q, items)
 }
 
@@ -873,7 +908,7 @@ async fn create_comment(call: RepoCall, body: Bytes) -> Response {
     let n = tri!(call.number(doc));
     let id = st.next_comment_id();
     let author = author_of(&call.caller, &st);
-    let Some(issue) = st.issue_mut(n) else {
+    let Some(comments) = st.comments_mut(n) else {
         return not_found(doc);
     };
     let now = chrono::Utc::now();
@@ -885,40 +920,33 @@ async fn create_comment(call: RepoCall, body: Bytes) -> Response {
         created_at: Some(now),
         updated_at: Some(now),
     };
-    issue.comments.push(comment.clone());
-    issue.updated_at = Some(now);
+    comments.push(comment.clone());
+    if let Some(issue) = st.issue_mut(n) {
+        issue.updated_at = Some(now);
+    }
     let body = call.shapes(&st).comment(n, &comment);
     call.created(&st, body, &format!("/issues/comments/{id}"))
-}
-
-fn find_comment(st: &SandboxState, id: u64) -> Option<(u64, usize)> {
-    st.issues.iter().find_map(|i| {
-        i.comments
-            .iter()
-            .position(|c| c.id == id)
-            .map(|pos| (i.number, pos))
-    })
 }
 
 async fn get_comment(call: RepoCall) -> Response {
     let st = tri!(call.state());
     let doc = "https://docs.github.com/rest/issues/comments#get-an-issue-comment";
-    let (n, pos) = tri!(call.find(doc, |id| find_comment(&st, id)));
+    let (n, pos) = tri!(call.find(doc, |id| st.find_comment(id)));
     call.ok(call.shapes(&st).comment(n, &st.comments_of(n)[pos]))
 }
 
 async fn update_comment(call: RepoCall, body: Bytes) -> Response {
     let doc = "https://docs.github.com/rest/issues/comments#update-an-issue-comment";
     let (mut st, text) = tri!(call.comment_write(&body, doc));
-    let (n, pos) = tri!(call.find(doc, |id| find_comment(&st, id)));
+    let (n, pos) = tri!(call.find(doc, |id| st.find_comment(id)));
     let editor = author_of(&call.caller, &st);
-    let Some(issue) = st.issue_mut(n) else {
+    let Some(comments) = st.comments_mut(n) else {
         return not_found(doc);
     };
-    issue.comments[pos].body = text;
-    issue.comments[pos].editor = Some(editor);
-    issue.comments[pos].updated_at = Some(chrono::Utc::now());
-    let c = issue.comments[pos].clone();
+    comments[pos].body = text;
+    comments[pos].editor = Some(editor);
+    comments[pos].updated_at = Some(chrono::Utc::now());
+    let c = comments[pos].clone();
     call.ok(call.shapes(&st).comment(n, &c))
 }
 
@@ -1101,22 +1129,19 @@ async fn create_pull(call: RepoCall, body: Bytes) -> Response {
             doc,
         );
     }
-    let pull = PullSeed {
-        number: st.next_number(),
-        head: head_branch,
-        base,
-        title,
-        body: text("body").unwrap_or_default(),
-        state: SeedState::Open,
-        draft: input
-            .get("draft")
-            .and_then(|v| v.as_bool())
-            .unwrap_or(false),
-        merged: false,
-        author: author_of(&call.caller, &st),
-        created_at: Some(chrono::Utc::now()),
-        mergeable_pending: st.mergeable_unknown_reads,
-    };
+    let mut pull = PullSeed::new(
+        st.next_number(),
+        &head_branch,
+        &base,
+        &title,
+        &text("body").unwrap_or_default(),
+        &author_of(&call.caller, &st),
+    );
+    pull.draft = input
+        .get("draft")
+        .and_then(|v| v.as_bool())
+        .unwrap_or(false);
+    pull.mergeable_pending = st.mergeable_unknown_reads;
     st.pulls.push(pull.clone());
     let rest = format!("/pulls/{}", pull.number);
     // Right after creation GitHub has not computed mergeability yet.
@@ -1328,6 +1353,7 @@ fn execute(s: &Shared, caller: &Caller, origin: &Origin, request: &GqlRequest) -
                 &doc,
                 request.variables.as_ref(),
             )
+            .with_git(&s.git)
             .run(op)
         }
         Err(errors) => errors,
@@ -1374,3 +1400,4 @@ async fn add_fault(State(s): S, body: Bytes) -> Response {
         ),
     }
 }
+mod reviews;

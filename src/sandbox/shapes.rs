@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 
 use super::git::{CommitInfo, GitRemote, Mergeability};
 use super::state::{
-    AppSeed, CheckRunSeed, CommentSeed, IssueSeed, OwnerType, PullSeed, SandboxState, SeedState,
+    AppSeed, CheckRunSeed, CommentSeed, IssueSeed, OwnerType, PullSeed, ReviewCommentSeed,
+    ReviewSeed, SandboxState, SeedState,
 };
 use super::{Origin, ids};
 
@@ -368,6 +369,60 @@ impl<'a> Shapes<'a> {
             "reactions": self.reactions(&format!("/issues/comments/{}/reactions", c.id)),
             "performed_via_github_app": Value::Null,
         })
+    }
+
+    /// A submitted (or pending) review of pull request `n`.
+    pub fn review(&self, n: u64, r: &ReviewSeed) -> Value {
+        let html = self.web(&format!("/pull/{n}#pullrequestreview-{}", r.id));
+        let pull = self.api(&format!("/pulls/{n}"));
+        json!({
+            "id": r.id,
+            "node_id": format!("PRR_{}", r.id),
+            "user": self.user(&r.author),
+            "body": r.body,
+            "state": r.state,
+            "html_url": html,
+            "pull_request_url": pull,
+            "author_association": self.association(&r.author),
+            "submitted_at": (r.state != "PENDING").then(|| time(r.submitted_at)),
+            "commit_id": r.commit_id,
+            "_links": { "html": { "href": html }, "pull_request": { "href": pull } },
+        })
+    }
+
+    /// A line comment of pull request `p`.
+    pub fn review_comment(&self, p: &PullSeed, c: &ReviewCommentSeed) -> Value {
+        let n = p.number;
+        let url = self.api(&format!("/pulls/comments/{}", c.id));
+        let html = self.web(&format!("/pull/{n}#discussion_r{}", c.id));
+        let pull = self.api(&format!("/pulls/{n}"));
+        let mut v = json!({
+            "url": url,
+            "pull_request_review_id": c.review_id,
+            "id": c.id,
+            "node_id": format!("PRRC_{}", c.id),
+            "diff_hunk": c.diff_hunk,
+            "path": c.path,
+            "commit_id": c.commit_id.clone().unwrap_or_default(),
+            "original_commit_id": c.commit_id.clone().unwrap_or_default(),
+            "user": self.user(&c.author),
+            "body": c.body,
+            "created_at": time(c.created_at),
+            "updated_at": time(c.created_at),
+            "html_url": html,
+            "pull_request_url": pull,
+            "author_association": self.association(&c.author),
+            "line": c.line,
+            "original_line": c.line,
+            "side": "RIGHT",
+            "subject_type": "line",
+            "_links": { "self": { "href": url }, "html": { "href": html }, "pull_request": { "href": pull } },
+            "reactions": self.reactions(&format!("/pulls/comments/{}/reactions", c.id)),
+        });
+        if let Some(parent) = c.in_reply_to {
+            v["in_reply_to_id"] = json!(parent);
+        }
+        v
     }
 
     /// A pull request; `mergeable` is `None` while GitHub would still be computing it.

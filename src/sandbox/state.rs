@@ -314,6 +314,18 @@ pub struct PullSeed {
     pub author: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<DateTime<Utc>>,
+    /// Who last edited the body, when someone did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub editor: Option<String>,
+    /// The conversation (issue comments on the pull request).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub comments: Vec<CommentSeed>,
+    /// Submitted reviews.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reviews: Vec<ReviewSeed>,
+    /// Line comments: a comment without `in_reply_to` starts a review thread, replies join it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub review_comments: Vec<ReviewCommentSeed>,
     /// Reads left that answer `mergeable: null`, as GitHub does while it computes mergeability in
     /// the background; a new pull request starts with the state's `mergeable_unknown_reads`.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -333,6 +345,98 @@ fn default_mergeable_unknown_reads() -> u32 {
 
 fn is_default_mergeable_reads(n: &u32) -> bool {
     *n == DEFAULT_MERGEABLE_UNKNOWN_READS
+}
+
+impl PullSeed {
+    /// A new open pull request with no conversation yet.
+    pub fn new(number: u64, head: &str, base: &str, title: &str, body: &str, author: &str) -> Self {
+        PullSeed {
+            number,
+            head: head.into(),
+            base: base.into(),
+            title: title.into(),
+            body: body.into(),
+            state: SeedState::Open,
+            draft: false,
+            merged: false,
+            author: author.into(),
+            created_at: Some(Utc::now()),
+            editor: None,
+            comments: Vec::new(),
+            reviews: Vec::new(),
+            review_comments: Vec::new(),
+            mergeable_pending: 0,
+        }
+    }
+
+    /// The first comment of the thread `id` belongs to.
+    pub fn thread_root(&self, id: u64) -> Option<&ReviewCommentSeed> {
+        let mut c = self.review_comments.iter().find(|c| c.id == id)?;
+        while let Some(parent) = c.in_reply_to {
+            c = self.review_comments.iter().find(|p| p.id == parent)?;
+        }
+        Some(c)
+    }
+
+    /// The comments of the thread started by `root`, oldest first.
+    pub fn thread(&self, root: u64) -> Vec<&ReviewCommentSeed> {
+        self.review_comments
+            .iter()
+            .filter(|c| self.thread_root(c.id).is_some_and(|r| r.id == root))
+            .collect()
+    }
+}
+
+/// A submitted pull request review.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewSeed {
+    /// Assigned when absent (0).
+    #[serde(default)]
+    pub id: u64,
+    pub author: String,
+    /// `APPROVED`, `CHANGES_REQUESTED`, `COMMENTED`, `DISMISSED` or `PENDING`.
+    pub state: String,
+    #[serde(default)]
+    pub body: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub editor: Option<String>,
+    /// The head commit the review was made on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submitted_at: Option<DateTime<Utc>>,
+}
+
+/// A line comment of a pull request review.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewCommentSeed {
+    /// Assigned when absent (0).
+    #[serde(default)]
+    pub id: u64,
+    /// The review it belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review_id: Option<u64>,
+    pub author: String,
+    pub body: String,
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+    #[serde(default)]
+    pub diff_hunk: String,
+    /// The comment this one answers (same thread).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_reply_to: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub editor: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<DateTime<Utc>>,
+    /// Who resolved the thread this comment starts (thread roots only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_by: Option<String>,
 }
 
 /// Everything the sandbox knows. The seed format and the dump format are the same.
@@ -521,30 +625,68 @@ impl SandboxState {
         }
         let mut next = self.next_comment_id();
         let now = Utc::now();
+        // An id for what has none, and a time (which it returns).
+        let mut fill = |id: &mut u64, at: &mut Option<DateTime<Utc>>| {
+            if *id == 0 {
+                *id = next;
+                next += 1;
+            }
+            *at.get_or_insert(now)
+        };
         for issue in &mut self.issues {
             let created = *issue.created_at.get_or_insert(now);
             issue.updated_at.get_or_insert(created);
             for c in &mut issue.comments {
-                if c.id == 0 {
-                    c.id = next;
-                    next += 1;
-                }
-                let created = *c.created_at.get_or_insert(now);
+                let created = fill(&mut c.id, &mut c.created_at);
                 c.updated_at.get_or_insert(created);
             }
         }
         for p in &mut self.pulls {
             p.created_at.get_or_insert(now);
+            for c in &mut p.comments {
+                let created = fill(&mut c.id, &mut c.created_at);
+                c.updated_at.get_or_insert(created);
+            }
+            for r in &mut p.reviews {
+                fill(&mut r.id, &mut r.submitted_at);
+            }
+            for c in &mut p.review_comments {
+                fill(&mut c.id, &mut c.created_at);
+            }
+            let ids: Vec<u64> = p.review_comments.iter().map(|c| c.id).collect();
+            if let Some(c) = p
+                .review_comments
+                .iter()
+                .find(|c| c.in_reply_to.is_some_and(|r| !ids.contains(&r)))
+            {
+                return Err(format!(
+                    "pull request #{}: review comment {} is in_reply_to {}, which is no review comment of it",
+                    p.number,
+                    c.id,
+                    c.in_reply_to.unwrap_or_default()
+                ));
+            }
         }
         Ok(())
     }
 
-    /// The id the next comment gets: above 2^31 like github.com's (whose comment ids passed it in
-    /// 2024), so that a client reading them as 32-bit integers fails here as it would there.
+    /// The id the next comment (or review, or review comment: one sequence here) gets: above
+    /// 2^31 like github.com's (whose comment ids passed it in 2024), so that a client reading them
+    /// as 32-bit integers fails here as it would there.
     pub(crate) fn next_comment_id(&self) -> u64 {
-        self.issues
+        let issues = self
+            .issues
             .iter()
-            .flat_map(|i| i.comments.iter().map(|c| c.id))
+            .flat_map(|i| i.comments.iter().map(|c| c.id));
+        let pulls = self.pulls.iter().flat_map(|p| {
+            p.comments
+                .iter()
+                .map(|c| c.id)
+                .chain(p.reviews.iter().map(|r| r.id))
+                .chain(p.review_comments.iter().map(|c| c.id))
+        });
+        issues
+            .chain(pulls)
             .max()
             .unwrap_or(0)
             .max(FIRST_COMMENT_ID - 1)
@@ -574,9 +716,45 @@ impl SandboxState {
         self.pulls.iter().find(|p| p.number == number)
     }
 
-    /// Comments of an issue, oldest first (none for an unknown issue).
+    pub fn pull_mut(&mut self, number: u64) -> Option<&mut PullSeed> {
+        self.pulls.iter_mut().find(|p| p.number == number)
+    }
+
+    /// Comments of an issue or a pull request's conversation, oldest first (none for an unknown
+    /// number).
     pub fn comments_of(&self, number: u64) -> &[CommentSeed] {
-        self.issue(number).map_or(&[], |i| i.comments.as_slice())
+        match (self.issue(number), self.pull(number)) {
+            (Some(i), _) => i.comments.as_slice(),
+            (None, Some(p)) => p.comments.as_slice(),
+            (None, None) => &[],
+        }
+    }
+
+    /// The conversation comments of an issue or pull request, to change.
+    pub fn comments_mut(&mut self, number: u64) -> Option<&mut Vec<CommentSeed>> {
+        if self.issue(number).is_some() {
+            return self.issue_mut(number).map(|i| &mut i.comments);
+        }
+        self.pull_mut(number).map(|p| &mut p.comments)
+    }
+
+    /// The issue or pull request holding conversation comment `id`, and its position there.
+    pub fn find_comment(&self, id: u64) -> Option<(u64, usize)> {
+        let numbers = self
+            .issues
+            .iter()
+            .map(|i| i.number)
+            .chain(self.pulls.iter().map(|p| p.number));
+        numbers
+            .into_iter()
+            .find_map(|n| Some((n, self.comments_of(n).iter().position(|c| c.id == id)?)))
+    }
+
+    /// The pull request holding review comment `id`.
+    pub fn pull_of_review_comment(&self, id: u64) -> Option<&PullSeed> {
+        self.pulls
+            .iter()
+            .find(|p| p.review_comments.iter().any(|c| c.id == id))
     }
 
     /// The card's column; `None` when not on the board or with no status.
@@ -615,7 +793,12 @@ impl SandboxState {
                 .issues
                 .iter()
                 .any(|i| eq(&i.author) || i.comments.iter().any(|c| eq(&c.author)))
-            || self.pulls.iter().any(|p| eq(&p.author))
+            || self.pulls.iter().any(|p| {
+                eq(&p.author)
+                    || p.comments.iter().any(|c| eq(&c.author))
+                    || p.reviews.iter().any(|r| eq(&r.author))
+                    || p.review_comments.iter().any(|c| eq(&c.author))
+            })
             || eq(&self.repo.owner)
             || self.board.as_ref().is_some_and(|b| eq(&b.owner))
     }

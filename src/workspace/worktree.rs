@@ -452,9 +452,15 @@ impl Worktree {
     /// [`merge_base_branch`](Self::merge_base_branch) with credentials for the fetch. Conflicts
     /// change nothing: the merge is computed in memory first.
     pub fn merge_base_branch_with(&self, auth: &PushAuth) -> Result<MergeOutcome, WorkspaceError> {
+        let tracking = self.fetch_branch(auth, &self.base)?;
+        self.merge_tracking(&tracking, &self.base)
+    }
+
+    /// Fetch `branch` from the remote into its remote-tracking ref, which is returned.
+    fn fetch_branch(&self, auth: &PushAuth, branch: &str) -> Result<String, WorkspaceError> {
         let url = self.remote_url()?;
-        let tracking = format!("refs/remotes/{}/{}", self.remote, self.base);
-        let refspec = format!("+refs/heads/{}:{tracking}", self.base);
+        let tracking = format!("refs/remotes/{}/{branch}", self.remote);
+        let refspec = format!("+refs/heads/{branch}:{tracking}");
         self.git().with_auth(auth, url.as_deref())?.run(&[
             "fetch",
             "--quiet",
@@ -462,15 +468,47 @@ impl Worktree {
             &self.remote,
             &refspec,
         ])?;
+        Ok(tracking)
+    }
+
+    /// Fetch the worktree's own branch from the remote (where others may have pushed to it) and
+    /// say whether it still holds `sha`: `false` when its history was rewritten without it.
+    pub fn fetch_own(&self, auth: &PushAuth, sha: Option<&str>) -> Result<bool, WorkspaceError> {
+        let tracking = self.fetch_branch(auth, &self.branch)?;
+        let Some(sha) = sha else {
+            return Ok(true);
+        };
+        let repo = self.repo()?;
+        let remote = repo
+            .refname_to_id(&tracking)
+            .map_err(git_err("branch lookup"))?;
+        let Ok(ours) = repo.revparse_single(sha).and_then(|o| o.peel_to_commit()) else {
+            return Ok(false);
+        };
+        Ok(remote == ours.id()
+            || repo
+                .graph_descendant_of(remote, ours.id())
+                .map_err(git_err("merge base"))?)
+    }
+
+    /// Merge the remote's copy of the worktree's branch (fetched by [`fetch_own`](Self::fetch_own))
+    /// into it: a fast-forward when the local branch has nothing of its own.
+    pub fn merge_own_remote(&self) -> Result<MergeOutcome, WorkspaceError> {
+        let tracking = format!("refs/remotes/{}/{}", self.remote, self.branch);
+        self.merge_tracking(&tracking, &self.branch)
+    }
+
+    /// Merge `tracking` (the remote's `name`) into the worktree's branch; conflicts change nothing.
+    fn merge_tracking(&self, tracking: &str, name: &str) -> Result<MergeOutcome, WorkspaceError> {
         let repo = self.repo()?;
         let ours = repo
             .head()
             .and_then(|h| h.peel_to_commit())
             .map_err(git_err("head"))?;
         let theirs = repo
-            .find_reference(&tracking)
+            .find_reference(tracking)
             .and_then(|r| r.peel_to_commit())
-            .map_err(git_err("base lookup"))?;
+            .map_err(git_err("branch lookup"))?;
         if ours.id() == theirs.id()
             || repo
                 .graph_descendant_of(ours.id(), theirs.id())
@@ -506,7 +544,7 @@ impl Worktree {
                 .signature()
                 .or_else(|_| Signature::now(FALLBACK_NAME, FALLBACK_EMAIL))
                 .map_err(git_err("signature"))?;
-            let message = format!("Merge {}/{} into {}", self.remote, self.base, self.branch);
+            let message = format!("Merge {}/{name} into {}", self.remote, self.branch);
             let oid = repo
                 .commit(None, &sig, &sig, &message, &tree, &[&ours, &theirs])
                 .map_err(git_err("merge commit"))?;

@@ -17,16 +17,17 @@ use supervisor::config::{GateKind, Hook};
 use supervisor::demo::WorldSpec;
 use supervisor::gates::{GateReport, GateStatus, IssueText};
 use supervisor::github::{
-    Blocker, BlockerKind, BoardItem, ColumnOption, Comment, Editors, GitHubError, Issue,
-    IssueState, Marker, PullRequest, body_blockers,
+    Blocker, BlockerKind, BoardItem, ColumnOption, Comment, ConversationComment, Editors, Feedback,
+    GitHubError, Issue, IssueState, Marker, PullRequest, PullState, Review, ReviewComment,
+    ReviewThread, body_blockers,
 };
 use supervisor::pipeline::{
     Cleanup, CommitResult, Context, Dispatch, Effects, Entry, Event, Journal, Machine, PrRequest,
-    Progress, Project, RunError, RunOptions, RunSummary, Text, WorktreeInfo, drive, read_entries,
-    runs_dir,
+    Progress, Project, RunError, RunOptions, RunSummary, Text, ThreadAnswer, WorktreeInfo, drive,
+    read_entries, runs_dir,
 };
 use supervisor::report;
-use supervisor::sandbox::{CommentSeed, PullSeed, SandboxState, SeedState};
+use supervisor::sandbox::{CommentSeed, PullSeed, ReviewCommentSeed, SandboxState, SeedState};
 use supervisor::workspace::{MergeOutcome, Reuse};
 use tokio_util::sync::CancellationToken;
 
@@ -475,11 +476,7 @@ impl FakeEffects {
         if let Some(c) = existing {
             return (comment(&c), false);
         }
-        let id = 5000
-            + s.issues
-                .iter()
-                .map(|i| i.comments.len() as u64)
-                .sum::<u64>();
+        let id = next_id(&s);
         let seed = CommentSeed {
             id,
             author: bot,
@@ -488,8 +485,95 @@ impl FakeEffects {
             created_at: Some(chrono::Utc::now()),
             updated_at: None,
         };
-        s.issue_mut(issue).unwrap().comments.push(seed.clone());
+        s.comments_mut(issue).unwrap().push(seed.clone());
         (comment(&seed), true)
+    }
+}
+
+/// A fresh id for a comment, review or review comment.
+fn next_id(s: &SandboxState) -> u64 {
+    let issues = s
+        .issues
+        .iter()
+        .flat_map(|i| i.comments.iter().map(|c| c.id));
+    let pulls = s.pulls.iter().flat_map(|p| {
+        p.comments
+            .iter()
+            .map(|c| c.id)
+            .chain(p.reviews.iter().map(|r| r.id))
+            .chain(p.review_comments.iter().map(|c| c.id))
+    });
+    issues.chain(pulls).max().unwrap_or(0).max(5000) + 1
+}
+
+/// What GitHub's GraphQL API would answer about pull request `p`.
+fn feedback_of(p: &PullSeed, head_sha: String) -> Feedback {
+    let threads = p
+        .review_comments
+        .iter()
+        .filter(|c| c.in_reply_to.is_none())
+        .map(|root| ReviewThread {
+            id: format!("PRRT_{}", root.id),
+            resolved: root.resolved_by.is_some(),
+            path: root.path.clone(),
+            line: root.line,
+            comments: p
+                .thread(root.id)
+                .into_iter()
+                .map(|c| ReviewComment {
+                    id: c.id,
+                    author: c.author.clone(),
+                    editor: c.editor.clone(),
+                    body: c.body.clone(),
+                    path: c.path.clone(),
+                    line: c.line,
+                    diff_hunk: c.diff_hunk.clone(),
+                    created_at: c.created_at,
+                })
+                .collect(),
+        })
+        .collect();
+    Feedback {
+        number: p.number,
+        url: format!("https://github.invalid/pull/{}", p.number),
+        state: match (p.merged, p.state) {
+            (true, _) => PullState::Merged,
+            (false, SeedState::Closed) => PullState::Closed,
+            (false, SeedState::Open) => PullState::Open,
+        },
+        head: p.head.clone(),
+        head_sha,
+        base: p.base.clone(),
+        body: p.body.clone(),
+        author: p.author.clone(),
+        body_editor: p.editor.clone(),
+        created_at: p.created_at,
+        reviews: p
+            .reviews
+            .iter()
+            .map(|r| Review {
+                id: r.id,
+                state: r.state.clone(),
+                body: r.body.clone(),
+                author: r.author.clone(),
+                editor: r.editor.clone(),
+                submitted_at: r.submitted_at,
+            })
+            .collect(),
+        threads,
+        conversation: p
+            .comments
+            .iter()
+            .map(|c| ConversationComment {
+                id: c.id,
+                author: c.author.clone(),
+                editor: c.editor.clone(),
+                body: c.body.clone(),
+                created_at: c.created_at,
+                url: String::new(),
+            })
+            .collect(),
+        left_out: Vec::new(),
     }
 }
 
@@ -661,19 +745,15 @@ impl Effects for FakeEffects {
             match s.pulls().iter().find(|p| p.head == pr.head).cloned() {
                 Some(p) => (p, false),
                 None => {
-                    let seed = PullSeed {
-                        number: 100 + s.pulls().len() as u64,
-                        head: pr.head.clone(),
-                        base: pr.base.clone(),
-                        title,
-                        body,
-                        state: SeedState::Open,
-                        draft: pr.draft,
-                        merged: false,
-                        author: self.world.bot.clone(),
-                        created_at: None,
-                        mergeable_pending: 0,
-                    };
+                    let mut seed = PullSeed::new(
+                        100 + s.pulls().len() as u64,
+                        &pr.head,
+                        &pr.base,
+                        &title,
+                        &body,
+                        &self.world.bot,
+                    );
+                    seed.draft = pr.draft;
                     s.pulls.push(seed.clone());
                     (seed, true)
                 }
@@ -841,6 +921,108 @@ impl Effects for FakeEffects {
             .entry(d.agent.clone())
             .or_default() += 1;
         run
+    }
+
+    async fn fetch_feedback(&mut self, pr: u64) -> Result<(Feedback, Option<String>), RunError> {
+        self.enter("fetch-feedback").await;
+        if let Some(m) = self.failure("feedback") {
+            return Err(github_error(m));
+        }
+        let head = {
+            let repo = self.world.repo.lock().unwrap();
+            repo.remote.last().cloned().unwrap_or_else(|| "base".into())
+        };
+        let fb = {
+            let s = self.state();
+            let p = s.pull(pr).ok_or_else(|| {
+                RunError::GitHub(GitHubError::PullNotFound {
+                    number: pr,
+                    repo: self.project.settings.repo.clone(),
+                })
+            })?;
+            feedback_of(p, head)
+        };
+        self.leave().await;
+        Ok((fb, Some(self.world.bot.clone())))
+    }
+
+    async fn prepare_revision(
+        &mut self,
+        _head: &str,
+        ours: Option<&str>,
+        cancel: &CancellationToken,
+    ) -> Result<Result<(WorktreeInfo, Vec<String>), String>, RunError> {
+        let held = {
+            let repo = self.world.repo.lock().unwrap();
+            ours.is_none_or(|sha| repo.remote.iter().any(|r| r == sha))
+        };
+        if !held {
+            self.enter("worktree").await;
+            self.leave().await;
+            return Ok(Err(format!(
+                "the branch no longer holds {}, the commit supervisor last pushed: it was force-pushed by someone else",
+                ours.unwrap_or_default()
+            )));
+        }
+        self.prepare_worktree(cancel).await.map(Ok)
+    }
+
+    async fn answer_thread(&mut self, pr: u64, a: &ThreadAnswer) -> Result<bool, String> {
+        let (thread, reply_to, marker, text, resolve, replied) = (
+            &a.thread, a.reply_to, &a.marker, &a.text, a.resolve, a.replied,
+        );
+        self.enter("answer").await;
+        if let Some(m) = self.failure("answer") {
+            return Err(m);
+        }
+        {
+            let mut s = self.state();
+            let id = next_id(&s);
+            let bot = self.world.bot.clone();
+            let p = s.pull_mut(pr).ok_or("no such pull request")?;
+            let root: u64 = thread
+                .strip_prefix("PRRT_")
+                .and_then(|n| n.parse().ok())
+                .ok_or("no such thread")?;
+            if !replied {
+                let first = p.thread_root(reply_to).cloned().ok_or("no such comment")?;
+                p.review_comments.push(ReviewCommentSeed {
+                    id,
+                    review_id: None,
+                    author: bot.clone(),
+                    body: marker.stamp(&report::comment_text(text)),
+                    in_reply_to: Some(first.id),
+                    editor: None,
+                    created_at: Some(chrono::Utc::now()),
+                    resolved_by: None,
+                    ..first
+                });
+            }
+            if resolve {
+                if let Some(c) = p.review_comments.iter_mut().find(|c| c.id == root) {
+                    c.resolved_by = Some(bot);
+                }
+            }
+        }
+        self.leave().await;
+        Ok(resolve)
+    }
+
+    async fn update_pull_body(&mut self, number: u64, request: &PrRequest) -> Result<(), String> {
+        self.enter("pr-body").await;
+        if let Some(m) = self.failure("pr-body") {
+            return Err(m);
+        }
+        let (_, body) = report::pull_request_text(request);
+        {
+            let mut s = self.state();
+            let bot = self.world.bot.clone();
+            let p = s.pull_mut(number).ok_or("no such pull request")?;
+            p.body = body;
+            p.editor = Some(bot);
+        }
+        self.leave().await;
+        Ok(())
     }
 
     async fn run_gates(

@@ -20,7 +20,7 @@ pub use claude::ClaudeStream;
 pub use codex::CodexStream;
 pub use command::CommandStream;
 pub use pi::{PiEvents, PiStream};
-pub use scripted::{SCRIPT_SUBCOMMAND, Script, ScriptAction, replay};
+pub use scripted::{REVISION_TASK_HEADING, SCRIPT_SUBCOMMAND, Script, ScriptAction, replay};
 
 /// Which agent CLI runs a role.
 #[derive(Debug, Clone, PartialEq)]

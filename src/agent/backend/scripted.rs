@@ -15,7 +15,9 @@
 //! ```
 //!
 //! The nth dispatch of a role plays attempt n; past the list the last attempt repeats. A role given a
-//! plain list of actions has one attempt. `"*"` serves roles the script does not name.
+//! plain list of actions has one attempt. `"*"` serves roles the script does not name. A dispatch
+//! that revises a pull request (its task holds the review feedback) plays `<role>@revision` when the
+//! script names it, so a script can tell a revision's attempts from the run's.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -32,6 +34,10 @@ use crate::agent::stream::StreamParser;
 
 /// The hidden subcommand that replays a script.
 pub const SCRIPT_SUBCOMMAND: &str = "agent-script";
+/// How a revision's task introduces the review feedback (`report` writes it).
+pub const REVISION_TASK_HEADING: &str = "## Review feedback (pull request #";
+/// The suffix of a script's role key for revision dispatches.
+const REVISION_ROLE: &str = "@revision";
 /// Tool results keep this much of a command's output.
 const RESULT_CAP: usize = 4096;
 
@@ -49,7 +55,11 @@ impl AgentCli for Scripted<'_> {
                 "--script".into(),
                 self.script.display().to_string(),
                 "--role".into(),
-                inv.role.name.clone(),
+                if inv.task.contains(REVISION_TASK_HEADING) {
+                    format!("{}{REVISION_ROLE}", inv.role.name)
+                } else {
+                    inv.role.name.clone()
+                },
                 "--attempt".into(),
                 inv.attempt.max(1).to_string(),
             ],
@@ -170,7 +180,12 @@ impl Script {
 
     /// The actions of `role`'s `attempt` (1-based); past the list the last attempt repeats.
     pub fn attempt(&self, role: &str, attempt: u32) -> Option<&[ScriptAction]> {
-        let attempts = self.roles.get(role).or_else(|| self.roles.get("*"))?;
+        let base = role.strip_suffix(REVISION_ROLE);
+        let attempts = self
+            .roles
+            .get(role)
+            .or_else(|| base.and_then(|b| self.roles.get(b)))
+            .or_else(|| self.roles.get("*"))?;
         let i = (attempt.max(1) as usize - 1).min(attempts.len().checked_sub(1)?);
         Some(&attempts[i])
     }

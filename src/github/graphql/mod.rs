@@ -43,6 +43,14 @@ operations!(
     SetStatusOptions
 );
 
+// Review feedback on a pull request, and resolving its threads.
+operations!("src/github/graphql/review.graphql": PullFeedback, ResolveThread);
+
+/// GitHub's `DateTime` scalar (ISO 8601).
+pub type DateTime = String;
+/// GitHub's `GitObjectID` scalar (a commit sha).
+pub type GitObjectID = String;
+
 /// The document to send for operation `name` of `document` (a whole `.graphql` file as
 /// graphql_client embeds it): the operation and the fragments it uses, nothing else. Computed once
 /// per operation.

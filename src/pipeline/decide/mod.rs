@@ -5,6 +5,7 @@
 //! next transition. Neither does I/O; the engine applies their answers.
 
 pub mod admission;
+pub mod revision;
 pub mod trust;
 pub mod work;
 
