@@ -92,32 +92,18 @@ pub fn progress_status(p: &Progress) -> Option<String> {
 mod tests {
     use super::*;
     use crate::gates::Verdict;
-    use crate::pipeline::{CurrentWork, RunEnd};
+    use crate::pipeline::RunEnd;
 
     fn progress(at: Option<&str>, gates: Option<GateRound>) -> Progress {
-        let stages = [("Research", "researcher"), ("Implementation", "developer")]
-            .map(|(s, a)| (s.to_string(), Some(a.to_string())));
-        Progress {
-            run_id: "1-x".into(),
-            issue: 1,
-            stages: Progress::marks(&stages, at, StageMark::Current, StageMark::Pending),
-            current: at.map(|s| CurrentWork {
-                stage: s.into(),
-                agent: "developer".into(),
-                attempt: 2,
-            }),
-            tokens: 12_300,
-            cost_usd: 0.0,
-            gates,
-            pr: None,
-            end: None,
-        }
+        let mut p = super::super::tracking::tests::progress(at, None);
+        p.gates = gates;
+        p
     }
 
     #[test]
     fn each_change_is_one_line_and_nothing_else_repeats() {
         let first = progress(Some("Research"), None);
-        assert_eq!(progress_lines(None, &first), ["run 1-x · issue #1"]);
+        assert_eq!(progress_lines(None, &first), ["run 7-x · issue #7"]);
         let second = progress(Some("Implementation"), None);
         assert_eq!(
             progress_lines(Some(&first), &second),
@@ -126,7 +112,7 @@ mod tests {
         assert_eq!(progress_lines(Some(&second), &second), Vec::<String>::new());
         assert_eq!(
             progress_status(&second).unwrap(),
-            "Implementation · developer, attempt 2 · stage 2/2 · 12.3k tokens so far"
+            "Implementation · developer, attempt 2 · stage 2/3 · 12.3k tokens so far"
         );
         let round = GateRound {
             stage: "Implementation".into(),
