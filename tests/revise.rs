@@ -29,10 +29,18 @@ async fn supervisor(world: &World, args: &[&str]) -> (i32, Value, String) {
         }
     }
     cmd.envs(world.env());
+    world
+        .sandbox
+        .check_conformance()
+        .expect("the vendored description compiles");
     let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
         .await
         .expect("finished within 120 s")
         .expect("supervisor ran");
+    // Every request supervisor sent and every answer it got conform to GitHub's descriptions.
+    if let Err(report) = world.sandbox.conformance_report() {
+        panic!("{report}");
+    }
     (
         out.status.code().unwrap_or(-1),
         serde_json::from_slice(&out.stdout).unwrap_or(Value::Null),
