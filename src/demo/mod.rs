@@ -19,7 +19,7 @@ use crate::config::DEFAULT_WORKFLOW;
 use crate::github::{ClientConfig, GitHub, Token};
 use crate::pipeline::{Project, RunOptions, RunSummary};
 use crate::report::run_map;
-use crate::runtime::{Services, run_issue, run_revision};
+use crate::runtime::{ProgressMode, Services, run_issue, run_revision};
 use crate::sandbox::CheckRunSeed;
 use crate::workspace::{PushAuth, Shutdown};
 
@@ -304,6 +304,7 @@ pub async fn run_demo(
     spec: WorldSpec,
     program: PathBuf,
     shutdown: &Shutdown,
+    progress: ProgressMode,
 ) -> Result<(RunSummary, DemoReport), DemoError> {
     let world = World::build(dir, spec).await?;
     world
@@ -324,6 +325,7 @@ pub async fn run_demo(
         github_token: None,
         scripted_program: Some(program.clone()),
         cancel: shutdown.token(),
+        progress,
     };
     let opts = RunOptions {
         issue: world.spec.issue.number,
@@ -333,7 +335,7 @@ pub async fn run_demo(
     let summary = run_issue(project.clone(), services, opts).await?;
     let revision = match &summary.end {
         crate::pipeline::RunEnd::PullRequest { number, .. } => {
-            Some(review_round(&world, project, *number, program, shutdown).await?)
+            Some(review_round(&world, project, *number, program, shutdown, progress).await?)
         }
         _ => None,
     };
@@ -378,6 +380,7 @@ async fn review_round(
     pr: u64,
     program: PathBuf,
     shutdown: &Shutdown,
+    progress: ProgressMode,
 ) -> Result<RunSummary, DemoError> {
     let client = |token: String| {
         GitHub::new(ClientConfig::new(
@@ -397,6 +400,7 @@ async fn review_round(
         github_token: None,
         scripted_program: Some(program),
         cancel: shutdown.token(),
+        progress,
     };
     Ok(run_revision(project, services, pr, RunOptions::default()).await?)
 }

@@ -2,6 +2,7 @@
 //! client, git worktrees, agent CLIs, gate tools — and [`run_issue`], which claims an issue's run
 //! (checkpoint), opens its journal and drives the engine to its end. Texts are rendered by `report`.
 
+mod console;
 mod live;
 mod tracker;
 
@@ -10,6 +11,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+pub use console::{Console, ProgressMode};
 pub use live::LiveEffects;
 
 use crate::github::GitHub;
@@ -26,6 +28,8 @@ pub struct Services {
     pub scripted_program: Option<PathBuf>,
     /// Cancelled on SIGINT/SIGTERM (or by the scheduler): the run stops at its next safe point.
     pub cancel: CancellationToken,
+    /// How the run shows its progress while it moves.
+    pub progress: ProgressMode,
 }
 
 /// A new run id: `<issue>-<UTC timestamp>`, or `<issue>-rev<pr>-<UTC timestamp>` for a revision.
@@ -134,6 +138,9 @@ pub async fn run_issue(
     } else {
         Journal::open(&project.root, &run_id)?
     };
+    if svc.progress == ProgressMode::Jsonl {
+        journal.mirror_to(Box::new(std::io::stdout()));
+    }
     let mut machine = Machine::new(
         project.clone(),
         opts.clone(),
