@@ -59,9 +59,9 @@ async fn round() -> Round {
     let run_dir = std::fs::read_dir(world.runs_dir())
         .unwrap()
         .flatten()
-        .next()
-        .unwrap()
-        .path();
+        .map(|e| e.path())
+        .find(|p| p.join("events.jsonl").is_file())
+        .expect("the run's directory");
     let entries = read_entries(&run_dir.join("events.jsonl")).unwrap();
     let time_of = |pred: &dyn Fn(&Event) -> bool| {
         entries

@@ -6,8 +6,11 @@
 mod actions;
 mod agent;
 mod demo;
+mod doctor;
+mod init;
 mod output;
 mod run;
+mod runs;
 mod serve;
 mod watch;
 
@@ -54,6 +57,13 @@ pub enum Command {
     },
     /// Run the pipeline for one issue.
     Run(run::RunArgs),
+    /// Set a repository up: settings, a board (created, or mapped), `.supervisor/runs/` ignored.
+    Init(init::InitArgs),
+    /// Check everything a run needs (credentials, board, columns, codeowners, push, agent CLIs,
+    /// gate tools, worktrees) and print each check with its fix.
+    Doctor(doctor::DoctorArgs),
+    /// The run history: `runs`, `runs show RUN`, `runs why RUN`, `runs prune --older-than 30d`.
+    Runs(runs::RunsArgs),
     /// Revise a pull request supervisor opened, after a codeowner's review feedback.
     Revise(run::ReviseArgs),
     /// Run the whole pipeline against the built-in sandbox GitHub: no token, no network.
@@ -176,14 +186,18 @@ pub fn main() -> ExitCode {
     ExitCode::from(dispatch(cli))
 }
 
-/// Logs go to stderr; `RUST_LOG` overrides `default`.
+/// Logs go to stderr, coloured only on a terminal and without `NO_COLOR`; `RUST_LOG` overrides
+/// `default`.
 fn init_tracing(default: &str) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_ansi(
+            std::io::IsTerminal::is_terminal(&std::io::stderr())
+                && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        )
         .with_target(false)
         .try_init();
 }
@@ -192,6 +206,9 @@ fn dispatch(cli: Cli) -> u8 {
     match cli.command {
         Command::Check { repo_root, json } => check(repo_root, json),
         Command::Run(args) => run::run(args),
+        Command::Doctor(args) => doctor::run(args),
+        Command::Init(args) => init::run(args),
+        Command::Runs(args) => runs::run(args),
         Command::Revise(args) => run::run(args.into_run()),
         Command::Demo {
             json,

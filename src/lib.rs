@@ -11,6 +11,7 @@ pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod demo;
+pub mod doctor;
 pub mod events;
 pub mod gates;
 pub mod github;

@@ -348,6 +348,35 @@ fn a_typo_of_a_required_field_is_named_beside_the_missing_error() {
     assert_eq!(v["warnings"][0]["fix"], "did you mean \"maxRejections\"?");
 }
 
+/// `agentBackend: "command"` names no command line: `check` says so and how to define one, and a
+/// command line defined under `backends` (even one called `command`) is accepted.
+#[test]
+fn an_agent_backend_without_a_command_line_is_a_configuration_error() {
+    let dir = repo_with_settings(
+        r#"{ "supervisor": { "repo": "acme/app", "projectNumber": 1, "codeowners": ["alice"], "agentBackend": "command" } }"#,
+    );
+    let out = supervisor_in(dir.path())
+        .args(["check", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let errors = v["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "one error, not one per role: {v}");
+    assert_eq!(errors[0]["field"], "supervisor.agentBackend");
+    assert!(
+        errors[0]["fix"].as_str().unwrap().contains("\"backends\""),
+        "{v}"
+    );
+
+    let dir = repo_with_settings(
+        r#"{ "supervisor": { "repo": "acme/app", "projectNumber": 1, "codeowners": ["alice"], "agentBackend": "command",
+             "backends": { "command": { "command": ["true", "{prompt}"], "promptVia": "arg" } } } }"#,
+    );
+    let out = supervisor_in(dir.path()).arg("check").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
 /// `passGitHubToken`, spelt as the README spells it, hands the token to the agent process.
 #[test]
 fn pass_github_token_reaches_the_agent_environment() {

@@ -28,7 +28,9 @@ fn allowed() -> BTreeMap<&'static str, Vec<&'static str>> {
     t.insert("pipeline", pipeline.clone());
     let report = [&pipeline[..], &["pipeline"]].concat();
     t.insert("report", report.clone());
-    let runtime = [&report[..], &["report"]].concat();
+    // What a run needs, checked before its first write (`doctor`, `run`'s preflight).
+    t.insert("doctor", report.clone());
+    let runtime = [&report[..], &["report", "doctor"]].concat();
     t.insert("runtime", runtime.clone());
     let scheduler = [&runtime[..], &["runtime", "events"]].concat();
     t.insert("scheduler", scheduler.clone());

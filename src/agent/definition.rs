@@ -458,14 +458,16 @@ impl RoleSet {
             match parsed {
                 Ok((def, w)) => {
                     let backend = def.backend_name(settings).to_string();
-                    if !BUILTIN_BACKENDS.contains(&backend.as_str())
+                    // The settings' own `agentBackend` is checked (once) with the settings.
+                    if backend != settings.agent_backend
+                        && !BUILTIN_BACKENDS.contains(&backend.as_str())
                         && !settings.backends.contains_key(&backend)
                     {
                         errors.push(ConfigIssue::new(
                             Path::new(&def.source),
                             "backend",
                             format!("`{backend}` is neither built in nor defined in the settings' \"backends\""),
-                            "use pi, claude, codex, command, scripted or add it under supervisor.backends",
+                            "use pi, claude, codex, scripted or a command line of your own under supervisor.backends (see the README, Agent backends)",
                         ));
                     }
                     warnings.extend(w);

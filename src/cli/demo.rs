@@ -66,11 +66,23 @@ pub fn run(json: bool, clean: bool, dir: Option<PathBuf>, watch: bool) -> u8 {
         if watch {
             return watch_demo(&dir, json, &shutdown).await;
         }
-        match run_demo(&dir, demo_spec(), program, &shutdown).await {
+        match run_demo(
+            &dir,
+            demo_spec(),
+            program,
+            &shutdown,
+            crate::runtime::ProgressMode::for_stderr(),
+        )
+        .await
+        {
             Ok((summary, report)) => {
-                let code = present(&summary, json, false);
+                let code = present(&summary, false, false);
                 if json {
-                    outln!("{}", serde_json::to_string_pretty(&report).expect("json"));
+                    // One document: the run summary (as `run --json` prints it) with the demo's
+                    // own facts under `demo`.
+                    let mut doc = serde_json::to_value(&summary).expect("summaries serialise");
+                    doc["demo"] = serde_json::to_value(&report).expect("json");
+                    outln!("{}", serde_json::to_string_pretty(&doc).expect("json"));
                 }
                 let pr = match &summary.end {
                     crate::pipeline::RunEnd::PullRequest { url, .. } => Some(url.as_str()),

@@ -10,7 +10,7 @@ use super::{EXIT_GITHUB, EXIT_STOPPED, EXIT_USAGE};
 use crate::github::{ClientConfig, GitHub, GitHubError};
 use crate::pipeline::{Project, RunEnd, RunOptions, RunSummary, process_env};
 use crate::report;
-use crate::runtime::{Services, run_issue, run_revision};
+use crate::runtime::{ProgressMode, Services, run_issue, run_revision};
 use crate::workspace::{PushAuth, Shutdown};
 
 /// What `run` and `revise` share.
@@ -28,6 +28,10 @@ pub struct RunFlags {
     /// Print the summary as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// How to show progress while the run moves: `auto` (a live line on a terminal, plain lines
+    /// otherwise), `plain`, `jsonl` (the journal's events on stdout as they are recorded), `none`.
+    #[arg(long, value_name = "MODE", value_parser = parse_progress)]
+    pub progress: Option<ProgressMode>,
     /// Refuse the run unless LOGIN is a codeowner: the person who asked for it (a commenter, the
     /// actor of a workflow).
     #[arg(long, value_name = "LOGIN")]
@@ -42,6 +46,18 @@ pub struct RunFlags {
     /// Print the gate findings as GitHub Actions annotations [default: on when GITHUB_ACTIONS=true].
     #[arg(long)]
     pub annotations: bool,
+}
+
+fn parse_progress(text: &str) -> Result<ProgressMode, String> {
+    match text {
+        "auto" => Ok(ProgressMode::for_stderr()),
+        "plain" => Ok(ProgressMode::Plain),
+        "jsonl" => Ok(ProgressMode::Jsonl),
+        "none" => Ok(ProgressMode::Off),
+        _ => Err(format!(
+            "`{text}` is not a progress mode: use auto, plain, jsonl or none"
+        )),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -90,6 +106,13 @@ pub(super) fn runtime(what: &str) -> Result<tokio::runtime::Runtime, u8> {
 }
 
 pub fn run(args: RunArgs) -> u8 {
+    if args.flags.json && args.flags.progress == Some(ProgressMode::Jsonl) {
+        errln!(
+            "supervisor run: --json and --progress jsonl both write to stdout; choose one (the \
+             journal's last events, `finished` and `pull-request`, carry the outcome)"
+        );
+        return EXIT_USAGE;
+    }
     let mut actions = ActionsOutput::new(
         args.flags.step_summary.clone(),
         args.flags.github_output.clone(),
@@ -138,6 +161,7 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
         Ok(gh) => gh,
         Err(e) => return github_failure(&e, args.flags.json, args.issue, actions),
     };
+    let (_, credentials) = super::doctor::client(&project);
     let shutdown = match Shutdown::install() {
         Ok(s) => s,
         Err(e) => {
@@ -158,6 +182,27 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
         Ok(auth) => auth,
         Err(e) => return github_failure(&e, args.flags.json, args.issue, actions),
     };
+    if let Some(findings) = super::doctor::preflight(&project, &gh, credentials, &push_auth).await {
+        if args.flags.json {
+            outln!(
+                "{}",
+                serde_json::json!({ "ok": false, "error": "preflight failed", "checks": findings.checks })
+            );
+        }
+        let failed: Vec<String> = findings
+            .failures()
+            .map(|c| format!("{}: {}", c.name, c.detail))
+            .collect();
+        actions.failed(
+            args.issue,
+            &format!("preflight failed: {}", failed.join("; ")),
+        );
+        return if findings.github_failed() {
+            EXIT_GITHUB
+        } else {
+            EXIT_USAGE
+        };
+    }
     let services = Services {
         github: gh,
         push_auth,
@@ -167,6 +212,7 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
         scripted_program: None,
         cancel: shutdown.token(),
         hooks: None,
+        progress: args.flags.progress.unwrap_or_else(ProgressMode::for_stderr),
     };
     let opts = RunOptions {
         issue: args.issue,

@@ -19,8 +19,8 @@ pub use workflow::{
     WORKFLOW_PATH, Workflow,
 };
 
-/// Agent backends that need no configuration.
-pub const BUILTIN_BACKENDS: [&str; 5] = ["pi", "claude", "codex", "command", "scripted"];
+/// Agent backends that need no configuration. Any other command line is a key of `backends`.
+pub const BUILTIN_BACKENDS: [&str; 4] = ["pi", "claude", "codex", "scripted"];
 
 /// Whether `s` is safe as a git branch name built from configuration or issue data:
 /// no traversal, no refspec or option syntax, nothing git's `check-ref-format` refuses.

@@ -211,6 +211,10 @@ settings_block! {
         /// The board's single-select field holding the column.
         #[setting(key = "statusField", default = "Status".into())]
         pub status_field: String,
+        /// Workflow stage → the board's option holding it, where the two names differ:
+        /// `{ "Backlog": "Todo", "Done": "Shipped" }`. Stages not listed use their own name.
+        #[setting(key = "columns", default = BTreeMap::new(), example = r#"{ "Backlog": "Todo" }"#)]
+        pub columns: BTreeMap<String, String>,
         /// Board column → agent name. Overrides the workflow's `agentName` for that column.
         #[setting(key = "statusMapping", default = BTreeMap::new(), example = r#"{ "Research": "researcher" }"#)]
         pub status_mapping: BTreeMap<String, String>,
@@ -614,7 +618,9 @@ impl Settings {
                     "`{}` is neither built in nor defined in \"backends\"",
                     self.agent_backend
                 ),
-                "use pi, claude, codex, command, scripted or a key of \"backends\"",
+                "use pi, claude, codex or scripted, or define a command line of your own under \"backends\" \
+                 (e.g. \"backends\": { \"aider\": { \"command\": [\"aider\", \"--yes\", \"--message\", \"{prompt}\"], \"promptVia\": \"arg\" } }) \
+                 and name its key here",
             );
         }
     }
@@ -682,6 +688,20 @@ impl Settings {
                 "name board columns, such as [\"Research\"]",
             );
         }
+    }
+
+    /// The board option that holds workflow stage `stage` (`columns`, else the stage's own name).
+    pub fn board_option<'a>(&'a self, stage: &'a str) -> &'a str {
+        self.columns.get(stage).map_or(stage, String::as_str)
+    }
+
+    /// The workflow stage a board option stands for: the stage `columns` maps to it (ignoring
+    /// case), else the option's own name.
+    pub fn stage_of(&self, option: &str) -> String {
+        self.columns
+            .iter()
+            .find(|(_, o)| o.eq_ignore_ascii_case(option))
+            .map_or_else(|| option.to_string(), |(stage, _)| stage.clone())
     }
 
     /// The timeout of one agent dispatch, if configured.

@@ -19,7 +19,7 @@ use crate::config::DEFAULT_WORKFLOW;
 use crate::github::{ClientConfig, GitHub, Token};
 use crate::pipeline::{Project, RunOptions, RunSummary};
 use crate::report::run_map;
-use crate::runtime::{Services, run_issue, run_revision};
+use crate::runtime::{ProgressMode, Services, run_issue, run_revision};
 use crate::sandbox::CheckRunSeed;
 use crate::scheduler::{Access, Mode, Notice, NoticeSink, Scheduler, SchedulerConfig};
 use crate::workspace::{PushAuth, Shutdown};
@@ -324,6 +324,7 @@ pub async fn run_demo(
     spec: WorldSpec,
     program: PathBuf,
     shutdown: &Shutdown,
+    progress: ProgressMode,
 ) -> Result<(RunSummary, DemoReport), DemoError> {
     let (world, project, github) = build(dir, spec).await?;
     let services = Services {
@@ -333,6 +334,7 @@ pub async fn run_demo(
         scripted_program: Some(program.clone()),
         cancel: shutdown.token(),
         hooks: None,
+        progress,
     };
     let opts = RunOptions {
         issue: world.spec.issue.number,
@@ -342,7 +344,7 @@ pub async fn run_demo(
     let summary = run_issue(project.clone(), services, opts).await?;
     let revision = match &summary.end {
         crate::pipeline::RunEnd::PullRequest { number, .. } => {
-            Some(review_round(&world, project, *number, program, shutdown).await?)
+            Some(review_round(&world, project, *number, program, shutdown, progress).await?)
         }
         _ => None,
     };
@@ -478,6 +480,7 @@ async fn review_round(
     pr: u64,
     program: PathBuf,
     shutdown: &Shutdown,
+    progress: ProgressMode,
 ) -> Result<RunSummary, DemoError> {
     let client = |token: String| {
         GitHub::new(ClientConfig::new(
@@ -498,6 +501,7 @@ async fn review_round(
         scripted_program: Some(program),
         cancel: shutdown.token(),
         hooks: None,
+        progress,
     };
     Ok(run_revision(project, services, pr, RunOptions::default()).await?)
 }

@@ -43,6 +43,30 @@ pub use session::GateSession;
 pub use tool::{ToolLocation, find_on_path};
 pub use trust::{ToolEnv, main_checkout_of};
 
+/// The tools a gate of `kind` runs, each with where it was found in `ctx` or why it was not:
+/// `(tool, Ok(where) | Err(why))`. Gates that run no tool of their own give an empty list.
+pub async fn gate_tools(
+    kind: crate::config::GateKind,
+    ctx: &GateContext,
+) -> Vec<(&'static str, Result<String, String>)> {
+    use crate::config::GateKind as K;
+    let specs: &[tool::ToolSpec] = match kind {
+        K::Tsc => &[tool::TSC],
+        K::Lsp => &[tool::TYPESCRIPT_LANGUAGE_SERVER, tool::PYLSP],
+        K::DeadCode => &[tool::KNIP],
+        K::Duplicates => &[tool::JSCPD],
+        K::Ci | K::Traceability | K::PackageSafety | K::Command => &[],
+    };
+    let mut found = Vec::new();
+    for spec in specs {
+        found.push((
+            spec.bin,
+            tool::locate(*spec, ctx).await.map(|t| t.describe()),
+        ));
+    }
+    found
+}
+
 /// Await futures concurrently, results in order (the language servers of the lsp gate).
 pub(crate) use futures_util::future::join_all;
 

@@ -482,15 +482,16 @@ fn is_test_file(path: &str, lang: Lang) -> bool {
     }
 }
 
-/// Sources that carry no logic worth a test of their own.
-fn exempt(path: &str, lang: Lang) -> bool {
+/// Sources that carry no logic worth a test of their own. An `index` module is exempt only while
+/// it merely re-exports: an entry point with code of its own is a source like any other.
+fn exempt(path: &str, lang: Lang, read: &impl Fn(&str) -> Option<String>) -> bool {
     let name = file_name(path);
     match lang {
         Lang::JsTs => {
             name.ends_with(".d.ts")
                 || name.contains(".config.")
                 || name.contains(".stories.")
-                || matches!(stem(path), "index")
+                || (stem(path) == "index" && read(path).is_some_and(|t| only_reexports(&t)))
         }
         Lang::Python => matches!(
             name,
@@ -499,6 +500,48 @@ fn exempt(path: &str, lang: Lang) -> bool {
         Lang::Rust => matches!(name, "build.rs" | "main.rs") || in_dir_named(path, &["examples"]),
         Lang::Go => matches!(name, "doc.go" | "main.go"),
     }
+}
+
+/// Whether a JS/TS module holds nothing but imports, re-exports and comments (a barrel file).
+fn only_reexports(text: &str) -> bool {
+    let mut statement = String::new();
+    let mut in_block_comment = false;
+    for line in text.lines() {
+        let mut line = line.trim();
+        if in_block_comment {
+            match line.find("*/") {
+                Some(end) => {
+                    in_block_comment = false;
+                    line = line[end + 2..].trim();
+                }
+                None => continue,
+            }
+        }
+        if line.starts_with("/*") {
+            if !line.contains("*/") {
+                in_block_comment = true;
+            }
+            continue;
+        }
+        if line.is_empty() || line.starts_with("//") {
+            continue;
+        }
+        statement.push_str(line);
+        statement.push(' ');
+        // A statement may span lines (`export {\n a,\n b\n} from "./x";`): judge it once complete.
+        if !(line.ends_with(';') || line.contains(" from ") || line.starts_with("import \"")) {
+            continue;
+        }
+        let s = statement.trim_start();
+        let reexport = (s.starts_with("export ") && s.contains(" from "))
+            || s.starts_with("import ")
+            || s.starts_with("export type {");
+        if !reexport {
+            return false;
+        }
+        statement.clear();
+    }
+    statement.trim().is_empty()
 }
 
 /// Changed sources without a changed test, by each language's convention.
@@ -515,7 +558,7 @@ pub fn test_parity(
     let sources: Vec<(&str, Lang)> = existing
         .iter()
         .filter_map(|p| lang_of(p).map(|l| (*p, l)))
-        .filter(|(p, l)| !is_test_file(p, *l) && !exempt(p, *l))
+        .filter(|(p, l)| !is_test_file(p, *l) && !exempt(p, *l, &read))
         .collect();
     if sources.is_empty() {
         return (Vec::new(), "tests: no source files changed".into());
@@ -949,8 +992,11 @@ mod tests {
             ("src/bare.rs", FileStatus::Modified, 2, 0),
             ("src/gone.ts", FileStatus::Deleted, 0, 9),
         ]);
-        let read =
-            |p: &str| (p == "src/inline.rs").then(|| "#[cfg(test)]\nmod tests {}".to_string());
+        let read = |p: &str| match p {
+            "src/inline.rs" => Some("#[cfg(test)]\nmod tests {}".to_string()),
+            "src/index.ts" => Some("// the package's entry\nexport * from './orders';\n".into()),
+            _ => None,
+        };
         let (findings, note) = test_parity(&c, read);
         let flagged: Vec<&str> = findings.iter().filter_map(|f| f.file.as_deref()).collect();
         assert_eq!(
@@ -965,6 +1011,30 @@ mod tests {
         assert!(findings[0].message.contains("invoices.test.*"));
         assert!(findings[1].message.contains("test_tax.py"));
         assert_eq!(note, "tests: 5/9 changed sources have a changed test");
+    }
+
+    #[test]
+    fn an_index_with_code_needs_a_test_and_a_barrel_does_not() {
+        let c = change(&[
+            ("src/index.ts", FileStatus::Modified, 4, 0),
+            ("lib/index.ts", FileStatus::Modified, 3, 0),
+        ]);
+        let read = |p: &str| {
+            match p {
+            "src/index.ts" => Some(
+                "import { parse } from './parse';\nexport function main(argv: string[]) {\n  return parse(argv[2]);\n}\n".into(),
+            ),
+            "lib/index.ts" => Some(
+                "/* barrel */\nexport {\n  a,\n  b,\n} from './ab';\nexport type { T } from './t';\nimport './side-effect';\n".into(),
+            ),
+            _ => None,
+        }
+        };
+        let (findings, note) = test_parity(&c, read);
+        let flagged: Vec<&str> = findings.iter().filter_map(|f| f.file.as_deref()).collect();
+        assert_eq!(flagged, vec!["src/index.ts"]);
+        assert!(findings[0].message.contains("index.test.*"), "{findings:?}");
+        assert_eq!(note, "tests: 0/1 changed sources have a changed test");
     }
 
     #[test]

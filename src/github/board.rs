@@ -17,7 +17,7 @@ pub(crate) struct GqlError {
     #[serde(default)]
     message: String,
     #[serde(rename = "type", default)]
-    kind: Option<String>,
+    pub(super) kind: Option<String>,
     #[serde(default)]
     path: Vec<serde_json::Value>,
 }
@@ -315,6 +315,16 @@ impl GitHub {
             })
             .ok_or_else(board_missing)?;
         Ok(FieldShape::from(&project))
+    }
+
+    /// The board's project id and its status field's id and options, in order.
+    pub async fn board_field(
+        &self,
+        board: &BoardRef,
+    ) -> Result<(String, String, Vec<ColumnOption>), GitHubError> {
+        let shape = self.project(board).await?;
+        let project_id = shape.project_id.clone();
+        single_select(board, shape.field).map(|(field, _, options)| (project_id, field, options))
     }
 
     /// The board's columns: the options of its status field, in order.

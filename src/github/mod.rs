@@ -24,6 +24,7 @@ mod pulls;
 mod references;
 mod retry;
 mod reviews;
+mod setup;
 mod types;
 
 use std::sync::Arc;
@@ -42,6 +43,7 @@ pub use retry::RetryPolicy;
 pub use reviews::{
     ConversationComment, FEEDBACK_PAGE, Feedback, PullState, Review, ReviewComment, ReviewThread,
 };
+pub use setup::{AccountKind, NewBoard, RepositoryInfo, Viewer};
 pub use types::{
     Blocker, BlockerKind, BoardItem, BoardRef, CheckRun, ColumnOption, Comment, Conditional, Issue,
     IssueState, NewPullRequest, Posted, PullRequest,

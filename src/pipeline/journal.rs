@@ -22,7 +22,7 @@ pub const FORMAT: u32 = 2;
 
 /// Where runs of a repository are kept.
 pub fn runs_dir(repo_root: &Path) -> PathBuf {
-    repo_root.join(".supervisor").join("runs")
+    repo_root.join(crate::workspace::CHECKPOINT_DIR)
 }
 
 /// The statistics of one agent dispatch (its run minus its text).
@@ -231,6 +231,15 @@ pub enum JournalError {
     },
 }
 
+/// A stream that receives a copy of every line the journal records (`run --progress jsonl`).
+pub struct Mirror(pub Box<dyn Write + Send>);
+
+impl std::fmt::Debug for Mirror {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Mirror")
+    }
+}
+
 /// An open journal, appending.
 #[derive(Debug)]
 pub struct Journal {
@@ -239,6 +248,7 @@ pub struct Journal {
     file: Option<File>,
     next_seq: u64,
     entries: Vec<Entry>,
+    mirror: Option<Mirror>,
 }
 
 impl Journal {
@@ -246,6 +256,10 @@ impl Journal {
     pub fn open(repo_root: &Path, run_id: &str) -> Result<Journal, JournalError> {
         let dir = runs_dir(repo_root).join(run_id);
         let path = dir.join("events.jsonl");
+        crate::workspace::runs_dir(repo_root).map_err(|e| JournalError::Write {
+            path: dir.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
         std::fs::create_dir_all(&dir).map_err(|source| JournalError::Write {
             path: dir.clone(),
             source,
@@ -271,6 +285,7 @@ impl Journal {
             file: Some(file),
             next_seq,
             entries,
+            mirror: None,
         })
     }
 
@@ -282,7 +297,14 @@ impl Journal {
             file: None,
             next_seq: 1,
             entries: Vec::new(),
+            mirror: None,
         }
+    }
+
+    /// Copy every event recorded from now on to `mirror` as well, one JSON line each, flushed. A
+    /// mirror that fails (a closed pipe) is dropped; the journal goes on.
+    pub fn mirror_to(&mut self, mirror: Box<dyn Write + Send>) {
+        self.mirror = Some(Mirror(mirror));
     }
 
     pub fn dir(&self) -> &Path {
@@ -305,9 +327,17 @@ impl Journal {
             time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             event,
         };
+        let mut line = serde_json::to_string(&entry).expect("events serialise");
+        line.push('\n');
+        if let Some(Mirror(w)) = self.mirror.as_mut() {
+            if w.write_all(line.as_bytes())
+                .and_then(|_| w.flush())
+                .is_err()
+            {
+                self.mirror = None;
+            }
+        }
         if let Some(file) = self.file.as_mut() {
-            let mut line = serde_json::to_string(&entry).expect("events serialise");
-            line.push('\n');
             file.write_all(line.as_bytes())
                 .and_then(|_| file.sync_data())
                 .map_err(|source| JournalError::Write {
@@ -427,6 +457,45 @@ mod tests {
         })
         .unwrap();
         assert_eq!(j.entries().last().unwrap().seq, 3);
+    }
+
+    #[test]
+    fn a_mirror_gets_each_recorded_line_as_the_file_does() {
+        #[derive(Clone, Default)]
+        struct Shared(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+        impl Write for Shared {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = Journal::open(dir.path(), "m").unwrap();
+        let seen = Shared::default();
+        j.mirror_to(Box::new(seen.clone()));
+        for message in ["one", "two"] {
+            j.record(Event::Warning {
+                message: message.into(),
+            })
+            .unwrap();
+        }
+        let file = std::fs::read_to_string(j.path()).unwrap();
+        let mirrored = String::from_utf8(seen.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(mirrored, file);
+        assert_eq!(mirrored.lines().count(), 2);
+        // A dry run's journal has no file; its mirror still streams.
+        let mut j = Journal::in_memory();
+        let seen = Shared::default();
+        j.mirror_to(Box::new(seen.clone()));
+        j.record(Event::IssueClosed).unwrap();
+        assert!(
+            String::from_utf8(seen.0.lock().unwrap().clone())
+                .unwrap()
+                .contains("issue-closed")
+        );
     }
 
     #[test]

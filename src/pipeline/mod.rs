@@ -6,6 +6,7 @@ mod context;
 pub mod decide;
 mod effects;
 mod engine;
+mod history;
 mod journal;
 mod machine;
 mod project;
@@ -22,6 +23,7 @@ pub use effects::{
     ThreadAnswer, WorktreeInfo,
 };
 pub use engine::{RunError, RunOptions, drive};
+pub use history::{LastWord, RunRecord, RunStatus, find_run, prune_runs, read_runs};
 pub use journal::{
     AgentStats, Entry, Event, FORMAT, Halt, Journal, JournalError, read_entries, runs_dir,
 };

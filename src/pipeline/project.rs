@@ -50,6 +50,7 @@ impl Project {
             &settings_path,
         )?;
         watch_columns(&settings, &workflow, &settings_path)?;
+        ConfigError::check(column_issues(&settings, &workflow, &settings_path))?;
         let roles = RoleSet::load(root, &settings, &settings_path, &workflow)?;
         warnings.extend(roles.warnings.iter().cloned());
         Ok(Project {
@@ -107,6 +108,47 @@ fn watch_columns(settings: &Settings, workflow: &Workflow, file: &Path) -> Resul
         })
         .collect();
     ConfigError::check(issues)
+}
+
+/// What is wrong with the `columns` setting against the workflow: a key that is no stage, two
+/// stages on one board option.
+fn column_issues(settings: &Settings, workflow: &Workflow, path: &Path) -> Vec<ConfigIssue> {
+    let stages: Vec<&str> = workflow.stages.iter().map(|s| s.status.as_str()).collect();
+    let mut issues = Vec::new();
+    for (stage, option) in &settings.columns {
+        if !stages.contains(&stage.as_str()) {
+            let fix = match crate::config::did_you_mean(stage, &stages) {
+                Some(near) => {
+                    format!("did you mean \"{near}\"? The keys are the workflow's stages")
+                }
+                None => format!("the keys are the workflow's stages: {}", stages.join(", ")),
+            };
+            issues.push(ConfigIssue::new(
+                path,
+                format!("supervisor.columns.{stage}"),
+                "is not a stage of the workflow",
+                fix,
+            ));
+        }
+        let shared: Vec<&str> = stages
+            .iter()
+            .copied()
+            .filter(|s| *s != stage && settings.board_option(s).eq_ignore_ascii_case(option))
+            .collect();
+        // Reported once: by the later key when both stages are mapped.
+        if let Some(other) = shared
+            .iter()
+            .find(|o| !settings.columns.contains_key(**o) || **o < stage.as_str())
+        {
+            issues.push(ConfigIssue::new(
+                path,
+                format!("supervisor.columns.{stage}"),
+                format!("puts {stage} on the board option \"{option}\", which already holds {other}"),
+                "give every stage a column of its own (`supervisor init` can add the missing options to the board)",
+            ));
+        }
+    }
+    issues
 }
 
 /// The process environment, as `Project::load` wants it (secrets taken out of it at start

@@ -4,6 +4,8 @@ mod actions;
 mod check;
 mod comments;
 mod gates;
+mod history;
+mod progress;
 mod summary;
 mod task;
 mod tracking;
@@ -22,6 +24,8 @@ pub use gates::{
     combined_gate_note, gate_findings_for_auditor, gate_reports_text, gate_summary_table,
     verdict_text,
 };
+pub use history::{runs_text, timeline_text, why_text};
+pub use progress::{progress_lines, progress_status};
 pub use summary::{run_map, summary_headline, summary_text};
 pub use task::{MAX_NOTE_CHARS, TaskInput, build_task, task_text};
 pub use tracking::{TrackingLinks, tracking_text};

@@ -49,6 +49,8 @@ pub struct LiveEffects {
     checkpoint: Arc<std::sync::Mutex<Option<Checkpoint>>>,
     /// The tracking comment's writer, once the run shows progress (when configured).
     tracker: Option<Tracker>,
+    /// The run's progress on the terminal.
+    console: super::Console,
     /// The run's gate state (trusted tools, warm language servers, incremental caches); shut down
     /// when the run ends, however it ends.
     gates: gates::GateSession,
@@ -91,6 +93,7 @@ impl LiveEffects {
             revising: false,
             checkpoint: Arc::default(),
             tracker: None,
+            console: super::Console::new(svc.progress),
             gates,
         }
     }
@@ -116,6 +119,12 @@ impl LiveEffects {
 
     fn board_ref(&self) -> BoardRef {
         BoardRef::from_settings(&self.project.settings)
+    }
+
+    /// The card with its column named as the workflow's stage (`columns` maps board options).
+    fn as_stages(&self, mut item: BoardItem) -> BoardItem {
+        item.column = item.column.map(|c| self.project.settings.stage_of(&c));
+        item
     }
 
     fn worktree(&self) -> Result<Worktree, String> {
@@ -237,7 +246,11 @@ impl Effects for LiveEffects {
     }
 
     async fn fetch_context(&mut self, issue: &Issue) -> Result<Context, RunError> {
-        let board = self.gh.board_item(&self.board_ref(), issue.number).await?;
+        let board = self
+            .gh
+            .board_item(&self.board_ref(), issue.number)
+            .await?
+            .map(|b| self.as_stages(b));
         let blockers = self.gh.open_blockers(issue).await?;
         let comments = self.gh.list_comments(issue.number).await?;
         let editors = self.gh.issue_editors(issue.number).await?;
@@ -256,7 +269,8 @@ impl Effects for LiveEffects {
     }
 
     async fn add_to_board(&mut self, issue: &Issue) -> Result<BoardItem, RunError> {
-        Ok(self.gh.add_to_board(&self.board_ref(), issue).await?)
+        let item = self.gh.add_to_board(&self.board_ref(), issue).await?;
+        Ok(self.as_stages(item))
     }
 
     async fn post(
@@ -284,8 +298,9 @@ impl Effects for LiveEffects {
     }
 
     async fn move_card(&mut self, board: &BoardItem, column: &str) -> Result<(), RunError> {
+        let option = self.project.settings.board_option(column);
         let Some(hooks) = self.hooks.clone() else {
-            return Ok(self.gh.move_card(board, column).await?);
+            return Ok(self.gh.move_card(board, option).await?);
         };
         tokio::select! {
             () = hooks.moving(self.issue, column) => {}
@@ -295,7 +310,7 @@ impl Effects for LiveEffects {
             // Stopped while waiting: the card stays where it is, the run ends at its next step.
             return Ok(());
         }
-        self.gh.move_card(board, column).await?;
+        self.gh.move_card(board, option).await?;
         hooks.moved(self.issue, column);
         Ok(())
     }
@@ -609,9 +624,10 @@ impl Effects for LiveEffects {
         }
     }
 
-    /// Show `progress` in the tracking comment: the one an earlier run of the issue left, found by
+    /// Show `progress` on the terminal, and in the tracking comment: the one an earlier run of the issue left, found by
     /// its marker on supervisor's own comments, or a new one.
     async fn track(&mut self, progress: &Progress) {
+        self.console.show(progress);
         if !self.project.settings.tracking_comment {
             return;
         }

@@ -2,6 +2,7 @@
 //! client, git worktrees, agent CLIs, gate tools — and [`run_issue`], which claims an issue's run
 //! (checkpoint), opens its journal and drives the engine to its end. Texts are rendered by `report`.
 
+mod console;
 mod live;
 mod tracker;
 
@@ -10,6 +11,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+pub use console::{Console, ProgressMode};
 pub use live::LiveEffects;
 
 use crate::github::GitHub;
@@ -28,6 +30,8 @@ pub struct Services {
     pub cancel: CancellationToken,
     /// Told of the run's card moves, and may hold a move back (the scheduler's column limits).
     pub hooks: Option<Arc<dyn RunHooks>>,
+    /// How the run shows its progress while it moves.
+    pub progress: ProgressMode,
 }
 
 /// What a scheduler hears from a run it started, and how it holds one back.
@@ -143,6 +147,9 @@ pub async fn run_issue(
     } else {
         Journal::open(&project.root, &run_id)?
     };
+    if svc.progress == ProgressMode::Jsonl {
+        journal.mirror_to(Box::new(std::io::stdout()));
+    }
     let mut machine = Machine::new(
         project.clone(),
         opts.clone(),

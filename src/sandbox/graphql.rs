@@ -6,7 +6,8 @@
 //! `viewer`, `node`, `rateLimit`; repositories, issues, pull requests (with their reviews, review
 //! threads and review comments), comments, labels; Projects v2 boards, their single-select status
 //! field and options, items and their status values; the mutations `updateProjectV2ItemFieldValue`,
-//! `addProjectV2ItemById`, `resolveReviewThread` and `unresolveReviewThread`. A field GitHub does not have
+//! `addProjectV2ItemById`, `createProjectV2`, `linkProjectV2ToRepository`, `updateProjectV2Field`,
+//! `resolveReviewThread` and `unresolveReviewThread`. A field GitHub does not have
 //! gets GitHub's `undefinedField` error; one it has that the sandbox does not emulate is `null` with a
 //! `SANDBOX_UNSUPPORTED` error. Project data needs the `read:project` or `project` scope (mutations
 //! `project`), else the answer is GitHub's `INSUFFICIENT_SCOPES` error.
@@ -725,10 +726,15 @@ impl<'q, 's> Exec<'q, 's> {
             Obj::Payload {
                 client_mutation_id,
                 item,
-                ..
-            } => match field {
-                "clientMutationId" => leaf(client_mutation_id.clone()),
-                "projectV2Item" | "item" => Ok(item.map_or(Out::Null, |n| Out::Obj(Obj::Item(n)))),
+                typename,
+            } => match (*typename, field) {
+                (_, "clientMutationId") => leaf(client_mutation_id.clone()),
+                ("CreateProjectV2Payload", "projectV2") => Ok(Out::Obj(Obj::Project)),
+                ("LinkProjectV2ToRepositoryPayload", "repository") => Ok(Out::Obj(Obj::Repository)),
+                ("UpdateProjectV2FieldPayload", "projectV2Field") => Ok(Out::Obj(Obj::StatusField)),
+                (_, "projectV2Item" | "item") => {
+                    Ok(item.map_or(Out::Null, |n| Out::Obj(Obj::Item(n))))
+                }
                 _ => Err(self.unknown(obj, field)),
             },
         }
@@ -883,6 +889,12 @@ impl<'q, 's> Exec<'q, 's> {
             "url" => leaf(format!("{}/{}/{}", self.base, repo.owner, repo.name)),
             "isPrivate" => leaf(repo.private),
             "defaultBranchRef" => Ok(Out::Obj(Obj::Ref(repo.default_branch.clone()))),
+            // The sandbox has no collaborators: a signed-in caller may write, anyone else read.
+            "viewerPermission" => leaf(if self.caller.is_anonymous() {
+                "READ"
+            } else {
+                "WRITE"
+            }),
             "issue" | "pullRequest" | "issueOrPullRequest" => {
                 let n = arg_u64(args, "number")?;
                 let issue = self.state.issue(n).map(|_| Obj::Issue(n));
@@ -1465,6 +1477,24 @@ impl<'q, 's> Exec<'q, 's> {
                     item: Some(n),
                 }))
             }
+            "createProjectV2" => self.create_project(&input, client_mutation_id),
+            "linkProjectV2ToRepository" => {
+                self.need_project(true)?;
+                let project = arg_str(&input, "projectId")?;
+                let repository = arg_str(&input, "repositoryId")?;
+                if !matches!(self.node(&project), Some(Obj::Project)) {
+                    return Err(no_node(&project));
+                }
+                if repository != ids::REPO {
+                    return Err(no_node(&repository));
+                }
+                Ok(Out::Obj(Obj::Payload {
+                    typename: "LinkProjectV2ToRepositoryPayload",
+                    client_mutation_id,
+                    item: None,
+                }))
+            }
+            "updateProjectV2Field" => self.update_field(&input, client_mutation_id),
             "resolveReviewThread" | "unresolveReviewThread" => {
                 let id = arg_str(&input, "threadId")?;
                 let Some(Obj::Thread(n, root)) = self.node(&id) else {
@@ -1495,6 +1525,97 @@ impl<'q, 's> Exec<'q, 's> {
             }
             _ => Err(self.unknown(&Obj::Mutation, field)),
         }
+    }
+
+    /// `createProjectV2`: a board with GitHub's default Status field (Todo, In Progress, Done),
+    /// linked to the repository when `repositoryId` is given. The sandbox holds one board.
+    fn create_project(
+        &mut self,
+        input: &Args,
+        client_mutation_id: Option<String>,
+    ) -> Result<Out, Fail> {
+        self.need_project(true)?;
+        let owner_id = arg_str(input, "ownerId")?;
+        let title = arg_str(input, "title")?;
+        if title.trim().is_empty() {
+            return Err(Fail::Invalid("Title can't be blank".into()));
+        }
+        let (owner, owner_type) = match self.node(&owner_id) {
+            Some(Obj::Organization(l)) => (l, super::state::OwnerType::Organization),
+            Some(Obj::User(l)) => (l, super::state::OwnerType::User),
+            _ => return Err(no_node(&owner_id)),
+        };
+        if let Some(repository) = input.get("repositoryId").and_then(|v| v.as_str()) {
+            if repository != ids::REPO {
+                return Err(no_node(repository));
+            }
+        }
+        if self.state.board.is_some() {
+            return Err(Fail::Invalid(
+                "the sandbox holds one board, and it has one already".into(),
+            ));
+        }
+        self.state.board = Some(BoardSeed {
+            owner,
+            owner_type,
+            number: 1,
+            title,
+            status_field: "Status".into(),
+            options: vec!["Todo".into(), "In Progress".into(), "Done".into()],
+            items: Default::default(),
+        });
+        Ok(Out::Obj(Obj::Payload {
+            typename: "CreateProjectV2Payload",
+            client_mutation_id,
+            item: None,
+        }))
+    }
+
+    /// `updateProjectV2Field` on the status field: new options replace the whole list, as on
+    /// GitHub; a card whose option is gone is left without a column.
+    fn update_field(
+        &mut self,
+        input: &Args,
+        client_mutation_id: Option<String>,
+    ) -> Result<Out, Fail> {
+        self.need_project(true)?;
+        let field_id = arg_str(input, "fieldId")?;
+        if !matches!(self.node(&field_id), Some(Obj::StatusField)) {
+            return Err(no_node(&field_id));
+        }
+        let options = input
+            .get("singleSelectOptions")
+            .and_then(|v| v.as_array())
+            .cloned()
+            .unwrap_or_default();
+        let mut names = Vec::new();
+        for o in &options {
+            let name = o.get("name").and_then(|v| v.as_str()).unwrap_or_default();
+            let color = o.get("color").and_then(|v| v.as_str());
+            let description = o.get("description").and_then(|v| v.as_str());
+            if name.trim().is_empty() || color.is_none() || description.is_none() {
+                return Err(Fail::Invalid(
+                    "Each single select option needs a name, a color and a description".into(),
+                ));
+            }
+            if names.iter().any(|n: &String| n.eq_ignore_ascii_case(name)) {
+                return Err(Fail::Invalid(format!("Option name '{name}' is duplicated")));
+            }
+            names.push(name.to_string());
+        }
+        if let (false, Some(board)) = (names.is_empty(), self.state.board.as_mut()) {
+            for column in board.items.values_mut() {
+                if column.as_ref().is_some_and(|c| !names.contains(c)) {
+                    *column = None;
+                }
+            }
+            board.options = names;
+        }
+        Ok(Out::Obj(Obj::Payload {
+            typename: "UpdateProjectV2FieldPayload",
+            client_mutation_id,
+            item: None,
+        }))
     }
 
     /// A connection over `all`, paged by `first`/`after` or `last`/`before` as GitHub does.

@@ -455,6 +455,8 @@ impl Loop {
             scripted_program: None,
             cancel: cancel.clone(),
             hooks: None,
+            // Several runs at once: the scheduler's notices say how they go.
+            progress: crate::runtime::ProgressMode::Off,
         };
         let opts = RunOptions {
             issue,
@@ -644,10 +646,13 @@ impl Loop {
 
     async fn poll(&mut self) {
         let started = Instant::now();
-        let poll = match self.s.access.gh.poll_board(&self.board).await {
+        let mut poll = match self.s.access.gh.poll_board(&self.board).await {
             Ok(poll) => poll,
             Err(e) => return self.poll_failed(e),
         };
+        for card in &mut poll.cards {
+            self.to_stage(card);
+        }
         self.last_poll_error = None;
         let duration_ms = started.elapsed().as_millis() as u64;
         tracing::debug!(
@@ -968,7 +973,7 @@ impl Loop {
                 format!("card {} is not on board #{number}", moved.item_node_id),
             );
         };
-        let Some(card) = found.card else {
+        let Some(mut card) = found.card else {
             return self.ignored(
                 "card",
                 format!(
@@ -978,6 +983,7 @@ impl Loop {
             );
         };
         self.board_id.get_or_insert(found.project_id);
+        self.to_stage(&mut card);
         let human = match &moved.origin {
             Origin::Webhook { .. } => Some(moved.moved_by.login.as_str()),
             _ => None,
@@ -992,6 +998,12 @@ impl Loop {
         if let Some(board) = &mut self.state.board {
             board.insert(card.issue, card.column.clone());
         }
+    }
+
+    /// The card's column as the workflow's stage (`columns` maps stages to board options).
+    fn to_stage(&self, card: &mut Card) {
+        let settings = &self.s.project.settings;
+        card.column = card.column.take().map(|option| settings.stage_of(&option));
     }
 
     fn publish(&self) {

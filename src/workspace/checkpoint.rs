@@ -12,6 +12,19 @@ use super::{Reuse, WorkspaceConfig, WorkspaceError, Worktree, io_err};
 
 /// Where checkpoints live, relative to the repository root.
 pub const CHECKPOINT_DIR: &str = ".supervisor/runs";
+/// Create the runs directory under `repo_root` (when missing) with a `.gitignore` that keeps
+/// journals, transcripts and checkpoints out of `git status`, whatever the repository ignores.
+pub fn runs_dir(repo_root: &Path) -> Result<PathBuf, WorkspaceError> {
+    let dir = repo_root.join(CHECKPOINT_DIR);
+    std::fs::create_dir_all(&dir).map_err(io_err("cannot create", &dir))?;
+    let ignore = dir.join(".gitignore");
+    if !ignore.exists() {
+        std::fs::write(&ignore, "# supervisor's run journals and checkpoints\n*\n")
+            .map_err(io_err("cannot write", &ignore))?;
+    }
+    Ok(dir)
+}
+
 /// A checkpoint not touched for this long belongs to a dead run.
 pub const STALE_AFTER: Duration = Duration::from_secs(60 * 60);
 
@@ -87,8 +100,7 @@ impl Checkpoint {
     /// Write the checkpoint (atomically: a temporary file renamed over the old one).
     pub fn save(&self, repo_root: &Path) -> Result<(), WorkspaceError> {
         let path = Checkpoint::path(repo_root, self.issue);
-        let dir = path.parent().unwrap_or(repo_root);
-        std::fs::create_dir_all(dir).map_err(io_err("cannot create", dir))?;
+        runs_dir(repo_root)?;
         let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
         let text = serde_json::to_string_pretty(self).unwrap_or_default();
         std::fs::write(&tmp, text).map_err(io_err("cannot write", &tmp))?;
@@ -168,9 +180,7 @@ impl RunLock {
     pub fn acquire(repo_root: &Path, issue: u64) -> Result<Option<RunLock>, WorkspaceError> {
         use std::os::fd::AsRawFd;
         let path = Checkpoint::lock_path(repo_root, issue);
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(io_err("cannot create", dir))?;
-        }
+        runs_dir(repo_root)?;
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)

@@ -17,12 +17,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{Settings, is_safe_ref_component};
 
-pub use checkpoint::{CHECKPOINT_DIR, Checkpoint, RunLock, STALE_AFTER, prune_stale};
+pub use checkpoint::{CHECKPOINT_DIR, Checkpoint, RunLock, STALE_AFTER, prune_stale, runs_dir};
 pub use git::{PushAuth, TokenProvider};
 pub use setup::{Dependencies, SetupReport, SetupStep, setup};
 pub use shutdown::Shutdown;
 pub use worktree::{
-    MergeOutcome, cleanup, ensure_worktree, ensure_worktree_with, existing_worktree,
+    MergeOutcome, cleanup, ensure_worktree, ensure_worktree_with, existing_worktree, push_probe,
 };
 
 /// Where and how worktrees are made.

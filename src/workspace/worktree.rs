@@ -561,3 +561,18 @@ impl Worktree {
         })
     }
 }
+
+/// Whether the credentials may push to the repository's remote: `git push --dry-run` of the
+/// current commit to a branch under `branch_prefix` (nothing is sent). The error is git's answer.
+pub fn push_probe(ws: &WorkspaceConfig, auth: &PushAuth) -> Result<(), WorkspaceError> {
+    let git = Git::new(&ws.repo_root, &ws.git_config);
+    let url = git
+        .run(&["remote", "get-url", "--", &ws.remote])
+        .ok()
+        .map(|u| u.trim().to_string());
+    let refspec = format!("HEAD:refs/heads/{}preflight", ws.branch_prefix);
+    Git::new(&ws.repo_root, &ws.git_config)
+        .with_auth(auth, url.as_deref())?
+        .run(&["push", "--dry-run", "--quiet", "--", &ws.remote, &refspec])?;
+    Ok(())
+}

@@ -80,7 +80,7 @@ fn checklist_items_without_a_trace_are_flagged() {
 #[test]
 fn sources_without_tests_are_flagged_per_language() {
     let f = Fixture::new("ts-base");
-    f.apply("ts-clean"); // src/format.ts + src/index.ts (index is exempt)
+    f.apply("ts-clean"); // src/format.ts + src/index.ts (an entry point with code: not exempt)
     f.write("svc/billing.py", "def bill():\n    return 1\n");
     f.write("svc/test_billing.py", "from svc.billing import bill\n");
     f.write("svc/tax.py", "def tax():\n    return 2\n");
@@ -104,6 +104,7 @@ fn sources_without_tests_are_flagged_per_language() {
             "crate/src/bare.rs",
             "pkg/fmt/fmt.go",
             "src/format.ts",
+            "src/index.ts",
             "svc/tax.py"
         ]
         .into_iter()

@@ -35,6 +35,16 @@ operations!(
 operations!("src/github/graphql/board.graphql": BoardItems, BoardCard);
 // Trust: who edited an issue and its comments and renamed it; the login a token acts as.
 operations!("src/github/graphql/trust.graphql": IssueEditors, Viewer);
+// Setting a repository up: owners, users, creating and linking a board, rewriting its options.
+operations!(
+    "src/github/graphql/setup.graphql": OwnerKind,
+    UserExists,
+    RepositorySetup,
+    CreateBoard,
+    LinkBoard,
+    SetStatusOptions
+);
+
 // Review feedback on a pull request, and resolving its threads.
 operations!("src/github/graphql/review.graphql": PullFeedback, ResolveThread);
 

@@ -1,0 +1,391 @@
+//! `supervisor init`: settings for a repository, and a board whose columns the workflow can use —
+//! created (`--create-board`), or an existing one mapped (`columns`) and, only on request and after
+//! showing the change, given the missing columns.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use serde_json::{Map, Value, json};
+
+use super::output::errln;
+use super::run::{canonical, runtime};
+use super::{EXIT_GITHUB, EXIT_OK, EXIT_USAGE};
+use crate::config::{RepoSlug, SETTINGS_PATHS, Workflow};
+use crate::doctor::{map_columns, with_missing};
+use crate::github::{BoardRef, ClientConfig, GitHub, GitHubError};
+use crate::pipeline::{Project, process_env};
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Repository root (default: the current directory).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub repo_root: PathBuf,
+    /// The GitHub repository [default: read from the `origin` remote].
+    #[arg(long, value_name = "OWNER/NAME")]
+    pub repo: Option<String>,
+    /// Trusted GitHub logins, comma-separated [default: the account of the token].
+    #[arg(long, value_delimiter = ',', value_name = "LOGIN,…")]
+    pub codeowners: Vec<String>,
+    /// Use the existing board with this number (as in its URL).
+    #[arg(long, value_name = "N", conflicts_with = "create_board")]
+    pub project_number: Option<u64>,
+    /// Owner of the board [default: the repository's owner].
+    #[arg(long, value_name = "LOGIN")]
+    pub project_owner: Option<String>,
+    /// Create a board linked to the repository, its Status field holding the workflow's columns.
+    #[arg(long)]
+    pub create_board: bool,
+    /// Title of the board `--create-board` makes [default: "<repository> pipeline"].
+    #[arg(long, value_name = "TITLE")]
+    pub board_title: Option<String>,
+    /// Name the board option holding a stage, where automatic mapping does not find it.
+    #[arg(long = "column", value_name = "STAGE=OPTION")]
+    pub column: Vec<String>,
+    /// Add the stages the existing board has no option for (GitHub replaces the whole option
+    /// list: the change is shown first and applied with --yes).
+    #[arg(long)]
+    pub add_columns: bool,
+    /// Apply what needs confirming (the board's option changes).
+    #[arg(long)]
+    pub yes: bool,
+    /// Install `/supervisor <issue>` for pi (`.pi/extensions/supervisor/index.ts`) and Claude Code
+    /// (`.claude/commands/supervisor.md`). Alone, with settings already written, only that.
+    #[arg(long)]
+    pub slash_commands: bool,
+}
+
+/// The slash commands `--slash-commands` installs: path in the repository, content.
+pub const SLASH_COMMANDS: [(&str, &str); 2] = [
+    (
+        ".pi/extensions/supervisor/index.ts",
+        include_str!("../../config/slash-commands/pi-supervisor.ts"),
+    ),
+    (
+        ".claude/commands/supervisor.md",
+        include_str!("../../config/slash-commands/claude-supervisor.md"),
+    ),
+];
+
+fn install_slash_commands(root: &Path) -> Result<(), Refusal> {
+    for (rel, text) in SLASH_COMMANDS {
+        let path = root.join(rel);
+        let written = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&path, text));
+        written.map_err(|e| usage(format!("cannot write {}: {e}", path.display())))?;
+        errln!("wrote {}", path.display());
+    }
+    errln!("`/supervisor ISSUE` runs `supervisor run ISSUE` from pi and from Claude Code here");
+    Ok(())
+}
+
+/// A failure of `init`: what went wrong and the exit code.
+struct Refusal(String, u8);
+
+impl From<GitHubError> for Refusal {
+    fn from(e: GitHubError) -> Refusal {
+        Refusal(e.to_string(), EXIT_GITHUB)
+    }
+}
+
+fn usage(text: impl Into<String>) -> Refusal {
+    Refusal(text.into(), EXIT_USAGE)
+}
+
+pub fn run(args: InitArgs) -> u8 {
+    let rt = match runtime("init") {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    match rt.block_on(init(args)) {
+        Ok(()) => EXIT_OK,
+        Err(Refusal(text, code)) => {
+            errln!("supervisor init: {text}");
+            code
+        }
+    }
+}
+
+/// `owner/name` of a GitHub remote URL (https, ssh or scp-like).
+pub fn slug_of_remote(url: &str) -> Option<RepoSlug> {
+    let url = url.trim().trim_end_matches('/').trim_end_matches(".git");
+    let path = if let Some((_, rest)) = url.split_once("github.com:") {
+        rest
+    } else {
+        let rest = url.split_once("://")?.1;
+        rest.split_once('/')?.1
+    };
+    let mut parts = path.rsplit('/');
+    let name = parts.next()?;
+    let owner = parts.next()?;
+    RepoSlug::parse(&format!("{owner}/{name}"))
+}
+
+fn origin_slug(root: &Path) -> Option<RepoSlug> {
+    let out = std::process::Command::new("git")
+        .args(["remote", "get-url", "origin"])
+        .current_dir(root)
+        .output()
+        .ok()?;
+    slug_of_remote(&String::from_utf8_lossy(&out.stdout))
+}
+
+async fn init(args: InitArgs) -> Result<(), Refusal> {
+    let root = canonical(&args.repo_root);
+    if args.slash_commands {
+        install_slash_commands(&root)?;
+        let has_settings = SETTINGS_PATHS.iter().any(|p| root.join(p).is_file());
+        if has_settings && !args.create_board && args.project_number.is_none() {
+            return Ok(());
+        }
+    }
+    // An existing settings file is updated in place (its other keys and settings kept).
+    let settings_path = SETTINGS_PATHS
+        .iter()
+        .map(|p| root.join(p))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| root.join(SETTINGS_PATHS[1]));
+    let repo = match &args.repo {
+        Some(r) => RepoSlug::parse(r)
+            .ok_or_else(|| usage(format!("--repo {r} is not of the form owner/name")))?,
+        None => origin_slug(&root).ok_or_else(|| {
+            usage("cannot tell the GitHub repository from the `origin` remote; give it with --repo OWNER/NAME")
+        })?,
+    };
+    let cfg = ClientConfig::from_env(repo.clone(), &process_env)?;
+    if !cfg.has_credentials() {
+        return Err(Refusal(GitHubError::NoCredentials.to_string(), EXIT_GITHUB));
+    }
+    let gh = GitHub::new(cfg)?;
+    let codeowners = if args.codeowners.is_empty() {
+        vec![gh.viewer().await?.login]
+    } else {
+        args.codeowners.clone()
+    };
+    let stages = workflow_stages(&root)?;
+    let owner = args
+        .project_owner
+        .clone()
+        .unwrap_or_else(|| repo.owner.clone());
+    let (number, columns) = if args.create_board {
+        create_board(&gh, &repo, &owner, args.board_title.as_deref(), &stages).await?
+    } else {
+        let number = args.project_number.ok_or_else(|| {
+            usage("name the board: --project-number N (as in its URL), or make one with --create-board")
+        })?;
+        (
+            number,
+            existing_board(&gh, &args, &owner, number, &stages).await?,
+        )
+    };
+    let mut block = Map::new();
+    block.insert("repo".into(), json!(repo.to_string()));
+    block.insert("projectNumber".into(), json!(number));
+    if !owner.eq_ignore_ascii_case(&repo.owner) {
+        block.insert("projectOwner".into(), json!(owner));
+    }
+    block.insert("codeowners".into(), json!(codeowners));
+    if !columns.is_empty() {
+        block.insert("columns".into(), json!(columns));
+    }
+    write_settings(&settings_path, &block)?;
+    ignore_runs(&root)?;
+    // What was written must load: the same checks `supervisor check` makes.
+    if let Err(e) = Project::load(&root, &process_env) {
+        return Err(usage(format!(
+            "the settings written do not load:\n{}",
+            crate::report::errors_text(&e, false)
+        )));
+    }
+    errln!("wrote {}", settings_path.display());
+    errln!(
+        "next: `supervisor doctor` checks the rest (agent CLIs, gate tools, push access), then `supervisor run ISSUE`"
+    );
+    Ok(())
+}
+
+fn workflow_stages(root: &Path) -> Result<Vec<String>, Refusal> {
+    let settings_path = root.join(SETTINGS_PATHS[1]);
+    let wf = Workflow::load(root, None, &BTreeMap::new(), &settings_path)
+        .map_err(|e| usage(crate::report::errors_text(&e, false)))?;
+    Ok(wf.stages.into_iter().map(|s| s.status).collect())
+}
+
+async fn create_board(
+    gh: &GitHub,
+    repo: &RepoSlug,
+    owner: &str,
+    title: Option<&str>,
+    stages: &[String],
+) -> Result<(u64, BTreeMap<String, String>), Refusal> {
+    let (_, owner_id) = gh.account(owner).await?.ok_or_else(|| {
+        usage(format!(
+            "no GitHub user or organization {owner}; fix --project-owner"
+        ))
+    })?;
+    let repository = gh.repository_info().await?;
+    let title = title.map_or_else(|| format!("{} pipeline", repo.name), str::to_string);
+    let board = gh
+        .create_board(&owner_id, &repository.node_id, &title)
+        .await?;
+    let board_ref = BoardRef {
+        owner: owner.to_string(),
+        number: board.number,
+        status_field: "Status".into(),
+    };
+    let (_, field, _) = gh.board_field(&board_ref).await?;
+    // A new board holds no cards: its default options can be replaced outright.
+    gh.set_status_options(&field, stages).await?;
+    errln!(
+        "created board #{} \"{title}\" ({}), linked to {repo}, columns: {}",
+        board.number,
+        board.url,
+        stages.join(", ")
+    );
+    Ok((board.number, BTreeMap::new()))
+}
+
+async fn existing_board(
+    gh: &GitHub,
+    args: &InitArgs,
+    owner: &str,
+    number: u64,
+    stages: &[String],
+) -> Result<BTreeMap<String, String>, Refusal> {
+    let board_ref = BoardRef {
+        owner: owner.to_string(),
+        number,
+        status_field: "Status".into(),
+    };
+    let (_, field, options) = gh.board_field(&board_ref).await?;
+    let options: Vec<String> = options.into_iter().map(|o| o.name).collect();
+    let mut plan = map_columns(stages, &options);
+    for pair in &args.column {
+        let (stage, option) = pair.split_once('=').ok_or_else(|| {
+            usage(format!(
+                "--column {pair}: write STAGE=OPTION, e.g. Backlog=Todo"
+            ))
+        })?;
+        if !stages.iter().any(|s| s == stage) {
+            return Err(usage(format!(
+                "--column {pair}: {stage} is not a stage ({})",
+                stages.join(", ")
+            )));
+        }
+        if !options.iter().any(|o| o == option) {
+            return Err(usage(format!(
+                "--column {pair}: the board has no option {option} ({})",
+                options.join(", ")
+            )));
+        }
+        plan.missing.retain(|s| s != stage);
+        if stage == option {
+            plan.columns.remove(stage);
+        } else {
+            plan.columns.insert(stage.to_string(), option.to_string());
+        }
+    }
+    for (stage, option) in &plan.columns {
+        errln!("  {stage} → \"{option}\"");
+    }
+    if plan.missing.is_empty() {
+        return Ok(plan.columns);
+    }
+    if !args.add_columns {
+        return Err(usage(format!(
+            "the board has no column for {}; add them with --add-columns (the change is shown first), or name existing options with --column STAGE=OPTION",
+            plan.missing.join(", ")
+        )));
+    }
+    let new = with_missing(stages, &options, &plan);
+    errln!(
+        "the board's options would change (GitHub replaces the whole list; cards keep the options whose names stay):"
+    );
+    errln!("  now:   {}", options.join(", "));
+    errln!("  after: {}", new.join(", "));
+    if !args.yes {
+        return Err(usage("nothing changed; run again with --yes to apply"));
+    }
+    gh.set_status_options(&field, &new).await?;
+    errln!("added the columns {}", plan.missing.join(", "));
+    Ok(plan.columns)
+}
+
+/// Write `block`'s keys into the `supervisor` block of the settings file at `path`, keeping what
+/// else the file holds.
+fn write_settings(path: &Path, block: &Map<String, Value>) -> Result<(), Refusal> {
+    let io = |e: std::io::Error| usage(format!("cannot write {}: {e}", path.display()));
+    let mut doc = match std::fs::read_to_string(path) {
+        Ok(text) => match serde_json::from_str::<Value>(text.trim_start_matches('\u{feff}')) {
+            Ok(Value::Object(doc)) => doc,
+            _ => {
+                return Err(usage(format!(
+                    "{} is not a JSON object; fix or remove it first",
+                    path.display()
+                )));
+            }
+        },
+        Err(_) => Map::new(),
+    };
+    let settings = doc
+        .entry("supervisor")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !settings.is_object() {
+        *settings = Value::Object(Map::new());
+    }
+    if let Value::Object(settings) = settings {
+        for (k, v) in block {
+            settings.insert(k.clone(), v.clone());
+        }
+        if !block.contains_key("columns") {
+            settings.remove("columns");
+        }
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io)?;
+    }
+    let text = serde_json::to_string_pretty(&Value::Object(doc)).expect("json");
+    std::fs::write(path, text + "\n").map_err(io)
+}
+
+/// `.supervisor/runs/` in the repository's `.gitignore`.
+fn ignore_runs(root: &Path) -> Result<(), Refusal> {
+    let path = root.join(".gitignore");
+    let text = std::fs::read_to_string(&path).unwrap_or_default();
+    if text
+        .lines()
+        .any(|l| l.trim() == ".supervisor/runs/" || l.trim() == ".supervisor/runs")
+    {
+        return Ok(());
+    }
+    let mut out = text;
+    if !out.is_empty() && !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str(".supervisor/runs/\n");
+    std::fs::write(&path, out).map_err(|e| usage(format!("cannot write {}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::slug_of_remote;
+
+    #[test]
+    fn remotes() {
+        for url in [
+            "https://github.com/acme/widgets.git",
+            "https://github.com/acme/widgets",
+            "git@github.com:acme/widgets.git",
+            "ssh://git@github.com/acme/widgets.git",
+        ] {
+            assert_eq!(
+                slug_of_remote(url).unwrap().to_string(),
+                "acme/widgets",
+                "{url}"
+            );
+        }
+        assert!(slug_of_remote("/tmp/remote.git").is_none());
+    }
+}

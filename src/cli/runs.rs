@@ -1,0 +1,145 @@
+//! `supervisor runs`: the run history kept under `.supervisor/runs/`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use super::output::{err, errln, outln};
+use super::run::canonical;
+use super::{EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
+use crate::pipeline::{RunRecord, find_run, prune_runs, read_entries, read_runs};
+use crate::report;
+
+#[derive(Debug, Args)]
+pub struct RunsArgs {
+    #[command(subcommand)]
+    pub command: Option<RunsCommand>,
+    /// Repository root (default: the current directory).
+    #[arg(long, value_name = "DIR", default_value = ".", global = true)]
+    pub repo_root: PathBuf,
+    /// Print JSON on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// One run's timeline: stages, agents, gate rounds, decisions with reasons, GitHub writes.
+    Show {
+        /// A run id, or an issue number (its latest run).
+        run: String,
+    },
+    /// Why a run stopped: where, why, what the last agent said, and the command that goes on.
+    Why {
+        /// A run id, or an issue number (its latest run).
+        run: String,
+    },
+    /// Remove the journals of runs that ended longer ago than DURATION (runs that can resume stay).
+    Prune {
+        /// How old a run must be: a number and a unit, `30d`, `12h`, `45m`.
+        #[arg(long, value_name = "DURATION", value_parser = parse_age)]
+        older_than: chrono::Duration,
+    },
+}
+
+/// `30d`, `12h`, `45m`, `90s`.
+fn parse_age(text: &str) -> Result<chrono::Duration, String> {
+    let bad = || format!("`{text}` is not an age: write a number and a unit, like 30d, 12h or 45m");
+    let unit = text.chars().last().ok_or_else(bad)?;
+    let n: i64 = text[..text.len() - unit.len_utf8()]
+        .parse()
+        .map_err(|_| bad())?;
+    match unit {
+        'd' => chrono::Duration::try_days(n),
+        'h' => chrono::Duration::try_hours(n),
+        'm' => chrono::Duration::try_minutes(n),
+        's' => chrono::Duration::try_seconds(n),
+        _ => None,
+    }
+    .ok_or_else(bad)
+}
+
+pub fn run(args: RunsArgs) -> u8 {
+    let root = canonical(&args.repo_root);
+    let runs = match read_runs(&root) {
+        Ok(r) => r,
+        Err(e) => {
+            errln!(
+                "supervisor runs: cannot read {}: {e}",
+                crate::pipeline::runs_dir(&root).display()
+            );
+            return EXIT_STOPPED;
+        }
+    };
+    match args.command {
+        None if args.json => outln!("{}", serde_json::json!({ "runs": runs })),
+        None => err!("{}", report::runs_text(&runs)),
+        Some(RunsCommand::Show { run }) => return show(&runs, &run, args.json, false),
+        Some(RunsCommand::Why { run }) => return show(&runs, &run, args.json, true),
+        Some(RunsCommand::Prune { older_than }) => {
+            return prune(&root, chrono::Utc::now() - older_than, args.json);
+        }
+    }
+    EXIT_OK
+}
+
+fn found(runs: &[RunRecord], key: &str) -> Result<RunRecord, u8> {
+    find_run(runs, key).ok_or_else(|| {
+        errln!(
+            "supervisor runs: no run `{key}` here; `supervisor runs` lists them ({} known)",
+            runs.len()
+        );
+        EXIT_USAGE
+    })
+}
+
+fn show(runs: &[RunRecord], key: &str, json: bool, why: bool) -> u8 {
+    let r = match found(runs, key) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let entries = match read_entries(&r.journal) {
+        Ok(e) => e,
+        Err(e) => {
+            errln!("supervisor runs: {e}");
+            return EXIT_STOPPED;
+        }
+    };
+    match (json, why) {
+        (true, true) => outln!("{}", serde_json::json!({ "run": r })),
+        (true, false) => outln!("{}", serde_json::json!({ "run": r, "events": entries })),
+        (false, true) => err!("{}", report::why_text(&r)),
+        (false, false) => err!("{}", report::timeline_text(&r, &entries)),
+    }
+    EXIT_OK
+}
+
+fn prune(root: &std::path::Path, cutoff: chrono::DateTime<chrono::Utc>, json: bool) -> u8 {
+    match prune_runs(root, cutoff) {
+        Ok(removed) if json => outln!("{}", serde_json::json!({ "removed": removed })),
+        Ok(removed) => errln!("removed {} run(s): {}", removed.len(), removed.join(", ")),
+        Err((path, e)) => {
+            errln!(
+                "supervisor runs prune: cannot remove {}: {e}",
+                path.display()
+            );
+            return EXIT_STOPPED;
+        }
+    }
+    EXIT_OK
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_age;
+
+    #[test]
+    fn ages_take_a_unit_and_refuse_anything_else() {
+        assert_eq!(parse_age("30d").unwrap(), chrono::Duration::days(30));
+        assert_eq!(parse_age("12h").unwrap(), chrono::Duration::hours(12));
+        for bad in ["", "30", "d", "3w", "x5m"] {
+            let e = parse_age(bad).unwrap_err();
+            assert!(e.contains("30d"), "{e}");
+        }
+    }
+}

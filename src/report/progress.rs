@@ -1,0 +1,148 @@
+//! A run's progress on the terminal: lines for what changed since the last view (a stage done, a
+//! gate round, the pull request, the end) and the status of the agent at work.
+
+use super::comments::human_tokens;
+use super::summary::headline;
+use crate::pipeline::{GateRound, Progress, StageMark};
+
+/// What changed from `prev` (none: the first view) to `next`, one line each.
+pub fn progress_lines(prev: Option<&Progress>, next: &Progress) -> Vec<String> {
+    let mut lines = Vec::new();
+    if prev.is_none() {
+        lines.push(format!("run {} · issue #{}", next.run_id, next.issue));
+    }
+    let mark_before = |stage: &str| {
+        prev.and_then(|p| p.stages.iter().find(|s| s.stage == stage))
+            .map(|s| s.mark)
+    };
+    for s in &next.stages {
+        if mark_before(&s.stage) == Some(s.mark) {
+            continue;
+        }
+        match s.mark {
+            StageMark::Done => lines.push(format!("✓ {} · {}", s.stage, s.agent)),
+            StageMark::Stopped => lines.push(format!("✖ {} · {}", s.stage, s.agent)),
+            StageMark::Paused => lines.push(format!("⏸ {} · {}", s.stage, s.agent)),
+            StageMark::Current | StageMark::Pending => {}
+        }
+    }
+    if let Some(g) = next
+        .gates
+        .as_ref()
+        .filter(|g| prev.and_then(|p| p.gates.as_ref()) != Some(g))
+    {
+        lines.push(gates_line(g));
+    }
+    if let Some(pr) = next
+        .pr
+        .as_ref()
+        .filter(|_| prev.is_none_or(|p| p.pr.is_none()))
+    {
+        lines.push(format!("pull request {pr}"));
+    }
+    if let Some(end) = next
+        .end
+        .as_ref()
+        .filter(|_| prev.is_none_or(|p| p.end.is_none()))
+    {
+        lines.push(headline(end));
+    }
+    lines
+}
+
+fn gates_line(g: &GateRound) -> String {
+    let mut line = format!(
+        "  gates after {} (attempt {}): {}",
+        g.stage,
+        g.attempt,
+        g.verdict.as_str()
+    );
+    for (what, names) in [
+        ("failing", &g.failing),
+        ("not run", &g.not_run),
+        ("warnings", &g.warnings),
+    ] {
+        if !names.is_empty() {
+            line.push_str(&format!("; {what}: {}", names.join(", ")));
+        }
+    }
+    line
+}
+
+/// The agent at work, its attempt and the tokens spent so far (none: nothing at work).
+pub fn progress_status(p: &Progress) -> Option<String> {
+    let w = p.current.as_ref()?;
+    let done = p
+        .stages
+        .iter()
+        .filter(|s| s.mark == StageMark::Done)
+        .count();
+    Some(format!(
+        "{} · {}, attempt {} · stage {}/{} · {} tokens so far",
+        w.stage,
+        w.agent,
+        w.attempt,
+        done + 1,
+        p.stages.len(),
+        human_tokens(p.tokens)
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gates::Verdict;
+    use crate::pipeline::RunEnd;
+
+    fn progress(at: Option<&str>, gates: Option<GateRound>) -> Progress {
+        let mut p = super::super::tracking::tests::progress(at, None);
+        p.gates = gates;
+        p
+    }
+
+    #[test]
+    fn each_change_is_one_line_and_nothing_else_repeats() {
+        let first = progress(Some("Research"), None);
+        assert_eq!(progress_lines(None, &first), ["run 7-x · issue #7"]);
+        let second = progress(Some("Implementation"), None);
+        assert_eq!(
+            progress_lines(Some(&first), &second),
+            ["✓ Research · researcher"]
+        );
+        assert_eq!(progress_lines(Some(&second), &second), Vec::<String>::new());
+        assert_eq!(
+            progress_status(&second).unwrap(),
+            "Implementation · developer, attempt 2 · stage 2/3 · 12.3k tokens so far"
+        );
+        let round = GateRound {
+            stage: "Implementation".into(),
+            attempt: 2,
+            verdict: Verdict::Blocked,
+            failing: vec!["tsc".into()],
+            not_run: vec!["knip".into()],
+            warnings: vec![],
+        };
+        let third = progress(Some("Implementation"), Some(round));
+        assert_eq!(
+            progress_lines(Some(&second), &third),
+            ["  gates after Implementation (attempt 2): blocked; failing: tsc; not run: knip"]
+        );
+        let mut last = third.clone();
+        last.stages = Progress::marks(
+            &[("Research".into(), Some("researcher".into()))],
+            Some("Research"),
+            StageMark::Stopped,
+            StageMark::Pending,
+        );
+        last.current = None;
+        last.end = Some(RunEnd::Stopped {
+            stage: "Research".into(),
+            reason: "why".into(),
+        });
+        assert_eq!(
+            progress_lines(Some(&third), &last),
+            ["✖ Research · researcher", "✖ stopped in Research: why"]
+        );
+        assert_eq!(progress_status(&last), None);
+    }
+}
