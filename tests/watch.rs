@@ -952,3 +952,38 @@ async fn a_board_without_the_status_field_is_named_once_and_watching_goes_on() {
     assert_eq!(bot.exit().await, 0, "{}", bot.stderr());
     conforms(&world);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_board_whose_columns_have_other_names_drives_the_mapped_stages() {
+    let mut s = spec();
+    // The board calls Research "Investigating" (`columns` maps the stage to it).
+    s.settings
+        .insert("columns".into(), json!({ "Research": "Investigating" }));
+    let (_d, world) = world(s, 1, "Backlog").await;
+    world.sandbox.with_state(|s| {
+        let board = s.board.as_mut().unwrap();
+        for option in board.options.iter_mut().filter(|o| *o == "Research") {
+            *option = "Investigating".into();
+        }
+    });
+    let mut bot = watch(&world, &[]);
+    bot.wait("the first poll", polled).await;
+    act(
+        &world,
+        json!({ "move": { "issue": 1, "to": "Investigating", "by": "alice" } }),
+    );
+    let queued = bot.wait("the card queued", is("queued", 1)).await;
+    assert!(
+        queued["reason"]
+            .as_str()
+            .unwrap()
+            .contains("arrived in Research"),
+        "{queued}"
+    );
+    let done = bot.wait("the run to end", is("finished", 1)).await;
+    assert_eq!(done["end"], "pull-request", "{done}");
+    assert_eq!(bot.count("stopping", 1), 0);
+    bot.signal(libc::SIGTERM);
+    assert_eq!(bot.exit().await, 0, "{}", bot.stderr());
+    conforms(&world);
+}
