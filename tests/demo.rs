@@ -68,6 +68,16 @@ fn demo_runs_the_whole_pipeline_and_prints_a_pull_request() {
         "{stderr}"
     );
     let state: supervisor::sandbox::SandboxState = serde_json::from_str(&state).unwrap();
+    // One tracking comment for the whole run, edited to its end.
+    let tracking: Vec<_> = state
+        .issue(1)
+        .unwrap()
+        .comments
+        .iter()
+        .filter(|c| c.author == "supervisor-bot" && c.body.contains("kind=tracking"))
+        .collect();
+    assert_eq!(tracking.len(), 1, "{tracking:?}");
+    assert!(tracking[0].body.contains("/pull/2"), "{}", tracking[0].body);
     let pr = &state.pulls()[0];
     let root = pr
         .review_comments

@@ -66,9 +66,13 @@ pub fn run(json: bool, clean: bool, dir: Option<PathBuf>, watch: bool) -> u8 {
         if watch {
             return watch_demo(&dir, json, &shutdown).await;
         }
+        // The demo shows the live tracking comment, as the Action does.
+        let mut spec = demo_spec();
+        spec.settings
+            .insert("trackingComment".into(), serde_json::Value::Bool(true));
         match run_demo(
             &dir,
-            demo_spec(),
+            spec,
             program,
             &shutdown,
             crate::runtime::ProgressMode::for_stderr(),
