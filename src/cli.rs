@@ -76,6 +76,12 @@ pub enum Command {
         /// Build the demo in this directory instead of a new temporary one.
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
+        /// Keep the sandbox GitHub up after the run, with its web view, until Ctrl-C.
+        #[arg(long)]
+        serve: bool,
+        /// The sandbox's port (default: a free one).
+        #[arg(long, value_name = "N", requires = "serve")]
+        port: Option<u16>,
     },
     /// Run one role agent once in a directory, as the pipeline would.
     Agent(agent::AgentCommand),
@@ -197,7 +203,13 @@ fn dispatch(cli: Cli) -> u8 {
         Command::Init(args) => init::run(args),
         Command::Runs(args) => runs::run(args),
         Command::Revise(args) => run::run(args.into_run()),
-        Command::Demo { json, clean, dir } => demo::run(json, clean, dir),
+        Command::Demo {
+            json,
+            clean,
+            dir,
+            serve,
+            port,
+        } => demo::run(json, clean, dir, serve.then(|| port.unwrap_or(0))),
         Command::Agent(args) => agent::run(args),
         Command::AgentScript {
             script,

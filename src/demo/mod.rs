@@ -20,7 +20,7 @@ use crate::github::{ClientConfig, GitHub, Token};
 use crate::pipeline::{Project, RunOptions, RunSummary};
 use crate::report::run_map;
 use crate::runtime::{ProgressMode, Services, run_issue, run_revision};
-use crate::sandbox::CheckRunSeed;
+use crate::sandbox::{CheckRunSeed, Sandbox};
 use crate::workspace::{PushAuth, Shutdown};
 
 /// A fenced JSON answer after a line of prose, as agents write them.
@@ -298,15 +298,17 @@ pub enum DemoError {
     },
 }
 
-/// Build the demo world in `dir`, run the pipeline on its issue, and report where to look.
+/// Build the demo world in `dir` with its sandbox on `port` (0: a free one), run the pipeline on
+/// its issue, and report where to look. The sandbox is handed back still serving.
 pub async fn run_demo(
     dir: &Path,
     spec: WorldSpec,
     program: PathBuf,
     shutdown: &Shutdown,
     progress: ProgressMode,
-) -> Result<(RunSummary, DemoReport), DemoError> {
-    let world = World::build(dir, spec).await?;
+    port: u16,
+) -> Result<(RunSummary, DemoReport, Sandbox), DemoError> {
+    let world = World::build_on(dir, spec, port).await?;
     world
         .sandbox
         .check_conformance()
@@ -369,8 +371,7 @@ pub async fn run_demo(
             .map(ToString::to_string)
             .collect(),
     };
-    world.sandbox.shutdown().await;
-    Ok((summary, report))
+    Ok((summary, report, world.sandbox))
 }
 
 /// The codeowner requests a change on the pull request's unit table; supervisor revises it.

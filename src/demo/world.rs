@@ -232,8 +232,13 @@ impl WorldSpec {
 }
 
 impl World {
-    /// Build the world under `dir` (created if needed) and start its sandbox.
+    /// Build the world under `dir` (created if needed) and start its sandbox on a free port.
     pub async fn build(dir: &Path, spec: WorldSpec) -> Result<World, WorldError> {
+        World::build_on(dir, spec, 0).await
+    }
+
+    /// [`World::build`] with the sandbox on `port` (0: a free one).
+    pub async fn build_on(dir: &Path, spec: WorldSpec, port: u16) -> Result<World, WorldError> {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         let dir = dir.canonicalize().map_err(io(dir))?;
         let remote = dir.join("remote.git");
@@ -282,7 +287,7 @@ impl World {
 
         let token = spec.token();
         let state = spec.sandbox_state(Some(remote.clone()));
-        let sandbox = Sandbox::start(state, 0).await?;
+        let sandbox = Sandbox::start(state, port).await?;
         Ok(World {
             dir,
             repo,
