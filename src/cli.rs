@@ -8,6 +8,7 @@ mod agent;
 mod demo;
 mod doctor;
 mod init;
+mod init_prompt;
 mod output;
 mod run;
 mod runs;
