@@ -6,23 +6,9 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// GET `url` as a browser would: status and body.
-fn browse(url: &str) -> (u16, String) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let resp = reqwest::Client::new()
-            .get(url)
-            .timeout(Duration::from_secs(10))
-            .send()
-            .await
-            .expect("an answer");
-        (resp.status().as_u16(), resp.text().await.expect("a body"))
-    })
-}
+#[path = "support/browse.rs"]
+mod browse;
+use browse::browse;
 
 /// The URL after `label` on a line of the demo's "where to look".
 fn url_after(stderr: &str, label: &str) -> String {
@@ -92,7 +78,7 @@ fn demo_runs_the_whole_pipeline_and_prints_a_pull_request() {
     }
     // The printed URLs open while it serves: the pull request, the issue, the board.
     let pr_url = url_after(&stderr, "pull request");
-    let (status, page) = browse(&pr_url);
+    let (status, _, page) = browse(&pr_url);
     assert_eq!(status, 200, "{pr_url}: {page}");
     assert!(
         page.contains("feat(#1): accept hours in parseDuration"),
@@ -103,11 +89,11 @@ fn demo_runs_the_whole_pipeline_and_prints_a_pull_request() {
         "the review's line comment: {page}"
     );
     let issue_url = url_after(&stderr, "issue #1");
-    let (status, page) = browse(&issue_url);
+    let (status, _, page) = browse(&issue_url);
     assert_eq!(status, 200, "{issue_url}: {page}");
     assert!(page.contains("<h2>Research Findings</h2>"), "{page}");
     let board_url = url_after(&stderr, "board");
-    let (status, page) = browse(&board_url);
+    let (status, _, page) = browse(&board_url);
     assert_eq!(status, 200, "{board_url}: {page}");
     let done = page.split("<h3>Done</h3>").nth(1).unwrap();
     assert!(

@@ -14,6 +14,10 @@ use supervisor::config::RepoSlug;
 use supervisor::github::{BoardRef, ClientConfig, GitHub, Token};
 use supervisor::sandbox::SandboxState;
 
+#[path = "support/browse.rs"]
+mod browse;
+use browse::browse;
+
 const TOKEN: &str = "sandbox-token-alice";
 
 fn example() -> PathBuf {
@@ -214,31 +218,6 @@ fn a_broken_state_file_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.json") && err.contains("name"), "{err}");
-}
-
-/// GET `url` as a browser would (no token): status, content type and body.
-fn browse(url: &str) -> (u16, String, String) {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(async {
-        let resp = reqwest::Client::new()
-            .get(url)
-            .timeout(Duration::from_secs(10))
-            .send()
-            .await
-            .expect("an answer");
-        let status = resp.status().as_u16();
-        let kind = resp
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_string();
-        (status, kind, resp.text().await.expect("a body"))
-    })
 }
 
 /// A comment written to break out of the page, and one with ordinary Markdown.
