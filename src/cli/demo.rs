@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use super::output::{errln, outln};
 use super::run::{present, runtime};
 use super::{EXIT_STOPPED, EXIT_USAGE};
-use crate::demo::{DemoReport, demo_dir, demo_spec, run_demo};
+use crate::demo::{DemoError, DemoReport, WorldError, demo_dir, demo_spec, run_demo};
 use crate::pipeline::{RunEnd, RunSummary};
 use crate::report;
-use crate::sandbox::Sandbox;
+use crate::sandbox::{Sandbox, SandboxError};
 use crate::workspace::Shutdown;
 
 /// Where `scripts/install-tools.sh` puts the pinned gate tools and agent CLIs, under its `.tools/`
@@ -120,6 +120,10 @@ pub fn run(json: bool, clean: bool, dir: Option<PathBuf>, serve: Option<u16>) ->
                 }
                 sandbox.shutdown().await;
                 code
+            }
+            Err(DemoError::World(WorldError::Sandbox(e @ SandboxError::Bind { .. }))) => {
+                errln!("supervisor demo: {e}: choose another --port");
+                EXIT_USAGE
             }
             Err(e) => {
                 errln!("supervisor demo: {e}");
