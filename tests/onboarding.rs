@@ -685,6 +685,30 @@ async fn init_asks_on_a_terminal_and_copies_the_workflow_for_editing() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stderr.contains("kept "), "{}", r.stderr);
     assert!(std::fs::read_to_string(&role).unwrap().contains("broken"));
+
+    // Skipping the board when the settings name none writes the rest and says what is missing.
+    let path = world.repo.join(".pi/settings.json");
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    doc["supervisor"]
+        .as_object_mut()
+        .unwrap()
+        .remove("projectNumber");
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let r = supervisor_fed(&world, &args, Some("bob\nskip\nn\nn\n")).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("or skip (set it later) [create]: "),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("no board yet: `supervisor init --create-board`"),
+        "{}",
+        r.stderr
+    );
+    let block = settings_block(&world);
+    assert_eq!(block["codeowners"], serde_json::json!(["bob"]));
 }
 
 /// Asked about an existing board with GitHub's default columns, `init` maps what it can and adds
