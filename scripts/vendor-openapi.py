@@ -51,6 +51,9 @@ OPERATIONS = [
     "pulls/list-review-comments",
     "pulls/create-review-comment",
     "pulls/create-reply-for-review-comment",
+    "issues/add-labels",
+    "issues/remove-label",
+    "actions/create-workflow-dispatch",
 ]
 
 # Schema keywords kept; everything else (descriptions, examples, formats, x-* extensions) is dropped.

@@ -13,6 +13,7 @@ mod output;
 mod run;
 mod runs;
 mod serve;
+mod watch;
 
 use output::{err, errln, outln};
 
@@ -77,8 +78,11 @@ pub enum Command {
         /// Build the demo in this directory instead of a new temporary one.
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
-        /// Keep the sandbox GitHub up after the run, with its web view, until Ctrl-C.
+        /// The board-driven mode: the scheduler watches the board, a maintainer drags the card.
         #[arg(long)]
+        watch: bool,
+        /// Keep the sandbox GitHub up after the run, with its web view, until Ctrl-C.
+        #[arg(long, conflicts_with = "watch")]
         serve: bool,
         /// The sandbox's port (default: a free one).
         #[arg(long, value_name = "N", requires = "serve")]
@@ -108,8 +112,11 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Receive GitHub webhook deliveries: verify, de-duplicate and queue them as events.
+    /// Receive GitHub webhook deliveries and run what they ask for (with a slow board poll as a
+    /// safety net).
     Serve(serve::ServeArgs),
+    /// Poll the board and run what arrives in the trigger columns; stop what a human moves away.
+    Watch(watch::WatchArgs),
     /// The sandbox GitHub.
     Sandbox {
         #[command(subcommand)]
@@ -128,6 +135,12 @@ pub enum SandboxCommand {
         /// Write the final state here (JSON, or YAML for .yaml/.yml) when stopped.
         #[arg(long, value_name = "FILE")]
         dump: Option<PathBuf>,
+        /// Send webhooks (card moves, comments, labels, closed issues) to this URL.
+        #[arg(long, value_name = "URL", requires = "webhook_secret")]
+        webhook: Option<String>,
+        /// The secret the webhooks are signed with (at least 16 bytes).
+        #[arg(long, value_name = "SECRET", requires = "webhook")]
+        webhook_secret: Option<String>,
     },
 }
 
@@ -174,7 +187,7 @@ pub fn main() -> ExitCode {
     };
     // A server says what it receives and why it ignores things; a command speaks up on trouble.
     init_tracing(match cli.command {
-        Command::Serve(_) => "warn,supervisor=info",
+        Command::Serve(_) | Command::Watch(_) => "warn,supervisor=info",
         _ => "warn",
     });
     ExitCode::from(dispatch(cli))
@@ -208,9 +221,10 @@ fn dispatch(cli: Cli) -> u8 {
             json,
             clean,
             dir,
+            watch,
             serve,
             port,
-        } => demo::run(json, clean, dir, serve.then(|| port.unwrap_or(0))),
+        } => demo::run(json, clean, dir, watch, serve.then(|| port.unwrap_or(0))),
         Command::Agent(args) => agent::run(args),
         Command::AgentScript {
             script,
@@ -224,9 +238,17 @@ fn dispatch(cli: Cli) -> u8 {
             json,
         } => gates_command(&dir, base, &only, json),
         Command::Serve(args) => serve::run(args),
+        Command::Watch(args) => watch::run(args),
         Command::Sandbox {
-            command: SandboxCommand::Serve { state, port, dump },
-        } => sandbox_serve(state, port, dump),
+            command:
+                SandboxCommand::Serve {
+                    state,
+                    port,
+                    dump,
+                    webhook,
+                    webhook_secret,
+                },
+        } => sandbox_serve(state, port, dump, webhook.zip(webhook_secret)),
     }
 }
 
@@ -279,8 +301,23 @@ fn check(root: PathBuf, json: bool) -> u8 {
 }
 
 /// `supervisor sandbox serve`: serve a state file until Ctrl-C (or SIGTERM), then optionally dump it.
-fn sandbox_serve(state: PathBuf, port: u16, dump: Option<PathBuf>) -> u8 {
-    use crate::sandbox::{Sandbox, SandboxError, SandboxState};
+fn sandbox_serve(
+    state: PathBuf,
+    port: u16,
+    dump: Option<PathBuf>,
+    webhook: Option<(String, String)>,
+) -> u8 {
+    use crate::sandbox::{Sandbox, SandboxError, SandboxState, WebhookTarget};
+    let webhook = match webhook {
+        Some((url, secret)) => match crate::events::WebhookSecret::new(secret) {
+            Ok(secret) => Some(WebhookTarget { url, secret }),
+            Err(e) => {
+                errln!("supervisor sandbox serve: --webhook-secret: {e}");
+                return EXIT_USAGE;
+            }
+        },
+        None => None,
+    };
     let seed = match SandboxState::load(&state) {
         Ok(seed) => seed,
         Err(e) => {
@@ -300,7 +337,7 @@ fn sandbox_serve(state: PathBuf, port: u16, dump: Option<PathBuf>) -> u8 {
         }
     };
     runtime.block_on(async move {
-        let sandbox = match Sandbox::start(seed, port).await {
+        let sandbox = match Sandbox::start_with_webhook(seed, port, webhook).await {
             Ok(s) => s,
             Err(e @ SandboxError::Bind { .. }) => {
                 errln!("supervisor sandbox serve: {e}: choose another --port");

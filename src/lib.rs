@@ -20,5 +20,6 @@ pub mod process;
 pub mod report;
 pub mod runtime;
 pub mod sandbox;
+pub mod scheduler;
 pub mod serve;
 pub mod workspace;

@@ -243,3 +243,40 @@ fn a_tools_directory_that_is_not_there_is_a_usage_error() {
     );
     assert!(!dir.path().join("demo").exists(), "nothing is built");
 }
+
+#[test]
+fn demo_watch_runs_the_card_a_maintainer_drags() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = dir.path().join("demo");
+    let out = Command::new(env!("CARGO_BIN_EXE_supervisor"))
+        .args(["demo", "--watch", "--json", "--dir"])
+        .arg(&demo)
+        .env_remove("GH_TOKEN")
+        .env_remove("GITHUB_TOKEN")
+        .env_remove("GITHUB_API_URL")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let docs: Vec<serde_json::Value> = serde_json::Deserializer::from_slice(&out.stdout)
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .expect("stdout holds the notices and the report as JSON");
+    let kinds: Vec<&str> = docs.iter().filter_map(|d| d["kind"].as_str()).collect();
+    let at = |k: &str| {
+        kinds
+            .iter()
+            .position(|x| *x == k)
+            .unwrap_or_else(|| panic!("no {k}: {kinds:?}"))
+    };
+    assert!(
+        at("polled") < at("queued")
+            && at("queued") < at("started")
+            && at("started") < at("finished")
+    );
+    let finished = docs.iter().find(|d| d["kind"] == "finished").unwrap();
+    assert_eq!(finished["end"], "pull-request", "{finished}");
+    let report = docs.last().unwrap();
+    assert_eq!(report["column"], "Done");
+    assert!(std::path::Path::new(report["journal"].as_str().unwrap()).is_file());
+}

@@ -1051,6 +1051,8 @@ async fn git_gets_a_fresh_app_token_before_the_old_one_expires() {
 async fn the_viewer_login_is_the_token_user_or_the_app_bot() {
     within(async {
         let (w, app) = app_world(None, |_| {}).await;
+        // The scopes check and the markers' login share one `GET /user`.
+        assert_eq!(w.gh.viewer().await.unwrap().login, "alice");
         assert_eq!(w.gh.viewer_login().await.unwrap(), "alice");
         assert_eq!(w.gh.clone().viewer_login().await.unwrap(), "alice");
         assert_eq!(w.count("GET /user"), 1, "asked once per client");

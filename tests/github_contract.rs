@@ -37,7 +37,7 @@ use wiremock::matchers::{method, path, path_regex};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 /// The operations listed above.
-const CLIENT_OPERATIONS: [&str; 18] = [
+const CLIENT_OPERATIONS: [&str; 21] = [
     "users/get-authenticated",
     "apps/get-authenticated",
     "apps/get-repo-installation",
@@ -56,6 +56,9 @@ const CLIENT_OPERATIONS: [&str; 18] = [
     "pulls/update",
     "pulls/create-review",
     "pulls/create-reply-for-review-comment",
+    "issues/add-labels",
+    "issues/remove-label",
+    "actions/create-workflow-dispatch",
 ];
 
 const EXAMPLES: &str = include_str!("../src/github/openapi/examples.json");
@@ -182,6 +185,9 @@ async fn every_rest_operation_the_client_uses_reads_githubs_examples() {
         ("pulls/update", 200),
         ("pulls/create-review", 200),
         ("pulls/create-reply-for-review-comment", 201),
+        ("issues/add-labels", 200),
+        ("issues/remove-label", 200),
+        ("actions/create-workflow-dispatch", 200),
     ] {
         serve_example(&server, op, status).await;
     }
@@ -208,6 +214,12 @@ async fn every_rest_operation_the_client_uses_reads_githubs_examples() {
     let c = gh.create_comment(1347, "Me too").await.unwrap();
     assert_eq!(c.id, comments[0].id);
     gh.update_comment(c.id, "Me too").await.unwrap();
+    // The scheduler's claims and its dispatches to GitHub Actions.
+    gh.add_label(1347, "supervisor:running").await.unwrap();
+    gh.remove_label(1347, "supervisor:running").await.unwrap();
+    gh.dispatch_workflow("supervisor.yml", "main", &json!({ "issue": "1347" }))
+        .await
+        .unwrap();
     let blockers = gh.open_blockers(&issue_1347()).await.unwrap();
     assert_eq!(blockers.len(), 1);
     assert!(

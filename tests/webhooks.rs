@@ -509,13 +509,26 @@ mod binary {
     fn settings_dir() -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(dir.path().join(".pi")).unwrap();
+        // `serve` runs agents here, so it starts only when their CLIs can run: scripted ones.
+        std::fs::write(dir.path().join("agents.script"), "[]").unwrap();
         std::fs::write(
             dir.path().join(".pi/settings.json"),
             r#"{ "supervisor": { "repo": "Codertocat/Hello-World", "projectNumber": 1,
-                 "codeowners": ["Codertocat"], "watch": { "commandPrefix": "/supervisor" } } }"#,
+                 "codeowners": ["Codertocat"], "watch": { "commandPrefix": "/supervisor" },
+                 "agentBackend": "scripted", "agentScript": "agents.script" } }"#,
         )
         .unwrap();
         dir
+    }
+
+    /// The sandbox GitHub `serve` acts on, on its own runtime.
+    fn github() -> (tokio::runtime::Runtime, supervisor::sandbox::Sandbox) {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let state = supervisor::sandbox::SandboxState::new("Codertocat", "Hello-World");
+        let sandbox = rt
+            .block_on(supervisor::sandbox::Sandbox::start(state, 0))
+            .unwrap();
+        (rt, sandbox)
     }
 
     fn serve(dir: &std::path::Path, secret_value: Option<&str>) -> Command {
@@ -559,7 +572,12 @@ mod binary {
     #[test]
     fn serve_prints_each_queued_event_and_stops_on_sigterm() {
         let dir = settings_dir();
-        let mut child = serve(dir.path(), Some(SECRET)).spawn().unwrap();
+        let (_rt, github) = github();
+        let mut child = serve(dir.path(), Some(SECRET))
+            .env("GITHUB_API_URL", github.url())
+            .env("GH_TOKEN", "sandbox-token")
+            .spawn()
+            .unwrap();
         let stderr = child.stderr.take().unwrap();
         let server = Server(child);
         let (tx, rx) = std_mpsc::channel();

@@ -4,9 +4,11 @@ use std::path::{Path, PathBuf};
 
 use super::output::{errln, outln};
 use super::run::{present, runtime};
-use super::{EXIT_STOPPED, EXIT_USAGE};
-use crate::demo::{DemoError, DemoReport, WorldError, demo_dir, demo_spec, run_demo};
-use crate::pipeline::{RunEnd, RunSummary};
+use super::{EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
+use crate::demo::{
+    DemoError, DemoReport, WorldError, demo_dir, demo_spec, run_demo, run_demo_watch,
+};
+use crate::pipeline::RunEnd;
 use crate::report;
 use crate::sandbox::{Sandbox, SandboxError};
 use crate::workspace::Shutdown;
@@ -52,7 +54,7 @@ fn path_with_tools(tools: &Path, path: &std::ffi::OsStr) -> Option<std::ffi::OsS
     std::env::join_paths(dirs).ok()
 }
 
-pub fn run(json: bool, clean: bool, dir: Option<PathBuf>, serve: Option<u16>) -> u8 {
+pub fn run(json: bool, clean: bool, dir: Option<PathBuf>, watch: bool, serve: Option<u16>) -> u8 {
     // Where the pinned gate tools exist, the demo uses them; where they don't, those gates show as not run.
     let cwd = std::env::current_dir().unwrap_or_default();
     match tools_dir(std::env::var_os("SUPERVISOR_TOOLS_DIR"), &cwd) {
@@ -101,6 +103,9 @@ pub fn run(json: bool, clean: bool, dir: Option<PathBuf>, serve: Option<u16>) ->
             "supervisor demo: building a repository, a bare remote and the sandbox GitHub in {}",
             dir.display()
         );
+        if watch {
+            return watch_demo(&dir, json, &shutdown).await;
+        }
         let progress = crate::runtime::ProgressMode::for_stderr();
         let port = serve.unwrap_or(0);
         match run_demo(&dir, demo_spec(), program, &shutdown, progress, port).await {
@@ -113,7 +118,11 @@ pub fn run(json: bool, clean: bool, dir: Option<PathBuf>, serve: Option<u16>) ->
                     doc["demo"] = serde_json::to_value(&report).expect("json");
                     outln!("{}", serde_json::to_string_pretty(&doc).expect("json"));
                 }
-                where_to_look(&summary, &report, &sandbox, serve.is_some());
+                let pr = match &summary.end {
+                    RunEnd::PullRequest { url, .. } => Some(url.as_str()),
+                    _ => None,
+                };
+                where_to_look(&report, pr, Some(&sandbox), serve.is_some());
                 if serve.is_some() && !shutdown.requested() {
                     errln!("\nserving the sandbox GitHub until Ctrl-C");
                     shutdown.token().cancelled().await;
@@ -137,40 +146,74 @@ pub fn run(json: bool, clean: bool, dir: Option<PathBuf>, serve: Option<u16>) ->
     code
 }
 
-/// The pull request, the issue, the board, the journal and the files the demo leaves.
-fn where_to_look(summary: &RunSummary, report: &DemoReport, sandbox: &Sandbox, serving: bool) {
-    let web = sandbox.url();
-    let state = sandbox.snapshot();
-    let slug = format!("{}/{}", state.repo.owner, state.repo.name);
+/// `demo --watch`: the board-driven mode on the demo's board.
+async fn watch_demo(dir: &Path, json: bool, shutdown: &Shutdown) -> u8 {
+    errln!(
+        "supervisor demo --watch: the scheduler watches the board; a maintainer drags issue #1 from Backlog to Research"
+    );
+    match run_demo_watch(dir, demo_spec(), super::watch::printer(json), shutdown).await {
+        Ok((end, pr, report)) => {
+            if json {
+                outln!("{}", serde_json::to_string_pretty(&report).expect("json"));
+            }
+            where_to_look(&report, pr.as_deref(), None, false);
+            if end == "pull-request" {
+                EXIT_OK
+            } else {
+                EXIT_STOPPED
+            }
+        }
+        Err(e) => {
+            errln!("supervisor demo: {e}");
+            EXIT_STOPPED
+        }
+    }
+}
+
+/// The pull request, the issue, the board, the journal and the files the demo leaves; with the
+/// sandbox still up, the web view's URLs.
+fn where_to_look(report: &DemoReport, pr: Option<&str>, sandbox: Option<&Sandbox>, serving: bool) {
     errln!("\nwhere to look");
-    if let RunEnd::PullRequest { url, .. } = &summary.end {
+    if let Some(url) = pr {
         errln!("  pull request   {url}");
     }
     if let Some(r) = &report.revision {
         errln!("  review round   {}", report::summary_headline(r));
     }
+    let state = sandbox.map(|s| (s.url(), s.port(), s.snapshot()));
+    let issue_url = state.as_ref().map_or(String::new(), |(web, _, st)| {
+        format!("{web}/{}/{}/issues/1: ", st.repo.owner, st.repo.name)
+    });
     errln!(
-        "  issue #1       {web}/{slug}/issues/1: {} comments, card in {}",
+        "  issue #1       {issue_url}{} comments, card in {}",
         report.comments,
         report.column.as_deref().unwrap_or("(no column)")
     );
-    if let Some(b) = &state.board {
-        errln!(
-            "  board          {web}/orgs/{}/projects/{}",
-            b.owner,
-            b.number
-        );
+    if let Some((web, _, st)) = &state {
+        if let Some(b) = &st.board {
+            errln!(
+                "  board          {web}/orgs/{}/projects/{}",
+                b.owner,
+                b.number
+            );
+        }
+        errln!("  repository     {web}/");
     }
-    errln!("  repository     {web}/");
     errln!("  journal        {}", report.journal);
-    errln!("  run map        {} (mermaid)", report.run_map.display());
+    if let Some(map) = &report.run_map {
+        errln!("  run map        {} (mermaid)", map.display());
+    }
     errln!("  GitHub state   {}", report.sandbox_state.display());
-    if !serving {
-        errln!(
-            "                 these URLs open while it is served: supervisor sandbox serve --state {} --port {} (or run the demo with --serve)",
-            report.sandbox_state.display(),
-            sandbox.port()
-        );
+    match &state {
+        Some(_) if serving => {}
+        Some((_, port, _)) => errln!(
+            "                 these URLs open while it is served: supervisor sandbox serve --state {} --port {port} (or run the demo with --serve)",
+            report.sandbox_state.display()
+        ),
+        None => errln!(
+            "                 browse it: supervisor sandbox serve --state {}",
+            report.sandbox_state.display()
+        ),
     }
     errln!(
         "  requests       {} to the sandbox GitHub, {} outside GitHub's published description",

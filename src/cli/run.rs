@@ -178,14 +178,8 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
     if let Some(t) = &token {
         actions.add_secret(t.expose());
     }
-    // Pushes ask for a token each time: a GitHub App's installation token expires within the hour.
-    let push_auth = match gh.git_credentials().await {
-        Ok(creds) if token.is_some() => PushAuth::provider(move || match creds.token() {
-            Ok(Some(t)) => Ok(t.expose().to_string()),
-            Ok(None) => Err("no GitHub token to push with".to_string()),
-            Err(e) => Err(e.to_string()),
-        }),
-        Ok(_) => PushAuth::None,
+    let push_auth = match push_auth(&gh, token.is_some()).await {
+        Ok(auth) => auth,
         Err(e) => return github_failure(&e, args.flags.json, args.issue, actions),
     };
     if let Some(findings) = super::doctor::preflight(&project, &gh, credentials, &push_auth).await {
@@ -217,6 +211,7 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
             .map(|t| t.expose().to_string()),
         scripted_program: None,
         cancel: shutdown.token(),
+        hooks: None,
         progress: args.flags.progress.unwrap_or_else(ProgressMode::for_stderr),
     };
     let opts = RunOptions {
@@ -258,12 +253,22 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
 
 /// Before anything is written: every agent CLI the workflow uses (and the agents' sandbox, when one
 /// is asked for) can run. Prints the problems and gives the exit code when one cannot.
-async fn agents_can_run(
-    project: &Project,
-    json: bool,
-    issue: u64,
-    actions: &mut ActionsOutput,
-) -> Result<(), u8> {
+/// How pushes authenticate: they ask for a token each time, since a GitHub App's installation
+/// token expires within the hour. `PushAuth::None` when there is no token.
+pub(super) async fn push_auth(gh: &GitHub, has_token: bool) -> Result<PushAuth, GitHubError> {
+    let creds = gh.git_credentials().await?;
+    if !has_token {
+        return Ok(PushAuth::None);
+    }
+    Ok(PushAuth::provider(move || match creds.token() {
+        Ok(Some(t)) => Ok(t.expose().to_string()),
+        Ok(None) => Err("no GitHub token to push with".to_string()),
+        Err(e) => Err(e.to_string()),
+    }))
+}
+
+/// `Err(text)` when the workflow's agent CLIs cannot run; warnings are printed.
+pub(super) async fn agent_problems(project: &Project) -> Result<(), String> {
     let pf = crate::agent::preflight(&project.settings, &project.roles, &project.root).await;
     for w in &pf.warnings {
         errln!("warning: {w}");
@@ -271,10 +276,21 @@ async fn agents_can_run(
     if pf.ok() {
         return Ok(());
     }
-    let text = format!(
+    Err(format!(
         "agents cannot run, so nothing was started (`supervisor check` shows the set-up):\n  {}",
         pf.problems().join("\n  ")
-    );
+    ))
+}
+
+async fn agents_can_run(
+    project: &Project,
+    json: bool,
+    issue: u64,
+    actions: &mut ActionsOutput,
+) -> Result<(), u8> {
+    let Err(text) = agent_problems(project).await else {
+        return Ok(());
+    };
     if json {
         outln!("{}", serde_json::json!({ "ok": false, "error": text }));
     }

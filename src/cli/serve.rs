@@ -1,17 +1,22 @@
-//! `supervisor serve`: the webhook receiver on a port, until Ctrl-C or SIGTERM. Each event it
-//! queues is printed (on stderr, or as a JSON line on stdout with `--json`).
+//! `supervisor serve`: the webhook receiver on a port, its events consumed by the scheduler (with a
+//! slow board poll as a safety net), until Ctrl-C or SIGTERM, which drain. Each event it queues is
+//! printed (on stderr, or as a JSON line on stdout with `--json`).
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Args;
+use tokio::sync::mpsc;
 
 use super::output::{err, errln, outln};
-use super::{EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
+use super::watch::{Engine, exit_code};
+use super::{EXIT_STOPPED, EXIT_USAGE};
 use crate::config::Settings;
 use crate::events::{CommandSyntax, WebhookOptions, WebhookSecret};
 use crate::pipeline::process_env;
 use crate::report;
+use crate::scheduler::{Mode, Outcome, SchedulerConfig};
 use crate::serve::{Receiver, ReceiverConfig};
 
 #[derive(Debug, Args)]
@@ -35,12 +40,7 @@ pub struct ServeArgs {
 
 pub fn run(args: ServeArgs) -> u8 {
     let settings = match Settings::load(&args.repo_root, &process_env) {
-        Ok(loaded) => {
-            for w in &loaded.warnings {
-                errln!("warning: {w}");
-            }
-            loaded.settings
-        }
+        Ok(loaded) => loaded.settings,
         Err(e) => {
             err!("{}", report::errors_text(&e, false));
             return EXIT_USAGE;
@@ -83,14 +83,15 @@ pub fn run(args: ServeArgs) -> u8 {
         Ok(rt) => rt,
         Err(code) => return code,
     };
-    runtime.block_on(serve(
-        config,
-        SocketAddr::new(args.bind, args.port),
-        args.json,
-    ))
+    runtime.block_on(serve(config, &args))
 }
 
-async fn serve(config: ReceiverConfig, addr: SocketAddr, json: bool) -> u8 {
+async fn serve(config: ReceiverConfig, args: &ServeArgs) -> u8 {
+    let engine = match Engine::start("serve", &args.repo_root, true).await {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
+    let addr = SocketAddr::new(args.bind, args.port);
     let listener = match tokio::net::TcpListener::bind(addr).await {
         Ok(l) => l,
         Err(e) => {
@@ -101,10 +102,23 @@ async fn serve(config: ReceiverConfig, addr: SocketAddr, json: bool) -> u8 {
         }
     };
     let local = listener.local_addr().unwrap_or(addr);
-    let (router, mut events) = Receiver::new(config);
-    // Until the scheduler consumes the queue, each event is shown as the work it would start.
-    let consumer = tokio::spawn(async move {
-        while let Some(event) = events.recv().await {
+    let watch = &engine.project.settings.watch;
+    let scheduler = engine.scheduler(
+        SchedulerConfig {
+            max_concurrent: watch.max_concurrent,
+            poll_interval: Duration::from_secs(watch.serve_poll_interval_sec),
+            once: false,
+            mode: Mode::Local,
+        },
+        args.json,
+    );
+    let config = config.status_section("scheduler", scheduler.status());
+    let (router, mut received) = Receiver::new(config);
+    // Each event is shown, then handed to the scheduler.
+    let (to_scheduler, events) = mpsc::channel(ReceiverConfig::DEFAULT_QUEUE_CAPACITY);
+    let json = args.json;
+    let forward = tokio::spawn(async move {
+        while let Some(event) = received.recv().await {
             if json {
                 match serde_json::to_string(&event) {
                     Ok(line) => outln!("{line}"),
@@ -113,24 +127,32 @@ async fn serve(config: ReceiverConfig, addr: SocketAddr, json: bool) -> u8 {
             } else {
                 errln!("event: {event}");
             }
+            if to_scheduler.send(event).await.is_err() {
+                break;
+            }
         }
     });
-    let stop = super::stop_signal();
+    let stop = engine.shutdown.token();
     errln!("supervisor serve: listening on http://{local}");
     errln!(
         "  webhook URL: http(s)://<this host>/webhook (content type application/json, the secret, events: {})",
         crate::serve::SUBSCRIBED_EVENTS.join(", ")
     );
     errln!("  GET /healthz, GET /status");
+    let scheduling = tokio::spawn(scheduler.run(Some(events), stop.clone()));
     let served = axum::serve(listener, router)
-        .with_graceful_shutdown(stop)
+        .with_graceful_shutdown(async move { stop.cancelled().await })
         .await;
-    // The router and its queue's sending end are gone: the consumer drains what is left and ends.
-    let _ = consumer.await;
+    // The router and its queue's sending end are gone: the forwarder ends, the scheduler drains.
+    let _ = forward.await;
+    let outcome = scheduling.await.unwrap_or_default();
     match served {
         Ok(()) => {
             errln!("supervisor serve: stopped");
-            EXIT_OK
+            exit_code(&Outcome {
+                never_polled: false,
+                ..outcome
+            })
         }
         Err(e) => {
             errln!("supervisor serve: {e}");

@@ -159,6 +159,32 @@ settings_block! {
         /// Adding this label to an issue asks for a run; absent: labels start nothing.
         #[setting(key = "triggerLabel", default = None, example = r#""supervisor""#)]
         pub trigger_label: Option<String>,
+        /// Columns whose newly arrived cards start a run; empty: the first column with an agent
+        /// (a card dragged from Backlog to Research starts).
+        #[setting(key = "triggerColumns", default = Vec::new(), example = r#"["Research"]"#)]
+        pub trigger_columns: Vec<String>,
+        /// Runs live at once; more wait in a queue.
+        #[setting(key = "maxConcurrent", default = 2)]
+        pub max_concurrent: usize,
+        /// Column → runs live at once in that column (a run waits before moving into a full one).
+        #[setting(key = "columnLimits", default = BTreeMap::new(), example = r#"{ "Implementation": 1 }"#)]
+        pub column_limits: BTreeMap<String, usize>,
+        /// Seconds between board polls of `supervisor watch`.
+        #[setting(key = "pollIntervalSec", default = 30)]
+        pub poll_interval_sec: u64,
+        /// Seconds between the safety-net board polls of `supervisor serve` (webhooks get lost).
+        #[setting(key = "servePollIntervalSec", default = 300)]
+        pub serve_poll_interval_sec: u64,
+        /// The label that shows on GitHub which issues a watcher is running.
+        #[setting(key = "claimLabel", default = "supervisor:running".into(), example = r#""supervisor:running""#)]
+        pub claim_label: String,
+        /// Seconds a claim holds without being refreshed; a claim older than this is taken over.
+        #[setting(key = "claimTtlSec", default = 600)]
+        pub claim_ttl_sec: u64,
+        /// The workflow `watch --dispatch actions` starts for each ready card (a file name in
+        /// `.github/workflows/` or the workflow's id).
+        #[setting(key = "dispatchWorkflow", default = "supervisor-dispatch.yml".into(), example = r#""supervisor-dispatch.yml""#)]
+        pub dispatch_workflow: String,
     }
 }
 
@@ -566,6 +592,7 @@ impl Settings {
                 "name a label, such as \"supervisor\", or remove the key",
             );
         }
+        self.validate_watch(&mut err);
         for (name, backend) in &self.backends {
             if backend.command.is_empty() {
                 err(
@@ -594,6 +621,71 @@ impl Settings {
                 "use pi, claude, codex or scripted, or define a command line of your own under \"backends\" \
                  (e.g. \"backends\": { \"aider\": { \"command\": [\"aider\", \"--yes\", \"--message\", \"{prompt}\"], \"promptVia\": \"arg\" } }) \
                  and name its key here",
+            );
+        }
+    }
+
+    /// The `watch` block's numbers and names.
+    fn validate_watch(&self, err: &mut impl FnMut(&str, String, &str)) {
+        let w = &self.watch;
+        if w.max_concurrent == 0 {
+            err(
+                "watch.maxConcurrent",
+                "is 0: no run would ever start".into(),
+                "use 1 or more (default 2)",
+            );
+        }
+        for (column, limit) in &w.column_limits {
+            if *limit == 0 {
+                err(
+                    &format!("watch.columnLimits.{column}"),
+                    "is 0: no run could ever enter the column".into(),
+                    "use 1 or more, or remove the column to leave it unlimited",
+                );
+            }
+        }
+        for (key, value) in [
+            ("pollIntervalSec", w.poll_interval_sec),
+            ("servePollIntervalSec", w.serve_poll_interval_sec),
+        ] {
+            if value == 0 {
+                err(
+                    &format!("watch.{key}"),
+                    "is 0".into(),
+                    "use a number of seconds of at least 1",
+                );
+            }
+        }
+        if w.claim_ttl_sec < 30 {
+            err(
+                "watch.claimTtlSec",
+                format!(
+                    "is {}: a claim would expire between refreshes",
+                    w.claim_ttl_sec
+                ),
+                "use 30 seconds or more (default 600)",
+            );
+        }
+        if w.claim_label.trim().is_empty() || w.claim_label.chars().count() > 50 {
+            err(
+                "watch.claimLabel",
+                format!("`{}` is not a label name GitHub takes", w.claim_label),
+                "name a label of 1 to 50 characters, such as \"supervisor:running\"",
+            );
+        }
+        let workflow = &w.dispatch_workflow;
+        if workflow.trim().is_empty() || workflow.contains(['/', '\\', '?', '#', '%']) {
+            err(
+                "watch.dispatchWorkflow",
+                format!("`{workflow}` is not a workflow file name or id"),
+                "name the file in .github/workflows/, such as \"supervisor-dispatch.yml\"",
+            );
+        }
+        if let Some(blank) = w.trigger_columns.iter().find(|c| c.trim().is_empty()) {
+            err(
+                "watch.triggerColumns",
+                format!("holds an empty column name `{blank}`"),
+                "name board columns, such as [\"Research\"]",
             );
         }
     }

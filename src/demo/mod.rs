@@ -21,6 +21,7 @@ use crate::pipeline::{Project, RunOptions, RunSummary};
 use crate::report::run_map;
 use crate::runtime::{ProgressMode, Services, run_issue, run_revision};
 use crate::sandbox::{CheckRunSeed, Sandbox};
+use crate::scheduler::{Access, Mode, Notice, NoticeSink, Scheduler, SchedulerConfig};
 use crate::workspace::{PushAuth, Shutdown};
 
 /// A fenced JSON answer after a line of prose, as agents write them.
@@ -268,7 +269,8 @@ pub fn demo_dir() -> PathBuf {
 pub struct DemoReport {
     pub dir: PathBuf,
     pub sandbox_state: PathBuf,
-    pub run_map: PathBuf,
+    /// The mermaid map of the run (the run of `demo` itself; `demo --watch` runs in the scheduler).
+    pub run_map: Option<PathBuf>,
     pub journal: String,
     pub comments: usize,
     pub column: Option<String>,
@@ -298,16 +300,12 @@ pub enum DemoError {
     },
 }
 
-/// Build the demo world in `dir` with its sandbox on `port` (0: a free one), run the pipeline on
-/// its issue, and report where to look. The sandbox is handed back still serving.
-pub async fn run_demo(
+/// The world (its sandbox on `port`, 0: a free one), its project and a GitHub client for it.
+async fn build(
     dir: &Path,
     spec: WorldSpec,
-    program: PathBuf,
-    shutdown: &Shutdown,
-    progress: ProgressMode,
     port: u16,
-) -> Result<(RunSummary, DemoReport, Sandbox), DemoError> {
+) -> Result<(World, Project, GitHub), DemoError> {
     let world = World::build_on(dir, spec, port).await?;
     world
         .sandbox
@@ -321,12 +319,27 @@ pub async fn run_demo(
         project.settings.repo.clone(),
     );
     let github = GitHub::new(cfg)?;
+    Ok((world, project, github))
+}
+
+/// Build the demo world in `dir` with its sandbox on `port` (0: a free one), run the pipeline on
+/// its issue, and report where to look. The sandbox is handed back still serving.
+pub async fn run_demo(
+    dir: &Path,
+    spec: WorldSpec,
+    program: PathBuf,
+    shutdown: &Shutdown,
+    progress: ProgressMode,
+    port: u16,
+) -> Result<(RunSummary, DemoReport, Sandbox), DemoError> {
+    let (world, project, github) = build(dir, spec, port).await?;
     let services = Services {
         github,
         push_auth: PushAuth::None,
         github_token: None,
         scripted_program: Some(program.clone()),
         cancel: shutdown.token(),
+        hooks: None,
         progress,
     };
     let opts = RunOptions {
@@ -341,22 +354,35 @@ pub async fn run_demo(
         }
         _ => None,
     };
-    let state_path = world.dir.join("sandbox-state.json");
-    let snapshot = world.sandbox.snapshot();
-    let write = |path: &Path, text: &str| {
-        std::fs::write(path, text).map_err(|source| DemoError::Write {
-            path: path.to_path_buf(),
-            source,
-        })
-    };
-    write(&state_path, &snapshot.to_json())?;
     let map_path = world.dir.join("run-map.mmd");
     write(&map_path, &run_map(&summary.transitions))?;
+    let (report, sandbox) = report(world, summary.journal.clone(), Some(map_path), revision)?;
+    Ok((summary, report, sandbox))
+}
+
+fn write(path: &Path, text: &str) -> Result<(), DemoError> {
+    std::fs::write(path, text).map_err(|source| DemoError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Keep the sandbox's final state beside the demo and say where to look; the sandbox, still
+/// serving, comes back with the report.
+fn report(
+    world: World,
+    journal: String,
+    run_map: Option<PathBuf>,
+    revision: Option<RunSummary>,
+) -> Result<(DemoReport, Sandbox), DemoError> {
+    let state_path = world.dir.join("sandbox-state.json");
+    let snapshot = world.sandbox.snapshot();
+    write(&state_path, &snapshot.to_json())?;
     let report = DemoReport {
         dir: world.dir.clone(),
         sandbox_state: state_path,
-        run_map: map_path,
-        journal: summary.journal.clone(),
+        run_map,
+        journal,
         comments: snapshot.comments_of(world.spec.issue.number).len(),
         column: snapshot
             .column_of(world.spec.issue.number)
@@ -371,7 +397,87 @@ pub async fn run_demo(
             .map(ToString::to_string)
             .collect(),
     };
-    Ok((summary, report, world.sandbox))
+    Ok((report, world.sandbox))
+}
+
+/// The board-driven mode: build the demo world, start the scheduler on its board, play a
+/// maintainer dragging the issue's card from Backlog to Research, and let the scheduler run it to
+/// its end. Every notice goes to `sink`; the run's end (`pull-request`, …) is returned with the
+/// report.
+pub async fn run_demo_watch(
+    dir: &Path,
+    spec: WorldSpec,
+    sink: NoticeSink,
+    shutdown: &Shutdown,
+) -> Result<(String, Option<String>, DemoReport), DemoError> {
+    let (world, project, github) = build(dir, spec, 0).await?;
+    let (tx, mut notices) = tokio::sync::mpsc::unbounded_channel::<Notice>();
+    let forward: NoticeSink = std::sync::Arc::new(move |n: &Notice| {
+        sink(n);
+        let _ = tx.send(n.clone());
+    });
+    let config = SchedulerConfig {
+        max_concurrent: 2,
+        poll_interval: std::time::Duration::from_millis(300),
+        once: false,
+        mode: Mode::Local,
+    };
+    let access = Access {
+        gh: github,
+        push_auth: PushAuth::None,
+        github_token: None,
+    };
+    let scheduler = Scheduler::new(std::sync::Arc::new(project), access, config, forward);
+    let stop = shutdown.token().child_token();
+    let task = tokio::spawn(scheduler.run(None, stop.clone()));
+    let issue = world.spec.issue.number;
+    let mut moved = false;
+    let mut end = ("interrupted".to_string(), None, String::new());
+    while let Some(n) = notices.recv().await {
+        match n {
+            Notice::Polled { .. } if !moved => {
+                moved = true;
+                let drag = crate::sandbox::Act::Move {
+                    issue,
+                    to: Some("Research".into()),
+                    by: world.spec.codeowner.clone(),
+                };
+                if let Err(e) = world.sandbox.act(drag) {
+                    tracing::warn!("the sandbox refused the card move: {e}");
+                    break;
+                }
+            }
+            Notice::Finished {
+                issue: i,
+                end: e,
+                pr_url,
+                run_id,
+            } if i == issue => {
+                end = (e, pr_url, run_id);
+                break;
+            }
+            Notice::Failed {
+                issue: i, error, ..
+            } if i == issue => {
+                end = ("error".to_string(), None, error);
+                break;
+            }
+            _ => {}
+        }
+        if shutdown.token().is_cancelled() {
+            break;
+        }
+    }
+    stop.cancel();
+    let _ = task.await;
+    let journal = crate::pipeline::runs_dir(&world.repo)
+        .join(&end.2)
+        .join("events.jsonl")
+        .display()
+        .to_string();
+    let (report, sandbox) = report(world, journal, None, None)?;
+    sandbox.shutdown().await;
+    Ok((end.0, end.1, report))
 }
 
 /// The codeowner requests a change on the pull request's unit table; supervisor revises it.
@@ -401,6 +507,7 @@ async fn review_round(
         github_token: None,
         scripted_program: Some(program),
         cancel: shutdown.token(),
+        hooks: None,
         progress,
     };
     Ok(run_revision(project, services, pr, RunOptions::default()).await?)

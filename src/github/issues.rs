@@ -126,7 +126,7 @@ impl GitHub {
     }
 
     /// Map a 404/410 on an issue route to [`GitHubError::IssueNotFound`].
-    fn issue_missing(&self, number: u64) -> impl Fn(GitHubError) -> GitHubError + '_ {
+    pub(super) fn issue_missing(&self, number: u64) -> impl Fn(GitHubError) -> GitHubError + '_ {
         move |e| match e.status() {
             Some(404 | 410) => GitHubError::IssueNotFound {
                 repo: self.t.repo.clone(),

@@ -11,6 +11,7 @@
 //! `board_item` 1, `move_card` 1, `add_to_board` 2, `find_or_create_pr` 1–2, `check_runs` 1
 //! (a 304 costs no quota), `open_blockers` 1 plus 1 per body reference.
 
+mod actions;
 mod auth;
 mod board;
 mod editors;
@@ -18,6 +19,7 @@ mod error;
 pub mod graphql;
 mod issues;
 mod marker;
+mod poll;
 mod pulls;
 mod references;
 mod retry;
@@ -34,6 +36,7 @@ pub use auth::{
 pub use editors::{CommentEdit, Editors, TitleRename};
 pub use error::{GitHubError, PROJECT_SCOPE_HINT};
 pub use marker::{Marker, TRACKING_KIND};
+pub use poll::{BoardPoll, Card, FoundCard, RateLimit};
 pub use pulls::MergeablePoll;
 pub use references::body_blockers;
 pub use retry::RetryPolicy;

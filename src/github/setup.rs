@@ -54,6 +54,10 @@ impl GitHub {
             .send(&ApiRequest::get("/user".into(), "/user"))
             .await?;
         let user: User = resp.json()?;
+        if !self.t.is_app() {
+            // The login this client posts as: asked once per client.
+            let _ = self.viewer.set(user.login.clone());
+        }
         let scopes = resp.header("x-oauth-scopes").map(|s| {
             s.split(',')
                 .map(|p| p.trim().to_string())

@@ -49,6 +49,7 @@ impl Project {
             &settings.status_mapping,
             &settings_path,
         )?;
+        watch_columns(&settings, &workflow, &settings_path)?;
         ConfigError::check(column_issues(&settings, &workflow, &settings_path))?;
         let roles = RoleSet::load(root, &settings, &settings_path, &workflow)?;
         warnings.extend(roles.warnings.iter().cloned());
@@ -62,6 +63,51 @@ impl Project {
             overridden,
         })
     }
+}
+
+impl Project {
+    /// The columns whose newly arrived cards start a run: `watch.triggerColumns`, else the first
+    /// column with an agent.
+    pub fn trigger_columns(&self) -> Vec<String> {
+        if !self.settings.watch.trigger_columns.is_empty() {
+            return self.settings.watch.trigger_columns.clone();
+        }
+        self.workflow
+            .stages
+            .iter()
+            .find(|s| s.agent.is_some())
+            .map(|s| vec![s.status.clone()])
+            .unwrap_or_default()
+    }
+}
+
+/// `watch.triggerColumns` and `watch.columnLimits` name columns of the workflow.
+fn watch_columns(settings: &Settings, workflow: &Workflow, file: &Path) -> Result<(), ConfigError> {
+    let known: Vec<&str> = workflow.stages.iter().map(|s| s.status.as_str()).collect();
+    let named = settings
+        .watch
+        .trigger_columns
+        .iter()
+        .map(|c| ("triggerColumns", c))
+        .chain(
+            settings
+                .watch
+                .column_limits
+                .keys()
+                .map(|c| ("columnLimits", c)),
+        );
+    let issues = named
+        .filter(|(_, c)| !known.contains(&c.as_str()))
+        .map(|(key, c)| {
+            ConfigIssue::new(
+                file,
+                format!("supervisor.watch.{key}"),
+                format!("`{c}` is not a column of the workflow"),
+                format!("use one of {}", known.join(", ")),
+            )
+        })
+        .collect();
+    ConfigError::check(issues)
 }
 
 /// What is wrong with the `columns` setting against the workflow: a key that is no stage, two

@@ -32,6 +32,7 @@ pub struct LiveEffects {
     github_token: Option<String>,
     scripted_program: Option<PathBuf>,
     cancel: CancellationToken,
+    hooks: Option<Arc<dyn super::RunHooks>>,
     ws: WorkspaceConfig,
     run_id: String,
     issue: u64,
@@ -81,6 +82,7 @@ impl LiveEffects {
             github_token: svc.github_token,
             scripted_program: svc.scripted_program,
             cancel: svc.cancel,
+            hooks: svc.hooks,
             ws,
             run_id,
             issue,
@@ -297,7 +299,20 @@ impl Effects for LiveEffects {
 
     async fn move_card(&mut self, board: &BoardItem, column: &str) -> Result<(), RunError> {
         let option = self.project.settings.board_option(column);
-        Ok(self.gh.move_card(board, option).await?)
+        let Some(hooks) = self.hooks.clone() else {
+            return Ok(self.gh.move_card(board, option).await?);
+        };
+        tokio::select! {
+            () = hooks.moving(self.issue, column) => {}
+            () = self.cancel.cancelled() => {}
+        }
+        if self.cancel.is_cancelled() {
+            // Stopped while waiting: the card stays where it is, the run ends at its next step.
+            return Ok(());
+        }
+        self.gh.move_card(board, option).await?;
+        hooks.moved(self.issue, column);
+        Ok(())
     }
 
     async fn close_issue(

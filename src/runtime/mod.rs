@@ -28,8 +28,20 @@ pub struct Services {
     pub scripted_program: Option<PathBuf>,
     /// Cancelled on SIGINT/SIGTERM (or by the scheduler): the run stops at its next safe point.
     pub cancel: CancellationToken,
+    /// Told of the run's card moves, and may hold a move back (the scheduler's column limits).
+    pub hooks: Option<Arc<dyn RunHooks>>,
     /// How the run shows its progress while it moves.
     pub progress: ProgressMode,
+}
+
+/// What a scheduler hears from a run it started, and how it holds one back.
+pub trait RunHooks: Send + Sync {
+    /// The run is about to move `issue`'s card to `column`: the move waits until the returned
+    /// future resolves (room in a column with a limit). It resolves early when the run is
+    /// cancelled, and then the card is not moved.
+    fn moving(&self, issue: u64, column: &str) -> futures_util::future::BoxFuture<'static, ()>;
+    /// The run moved `issue`'s card to `column`.
+    fn moved(&self, issue: u64, column: &str);
 }
 
 /// A new run id: `<issue>-<UTC timestamp>`, or `<issue>-rev<pr>-<UTC timestamp>` for a revision.
@@ -41,12 +53,9 @@ fn new_run_id(issue: u64, revise: Option<u64>) -> String {
     )
 }
 
-/// Whether `run_id` is a revision's.
-fn is_revision(run_id: &str) -> bool {
-    run_id
-        .split('-')
-        .nth(1)
-        .is_some_and(|k| k.starts_with("rev"))
+/// The pull request a revision's `run_id` revises; `None` for a run of an issue.
+pub fn revised_pull(run_id: &str) -> Option<u64> {
+    run_id.split('-').nth(1)?.strip_prefix("rev")?.parse().ok()
 }
 
 /// Claim `issue`'s run: take its lock (another live process holding it refuses), kill what a dead
@@ -84,7 +93,7 @@ fn claim(
         Checkpoint::remove(&project.root, issue)?;
         return Ok((new_run_id(issue, revise), false, lock));
     }
-    if is_revision(&cp.run_id) != revise.is_some() {
+    if revised_pull(&cp.run_id).is_some() != revise.is_some() {
         let (live, other) = if revise.is_some() {
             ("run", format!("`supervisor run {issue}`"))
         } else {

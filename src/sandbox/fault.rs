@@ -30,6 +30,9 @@ pub struct Fault {
     /// How many matching requests it applies to.
     #[serde(default = "one")]
     pub times: u32,
+    /// Matching requests let through before it applies (`1` on a paged read: its second page).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skip: u32,
     /// Let the request take effect, then replace the answer: a write GitHub applied but reported
     /// as failed.
     #[serde(default)]
@@ -38,6 +41,10 @@ pub struct Fault {
 
 fn one() -> u32 {
     1
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Fault {
@@ -50,6 +57,7 @@ impl Fault {
             body: None,
             delay_ms: 0,
             times: 1,
+            skip: 0,
             after_handler: false,
         }
     }
@@ -96,6 +104,12 @@ impl Fault {
 
     pub fn with_body(mut self, body: Value) -> Fault {
         self.body = Some(body);
+        self
+    }
+
+    /// Let `n` matching requests through first.
+    pub fn skipping(mut self, n: u32) -> Fault {
+        self.skip = n;
         self
     }
 

@@ -591,12 +591,12 @@ impl<'q, 's> Exec<'q, 's> {
     }
 
     /// The board, once the caller's scopes may read it.
-    fn readable_board(&self) -> Result<Option<BoardSeed>, Fail> {
+    fn readable_board(&self) -> Result<Option<&BoardSeed>, Fail> {
         self.need_project(false)?;
         if self.app_kept_off_board() {
             return Err(Fail::AppOnUserBoard);
         }
-        Ok(self.state.board.clone())
+        Ok(self.state.board.as_ref())
     }
 
     /// GitHub Apps cannot reach Projects (v2) boards owned by a user, only organizations' boards.
@@ -1278,7 +1278,7 @@ impl<'q, 's> Exec<'q, 's> {
         match field {
             "id" => leaf(ids::project(board.number)),
             "number" => leaf(board.number),
-            "title" => leaf(board.title),
+            "title" => leaf(board.title.clone()),
             "url" => leaf(format!(
                 "{}/orgs/{}/projects/{}",
                 self.base, board.owner, board.number
@@ -1314,7 +1314,7 @@ impl<'q, 's> Exec<'q, 's> {
         };
         match field {
             "id" => leaf(ids::status_field(board.number)),
-            "name" => leaf(board.status_field),
+            "name" => leaf(board.status_field.clone()),
             "dataType" => leaf("SINGLE_SELECT"),
             "project" => Ok(Out::Obj(Obj::Project)),
             "options" => {

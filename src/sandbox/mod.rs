@@ -15,6 +15,7 @@ mod fault;
 pub mod git;
 mod graphql;
 mod graphql_validate;
+mod hooks;
 mod rest;
 mod schema;
 mod shapes;
@@ -33,10 +34,11 @@ use tokio::task::JoinHandle;
 pub use conformance::{REST_DESCRIPTION, Side, Violation, check_rest_request, rest_operation_id};
 pub use fault::Fault;
 pub use git::GitRemote;
+pub use hooks::{Act, DeliveryRecord, WebhookTarget};
 pub use state::{
-    AppSeed, BoardSeed, CheckRunSeed, CommentSeed, FIRST_COMMENT_ID, IssueSeed, OwnerType,
-    PullSeed, RenameSeed, RepoSeed, ReviewCommentSeed, ReviewSeed, SandboxState, SeedState,
-    TokenSeed, UserSeed,
+    AppSeed, BoardSeed, CheckRunSeed, CommentSeed, DispatchSeed, FIRST_COMMENT_ID, IssueSeed,
+    OwnerType, PullSeed, RenameSeed, RepoSeed, ReviewCommentSeed, ReviewSeed, SandboxState,
+    SeedState, TokenSeed, UserSeed,
 };
 
 /// Why the sandbox could not start or load.
@@ -181,6 +183,8 @@ pub(crate) struct Shared {
     pub started: i64,
     /// The bare repository was made for this run and is not part of the dump.
     temp_git: bool,
+    /// Where webhooks go, when the sandbox sends them.
+    hooks: Option<hooks::Hooks>,
     /// Check every exchange against GitHub's descriptions ([`Sandbox::check_conformance`]).
     pub checking: AtomicBool,
     violations: Mutex<Vec<Violation>>,
@@ -199,8 +203,17 @@ impl Shared {
     pub fn admit(&self, route: &str) -> Option<Fault> {
         *lock(&self.counts).entry(route.to_string()).or_default() += 1;
         self.used.fetch_add(1, Ordering::Relaxed);
+        self.take_fault(route)
+    }
+
+    /// Take the first fault injected for `route`.
+    pub fn take_fault(&self, route: &str) -> Option<Fault> {
         let mut faults = lock(&self.faults);
         let i = faults.iter().position(|f| f.matches(route))?;
+        if faults[i].skip > 0 {
+            faults[i].skip -= 1;
+            return None;
+        }
         let fault = faults[i].clone();
         if faults[i].times <= 1 {
             faults.remove(i);
@@ -265,7 +278,20 @@ impl std::fmt::Debug for Sandbox {
 
 impl Sandbox {
     /// Serve `state` on 127.0.0.1:`port` (0: any free port).
-    pub async fn start(mut state: SandboxState, port: u16) -> Result<Sandbox, SandboxError> {
+    pub async fn start(state: SandboxState, port: u16) -> Result<Sandbox, SandboxError> {
+        Sandbox::start_with_webhook(state, port, None).await
+    }
+
+    /// [`start`](Sandbox::start), sending webhooks to `webhook` when given.
+    pub async fn start_with_webhook(
+        mut state: SandboxState,
+        port: u16,
+        webhook: Option<WebhookTarget>,
+    ) -> Result<Sandbox, SandboxError> {
+        let hooks = match webhook {
+            Some(target) => Some(hooks::Hooks::start(target).map_err(SandboxError::Invalid)?),
+            None => None,
+        };
         state.normalize().map_err(SandboxError::Invalid)?;
         let (git, temp) = match &state.repo.git_dir {
             Some(dir) => (GitRemote::open(dir).map_err(SandboxError::Git)?, None),
@@ -293,6 +319,7 @@ impl Sandbox {
             used: AtomicU64::new(0),
             started: chrono::Utc::now().timestamp(),
             temp_git: temp.is_some(),
+            hooks,
             checking: AtomicBool::new(false),
             violations: Mutex::new(Vec::new()),
         });
@@ -400,6 +427,26 @@ impl Sandbox {
     /// GraphQL, operation name (`POST /graphql UpdateItemStatus`).
     pub fn request_counts(&self) -> BTreeMap<String, u64> {
         lock(&self.shared.counts).clone()
+    }
+
+    /// The webhooks sent so far, in order (empty when the sandbox sends none).
+    pub fn deliveries(&self) -> Vec<DeliveryRecord> {
+        self.shared
+            .hooks
+            .as_ref()
+            .map(|h| h.log())
+            .unwrap_or_default()
+    }
+
+    /// Webhooks queued and not yet answered by the receiver.
+    pub fn deliveries_pending(&self) -> usize {
+        self.shared.hooks.as_ref().map_or(0, |h| h.pending())
+    }
+
+    /// Play a human: move a card, comment, label or close an issue, as `POST /_sandbox/act`
+    /// does (webhooks included).
+    pub fn act(&self, act: Act) -> Result<(), String> {
+        rest::act(&self.shared, act)
     }
 
     /// Check every exchange from now on against GitHub's published descriptions: REST requests

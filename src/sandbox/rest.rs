@@ -5,7 +5,7 @@
 // each one would only add noise to a test server.
 #![allow(clippy::result_large_err)]
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
@@ -16,14 +16,17 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use graphql_parser::query::{Document, OperationDefinition};
 use serde_json::{Map, Value, json};
 
 use super::conformance::{RestContract, check_graphql_answer};
 use super::graphql::{Exec, GqlRequest, pick_operation};
+use super::hooks::{Act, Hook};
 use super::shapes::{Shapes, iso};
-use super::state::{CommentSeed, PullSeed, RenameSeed, SandboxState, SeedState, TokenSeed};
+use super::state::{
+    CommentSeed, DispatchSeed, PullSeed, RenameSeed, SandboxState, SeedState, TokenSeed,
+};
 use super::{Caller, Fault, Origin, Shared, ids};
 
 type S = State<Arc<Shared>>;
@@ -44,6 +47,8 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/_sandbox/state", get(dump))
         .route("/_sandbox/requests", get(counts))
         .route("/_sandbox/faults", post(add_fault))
+        .route("/_sandbox/act", post(act_route))
+        .route("/_sandbox/deliveries", get(deliveries))
         .fallback(not_found_route)
         .layer(middleware::from_fn_with_state(shared.clone(), gate));
     super::web::routes().merge(api).with_state(shared)
@@ -95,6 +100,18 @@ fn api_routes() -> Router<Arc<Shared>> {
         .route(
             "/repos/{owner}/{repo}/pulls/{number}/comments/{comment_id}/replies",
             post(reviews::reply),
+        )
+        .route(
+            "/repos/{owner}/{repo}/issues/{number}/labels",
+            post(add_labels),
+        )
+        .route(
+            "/repos/{owner}/{repo}/issues/{number}/labels/{name}",
+            delete(remove_label),
+        )
+        .route(
+            "/repos/{owner}/{repo}/actions/workflows/{workflow_id}/dispatches",
+            post(dispatch_workflow),
         )
         .route("/repos/{owner}/{repo}/installation", get(installation))
         .route(
@@ -809,6 +826,137 @@ async fn get_issue(call: RepoCall) -> Response {
     call.ok(body)
 }
 
+async fn add_labels(call: RepoCall, body: Bytes) -> Response {
+    let doc = "https://docs.github.com/rest/issues/labels#add-labels-to-an-issue";
+    let (mut st, input) = tri!(call.write(&body));
+    let n = tri!(call.number(doc));
+    let names: Option<Vec<String>> = input.get("labels").and_then(|v| v.as_array()).map(|a| {
+        a.iter()
+            .filter_map(|l| l.as_str().or_else(|| l.get("name")?.as_str()))
+            .map(str::to_string)
+            .collect()
+    });
+    let Some(names) = names.filter(|n| !n.is_empty()) else {
+        return validation_failed(
+            json!([{"resource": "Label", "field": "labels", "code": "missing_field"}]),
+            doc,
+        );
+    };
+    let by = author_of(&call.caller, &st);
+    let Some(issue) = st.issue_mut(n) else {
+        return not_found(doc);
+    };
+    let mut added = Vec::new();
+    for name in names {
+        if !issue.labels.iter().any(|l| l.eq_ignore_ascii_case(&name)) {
+            issue.labels.push(name.clone());
+            added.push(name);
+        }
+    }
+    let labels = issue.labels.clone();
+    for label in added {
+        call.s.emit(
+            &st,
+            Hook::Labeled {
+                issue: n,
+                label,
+                by: by.clone(),
+            },
+        );
+    }
+    let body = Value::Array(call.shapes(&st).labels(&labels));
+    call.ok(body)
+}
+
+async fn remove_label(
+    call: RepoCall,
+    Path((_, _, _, name)): Path<(String, String, String, String)>,
+) -> Response {
+    let doc = "https://docs.github.com/rest/issues/labels#remove-a-label-from-an-issue";
+    let mut st = tri!(call.state());
+    tri!(require_auth(&call.caller));
+    let n = tri!(call.number(doc));
+    let by = author_of(&call.caller, &st);
+    let Some(issue) = st.issue_mut(n) else {
+        return not_found(doc);
+    };
+    let Some(pos) = issue
+        .labels
+        .iter()
+        .position(|l| l.eq_ignore_ascii_case(&name))
+    else {
+        return gh_error(StatusCode::NOT_FOUND, "Label does not exist", doc);
+    };
+    let label = issue.labels.remove(pos);
+    let labels = issue.labels.clone();
+    call.s.emit(
+        &st,
+        Hook::Unlabeled {
+            issue: n,
+            label,
+            by,
+        },
+    );
+    let body = Value::Array(call.shapes(&st).labels(&labels));
+    call.ok(body)
+}
+
+async fn dispatch_workflow(call: RepoCall, body: Bytes) -> Response {
+    let doc = "https://docs.github.com/rest/actions/workflows#create-a-workflow-dispatch-event";
+    let (mut st, input) = tri!(call.write(&body));
+    let Some(git_ref) = text_field(&input, "ref") else {
+        return validation_failed(
+            json!([{"resource": "WorkflowDispatch", "field": "ref", "code": "missing_field"}]),
+            doc,
+        );
+    };
+    let mut inputs = BTreeMap::new();
+    match input.get("inputs") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(map)) => {
+            for (k, v) in map {
+                let Some(v) = v.as_str() else {
+                    return gh_error(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        &format!("Invalid value for input '{k}': inputs are strings"),
+                        doc,
+                    );
+                };
+                inputs.insert(k.clone(), v.to_string());
+            }
+        }
+        Some(_) => {
+            return gh_error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "inputs must be an object",
+                doc,
+            );
+        }
+    }
+    let known_ref = git_ref == st.repo.default_branch
+        || call
+            .s
+            .git
+            .branch_sha(git_ref.trim_start_matches("refs/heads/"))
+            .is_some();
+    if !known_ref {
+        return gh_error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            &format!("No ref found for: {git_ref}"),
+            doc,
+        );
+    }
+    let actor = author_of(&call.caller, &st);
+    st.dispatches.push(DispatchSeed {
+        workflow: call.arg.clone(),
+        git_ref,
+        inputs,
+        actor,
+        created_at: Some(chrono::Utc::now()),
+    });
+    call.reply(StatusCode::NO_CONTENT.into_response())
+}
+
 /// The `state` of an update (`open` or `closed`), if it names one.
 fn state_input(
     input: &Map<String, Value>,
@@ -853,6 +1001,7 @@ async fn patch_issue(call: RepoCall, body: Bytes) -> Response {
     let state = tri!(state_input(&input, "Issue", doc));
     let now = chrono::Utc::now();
     if let Some(issue) = st.issue_mut(n) {
+        let closes = state == Some(SeedState::Closed) && issue.state == SeedState::Open;
         issue.updated_at = Some(now);
         if let Some(state) = state {
             issue.state = state;
@@ -873,7 +1022,7 @@ async fn patch_issue(call: RepoCall, body: Bytes) -> Response {
         }
         if let Some(b) = text_field(&input, "body") {
             issue.body = b;
-            issue.editor = Some(editor);
+            issue.editor = Some(editor.clone());
         }
         if let Some(labels) = input.get("labels").and_then(|v| v.as_array()) {
             issue.labels = labels
@@ -883,6 +1032,15 @@ async fn patch_issue(call: RepoCall, body: Bytes) -> Response {
                 .collect();
         }
         let issue = issue.clone();
+        if closes {
+            call.s.emit(
+                &st,
+                Hook::Closed {
+                    issue: n,
+                    by: editor,
+                },
+            );
+        }
         return call.ok(call.shapes(&st).issue(&issue));
     }
     if let Some(pull) = st.pulls.iter_mut().find(|p| p.number == n) {
@@ -930,6 +1088,15 @@ async fn create_comment(call: RepoCall, body: Bytes) -> Response {
     if let Some(issue) = st.issue_mut(n) {
         issue.updated_at = Some(now);
     }
+    let by = comment.author.clone();
+    call.s.emit(
+        &st,
+        Hook::Commented {
+            issue: n,
+            comment_id: id,
+            by,
+        },
+    );
     let body = call.shapes(&st).comment(n, &comment);
     call.created(&st, body, &format!("/issues/comments/{id}"))
 }
@@ -949,10 +1116,21 @@ async fn update_comment(call: RepoCall, body: Bytes) -> Response {
     let Some(comments) = st.comments_mut(n) else {
         return not_found(doc);
     };
-    comments[pos].body = text;
-    comments[pos].editor = Some(editor);
+    let before = std::mem::replace(&mut comments[pos].body, text);
+    comments[pos].editor = Some(editor.clone());
     comments[pos].updated_at = Some(chrono::Utc::now());
     let c = comments[pos].clone();
+    if before != c.body {
+        call.s.emit(
+            &st,
+            Hook::CommentEdited {
+                issue: n,
+                comment_id: c.id,
+                before,
+                by: editor,
+            },
+        );
+    }
     call.ok(call.shapes(&st).comment(n, &c))
 }
 
@@ -1352,7 +1530,9 @@ fn execute(s: &Shared, caller: &Caller, origin: &Origin, request: &GqlRequest) -
     match operation(&doc, request) {
         Ok((op, _)) => {
             let mut st = s.state();
-            Exec::new(
+            let mutation = matches!(op, OperationDefinition::Mutation(_)) && s.hooks.is_some();
+            let before = mutation.then(|| st.board.as_ref().map(|b| b.items.clone()));
+            let answer = Exec::new(
                 &mut st,
                 &origin.web,
                 caller,
@@ -1360,9 +1540,40 @@ fn execute(s: &Shared, caller: &Caller, origin: &Origin, request: &GqlRequest) -
                 request.variables.as_ref(),
             )
             .with_git(&s.git)
-            .run(op)
+            .run(op);
+            if let Some(Some(before)) = before {
+                card_moves(s, &st, caller, &before);
+            }
+            answer
         }
         Err(errors) => errors,
+    }
+}
+
+/// The webhooks of the cards a mutation moved.
+fn card_moves(
+    s: &Shared,
+    st: &SandboxState,
+    caller: &Caller,
+    before: &BTreeMap<u64, Option<String>>,
+) {
+    let Some(board) = &st.board else {
+        return;
+    };
+    let by = author_of(caller, st);
+    for (issue, to) in &board.items {
+        let from = before.get(issue);
+        if from != Some(to) {
+            s.emit(
+                st,
+                Hook::CardMoved {
+                    issue: *issue,
+                    from: from.cloned().flatten(),
+                    to: to.clone(),
+                    by: by.clone(),
+                },
+            );
+        }
     }
 }
 
@@ -1406,4 +1617,102 @@ async fn add_fault(State(s): S, body: Bytes) -> Response {
         ),
     }
 }
+
+/// Play a human's action on the state, with its webhook.
+pub(super) fn act(s: &Shared, act: Act) -> Result<(), String> {
+    let mut st = s.state();
+    let missing = |n: u64| format!("issue or pull request #{n} does not exist");
+    let hook = match act {
+        Act::Move { issue, to, by } => {
+            let board = st.board.as_mut().ok_or("the sandbox has no board")?;
+            if let Some(column) = &to {
+                if !board.options.contains(column) {
+                    return Err(format!(
+                        "`{column}` is not a column of the board ({})",
+                        board.options.join(", ")
+                    ));
+                }
+            }
+            let from = board.items.insert(issue, to.clone()).flatten();
+            Hook::CardMoved {
+                issue,
+                from,
+                to,
+                by,
+            }
+        }
+        Act::Comment { issue, body, by } => {
+            let id = st.next_comment_id();
+            st.comments_mut(issue)
+                .ok_or_else(|| missing(issue))?
+                .push(CommentSeed {
+                    id,
+                    author: by.clone(),
+                    body,
+                    editor: None,
+                    created_at: Some(chrono::Utc::now()),
+                    updated_at: Some(chrono::Utc::now()),
+                });
+            Hook::Commented {
+                issue,
+                comment_id: id,
+                by,
+            }
+        }
+        Act::Label { issue, name, by } => {
+            let i = st.issue_mut(issue).ok_or_else(|| missing(issue))?;
+            if !i.labels.iter().any(|l| l.eq_ignore_ascii_case(&name)) {
+                i.labels.push(name.clone());
+            }
+            Hook::Labeled {
+                issue,
+                label: name,
+                by,
+            }
+        }
+        Act::Unlabel { issue, name, by } => {
+            let i = st.issue_mut(issue).ok_or_else(|| missing(issue))?;
+            i.labels.retain(|l| !l.eq_ignore_ascii_case(&name));
+            Hook::Unlabeled {
+                issue,
+                label: name,
+                by,
+            }
+        }
+        Act::Close { issue, by } => {
+            let i = st.issue_mut(issue).ok_or_else(|| missing(issue))?;
+            i.state = SeedState::Closed;
+            i.state_reason = Some("completed".into());
+            Hook::Closed { issue, by }
+        }
+    };
+    s.emit(&st, hook);
+    Ok(())
+}
+
+async fn act_route(State(s): S, body: Bytes) -> Response {
+    let action = match serde_json::from_slice::<Act>(&body) {
+        Ok(action) => action,
+        Err(e) => {
+            return gh_error(
+                StatusCode::BAD_REQUEST,
+                &format!("not an action: {e} (one of move, comment, label, unlabel, close)"),
+                DOCS,
+            );
+        }
+    };
+    match act(&s, action) {
+        Ok(()) => json_ok(StatusCode::OK, json!({ "done": true })),
+        Err(e) => gh_error(StatusCode::UNPROCESSABLE_ENTITY, &e, DOCS),
+    }
+}
+
+async fn deliveries(State(s): S) -> Response {
+    let log = s.hooks.as_ref().map(|h| h.log()).unwrap_or_default();
+    json_ok(
+        StatusCode::OK,
+        serde_json::to_value(log).unwrap_or_default(),
+    )
+}
+
 mod reviews;

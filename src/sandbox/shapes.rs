@@ -250,7 +250,8 @@ impl<'a> Shapes<'a> {
         Value::Null
     }
 
-    fn labels(&self, names: &[String]) -> Vec<Value> {
+    /// Labels, as GitHub shows them on an issue and in `…/labels` answers.
+    pub fn labels(&self, names: &[String]) -> Vec<Value> {
         names
             .iter()
             .map(|l| {

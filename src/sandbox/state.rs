@@ -463,6 +463,9 @@ pub struct SandboxState {
     pub auto_check_runs: Vec<CheckRunSeed>,
     #[serde(default)]
     pub pulls: Vec<PullSeed>,
+    /// Workflow runs asked for through `POST …/actions/workflows/{id}/dispatches`, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dispatches: Vec<DispatchSeed>,
     /// The URL clients reach the sandbox at when it is not the listening address (behind a proxy):
     /// `Link` headers and `url` fields use it. Absent: the request's `Host`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -474,6 +477,22 @@ pub struct SandboxState {
         skip_serializing_if = "is_default_mergeable_reads"
     )]
     pub mergeable_unknown_reads: u32,
+}
+
+/// A `workflow_dispatch` the sandbox received.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DispatchSeed {
+    /// The workflow's file name or id, as the path named it.
+    pub workflow: String,
+    #[serde(rename = "ref")]
+    pub git_ref: String,
+    #[serde(default)]
+    pub inputs: BTreeMap<String, String>,
+    /// Who asked for it.
+    pub actor: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<DateTime<Utc>>,
 }
 
 impl SandboxState {
@@ -496,6 +515,7 @@ impl SandboxState {
             check_runs: BTreeMap::new(),
             auto_check_runs: Vec::new(),
             pulls: Vec::new(),
+            dispatches: Vec::new(),
             public_url: None,
             mergeable_unknown_reads: DEFAULT_MERGEABLE_UNKNOWN_READS,
         }

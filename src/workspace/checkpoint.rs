@@ -68,6 +68,35 @@ impl Checkpoint {
             .join(format!("checkpoint-{issue}.json"))
     }
 
+    /// Every checkpoint under `repo_root`, by issue; unreadable ones are skipped with a warning.
+    pub fn all(repo_root: &Path) -> Vec<Checkpoint> {
+        let dir = repo_root.join(CHECKPOINT_DIR);
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return Vec::new();
+        };
+        let mut issues: Vec<u64> = entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                name.strip_prefix("checkpoint-")?
+                    .strip_suffix(".json")?
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        issues.sort_unstable();
+        issues
+            .into_iter()
+            .filter_map(|issue| match Checkpoint::load(repo_root, issue) {
+                Ok(cp) => cp,
+                Err(e) => {
+                    tracing::warn!("{e}");
+                    None
+                }
+            })
+            .collect()
+    }
+
     /// Write the checkpoint (atomically: a temporary file renamed over the old one).
     pub fn save(&self, repo_root: &Path) -> Result<(), WorkspaceError> {
         let path = Checkpoint::path(repo_root, self.issue);

@@ -31,6 +31,8 @@ macro_rules! operations {
 operations!(
     "src/github/graphql/board.graphql": IssueBoardItems, ProjectBoard, AddToBoard, UpdateItemStatus
 );
+// The board as a whole: one page of its cards; one card by id (the scheduler's polls and webhooks).
+operations!("src/github/graphql/board.graphql": BoardItems, BoardCard);
 // Trust: who edited an issue and its comments and renamed it; the login a token acts as.
 operations!("src/github/graphql/trust.graphql": IssueEditors, Viewer);
 // Setting a repository up: owners, users, creating and linking a board, rewriting its options.

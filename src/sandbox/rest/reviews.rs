@@ -181,6 +181,15 @@ pub(super) async fn create_review(call: RepoCall, body: Bytes) -> Response {
     };
     pull.reviews.push(review.clone());
     pull.review_comments.extend(comments);
+    if review.state != "PENDING" {
+        call.s.emit(
+            &st,
+            crate::sandbox::hooks::Hook::Reviewed {
+                pull: p.number,
+                review_id: review.id,
+            },
+        );
+    }
     call.ok(call.shapes(&st).review(p.number, &review))
 }
 

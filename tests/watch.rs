@@ -1,0 +1,989 @@
+//! The board-driven bot, end to end: the real `supervisor watch` and `supervisor serve` binaries
+//! against the sandbox GitHub, scripted agents in real worktrees. A human is played through the
+//! sandbox (card moves, comments), and every wait is on a state with a deadline.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use supervisor::demo::{World, WorldSpec};
+use supervisor::events::WebhookSecret;
+use supervisor::sandbox::{Act, Fault, IssueSeed, WebhookTarget};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+
+#[path = "support/specs.rs"]
+mod specs;
+use specs::*;
+
+const BIN: &str = env!("CARGO_BIN_EXE_supervisor");
+const SECRET: &str = "a-webhook-secret-of-some-length";
+const DEADLINE: Duration = Duration::from_secs(90);
+
+/// A running watcher (or server) and what it printed.
+struct Bot {
+    child: Child,
+    lines: mpsc::UnboundedReceiver<Value>,
+    seen: Vec<Value>,
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Bot {
+    fn spawn(mut cmd: Command) -> Bot {
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = cmd.spawn().expect("spawn supervisor");
+        let (tx, lines) = mpsc::unbounded_channel();
+        let stdout = child.stdout.take().unwrap();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                    let _ = tx.send(v);
+                }
+            }
+        });
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let err_text = stderr.clone();
+        let err_pipe = child.stderr.take().unwrap();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(err_pipe).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                let mut t = err_text.lock().unwrap();
+                t.push_str(&line);
+                t.push('\n');
+            }
+        });
+        Bot {
+            child,
+            lines,
+            seen: Vec::new(),
+            stderr,
+        }
+    }
+
+    fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// The first notice (from now on) that `want` accepts.
+    async fn wait(&mut self, what: &str, want: impl Fn(&Value) -> bool) -> Value {
+        let deadline = tokio::time::Instant::now() + DEADLINE;
+        loop {
+            match tokio::time::timeout_at(deadline, self.lines.recv()).await {
+                Ok(Some(v)) => {
+                    self.seen.push(v.clone());
+                    if want(&v) {
+                        return v;
+                    }
+                }
+                Ok(None) => panic!(
+                    "the bot ended before {what}; notices {:#?}\nstderr:\n{}",
+                    self.seen,
+                    self.stderr()
+                ),
+                Err(_) => panic!(
+                    "no {what} within {DEADLINE:?}; notices {:#?}\nstderr:\n{}",
+                    self.seen,
+                    self.stderr()
+                ),
+            }
+        }
+    }
+
+    /// Wait for the process to end; its exit code.
+    async fn exit(&mut self) -> i32 {
+        let status = tokio::time::timeout(DEADLINE, self.child.wait())
+            .await
+            .expect("the bot ends in time")
+            .unwrap();
+        while let Ok(v) = self.lines.try_recv() {
+            self.seen.push(v);
+        }
+        // Notices still in the pipe.
+        while let Ok(Some(v)) =
+            tokio::time::timeout(Duration::from_millis(500), self.lines.recv()).await
+        {
+            self.seen.push(v);
+        }
+        status.code().unwrap_or(-1)
+    }
+
+    fn signal(&self, sig: i32) {
+        let pid = self.child.id().expect("running") as i32;
+        assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
+    }
+
+    fn count(&self, kind: &str, issue: u64) -> usize {
+        self.seen
+            .iter()
+            .filter(|v| v["kind"] == kind && v["issue"] == issue)
+            .count()
+    }
+}
+
+fn is(kind: &'static str, issue: u64) -> impl Fn(&Value) -> bool {
+    move |v| v["kind"] == kind && v["issue"] == issue
+}
+
+fn command(world: &World, repo: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args).arg("--repo-root").arg(repo).arg("--json");
+    for (k, _) in std::env::vars() {
+        if k.starts_with("SUPERVISOR_")
+            || k == "GH_TOKEN"
+            || k == "GITHUB_TOKEN"
+            || k == "GITHUB_API_URL"
+        {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.envs(world.env());
+    cmd.env(
+        "RUST_LOG",
+        std::env::var("TEST_BOT_LOG").unwrap_or("warn".into()),
+    );
+    cmd
+}
+
+fn watch(world: &World, args: &[&str]) -> Bot {
+    let mut all = vec!["watch", "--interval", "200ms"];
+    all.extend_from_slice(args);
+    Bot::spawn(command(world, &world.repo, &all))
+}
+
+/// A world whose issues 1..=n are codeowner issues; `column` of each, on the board.
+async fn world(spec: WorldSpec, n: u64, column: &str) -> (tempfile::TempDir, World) {
+    world_with(spec, n, column, None).await
+}
+
+async fn world_with(
+    mut spec: WorldSpec,
+    n: u64,
+    column: &str,
+    webhook: Option<WebhookTarget>,
+) -> (tempfile::TempDir, World) {
+    spec.issue.column = Some(column.to_string());
+    for number in 2..=n {
+        spec.extra_issues.push(IssueSeed::new(
+            number,
+            &format!("Accept unit number {number}"),
+            "Accept hours.\n\n- [ ] hours work",
+            "alice",
+        ));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let world = World::build_with_webhook(dir.path(), spec, webhook)
+        .await
+        .expect("world builds");
+    // Every exchange is held to GitHub's published descriptions.
+    world
+        .sandbox
+        .check_conformance()
+        .expect("the vendored description compiles");
+    world.sandbox.with_state(|s| {
+        let board = s.board.as_mut().unwrap();
+        for number in 2..=n {
+            board.items.insert(number, Some(column.to_string()));
+        }
+    });
+    (dir, world)
+}
+
+/// Every exchange so far, the bot's and the sandbox's webhooks' REST side, was as GitHub describes.
+fn conforms(world: &World) {
+    if let Err(report) = world.sandbox.conformance_report() {
+        panic!("{report}");
+    }
+}
+
+fn column(world: &World, issue: u64) -> Option<String> {
+    world
+        .sandbox
+        .with_state(|s| s.column_of(issue).map(String::from))
+}
+
+fn bodies(world: &World, issue: u64) -> Vec<String> {
+    world.sandbox.with_state(|s| {
+        s.comments_of(issue)
+            .iter()
+            .filter(|c| c.author == "supervisor-bot")
+            .map(|c| c.body.clone())
+            .collect()
+    })
+}
+
+/// No comment of supervisor's appears twice (same hidden marker).
+fn assert_no_duplicates(world: &World, issue: u64) {
+    let markers: Vec<String> = bodies(world, issue)
+        .iter()
+        .filter_map(|b| {
+            b.lines()
+                .rev()
+                .find(|l| l.contains("supervisor:run="))
+                .map(str::to_string)
+        })
+        // Claim notes are one per claim, not per step of a run.
+        .filter(|m| !m.contains("kind=claim"))
+        .collect();
+    let mut unique = markers.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(
+        unique.len(),
+        markers.len(),
+        "duplicate comments: {markers:#?}"
+    );
+}
+
+fn labels(world: &World, issue: u64) -> Vec<String> {
+    world
+        .sandbox
+        .with_state(|s| s.issue(issue).unwrap().labels.clone())
+}
+
+fn pulls_for(world: &World, issue: u64) -> usize {
+    world.sandbox.with_state(|s| {
+        s.pulls()
+            .iter()
+            .filter(|p| p.head.ends_with(&format!("-{issue}")))
+            .count()
+    })
+}
+
+/// Wait until `check` holds, reading state that something else changes.
+async fn until(what: &str, check: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while !check() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what} within {DEADLINE:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn act(world: &World, act: Value) {
+    let act: Act = serde_json::from_value(act).unwrap();
+    world.sandbox.act(act).unwrap();
+}
+
+/// The developer's first dispatch waits until it is stopped (a file beside the worktrees marks
+/// that it was); every later one does the work.
+fn slow_developer(spec: &mut WorldSpec) {
+    let mut steps = developer_change("src/hours.ts", GOOD_CODE);
+    steps.as_array_mut().unwrap().insert(
+        0,
+        json!({ "run": "test -f ../../slept || { touch ../../slept; exec sleep 600; }" }),
+    );
+    set_role(spec, "developer", vec![steps]);
+}
+
+fn process_groups(world: &World, issue: u64) -> Vec<i32> {
+    let path = world
+        .repo
+        .join(format!(".supervisor/runs/checkpoint-{issue}.json"));
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .and_then(|v| {
+            v["groups"].as_array().map(|g| {
+                g.iter()
+                    .filter_map(|x| x.as_i64())
+                    .map(|x| x as i32)
+                    .collect()
+            })
+        })
+        .unwrap_or_default()
+}
+
+/// Whether a process of group `pgid` still runs (zombies waiting to be reaped do not count).
+fn group_alive(pgid: i32) -> bool {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return unsafe { libc::kill(-pgid, 0) == 0 };
+    };
+    procs.flatten().any(|p| {
+        let Ok(stat) = std::fs::read_to_string(p.path().join("stat")) else {
+            return false;
+        };
+        // pid (comm) state ppid pgrp …: fields after the command's closing parenthesis.
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            return false;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        fields.len() > 2 && fields[0] != "Z" && fields[2] == pgid.to_string()
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_moved_into_research_runs_to_a_pull_request() {
+    let (_d, world) = world(spec(), 1, "Backlog").await;
+    let mut bot = watch(&world, &[]);
+    bot.wait("the first poll", |v| v["kind"] == "polled").await;
+    act(
+        &world,
+        json!({ "move": { "issue": 1, "to": "Research", "by": "alice" } }),
+    );
+    bot.wait("the run to start", is("started", 1)).await;
+    let done = bot.wait("the run to end", is("finished", 1)).await;
+    assert_eq!(done["end"], "pull-request", "{done}");
+    assert_eq!(column(&world, 1).as_deref(), Some("Done"));
+    assert_eq!(pulls_for(&world, 1), 1);
+    // The claim was shown while the run lived and is given back.
+    assert!(!labels(&world, 1).contains(&"supervisor:running".to_string()));
+    let claim = bodies(&world, 1)
+        .into_iter()
+        .find(|b| b.contains("supervisor:claim"))
+        .expect("a claim comment");
+    assert!(claim.contains("released"), "{claim}");
+    assert_no_duplicates(&world, 1);
+    bot.signal(libc::SIGTERM);
+    assert_eq!(bot.exit().await, 0, "{}", bot.stderr());
+    conforms(&world);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_max_concurrent_1_the_second_card_waits_then_runs() {
+    let (_d, world) = world(spec(), 2, "Research").await;
+    let mut bot = watch(&world, &["--once", "--max-concurrent", "1"]);
+    assert_eq!(bot.exit().await, 0, "{}", bot.stderr());
+    let order: Vec<(String, u64)> = bot
+        .seen
+        .iter()
+        .filter(|v| v["kind"] == "started" || v["kind"] == "finished")
+        .map(|v| {
+            (
+                v["kind"].as_str().unwrap().to_string(),
+                v["issue"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(order.len(), 4, "{order:?}");
+    // One at a time: each run finishes before the next starts.
+    assert_eq!(order[0].0, "started");
+    assert_eq!(order[1], ("finished".to_string(), order[0].1));
+    assert_eq!(order[2].0, "started");
+    assert_eq!(order[3], ("finished".to_string(), order[2].1));
+    assert_ne!(order[0].1, order[2].1);
+    for issue in [1, 2] {
+        assert_eq!(pulls_for(&world, issue), 1, "issue #{issue}");
+        assert_eq!(column(&world, issue).as_deref(), Some("Done"));
+    }
+    conforms(&world);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_card_dragged_back_to_backlog_stops_its_run_with_one_comment() {
+    let mut s = spec();
+    slow_developer(&mut s);
+    let (_d, world) = world(s, 1, "Research").await;
+    let mut bot = watch(&world, &[]);
+    bot.wait("the run to start", is("started", 1)).await;
+    until("the developer at work", || {
+        world.dir.join("slept").exists() && !process_groups(&world, 1).is_empty()
+    })
+    .await;
+    let groups = process_groups(&world, 1);
+    act(
+        &world,
+        json!({ "move": { "issue": 1, "to": "Backlog", "by": "alice" } }),
+    );
+    let stopping = bot.wait("the stop", is("stopping", 1)).await;
+    assert!(
+        stopping["reason"].as_str().unwrap().contains("to Backlog"),
+        "{stopping}"
+    );
+    let done = bot.wait("the run to end", is("finished", 1)).await;
+    assert_eq!(done["end"], "interrupted", "{done}");
+    let stopped: Vec<String> = bodies(&world, 1)
+        .into_iter()
+        .filter(|b| b.starts_with("## Run Stopped"))
+        .collect();
+    assert_eq!(stopped.len(), 1, "{stopped:#?}");
+    assert!(
+        stopped[0].contains("from Implementation to Backlog"),
+        "{}",
+        stopped[0]
+    );
+    // The card stays where the human put it, and no agent is left running.
+    assert_eq!(column(&world, 1).as_deref(), Some("Backlog"));
+    for g in groups {
+        assert!(!group_alive(g), "process group {g} outlived its run");
+    }
+    assert!(!labels(&world, 1).contains(&"supervisor:running".to_string()));
+    // The next trigger resumes from the card's column.
+    act(
+        &world,
+        json!({ "move": { "issue": 1, "to": "Research", "by": "alice" } }),
+    );
+    let again = bot.wait("the second run to end", is("finished", 1)).await;
+    assert_eq!(again["end"], "pull-request", "{again}");
+    assert_no_duplicates(&world, 1);
+    bot.signal(libc::SIGTERM);
+    assert_eq!(bot.exit().await, 0);
+    conforms(&world);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watcher_killed_mid_run_resumes_it_with_no_duplicate_comments() {
+    let mut s = spec();
+    slow_developer(&mut s);
+    let (_d, world) = world(s, 1, "Research").await;
+    let mut bot = watch(&world, &[]);
+    bot.wait("the run to start", is("started", 1)).await;
+    until("the developer at work", || {
+        world.dir.join("slept").exists() && !process_groups(&world, 1).is_empty()
+    })
+    .await;
+    let before = bodies(&world, 1).len();
+    bot.signal(libc::SIGKILL);
+    bot.exit().await;
+    let mut again = watch(&world, &[]);
+    let resumed = again.wait("the resumed run", is("queued", 1)).await;
+    assert!(
+        resumed["reason"].as_str().unwrap().contains("resuming"),
+        "{resumed}"
+    );
+    let done = again.wait("the run to end", is("finished", 1)).await;
+    assert_eq!(done["end"], "pull-request", "{done}");
+    assert!(bodies(&world, 1).len() > before);
+    assert_no_duplicates(&world, 1);
+    // One claim comment for both processes: the restarted watcher knew its own claim.
+    let claims = bodies(&world, 1)
+        .iter()
+        .filter(|b| b.contains("supervisor:claim"))
+        .count();
+    assert_eq!(claims, 1);
+    assert_eq!(pulls_for(&world, 1), 1);
+    again.signal(libc::SIGTERM);
+    assert_eq!(again.exit().await, 0);
+    conforms(&world);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_and_the_next_start_runs_the_stopped_work() {
+    let mut s = spec();
+    slow_developer(&mut s);
+    let (_d, world) = world(s, 1, "Research").await;
+    let mut bot = watch(&world, &[]);
+    bot.wait("the run to start", is("started", 1)).await;
+    until("the developer at work", || {
+        world.dir.join("slept").exists() && !process_groups(&world, 1).is_empty()
+    })
+    .await;
+    let groups = process_groups(&world, 1);
+    bot.signal(libc::SIGTERM);
+    assert_eq!(bot.exit().await, 0, "{}", bot.stderr());
+    assert!(bot.seen.iter().any(|v| v["kind"] == "draining"));
+    for g in groups {
+        assert!(!group_alive(g), "process group {g} outlived the drain");
+    }
+    let mut again = watch(&world, &[]);
+    let done = again.wait("the run to end", is("finished", 1)).await;
+    assert_eq!(done["end"], "pull-request", "{done}");
+    assert_no_duplicates(&world, 1);
+    again.signal(libc::SIGTERM);
+    assert_eq!(again.exit().await, 0);
+    conforms(&world);
+}
+
+/// A second clone of the world's repository, with its own worktrees.
+fn second_clone(world: &World) -> PathBuf {
+    let repo = world.dir.join("repo2");
+    let out = std::process::Command::new("cp")
+        .arg("-r")
+        .arg(&world.repo)
+        .arg(&repo)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let _ = std::fs::remove_dir_all(repo.join(".supervisor/watch"));
+    let settings = repo.join(".pi/settings.json");
+    let text = std::fs::read_to_string(&settings).unwrap();
+    let worktrees = world.dir.join("worktrees2");
+    std::fs::create_dir_all(&worktrees).unwrap();
+    let text = text.replace(
+        &world.worktrees.display().to_string(),
+        &worktrees.display().to_string(),
+    );
+    std::fs::write(&settings, text).unwrap();
+    repo
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_watchers_on_one_board_run_each_issue_once() {
+    let (_d, world) = world(spec(), 3, "Research").await;
+    let other = second_clone(&world);
+    let mut a = watch(&world, &["--once", "--max-concurrent", "3"]);
+    let mut b = Bot::spawn(command(
+        &world,
+        &other,
+        &[
+            "watch",
+            "--interval",
+            "200ms",
+            "--once",
+            "--max-concurrent",
+            "3",
+        ],
+    ));
+    assert_eq!(a.exit().await, 0, "{}", a.stderr());
+    assert_eq!(b.exit().await, 0, "{}", b.stderr());
+    for issue in 1..=3 {
+        let started = a.count("started", issue) + b.count("started", issue);
+        assert_eq!(started, 1, "issue #{issue}: {:#?} {:#?}", a.seen, b.seen);
+        assert_eq!(pulls_for(&world, issue), 1);
+        assert_no_duplicates(&world, issue);
+    }
+    conforms(&world);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_once_dispatch_actions_fires_one_workflow_run_per_ready_card() {
+    let (_d, world) = world(spec(), 10, "Research").await;
+    // One card elsewhere: not ready.
+    world.sandbox.with_state(|s| {
+        s.board
+            .as_mut()
+            .unwrap()
+            .items
+            .insert(10, Some("Backlog".into()));
+    });
+    let mut bot = watch(&world, &["--once", "--dispatch", "actions"]);
+    assert_eq!(bot.exit().await, 0, "{}", bot.stderr());
+    let dispatches = world.sandbox.with_state(|s| s.dispatches.clone());
+    assert_eq!(dispatches.len(), 9, "{dispatches:#?}");
+    let mut issues: Vec<String> = dispatches
+        .iter()
+        .map(|d| d.inputs["issue"].clone())
+        .collect();
+    issues.sort_by_key(|i| i.parse::<u64>().unwrap());
+    assert_eq!(issues, (1..=9).map(|n| n.to_string()).collect::<Vec<_>>());
+    for d in &dispatches {
+        assert_eq!(d.workflow, "supervisor-dispatch.yml");
+        assert_eq!(d.git_ref, "main");
+    }
+    for issue in 1..=9 {
+        assert!(labels(&world, issue).contains(&"supervisor:running".to_string()));
+        assert!(
+            bodies(&world, issue)
+                .iter()
+                .any(|b| b.contains("supervisor:claim"))
+        );
+    }
+    assert!(!labels(&world, 10).contains(&"supervisor:running".to_string()));
+    // A second sweep fires nothing again: the cards are claimed and were seen.
+    let mut again = watch(&world, &["--once", "--dispatch", "actions"]);
+    assert_eq!(again.exit().await, 0);
+    assert_eq!(world.sandbox.with_state(|s| s.dispatches.len()), 9);
+    conforms(&world);
+}
+
+// --- serve ------------------------------------------------------------------------------------
+
+/// A free loopback port for `serve`, known before the sandbox that sends to it starts.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+async fn served_world(spec: WorldSpec, column: &str) -> (tempfile::TempDir, World, Bot, u16) {
+    let port = free_port();
+    let target = WebhookTarget {
+        url: format!("http://127.0.0.1:{port}/webhook"),
+        secret: WebhookSecret::new(SECRET).unwrap(),
+    };
+    let (d, world) = world_with(spec, 1, column, Some(target)).await;
+    let port_text = port.to_string();
+    let mut cmd = command(
+        &world,
+        &world.repo,
+        &[
+            "serve",
+            "--webhook-secret-env",
+            "TEST_WEBHOOK_SECRET",
+            "--port",
+            &port_text,
+        ],
+    );
+    cmd.env("TEST_WEBHOOK_SECRET", SECRET);
+    let mut bot = Bot::spawn(cmd);
+    bot.wait("the first poll", |v| v["kind"] == "polled").await;
+    (d, world, bot, port)
+}
+
+async fn status(port: u16) -> Value {
+    let body = reqwest_free_get(port, "/status").await;
+    serde_json::from_str(&body).unwrap()
+}
+
+/// GET over a plain TCP stream (the tests need no HTTP client).
+async fn reqwest_free_get(port: u16, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out.split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default()
+}
+
+async fn post_raw(port: u16, event: &str, signature: &str, body: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    let head = format!(
+        "POST /webhook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-GitHub-Event: {event}\r\nX-GitHub-Delivery: forged-1\r\nX-Hub-Signature-256: {signature}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(body.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).await.unwrap();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redelivered_card_move_starts_one_run() {
+    let (_d, world, mut bot, port) = served_world(spec(), "Backlog").await;
+    world
+        .sandbox
+        .inject(Fault::status("WEBHOOK projects_v2_item", 200));
+    act(
+        &world,
+        json!({ "move": { "issue": 1, "to": "Research", "by": "alice" } }),
+    );
+    bot.wait("the run to start", is("started", 1)).await;
+    let done = bot.wait("the run to end", is("finished", 1)).await;
+    assert_eq!(done["end"], "pull-request", "{done}");
+    let deliveries = world.sandbox.deliveries();
+    let first = deliveries
+        .iter()
+        .find(|d| d.event == "projects_v2_item")
+        .expect("the move was delivered");
+    let again = deliveries
+        .iter()
+        .find(|d| d.redelivery && d.id == first.id)
+        .expect("and delivered again");
+    assert_eq!(first.status, Some(202));
+    assert_eq!(
+        again.status,
+        Some(200),
+        "a redelivery is answered, not queued"
+    );
+    let s = status(port).await;
+    assert_eq!(s["receiver"]["deliveries"]["redeliveries"], 1, "{s}");
+    assert_eq!(bot.count("started", 1), 1);
+    assert_eq!(pulls_for(&world, 1), 1);
+    bot.signal(libc::SIGTERM);
+    assert_eq!(bot.exit().await, 0, "{}", bot.stderr());
+    conforms(&world);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_deliveries_and_strangers_commands_start_nothing() {
+    let (_d, world, mut bot, port) = served_world(spec(), "Backlog").await;
+    // A forged signature: 401, nothing queued.
+    let body = r#"{"action":"created"}"#;
+    let forged = WebhookSecret::new("another-secret-entirely")
+        .unwrap()
+        .sign(body.as_bytes());
+    let answer = post_raw(port, "issue_comment", &forged, body).await;
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    // A non-codeowner's `/supervisor run`: delivered, read, ignored.
+    act(
+        &world,
+        json!({ "comment": { "issue": 1, "body": "/supervisor run", "by": "mallory" } }),
+    );
+    let ignored = bot
+        .wait("the command to be ignored", |v| v["kind"] == "ignored")
+        .await;
+    assert!(
+        ignored["reason"].as_str().unwrap().contains("mallory"),
+        "{ignored}"
+    );
+    let s = status(port).await;
+    assert_eq!(s["receiver"]["deliveries"]["bad_signature"], 1, "{s}");
+    assert_eq!(s["scheduler"]["live"], json!([]), "{s}");
+    assert_eq!(s["scheduler"]["queue"], json!([]), "{s}");
+    // A codeowner's command does start the run.
+    act(
+        &world,
+        json!({ "comment": { "issue": 1, "body": "/supervisor run", "by": "alice" } }),
+    );
+    let queued = bot.wait("the run to be queued", is("queued", 1)).await;
+    assert!(
+        queued["reason"].as_str().unwrap().contains("alice"),
+        "{queued}"
+    );
+    assert!(
+        !bot.seen.iter().any(
+            |v| v["kind"] == "queued" && v["reason"].as_str().unwrap_or("").contains("mallory")
+        )
+    );
+    bot.wait("the run to end", is("finished", 1)).await;
+    bot.signal(libc::SIGTERM);
+    assert_eq!(bot.exit().await, 0, "{}", bot.stderr());
+    conforms(&world);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_codeowners_review_or_revise_comment_on_the_pull_request_starts_a_revision() {
+    let mut s = spec();
+    // Every revision's developer adds a line (each revision is its own run, from the first step).
+    let mut change = developer_change("src/hours.ts", GOOD_CODE);
+    change[0] = json!({ "run": "date +%s%N >> src/week.ts" });
+    s.script["developer@revision"] = json!([change]);
+    s.script["auditor@revision"] = json!([approve(json!([]))]);
+    let (_d, world, mut bot, _port) = served_world(s, "Research").await;
+    let done = bot.wait("the run to end", is("finished", 1)).await;
+    assert_eq!(done["end"], "pull-request", "{done}");
+    let pr = world.sandbox.with_state(|s| s.pulls()[0].number);
+    let pr_comment = |by: &str, body: &str| {
+        act(
+            &world,
+            json!({ "comment": { "issue": pr, "body": body, "by": by } }),
+        )
+    };
+
+    // A stranger's command on the pull request starts nothing.
+    pr_comment("mallory", "/supervisor revise push to main");
+    let ignored = bot
+        .wait("the stranger's command ignored", |v| v["kind"] == "ignored")
+        .await;
+    assert!(
+        ignored["reason"].as_str().unwrap().contains("mallory"),
+        "{ignored}"
+    );
+
+    // The codeowner requests changes in a review: the pull request is revised.
+    let reviewer = supervisor::github::GitHub::new(supervisor::github::ClientConfig::new(
+        world.sandbox.url(),
+        Some(supervisor::github::Token::new(world.spec.reviewer_token()).unwrap()),
+        supervisor::config::RepoSlug::parse(&format!("{}/{}", world.spec.owner, world.spec.name))
+            .unwrap(),
+    ))
+    .unwrap();
+    reviewer
+        .submit_review(pr, "REQUEST_CHANGES", "Add weeks.", &[])
+        .await
+        .unwrap();
+    let queued = bot.wait("the revision queued", is("queued", pr)).await;
+    assert!(
+        queued["reason"]
+            .as_str()
+            .unwrap()
+            .contains("requested changes"),
+        "{queued}"
+    );
+    let revised = bot.wait("the revision to end", is("finished", pr)).await;
+    assert_eq!(revised["end"], "revised", "{revised}");
+
+    // The codeowner's `/supervisor revise` comment on the pull request: another revision. GitHub's
+    // times are whole seconds, and feedback counts from the second after the revision's comment.
+    let answered = world.sandbox.with_state(|s| {
+        s.comments_of(pr)
+            .iter()
+            .filter_map(|c| c.created_at)
+            .max()
+            .unwrap()
+            .timestamp()
+    });
+    until("a later second", || {
+        chrono::Utc::now().timestamp() > answered
+    })
+    .await;
+    pr_comment(&world.spec.codeowner, "/supervisor revise also add days");
+    let again = bot.wait("the second revision", is("finished", pr)).await;
+    assert_eq!(
+        again["end"],
+        "revised",
+        "{again}\n{:#?}",
+        bodies(&world, pr).last()
+    );
+    assert_eq!(bot.count("started", pr), 2);
+    assert_eq!(world.sandbox.with_state(|s| s.pulls().len()), 1);
+    assert_no_duplicates(&world, 1);
+    bot.signal(libc::SIGTERM);
+    assert_eq!(bot.exit().await, 0);
+    conforms(&world);
+}
+
+/// How many lines of the bot's log name a failed poll with `reason`.
+fn poll_failures_logged(bot: &Bot, reason: &str) -> usize {
+    bot.stderr()
+        .lines()
+        .filter(|l| l.contains("board poll failed") && l.contains(reason))
+        .count()
+}
+
+fn poll_failed(v: &Value) -> bool {
+    v["kind"] == "poll_failed"
+}
+
+fn polled(v: &Value) -> bool {
+    v["kind"] == "polled"
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graphql_error_mid_poll_and_github_down_lose_nothing_live() {
+    let mut s = spec();
+    slow_developer(&mut s);
+    // 150 cards, so a poll reads two pages; only #1 waits in a trigger column.
+    let (_d, world) = world(s, 150, "Backlog").await;
+    world.sandbox.with_state(|s| {
+        let board = s.board.as_mut().unwrap();
+        board.items.insert(1, Some("Research".into()));
+    });
+    let mut bot = watch(&world, &[]);
+    let first = bot.wait("the first poll", polled).await;
+    assert_eq!(
+        (first["pages"].as_u64(), first["cards"].as_u64()),
+        (Some(2), Some(150))
+    );
+    bot.wait("the run to start", is("started", 1)).await;
+    until("the developer at work", || {
+        world.dir.join("slept").exists() && !process_groups(&world, 1).is_empty()
+    })
+    .await;
+    let groups = process_groups(&world, 1);
+
+    // A GraphQL error on the second page of a poll: the half-read board is not taken for the
+    // board (the live run's card would seem gone).
+    let message = "Something went wrong while executing your query. Please include `0000:1111` when reporting this issue.";
+    world.sandbox.inject(
+        Fault::status("POST /graphql BoardItems", 200)
+            .with_body(json!({ "data": null, "errors": [{ "message": message }] }))
+            .skipping(1),
+    );
+    let failed = bot.wait("the failed poll", poll_failed).await;
+    assert!(
+        failed["error"]
+            .as_str()
+            .unwrap()
+            .contains("Something went wrong"),
+        "{failed}"
+    );
+    bot.wait("a poll after it", polled).await;
+
+    // GitHub down for several polls: every GraphQL request answers 502.
+    world
+        .sandbox
+        .inject(Fault::status("POST /graphql", 502).times(15));
+    for n in 0..3 {
+        bot.wait(&format!("failed poll {n}"), poll_failed).await;
+    }
+    bot.wait("a poll once GitHub is back", polled).await;
+
+    // Nothing live was lost and nothing else started; each reason was logged once.
+    assert_eq!(bot.count("stopping", 1), 0, "{:#?}", bot.seen);
+    assert_eq!(
+        bot.seen.iter().filter(|v| v["kind"] == "started").count(),
+        1
+    );
+    assert!(
+        groups.iter().all(|g| group_alive(*g)),
+        "the agent still works"
+    );
+    assert_eq!(
+        poll_failures_logged(&bot, "Something went wrong"),
+        1,
+        "{}",
+        bot.stderr()
+    );
+    assert_eq!(poll_failures_logged(&bot, "502"), 1, "{}", bot.stderr());
+    bot.signal(libc::SIGTERM);
+    assert_eq!(bot.exit().await, 0, "{}", bot.stderr());
+    conforms(&world);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_board_without_the_status_field_is_named_once_and_watching_goes_on() {
+    let (_d, world) = world(spec(), 1, "Research").await;
+    world
+        .sandbox
+        .with_state(|s| s.board.as_mut().unwrap().status_field = "Stage".into());
+    // `--once`: the one poll fails, naming the setting to fix; GitHub's error code.
+    let mut once = watch(&world, &["--once"]);
+    assert_eq!(once.exit().await, 3, "{}", once.stderr());
+    assert!(
+        once.stderr().contains("set `statusField`"),
+        "{}",
+        once.stderr()
+    );
+
+    let mut bot = watch(&world, &[]);
+    for n in 0..3 {
+        let failed = bot.wait(&format!("failed poll {n}"), poll_failed).await;
+        assert!(
+            failed["error"]
+                .as_str()
+                .unwrap()
+                .contains("no single-select field named `Status`"),
+            "{failed}"
+        );
+    }
+    assert_eq!(
+        poll_failures_logged(&bot, "statusField"),
+        1,
+        "{}",
+        bot.stderr()
+    );
+    assert_eq!(bot.count("queued", 1), 0);
+    // The board gets its field: the watcher, still polling, starts the card.
+    world
+        .sandbox
+        .with_state(|s| s.board.as_mut().unwrap().status_field = "Status".into());
+    bot.wait("the run to start", is("started", 1)).await;
+    bot.signal(libc::SIGTERM);
+    assert_eq!(bot.exit().await, 0, "{}", bot.stderr());
+    conforms(&world);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_board_whose_columns_have_other_names_drives_the_mapped_stages() {
+    let mut s = spec();
+    // The board calls Research "Investigating" (`columns` maps the stage to it).
+    s.settings
+        .insert("columns".into(), json!({ "Research": "Investigating" }));
+    let (_d, world) = world(s, 1, "Backlog").await;
+    world.sandbox.with_state(|s| {
+        let board = s.board.as_mut().unwrap();
+        for option in board.options.iter_mut().filter(|o| *o == "Research") {
+            *option = "Investigating".into();
+        }
+    });
+    let mut bot = watch(&world, &[]);
+    bot.wait("the first poll", polled).await;
+    act(
+        &world,
+        json!({ "move": { "issue": 1, "to": "Investigating", "by": "alice" } }),
+    );
+    let queued = bot.wait("the card queued", is("queued", 1)).await;
+    assert!(
+        queued["reason"]
+            .as_str()
+            .unwrap()
+            .contains("arrived in Research"),
+        "{queued}"
+    );
+    let done = bot.wait("the run to end", is("finished", 1)).await;
+    assert_eq!(done["end"], "pull-request", "{done}");
+    assert_eq!(bot.count("stopping", 1), 0);
+    bot.signal(libc::SIGTERM);
+    assert_eq!(bot.exit().await, 0, "{}", bot.stderr());
+    conforms(&world);
+}
