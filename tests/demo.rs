@@ -92,6 +92,10 @@ fn demo_runs_the_whole_pipeline_and_prints_a_pull_request() {
     let (status, _, page) = browse(&issue_url);
     assert_eq!(status, 200, "{issue_url}: {page}");
     assert!(page.contains("<h2>Research Findings</h2>"), "{page}");
+    assert!(
+        !page.contains("supervisor:run="),
+        "markers stay hidden: {page}"
+    );
     let board_url = url_after(&stderr, "board");
     let (status, _, page) = browse(&board_url);
     assert_eq!(status, 200, "{board_url}: {page}");
@@ -183,6 +187,16 @@ fn demo_runs_the_whole_pipeline_and_prints_a_pull_request() {
         "{stderr}"
     );
     let state: supervisor::sandbox::SandboxState = serde_json::from_str(&state).unwrap();
+    // One tracking comment for the whole run, edited to its end.
+    let tracking: Vec<_> = state
+        .issue(1)
+        .unwrap()
+        .comments
+        .iter()
+        .filter(|c| c.author == "supervisor-bot" && c.body.contains("kind=tracking"))
+        .collect();
+    assert_eq!(tracking.len(), 1, "{tracking:?}");
+    assert!(tracking[0].body.contains("/pull/2"), "{}", tracking[0].body);
     let pr = &state.pulls()[0];
     let root = pr
         .review_comments

@@ -106,9 +106,13 @@ pub fn run(json: bool, clean: bool, dir: Option<PathBuf>, watch: bool, serve: Op
         if watch {
             return watch_demo(&dir, json, &shutdown).await;
         }
+        // The demo shows the live tracking comment, as the Action does.
+        let mut spec = demo_spec();
+        spec.settings
+            .insert("trackingComment".into(), serde_json::Value::Bool(true));
         let progress = crate::runtime::ProgressMode::for_stderr();
         let port = serve.unwrap_or(0);
-        match run_demo(&dir, demo_spec(), program, &shutdown, progress, port).await {
+        match run_demo(&dir, spec, program, &shutdown, progress, port).await {
             Ok((summary, report, sandbox)) => {
                 let code = present(&summary, false, false);
                 if json {

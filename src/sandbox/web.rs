@@ -51,35 +51,45 @@ pub(crate) fn escape(text: &str) -> String {
 pub(crate) fn markdown(text: &str) -> String {
     let options =
         Options::ENABLE_TABLES | Options::ENABLE_TASKLISTS | Options::ENABLE_STRIKETHROUGH;
-    let events = Parser::new_ext(text, options).map(|event| match event {
-        Event::Html(raw) | Event::InlineHtml(raw) => Event::Text(raw),
-        Event::Start(Tag::Link {
-            link_type,
-            dest_url,
-            title,
-            id,
-        }) => Event::Start(Tag::Link {
-            link_type,
-            dest_url: safe_url(dest_url),
-            title,
-            id,
-        }),
-        Event::Start(Tag::Image {
-            link_type,
-            dest_url,
-            title,
-            id,
-        }) => Event::Start(Tag::Image {
-            link_type,
-            dest_url: safe_url(dest_url),
-            title,
-            id,
-        }),
-        other => other,
+    let events = Parser::new_ext(text, options).filter_map(|event| {
+        Some(match event {
+            // An HTML comment (supervisor's hidden markers) is hidden, as GitHub hides it.
+            Event::Html(raw) | Event::InlineHtml(raw) if is_comment(&raw) => return None,
+            Event::Html(raw) | Event::InlineHtml(raw) => Event::Text(raw),
+            Event::Start(Tag::Link {
+                link_type,
+                dest_url,
+                title,
+                id,
+            }) => Event::Start(Tag::Link {
+                link_type,
+                dest_url: safe_url(dest_url),
+                title,
+                id,
+            }),
+            Event::Start(Tag::Image {
+                link_type,
+                dest_url,
+                title,
+                id,
+            }) => Event::Start(Tag::Image {
+                link_type,
+                dest_url: safe_url(dest_url),
+                title,
+                id,
+            }),
+            other => other,
+        })
     });
     let mut out = String::new();
     html::push_html(&mut out, events);
     out
+}
+
+fn is_comment(raw: &str) -> bool {
+    let raw = raw.trim();
+    let inner = raw.strip_prefix("<!--").and_then(|r| r.strip_suffix("-->"));
+    inner.is_some_and(|i| !i.contains("-->"))
 }
 
 fn safe_url(url: CowStr<'_>) -> CowStr<'_> {
@@ -356,6 +366,15 @@ mod tests {
         assert!(!out.contains("javascript:"), "{out}");
         assert!(out.contains("href=\"https://example.com/a\""), "{out}");
         assert!(out.contains("href=\"/a/b\""), "{out}");
+        // Hidden markers stay hidden; a comment that closes early does not hide what follows.
+        let out = markdown("Done.\n\n<!-- supervisor:run=r1 stage=Research -->\n");
+        assert!(!out.contains("supervisor:run"), "{out}");
+        assert!(!markdown("<!--->\n").contains("<!--"));
+        let out = markdown("<!-- a --><script>x</script> -->\n");
+        assert!(
+            out.contains("&lt;script&gt;") && !out.contains("<script"),
+            "{out}"
+        );
     }
 
     #[test]
