@@ -67,6 +67,7 @@ fn main() {
         attempt: 1,
         keep_partial_on_budget: false,
         sandbox: None,
+        pulse: None,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)

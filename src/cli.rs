@@ -8,6 +8,7 @@ mod agent;
 mod demo;
 mod doctor;
 mod init;
+mod init_prompt;
 mod output;
 mod run;
 mod runs;
@@ -80,6 +81,12 @@ pub enum Command {
         /// The board-driven mode: the scheduler watches the board, a maintainer drags the card.
         #[arg(long)]
         watch: bool,
+        /// Keep the sandbox GitHub up after the run, with its web view, until Ctrl-C.
+        #[arg(long, conflicts_with = "watch")]
+        serve: bool,
+        /// The sandbox's port (default: a free one).
+        #[arg(long, value_name = "N", requires = "serve")]
+        port: Option<u16>,
     },
     /// Run one role agent once in a directory, as the pipeline would.
     Agent(agent::AgentCommand),
@@ -215,7 +222,9 @@ fn dispatch(cli: Cli) -> u8 {
             clean,
             dir,
             watch,
-        } => demo::run(json, clean, dir, watch),
+            serve,
+            port,
+        } => demo::run(json, clean, dir, watch, serve.then(|| port.unwrap_or(0))),
         Command::Agent(args) => agent::run(args),
         Command::AgentScript {
             script,

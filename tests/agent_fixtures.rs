@@ -147,6 +147,7 @@ async fn run_stand_in_with(
         attempt: 1,
         keep_partial_on_budget: true,
         sandbox: None,
+        pulse: None,
     };
     let run = tokio::time::timeout(
         Duration::from_secs(30),

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use supervisor::agent::{
-    AgentDefinition, AgentRequest, AgentRun, Backend, ExitReason, Limits, process_group_alive,
-    run_agent,
+    AgentDefinition, AgentRequest, AgentRun, Backend, ExitReason, Limits, Pulse,
+    process_group_alive, run_agent,
 };
 use supervisor::config::{CommandBackend, PromptVia};
 use tokio_util::sync::CancellationToken;
@@ -48,6 +48,7 @@ fn request<'a>(role: &'a AgentDefinition, cwd: &Path, backend: Backend) -> Agent
         attempt: 1,
         keep_partial_on_budget: false,
         sandbox: None,
+        pulse: None,
     }
 }
 
@@ -86,9 +87,22 @@ async fn scripted_agent_does_its_work_and_reports_it() {
     let r = role("developer");
     let mut req = request(&r, dir.path(), backend);
     req.transcript = Some(dir.path().join("logs/dev.jsonl"));
+    let (tx, pulses) = tokio::sync::watch::channel(Pulse::default());
+    req.pulse = Some(tx);
     let run = run(req).await;
     assert_eq!(run.exit, ExitReason::Completed, "{run:?}");
     assert!(run.succeeded() && !run.degraded());
+    // The live view heard the stream's counters as they came, ending with the run's own.
+    assert!(pulses.has_changed().unwrap_or(true), "a pulse was sent");
+    let last = pulses.borrow().clone();
+    assert_eq!(
+        last,
+        Pulse {
+            tokens: 300,
+            tool_calls: 2,
+            tool: Some("bash".into())
+        }
+    );
     assert_eq!(run.final_text, "all done");
     assert_eq!(run.tool_calls, 2);
     assert_eq!(run.usage.total, 300, "usage is summed over calls");

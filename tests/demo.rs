@@ -1,27 +1,134 @@
 //! `supervisor demo` end to end: the real binary builds its world, runs the pipeline and prints a PR URL.
 
-use std::process::Command;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+#[path = "support/browse.rs"]
+mod browse;
+use browse::browse;
+
+/// The URL after `label` on a line of the demo's "where to look".
+fn url_after(stderr: &str, label: &str) -> String {
+    let line = stderr
+        .lines()
+        .map(str::trim_start)
+        .find(|l| l.starts_with(label))
+        .unwrap_or_else(|| panic!("no `{label}` line: {stderr}"));
+    let url = line[label.len()..]
+        .split_whitespace()
+        .next()
+        .unwrap_or_default();
+    url.trim_end_matches(':').to_string()
+}
 
 #[test]
 fn demo_runs_the_whole_pipeline_and_prints_a_pull_request() {
     let dir = tempfile::tempdir().unwrap();
     let demo = dir.path().join("demo");
-    let out = Command::new(env!("CARGO_BIN_EXE_supervisor"))
-        .args(["demo", "--json", "--dir"])
+    // Run from the checkout (as `cargo run -- demo` does), serving afterwards.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // PATH without .tools/ (as when nobody sourced scripts/tools-env.sh).
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let path = std::env::join_paths(
+        std::env::split_paths(&path).filter(|d| !d.starts_with(root.join(".tools"))),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_supervisor"))
+        .args(["demo", "--json", "--serve", "--dir"])
         .arg(&demo)
+        .current_dir(root)
         .env_remove("GH_TOKEN")
         .env_remove("GITHUB_TOKEN")
         .env_remove("GITHUB_API_URL")
-        .output()
+        .env_remove("SUPERVISOR_TOOLS_DIR")
+        .env("PATH", path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let mut out = child.stdout.take().unwrap();
+    let stdout = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        out.read_to_end(&mut text).unwrap();
+        text
+    });
+    let (tx, rx) = mpsc::channel();
+    let err = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut stderr = String::new();
+    while !stderr.contains("serving the sandbox GitHub until Ctrl-C") {
+        match rx.recv_timeout(Duration::from_secs(120)) {
+            Ok(line) => {
+                stderr.push_str(&line);
+                stderr.push('\n');
+            }
+            Err(_) => {
+                let _ = child.kill();
+                panic!("the demo did not start serving: {stderr}");
+            }
+        }
+    }
+    // The printed URLs open while it serves: the pull request, the issue, the board.
+    let pr_url = url_after(&stderr, "pull request");
+    let (status, _, page) = browse(&pr_url);
+    assert_eq!(status, 200, "{pr_url}: {page}");
+    assert!(
+        page.contains("feat(#1): accept hours in parseDuration"),
+        "{page}"
+    );
+    assert!(
+        page.contains("Please also accept weeks"),
+        "the review's line comment: {page}"
+    );
+    let issue_url = url_after(&stderr, "issue #1");
+    let (status, _, page) = browse(&issue_url);
+    assert_eq!(status, 200, "{issue_url}: {page}");
+    assert!(page.contains("<h2>Research Findings</h2>"), "{page}");
+    assert!(
+        !page.contains("supervisor:run="),
+        "markers stay hidden: {page}"
+    );
+    let board_url = url_after(&stderr, "board");
+    let (status, _, page) = browse(&board_url);
+    assert_eq!(status, 200, "{board_url}: {page}");
+    let done = page.split("<h3>Done</h3>").nth(1).unwrap();
+    assert!(
+        done.split("</section>")
+            .next()
+            .unwrap()
+            .contains("/demo-org/durations/issues/1"),
+        "{page}"
+    );
+    // Ctrl-C (here SIGTERM) ends it with the run's status.
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) },
+        0
+    );
+    let status = child.wait().unwrap();
+    let stdout = stdout.join().unwrap();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    let tools = root.join(".tools");
+    let tsc_installed = tools.join("node/node_modules/.bin/tsc").is_file();
+    if tools.is_dir() {
+        assert!(
+            stderr.contains(&format!("using the tools in {}", tools.display())),
+            "{stderr}"
+        );
+    }
     assert!(
         stderr.contains("pull request   http://127.0.0.1:"),
         "{stderr}"
     );
     let summary: serde_json::Value =
-        serde_json::from_slice(&out.stdout).expect("stdout holds one JSON document");
+        serde_json::from_slice(&stdout).expect("stdout holds one JSON document");
     let report = &summary["demo"];
     assert_eq!(summary["end"]["kind"], "pull-request");
     assert!(
@@ -48,7 +155,19 @@ fn demo_runs_the_whole_pipeline_and_prints_a_pull_request() {
     for round in summary["gateRounds"].as_array().unwrap() {
         for gate in round["notRun"].as_array().unwrap() {
             assert!(!round["failing"].as_array().unwrap().contains(gate));
+            // The tools of .tools/ are used without anyone putting them on PATH.
+            assert!(!(tsc_installed && gate == "tsc"), "{round}");
         }
+    }
+    if tsc_installed {
+        assert!(
+            first["failing"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|g| g == "tsc"),
+            "{first}"
+        );
     }
     assert_eq!(report["column"], "Done");
     // The whole demo keeps to GitHub's published descriptions, requests and answers alike.
@@ -119,6 +238,24 @@ fn demo_runs_the_whole_pipeline_and_prints_a_pull_request() {
         )),
         "{log}"
     );
+}
+
+#[test]
+fn a_tools_directory_that_is_not_there_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_supervisor"))
+        .args(["demo", "--dir"])
+        .arg(dir.path().join("demo"))
+        .env("SUPERVISOR_TOOLS_DIR", dir.path().join("no-tools"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("SUPERVISOR_TOOLS_DIR=") && stderr.contains("no-tools"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("demo").exists(), "nothing is built");
 }
 
 #[test]

@@ -24,10 +24,20 @@ fn summary(r: &Run) -> Value {
 }
 
 async fn supervisor(world: &World, args: &[&str]) -> Run {
+    supervisor_fed(world, args, None).await
+}
+
+/// Run the binary in the world's repository, with `input` on its stdin (none: stdin is empty).
+async fn supervisor_fed(world: &World, args: &[&str], input: Option<&str>) -> Run {
+    use tokio::io::AsyncWriteExt;
     let mut cmd = tokio::process::Command::new(BIN);
     cmd.args(args)
         .current_dir(&world.repo)
-        .stdin(Stdio::null())
+        .stdin(if input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
@@ -41,7 +51,13 @@ async fn supervisor(world: &World, args: &[&str]) -> Run {
         }
     }
     cmd.envs(world.env());
-    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+    let mut child = cmd.spawn().expect("supervisor starts");
+    if let Some(text) = input {
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(text.as_bytes()).await.unwrap();
+        drop(stdin);
+    }
+    let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
         .await
         .expect("supervisor finished within 120 s")
         .expect("supervisor ran");
@@ -587,4 +603,159 @@ async fn init_maps_an_existing_board_and_adds_columns_only_when_told() {
     let r = supervisor(&world, &["run", "1", "--json"]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(card(&world).as_deref(), Some("Done"));
+}
+
+/// On a terminal `init` asks for what its flags leave open: codeowners (the token's account by
+/// default), the board, the slash commands and a copy of the workflow to edit, which `check` then
+/// reads. A closed input is an error that writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_asks_on_a_terminal_and_copies_the_workflow_for_editing() {
+    let mut spec = spec();
+    spec.workflow = None;
+    let (_d, world) = world(spec).await;
+    world.sandbox.with_state(|s| s.board = None);
+    let args = ["init", "--repo", "demo-org/durations", "--prompt"];
+
+    let r = supervisor_fed(&world, &args, Some("")).await;
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("no answer to \"Codeowners") && r.stderr.contains("input ended"),
+        "{}",
+        r.stderr
+    );
+    assert!(board_of(&world).is_none(), "nothing was made");
+
+    // Codeowners typed, a new board (the settings name #1, so keeping it is the default), both
+    // extras wanted.
+    let r = supervisor_fed(
+        &world,
+        &args,
+        Some("alice, supervisor-bot\ncreate\ny\nyes\n"),
+    )
+    .await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for question in [
+        "Codeowners: GitHub logins whose issues run, comma-separated [supervisor-bot]: ",
+        "Board: create a new one, an existing board's number, or skip (keep #1) [skip]: ",
+        "Install /supervisor for pi and Claude Code in this repository? [n]: ",
+        "Copy the workflow and role files into .supervisor/ for editing? [n]: ",
+    ] {
+        assert!(
+            r.stderr.contains(question),
+            "{question} not asked:\n{}",
+            r.stderr
+        );
+    }
+    assert!(board_of(&world).is_some(), "a board was created");
+    let block = settings_block(&world);
+    assert_eq!(
+        block["codeowners"],
+        serde_json::json!(["alice", "supervisor-bot"])
+    );
+    assert_eq!(block["projectNumber"], 1);
+    assert!(world.repo.join(".claude/commands/supervisor.md").is_file());
+    assert!(
+        world
+            .repo
+            .join(".pi/extensions/supervisor/index.ts")
+            .is_file()
+    );
+    let copied = std::fs::read_to_string(world.repo.join(".supervisor/workflow.json")).unwrap();
+    assert_eq!(copied, supervisor::config::DEFAULT_WORKFLOW);
+    for (name, text) in supervisor::agent::DEFAULT_AGENTS {
+        let path = world.repo.join(format!(".supervisor/agents/{name}.md"));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "{name}");
+    }
+
+    // `check` reads the copies: a broken role file there is named.
+    let r = supervisor(&world, &["check"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let role = world.repo.join(".supervisor/agents/researcher.md");
+    std::fs::write(&role, "---\nname: researcher\nmodel: [\n---\nbroken\n").unwrap();
+    let r = supervisor(&world, &["check"]).await;
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(".supervisor/agents/researcher.md"),
+        "{}",
+        r.stderr
+    );
+
+    // Again with --copy-workflow alone: what was edited is kept.
+    let r = supervisor(&world, &["init", "--copy-workflow"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("kept "), "{}", r.stderr);
+    assert!(std::fs::read_to_string(&role).unwrap().contains("broken"));
+
+    // Skipping the board when the settings name none writes the rest and says what is missing.
+    let path = world.repo.join(".pi/settings.json");
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    doc["supervisor"]
+        .as_object_mut()
+        .unwrap()
+        .remove("projectNumber");
+    std::fs::write(&path, doc.to_string()).unwrap();
+    let r = supervisor_fed(&world, &args, Some("bob\nskip\nn\nn\n")).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("or skip (set it later) [create]: "),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("no board yet: `supervisor init --create-board`"),
+        "{}",
+        r.stderr
+    );
+    let block = settings_block(&world);
+    assert_eq!(block["codeowners"], serde_json::json!(["bob"]));
+}
+
+/// Asked about an existing board with GitHub's default columns, `init` maps what it can and adds
+/// the missing columns only after showing the change and a yes; --yes asks nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_asks_before_changing_an_existing_boards_columns() {
+    let (_d, world) = world(spec()).await;
+    board_options(&world, &["Todo", "In Progress", "Done"], Some("Todo"));
+    let args = ["init", "--repo", "demo-org/durations", "--prompt"];
+    // Default codeowner, board #1, no extras, add the columns, but do not apply.
+    let r = supervisor_fed(&world, &args, Some("\n#1\nn\nn\ny\n\n")).await;
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("The board has no column for Research, Architecture, TestDesign, Implementation, Audit: add them")
+            && r.stderr.contains("after: Todo, In Progress, Research")
+            && r.stderr.contains("Apply this change? [n]: "),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        board_of(&world).unwrap().1,
+        ["Todo", "In Progress", "Done"],
+        "nothing changed"
+    );
+    let r = supervisor_fed(&world, &args, Some("alice\n1\nn\nn\ny\ny\n")).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(board_of(&world).unwrap().1.len(), 8);
+    let block = settings_block(&world);
+    assert_eq!(block["columns"], serde_json::json!({ "Backlog": "Todo" }));
+    assert_eq!(block["codeowners"], serde_json::json!(["alice"]));
+    assert!(!world.repo.join(".claude/commands/supervisor.md").exists());
+
+    // With --yes nothing is asked (an empty input would be an error if it were).
+    let yes = [
+        "init",
+        "--repo",
+        "demo-org/durations",
+        "--prompt",
+        "--yes",
+        "--project-number",
+        "1",
+    ];
+    let r = supervisor_fed(&world, &yes, Some("")).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stderr.contains("[n]: "), "{}", r.stderr);
+    assert_eq!(
+        settings_block(&world)["codeowners"],
+        serde_json::json!(["supervisor-bot"])
+    );
 }

@@ -14,6 +14,10 @@ use supervisor::config::RepoSlug;
 use supervisor::github::{BoardRef, ClientConfig, GitHub, Token};
 use supervisor::sandbox::SandboxState;
 
+#[path = "support/browse.rs"]
+mod browse;
+use browse::browse;
+
 const TOKEN: &str = "sandbox-token-alice";
 
 fn example() -> PathBuf {
@@ -214,4 +218,172 @@ fn a_broken_state_file_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.json") && err.contains("name"), "{err}");
+}
+
+/// A comment written to break out of the page, and one with ordinary Markdown.
+const HOSTILE: &str = "<img src=x onerror=\"document.title='pwned'\"><script>document.title='pwned'</script> [click](javascript:alert(1))";
+const TABLE: &str =
+    "## Research Findings\n\n| unit | seconds |\n|---|---|\n| `h` | 3600 |\n\n- [x] checked";
+
+/// The example state plus a pull request with a review and a line comment, and two comments on
+/// issue 1: one hostile, one with a table.
+fn web_state(dir: &Path) -> PathBuf {
+    let mut state: Value =
+        serde_json::from_str(&std::fs::read_to_string(example()).unwrap()).unwrap();
+    let comments = state["issues"][0]["comments"].as_array_mut().unwrap();
+    comments.push(json!({"author": "mallory", "body": HOSTILE}));
+    comments.push(json!({"author": "alice", "body": TABLE}));
+    state["pulls"] = json!([{
+        "number": 4, "head": "feat-verbose", "base": "main", "author": "supervisor-bot",
+        "title": "feat(#1): add --verbose",
+        "body": "## Summary\nAdds **--verbose**.\n\nCloses #1",
+        "reviews": [{"id": 7, "author": "alice", "state": "CHANGES_REQUESTED", "body": "One *more* thing."}],
+        "review_comments": [{"id": 9, "review_id": 7, "author": "alice", "path": "src/main.rs", "line": 3,
+                             "diff_hunk": "@@ -1,3 +1,4 @@\n+<b>x</b>", "body": "Name it `verbose`."}]
+    }]);
+    let path = dir.join("web.json");
+    std::fs::write(&path, state.to_string()).unwrap();
+    path
+}
+
+#[test]
+fn serve_shows_a_read_only_web_view_beside_the_api() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let (mut server, url) = serve(&web_state(dir.path()), port, None);
+
+    // The repository: its issues, its pull request and the board's columns with their cards.
+    for home in ["/", "/acme/widgets"] {
+        let (status, kind, page) = browse(&format!("{url}{home}"));
+        assert_eq!(status, 200, "{home}: {page}");
+        assert!(kind.starts_with("text/html"), "{kind}");
+        assert!(
+            page.contains("<a href=\"/acme/widgets/issues/1\">#1 Add a --verbose flag</a>"),
+            "{page}"
+        );
+        assert!(
+            page.contains("<a href=\"/acme/widgets/pull/4\">#4 feat(#1): add --verbose</a>"),
+            "{page}"
+        );
+        for column in ["Backlog", "Research", "Done", "No status"] {
+            assert!(
+                page.contains(&format!("<h3>{column}</h3>")),
+                "{column}: {page}"
+            );
+        }
+    }
+    let (status, _, board) = browse(&format!("{url}/orgs/acme/projects/1"));
+    assert_eq!(status, 200);
+    let backlog = board.split("<h3>Backlog</h3>").nth(1).unwrap();
+    let backlog = backlog.split("</section>").next().unwrap();
+    assert!(backlog.contains("/acme/widgets/issues/1"), "{board}");
+    assert!(
+        !backlog.contains("/acme/widgets/issues/3"),
+        "issue 3 has no status: {board}"
+    );
+
+    // The issue: comments rendered as Markdown, raw HTML shown as text, script links dropped.
+    let (status, _, issue) = browse(&format!("{url}/acme/widgets/issues/1"));
+    assert_eq!(status, 200, "{issue}");
+    assert!(issue.contains("<h1>Add a --verbose flag"), "{issue}");
+    assert!(issue.contains("<h2>Research Findings</h2>"), "{issue}");
+    assert!(issue.contains("<td><code>h</code></td>"), "{issue}");
+    assert!(
+        issue.contains("card in <strong>Backlog</strong>"),
+        "{issue}"
+    );
+    assert!(
+        !issue.contains("<script") && !issue.contains("<img"),
+        "{issue}"
+    );
+    assert!(issue.contains("&lt;script&gt;"), "{issue}");
+    assert!(!issue.contains("javascript:"), "{issue}");
+
+    // The pull request: body, review, line comment with its hunk (escaped).
+    let (status, _, pull) = browse(&format!("{url}/acme/widgets/pull/4"));
+    assert_eq!(status, 200, "{pull}");
+    assert!(pull.contains("Adds <strong>--verbose</strong>."), "{pull}");
+    assert!(
+        pull.contains("requested changes") && pull.contains("One <em>more</em> thing."),
+        "{pull}"
+    );
+    assert!(
+        pull.contains("src/main.rs:3") && pull.contains("+&lt;b&gt;x&lt;/b&gt;"),
+        "{pull}"
+    );
+    assert!(pull.contains("Name it <code>verbose</code>."), "{pull}");
+
+    // What the view does not have is the API's 404; the API itself is unchanged beside it.
+    for missing in [
+        "/acme/widgets/issues/42",
+        "/acme/other/issues/1",
+        "/acme/widgets/pull/1",
+        "/orgs/acme/projects/2",
+    ] {
+        let (status, kind, body) = browse(&format!("{url}{missing}"));
+        assert_eq!(status, 404, "{missing}: {body}");
+        assert!(kind.starts_with("application/json"), "{missing}: {kind}");
+    }
+    let (status, body) = http(port, "GET", "/repos/acme/widgets/pulls/4", None);
+    assert_eq!(status, 200, "{body}");
+    let (status, _) = http(port, "GET", "/user", None);
+    assert_eq!(status, 200);
+    let (status, _, _) = browse(&format!("{url}/user"));
+    assert_eq!(status, 401, "the API still wants a token");
+    // Browsing is not an API request: only the three above are counted.
+    let (_, counts) = http(port, "GET", "/_sandbox/requests", None);
+    let counts: Value = serde_json::from_str(&counts).unwrap();
+    assert_eq!(
+        counts,
+        json!({"GET /repos/{owner}/{repo}/pulls/{number}": 1, "GET /user": 2})
+    );
+
+    // In a real browser the hostile comment stays text: no script runs, nothing is injected.
+    match chromium() {
+        None => eprintln!("skipped: the headless browser check (no chromium on PATH)"),
+        Some(browser) => {
+            let dom = dump_dom(&browser, &format!("{url}/acme/widgets/issues/1"));
+            assert!(
+                dom.contains("<title>Add a --verbose flag · Issue #1</title>"),
+                "{dom}"
+            );
+            assert!(
+                !dom.contains("pwned</title>") && !dom.contains("<img"),
+                "{dom}"
+            );
+            assert!(dom.contains("<td><code>h</code></td>"), "{dom}");
+        }
+    }
+    assert!(server.stop().success());
+}
+
+/// Debian's `chromium`, when installed.
+fn chromium() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join("chromium"))
+        .find(|p| p.is_file())
+}
+
+/// The page's DOM after the browser loaded it (and ran whatever scripts it would run).
+fn dump_dom(browser: &Path, url: &str) -> String {
+    let profile = tempfile::tempdir().unwrap();
+    let out = Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .args(["--dump-dom", url])
+        .stdin(Stdio::null())
+        .output()
+        .expect("chromium starts");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }

@@ -10,6 +10,7 @@ use super::backend::Backend;
 use super::error::AgentError;
 use super::run::Limits;
 use super::sandbox::Sandbox;
+use super::stream::Pulse;
 
 /// Variables always passed to agents when set: the basics a CLI needs to run.
 pub const BASE_ENV: [&str; 12] = [
@@ -129,6 +130,8 @@ pub struct AgentRequest<'a> {
     pub keep_partial_on_budget: bool,
     /// Run the agent inside this sandbox (`agentSandbox`); `None`: unconfined.
     pub sandbox: Option<Sandbox>,
+    /// Where the stream's counters go as they change, for a live view; `None`: nowhere.
+    pub pulse: Option<tokio::sync::watch::Sender<Pulse>>,
 }
 
 impl<'a> AgentRequest<'a> {
@@ -156,6 +159,7 @@ impl<'a> AgentRequest<'a> {
             attempt: 1,
             keep_partial_on_budget: role.name == DEGRADING_ROLE,
             sandbox: Sandbox::from_settings(settings),
+            pulse: None,
         })
     }
 }

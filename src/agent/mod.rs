@@ -36,4 +36,5 @@ pub use run::{
 };
 pub use runner::{failure_line, run_agent};
 pub use sandbox::{Confinement, Sandbox};
+pub use stream::Pulse;
 pub use transcript::human_bytes;

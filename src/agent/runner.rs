@@ -15,7 +15,7 @@ use super::dispatch::{AgentRequest, system_prompt};
 use super::run::{AgentRun, ExitReason, Limits, Usage};
 use super::sandbox::Confinement;
 use super::stream::{
-    DEFAULT_LINE_CAP, LineReader, StreamParser, Tail, Tally, TranscriptLine, event_type,
+    DEFAULT_LINE_CAP, LineReader, Pulse, StreamParser, Tail, Tally, TranscriptLine, event_type,
 };
 use super::transcript::Transcript;
 use crate::process::{GroupGuard, process_group_alive, signal_group};
@@ -152,6 +152,7 @@ pub async fn run_agent(req: AgentRequest<'_>, cancel: CancellationToken) -> Agen
                 Ok(true) => {
                     stdout_line(&out, parser.as_mut(), &mut tally, &mut transcript);
                     stop = over_budget(&tally, &req.limits);
+                    send_pulse(req.pulse.as_ref(), &tally);
                 }
                 _ => out_open = false,
             },
@@ -163,6 +164,7 @@ pub async fn run_agent(req: AgentRequest<'_>, cancel: CancellationToken) -> Agen
                         stderr_tail.push_line(&line);
                     }
                     stop = over_budget(&tally, &req.limits);
+                    send_pulse(req.pulse.as_ref(), &tally);
                 }
                 _ => err_open = false,
             },
@@ -247,6 +249,20 @@ fn stdout_line<R: tokio::io::AsyncRead + Unpin>(
         }
     }
     parser.line(&line, tally);
+}
+
+/// Tell a live view the tally's counters when they changed.
+fn send_pulse(to: Option<&tokio::sync::watch::Sender<Pulse>>, tally: &Tally) {
+    if let Some(tx) = to {
+        let now = tally.pulse();
+        tx.send_if_modified(|seen| {
+            let changed = *seen != now;
+            if changed {
+                *seen = now;
+            }
+            changed
+        });
+    }
 }
 
 /// The budget a tally has gone over, if any.

@@ -177,6 +177,8 @@ pub struct Tally {
     /// The last assistant text seen (partial findings when the run is stopped early).
     pub last_text: String,
     pub tool_calls: u64,
+    /// The tool the agent called last (the one at work while it runs).
+    pub tool: Option<String>,
     pub usage: Usage,
     pub model: Option<String>,
     /// An error the CLI reported; a later success clears it (retries).
@@ -186,7 +188,32 @@ pub struct Tally {
     pub lines: u64,
 }
 
+/// An agent's progress while it works, for the live view: what its stream told so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Pulse {
+    pub tokens: u64,
+    pub tool_calls: u64,
+    pub tool: Option<String>,
+}
+
 impl Tally {
+    /// The counters a live view shows.
+    pub fn pulse(&self) -> Pulse {
+        Pulse {
+            tokens: self.usage.total,
+            tool_calls: self.tool_calls,
+            tool: self.tool.clone(),
+        }
+    }
+
+    /// Record a tool call (`name` when the stream gives it).
+    pub fn saw_tool(&mut self, name: Option<&str>) {
+        self.tool_calls += 1;
+        if let Some(name) = name.filter(|n| !n.trim().is_empty()) {
+            self.tool = Some(name.to_string());
+        }
+    }
+
     /// Record an assistant text as the latest seen.
     pub fn saw_text(&mut self, text: &str) {
         if !text.trim().is_empty() {

@@ -5,31 +5,71 @@ use std::path::{Path, PathBuf};
 use super::output::{errln, outln};
 use super::run::{present, runtime};
 use super::{EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
-use crate::demo::{DemoReport, demo_dir, demo_spec, run_demo, run_demo_watch};
+use crate::demo::{
+    DemoError, DemoReport, WorldError, demo_dir, demo_spec, run_demo, run_demo_watch,
+};
+use crate::pipeline::RunEnd;
 use crate::report;
+use crate::sandbox::{Sandbox, SandboxError};
 use crate::workspace::Shutdown;
 
-/// Gate tools installed by `scripts/install-tools.sh` in the checkout this binary was built from.
-fn source_tools() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    [".tools/node/node_modules/.bin", ".tools/venv/bin"]
-        .iter()
-        .map(|p| root.join(p))
-        .filter(|p| p.is_dir())
-        .collect()
+/// Where `scripts/install-tools.sh` puts the pinned gate tools and agent CLIs, under its `.tools/`
+/// (the directories `scripts/tools-env.sh` puts on PATH).
+const TOOL_BINS: [&str; 3] = [
+    "node/node_modules/.bin",
+    "venv/bin",
+    "agents/node_modules/.bin",
+];
+
+/// The tools directory the demo uses: `$SUPERVISOR_TOOLS_DIR` when set (it must exist), else
+/// `.tools/` in the current directory when there is one (a checkout after `scripts/test.sh`).
+fn tools_dir(env: Option<std::ffi::OsString>, cwd: &Path) -> Result<Option<PathBuf>, String> {
+    match env.filter(|v| !v.is_empty()) {
+        Some(dir) => {
+            let dir = PathBuf::from(dir);
+            if dir.is_dir() {
+                Ok(Some(dir))
+            } else {
+                Err(format!(
+                    "SUPERVISOR_TOOLS_DIR={} is not a directory: point it at the .tools/ that scripts/install-tools.sh made, or unset it",
+                    dir.display()
+                ))
+            }
+        }
+        None => Ok(Some(cwd.join(".tools")).filter(|d| d.is_dir())),
+    }
 }
 
-pub fn run(json: bool, clean: bool, dir: Option<PathBuf>, watch: bool) -> u8 {
+/// PATH with the tool directories of `tools` that exist put first.
+fn path_with_tools(tools: &Path, path: &std::ffi::OsStr) -> Option<std::ffi::OsString> {
+    let mut dirs: Vec<PathBuf> = TOOL_BINS
+        .iter()
+        .map(|b| tools.join(b))
+        .filter(|d| d.is_dir())
+        .collect();
+    if dirs.is_empty() {
+        return None;
+    }
+    dirs.extend(std::env::split_paths(path));
+    std::env::join_paths(dirs).ok()
+}
+
+pub fn run(json: bool, clean: bool, dir: Option<PathBuf>, watch: bool, serve: Option<u16>) -> u8 {
     // Where the pinned gate tools exist, the demo uses them; where they don't, those gates show as not run.
-    let tools = source_tools();
-    if !tools.is_empty() {
-        let mut paths = tools;
-        paths.extend(std::env::split_paths(
-            &std::env::var_os("PATH").unwrap_or_default(),
-        ));
-        if let Ok(joined) = std::env::join_paths(paths) {
-            // SAFETY: no other thread exists yet; the runtime starts below.
-            unsafe { std::env::set_var("PATH", joined) };
+    let cwd = std::env::current_dir().unwrap_or_default();
+    match tools_dir(std::env::var_os("SUPERVISOR_TOOLS_DIR"), &cwd) {
+        Err(e) => {
+            errln!("supervisor demo: {e}");
+            return EXIT_USAGE;
+        }
+        Ok(None) => {}
+        Ok(Some(tools)) => {
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            if let Some(joined) = path_with_tools(&tools, &path) {
+                errln!("supervisor demo: using the tools in {}", tools.display());
+                // SAFETY: no other thread exists yet; the runtime starts below.
+                unsafe { std::env::set_var("PATH", joined) };
+            }
         }
     }
     let program = match std::env::current_exe() {
@@ -70,16 +110,10 @@ pub fn run(json: bool, clean: bool, dir: Option<PathBuf>, watch: bool) -> u8 {
         let mut spec = demo_spec();
         spec.settings
             .insert("trackingComment".into(), serde_json::Value::Bool(true));
-        match run_demo(
-            &dir,
-            spec,
-            program,
-            &shutdown,
-            crate::runtime::ProgressMode::for_stderr(),
-        )
-        .await
-        {
-            Ok((summary, report)) => {
+        let progress = crate::runtime::ProgressMode::for_stderr();
+        let port = serve.unwrap_or(0);
+        match run_demo(&dir, spec, program, &shutdown, progress, port).await {
+            Ok((summary, report, sandbox)) => {
                 let code = present(&summary, false, false);
                 if json {
                     // One document: the run summary (as `run --json` prints it) with the demo's
@@ -89,11 +123,20 @@ pub fn run(json: bool, clean: bool, dir: Option<PathBuf>, watch: bool) -> u8 {
                     outln!("{}", serde_json::to_string_pretty(&doc).expect("json"));
                 }
                 let pr = match &summary.end {
-                    crate::pipeline::RunEnd::PullRequest { url, .. } => Some(url.as_str()),
+                    RunEnd::PullRequest { url, .. } => Some(url.as_str()),
                     _ => None,
                 };
-                where_to_look(&report, pr);
+                where_to_look(&report, pr, Some(&sandbox), serve.is_some());
+                if serve.is_some() && !shutdown.requested() {
+                    errln!("\nserving the sandbox GitHub until Ctrl-C");
+                    shutdown.token().cancelled().await;
+                }
+                sandbox.shutdown().await;
                 code
+            }
+            Err(DemoError::World(WorldError::Sandbox(e @ SandboxError::Bind { .. }))) => {
+                errln!("supervisor demo: {e}: choose another --port");
+                EXIT_USAGE
             }
             Err(e) => {
                 errln!("supervisor demo: {e}");
@@ -117,7 +160,7 @@ async fn watch_demo(dir: &Path, json: bool, shutdown: &Shutdown) -> u8 {
             if json {
                 outln!("{}", serde_json::to_string_pretty(&report).expect("json"));
             }
-            where_to_look(&report, pr.as_deref());
+            where_to_look(&report, pr.as_deref(), None, false);
             if end == "pull-request" {
                 EXIT_OK
             } else {
@@ -131,7 +174,9 @@ async fn watch_demo(dir: &Path, json: bool, shutdown: &Shutdown) -> u8 {
     }
 }
 
-fn where_to_look(report: &DemoReport, pr: Option<&str>) {
+/// The pull request, the issue, the board, the journal and the files the demo leaves; with the
+/// sandbox still up, the web view's URLs.
+fn where_to_look(report: &DemoReport, pr: Option<&str>, sandbox: Option<&Sandbox>, serving: bool) {
     errln!("\nwhere to look");
     if let Some(url) = pr {
         errln!("  pull request   {url}");
@@ -139,20 +184,41 @@ fn where_to_look(report: &DemoReport, pr: Option<&str>) {
     if let Some(r) = &report.revision {
         errln!("  review round   {}", report::summary_headline(r));
     }
+    let state = sandbox.map(|s| (s.url(), s.port(), s.snapshot()));
+    let issue_url = state.as_ref().map_or(String::new(), |(web, _, st)| {
+        format!("{web}/{}/{}/issues/1: ", st.repo.owner, st.repo.name)
+    });
     errln!(
-        "  issue #1       {} comments, card in {}",
+        "  issue #1       {issue_url}{} comments, card in {}",
         report.comments,
         report.column.as_deref().unwrap_or("(no column)")
     );
+    if let Some((web, _, st)) = &state {
+        if let Some(b) = &st.board {
+            errln!(
+                "  board          {web}/orgs/{}/projects/{}",
+                b.owner,
+                b.number
+            );
+        }
+        errln!("  repository     {web}/");
+    }
     errln!("  journal        {}", report.journal);
     if let Some(map) = &report.run_map {
         errln!("  run map        {} (mermaid)", map.display());
     }
     errln!("  GitHub state   {}", report.sandbox_state.display());
-    errln!(
-        "                 browse it: supervisor sandbox serve --state {}",
-        report.sandbox_state.display()
-    );
+    match &state {
+        Some(_) if serving => {}
+        Some((_, port, _)) => errln!(
+            "                 these URLs open while it is served: supervisor sandbox serve --state {} --port {port} (or run the demo with --serve)",
+            report.sandbox_state.display()
+        ),
+        None => errln!(
+            "                 browse it: supervisor sandbox serve --state {}",
+            report.sandbox_state.display()
+        ),
+    }
     errln!(
         "  requests       {} to the sandbox GitHub, {} outside GitHub's published description",
         report.github_requests,
@@ -160,5 +226,40 @@ fn where_to_look(report: &DemoReport, pr: Option<&str>) {
     );
     for v in &report.description_violations {
         errln!("                 {v}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tools_directory_is_the_variable_or_the_checkouts() {
+        let dir = tempfile::tempdir().unwrap();
+        let tools = dir.path().join(".tools");
+        // No variable and no .tools/: no tools.
+        assert_eq!(tools_dir(None, dir.path()), Ok(None));
+        std::fs::create_dir_all(tools.join("venv/bin")).unwrap();
+        assert_eq!(tools_dir(None, dir.path()), Ok(Some(tools.clone())));
+        // The variable wins, and must name a directory.
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        assert_eq!(
+            tools_dir(Some(elsewhere.clone().into()), dir.path()),
+            Ok(Some(elsewhere))
+        );
+        let err = tools_dir(Some(dir.path().join("nope").into()), dir.path()).unwrap_err();
+        assert!(
+            err.contains("SUPERVISOR_TOOLS_DIR") && err.contains("nope"),
+            "{err}"
+        );
+        // Only the tool directories that exist go first on PATH.
+        let path = path_with_tools(&tools, std::ffi::OsStr::new("/usr/bin")).unwrap();
+        let dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+        assert_eq!(dirs, [tools.join("venv/bin"), PathBuf::from("/usr/bin")]);
+        assert_eq!(
+            path_with_tools(&dir.path().join("nope"), "/usr/bin".as_ref()),
+            None
+        );
     }
 }

@@ -8,10 +8,12 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use serde_json::{Map, Value, json};
 
+use super::init_prompt::{BoardChoice, Prompt};
 use super::output::errln;
 use super::run::{canonical, runtime};
 use super::{EXIT_GITHUB, EXIT_OK, EXIT_USAGE};
-use crate::config::{RepoSlug, SETTINGS_PATHS, Workflow};
+use crate::agent::DEFAULT_AGENTS;
+use crate::config::{DEFAULT_WORKFLOW, RepoSlug, SETTINGS_PATHS, WORKFLOW_PATH, Workflow};
 use crate::doctor::{map_columns, with_missing};
 use crate::github::{BoardRef, ClientConfig, GitHub, GitHubError};
 use crate::pipeline::{Project, process_env};
@@ -53,6 +55,13 @@ pub struct InitArgs {
     /// (`.claude/commands/supervisor.md`). Alone, with settings already written, only that.
     #[arg(long)]
     pub slash_commands: bool,
+    /// Copy the built-in workflow (`.supervisor/workflow.json`) and role files
+    /// (`.supervisor/agents/*.md`) into the repository for editing; files already there are kept.
+    #[arg(long)]
+    pub copy_workflow: bool,
+    /// Ask for what the flags leave open even when stdin is not a terminal.
+    #[arg(long, hide = true)]
+    pub prompt: bool,
 }
 
 /// The slash commands `--slash-commands` installs: path in the repository, content.
@@ -78,6 +87,44 @@ fn install_slash_commands(root: &Path) -> Result<(), Refusal> {
         errln!("wrote {}", path.display());
     }
     errln!("`/supervisor ISSUE` runs `supervisor run ISSUE` from pi and from Claude Code here");
+    Ok(())
+}
+
+/// The built-in workflow and role files, where loading finds them, for editing. Files already
+/// there are kept.
+fn copy_workflow(root: &Path) -> Result<(), Refusal> {
+    let mut files = vec![(PathBuf::from(WORKFLOW_PATH), DEFAULT_WORKFLOW)];
+    for (name, text) in DEFAULT_AGENTS {
+        files.push((
+            Path::new(".supervisor/agents").join(format!("{name}.md")),
+            text,
+        ));
+    }
+    for (rel, text) in files {
+        let path = root.join(&rel);
+        if path.exists() {
+            errln!("kept {} (already there)", path.display());
+            continue;
+        }
+        let written = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(&path, text));
+        written.map_err(|e| usage(format!("cannot write {}: {e}", path.display())))?;
+        errln!("wrote {}", path.display());
+    }
+    errln!("the workflow and the roles are read from .supervisor/ from now on: edit them there");
+    Ok(())
+}
+
+/// What `--slash-commands` and `--copy-workflow` ask for.
+fn install_extras(root: &Path, args: &InitArgs) -> Result<(), Refusal> {
+    if args.slash_commands {
+        install_slash_commands(root)?;
+    }
+    if args.copy_workflow {
+        copy_workflow(root)?;
+    }
     Ok(())
 }
 
@@ -132,14 +179,76 @@ fn origin_slug(root: &Path) -> Option<RepoSlug> {
     slug_of_remote(&String::from_utf8_lossy(&out.stdout))
 }
 
-async fn init(args: InitArgs) -> Result<(), Refusal> {
-    let root = canonical(&args.repo_root);
-    if args.slash_commands {
-        install_slash_commands(&root)?;
-        let has_settings = SETTINGS_PATHS.iter().any(|p| root.join(p).is_file());
-        if has_settings && !args.create_board && args.project_number.is_none() {
-            return Ok(());
+/// Whether to ask for what the flags leave open: on a terminal (stdin and stderr), never with --yes.
+fn interactive(args: &InitArgs) -> bool {
+    use std::io::IsTerminal;
+    !args.yes
+        && (args.prompt || (std::io::stdin().is_terminal() && std::io::stderr().is_terminal()))
+}
+
+/// The `supervisor.projectNumber` the settings file at `path` already holds.
+fn current_board(path: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let doc: Value = serde_json::from_str(text.trim_start_matches('\u{feff}')).ok()?;
+    doc["supervisor"]["projectNumber"].as_u64()
+}
+
+/// Ask for the board and the extras the flags did not settle; `true` when the board is skipped.
+fn ask_the_rest(
+    p: &mut Prompt,
+    args: &mut InitArgs,
+    current: Option<u64>,
+) -> Result<bool, Refusal> {
+    let mut skip = false;
+    if !args.create_board && args.project_number.is_none() {
+        let (question, default) = match current {
+            Some(n) => (
+                format!("Board: create a new one, an existing board's number, or skip (keep #{n})"),
+                "skip",
+            ),
+            None => (
+                "Board: create a new one, an existing board's number, or skip (set it later)"
+                    .to_string(),
+                "create",
+            ),
+        };
+        match p
+            .ask(&question, default, BoardChoice::parse)
+            .map_err(usage)?
+        {
+            BoardChoice::Create => args.create_board = true,
+            BoardChoice::Existing(n) => args.project_number = Some(n),
+            BoardChoice::Skip => skip = true,
         }
+    }
+    if !args.slash_commands {
+        args.slash_commands = p
+            .confirm(
+                "Install /supervisor for pi and Claude Code in this repository?",
+                false,
+            )
+            .map_err(usage)?;
+    }
+    if !args.copy_workflow {
+        args.copy_workflow = p
+            .confirm(
+                "Copy the workflow and role files into .supervisor/ for editing?",
+                false,
+            )
+            .map_err(usage)?;
+    }
+    Ok(skip)
+}
+
+async fn init(mut args: InitArgs) -> Result<(), Refusal> {
+    let root = canonical(&args.repo_root);
+    let has_settings = SETTINGS_PATHS.iter().any(|p| root.join(p).is_file());
+    if (args.slash_commands || args.copy_workflow)
+        && has_settings
+        && !args.create_board
+        && args.project_number.is_none()
+    {
+        return install_extras(&root, &args);
     }
     // An existing settings file is updated in place (its other keys and settings kept).
     let settings_path = SETTINGS_PATHS
@@ -159,39 +268,65 @@ async fn init(args: InitArgs) -> Result<(), Refusal> {
         return Err(Refusal(GitHubError::NoCredentials.to_string(), EXIT_GITHUB));
     }
     let gh = GitHub::new(cfg)?;
+    let mut prompt = interactive(&args).then(Prompt::terminal);
     let codeowners = if args.codeowners.is_empty() {
-        vec![gh.viewer().await?.login]
+        let me = gh.viewer().await?.login;
+        match &mut prompt {
+            Some(p) => p
+                .logins(
+                    "Codeowners: GitHub logins whose issues run, comma-separated",
+                    &me,
+                )
+                .map_err(usage)?,
+            None => vec![me],
+        }
     } else {
         args.codeowners.clone()
     };
+    let current = current_board(&settings_path);
+    let skip_board = match &mut prompt {
+        Some(p) => ask_the_rest(p, &mut args, current)?,
+        None => false,
+    };
+    install_extras(&root, &args)?;
     let stages = workflow_stages(&root)?;
     let owner = args
         .project_owner
         .clone()
         .unwrap_or_else(|| repo.owner.clone());
-    let (number, columns) = if args.create_board {
-        create_board(&gh, &repo, &owner, args.board_title.as_deref(), &stages).await?
+    let board = if args.create_board {
+        Some(create_board(&gh, &repo, &owner, args.board_title.as_deref(), &stages).await?)
+    } else if let Some(number) = args.project_number {
+        let columns = existing_board(&gh, &args, prompt.as_mut(), &owner, number, &stages).await?;
+        Some((number, columns))
+    } else if skip_board {
+        None
     } else {
-        let number = args.project_number.ok_or_else(|| {
-            usage("name the board: --project-number N (as in its URL), or make one with --create-board")
-        })?;
-        (
-            number,
-            existing_board(&gh, &args, &owner, number, &stages).await?,
-        )
+        return Err(usage(
+            "name the board: --project-number N (as in its URL), or make one with --create-board",
+        ));
     };
     let mut block = Map::new();
     block.insert("repo".into(), json!(repo.to_string()));
-    block.insert("projectNumber".into(), json!(number));
-    if !owner.eq_ignore_ascii_case(&repo.owner) {
-        block.insert("projectOwner".into(), json!(owner));
+    if let Some((number, columns)) = &board {
+        block.insert("projectNumber".into(), json!(number));
+        if !owner.eq_ignore_ascii_case(&repo.owner) {
+            block.insert("projectOwner".into(), json!(owner));
+        }
+        if !columns.is_empty() {
+            block.insert("columns".into(), json!(columns));
+        }
     }
     block.insert("codeowners".into(), json!(codeowners));
-    if !columns.is_empty() {
-        block.insert("columns".into(), json!(columns));
-    }
     write_settings(&settings_path, &block)?;
     ignore_runs(&root)?;
+    errln!("wrote {}", settings_path.display());
+    if board.is_none() && current.is_none() {
+        errln!(
+            "no board yet: `supervisor init --create-board` or `--project-number N` sets it (until then `check` and `run` say projectNumber is missing)"
+        );
+        return Ok(());
+    }
     // What was written must load: the same checks `supervisor check` makes.
     if let Err(e) = Project::load(&root, &process_env) {
         return Err(usage(format!(
@@ -199,7 +334,6 @@ async fn init(args: InitArgs) -> Result<(), Refusal> {
             crate::report::errors_text(&e, false)
         )));
     }
-    errln!("wrote {}", settings_path.display());
     errln!(
         "next: `supervisor doctor` checks the rest (agent CLIs, gate tools, push access), then `supervisor run ISSUE`"
     );
@@ -250,6 +384,7 @@ async fn create_board(
 async fn existing_board(
     gh: &GitHub,
     args: &InitArgs,
+    mut prompt: Option<&mut Prompt>,
     owner: &str,
     number: u64,
     stages: &[String],
@@ -293,7 +428,20 @@ async fn existing_board(
     if plan.missing.is_empty() {
         return Ok(plan.columns);
     }
-    if !args.add_columns {
+    let add = args.add_columns
+        || match prompt.as_deref_mut() {
+            Some(p) => p
+                .confirm(
+                    &format!(
+                        "The board has no column for {}: add them (the change is shown first)?",
+                        plan.missing.join(", ")
+                    ),
+                    false,
+                )
+                .map_err(usage)?,
+            None => false,
+        };
+    if !add {
         return Err(usage(format!(
             "the board has no column for {}; add them with --add-columns (the change is shown first), or name existing options with --column STAGE=OPTION",
             plan.missing.join(", ")
@@ -305,7 +453,12 @@ async fn existing_board(
     );
     errln!("  now:   {}", options.join(", "));
     errln!("  after: {}", new.join(", "));
-    if !args.yes {
+    let apply = args.yes
+        || match prompt {
+            Some(p) => p.confirm("Apply this change?", false).map_err(usage)?,
+            None => false,
+        };
+    if !apply {
         return Err(usage("nothing changed; run again with --yes to apply"));
     }
     gh.set_status_options(&field, &new).await?;
@@ -339,7 +492,8 @@ fn write_settings(path: &Path, block: &Map<String, Value>) -> Result<(), Refusal
         for (k, v) in block {
             settings.insert(k.clone(), v.clone());
         }
-        if !block.contains_key("columns") {
+        // A board written without a mapping drops the old board's mapping.
+        if block.contains_key("projectNumber") && !block.contains_key("columns") {
             settings.remove("columns");
         }
     }

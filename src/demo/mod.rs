@@ -20,7 +20,7 @@ use crate::github::{ClientConfig, GitHub, Token};
 use crate::pipeline::{Project, RunOptions, RunSummary};
 use crate::report::run_map;
 use crate::runtime::{ProgressMode, Services, run_issue, run_revision};
-use crate::sandbox::CheckRunSeed;
+use crate::sandbox::{CheckRunSeed, Sandbox};
 use crate::scheduler::{Access, Mode, Notice, NoticeSink, Scheduler, SchedulerConfig};
 use crate::workspace::{PushAuth, Shutdown};
 
@@ -300,9 +300,13 @@ pub enum DemoError {
     },
 }
 
-/// The world, its project and a GitHub client for its sandbox.
-async fn build(dir: &Path, spec: WorldSpec) -> Result<(World, Project, GitHub), DemoError> {
-    let world = World::build(dir, spec).await?;
+/// The world (its sandbox on `port`, 0: a free one), its project and a GitHub client for it.
+async fn build(
+    dir: &Path,
+    spec: WorldSpec,
+    port: u16,
+) -> Result<(World, Project, GitHub), DemoError> {
+    let world = World::build_on(dir, spec, port).await?;
     world
         .sandbox
         .check_conformance()
@@ -318,15 +322,17 @@ async fn build(dir: &Path, spec: WorldSpec) -> Result<(World, Project, GitHub), 
     Ok((world, project, github))
 }
 
-/// Build the demo world in `dir`, run the pipeline on its issue, and report where to look.
+/// Build the demo world in `dir` with its sandbox on `port` (0: a free one), run the pipeline on
+/// its issue, and report where to look. The sandbox is handed back still serving.
 pub async fn run_demo(
     dir: &Path,
     spec: WorldSpec,
     program: PathBuf,
     shutdown: &Shutdown,
     progress: ProgressMode,
-) -> Result<(RunSummary, DemoReport), DemoError> {
-    let (world, project, github) = build(dir, spec).await?;
+    port: u16,
+) -> Result<(RunSummary, DemoReport, Sandbox), DemoError> {
+    let (world, project, github) = build(dir, spec, port).await?;
     let services = Services {
         github,
         push_auth: PushAuth::None,
@@ -350,8 +356,8 @@ pub async fn run_demo(
     };
     let map_path = world.dir.join("run-map.mmd");
     write(&map_path, &run_map(&summary.transitions))?;
-    let report = report(world, summary.journal.clone(), Some(map_path), revision).await?;
-    Ok((summary, report))
+    let (report, sandbox) = report(world, summary.journal.clone(), Some(map_path), revision)?;
+    Ok((summary, report, sandbox))
 }
 
 fn write(path: &Path, text: &str) -> Result<(), DemoError> {
@@ -361,13 +367,14 @@ fn write(path: &Path, text: &str) -> Result<(), DemoError> {
     })
 }
 
-/// Keep the sandbox's final state beside the demo, stop the sandbox, and say where to look.
-async fn report(
+/// Keep the sandbox's final state beside the demo and say where to look; the sandbox, still
+/// serving, comes back with the report.
+fn report(
     world: World,
     journal: String,
     run_map: Option<PathBuf>,
     revision: Option<RunSummary>,
-) -> Result<DemoReport, DemoError> {
+) -> Result<(DemoReport, Sandbox), DemoError> {
     let state_path = world.dir.join("sandbox-state.json");
     let snapshot = world.sandbox.snapshot();
     write(&state_path, &snapshot.to_json())?;
@@ -390,8 +397,7 @@ async fn report(
             .map(ToString::to_string)
             .collect(),
     };
-    world.sandbox.shutdown().await;
-    Ok(report)
+    Ok((report, world.sandbox))
 }
 
 /// The board-driven mode: build the demo world, start the scheduler on its board, play a
@@ -404,7 +410,7 @@ pub async fn run_demo_watch(
     sink: NoticeSink,
     shutdown: &Shutdown,
 ) -> Result<(String, Option<String>, DemoReport), DemoError> {
-    let (world, project, github) = build(dir, spec).await?;
+    let (world, project, github) = build(dir, spec, 0).await?;
     let (tx, mut notices) = tokio::sync::mpsc::unbounded_channel::<Notice>();
     let forward: NoticeSink = std::sync::Arc::new(move |n: &Notice| {
         sink(n);
@@ -469,7 +475,8 @@ pub async fn run_demo_watch(
         .join("events.jsonl")
         .display()
         .to_string();
-    let report = report(world, journal, None, None).await?;
+    let (report, sandbox) = report(world, journal, None, None)?;
+    sandbox.shutdown().await;
     Ok((end.0, end.1, report))
 }
 

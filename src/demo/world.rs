@@ -232,15 +232,29 @@ impl WorldSpec {
 }
 
 impl World {
-    /// Build the world under `dir` (created if needed) and start its sandbox.
+    /// Build the world under `dir` (created if needed) and start its sandbox on a free port.
     pub async fn build(dir: &Path, spec: WorldSpec) -> Result<World, WorldError> {
-        World::build_with_webhook(dir, spec, None).await
+        World::build_with(dir, spec, 0, None).await
     }
 
     /// [`build`](World::build), with a sandbox that sends its webhooks to `webhook`.
     pub async fn build_with_webhook(
         dir: &Path,
         spec: WorldSpec,
+        webhook: Option<WebhookTarget>,
+    ) -> Result<World, WorldError> {
+        World::build_with(dir, spec, 0, webhook).await
+    }
+
+    /// [`build`](World::build) with the sandbox on `port` (0: a free one).
+    pub async fn build_on(dir: &Path, spec: WorldSpec, port: u16) -> Result<World, WorldError> {
+        World::build_with(dir, spec, port, None).await
+    }
+
+    async fn build_with(
+        dir: &Path,
+        spec: WorldSpec,
+        port: u16,
         webhook: Option<WebhookTarget>,
     ) -> Result<World, WorldError> {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
@@ -291,7 +305,7 @@ impl World {
 
         let token = spec.token();
         let state = spec.sandbox_state(Some(remote.clone()));
-        let sandbox = Sandbox::start_with_webhook(state, 0, webhook).await?;
+        let sandbox = Sandbox::start_with_webhook(state, port, webhook).await?;
         Ok(World {
             dir,
             repo,

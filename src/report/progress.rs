@@ -3,6 +3,7 @@
 
 use super::comments::human_tokens;
 use super::summary::headline;
+use crate::agent::Pulse;
 use crate::pipeline::{GateRound, Progress, StageMark};
 
 /// What changed from `prev` (none: the first view) to `next`, one line each.
@@ -69,23 +70,32 @@ fn gates_line(g: &GateRound) -> String {
     line
 }
 
-/// The agent at work, its attempt and the tokens spent so far (none: nothing at work).
-pub fn progress_status(p: &Progress) -> Option<String> {
+/// The agent at work, its attempt and the tokens spent so far (none: nothing at work); with the
+/// agent's live counters (`pulse`), its tokens count in and its tool calls and latest tool show.
+pub fn progress_status(p: &Progress, pulse: Option<&Pulse>) -> Option<String> {
     let w = p.current.as_ref()?;
+    let live_tokens = pulse.map_or(0, |l| l.tokens);
     let done = p
         .stages
         .iter()
         .filter(|s| s.mark == StageMark::Done)
         .count();
-    Some(format!(
+    let mut line = format!(
         "{} · {}, attempt {} · stage {}/{} · {} tokens so far",
         w.stage,
         w.agent,
         w.attempt,
         done + 1,
         p.stages.len(),
-        human_tokens(p.tokens)
-    ))
+        human_tokens(p.tokens + live_tokens)
+    );
+    if let Some(l) = pulse.filter(|l| l.tool_calls > 0) {
+        line.push_str(&format!(" · {} tool calls", l.tool_calls));
+        if let Some(tool) = &l.tool {
+            line.push_str(&format!(" · {tool}"));
+        }
+    }
+    Some(line)
 }
 
 #[cfg(test)]
@@ -111,7 +121,7 @@ mod tests {
         );
         assert_eq!(progress_lines(Some(&second), &second), Vec::<String>::new());
         assert_eq!(
-            progress_status(&second).unwrap(),
+            progress_status(&second, None).unwrap(),
             "Implementation · developer, attempt 2 · stage 2/3 · 12.3k tokens so far"
         );
         let round = GateRound {
@@ -143,6 +153,16 @@ mod tests {
             progress_lines(Some(&third), &last),
             ["✖ Research · researcher", "✖ stopped in Research: why"]
         );
-        assert_eq!(progress_status(&last), None);
+        assert_eq!(progress_status(&last, None), None);
+        // While the agent works, its stream's counters join the line.
+        let pulse = Pulse {
+            tokens: 700,
+            tool_calls: 3,
+            tool: Some("bash".into()),
+        };
+        assert_eq!(
+            progress_status(&second, Some(&pulse)).unwrap(),
+            "Implementation · developer, attempt 2 · stage 2/3 · 13.0k tokens so far · 3 tool calls · bash"
+        );
     }
 }

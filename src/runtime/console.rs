@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::agent::Pulse;
 use crate::pipeline::{CurrentWork, Progress};
 use crate::report::{progress_lines, progress_status};
 
@@ -60,7 +61,7 @@ impl Console {
         }
         let lines = progress_lines(self.last.as_ref(), p);
         let moved = self.last.as_ref().map(|l| &l.current) != Some(&p.current);
-        let status = progress_status(p);
+        let status = progress_status(p, None);
         if self.mode == ProgressMode::Plain {
             let secs = self.started.elapsed().as_secs();
             let mut out = std::io::stderr().lock();
@@ -80,6 +81,22 @@ impl Console {
             }
         }
         self.last = Some(p.clone());
+    }
+
+    /// Whether [`Console::pulse`] shows anything: the live line is a terminal's.
+    pub fn wants_pulse(&self) -> bool {
+        self.mode == ProgressMode::Terminal
+    }
+
+    /// The agent at work's counters so far (tokens, tool calls, latest tool) on the live line.
+    pub fn pulse(&mut self, pulse: &Pulse) {
+        let status = self
+            .last
+            .as_ref()
+            .and_then(|p| progress_status(p, Some(pulse)));
+        if let (Some(bar), Some(status)) = (&self.bar, status) {
+            bar.set_message(status);
+        }
     }
 
     fn draw(

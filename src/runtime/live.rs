@@ -534,9 +534,23 @@ impl Effects for LiveEffects {
                 tokio::time::sleep(HEARTBEAT).await;
             }
         };
+        // On a terminal the live line follows the agent's stream: tokens, tool calls, its tool.
+        let (tx, mut pulses) = tokio::sync::watch::channel(agent::Pulse::default());
+        if self.console.wants_pulse() {
+            req.pulse = Some(tx);
+        }
+        let console = &mut self.console;
+        let live = async move {
+            while pulses.changed().await.is_ok() {
+                let pulse = pulses.borrow_and_update().clone();
+                console.pulse(&pulse);
+            }
+            std::future::pending::<()>().await
+        };
         tokio::select! {
             run = agent::run_agent(req, cancel.clone()) => run,
             () = heartbeat => unreachable!("the heartbeat never ends"),
+            () = live => unreachable!("the live view waits for the run"),
         }
     }
 

@@ -8,6 +8,7 @@
 //! faults (status codes, rate-limit headers, delays) and read [request counts](Sandbox::request_counts).
 //! Control endpoints live under `/_sandbox/`: `GET /_sandbox/state` (the dump), `GET
 //! /_sandbox/requests` (counts by route), `POST /_sandbox/faults` (inject a [`Fault`] as JSON).
+//! A read-only web view of the state is served beside the API (`/`, issue and pull request pages).
 
 mod conformance;
 mod fault;
@@ -19,6 +20,7 @@ mod rest;
 mod schema;
 mod shapes;
 mod state;
+mod web;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -398,6 +400,9 @@ impl Sandbox {
         ));
         out.push_str(&format!(
             "  state dump: curl {url}/_sandbox/state    request counts: curl {url}/_sandbox/requests\n"
+        ));
+        out.push_str(&format!(
+            "  web view: {url}/ (issues, pull requests, the board; read-only)\n"
         ));
         out.push_str("Ctrl-C stops it.\n");
         out

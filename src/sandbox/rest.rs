@@ -38,7 +38,8 @@ const DOCS: &str = "https://docs.github.com/rest";
 const GHES_PREFIX: &str = "/api/v3";
 
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
-    Router::new()
+    // The web view is merged after the gate's layer, so it is neither authenticated nor counted.
+    let api = Router::new()
         .merge(api_routes())
         .nest(GHES_PREFIX, api_routes())
         .route("/graphql", post(graphql))
@@ -49,8 +50,8 @@ pub(crate) fn router(shared: Arc<Shared>) -> Router {
         .route("/_sandbox/act", post(act_route))
         .route("/_sandbox/deliveries", get(deliveries))
         .fallback(not_found_route)
-        .layer(middleware::from_fn_with_state(shared.clone(), gate))
-        .with_state(shared)
+        .layer(middleware::from_fn_with_state(shared.clone(), gate));
+    super::web::routes().merge(api).with_state(shared)
 }
 
 /// The REST routes, served at the root (as api.github.com) and under `/api/v3` (as GHES).
@@ -154,6 +155,11 @@ fn json_ok(status: StatusCode, value: Value) -> Response {
 }
 
 async fn not_found_route() -> Response {
+    not_found_route_response()
+}
+
+/// The 404 of a path the sandbox does not serve.
+pub(crate) fn not_found_route_response() -> Response {
     not_found(DOCS)
 }
 

@@ -214,7 +214,9 @@ impl ClaudeStream {
         let mut text = String::new();
         for block in &m.content {
             match block.get("type").and_then(Value::as_str) {
-                Some("tool_use") => tally.tool_calls += 1,
+                Some("tool_use") => {
+                    tally.saw_tool(block.get("name").and_then(Value::as_str));
+                }
                 Some("text") => {
                     if let Some(t) = block.get("text").and_then(Value::as_str) {
                         text.push_str(t);
@@ -417,6 +419,7 @@ mod tests {
         p.line(r#"{"type":"stream_event","event":{"type":"message_start","message":{"id":"m2","usage":{"input_tokens":800,"output_tokens":1}}}}"#, &mut t);
         assert_eq!(t.usage.total, 8401);
         assert_eq!(t.tool_calls, 1);
+        assert_eq!(t.tool.as_deref(), Some("Bash"), "the tool at work");
         assert_eq!(t.model.as_deref(), Some("claude-x"));
     }
 }

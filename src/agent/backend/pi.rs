@@ -145,7 +145,12 @@ impl StreamParser for PiStream {
             return;
         };
         match kind.as_ref() {
-            "tool_execution_start" => tally.tool_calls += 1,
+            "tool_execution_start" => {
+                let name = serde_json::from_str::<Value>(line)
+                    .ok()
+                    .and_then(|v| v.get("toolName")?.as_str().map(str::to_string));
+                tally.saw_tool(name.as_deref());
+            }
             "message_end" => {
                 if let Some(ev) = parse_event::<MessageEvent>(line, tally) {
                     assistant_message(ev.message, tally);
