@@ -76,15 +76,20 @@ pub const SLASH_COMMANDS: [(&str, &str); 2] = [
     ),
 ];
 
+/// Write `text` to `path`, creating its directories, and say so.
+fn write_new(path: &Path, text: &str) -> Result<(), Refusal> {
+    path.parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| std::fs::write(path, text))
+        .map_err(|e| usage(format!("cannot write {}: {e}", path.display())))?;
+    errln!("wrote {}", path.display());
+    Ok(())
+}
+
 fn install_slash_commands(root: &Path) -> Result<(), Refusal> {
     for (rel, text) in SLASH_COMMANDS {
         let path = root.join(rel);
-        let written = path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| std::fs::write(&path, text));
-        written.map_err(|e| usage(format!("cannot write {}: {e}", path.display())))?;
-        errln!("wrote {}", path.display());
+        write_new(&path, text)?;
     }
     errln!("`/supervisor ISSUE` runs `supervisor run ISSUE` from pi and from Claude Code here");
     Ok(())
@@ -106,12 +111,7 @@ fn copy_workflow(root: &Path) -> Result<(), Refusal> {
             errln!("kept {} (already there)", path.display());
             continue;
         }
-        let written = path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| std::fs::write(&path, text));
-        written.map_err(|e| usage(format!("cannot write {}: {e}", path.display())))?;
-        errln!("wrote {}", path.display());
+        write_new(&path, text)?;
     }
     errln!("the workflow and the roles are read from .supervisor/ from now on: edit them there");
     Ok(())
