@@ -6,7 +6,7 @@ use std::process::Command;
 
 use supervisor::workspace::{
     Checkpoint, Dependencies, MergeOutcome, PushAuth, Reuse, WorkspaceConfig, WorkspaceError,
-    Worktree, cleanup, ensure_worktree, prune_stale, setup,
+    Worktree, cleanup, ensure_worktree, ensure_worktree_staged, prune_stale, setup, setup_staged,
 };
 
 /// Run git for test set-up; panics with git's message on failure.
@@ -598,4 +598,156 @@ async fn dependencies_that_are_not_git_ignored_are_not_reused() {
             .any(|w| w.contains("node_modules is not git-ignored")),
         "{report:#?}"
     );
+}
+
+/// Nothing of a dependency clone is left beside the worktree.
+fn no_staging_beside(wt_path: &Path) {
+    let name = wt_path.file_name().unwrap().to_string_lossy().into_owned();
+    let left: Vec<String> = std::fs::read_dir(wt_path.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(&name) && n != &name)
+        .collect();
+    assert!(
+        left.is_empty(),
+        "left beside {}: {left:?}",
+        wt_path.display()
+    );
+}
+
+#[tokio::test]
+async fn dependencies_are_cloned_while_the_worktree_is_checked_out() {
+    let w = world_with_installed_dependencies();
+    let mut cfg = w.cfg.clone();
+    cfg.setup_commands = None;
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let (wt, staged) = ensure_worktree_staged(&cfg, 21, &PushAuth::None, &cancel)
+        .await
+        .unwrap();
+    assert_eq!(wt.origin, Reuse::Created);
+    // The clone (or the attempt, where the file system cannot clone) ran beside the checkout.
+    assert!(staged.is_staged(), "{staged:?}");
+    let report = setup_staged(&cfg, &wt, staged, &cancel).await;
+    assert!(report.warnings.is_empty(), "{report:#?}");
+    match report.dependencies {
+        Some(Dependencies::Cloned) => assert_eq!(
+            std::fs::read_to_string(wt.path.join("node_modules/left-pad/index.js")).unwrap(),
+            "module.exports = 1;\n"
+        ),
+        Some(Dependencies::InstalledOffline) => assert!(
+            report
+                .steps
+                .iter()
+                .any(|s| s.what.starts_with("npm ci --prefer-offline") && s.ok),
+            "{report:#?}"
+        ),
+        other => panic!("{other:?}: {report:#?}"),
+    }
+    no_staging_beside(&wt.path);
+    assert_eq!(status(&wt), "");
+    // The same files as git's own checkout of the branch.
+    assert_eq!(
+        git(&wt.path, &["ls-files", "--stage"]),
+        git(&w.repo, &["ls-files", "--stage"])
+    );
+
+    // An existing worktree is used as it is: nothing is cloned.
+    let (again, staged) = ensure_worktree_staged(&cfg, 21, &PushAuth::None, &cancel)
+        .await
+        .unwrap();
+    assert_eq!(again.origin, Reuse::ExistingWorktree);
+    assert!(!staged.is_staged());
+}
+
+#[tokio::test]
+async fn staged_dependencies_never_outlive_a_refusal_a_failure_or_a_stop() {
+    let w = world_with_installed_dependencies();
+    let cancel = tokio_util::sync::CancellationToken::new();
+
+    // node_modules is not git-ignored on the branch: what was cloned is thrown away.
+    std::fs::write(w.repo.join(".gitignore"), ".env\n.pi/git/\n").unwrap();
+    git(&w.repo, &["add", ".gitignore"]);
+    git(&w.repo, &["commit", "-qm", "track everything"]);
+    let mut cfg = w.cfg.clone();
+    cfg.setup_commands = Some(Vec::new());
+    let (wt, staged) = ensure_worktree_staged(&cfg, 22, &PushAuth::None, &cancel)
+        .await
+        .unwrap();
+    let report = setup_staged(&cfg, &wt, staged, &cancel).await;
+    assert!(!wt.path.join("node_modules").exists(), "{report:#?}");
+    no_staging_beside(&wt.path);
+    git(&w.repo, &["reset", "-q", "--hard", "HEAD~1"]);
+
+    // The checkout fails (a dangling link holds the path): the clone is removed with it.
+    let path = cfg.worktree_path(23).unwrap();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(w.root.join("nowhere"), &path).unwrap();
+    let failed = ensure_worktree_staged(&cfg, 23, &PushAuth::None, &cancel).await;
+    assert!(failed.is_err(), "{failed:?}");
+    assert!(path.symlink_metadata().unwrap().file_type().is_symlink());
+    no_staging_beside(&path);
+
+    // A stop while the worktree is made: nothing of the clone stays.
+    let stopped = tokio_util::sync::CancellationToken::new();
+    stopped.cancel();
+    let made = ensure_worktree_staged(&cfg, 24, &PushAuth::None, &stopped).await;
+    let path = cfg.worktree_path(24).unwrap();
+    no_staging_beside(&path);
+    if let Ok((wt, staged)) = made {
+        let report = setup_staged(&cfg, &wt, staged, &stopped).await;
+        assert!(report.cancelled, "{report:#?}");
+        assert!(!wt.path.join("node_modules").exists(), "{report:#?}");
+        no_staging_beside(&wt.path);
+    }
+
+    // A crash's leftover beside a worktree goes with the worktree's clean-up.
+    let (wt, staged) = ensure_worktree_staged(&cfg, 25, &PushAuth::None, &cancel)
+        .await
+        .unwrap();
+    drop(staged);
+    let leftover = wt.path.with_file_name(format!(
+        ".{}.supervisor-deps",
+        wt.path.file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::create_dir_all(leftover.join("node_modules/x")).unwrap();
+    cleanup(&cfg, &wt).unwrap();
+    assert!(!leftover.exists());
+    assert!(!wt.path.exists());
+}
+
+#[test]
+fn a_new_worktree_runs_no_hooks_and_keeps_gits_conversions() {
+    let w = World::new();
+    // A post-checkout hook is the repository's own, not part of supervisor's setup.
+    let hook = w.repo.join(".git/hooks/post-checkout");
+    std::fs::write(&hook, "#!/bin/sh\ntouch \"$PWD/hook-ran\"\n").unwrap();
+    let mut perms = std::fs::metadata(&hook).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&hook, perms).unwrap();
+    std::fs::write(w.repo.join(".gitattributes"), "*.crlf eol=crlf\n").unwrap();
+    std::fs::write(w.repo.join("a.crlf"), "one\ntwo\n").unwrap();
+    git(&w.repo, &["add", "."]);
+    git(&w.repo, &["commit", "-qm", "attributes"]);
+    let wt = ensure_worktree(&w.cfg, 26).unwrap();
+    assert!(!wt.path.join("hook-ran").exists());
+    assert_eq!(
+        std::fs::read(wt.path.join("a.crlf")).unwrap(),
+        b"one\r\ntwo\r\n"
+    );
+    assert_eq!(status(&wt), "");
+}
+
+#[test]
+fn a_stale_record_elsewhere_does_not_hold_the_branch() {
+    let w = World::new();
+    let first = ensure_worktree(&w.cfg, 27).unwrap();
+    // The worktree root moved and the old directory was deleted behind git's back.
+    std::fs::remove_dir_all(&first.path).unwrap();
+    let mut cfg = w.cfg.clone();
+    cfg.worktree_root = w.root.join("moved");
+    let again = ensure_worktree(&cfg, 27).unwrap();
+    assert_eq!(again.origin, Reuse::ExistingBranch);
+    assert!(again.path.starts_with(w.root.join("moved")));
+    assert!(again.path.join("README.md").is_file());
 }

@@ -7,7 +7,9 @@ use crate::agent::{AgentRequest, AgentRun, ExitReason, parse_outcome, run_agent}
 use crate::config::{SETTINGS_PATHS, Settings};
 use crate::pipeline::{Project, process_env};
 use crate::report;
-use crate::workspace::{Shutdown, WorkspaceConfig, cleanup, ensure_worktree, setup};
+use crate::workspace::{
+    PushAuth, Shutdown, WorkspaceConfig, cleanup, ensure_worktree_staged, setup_staged,
+};
 
 use super::output::{err, errln, outln};
 use super::{EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
@@ -144,8 +146,10 @@ async fn run_async(cmd: AgentCommand) -> u8 {
         None => dir.clone(),
         Some(issue) => {
             let cfg = WorkspaceConfig::from_settings(&project.root, &project.settings);
-            let wt = match ensure_worktree(&cfg, issue) {
-                Ok(wt) => wt,
+            let made =
+                ensure_worktree_staged(&cfg, issue, &PushAuth::None, &shutdown.token()).await;
+            let (wt, staged) = match made {
+                Ok(made) => made,
                 Err(e) => {
                     errln!("supervisor agent: worktree: {e}");
                     return EXIT_USAGE;
@@ -157,7 +161,10 @@ async fn run_async(cmd: AgentCommand) -> u8 {
                 wt.branch,
                 wt.origin
             );
-            for w in setup(&cfg, &wt, &shutdown.token()).await.warnings {
+            for w in setup_staged(&cfg, &wt, staged, &shutdown.token())
+                .await
+                .warnings
+            {
                 errln!("supervisor agent: warning: {w}");
             }
             let path = wt.path.clone();

@@ -354,14 +354,12 @@ impl Effects for LiveEffects {
         cancel: &CancellationToken,
     ) -> Result<(WorktreeInfo, Vec<String>), RunError> {
         let started = std::time::Instant::now();
-        let (ws, issue, auth) = (self.ws.clone(), self.issue, self.push_auth.clone());
-        let wt = crate::process::spawn_blocking(Some(cancel.clone()), move || {
-            workspace::ensure_worktree_with(&ws, issue, &auth)
-        })
-        .await
-        .map_err(|e| RunError::Workspace(WorkspaceError::Task(e.to_string())))??;
+        // The main checkout's dependencies are cloned while the files are checked out.
+        let (wt, staged) =
+            workspace::ensure_worktree_staged(&self.ws, self.issue, &self.push_auth, cancel)
+                .await?;
         // The checkpoint comes first, so that setup's processes are recorded in it too.
-        let checkpoint = Checkpoint::new(self.run_id.clone(), issue, &wt);
+        let checkpoint = Checkpoint::new(self.run_id.clone(), self.issue, &wt);
         checkpoint.save(&self.project.root)?;
         if let Ok(mut cp) = self.checkpoint.lock() {
             *cp = Some(checkpoint);
@@ -369,7 +367,7 @@ impl Effects for LiveEffects {
         let mut warnings = Vec::new();
         // A worktree whose setup a stop or a crash cut short is set up again.
         if wt.origin != Reuse::ExistingWorktree || !wt.setup_done() {
-            let report = workspace::setup(&self.ws, &wt, cancel).await;
+            let report = workspace::setup_staged(&self.ws, &wt, staged, cancel).await;
             warnings = report.warnings;
             if !report.cancelled {
                 if let Err(e) = wt.mark_setup_done() {

@@ -1,5 +1,5 @@
-//! The `git` CLI, for what git2 cannot do here: HTTPS push and fetch (git2 is built without TLS) and
-//! submodules. Arguments built from data always come after the options they belong to; credentials
+//! The `git` CLI, for what git2 cannot do here: HTTPS push and fetch (git2 is built without TLS),
+//! submodules, and checking a new worktree out as fast as git does. Arguments built from data always come after the options they belong to; credentials
 //! travel in the child's environment to a one-shot credential helper, never in arguments, files or logs.
 //!
 //! A checkout made by `actions/checkout` (unless `persist-credentials: false`) keeps the workflow's
@@ -8,6 +8,7 @@
 //! starts no CI, or is refused). When supervisor brings its own token, such headers are switched off
 //! for its push and fetch through command-scope configuration; the repository's files are not touched.
 
+use std::ffi::OsStr;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -130,7 +131,7 @@ impl<'a> Git<'a> {
         Ok(self)
     }
 
-    pub(crate) fn command(&self, args: &[&str]) -> Command {
+    pub(crate) fn command<S: AsRef<OsStr>>(&self, args: &[S]) -> Command {
         let mut cmd = Command::new("git");
         for (k, v) in &self.config {
             cmd.arg("-c").arg(format!("{k}={v}"));
@@ -215,8 +216,9 @@ impl<'a> Git<'a> {
     }
 
     /// Run git to completion; stdout on success, an error with git's message otherwise.
-    pub(crate) fn run(&self, args: &[&str]) -> Result<String, WorkspaceError> {
-        let shown = format!("git {}", args.join(" "));
+    pub(crate) fn run<S: AsRef<OsStr>>(&self, args: &[S]) -> Result<String, WorkspaceError> {
+        let shown: Vec<_> = args.iter().map(|a| a.as_ref().to_string_lossy()).collect();
+        let shown = format!("git {}", shown.join(" "));
         // Its own process group, registered, killed when the run's stop is asked for.
         let out = crate::process::output_blocking(&mut self.command(args)).map_err(|e| {
             WorkspaceError::GitCommand {

@@ -2,10 +2,12 @@
 //! base branch, cleanup, crash checkpoints and signal handling.
 //!
 //! git2 does the repository work; the `git` CLI does what needs the network or submodule logic
-//! (`submodule update`, `push`, `fetch`). Branch names and paths derived from configuration or issue
+//! (`submodule update`, `push`, `fetch`) and checks new worktrees out (`worktree add`, faster than
+//! libgit2's checkout). Branch names and paths derived from configuration or issue
 //! data are validated before use and never passed to git as options.
 
 mod checkpoint;
+mod deps;
 mod git;
 mod setup;
 mod shutdown;
@@ -18,8 +20,9 @@ use serde::{Deserialize, Serialize};
 use crate::config::{Settings, is_safe_ref_component};
 
 pub use checkpoint::{CHECKPOINT_DIR, Checkpoint, RunLock, STALE_AFTER, prune_stale, runs_dir};
+pub use deps::{StagedDeps, ensure_worktree_staged};
 pub use git::{PushAuth, TokenProvider};
-pub use setup::{Dependencies, SetupReport, SetupStep, setup};
+pub use setup::{Dependencies, SetupReport, SetupStep, setup, setup_staged};
 pub use shutdown::Shutdown;
 pub use worktree::{
     MergeOutcome, cleanup, ensure_worktree, ensure_worktree_with, existing_worktree, push_probe,

@@ -3,18 +3,17 @@
 //! fails is a warning, not a stop: agents can still work in a partly set-up tree, and say so.
 //!
 //! When the worktree's npm lockfile is the main checkout's and the main checkout has its dependencies
-//! installed, they are reused instead of installed again: cloned copy-on-write where the file system
-//! can (the worktree gets its own copy, sharing disk blocks until written), else installed with
-//! `npm ci --prefer-offline` from npm's shared cache in place of the default `npm ci`. Configured
-//! setup commands still run afterwards.
+//! installed, they are reused instead of installed again (see [`super::deps`]); configured setup
+//! commands still run afterwards.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Component, Path};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
+use super::deps::{LOCKFILES, StagedDeps, reuse_dependencies};
 use super::git::Git;
 use super::{WorkspaceConfig, Worktree};
 use crate::agent::GITHUB_TOKEN_VARS;
@@ -66,7 +65,7 @@ pub enum Dependencies {
 }
 
 impl SetupReport {
-    fn step(&mut self, what: impl Into<String>, ok: bool, detail: impl Into<String>) {
+    pub(super) fn step(&mut self, what: impl Into<String>, ok: bool, detail: impl Into<String>) {
         let (what, detail) = (what.into(), detail.into());
         if !ok {
             self.warnings.push(format!("setup: {what}: {detail}"));
@@ -80,6 +79,17 @@ impl SetupReport {
 pub async fn setup(
     cfg: &WorkspaceConfig,
     wt: &Worktree,
+    cancel: &CancellationToken,
+) -> SetupReport {
+    setup_staged(cfg, wt, StagedDeps::default(), cancel).await
+}
+
+/// [`setup`] with the dependencies [`ensure_worktree_staged`](super::ensure_worktree_staged) cloned
+/// while the worktree was checked out (moved in when they may be used, removed otherwise).
+pub async fn setup_staged(
+    cfg: &WorkspaceConfig,
+    wt: &Worktree,
+    staged: StagedDeps,
     cancel: &CancellationToken,
 ) -> SetupReport {
     let started = Instant::now();
@@ -96,7 +106,8 @@ pub async fn setup(
         .copied()
         .find(|l| wt.path.join(l).is_file());
     if let Some(lockfile) = lockfile {
-        report.dependencies = reuse_dependencies(cfg, wt, lockfile, &mut report, cancel).await;
+        report.dependencies =
+            reuse_dependencies(cfg, wt, lockfile, staged, &mut report, cancel).await;
     }
     let commands = match &cfg.setup_commands {
         Some(list) => list.clone(),
@@ -119,181 +130,8 @@ pub async fn setup(
     report
 }
 
-/// npm lockfiles, in the order npm reads them.
-const LOCKFILES: [&str; 2] = ["npm-shrinkwrap.json", "package-lock.json"];
-/// Where npm records what it installed.
-const INSTALL_RECORD: &str = "node_modules/.package-lock.json";
-const REUSE_STEP: &str = "reuse the main checkout's node_modules";
-
-/// Give the worktree the main checkout's installed dependencies when its lockfile is the main
-/// checkout's: `Some` when they were provided (cloned, or installed offline in place of the default
-/// `npm ci`), `None` when the setup commands are to install them.
-async fn reuse_dependencies(
-    cfg: &WorkspaceConfig,
-    wt: &Worktree,
-    lockfile: &str,
-    report: &mut SetupReport,
-    cancel: &CancellationToken,
-) -> Option<Dependencies> {
-    let ours = std::fs::read(wt.path.join(lockfile)).ok()?;
-    let main = std::fs::read(cfg.repo_root.join(lockfile)).ok();
-    if main.as_deref() != Some(ours.as_slice()) {
-        report.step(
-            REUSE_STEP,
-            true,
-            format!("not reused: {lockfile} differs from the main checkout's"),
-        );
-        return None;
-    }
-    if !cfg.repo_root.join(INSTALL_RECORD).is_file() {
-        report.step(
-            REUSE_STEP,
-            true,
-            "not reused: the main checkout has no installed dependencies",
-        );
-        return None;
-    }
-    if wt.path.join("node_modules").symlink_metadata().is_ok() {
-        report.step(REUSE_STEP, true, "not needed: node_modules already present");
-        return None;
-    }
-    let ignored = git2::Repository::open(&wt.path)
-        .and_then(|r| r.status_should_ignore(Path::new("node_modules/")))
-        .unwrap_or(false);
-    if !ignored {
-        report.step(
-            REUSE_STEP,
-            false,
-            "not reused: node_modules is not git-ignored, so it would be committed; add it to .gitignore",
-        );
-        return None;
-    }
-    let dirs = node_modules_dirs(&ours);
-    let started = Instant::now();
-    match clone_copy_on_write(&cfg.repo_root, &wt.path, &dirs, cancel).await {
-        Ok(n) => {
-            report.step(
-                REUSE_STEP,
-                true,
-                format!(
-                    "cloned copy-on-write ({n} node_modules director{}, {:.2} s)",
-                    if n == 1 { "y" } else { "ies" },
-                    started.elapsed().as_secs_f64()
-                ),
-            );
-            Some(Dependencies::Cloned)
-        }
-        Err(why) if cfg.setup_commands.is_none() => {
-            report.step(
-                REUSE_STEP,
-                true,
-                format!("no copy-on-write clone ({why}): installing from npm's cache instead"),
-            );
-            let attempts = cfg.setup_attempts.max(1);
-            run_setup_command(OFFLINE_INSTALL, &wt.path, attempts, report, cancel).await;
-            Some(Dependencies::InstalledOffline)
-        }
-        Err(why) => {
-            report.step(
-                REUSE_STEP,
-                true,
-                format!(
-                    "no copy-on-write clone ({why}); the configured setup commands install them"
-                ),
-            );
-            None
-        }
-    }
-}
-
 /// The default install when the lockfile is the main checkout's but nothing can be cloned.
-const OFFLINE_INSTALL: &str = "npm ci --prefer-offline --no-audit --no-fund";
-
-/// The `node_modules` directories an npm lockfile installs (`node_modules` and, for workspaces,
-/// `packages/a/node_modules`…), relative to the root.
-fn node_modules_dirs(lockfile: &[u8]) -> Vec<PathBuf> {
-    let mut dirs = vec![PathBuf::from("node_modules")];
-    let doc: serde_json::Value = serde_json::from_slice(lockfile).unwrap_or_default();
-    if let Some(packages) = doc.get("packages").and_then(|p| p.as_object()) {
-        for key in packages.keys() {
-            if let Some((prefix, _)) = key.split_once("node_modules/") {
-                let dir = Path::new(prefix).join("node_modules");
-                if is_inside(&dir.to_string_lossy()) && !dirs.contains(&dir) {
-                    dirs.push(dir);
-                }
-            }
-        }
-    }
-    dirs
-}
-
-/// Clone each of `dirs` (relative) from `from` into `to` copy-on-write. Nothing is left behind when
-/// the file system cannot clone. Returns how many were cloned.
-async fn clone_copy_on_write(
-    from: &Path,
-    to: &Path,
-    dirs: &[PathBuf],
-    cancel: &CancellationToken,
-) -> Result<usize, String> {
-    // One file first: cp goes on through every file after a failed clone, which takes as long as a copy.
-    let probe = to.join(format!(".supervisor-clone-probe-{}", std::process::id()));
-    let (ok, detail) = run_bounded(
-        &mut copy_command(&from.join(INSTALL_RECORD), &probe),
-        cancel,
-    )
-    .await;
-    let _ = std::fs::remove_file(&probe);
-    if !ok {
-        return Err(first_line(&detail));
-    }
-    let mut made: Vec<PathBuf> = Vec::new();
-    for dir in dirs {
-        let (src, dst) = (from.join(dir), to.join(dir));
-        if !src.is_dir() || dst.symlink_metadata().is_ok() {
-            continue;
-        }
-        if let Some(parent) = dst.parent() {
-            if let Err(e) = std::fs::create_dir_all(parent) {
-                undo(&made);
-                return Err(format!("cannot create {}: {e}", parent.display()));
-            }
-        }
-        made.push(dst.clone());
-        let (ok, detail) = run_bounded(&mut copy_command(&src, &dst), cancel).await;
-        if !ok {
-            undo(&made);
-            return Err(first_line(&detail));
-        }
-    }
-    Ok(made.len())
-}
-
-/// `cp` cloning `src` (a file or a tree) to `dst` copy-on-write, failing where it cannot.
-fn copy_command(src: &Path, dst: &Path) -> Command {
-    let mut cmd = Command::new("cp");
-    if cfg!(target_os = "macos") {
-        cmd.args(["-c", "-R", "-p"]);
-    } else {
-        cmd.args(["-a", "--reflink=always"]);
-    }
-    cmd.arg(src).arg(dst);
-    cmd
-}
-
-/// The first line of a command's output, for a one-line reason.
-fn first_line(text: &str) -> String {
-    let line = text
-        .lines()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("failed");
-    line.chars().take(300).collect()
-}
-
-fn undo(made: &[PathBuf]) {
-    for dir in made {
-        let _ = std::fs::remove_dir_all(dir);
-    }
-}
+pub(super) const OFFLINE_INSTALL: &str = "npm ci --prefer-offline --no-audit --no-fund";
 
 async fn submodules(wt: &Worktree, report: &mut SetupReport, cancel: &CancellationToken) {
     let mut cmd: Command = Git::new(&wt.path, &wt.git_config)
@@ -304,7 +142,7 @@ async fn submodules(wt: &Worktree, report: &mut SetupReport, cancel: &Cancellati
 }
 
 /// A relative path that stays inside the tree.
-fn is_inside(rel: &str) -> bool {
+pub(super) fn is_inside(rel: &str) -> bool {
     !rel.is_empty()
         && Path::new(rel)
             .components()
@@ -386,7 +224,7 @@ fn copy_tree(src: &Path, dst: &Path) -> std::io::Result<u64> {
     }
 }
 
-async fn run_setup_command(
+pub(super) async fn run_setup_command(
     command: &str,
     dir: &Path,
     attempts: u32,
@@ -426,7 +264,7 @@ async fn run_setup_command(
 
 /// Run a command with no stdin and a timeout, in its own registered process group that is killed
 /// when `cancel` is cancelled; (success, the tail of its output).
-async fn run_bounded(cmd: &mut Command, cancel: &CancellationToken) -> (bool, String) {
+pub(super) async fn run_bounded(cmd: &mut Command, cancel: &CancellationToken) -> (bool, String) {
     let out = match crate::process::run_to_end(cmd, STEP_TIMEOUT, cancel).await {
         Ok(out) => out,
         Err(RunFailure::TimedOut(_)) => {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use git2::build::CheckoutBuilder;
 use git2::{
     BranchType, ErrorCode, IndexAddOption, Oid, Repository, ResetType, Signature,
-    WorktreeAddOptions, WorktreePruneOptions,
+    WorktreePruneOptions,
 };
 use serde::{Deserialize, Serialize};
 
@@ -63,6 +63,16 @@ fn head_ref(path: &Path) -> Option<String> {
     let repo = Repository::open(path).ok()?;
     let head = repo.find_reference("HEAD").ok()?;
     head.symbolic_target().ok().flatten().map(str::to_string)
+}
+
+/// The branch a worktree's record has checked out (readable when its directory is gone), as a full
+/// ref name.
+fn recorded_head(repo: &Repository, name: &str) -> Option<String> {
+    let head = repo.commondir().join("worktrees").join(name).join("HEAD");
+    let text = std::fs::read_to_string(head).ok()?;
+    text.trim()
+        .strip_prefix("ref:")
+        .map(|r| r.trim().to_string())
 }
 
 /// Remove a registered worktree's record, and its directory when `with_dir`.
@@ -127,6 +137,17 @@ pub fn ensure_worktree_with(
     issue: u64,
     auth: &PushAuth,
 ) -> Result<Worktree, WorkspaceError> {
+    ensure_worktree_then(cfg, issue, auth, &mut |_, _| {})
+}
+
+/// [`ensure_worktree_with`], calling `before_checkout` with the new worktree's path and the tree
+/// about to be checked out into it, when a new worktree is made (work can start on it meanwhile).
+pub(super) fn ensure_worktree_then(
+    cfg: &WorkspaceConfig,
+    issue: u64,
+    auth: &PushAuth,
+    before_checkout: &mut dyn FnMut(&Path, &git2::Tree<'_>),
+) -> Result<Worktree, WorkspaceError> {
     cfg.check_names()?;
     let branch = cfg.branch_for(issue)?;
     let path = cfg.worktree_path(issue)?;
@@ -141,9 +162,6 @@ pub fn ensure_worktree_with(
         git_config: cfg.git_config.clone(),
     };
 
-    let base_name = branch.replace('/', "-");
-    let mut name = base_name.clone();
-    let mut taken: Vec<String> = Vec::new();
     for (wt_name, wt_path, valid) in registered(&repo)? {
         if same_dir(&wt_path, &path) {
             if !valid {
@@ -167,16 +185,10 @@ pub fn ensure_worktree_with(
                 path: wt_path,
             });
         }
-        if !valid && wt_name == base_name {
+        // A record whose directory is gone still holds its branch for git: freed.
+        if !valid && recorded_head(&repo, &wt_name).as_deref() == Some(branch_ref.as_str()) {
             prune(&repo, &wt_name, false)?;
-            continue;
         }
-        taken.push(wt_name);
-    }
-    let mut n = 1;
-    while taken.contains(&name) {
-        n += 1;
-        name = format!("{base_name}-{n}");
     }
     if !repo.is_bare() && head_ref(&cfg.repo_root).as_deref() == Some(branch_ref.as_str()) {
         return Err(WorkspaceError::BranchCheckedOutElsewhere {
@@ -220,11 +232,29 @@ pub fn ensure_worktree_with(
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(io_err("cannot create", parent))?;
     }
-    let mut opts = WorktreeAddOptions::new();
-    opts.reference(Some(&reference));
-    repo.worktree(&name, &path, Some(&opts))
-        .map_err(git_err("worktree add"))?;
+    if let Ok(tree) = reference.peel_to_tree() {
+        before_checkout(&path, &tree);
+    }
+    add_worktree(cfg, &path, &branch)?;
     Ok(make(origin))
+}
+
+/// Register a worktree at `path` and check `branch` out into it with `git worktree add`: git's own
+/// checkout writes the files faster than libgit2's, which looks each file's attributes up on its own.
+/// Hooks are not run (the repository's `post-checkout` is no part of supervisor's setup).
+fn add_worktree(cfg: &WorkspaceConfig, path: &Path, branch: &str) -> Result<(), WorkspaceError> {
+    let mut config = cfg.git_config.clone();
+    config.push(("core.hooksPath".into(), "/dev/null".into()));
+    let args: [&std::ffi::OsStr; 6] = [
+        "worktree".as_ref(),
+        "add".as_ref(),
+        "--quiet".as_ref(),
+        "--".as_ref(),
+        path.as_os_str(),
+        branch.as_ref(),
+    ];
+    Git::new(&cfg.repo_root, &config).run(&args)?;
+    Ok(())
 }
 
 /// The worktree of `issue` when one exists (a crashed run's, say), without creating anything.
@@ -263,7 +293,8 @@ fn is_worktree_of(repo: &Repository, path: &Path) -> bool {
     canon(gitdir).starts_with(canon(&records))
 }
 
-/// Remove the worktree's directory and record, then delete its local branch. Idempotent: parts
+/// Remove the worktree's directory and record (and a dependency staging directory beside it), then
+/// delete its local branch. Idempotent: parts
 /// already gone are fine. A directory that is not a worktree of this repository is never deleted.
 pub fn cleanup(cfg: &WorkspaceConfig, wt: &Worktree) -> Result<(), WorkspaceError> {
     let repo = open(&cfg.repo_root)?;
@@ -282,6 +313,11 @@ pub fn cleanup(cfg: &WorkspaceConfig, wt: &Worktree) -> Result<(), WorkspaceErro
             });
         }
         std::fs::remove_dir_all(&wt.path).map_err(io_err("cannot remove", &wt.path))?;
+    }
+    // What a crash left of a dependency clone beside it.
+    let staging = super::deps::staging_dir(&wt.path);
+    if staging.symlink_metadata().is_ok() {
+        std::fs::remove_dir_all(&staging).map_err(io_err("cannot remove", &staging))?;
     }
     if crate::config::is_safe_ref_component(&wt.branch) {
         match repo.find_branch(&wt.branch, BranchType::Local) {
