@@ -417,22 +417,32 @@ pub fn output_blocking(cmd: &mut std::process::Command) -> std::io::Result<std::
     let status = match cancel {
         None => child.wait()?,
         Some(cancel) => {
-            let mut pause = std::time::Duration::from_millis(1);
-            loop {
-                if let Some(status) = child.try_wait()? {
-                    break status;
+            // This thread waits for the exit (seen at once); a watcher stops the group on request.
+            use std::sync::atomic::{AtomicBool, Ordering};
+            let flags = std::sync::Arc::new((AtomicBool::new(false), AtomicBool::new(false)));
+            let watched = flags.clone();
+            std::thread::spawn(move || {
+                let (done, stopped) = (&watched.0, &watched.1);
+                let mut pause = std::time::Duration::from_millis(1);
+                while !done.load(Ordering::Acquire) {
+                    if cancel.is_cancelled() {
+                        stopped.store(true, Ordering::Release);
+                        signal_group(pgid, libc::SIGKILL);
+                        return;
+                    }
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(std::time::Duration::from_millis(25));
                 }
-                if cancel.is_cancelled() {
-                    signal_group(pgid, libc::SIGKILL);
-                    let _ = child.wait();
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::Interrupted,
-                        "stopped: a stop was asked for",
-                    ));
-                }
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(std::time::Duration::from_millis(25));
+            });
+            let status = child.wait();
+            flags.0.store(true, Ordering::Release);
+            if flags.1.load(Ordering::Acquire) {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::Interrupted,
+                    "stopped: a stop was asked for",
+                ));
             }
+            status?
         }
     };
     if process_group_alive(pgid) {

@@ -81,8 +81,8 @@ pub async fn ensure_worktree_staged(
     let made = crate::process::spawn_blocking(Some(cancel.clone()), move || {
         let mut tx = Some(tx);
         let cfg = blocking_cfg;
-        worktree::ensure_worktree_then(&cfg, issue, &auth, &mut |path, tree| {
-            if let Some(lockfile) = lockfile_to_reuse(&cfg.repo_root, tree) {
+        worktree::ensure_worktree_then(&cfg, issue, &auth, &mut |path, repo, tree| {
+            if let Some(lockfile) = lockfile_to_reuse(&cfg.repo_root, repo, tree) {
                 if let Some(tx) = tx.take() {
                     let _ = tx.send((staging_dir(path), lockfile));
                 }
@@ -102,14 +102,17 @@ pub async fn ensure_worktree_staged(
 
 /// The main checkout's lockfile when `tree` has the same one and the main checkout has its
 /// dependencies installed: worth cloning them while the tree is checked out.
-fn lockfile_to_reuse(repo_root: &Path, tree: &git2::Tree<'_>) -> Option<Vec<u8>> {
+fn lockfile_to_reuse(
+    repo_root: &Path,
+    repo: &git2::Repository,
+    tree: &git2::Tree<'_>,
+) -> Option<Vec<u8>> {
     let entry = LOCKFILES.iter().find_map(|l| tree.get_name(l))?;
     let name = entry.name().ok()?;
     let main = std::fs::read(repo_root.join(name)).ok()?;
     if !repo_root.join(INSTALL_RECORD).is_file() {
         return None;
     }
-    let repo = git2::Repository::open(repo_root).ok()?;
     let blob = repo.find_blob(entry.id()).ok()?;
     (blob.content() == main.as_slice()).then_some(main)
 }

@@ -137,16 +137,16 @@ pub fn ensure_worktree_with(
     issue: u64,
     auth: &PushAuth,
 ) -> Result<Worktree, WorkspaceError> {
-    ensure_worktree_then(cfg, issue, auth, &mut |_, _| {})
+    ensure_worktree_then(cfg, issue, auth, &mut |_, _, _| {})
 }
 
-/// [`ensure_worktree_with`], calling `before_checkout` with the new worktree's path and the tree
-/// about to be checked out into it, when a new worktree is made (work can start on it meanwhile).
+/// [`ensure_worktree_with`], calling `before_checkout` with the new worktree's path, the repository
+/// and the tree about to be checked out into it, when a new worktree is made (work can start on it meanwhile).
 pub(super) fn ensure_worktree_then(
     cfg: &WorkspaceConfig,
     issue: u64,
     auth: &PushAuth,
-    before_checkout: &mut dyn FnMut(&Path, &git2::Tree<'_>),
+    before_checkout: &mut dyn FnMut(&Path, &Repository, &git2::Tree<'_>),
 ) -> Result<Worktree, WorkspaceError> {
     cfg.check_names()?;
     let branch = cfg.branch_for(issue)?;
@@ -233,7 +233,7 @@ pub(super) fn ensure_worktree_then(
         std::fs::create_dir_all(parent).map_err(io_err("cannot create", parent))?;
     }
     if let Ok(tree) = reference.peel_to_tree() {
-        before_checkout(&path, &tree);
+        before_checkout(&path, &repo, &tree);
     }
     add_worktree(cfg, &path, &branch)?;
     Ok(make(origin))
