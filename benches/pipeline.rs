@@ -149,10 +149,7 @@ fn main() {
             .collect(),
     );
     println!("median wall time minus worktree checkout: {net:.0} ms (target ≤ 300 ms)");
-    println!(
-        "GitHub requests: {} (target ≤ 25; 20 before the preflight was added)",
-        rounds[0].requests
-    );
+    println!("GitHub requests: {} (target ≤ 20)", rounds[0].requests);
     for (route, n) in &rounds[0].routes {
         println!("  {n:>3}  {route}");
     }
