@@ -28,7 +28,7 @@ use supervisor::gates::{
     ChangeSet, GateContext, GateReport, GateSession, ToolEnv, default_hook, run_gates,
 };
 use supervisor::workspace::{
-    PushAuth, WorkspaceConfig, cleanup, ensure_worktree_staged, setup_staged,
+    Dependencies, PushAuth, WorkspaceConfig, cleanup, ensure_worktree_staged, setup_staged,
 };
 
 const DEPENDENCIES: &str = r#"{
@@ -293,8 +293,9 @@ fn main() {
             .join(" ")
     );
 
-    // Time to first agent, against `git worktree add` of the same commit: alternated, several
-    // times, the medians compared (a worktree takes a tenth of a second; one sample is noise).
+    // Time to first agent, against `git worktree add -b` of the same commit: alternated (each first
+    // every other time), several times, the medians compared (a worktree takes a tenth of a second;
+    // one sample is noise).
     let cfg = WorkspaceConfig {
         repo_root: repo.clone(),
         worktree_root: root.join("worktrees"),
@@ -317,17 +318,23 @@ fn main() {
     let mut kept = None;
     for n in 1..=samples {
         let plain = root.join(format!("plain-{n}"));
-        adds.push(git(
-            &repo,
-            &[
-                "worktree",
-                "add",
-                "-q",
-                "-b",
-                &format!("plain-{n}"),
-                plain.to_str().expect("utf-8"),
-            ],
-        ));
+        let plain_add = || {
+            git(
+                &repo,
+                &[
+                    "worktree",
+                    "add",
+                    "-q",
+                    "-b",
+                    &format!("plain-{n}"),
+                    plain.to_str().expect("utf-8"),
+                ],
+            )
+        };
+        // Each goes first every other time: neither always follows the other's writes.
+        if n % 2 == 1 {
+            adds.push(plain_add());
+        }
         let started = Instant::now();
         let (wt, staged) = rt
             .run(
@@ -339,6 +346,9 @@ fn main() {
         let report = rt.run(1800, setup_staged(&cfg, &wt, staged, &cancel));
         firsts.push(started.elapsed());
         assert!(report.warnings.is_empty(), "{report:#?}");
+        if n % 2 == 0 {
+            adds.push(plain_add());
+        }
         if n < samples {
             cleanup(&cfg, &wt).expect("cleanup");
             git(
@@ -427,8 +437,12 @@ fn main() {
         secs(first_agent),
         setup_report.dependencies
     );
+    let meanwhile = match setup_report.dependencies {
+        Some(Dependencies::Cloned) => "  (node_modules cloned meanwhile)",
+        _ => "",
+    };
     println!(
-        "  worktree checked out       {:>10}  (node_modules cloned meanwhile)",
+        "  worktree checked out       {:>10}{meanwhile}",
         secs(created)
     );
     for step in &setup_report.steps {
