@@ -2,9 +2,72 @@
 //! gate round, the pull request, the end) and the status of the agent at work.
 
 use super::comments::human_tokens;
+use super::gates::duration_text;
 use super::summary::headline;
 use crate::agent::Pulse;
+use crate::gates::{GateReport, GateStatus};
 use crate::pipeline::{GateRound, Progress, StageMark};
+
+/// Whether text on stderr may be coloured: a terminal, and no `NO_COLOR`
+/// (<https://no-color.org>: set and not empty).
+pub fn colour_on_stderr() -> bool {
+    std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// A finished gate's mark and its ANSI colour: ✔ pass, ✖ fail, ! warn, – n/a, ⊘ not run.
+fn mark_of(status: &GateStatus) -> (&'static str, &'static str) {
+    match status {
+        GateStatus::Pass => ("✔", "32"),
+        GateStatus::Fail => ("✖", "31"),
+        GateStatus::Warn => ("!", "33"),
+        GateStatus::NotApplicable => ("–", "2"),
+        GateStatus::NotRun(_) => ("⊘", "35"),
+    }
+}
+
+fn painted(mark: &str, code: &str, colour: bool) -> String {
+    if colour {
+        format!("\x1b[{code}m{mark}\x1b[0m")
+    } else {
+        mark.to_string()
+    }
+}
+
+/// A finished gate in a round's live line: `✔ tsc 1.2 s`, `✖ lint 0.1 s`, `⊘ lsp not run`.
+pub fn gate_mark(r: &GateReport, colour: bool) -> String {
+    let (mark, code) = mark_of(&r.status);
+    let mark = painted(mark, code, colour);
+    match &r.status {
+        GateStatus::NotRun(_) => format!("{mark} {} not run", r.name),
+        GateStatus::NotApplicable => format!("{mark} {} n/a", r.name),
+        _ => format!("{mark} {} {}", r.name, duration_text(r.duration_ms)),
+    }
+}
+
+/// A finished gate on a line of its own: `  ✔ tsc · pass · 1.2 s`, with why when it did not pass
+/// (`  ⊘ lsp · not run (required): typescript-language-server not found · 0.0 s`).
+pub fn gate_finished_line(r: &GateReport, colour: bool) -> String {
+    let (mark, code) = mark_of(&r.status);
+    let label = match &r.status {
+        GateStatus::NotRun(reason) if r.required => format!("not run (required): {reason}"),
+        GateStatus::Fail | GateStatus::Warn => {
+            let why = r.summary.lines().next().unwrap_or_default();
+            let why: String = why.chars().take(160).collect();
+            match why.as_str() {
+                "" => r.status.label(),
+                why => format!("{}: {why}", r.status.label()),
+            }
+        }
+        other => other.label(),
+    };
+    format!(
+        "  {} {} · {label} · {}",
+        painted(mark, code, colour),
+        r.name,
+        duration_text(r.duration_ms)
+    )
+}
 
 /// What changed from `prev` (none: the first view) to `next`, one line each.
 pub fn progress_lines(prev: Option<&Progress>, next: &Progress) -> Vec<String> {
