@@ -71,6 +71,17 @@ fn on_terminal(world: &World, args: &[&str]) -> Pty {
     Pty::spawn(cmd)
 }
 
+/// The journal of the world's only run.
+fn journal_text(world: &World) -> String {
+    let journal = std::fs::read_dir(world.runs_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("events.jsonl"))
+        .find(|p| p.is_file())
+        .unwrap();
+    std::fs::read_to_string(journal).unwrap()
+}
+
 async fn world(spec: WorldSpec) -> (tempfile::TempDir, World) {
     let dir = tempfile::tempdir().unwrap();
     let world = World::build(dir.path(), spec).await.expect("world builds");
@@ -149,13 +160,7 @@ async fn a_stopped_run_is_listed_shown_and_explained() {
     assert_eq!(kinds.first(), Some(&"run-started"), "{kinds:?}");
     assert_eq!(kinds.last(), Some(&"finished"), "{kinds:?}");
     assert!(kinds.contains(&"stopped"), "{kinds:?}");
-    let journal = std::fs::read_dir(world.runs_dir())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path().join("events.jsonl"))
-        .find(|p| p.is_file())
-        .unwrap();
-    assert_eq!(std::fs::read_to_string(journal).unwrap(), r.stdout);
+    assert_eq!(journal_text(&world), r.stdout);
     let r = supervisor(&world, &["run", "1", "--json", "--progress", "jsonl"]).await;
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("choose one"), "{}", r.stderr);
@@ -909,13 +914,7 @@ async fn each_gate_shows_as_it_finishes_before_its_rounds_verdict() {
         ]
     );
     // The journal holds the same lines.
-    let journal = std::fs::read_dir(jsonl.runs_dir())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path().join("events.jsonl"))
-        .find(|p| p.is_file())
-        .unwrap();
-    assert_eq!(std::fs::read_to_string(journal).unwrap(), r.stdout);
+    assert_eq!(journal_text(&jsonl), r.stdout);
 
     // Plain lines (not a terminal), the same gates before each round's line.
     let (_d2, plain) = world(spec_with_gate_rounds()).await;
