@@ -40,7 +40,7 @@ pub use ci::{CiContext, CiError, CiPoll, CiRun, CiSource, NoCiConnection};
 pub use duplicates::{CloneType, classify_clone};
 pub use report::{Finding, FindingSeverity, GateReport, GateStatus, NotRunCause, Verdict, verdict};
 pub use session::GateSession;
-pub use tool::{ToolLocation, find_on_path};
+pub use tool::{ToolLocation, find_on_path, truncate_chars};
 pub use trust::{ToolEnv, main_checkout_of};
 
 /// The tools a gate of `kind` runs, each with where it was found in `ctx` or why it was not:

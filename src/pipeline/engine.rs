@@ -9,7 +9,7 @@ use super::effects::{Effect, Effects, Input};
 use super::journal::{Event, Journal, JournalError};
 use super::machine::{Machine, Next};
 use super::summary::{RunEnd, RunSummary, exit};
-use crate::config::ConfigError;
+use crate::config::{ConfigError, Hook};
 use crate::gates::GateReport;
 use crate::github::GitHubError;
 use crate::workspace::WorkspaceError;
@@ -144,28 +144,17 @@ fn unless_stopped<T>(
     }
 }
 
-/// The gates a round runs, after which stage attempt.
-struct GateRound {
-    stage: String,
-    attempt: u32,
-    hooks: Vec<crate::config::Hook>,
-}
-
-/// Run a round of gates, journaling each gate as it finishes (`gate-finished`, in the order they
-/// finish) before the round's reports go to the machine. A gate the effects did not tell of one
-/// by one is journaled when the round ends, so every gate has its event before the round's.
+/// Run a round of gates (the `hooks` of leaving `stage` on its `attempt`), journaling each gate as
+/// it finishes (`gate-finished`, in the order they finish) before the round's reports go to the
+/// machine. A gate the effects did not tell of one by one is journaled when the round ends, so
+/// every gate has its event before the round's.
 async fn gate_round<E: Effects>(
     machine: &Machine,
     fx: &mut E,
     journal: &mut Journal,
-    round: GateRound,
+    (stage, attempt, hooks): (String, u32, Vec<Hook>),
     cancel: &CancellationToken,
 ) -> Result<Input, RunError> {
-    let GateRound {
-        stage,
-        attempt,
-        hooks,
-    } = round;
     let text = machine.issue_text().expect("the issue is fetched first");
     let (feed, mut finished) = tokio::sync::mpsc::unbounded_channel();
     let mut told = vec![false; hooks.len()];
@@ -255,14 +244,7 @@ async fn perform<E: Effects>(
             stage,
             attempt,
             hooks,
-        } => {
-            let round = GateRound {
-                stage,
-                attempt,
-                hooks,
-            };
-            return gate_round(machine, fx, journal, round, cancel).await;
-        }
+        } => return gate_round(machine, fx, journal, (stage, attempt, hooks), cancel).await,
         Effect::UndoCommit => unless_stopped(fx.undo_commit().await, cancel, Input::Undone),
         Effect::CloseIssue { marker, text } => {
             fx.close_issue(number, &marker, &text).await?;

@@ -5,7 +5,7 @@ use super::comments::human_tokens;
 use super::gates::duration_text;
 use super::summary::headline;
 use crate::agent::Pulse;
-use crate::gates::{GateReport, GateStatus};
+use crate::gates::{GateReport, GateStatus, truncate_chars};
 use crate::pipeline::{GateRound, Progress, StageMark};
 
 /// Whether text on stderr may be coloured: a terminal, and no `NO_COLOR`
@@ -52,8 +52,7 @@ pub fn gate_finished_line(r: &GateReport, colour: bool) -> String {
     let label = match &r.status {
         GateStatus::NotRun(reason) if r.required => format!("not run (required): {reason}"),
         GateStatus::Fail | GateStatus::Warn => {
-            let why = r.summary.lines().next().unwrap_or_default();
-            let why: String = why.chars().take(160).collect();
+            let why = truncate_chars(r.summary.lines().next().unwrap_or_default(), 160);
             match why.as_str() {
                 "" => r.status.label(),
                 why => format!("{}: {why}", r.status.label()),
@@ -164,6 +163,45 @@ pub fn progress_status(p: &Progress, pulse: Option<&Pulse>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::GateKind;
+
+    #[test]
+    fn a_finished_gate_shows_its_mark_time_and_why_never_a_pass_when_it_did_not_run() {
+        let report = |status: GateStatus, summary: &str, required: bool| GateReport {
+            duration_ms: 2_340,
+            summary: summary.into(),
+            required,
+            ..GateReport::new(GateKind::Tsc, "tsc", status)
+        };
+        let pass = report(GateStatus::Pass, "0 errors", false);
+        assert_eq!(gate_mark(&pass, false), "✔ tsc 2.3 s");
+        assert_eq!(gate_mark(&pass, true), "\x1b[32m✔\x1b[0m tsc 2.3 s");
+        assert_eq!(gate_finished_line(&pass, false), "  ✔ tsc · pass · 2.3 s");
+        let fail = report(GateStatus::Fail, "3 errors\nmore", false);
+        assert_eq!(gate_mark(&fail, false), "✖ tsc 2.3 s");
+        assert_eq!(
+            gate_finished_line(&fail, false),
+            "  ✖ tsc · fail: 3 errors · 2.3 s"
+        );
+        let missing = GateStatus::NotRun("tsc not found".into());
+        let optional = report(missing.clone(), "tsc not found", false);
+        assert_eq!(gate_mark(&optional, false), "⊘ tsc not run");
+        assert_eq!(
+            gate_finished_line(&optional, false),
+            "  ⊘ tsc · not run: tsc not found · 2.3 s"
+        );
+        let required = report(missing, "tsc not found", true);
+        assert_eq!(
+            gate_finished_line(&required, true),
+            "  \x1b[35m⊘\x1b[0m tsc · not run (required): tsc not found · 2.3 s"
+        );
+        let long = report(GateStatus::Warn, &"x".repeat(300), false);
+        let line = gate_finished_line(&long, false);
+        assert!(
+            line.starts_with("  ! tsc · warn: xxx") && line.ends_with("x… · 2.3 s"),
+            "{line}"
+        );
+    }
     use crate::gates::Verdict;
     use crate::pipeline::RunEnd;
 
