@@ -283,12 +283,12 @@ pub enum Input {
     BodyUpdated(Result<(), String>),
 }
 
-/// The world the engine acts on. Fatal failures (the run cannot go on, running again resumes it)
-/// are `Err(RunError)`; failures the engine decides about come back inside the `Ok` value.
 /// Where [`Effects::run_gates`] sends each gate's report as it finishes, with the gate's index in
 /// the round's hooks: the engine journals it at once (`gate-finished`).
 pub type GateFeed = tokio::sync::mpsc::UnboundedSender<(usize, GateReport)>;
 
+/// The world the engine acts on. Fatal failures (the run cannot go on, running again resumes it)
+/// are `Err(RunError)`; failures the engine decides about come back inside the `Ok` value.
 pub trait Effects: Send {
     fn fetch_issue(&mut self, issue: u64) -> impl Future<Output = Result<Issue, RunError>> + Send;
     fn fetch_context(
