@@ -1,6 +1,7 @@
 //! The happy path with instant scripted agents: the real `supervisor run` binary against the sandbox
 //! GitHub and a local bare remote. Prints the wall time minus the worktree checkout (target ≤ 300 ms),
-//! GitHub requests by route (target ≤ 25 in all) and the run's peak RSS (target ≤ 25 MB).
+//! GitHub requests by route (target ≤ 20 in all) and the run's own peak RSS (target ≤ 25 MB), with
+//! the largest among it and the processes it started (git, the agents) beside it.
 //!
 //! `cargo bench --bench pipeline`
 
@@ -17,6 +18,7 @@ struct Round {
     checkout_ms: f64,
     requests: u64,
     max_rss_kb: i64,
+    tree_rss_kb: i64,
     routes: std::collections::BTreeMap<String, u64>,
 }
 
@@ -41,7 +43,31 @@ async fn round() -> Round {
     #[allow(clippy::zombie_processes)]
     let child = cmd.spawn().unwrap();
     let pid = child.id() as libc::pid_t;
-    // wait4 gives this child's own peak RSS (its agents are separate processes).
+    // The run's own peak RSS: its high-water mark, read while it lives (wait4 below reports the
+    // largest of it and its reaped children: git, the agents).
+    let own_peak = std::thread::spawn(move || {
+        let mut peak = 0i64;
+        while let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
+            match status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            {
+                Some(kb) => {
+                    if kb > peak {
+                        if let Ok(m) = std::fs::read_to_string(format!("/proc/{pid}/smaps")) {
+                            let _ = std::fs::write("/tmp/smaps.txt", m);
+                        }
+                    }
+                    peak = peak.max(kb)
+                }
+                None => break, // a zombie: the run has ended
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        peak
+    });
+    // wait4 gives the largest peak RSS among the run and the children it reaped.
     let (status, rss) = tokio::task::spawn_blocking(move || {
         let mut status = 0;
         let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -52,6 +78,7 @@ async fn round() -> Round {
     .await
     .unwrap();
     let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let own_rss = own_peak.join().unwrap();
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "the run failed"
@@ -79,7 +106,8 @@ async fn round() -> Round {
         wall_ms,
         checkout_ms: millis(&admitted, &ready),
         requests,
-        max_rss_kb: rss,
+        max_rss_kb: own_rss,
+        tree_rss_kb: rss,
         routes,
     }
 }
@@ -103,13 +131,14 @@ fn main() {
     );
     for (i, r) in rounds.iter().enumerate() {
         println!(
-            "  round {}: wall {:.0} ms, worktree checkout {:.0} ms, wall − checkout {:.0} ms, {} requests, peak RSS {:.1} MB",
+            "  round {}: wall {:.0} ms, worktree checkout {:.0} ms, wall − checkout {:.0} ms, {} requests, peak RSS {:.1} MB (largest child or self {:.1} MB)",
             i + 1,
             r.wall_ms,
             r.checkout_ms,
             r.wall_ms - r.checkout_ms,
             r.requests,
-            r.max_rss_kb as f64 / 1024.0
+            r.max_rss_kb as f64 / 1024.0,
+            r.tree_rss_kb as f64 / 1024.0
         );
     }
     let net = median(rounds.iter().map(|r| r.wall_ms - r.checkout_ms).collect());
@@ -120,7 +149,10 @@ fn main() {
             .collect(),
     );
     println!("median wall time minus worktree checkout: {net:.0} ms (target ≤ 300 ms)");
-    println!("GitHub requests: {} (target ≤ 25)", rounds[0].requests);
+    println!(
+        "GitHub requests: {} (target ≤ 25; 20 before the preflight was added)",
+        rounds[0].requests
+    );
     for (route, n) in &rounds[0].routes {
         println!("  {n:>3}  {route}");
     }

@@ -300,7 +300,9 @@ async fn a_pull_request_is_found_instead_of_duplicated() {
         assert!(!created);
         assert_eq!(again.number, 5);
         assert_eq!(w.sandbox.snapshot().pulls().len(), 1);
-        assert_eq!(w.count("POST /repos/{owner}/{repo}/pulls"), 1);
+        // The second attempt was refused ("already exists") and the open one looked up.
+        assert_eq!(w.count("POST /repos/{owner}/{repo}/pulls"), 2);
+        assert_eq!(w.count("GET /repos/{owner}/{repo}/pulls"), 2);
         // The issues API sees the pull request under its number.
         assert!(w.gh.get_issue(5).await.unwrap().is_pull_request);
     })
@@ -1181,6 +1183,46 @@ async fn a_wrongly_typed_argument_fails_the_whole_document() {
             variable["errors"][0]["message"],
             "Variable $n of type Int! was provided invalid value"
         );
+    })
+    .await
+}
+
+#[tokio::test]
+async fn one_request_reads_the_board_the_repository_and_who_asks() {
+    within(async {
+        let w = World::new().await;
+        let (field, repository) = w.gh.board_and_repository(&board()).await.unwrap();
+        let (_, _, options) = field.unwrap();
+        let names: Vec<&str> = options.iter().map(|o| o.name.as_str()).collect();
+        assert_eq!(names, COLUMNS);
+        let repository = repository.expect("the repository part");
+        assert_eq!(repository.viewer.login, "alice");
+        assert_eq!(
+            repository.viewer.scopes.as_deref(),
+            Some(&["repo".to_string(), "project".to_string()][..]),
+            "a classic token's scopes come with every answer"
+        );
+        assert!(repository.permission.is_some());
+        // The login is remembered: posting needs no `GET /user`.
+        assert_eq!(w.gh.viewer_login().await.unwrap(), "alice");
+        assert_eq!(w.count("POST /graphql ProjectBoard"), 1);
+        assert_eq!(w.count("GET /user"), 0);
+
+        // A repository GitHub does not know leaves the board readable, and says so apart.
+        let mut cfg = ClientConfig::new(
+            w.sandbox.url(),
+            Some(supervisor::github::Token::new(FULL).unwrap()),
+            supervisor::config::RepoSlug::parse("acme/missing").unwrap(),
+        );
+        cfg.retry = quick();
+        let other = GitHub::new(cfg).unwrap();
+        let (field, repository) = other.board_and_repository(&board()).await.unwrap();
+        assert!(field.is_ok(), "{field:?}");
+        assert!(repository.is_none());
+        assert!(matches!(
+            other.repository_info().await,
+            Err(GitHubError::RepoNotFound { .. })
+        ));
     })
     .await
 }

@@ -273,7 +273,7 @@ async fn happy_path() {
     assert!(!worktree(&world).exists());
     let requests = world.sandbox.request_total();
     assert!(
-        requests <= 25,
+        requests <= 20,
         "{requests} requests: {:?}",
         world.sandbox.request_counts()
     );

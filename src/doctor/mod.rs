@@ -214,8 +214,33 @@ async fn github_checks(s: &Subject<'_>, gh: &GitHub, f: &mut Findings) {
                 ..
             }
         );
+    // One request answers who the token is, its scopes, its permission on the repository and the
+    // board; the repository is asked on its own only when that answer lacks it.
+    let board = BoardRef::from_settings(settings);
+    let app_on_user_board = app
+        && matches!(
+            gh.account(&board.owner).await,
+            Ok(Some((AccountKind::User, _)))
+        );
+    let (board_field, repository) = if app_on_user_board {
+        (None, None)
+    } else {
+        match gh.board_and_repository(&board).await {
+            Ok((field, repository)) => (Some(field), repository),
+            Err(e) => (Some(Err(e)), None),
+        }
+    };
+    let repository = match repository {
+        Some(info) => Ok(info),
+        None => gh.repository_info().await,
+    };
     if !app {
-        f.checks.push(match gh.viewer().await {
+        let viewer = match &repository {
+            Ok(info) => Ok(info.viewer.clone()),
+            // The repository could not be read: ask who the token is on its own.
+            Err(_) => gh.viewer().await,
+        };
+        f.checks.push(match viewer {
             Ok(viewer) => scopes_check(&viewer, uses_ci(s.project)),
             Err(e) => Check::fail(
                 "scopes",
@@ -230,7 +255,7 @@ async fn github_checks(s: &Subject<'_>, gh: &GitHub, f: &mut Findings) {
             "give the App Issues, Pull requests and Contents write, Projects read and write, and Checks read (the ci gate)",
         ));
     }
-    f.checks.push(match gh.repository_info().await {
+    f.checks.push(match repository {
         Ok(info) => match info.permission.as_deref() {
             Some(p @ ("READ" | "TRIAGE")) => Check::fail(
                 "repository",
@@ -244,18 +269,15 @@ async fn github_checks(s: &Subject<'_>, gh: &GitHub, f: &mut Findings) {
         },
         Err(e) => Check::fail("repository", e.to_string(), repo_fix(&e)),
     });
-    let board = BoardRef::from_settings(settings);
-    if app {
-        if let Ok(Some((AccountKind::User, _))) = gh.account(&board.owner).await {
-            f.checks.push(Check::fail(
-                "board",
-                format!("the board belongs to the user {}: GitHub Apps cannot reach boards owned by a user", board.owner),
-                "use a classic token with the project scope for a user's board, or move the board to an organization (and set projectOwner)",
-            ));
-            return board_owner_done(s, gh, f).await;
-        }
-    }
-    match gh.board_field(&board).await {
+    let Some(board_field) = board_field else {
+        f.checks.push(Check::fail(
+            "board",
+            format!("the board belongs to the user {}: GitHub Apps cannot reach boards owned by a user", board.owner),
+            "use a classic token with the project scope for a user's board, or move the board to an organization (and set projectOwner)",
+        ));
+        return board_owner_done(s, gh, f).await;
+    };
+    match board_field {
         Ok((_, _, options)) => {
             let names: Vec<String> = options.into_iter().map(|o| o.name).collect();
             f.checks.push(Check::ok(

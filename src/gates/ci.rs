@@ -57,9 +57,12 @@ pub enum CiError {
         "{detail}: the token may not read this; give it the \"{permission}\" permission (fine-grained token or GitHub App) or the `repo` scope (classic token)"
     )]
     PermissionDenied { permission: String, detail: String },
-    /// The repository or commit is unknown to GitHub (404).
+    /// The repository is unknown to GitHub (404).
     #[error("{0}")]
     NotFound(String),
+    /// GitHub does not have the commit (yet): "No commit found for SHA" (422).
+    #[error("{0}")]
+    CommitMissing(String),
     /// Anything else: bad credentials, an unexpected answer, a rejected push, no connection.
     #[error("{0}")]
     Other(String),
@@ -71,19 +74,21 @@ impl CiError {
         match self {
             CiError::Transient(_) | CiError::RateLimited(_) => NotRunCause::Transient,
             CiError::PermissionDenied { .. } => NotRunCause::Denied,
+            CiError::CommitMissing(_) => NotRunCause::Pending,
             CiError::NotFound(_) | CiError::Other(_) => NotRunCause::Setup,
         }
     }
 
-    /// Worth asking again within this gate run.
+    /// Worth asking again within this gate run (a commit just pushed may take a moment to show).
     fn is_retryable(&self) -> bool {
-        matches!(self, CiError::Transient(_))
+        matches!(self, CiError::Transient(_) | CiError::CommitMissing(_))
     }
 }
 
 /// Where the CI gate reads check runs; the pipeline adapts its GitHub client to this.
 pub trait CiSource: Send + Sync {
-    /// Check runs of `sha`, conditional on `etag` when given.
+    /// Check runs of `sha`, conditional on `etag` when given; [`CiError::CommitMissing`] when the
+    /// remote does not have the commit.
     fn check_runs<'a>(
         &'a self,
         sha: &'a str,
@@ -190,11 +195,9 @@ async fn poll_ci(ci: &CiContext) -> GateOutcome {
     let deadline = Instant::now() + ci.timeout;
     let short = short_sha(&ci.head_sha);
 
-    // The commit must be on the remote before it can have check runs.
-    if let Err(outcome) = ensure_visible(ci, deadline).await {
-        return outcome;
-    }
-
+    // Asking for the check runs also tells whether the remote has the commit; only when it does not
+    // is the branch pushed again (once per gate run).
+    let mut ensured = false;
     let mut etag: Option<String> = None;
     let mut runs: Option<Vec<CiRun>> = None;
     let mut errors = 0u32;
@@ -219,6 +222,13 @@ async fn poll_ci(ci: &CiContext) -> GateOutcome {
                     // A 304 to our very first ETag-less request cannot happen; treat it as a fresh start.
                     etag = None;
                 }
+            }
+            Err(CiError::CommitMissing(_)) if !ensured => {
+                ensured = true;
+                if let Err(outcome) = ensure_visible(ci, deadline).await {
+                    return outcome;
+                }
+                continue;
             }
             Err(e) => {
                 tracing::warn!(error = %e, "reading check runs failed");

@@ -8,8 +8,12 @@ use super::graphql::{
     project_board, update_item_status,
 };
 use super::retry::ApiRequest;
+use super::setup::{RepositoryInfo, Viewer, permission_name};
 use super::types::{BoardItem, BoardRef, ColumnOption, Issue};
 use super::{GitHub, GitHubError};
+
+/// A board's project id and its status field's id and options, in order.
+pub type BoardFieldResult = Result<(String, String, Vec<ColumnOption>), GitHubError>;
 
 /// One entry of a GraphQL `errors` list; GitHub adds a `type` beside the standard fields.
 #[derive(Debug, Deserialize)]
@@ -130,6 +134,19 @@ impl GitHub {
         operation: &str,
         mutation: bool,
     ) -> Result<(Option<Q::ResponseData>, Vec<GqlError>), GitHubError> {
+        let (data, errors, _) = self
+            .graphql_with_scopes::<Q>(variables, operation, mutation)
+            .await?;
+        Ok((data, errors))
+    }
+
+    /// [`GitHub::graphql`], with a classic token's scopes (`X-OAuth-Scopes`, sent with every answer).
+    pub(super) async fn graphql_with_scopes<Q: GraphQLQuery>(
+        &self,
+        variables: Q::Variables,
+        operation: &str,
+        mutation: bool,
+    ) -> Result<(Option<Q::ResponseData>, Vec<GqlError>, Option<Vec<String>>), GitHubError> {
         let encode = |detail: String| GitHubError::InvalidResponse {
             route: format!("POST /graphql {operation}"),
             detail,
@@ -155,7 +172,11 @@ impl GitHub {
         };
         let resp = self.t.send(&req).await?;
         let envelope: Envelope<Q::ResponseData> = resp.json()?;
-        Ok((envelope.data, envelope.errors))
+        Ok((
+            envelope.data,
+            envelope.errors,
+            super::setup::scopes_of(&resp),
+        ))
     }
 
     /// The first error, as the most specific [`GitHubError`]: scopes, then `not_found`'s reading of a
@@ -269,17 +290,63 @@ impl GitHub {
 
     /// The board's project id and status field.
     async fn project(&self, board: &BoardRef) -> Result<FieldShape, GitHubError> {
-        let (data, errors) = self
-            .graphql::<ProjectBoard>(
+        self.project_and_repository(board).await?.0
+    }
+
+    /// The board's project id and status field and, from the same request, the caller's login,
+    /// scopes and permission on the repository (`None` when GitHub did not answer that part).
+    async fn project_and_repository(
+        &self,
+        board: &BoardRef,
+    ) -> Result<(Result<FieldShape, GitHubError>, Option<RepositoryInfo>), GitHubError> {
+        let repo = self.t.repo.clone();
+        let (data, errors, scopes) = self
+            .graphql_with_scopes::<ProjectBoard>(
                 project_board::Variables {
                     login: board.owner.clone(),
                     number: board.number as i64,
                     status_field: board.status_field.clone(),
+                    owner: repo.owner.clone(),
+                    name: repo.name.clone(),
                 },
                 "ProjectBoard",
                 false,
             )
             .await?;
+        // Errors about the repository or the viewer are not the board's.
+        let (others, board_errors): (Vec<GqlError>, Vec<GqlError>) =
+            errors.into_iter().partition(|e| {
+                e.path
+                    .first()
+                    .and_then(|p| p.as_str())
+                    .is_some_and(|p| p == "repository" || p == "viewer")
+            });
+        let repository = match &data {
+            Some(d) if others.is_empty() => d.repository.as_ref().map(|r| {
+                let viewer = Viewer {
+                    login: d.viewer.login.clone(),
+                    scopes: scopes.clone(),
+                };
+                self.remember_viewer(&viewer.login);
+                RepositoryInfo {
+                    node_id: r.id.clone(),
+                    permission: r.viewer_permission.as_ref().map(permission_name),
+                    viewer,
+                }
+            }),
+            _ => None,
+        };
+        let owner = data.and_then(|d| d.repository_owner);
+        Ok((self.board_of(board, owner, &board_errors), repository))
+    }
+
+    /// The board from the `repositoryOwner` part of a `ProjectBoard` answer.
+    fn board_of(
+        &self,
+        board: &BoardRef,
+        owner: Option<project_board::ProjectBoardRepositoryOwner>,
+        errors: &[GqlError],
+    ) -> Result<FieldShape, GitHubError> {
         let board_missing = || GitHubError::BoardNotFound {
             owner: board.owner.clone(),
             number: board.number,
@@ -287,28 +354,21 @@ impl GitHub {
         use project_board::ProjectBoardRepositoryOwner as Owner;
         // GitHub Apps cannot reach boards owned by users, whatever their permissions: GitHub
         // answers as if the board were missing or forbidden. Say so rather than blame the scopes.
-        let user_owned = data
-            .as_ref()
-            .and_then(|d| d.repository_owner.as_ref())
-            .is_some_and(|o| matches!(o, Owner::User(_)));
-        let reached = data
-            .as_ref()
-            .and_then(|d| d.repository_owner.as_ref())
-            .is_some_and(|o| match o {
-                Owner::User(u) => u.project_v2.is_some(),
-                Owner::Organization(o) => o.project_v2.is_some(),
-            });
+        let user_owned = owner.as_ref().is_some_and(|o| matches!(o, Owner::User(_)));
+        let reached = owner.as_ref().is_some_and(|o| match o {
+            Owner::User(u) => u.project_v2.is_some(),
+            Owner::Organization(o) => o.project_v2.is_some(),
+        });
         if self.t.is_app() && user_owned && !reached {
             return Err(GitHubError::AppCannotReachUserBoard {
                 owner: board.owner.clone(),
                 number: board.number,
             });
         }
-        if let Some(e) = self.graphql_error("ProjectBoard", &errors, |_| Some(board_missing())) {
+        if let Some(e) = self.graphql_error("ProjectBoard", errors, |_| Some(board_missing())) {
             return Err(e);
         }
-        let project = data
-            .and_then(|d| d.repository_owner)
+        let project = owner
             .and_then(|o| match o {
                 Owner::User(u) => u.project_v2,
                 Owner::Organization(o) => o.project_v2,
@@ -317,14 +377,25 @@ impl GitHub {
         Ok(FieldShape::from(&project))
     }
 
-    /// The board's project id and its status field's id and options, in order.
-    pub async fn board_field(
+    /// The board's project id, its status field's id and options, and from the same request the
+    /// caller's login, scopes and permission on the repository (`None` when GitHub left that part
+    /// out, e.g. the repository is not found: [`GitHub::repository_info`] says why).
+    pub async fn board_and_repository(
         &self,
         board: &BoardRef,
-    ) -> Result<(String, String, Vec<ColumnOption>), GitHubError> {
-        let shape = self.project(board).await?;
-        let project_id = shape.project_id.clone();
-        single_select(board, shape.field).map(|(field, _, options)| (project_id, field, options))
+    ) -> Result<(BoardFieldResult, Option<RepositoryInfo>), GitHubError> {
+        let (shape, repository) = self.project_and_repository(board).await?;
+        let field = shape.and_then(|shape| {
+            let project_id = shape.project_id.clone();
+            single_select(board, shape.field)
+                .map(|(field, _, options)| (project_id, field, options))
+        });
+        Ok((field, repository))
+    }
+
+    /// The board's project id and its status field's id and options, in order.
+    pub async fn board_field(&self, board: &BoardRef) -> BoardFieldResult {
+        self.board_and_repository(board).await?.0
     }
 
     /// The board's columns: the options of its status field, in order.

@@ -284,9 +284,8 @@ impl GitHub {
         &self,
         pr: &NewPullRequest,
     ) -> Result<(PullRequest, bool), GitHubError> {
-        if let Some(open) = self.find_open_pr(&pr.head).await? {
-            return Ok((open, false));
-        }
+        // Asked straight away: when the branch already has an open pull request, GitHub refuses
+        // with 422 "already exists" and it is looked up below (one request less when it has none).
         let req = ApiRequest::write(
             Method::POST,
             self.repo_path("/pulls"),

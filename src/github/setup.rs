@@ -32,6 +32,26 @@ pub struct RepositoryInfo {
     pub node_id: String,
     /// `ADMIN`, `MAINTAIN`, `WRITE`, `TRIAGE` or `READ`; `None` when GitHub does not say.
     pub permission: Option<String>,
+    /// Who asked: the token's login and, for a classic token, its scopes.
+    pub viewer: Viewer,
+}
+
+/// A `RepositoryPermission` as GitHub spells it: `ADMIN`, `WRITE`, ….
+pub(super) fn permission_name(p: &impl std::fmt::Debug) -> String {
+    format!("{p:?}")
+        .trim_start_matches("Other(\"")
+        .trim_end_matches("\")")
+        .to_uppercase()
+}
+
+/// A classic token's scopes, from the `X-OAuth-Scopes` header GitHub sends with every answer.
+pub(super) fn scopes_of(resp: &super::retry::ApiResponse) -> Option<Vec<String>> {
+    resp.header("x-oauth-scopes").map(|s| {
+        s.split(',')
+            .map(|p| p.trim().to_string())
+            .filter(|p| !p.is_empty())
+            .collect()
+    })
 }
 
 /// A board created by [`GitHub::create_board`].
@@ -43,6 +63,14 @@ pub struct NewBoard {
 }
 
 impl GitHub {
+    /// Remember `login` (a token's, from a GraphQL `viewer`) as the one this client posts as. An
+    /// App's JWT client posts as its bot, which [`GitHub::viewer_login`] finds itself.
+    pub(super) fn remember_viewer(&self, login: &str) {
+        if !self.t.is_app() && !login.trim().is_empty() {
+            let _ = self.viewer.set(login.to_string());
+        }
+    }
+
     /// `GET /user`: the login, and the scopes of a classic token.
     pub async fn viewer(&self) -> Result<Viewer, GitHubError> {
         #[derive(serde::Deserialize)]
@@ -58,15 +86,9 @@ impl GitHub {
             // The login this client posts as: asked once per client.
             let _ = self.viewer.set(user.login.clone());
         }
-        let scopes = resp.header("x-oauth-scopes").map(|s| {
-            s.split(',')
-                .map(|p| p.trim().to_string())
-                .filter(|p| !p.is_empty())
-                .collect()
-        });
         Ok(Viewer {
             login: user.login,
-            scopes,
+            scopes: scopes_of(&resp),
         })
     }
 
@@ -118,11 +140,12 @@ impl GitHub {
         Ok(data.and_then(|d| d.user).is_some())
     }
 
-    /// The repository's node id and the caller's permission on it.
+    /// The repository's node id, the caller's permission on it and who the caller is. The login
+    /// is remembered as the one this client posts as ([`GitHub::viewer_login`] asks no more).
     pub async fn repository_info(&self) -> Result<RepositoryInfo, GitHubError> {
         let repo = self.t.repo.clone();
-        let (data, errors) = self
-            .graphql::<RepositorySetup>(
+        let (data, errors, scopes) = self
+            .graphql_with_scopes::<RepositorySetup>(
                 repository_setup::Variables {
                     owner: repo.owner.clone(),
                     name: repo.name.clone(),
@@ -136,17 +159,14 @@ impl GitHub {
         }) {
             return Err(e);
         }
-        let r = data
-            .and_then(|d| d.repository)
-            .ok_or(GitHubError::RepoNotFound { repo })?;
+        let data = data.ok_or(GitHubError::RepoNotFound { repo: repo.clone() })?;
+        let login = data.viewer.login;
+        let r = data.repository.ok_or(GitHubError::RepoNotFound { repo })?;
+        self.remember_viewer(&login);
         Ok(RepositoryInfo {
+            viewer: Viewer { login, scopes },
             node_id: r.id,
-            permission: r.viewer_permission.map(|p| {
-                format!("{p:?}")
-                    .trim_start_matches("Other(\"")
-                    .trim_end_matches("\")")
-                    .to_uppercase()
-            }),
+            permission: r.viewer_permission.as_ref().map(permission_name),
         })
     }
 

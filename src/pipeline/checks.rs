@@ -73,6 +73,8 @@ impl CiSource for GitHubChecks {
                         etag,
                     })
                 }
+                // GitHub's answer for a sha it does not have: 422 "No commit found for SHA".
+                Err(e) if e.status() == Some(422) => Err(CiError::CommitMissing(e.to_string())),
                 Err(e) => Err(ci_error(e, "Checks: read")),
             }
         })

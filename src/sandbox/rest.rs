@@ -1192,10 +1192,11 @@ async fn check_runs(call: RepoCall, Query(q): Q, headers: HeaderMap) -> Response
         .get(spec)
         .or_else(|| sha.as_ref().and_then(|sha| st.check_runs.get(sha)));
     let runs = match (seeded, &sha) {
+        // GitHub has no check runs for a commit it does not have, whatever was seeded for it.
+        (_, None) => return no_commit(spec),
         (Some(runs), _) => runs.clone(),
         // A commit without runs of its own gets the state's `auto_check_runs` (a CI that checks every push).
         (None, Some(_)) => st.auto_check_runs.clone(),
-        (None, None) => return no_commit(spec),
     };
     let head_sha = sha.unwrap_or_else(|| spec.clone());
     let paging = Paging::of(&q, runs.len());

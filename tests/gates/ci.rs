@@ -27,6 +27,10 @@ struct State {
     conditional: usize,
     /// The remote has the commit.
     visible: bool,
+    /// Check-run requests answered "No commit found".
+    missing_asked: usize,
+    /// Requests asking only whether the remote has the commit.
+    visibility_asked: usize,
     /// Pushes that still do not make it visible.
     pushes_before_visible: usize,
     pushes: usize,
@@ -59,10 +63,13 @@ impl CiSource for FakeGitHub {
         Box::pin(async move {
             let mut s = self.0.lock().unwrap();
             assert_eq!(sha, SHA);
-            assert!(
-                s.visible,
-                "check runs asked for a commit the remote does not have"
-            );
+            if !s.visible {
+                // GitHub answers 422 for a sha it does not have.
+                s.missing_asked += 1;
+                return Err(CiError::CommitMissing(format!(
+                    "GitHub API error 422: No commit found for SHA: {SHA}"
+                )));
+            }
             let n = s.polls;
             s.polls += 1;
             if s.errors_at.contains(&n) {
@@ -92,7 +99,9 @@ impl CiSource for FakeGitHub {
     fn commit_visible<'a>(&'a self, sha: &'a str) -> BoxFuture<'a, Result<bool, CiError>> {
         Box::pin(async move {
             assert_eq!(sha, SHA);
-            Ok(self.0.lock().unwrap().visible)
+            let mut s = self.0.lock().unwrap();
+            s.visibility_asked += 1;
+            Ok(s.visible)
         })
     }
 
@@ -183,6 +192,10 @@ fn all_checks_succeed_after_pending_polls_with_etags() {
         "every poll after the first sends the ETag"
     );
     assert_eq!(s.not_modified, 2, "unchanged answers come back as 304");
+    assert_eq!(
+        s.visibility_asked, 0,
+        "the check runs answer whether the remote has the commit"
+    );
 }
 
 #[test]
@@ -287,7 +300,13 @@ fn a_commit_missing_on_the_remote_is_pushed_again() {
     }
     let (r, _f) = gate(&gh, Duration::from_secs(10));
     assert_eq!(r.status, GateStatus::Pass, "{r:#?}");
-    assert_eq!(gh.0.lock().unwrap().pushes, 2);
+    let s = gh.0.lock().unwrap();
+    assert_eq!(s.pushes, 2);
+    assert_eq!(
+        s.missing_asked, 1,
+        "the check runs said the commit is missing"
+    );
+    assert!(s.visibility_asked >= 2, "then each push is followed up");
 }
 
 #[test]
