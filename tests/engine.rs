@@ -268,6 +268,31 @@ async fn gate_bounce_on_a_type_error_then_fixed() {
     assert_eq!((s.rejections, s.gate_bounces), (0, 1));
     assert_eq!(s.gate_rounds[0].failing, ["tsc"]);
     assert_eq!(w.column().as_deref(), Some("Done"));
+    // Each gate is journaled once, before its round: the one told as it finished first (the fake
+    // tells its last gate), the others when the round ends.
+    let mut told = Vec::new();
+    let mut rounds = 0;
+    for e in w.journal() {
+        match e.event {
+            Event::GateFinished {
+                report, attempt, ..
+            } => told.push((attempt, report)),
+            Event::GatesFinished {
+                reports, attempt, ..
+            } => {
+                rounds += 1;
+                let names: Vec<&str> = told.iter().map(|(_, r)| r.name.as_str()).collect();
+                assert_eq!(names, ["tsc", "traceability"], "attempt {attempt}");
+                assert!(told.iter().all(|(a, _)| *a == attempt));
+                assert_eq!(told[0].1, reports[1]);
+                assert_eq!(told[1].1, reports[0]);
+                told.clear();
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(rounds, 2);
+    assert!(told.is_empty(), "{told:?}");
 }
 
 #[tokio::test]

@@ -10,6 +10,9 @@ use supervisor::demo::{World, WorldSpec, git};
 #[path = "support/specs.rs"]
 mod specs;
 use specs::*;
+#[path = "support/pty.rs"]
+mod pty;
+use pty::Pty;
 
 const BIN: &str = env!("CARGO_BIN_EXE_supervisor");
 
@@ -23,40 +26,33 @@ fn summary(r: &Run) -> Value {
     serde_json::from_str(&r.stdout).unwrap_or(Value::Null)
 }
 
-async fn supervisor(world: &World, args: &[&str]) -> Run {
-    supervisor_fed(world, args, None).await
-}
-
-/// Run the binary in the world's repository, with `input` on its stdin (none: stdin is empty).
-async fn supervisor_fed(world: &World, args: &[&str], input: Option<&str>) -> Run {
-    use tokio::io::AsyncWriteExt;
-    let mut cmd = tokio::process::Command::new(BIN);
-    cmd.args(args)
-        .current_dir(&world.repo)
-        .stdin(if input.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+/// The binary in the world's repository, with the world's environment (none of the caller's
+/// GitHub or supervisor settings).
+fn command(world: &World, args: &[&str]) -> std::process::Command {
+    let mut cmd = std::process::Command::new(BIN);
+    cmd.args(args).current_dir(&world.repo);
     for (k, _) in std::env::vars() {
         if k.starts_with("SUPERVISOR_")
             || k == "GH_TOKEN"
             || k == "GITHUB_TOKEN"
             || k == "GITHUB_API_URL"
+            || k == "NO_COLOR"
         {
             cmd.env_remove(k);
         }
     }
     cmd.envs(world.env());
-    let mut child = cmd.spawn().expect("supervisor starts");
-    if let Some(text) = input {
-        let mut stdin = child.stdin.take().unwrap();
-        stdin.write_all(text.as_bytes()).await.unwrap();
-        drop(stdin);
-    }
+    cmd
+}
+
+/// Run the binary in the world's repository, stdin empty.
+async fn supervisor(world: &World, args: &[&str]) -> Run {
+    let mut cmd = tokio::process::Command::from(command(world, args));
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let child = cmd.spawn().expect("supervisor starts");
     let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
         .await
         .expect("supervisor finished within 120 s")
@@ -66,6 +62,24 @@ async fn supervisor_fed(world: &World, args: &[&str], input: Option<&str>) -> Ru
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
+}
+
+/// The binary in the world's repository on a terminal of its own.
+fn on_terminal(world: &World, args: &[&str]) -> Pty {
+    let mut cmd = command(world, args);
+    cmd.env("TERM", "xterm-256color");
+    Pty::spawn(cmd)
+}
+
+/// The journal of the world's only run.
+fn journal_text(world: &World) -> String {
+    let journal = std::fs::read_dir(world.runs_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("events.jsonl"))
+        .find(|p| p.is_file())
+        .unwrap();
+    std::fs::read_to_string(journal).unwrap()
 }
 
 async fn world(spec: WorldSpec) -> (tempfile::TempDir, World) {
@@ -146,13 +160,7 @@ async fn a_stopped_run_is_listed_shown_and_explained() {
     assert_eq!(kinds.first(), Some(&"run-started"), "{kinds:?}");
     assert_eq!(kinds.last(), Some(&"finished"), "{kinds:?}");
     assert!(kinds.contains(&"stopped"), "{kinds:?}");
-    let journal = std::fs::read_dir(world.runs_dir())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path().join("events.jsonl"))
-        .find(|p| p.is_file())
-        .unwrap();
-    assert_eq!(std::fs::read_to_string(journal).unwrap(), r.stdout);
+    assert_eq!(journal_text(&world), r.stdout);
     let r = supervisor(&world, &["run", "1", "--json", "--progress", "jsonl"]).await;
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("choose one"), "{}", r.stderr);
@@ -605,54 +613,79 @@ async fn init_maps_an_existing_board_and_adds_columns_only_when_told() {
     assert_eq!(card(&world).as_deref(), Some("Done"));
 }
 
-/// On a terminal `init` asks for what its flags leave open: codeowners (the token's account by
-/// default), the board, the slash commands and a copy of the workflow to edit, which `check` then
-/// reads. A closed input is an error that writes nothing.
+/// Point `origin` at the repository on GitHub, where `init` reads it from (the world's pushes go
+/// to a local remote; `init` pushes nothing).
+fn origin_on_github(world: &World) {
+    let url = "https://github.com/demo-org/durations.git";
+    git(&world.repo, &["remote", "set-url", "origin", url]).unwrap();
+}
+
+/// On a real terminal `init` asks what its flags leave open: the repository (the one `origin`
+/// names by default, none when it names none), the codeowners (the token's account by default),
+/// the board, the slash commands and a copy of the workflow. A closed input (Ctrl-D) writes
+/// nothing; skipping the board writes the rest and says what is missing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn init_asks_on_a_terminal_and_copies_the_workflow_for_editing() {
+async fn init_on_a_terminal_asks_and_writes_the_settings_and_gitignore() {
     let mut spec = spec();
+    plain_gitignore(&mut spec);
     spec.workflow = None;
     let (_d, world) = world(spec).await;
     world.sandbox.with_state(|s| s.board = None);
-    let args = ["init", "--repo", "demo-org/durations", "--prompt"];
-
-    let r = supervisor_fed(&world, &args, Some("")).await;
-    assert_eq!(r.code, 2, "{}", r.stderr);
-    assert!(
-        r.stderr.contains("no answer to \"Codeowners") && r.stderr.contains("input ended"),
-        "{}",
-        r.stderr
-    );
+    // A repository with no settings yet.
+    std::fs::remove_file(world.repo.join(".pi/settings.json")).unwrap();
+    let settings = world.repo.join(".supervisor/settings.json");
+    tokio::task::block_in_place(|| {
+        let mut t = on_terminal(&world, &["init"]);
+        // `origin` is no GitHub URL here: an answer is needed.
+        t.answer("GitHub repository, owner/name: ", "");
+        t.answer("an answer is needed", "demo-org/durations");
+        t.expect("Codeowners: GitHub logins whose issues run, comma-separated [supervisor-bot]: ");
+        t.end_input();
+        let (status, screen) = t.finish();
+        assert_eq!(status.code(), Some(2), "{screen}");
+        assert!(screen.contains("input ended"), "{screen}");
+    });
     assert!(board_of(&world).is_none(), "nothing was made");
+    assert!(!settings.exists(), "nothing was written");
 
-    // Codeowners typed, a new board (the settings name #1, so keeping it is the default), both
-    // extras wanted.
-    let r = supervisor_fed(
-        &world,
-        &args,
-        Some("alice, supervisor-bot\ncreate\ny\nyes\n"),
-    )
-    .await;
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    for question in [
-        "Codeowners: GitHub logins whose issues run, comma-separated [supervisor-bot]: ",
-        "Board: create a new one, an existing board's number, or skip (keep #1) [skip]: ",
-        "Install /supervisor for pi and Claude Code in this repository? [n]: ",
-        "Copy the workflow and role files into .supervisor/ for editing? [n]: ",
-    ] {
-        assert!(
-            r.stderr.contains(question),
-            "{question} not asked:\n{}",
-            r.stderr
+    origin_on_github(&world);
+    tokio::task::block_in_place(|| {
+        let mut t = on_terminal(&world, &["init"]);
+        t.answer("GitHub repository, owner/name [demo-org/durations]: ", "");
+        t.answer("comma-separated [supervisor-bot]: ", "");
+        t.answer(
+            "Board: create a new one, an existing board's number, or skip (set it later) [create]: ",
+            "",
         );
-    }
-    assert!(board_of(&world).is_some(), "a board was created");
-    let block = settings_block(&world);
+        t.answer(
+            "Install /supervisor for pi and Claude Code in this repository? [n]: ",
+            "y",
+        );
+        t.answer(
+            "Copy the workflow and role files into .supervisor/ for editing? [n]: ",
+            "yes",
+        );
+        let (status, screen) = t.finish();
+        assert_eq!(status.code(), Some(0), "{screen}");
+        assert!(screen.contains("created board #1"), "{screen}");
+    });
+    let (title, options) = board_of(&world).expect("a board was created");
+    assert_eq!(title, "durations pipeline");
+    assert_eq!(options.len(), 7, "{options:?}");
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
     assert_eq!(
-        block["codeowners"],
-        serde_json::json!(["alice", "supervisor-bot"])
+        written,
+        serde_json::json!({ "supervisor": {
+            "repo": "demo-org/durations", "projectNumber": 1, "codeowners": ["supervisor-bot"]
+        } })
     );
-    assert_eq!(block["projectNumber"], 1);
+    let ignore = std::fs::read_to_string(world.repo.join(".gitignore")).unwrap();
+    assert_eq!(
+        ignore.lines().filter(|l| *l == ".supervisor/runs/").count(),
+        1,
+        "{ignore}"
+    );
     assert!(world.repo.join(".claude/commands/supervisor.md").is_file());
     assert!(
         world
@@ -662,12 +695,133 @@ async fn init_asks_on_a_terminal_and_copies_the_workflow_for_editing() {
     );
     let copied = std::fs::read_to_string(world.repo.join(".supervisor/workflow.json")).unwrap();
     assert_eq!(copied, supervisor::config::DEFAULT_WORKFLOW);
+
+    // Skipping the board when the settings name none writes the rest and says what is missing.
+    std::fs::write(
+        &settings,
+        r#"{ "supervisor": { "repo": "demo-org/durations", "codeowners": ["alice"] } }"#,
+    )
+    .unwrap();
+    tokio::task::block_in_place(|| {
+        let mut t = on_terminal(&world, &["init"]);
+        t.answer("[demo-org/durations]: ", "");
+        t.answer("[supervisor-bot]: ", "@bob");
+        t.answer("or skip (set it later) [create]: ", "skip");
+        t.answer("[n]: ", "");
+        t.answer("[n]: ", "n");
+        let (status, screen) = t.finish();
+        assert_eq!(status.code(), Some(0), "{screen}");
+        assert!(
+            screen.contains("no board yet: `supervisor init --create-board`"),
+            "{screen}"
+        );
+    });
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(&settings).unwrap()).unwrap();
+    assert_eq!(
+        written["supervisor"]["codeowners"],
+        serde_json::json!(["bob"])
+    );
+    assert!(written["supervisor"].get("projectNumber").is_none());
+}
+
+/// On a terminal, an existing board with GitHub's default columns: each stage no option is named
+/// after is asked for (an option of the board, or add it), the change is shown and applied only
+/// after a yes; `--yes` asks nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_on_a_terminal_maps_an_existing_boards_columns() {
+    let (_d, world) = world(spec()).await;
+    board_options(&world, &["Todo", "In Progress", "Done"], Some("Todo"));
+    origin_on_github(&world);
+    let answer_all = |mut t: Pty, apply: &str| {
+        t.answer("[demo-org/durations]: ", "");
+        t.answer("[supervisor-bot]: ", "");
+        t.answer("or skip (keep #1) [skip]: ", "#1");
+        t.answer("[n]: ", "");
+        t.answer("[n]: ", "");
+        for stage in ["Research", "Architecture", "TestDesign"] {
+            t.answer(
+                &format!("Board column for {stage}: one of In Progress, or add a new one [add]: "),
+                "",
+            );
+        }
+        t.answer(
+            "Board column for Implementation: one of In Progress, or add a new one [add]: ",
+            "in progress",
+        );
+        // No option is left for Audit: it is added without asking.
+        t.expect("after: Todo, Research, Architecture, TestDesign, In Progress, Audit, Done");
+        t.answer("Apply this change? [n]: ", apply);
+        t.finish()
+    };
+    tokio::task::block_in_place(|| {
+        let (status, screen) = answer_all(on_terminal(&world, &["init"]), "");
+        assert_eq!(status.code(), Some(2), "{screen}");
+        assert!(screen.contains("nothing changed"), "{screen}");
+        assert!(!screen.contains("Board column for Audit"), "{screen}");
+    });
+    assert_eq!(
+        board_of(&world).unwrap().1,
+        ["Todo", "In Progress", "Done"],
+        "nothing changed"
+    );
+    tokio::task::block_in_place(|| {
+        let (status, screen) = answer_all(on_terminal(&world, &["init"]), "y");
+        assert_eq!(status.code(), Some(0), "{screen}");
+    });
+    assert_eq!(board_of(&world).unwrap().1.len(), 7);
+    let block = settings_block(&world);
+    assert_eq!(
+        block["columns"],
+        serde_json::json!({ "Backlog": "Todo", "Implementation": "In Progress" })
+    );
+    assert_eq!(block["codeowners"], serde_json::json!(["supervisor-bot"]));
+    assert_eq!(
+        card(&world).as_deref(),
+        Some("Todo"),
+        "the card kept its column"
+    );
+
+    // With --yes nothing is asked, even on a terminal.
+    tokio::task::block_in_place(|| {
+        let t = on_terminal(
+            &world,
+            &[
+                "init",
+                "--yes",
+                "--project-number",
+                "1",
+                "--column",
+                "Implementation=In Progress",
+                "--codeowners",
+                "alice",
+            ],
+        );
+        let (status, screen) = t.finish();
+        assert_eq!(status.code(), Some(0), "{screen}");
+        assert!(!screen.contains("]: "), "{screen}");
+    });
+    assert_eq!(
+        settings_block(&world)["codeowners"],
+        serde_json::json!(["alice"])
+    );
+}
+
+/// `--copy-workflow` alone, in a repository with settings, writes the built-in workflow and roles
+/// for editing, which `check` then reads; what was edited is kept when it runs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_copies_the_workflow_for_editing_and_check_reads_it() {
+    let mut spec = spec();
+    spec.workflow = None;
+    let (_d, world) = world(spec).await;
+    let r = supervisor(&world, &["init", "--copy-workflow"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let copied = std::fs::read_to_string(world.repo.join(".supervisor/workflow.json")).unwrap();
+    assert_eq!(copied, supervisor::config::DEFAULT_WORKFLOW);
     for (name, text) in supervisor::agent::DEFAULT_AGENTS {
         let path = world.repo.join(format!(".supervisor/agents/{name}.md"));
         assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "{name}");
     }
-
-    // `check` reads the copies: a broken role file there is named.
     let r = supervisor(&world, &["check"]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     let role = world.repo.join(".supervisor/agents/researcher.md");
@@ -679,83 +833,216 @@ async fn init_asks_on_a_terminal_and_copies_the_workflow_for_editing() {
         "{}",
         r.stderr
     );
-
-    // Again with --copy-workflow alone: what was edited is kept.
     let r = supervisor(&world, &["init", "--copy-workflow"]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stderr.contains("kept "), "{}", r.stderr);
     assert!(std::fs::read_to_string(&role).unwrap().contains("broken"));
-
-    // Skipping the board when the settings name none writes the rest and says what is missing.
-    let path = world.repo.join(".pi/settings.json");
-    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    doc["supervisor"]
-        .as_object_mut()
-        .unwrap()
-        .remove("projectNumber");
-    std::fs::write(&path, doc.to_string()).unwrap();
-    let r = supervisor_fed(&world, &args, Some("bob\nskip\nn\nn\n")).await;
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(
-        r.stderr.contains("or skip (set it later) [create]: "),
-        "{}",
-        r.stderr
-    );
-    assert!(
-        r.stderr
-            .contains("no board yet: `supervisor init --create-board`"),
-        "{}",
-        r.stderr
-    );
-    let block = settings_block(&world);
-    assert_eq!(block["codeowners"], serde_json::json!(["bob"]));
 }
 
-/// Asked about an existing board with GitHub's default columns, `init` maps what it can and adds
-/// the missing columns only after showing the change and a yes; --yes asks nothing.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn init_asks_before_changing_an_existing_boards_columns() {
-    let (_d, world) = world(spec()).await;
-    board_options(&world, &["Todo", "In Progress", "Done"], Some("Todo"));
-    let args = ["init", "--repo", "demo-org/durations", "--prompt"];
-    // Default codeowner, board #1, no extras, add the columns, but do not apply.
-    let r = supervisor_fed(&world, &args, Some("\n#1\nn\nn\ny\n\n")).await;
-    assert_eq!(r.code, 2, "{}", r.stderr);
-    assert!(
-        r.stderr.contains("The board has no column for Research, Architecture, TestDesign, Implementation, Audit: add them")
-            && r.stderr.contains("after: Todo, In Progress, Research")
-            && r.stderr.contains("Apply this change? [n]: "),
-        "{}",
-        r.stderr
+/// A world whose Implementation gates end every way a gate can: `check` fails on the developer's
+/// first change and passes on the second, `slow` overruns its time and is not run.
+fn spec_with_gate_rounds() -> WorldSpec {
+    let mut spec = spec();
+    spec.workflow = Some(workflow_with_hooks(serde_json::json!([
+        "ci",
+        "traceability",
+        { "gate": "command", "name": "check", "run": "grep -q 3600 src/hours.ts" },
+        { "gate": "command", "name": "slow", "run": "sleep 10", "timeoutSec": 1 },
+    ])));
+    let first = "export function hours(n: number): number {\n  return n * 60;\n}\n";
+    set_role(
+        &mut spec,
+        "developer",
+        vec![
+            developer_change("src/hours.ts", first),
+            developer_change("src/hours.ts", GOOD_CODE),
+        ],
     );
-    assert_eq!(
-        board_of(&world).unwrap().1,
-        ["Todo", "In Progress", "Done"],
-        "nothing changed"
-    );
-    let r = supervisor_fed(&world, &args, Some("alice\n1\nn\nn\ny\ny\n")).await;
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(board_of(&world).unwrap().1.len(), 8);
-    let block = settings_block(&world);
-    assert_eq!(block["columns"], serde_json::json!({ "Backlog": "Todo" }));
-    assert_eq!(block["codeowners"], serde_json::json!(["alice"]));
-    assert!(!world.repo.join(".claude/commands/supervisor.md").exists());
+    spec
+}
 
-    // With --yes nothing is asked (an empty input would be an error if it were).
-    let yes = [
-        "init",
-        "--repo",
-        "demo-org/durations",
-        "--prompt",
-        "--yes",
-        "--project-number",
-        "1",
-    ];
-    let r = supervisor_fed(&world, &yes, Some("")).await;
+/// `--progress jsonl` has one `gate-finished` event per gate of a round, each before the round's
+/// `gates-finished` and with the status the round reports; plain progress has one line per gate,
+/// each before the round's line. A gate that did not run says so, never pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_gate_shows_as_it_finishes_before_its_rounds_verdict() {
+    let (_d, jsonl) = world(spec_with_gate_rounds()).await;
+    let r = supervisor(&jsonl, &["run", "1", "--progress", "jsonl"]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(!r.stderr.contains("[n]: "), "{}", r.stderr);
-    assert_eq!(
-        settings_block(&world)["codeowners"],
-        serde_json::json!(["supervisor-bot"])
+    let events: Vec<Value> = (r.stdout.lines())
+        .map(|l| serde_json::from_str(l).expect("each line is one JSON event"))
+        .collect();
+    let mut told: Vec<Value> = Vec::new();
+    let mut rounds = Vec::new();
+    for e in &events {
+        match e["kind"].as_str().unwrap() {
+            "gate-finished" => told.push(e["payload"].clone()),
+            "gates-finished" => {
+                let p = &e["payload"];
+                let reports = p["reports"].as_array().unwrap();
+                assert_eq!(told.len(), reports.len(), "one event per gate: {told:?}");
+                for report in reports {
+                    let one = told
+                        .iter()
+                        .find(|t| t["report"]["name"] == report["name"])
+                        .unwrap_or_else(|| panic!("no gate-finished for {report}"));
+                    assert_eq!(one["report"], *report);
+                    assert_eq!(
+                        (&one["stage"], &one["attempt"]),
+                        (&p["stage"], &p["attempt"])
+                    );
+                }
+                let status = |name: &str| {
+                    let r = reports.iter().find(|r| r["name"] == name).unwrap();
+                    r["status"].as_str().unwrap().to_string()
+                };
+                rounds.push((status("check"), status("slow")));
+                told.clear();
+            }
+            _ => {}
+        }
+    }
+    assert!(
+        told.is_empty(),
+        "gate events after the last round: {told:?}"
     );
+    assert_eq!(
+        rounds,
+        [
+            ("fail".to_string(), "not-run".to_string()),
+            ("pass".to_string(), "not-run".to_string())
+        ]
+    );
+    // The journal holds the same lines.
+    assert_eq!(journal_text(&jsonl), r.stdout);
+
+    // Plain lines (not a terminal), the same gates before each round's line.
+    let (_d2, plain) = world(spec_with_gate_rounds()).await;
+    let r = supervisor(&plain, &["run", "1"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    let rounds: Vec<usize> = (lines.iter().enumerate())
+        .filter(|(_, l)| l.contains("]   gates after Implementation"))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(rounds.len(), 2, "{}", r.stderr);
+    let mut from = 0;
+    for (n, &at) in rounds.iter().enumerate() {
+        let gates: Vec<&str> = lines[from..at]
+            .iter()
+            .filter_map(|l| l.split_once("]   ").map(|(_, g)| g))
+            .filter(|g| !g.starts_with("gates after"))
+            .collect();
+        assert_eq!(gates.len(), 4, "one line per gate: {gates:?}\n{}", r.stderr);
+        let line = |name: &str| {
+            gates
+                .iter()
+                .find(|g| g.split(' ').nth(1) == Some(name))
+                .unwrap_or_else(|| panic!("no line for {name}: {gates:?}"))
+                .to_string()
+        };
+        assert!(line("ci").starts_with("✔ ci · pass · "), "{gates:?}");
+        assert!(
+            line("slow").starts_with("⊘ slow · not run: `sleep 10` did not finish within 1 s"),
+            "{gates:?}"
+        );
+        let check = line("check");
+        if n == 0 {
+            assert!(check.starts_with("✖ check · fail: "), "{check}");
+        } else {
+            assert!(check.starts_with("✔ check · pass · "), "{check}");
+        }
+        assert!(!r.stderr.contains('\u{1b}'), "no colour into a pipe");
+        from = at + 1;
+    }
+}
+
+/// On a terminal the round's live line gains each gate's mark as it finishes (the slow gate still
+/// running meanwhile), and the marks stay under the round's verdict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_terminal_the_rounds_line_shows_each_gate_as_it_finishes() {
+    let (_d, coloured) = world(spec_with_gate_rounds()).await;
+    let screen = tokio::task::block_in_place(|| {
+        let mut t = on_terminal(&coloured, &["run", "1"]);
+        t.expect("gates after Implementation (attempt 1) · ");
+        // The slow gate is not run only after a second: the line shows the others first.
+        t.expect("\u{1b}[31m✖\u{1b}[0m check 0.0 s");
+        t.expect(" · 1 running");
+        t.expect("\u{1b}[35m⊘\u{1b}[0m slow not run");
+        let (status, screen) = t.finish();
+        assert_eq!(status.code(), Some(0), "{screen}");
+        screen
+    });
+    // What stays on the screen: each round's verdict, its gates' marks beneath it.
+    let lines: Vec<&str> = (screen.split(['\r', '\n']))
+        .flat_map(|l| l.split("\u{1b}[2K"))
+        .collect();
+    let marks_under = |verdict: &str| {
+        let at = (lines.iter().position(|l| l.starts_with(verdict)))
+            .unwrap_or_else(|| panic!("no `{verdict}` in {screen:?}"));
+        lines[at + 1..]
+            .iter()
+            .find(|l| l.starts_with("    "))
+            .unwrap()
+            .to_string()
+    };
+    let first = marks_under(
+        "  gates after Implementation (attempt 1): blocked; failing: check; not run: slow",
+    );
+    for mark in [
+        "\u{1b}[32m✔\u{1b}[0m ci ",
+        "\u{1b}[31m✖\u{1b}[0m check ",
+        "\u{1b}[35m⊘\u{1b}[0m slow not run",
+    ] {
+        assert!(first.contains(mark), "{mark:?} not in {first:?}");
+    }
+    let second = marks_under("  gates after Implementation (attempt 2): not-blocked");
+    assert!(
+        second.contains("\u{1b}[32m✔\u{1b}[0m check ") && !second.contains('✖'),
+        "{second:?}"
+    );
+}
+
+/// `supervisor gates` shows each gate on a line of its own as it finishes, before the report:
+/// its mark coloured on a terminal, not under `NO_COLOR`, nor into a pipe.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gates_command_shows_each_gate_as_it_finishes() {
+    let (_d, world) = world(spec_with_gate_rounds()).await;
+    // The main branch has no src/hours.ts: `check` fails.
+    let args = ["gates", "--only", "check,ci"];
+    let r = supervisor(&world, &args).await;
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    let check = (lines
+        .iter()
+        .position(|l| l.starts_with("  ✖ check · fail: ")))
+    .unwrap_or_else(|| panic!("{}", r.stderr));
+    // Without GitHub the CI gate is not run, and says so: never a pass.
+    let ci = (lines
+        .iter()
+        .position(|l| l.starts_with("  ⊘ ci · not run: no GitHub connection")))
+    .unwrap_or_else(|| panic!("{}", r.stderr));
+    let verdict = (lines
+        .iter()
+        .position(|l| l.starts_with("verdict: blocked by check")))
+    .unwrap_or_else(|| panic!("{}", r.stderr));
+    assert!(check.max(ci) < verdict, "{}", r.stderr);
+    assert!(!r.stderr.contains('\u{1b}'), "no colour into a pipe");
+    tokio::task::block_in_place(|| {
+        let (status, screen) = on_terminal(&world, &args).finish();
+        assert_eq!(status.code(), Some(1), "{screen}");
+        assert!(
+            screen.contains("  \u{1b}[31m✖\u{1b}[0m check · fail: "),
+            "{screen:?}"
+        );
+        let mut cmd = command(&world, &args);
+        cmd.env("TERM", "xterm-256color").env("NO_COLOR", "1");
+        let (status, screen) = Pty::spawn(cmd).finish();
+        assert_eq!(status.code(), Some(1), "{screen}");
+        assert!(screen.contains("  ✖ check · fail: "), "{screen:?}");
+        assert!(
+            !screen.contains('\u{1b}'),
+            "no colour under NO_COLOR: {screen:?}"
+        );
+    });
 }

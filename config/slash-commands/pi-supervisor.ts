@@ -21,6 +21,12 @@ function describe(e: Entry): string | undefined {
     case "agent-finished":
       const exit = typeof p.stats.exit === "string" ? p.stats.exit : Object.keys(p.stats.exit ?? {})[0];
       return `  ${p.stats.agent}: ${exit}, ${p.stats.usage?.total ?? 0} tokens`;
+    case "gate-finished": {
+      const r = p.report ?? {};
+      const marks: Record<string, string> = { pass: "✔", fail: "✖", warn: "!", "not-applicable": "–", "not-run": "⊘" };
+      const why = r.status === "not-run" && r.reason ? `: ${r.reason}` : "";
+      return `    ${marks[r.status] ?? "?"} ${r.name} ${r.status}${why}`;
+    }
     case "gates-finished": {
       const gates = (p.reports ?? []).map((r: any) => `${r.name} ${r.status}`);
       return `  gates: ${gates.join(", ")}`;

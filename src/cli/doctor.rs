@@ -82,7 +82,21 @@ pub(super) fn client(project: &Project) -> (Option<GitHub>, Credentials) {
     let Ok(cfg) = ClientConfig::from_env(project.settings.repo.clone(), &process_env) else {
         return (None, Credentials::None);
     };
-    let credentials = if cfg.app.is_some() {
+    let credentials = credentials_of(&cfg);
+    if credentials == Credentials::None {
+        return (None, credentials);
+    }
+    (GitHub::new(cfg).ok(), credentials)
+}
+
+/// What the environment's credentials are, without a client (which loads the system's roots).
+pub(super) fn credentials(project: &Project) -> Credentials {
+    ClientConfig::from_env(project.settings.repo.clone(), &process_env)
+        .map_or(Credentials::None, |cfg| credentials_of(&cfg))
+}
+
+fn credentials_of(cfg: &ClientConfig) -> Credentials {
+    if cfg.app.is_some() {
         Credentials::App
     } else if let Some(t) = &cfg.token {
         Credentials::Token {
@@ -91,11 +105,7 @@ pub(super) fn client(project: &Project) -> (Option<GitHub>, Credentials) {
         }
     } else {
         Credentials::None
-    };
-    if credentials == Credentials::None {
-        return (None, credentials);
     }
-    (GitHub::new(cfg).ok(), credentials)
 }
 
 async fn push_auth(gh: &GitHub) -> PushAuth {

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use crate::config::{GateKind, GateSettings, Hook, SETTINGS_PATHS, Workflow};
 use crate::gates::{
-    ChangeSet, CiContext, ExcludeGlobs, GateContext, GateSession, NoCiConnection, ToolEnv, Verdict,
-    default_hook, run_gates, verdict, worktree_root,
+    ChangeSet, CiContext, ExcludeGlobs, GateContext, GateReport, GateSession, NoCiConnection,
+    ToolEnv, Verdict, default_hook, run_gates_reporting, verdict, worktree_root,
 };
 use crate::pipeline::{Project, process_env};
 use crate::report;
@@ -207,8 +207,15 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
             },
         );
     }
+    // Each gate as it finishes, as `supervisor run` shows it; the full report follows.
+    let colour = report::colour_on_stderr();
+    let tell = |_: usize, r: &GateReport| {
+        if !json {
+            errln!("{}", report::gate_finished_line(r, colour));
+        }
+    };
     let reports = runtime.block_on(async {
-        let reports = run_gates(&hooks, &ctx).await;
+        let reports = run_gates_reporting(&hooks, &ctx, tell).await;
         ctx.session.shutdown().await;
         reports
     });

@@ -14,7 +14,7 @@ use super::run::{canonical, runtime};
 use super::{EXIT_GITHUB, EXIT_OK, EXIT_USAGE};
 use crate::agent::DEFAULT_AGENTS;
 use crate::config::{DEFAULT_WORKFLOW, RepoSlug, SETTINGS_PATHS, WORKFLOW_PATH, Workflow};
-use crate::doctor::{map_columns, with_missing};
+use crate::doctor::{ColumnPlan, map_columns, with_missing};
 use crate::github::{BoardRef, ClientConfig, GitHub, GitHubError};
 use crate::pipeline::{Project, process_env};
 
@@ -48,7 +48,7 @@ pub struct InitArgs {
     /// list: the change is shown first and applied with --yes).
     #[arg(long)]
     pub add_columns: bool,
-    /// Apply what needs confirming (the board's option changes).
+    /// Apply what needs confirming (the board's option changes), and ask nothing.
     #[arg(long)]
     pub yes: bool,
     /// Install `/supervisor <issue>` for pi (`.pi/extensions/supervisor/index.ts`) and Claude Code
@@ -59,9 +59,6 @@ pub struct InitArgs {
     /// (`.supervisor/agents/*.md`) into the repository for editing; files already there are kept.
     #[arg(long)]
     pub copy_workflow: bool,
-    /// Ask for what the flags leave open even when stdin is not a terminal.
-    #[arg(long, hide = true)]
-    pub prompt: bool,
 }
 
 /// The slash commands `--slash-commands` installs: path in the repository, content.
@@ -182,8 +179,31 @@ fn origin_slug(root: &Path) -> Option<RepoSlug> {
 /// Whether to ask for what the flags leave open: on a terminal (stdin and stderr), never with --yes.
 fn interactive(args: &InitArgs) -> bool {
     use std::io::IsTerminal;
-    !args.yes
-        && (args.prompt || (std::io::stdin().is_terminal() && std::io::stderr().is_terminal()))
+    !args.yes && std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
+}
+
+/// The repository: `--repo`, else the one `origin` names — asked for on a terminal, with it as
+/// the default.
+fn which_repo(
+    args: &InitArgs,
+    root: &Path,
+    prompt: Option<&mut Prompt>,
+) -> Result<RepoSlug, Refusal> {
+    if let Some(r) = &args.repo {
+        return RepoSlug::parse(r)
+            .ok_or_else(|| usage(format!("--repo {r} is not of the form owner/name")));
+    }
+    let found = origin_slug(root);
+    match prompt {
+        Some(p) => {
+            let default = found.map(|r| r.to_string()).unwrap_or_default();
+            p.ask("GitHub repository, owner/name", &default, RepoSlug::parse)
+                .map_err(usage)
+        }
+        None => found.ok_or_else(|| {
+            usage("cannot tell the GitHub repository from the `origin` remote; give it with --repo OWNER/NAME")
+        }),
+    }
 }
 
 /// The `supervisor.projectNumber` the settings file at `path` already holds.
@@ -256,19 +276,13 @@ async fn init(mut args: InitArgs) -> Result<(), Refusal> {
         .map(|p| root.join(p))
         .find(|p| p.is_file())
         .unwrap_or_else(|| root.join(SETTINGS_PATHS[1]));
-    let repo = match &args.repo {
-        Some(r) => RepoSlug::parse(r)
-            .ok_or_else(|| usage(format!("--repo {r} is not of the form owner/name")))?,
-        None => origin_slug(&root).ok_or_else(|| {
-            usage("cannot tell the GitHub repository from the `origin` remote; give it with --repo OWNER/NAME")
-        })?,
-    };
+    let mut prompt = interactive(&args).then(Prompt::terminal);
+    let repo = which_repo(&args, &root, prompt.as_mut())?;
     let cfg = ClientConfig::from_env(repo.clone(), &process_env)?;
     if !cfg.has_credentials() {
         return Err(Refusal(GitHubError::NoCredentials.to_string(), EXIT_GITHUB));
     }
     let gh = GitHub::new(cfg)?;
-    let mut prompt = interactive(&args).then(Prompt::terminal);
     let codeowners = if args.codeowners.is_empty() {
         let me = gh.viewer().await?.login;
         match &mut prompt {
@@ -422,26 +436,17 @@ async fn existing_board(
             plan.columns.insert(stage.to_string(), option.to_string());
         }
     }
+    if let Some(p) = prompt.as_deref_mut() {
+        ask_columns(p, stages, &options, &mut plan)?;
+    }
     for (stage, option) in &plan.columns {
         errln!("  {stage} → \"{option}\"");
     }
     if plan.missing.is_empty() {
         return Ok(plan.columns);
     }
-    let add = args.add_columns
-        || match prompt.as_deref_mut() {
-            Some(p) => p
-                .confirm(
-                    &format!(
-                        "The board has no column for {}: add them (the change is shown first)?",
-                        plan.missing.join(", ")
-                    ),
-                    false,
-                )
-                .map_err(usage)?,
-            None => false,
-        };
-    if !add {
+    // On a terminal each missing stage was asked about: those left are to be added.
+    if !args.add_columns && prompt.is_none() {
         return Err(usage(format!(
             "the board has no column for {}; add them with --add-columns (the change is shown first), or name existing options with --column STAGE=OPTION",
             plan.missing.join(", ")
@@ -464,6 +469,51 @@ async fn existing_board(
     gh.set_status_options(&field, &new).await?;
     errln!("added the columns {}", plan.missing.join(", "));
     Ok(plan.columns)
+}
+
+/// Ask which of the board's free options holds each stage the names did not map, or whether to
+/// add it; the answers go into `plan`.
+fn ask_columns(
+    p: &mut Prompt,
+    stages: &[String],
+    options: &[String],
+    plan: &mut ColumnPlan,
+) -> Result<(), Refusal> {
+    for stage in stages {
+        if !plan.missing.contains(stage) {
+            continue;
+        }
+        let used: Vec<&String> = (stages.iter())
+            .filter(|s| !plan.missing.contains(s))
+            .map(|s| plan.columns.get(s).unwrap_or(s))
+            .collect();
+        let free: Vec<&String> = (options.iter())
+            .filter(|o| !used.iter().any(|u| u.eq_ignore_ascii_case(o)))
+            .collect();
+        if free.is_empty() {
+            continue;
+        }
+        let names: Vec<&str> = free.iter().map(|o| o.as_str()).collect();
+        let question = format!(
+            "Board column for {stage}: one of {}, or add a new one",
+            names.join(", ")
+        );
+        let answer = p
+            .ask(&question, "add", |a| {
+                if a.eq_ignore_ascii_case("add") {
+                    return Some(None);
+                }
+                free.iter()
+                    .find(|o| o.eq_ignore_ascii_case(a.trim()))
+                    .map(|o| Some((*o).clone()))
+            })
+            .map_err(usage)?;
+        if let Some(option) = answer {
+            plan.missing.retain(|s| s != stage);
+            plan.columns.insert(stage.clone(), option);
+        }
+    }
+    Ok(())
 }
 
 /// Write `block`'s keys into the `supervisor` block of the settings file at `path`, keeping what

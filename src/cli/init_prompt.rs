@@ -47,7 +47,8 @@ impl Prompt {
         )
     }
 
-    /// Ask `question` until `read` accepts the answer (an empty one is `default`).
+    /// Ask `question` until `read` accepts the answer (an empty one is `default`; with no
+    /// default an answer is needed).
     pub fn ask<T>(
         &mut self,
         question: &str,
@@ -55,7 +56,10 @@ impl Prompt {
         read: impl Fn(&str) -> Option<T>,
     ) -> Result<T, String> {
         loop {
-            let _ = write!(self.output, "{question} [{default}]: ");
+            let _ = match default {
+                "" => write!(self.output, "{question}: "),
+                _ => write!(self.output, "{question} [{default}]: "),
+            };
             let _ = self.output.flush();
             let mut line = String::new();
             match self.input.read_line(&mut line) {
@@ -72,6 +76,9 @@ impl Prompt {
             };
             match read(answer) {
                 Some(value) => return Ok(value),
+                None if answer.is_empty() => {
+                    let _ = writeln!(self.output, "  an answer is needed");
+                }
                 None => {
                     let _ = writeln!(self.output, "  `{answer}` is not one of the answers");
                 }

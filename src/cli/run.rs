@@ -161,7 +161,7 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
         Ok(gh) => gh,
         Err(e) => return github_failure(&e, args.flags.json, args.issue, actions),
     };
-    let (_, credentials) = super::doctor::client(&project);
+    let credentials = super::doctor::credentials(&project);
     let shutdown = match Shutdown::install() {
         Ok(s) => s,
         Err(e) => {

@@ -181,15 +181,33 @@ pub async fn examine(s: &Subject<'_>) -> Findings {
     let mut f = Findings::default();
     let settings = &s.project.settings;
     f.checks.push(credentials_check(&s.credentials));
-    if let Some(gh) = s.github {
-        github_checks(s, gh, &mut f).await;
-    }
     let ws = WorkspaceConfig::from_settings(&s.project.root, settings);
-    f.checks.push(push_check(&ws, s.push_auth).await);
-    if s.agents {
-        f.checks.extend(agent_checks(s.project).await);
-    }
-    f.checks.extend(gate_checks(s.project, &s.agent_env).await);
+    // GitHub's answers, the push over the network and the tools' versions are awaited together;
+    // the checks are listed in the same order whichever comes first.
+    let github = async {
+        let mut g = Findings::default();
+        if let Some(gh) = s.github {
+            github_checks(s, gh, &mut g).await;
+        }
+        g.checks
+    };
+    let agents = async {
+        if s.agents {
+            agent_checks(s.project).await
+        } else {
+            Vec::new()
+        }
+    };
+    let (github, push, agents, gates) = tokio::join!(
+        github,
+        push_check(&ws, s.push_auth),
+        agents,
+        gate_checks(s.project, &s.agent_env)
+    );
+    f.checks.extend(github);
+    f.checks.push(push);
+    f.checks.extend(agents);
+    f.checks.extend(gates);
     f.checks.push(worktree_root_check(&ws.worktree_root));
     f
 }

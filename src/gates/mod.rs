@@ -40,7 +40,7 @@ pub use ci::{CiContext, CiError, CiPoll, CiRun, CiSource, NoCiConnection};
 pub use duplicates::{CloneType, classify_clone};
 pub use report::{Finding, FindingSeverity, GateReport, GateStatus, NotRunCause, Verdict, verdict};
 pub use session::GateSession;
-pub use tool::{ToolLocation, find_on_path};
+pub use tool::{ToolLocation, find_on_path, truncate_chars};
 pub use trust::{ToolEnv, main_checkout_of};
 
 /// The tools a gate of `kind` runs, each with where it was found in `ctx` or why it was not:
@@ -287,22 +287,36 @@ pub fn default_hook(kind: GateKind) -> Hook {
 /// Run every hook's gate concurrently; reports come back in hook order. A gate that panics, is
 /// cancelled or overruns its deadline is `NotRun`, never `Pass`.
 pub async fn run_gates(hooks: &[Hook], ctx: &GateContext) -> Vec<GateReport> {
-    run_gates_with(hooks, ctx, gate_for).await
+    run_gates_reporting(hooks, ctx, |_, _| {}).await
 }
 
-/// [`run_gates`] with the gate of each kind chosen by `resolve` (tests substitute misbehaving gates).
+/// [`run_gates`], telling `finished` of each gate as it finishes (its index in `hooks` and its
+/// report), in the order they finish: every hook once, before the reports come back.
+pub async fn run_gates_reporting(
+    hooks: &[Hook],
+    ctx: &GateContext,
+    finished: impl FnMut(usize, &GateReport) + Send,
+) -> Vec<GateReport> {
+    run_gates_with(hooks, ctx, gate_for, finished).await
+}
+
+/// [`run_gates_reporting`] with the gate of each kind chosen by `resolve` (tests substitute
+/// misbehaving gates).
 async fn run_gates_with(
     hooks: &[Hook],
     ctx: &GateContext,
     resolve: fn(GateKind) -> &'static dyn Gate,
+    mut finished: impl FnMut(usize, &GateReport) + Send,
 ) -> Vec<GateReport> {
     let shared = match ctx.effective() {
         Ok(ctx) => Arc::new(ctx),
         Err(e) => {
-            return hooks
+            let reports: Vec<GateReport> = hooks
                 .iter()
                 .map(|hook| unusable_exclude(hook, &e))
                 .collect();
+            reports.iter().enumerate().for_each(|(i, r)| finished(i, r));
+            return reports;
         }
     };
     // Gates run side by side; dropping this future (a stop) aborts every one of them, and their
@@ -320,8 +334,8 @@ async fn run_gates_with(
     let started = Instant::now();
     let mut done: Vec<Option<GateReport>> = vec![None; hooks.len()];
     while let Some(joined) = set.join_next_with_id().await {
-        match joined {
-            Ok((id, report)) => done[ids[&id]] = Some(report),
+        let (i, report) = match joined {
+            Ok((id, report)) => (ids[&id], report),
             Err(e) => {
                 let i = ids[&e.id()];
                 let hook = &hooks[i];
@@ -331,13 +345,12 @@ async fn run_gates_with(
                     "the gate was cancelled before it finished".to_string()
                 };
                 tracing::error!(gate = %hook.name, %reason, "gate did not finish");
-                done[i] = Some(report_from(
-                    hook,
-                    GateOutcome::not_run(reason),
-                    started.elapsed(),
-                ));
+                let report = report_from(hook, GateOutcome::not_run(reason), started.elapsed());
+                (i, report)
             }
-        }
+        };
+        finished(i, &report);
+        done[i] = Some(report);
     }
     done.into_iter().flatten().collect()
 }
@@ -506,8 +519,15 @@ mod tests {
         let mut tsc = default_hook(GateKind::Tsc);
         tsc.required = true;
         let hooks = vec![tsc, default_hook(GateKind::Traceability)];
-        let reports = run_gates_with(&hooks, &test_context(), resolve).await;
+        let mut told = Vec::new();
+        let reports = run_gates_with(&hooks, &test_context(), resolve, |i, r: &GateReport| {
+            told.push((i, r.clone()))
+        })
+        .await;
         assert_eq!(reports.len(), 2);
+        // Each gate is told as it finishes, the crashed one as not run.
+        told.sort_by_key(|(i, _)| *i);
+        assert_eq!(told, vec![(0, reports[0].clone()), (1, reports[1].clone())]);
         assert_eq!(
             reports[0].status,
             GateStatus::NotRun("the gate crashed: index out of bounds in the parser".into())
@@ -538,7 +558,7 @@ mod tests {
         }
         let mut renamed = default_hook(GateKind::DeadCode);
         renamed.name = "unused code".into();
-        let reports = run_gates_with(&[renamed], &test_context(), resolve).await;
+        let reports = run_gates_with(&[renamed], &test_context(), resolve, |_, _| {}).await;
         assert_eq!(reports[0].status, GateStatus::Fail);
         assert!(
             dead_code_requires_uncommit(&reports),
@@ -548,7 +568,7 @@ mod tests {
         let mut knip = default_hook(GateKind::Command);
         knip.name = "knip".into();
         knip.run = Some("npx knip".into());
-        let reports = run_gates_with(&[knip], &test_context(), resolve).await;
+        let reports = run_gates_with(&[knip], &test_context(), resolve, |_, _| {}).await;
         assert_eq!(reports[0].status, GateStatus::Fail);
         assert!(
             !dead_code_requires_uncommit(&reports),
@@ -565,7 +585,12 @@ mod tests {
         ctx.settings.exclude = vec!["src/[ab.ts".into()];
         let mut required = default_hook(GateKind::Traceability);
         required.required = true;
-        let reports = run_gates_with(&[required.clone()], &ctx, resolve).await;
+        let mut told = Vec::new();
+        let reports = run_gates_with(&[required.clone()], &ctx, resolve, |i, r: &GateReport| {
+            told.push((i, r.status.clone()))
+        })
+        .await;
+        assert_eq!(told, vec![(0, reports[0].status.clone())]);
         let single = run_gate(&required, &ctx).await;
         for r in [&reports[0], &single] {
             let GateStatus::NotRun(reason) = &r.status else {

@@ -283,6 +283,10 @@ pub enum Input {
     BodyUpdated(Result<(), String>),
 }
 
+/// Where [`Effects::run_gates`] sends each gate's report as it finishes, with the gate's index in
+/// the round's hooks: the engine journals it at once (`gate-finished`).
+pub type GateFeed = tokio::sync::mpsc::UnboundedSender<(usize, GateReport)>;
+
 /// The world the engine acts on. Fatal failures (the run cannot go on, running again resumes it)
 /// are `Err(RunError)`; failures the engine decides about come back inside the `Ok` value.
 pub trait Effects: Send {
@@ -343,10 +347,13 @@ pub trait Effects: Send {
         dispatch: &Dispatch,
         cancel: &CancellationToken,
     ) -> impl Future<Output = AgentRun> + Send;
+    /// Run the gates of `hooks`, sending each gate's report through `finished` as it finishes
+    /// (its index in `hooks` with it); the reports, in hook order, at the end.
     fn run_gates(
         &mut self,
         hooks: &[Hook],
         issue: &IssueText,
+        finished: GateFeed,
         cancel: &CancellationToken,
     ) -> impl Future<Output = Vec<GateReport>> + Send;
 

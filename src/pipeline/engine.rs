@@ -9,7 +9,8 @@ use super::effects::{Effect, Effects, Input};
 use super::journal::{Event, Journal, JournalError};
 use super::machine::{Machine, Next};
 use super::summary::{RunEnd, RunSummary, exit};
-use crate::config::ConfigError;
+use crate::config::{ConfigError, Hook};
+use crate::gates::GateReport;
 use crate::github::GitHubError;
 use crate::workspace::WorkspaceError;
 
@@ -95,7 +96,7 @@ pub async fn drive<E: Effects>(
         input = if cancel.is_cancelled() && effect.starts_work() {
             Input::Cancelled
         } else {
-            match perform(machine, effects, effect, cancel).await {
+            match perform(machine, effects, journal, effect, cancel).await {
                 Ok(input) => input,
                 Err(e) => return Err(fail(machine, effects, journal, e).await),
             }
@@ -143,9 +144,63 @@ fn unless_stopped<T>(
     }
 }
 
+/// Run a round of gates (the `hooks` of leaving `stage` on its `attempt`), journaling each gate as
+/// it finishes (`gate-finished`, in the order they finish) before the round's reports go to the
+/// machine. A gate the effects did not tell of one by one is journaled when the round ends, so
+/// every gate has its event before the round's.
+async fn gate_round<E: Effects>(
+    machine: &Machine,
+    fx: &mut E,
+    journal: &mut Journal,
+    (stage, attempt, hooks): (String, u32, Vec<Hook>),
+    cancel: &CancellationToken,
+) -> Result<Input, RunError> {
+    let text = machine.issue_text().expect("the issue is fetched first");
+    let (feed, mut finished) = tokio::sync::mpsc::unbounded_channel();
+    let mut told = vec![false; hooks.len()];
+    let mut tell = |(i, report): (usize, GateReport)| -> Result<(), JournalError> {
+        if told.get(i).copied() != Some(false) {
+            return Ok(());
+        }
+        told[i] = true;
+        journal.record(Event::GateFinished {
+            stage: stage.clone(),
+            attempt,
+            report,
+        })
+    };
+    let reports = {
+        let gates = fx.run_gates(&hooks, &text, feed, cancel);
+        tokio::pin!(gates);
+        loop {
+            tokio::select! {
+                biased;
+                Some(one) = finished.recv() => tell(one)?,
+                reports = &mut gates => break reports,
+            }
+        }
+    };
+    while let Ok(one) = finished.try_recv() {
+        tell(one)?;
+    }
+    // Gates a stop cut short said nothing about the change.
+    if cancel.is_cancelled() {
+        return Ok(Input::Cancelled);
+    }
+    for (i, report) in reports.iter().enumerate() {
+        tell((i, report.clone()))?;
+    }
+    Ok(Input::Gates {
+        stage,
+        attempt,
+        reports,
+    })
+}
+
 async fn perform<E: Effects>(
     machine: &Machine,
     fx: &mut E,
+    journal: &mut Journal,
     effect: Effect,
     cancel: &CancellationToken,
 ) -> Result<Input, RunError> {
@@ -189,19 +244,7 @@ async fn perform<E: Effects>(
             stage,
             attempt,
             hooks,
-        } => {
-            let text = machine.issue_text().expect("the issue is fetched first");
-            let reports = fx.run_gates(&hooks, &text, cancel).await;
-            // Gates a stop cut short said nothing about the change.
-            if cancel.is_cancelled() {
-                return Ok(Input::Cancelled);
-            }
-            Input::Gates {
-                stage,
-                attempt,
-                reports,
-            }
-        }
+        } => return gate_round(machine, fx, journal, (stage, attempt, hooks), cancel).await,
         Effect::UndoCommit => unless_stopped(fx.undo_commit().await, cancel, Input::Undone),
         Effect::CloseIssue { marker, text } => {
             fx.close_issue(number, &marker, &text).await?;

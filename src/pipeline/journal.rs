@@ -109,6 +109,13 @@ pub enum Event {
     Pushed {
         sha: String,
     },
+    /// One gate of the round under way finished (in the order they finish); the round's
+    /// `gates-finished` follows once all have.
+    GateFinished {
+        stage: String,
+        attempt: u32,
+        report: GateReport,
+    },
     GatesFinished {
         stage: String,
         attempt: u32,

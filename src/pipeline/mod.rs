@@ -19,8 +19,8 @@ pub use decide::{
     Transition, TransitionKind, decide, plan,
 };
 pub use effects::{
-    Cleanup, CommitResult, Context, Dispatch, Effect, Effects, Input, PrRequest, TaskSpec, Text,
-    ThreadAnswer, WorktreeInfo,
+    Cleanup, CommitResult, Context, Dispatch, Effect, Effects, GateFeed, Input, PrRequest,
+    TaskSpec, Text, ThreadAnswer, WorktreeInfo,
 };
 pub use engine::{RunError, RunOptions, drive};
 pub use history::{LastWord, RunRecord, RunStatus, find_run, prune_runs, read_runs};

@@ -27,7 +27,7 @@ fn status_text(r: &GateReport) -> String {
     }
 }
 
-fn duration_text(ms: u64) -> String {
+pub(super) fn duration_text(ms: u64) -> String {
     if ms < 60_000 {
         format!("{:.1} s", ms as f64 / 1000.0)
     } else {

@@ -136,7 +136,10 @@ fn event_line(event: &Event) -> Option<String> {
             "GitHub: pull request {} {url}",
             if *created { "opened" } else { "found" }
         ),
-        Event::Mergeability { .. } | Event::BaseMerged { .. } => return None,
+        // The round's line names each gate.
+        Event::GateFinished { .. } | Event::Mergeability { .. } | Event::BaseMerged { .. } => {
+            return None;
+        }
         Event::IssueClosed => "GitHub: issue closed as already resolved".into(),
         Event::Warning { message } => format!("warning: {message}"),
         Event::Stopped { reason } => format!("stopped: {reason}"),

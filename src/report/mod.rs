@@ -25,7 +25,9 @@ pub use gates::{
     verdict_text,
 };
 pub use history::{runs_text, timeline_text, why_text};
-pub use progress::{progress_lines, progress_status};
+pub use progress::{
+    colour_on_stderr, gate_finished_line, gate_mark, progress_lines, progress_status,
+};
 pub use summary::{run_map, summary_headline, summary_text};
 pub use task::{MAX_NOTE_CHARS, TaskInput, build_task, task_text};
 pub use tracking::{TrackingLinks, tracking_text};

@@ -2,9 +2,71 @@
 //! gate round, the pull request, the end) and the status of the agent at work.
 
 use super::comments::human_tokens;
+use super::gates::duration_text;
 use super::summary::headline;
 use crate::agent::Pulse;
+use crate::gates::{GateReport, GateStatus, truncate_chars};
 use crate::pipeline::{GateRound, Progress, StageMark};
+
+/// Whether text on stderr may be coloured: a terminal, and no `NO_COLOR`
+/// (<https://no-color.org>: set and not empty).
+pub fn colour_on_stderr() -> bool {
+    std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// A finished gate's mark and its ANSI colour: ✔ pass, ✖ fail, ! warn, – n/a, ⊘ not run.
+fn mark_of(status: &GateStatus) -> (&'static str, &'static str) {
+    match status {
+        GateStatus::Pass => ("✔", "32"),
+        GateStatus::Fail => ("✖", "31"),
+        GateStatus::Warn => ("!", "33"),
+        GateStatus::NotApplicable => ("–", "2"),
+        GateStatus::NotRun(_) => ("⊘", "35"),
+    }
+}
+
+fn painted(mark: &str, code: &str, colour: bool) -> String {
+    if colour {
+        format!("\x1b[{code}m{mark}\x1b[0m")
+    } else {
+        mark.to_string()
+    }
+}
+
+/// A finished gate in a round's live line: `✔ tsc 1.2 s`, `✖ lint 0.1 s`, `⊘ lsp not run`.
+pub fn gate_mark(r: &GateReport, colour: bool) -> String {
+    let (mark, code) = mark_of(&r.status);
+    let mark = painted(mark, code, colour);
+    match &r.status {
+        GateStatus::NotRun(_) => format!("{mark} {} not run", r.name),
+        GateStatus::NotApplicable => format!("{mark} {} n/a", r.name),
+        _ => format!("{mark} {} {}", r.name, duration_text(r.duration_ms)),
+    }
+}
+
+/// A finished gate on a line of its own: `  ✔ tsc · pass · 1.2 s`, with why when it did not pass
+/// (`  ⊘ lsp · not run (required): typescript-language-server not found · 0.0 s`).
+pub fn gate_finished_line(r: &GateReport, colour: bool) -> String {
+    let (mark, code) = mark_of(&r.status);
+    let label = match &r.status {
+        GateStatus::NotRun(reason) if r.required => format!("not run (required): {reason}"),
+        GateStatus::Fail | GateStatus::Warn => {
+            let why = truncate_chars(r.summary.lines().next().unwrap_or_default(), 160);
+            match why.as_str() {
+                "" => r.status.label(),
+                why => format!("{}: {why}", r.status.label()),
+            }
+        }
+        other => other.label(),
+    };
+    format!(
+        "  {} {} · {label} · {}",
+        painted(mark, code, colour),
+        r.name,
+        duration_text(r.duration_ms)
+    )
+}
 
 /// What changed from `prev` (none: the first view) to `next`, one line each.
 pub fn progress_lines(prev: Option<&Progress>, next: &Progress) -> Vec<String> {
@@ -101,6 +163,45 @@ pub fn progress_status(p: &Progress, pulse: Option<&Pulse>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::GateKind;
+
+    #[test]
+    fn a_finished_gate_shows_its_mark_time_and_why_never_a_pass_when_it_did_not_run() {
+        let report = |status: GateStatus, summary: &str, required: bool| GateReport {
+            duration_ms: 2_340,
+            summary: summary.into(),
+            required,
+            ..GateReport::new(GateKind::Tsc, "tsc", status)
+        };
+        let pass = report(GateStatus::Pass, "0 errors", false);
+        assert_eq!(gate_mark(&pass, false), "✔ tsc 2.3 s");
+        assert_eq!(gate_mark(&pass, true), "\x1b[32m✔\x1b[0m tsc 2.3 s");
+        assert_eq!(gate_finished_line(&pass, false), "  ✔ tsc · pass · 2.3 s");
+        let fail = report(GateStatus::Fail, "3 errors\nmore", false);
+        assert_eq!(gate_mark(&fail, false), "✖ tsc 2.3 s");
+        assert_eq!(
+            gate_finished_line(&fail, false),
+            "  ✖ tsc · fail: 3 errors · 2.3 s"
+        );
+        let missing = GateStatus::NotRun("tsc not found".into());
+        let optional = report(missing.clone(), "tsc not found", false);
+        assert_eq!(gate_mark(&optional, false), "⊘ tsc not run");
+        assert_eq!(
+            gate_finished_line(&optional, false),
+            "  ⊘ tsc · not run: tsc not found · 2.3 s"
+        );
+        let required = report(missing, "tsc not found", true);
+        assert_eq!(
+            gate_finished_line(&required, true),
+            "  \x1b[35m⊘\x1b[0m tsc · not run (required): tsc not found · 2.3 s"
+        );
+        let long = report(GateStatus::Warn, &"x".repeat(300), false);
+        let line = gate_finished_line(&long, false);
+        assert!(
+            line.starts_with("  ! tsc · warn: xxx") && line.ends_with("x… · 2.3 s"),
+            "{line}"
+        );
+    }
     use crate::gates::Verdict;
     use crate::pipeline::RunEnd;
 

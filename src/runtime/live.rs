@@ -16,8 +16,8 @@ use crate::github::{
     BoardItem, BoardRef, Comment, GitHub, Issue, Marker, NewPullRequest, PullRequest, TRACKING_KIND,
 };
 use crate::pipeline::{
-    Cleanup, CommitResult, Context, Dispatch, Effects, GitHubChecks, PrRequest, Progress, Project,
-    RunError, Text, ThreadAnswer, WorktreeInfo,
+    Cleanup, CommitResult, Context, Dispatch, Effects, GateFeed, GitHubChecks, PrRequest, Progress,
+    Project, RunError, Text, ThreadAnswer, WorktreeInfo,
 };
 use crate::report;
 use crate::workspace::{
@@ -624,14 +624,22 @@ impl Effects for LiveEffects {
         &mut self,
         hooks: &[Hook],
         issue: &IssueText,
+        finished: GateFeed,
         cancel: &CancellationToken,
     ) -> Vec<GateReport> {
         let Some(wt) = self.wt.clone() else {
             return Vec::new();
         };
         let ctx = self.gate_context(&wt, issue).await;
+        // Each gate shows as it finishes, on the terminal and (through the engine) in the journal.
+        let console = &mut self.console;
+        console.gates_started(hooks.len());
+        let tell = |i: usize, report: &GateReport| {
+            console.gate_finished(report);
+            let _ = finished.send((i, report.clone()));
+        };
         tokio::select! {
-            reports = gates::run_gates(hooks, &ctx) => reports,
+            reports = gates::run_gates_reporting(hooks, &ctx, tell) => reports,
             _ = cancel.cancelled() => Vec::new(),
         }
     }

@@ -22,9 +22,9 @@ use supervisor::github::{
     ReviewThread, body_blockers,
 };
 use supervisor::pipeline::{
-    Cleanup, CommitResult, Context, Dispatch, Effects, Entry, Event, Journal, Machine, PrRequest,
-    Progress, Project, RunError, RunOptions, RunSummary, Text, ThreadAnswer, WorktreeInfo, drive,
-    read_entries, runs_dir,
+    Cleanup, CommitResult, Context, Dispatch, Effects, Entry, Event, GateFeed, Journal, Machine,
+    PrRequest, Progress, Project, RunError, RunOptions, RunSummary, Text, ThreadAnswer,
+    WorktreeInfo, drive, read_entries, runs_dir,
 };
 use supervisor::report;
 use supervisor::sandbox::{CommentSeed, PullSeed, ReviewCommentSeed, SandboxState, SeedState};
@@ -1029,6 +1029,7 @@ impl Effects for FakeEffects {
         &mut self,
         hooks: &[Hook],
         _issue: &IssueText,
+        finished: GateFeed,
         _cancel: &CancellationToken,
     ) -> Vec<GateReport> {
         self.enter("gates").await;
@@ -1040,10 +1041,15 @@ impl Effects for FakeEffects {
             .files
             .clone()
             .unwrap_or_default();
-        let reports = hooks
+        let reports: Vec<GateReport> = hooks
             .iter()
             .map(|h| (self.world.gates)(h, &files))
             .collect();
+        // The last gate is told first, as a slow first gate would leave it; the others are left
+        // to the engine to journal when the round ends.
+        if let Some(last) = reports.len().checked_sub(1) {
+            let _ = finished.send((last, reports[last].clone()));
+        }
         self.leave().await;
         reports
     }
