@@ -53,14 +53,7 @@ async fn round() -> Round {
                 .find_map(|l| l.strip_prefix("VmHWM:"))
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
             {
-                Some(kb) => {
-                    if kb > peak {
-                        if let Ok(m) = std::fs::read_to_string(format!("/proc/{pid}/smaps")) {
-                            let _ = std::fs::write("/tmp/smaps.txt", m);
-                        }
-                    }
-                    peak = peak.max(kb)
-                }
+                Some(kb) => peak = peak.max(kb),
                 None => break, // a zombie: the run has ended
             }
             std::thread::sleep(std::time::Duration::from_millis(1));
