@@ -6,7 +6,8 @@ use std::process::Command;
 
 use supervisor::workspace::{
     Checkpoint, Dependencies, MergeOutcome, PushAuth, Reuse, WorkspaceConfig, WorkspaceError,
-    Worktree, cleanup, ensure_worktree, ensure_worktree_staged, prune_stale, setup, setup_staged,
+    Worktree, cleanup, ensure_worktree, ensure_worktree_staged, prune_stale, push_probe, setup,
+    setup_staged,
 };
 
 /// Run git for test set-up; panics with git's message on failure.
@@ -750,4 +751,36 @@ fn a_stale_record_elsewhere_does_not_hold_the_branch() {
     assert_eq!(again.origin, Reuse::ExistingBranch);
     assert!(again.path.starts_with(w.root.join("moved")));
     assert!(again.path.join("README.md").is_file());
+}
+
+#[test]
+fn the_push_probe_sends_nothing_and_names_an_unreachable_remote() {
+    let w = World::new();
+    push_probe(&w.cfg, &PushAuth::None).unwrap();
+    assert_eq!(w.remote_ref("worktree-git-issue-preflight"), None);
+    // The remote's URL as the repository's configuration spells it, through `insteadOf`.
+    let gone = w.root.join("gone.git");
+    git(
+        &w.repo,
+        &["remote", "set-url", "origin", "elsewhere:gone.git"],
+    );
+    git(
+        &w.repo,
+        &[
+            "config",
+            &format!("url.{}/.insteadOf", w.root.display()),
+            "elsewhere:",
+        ],
+    );
+    let err = push_probe(&w.cfg, &PushAuth::None).unwrap_err().to_string();
+    assert!(err.contains("push"), "{err}");
+    assert!(
+        err.contains(gone.to_str().unwrap()) || err.contains("gone.git"),
+        "{err}"
+    );
+    git(
+        &w.repo,
+        &["remote", "set-url", "origin", "elsewhere:remote.git"],
+    );
+    push_probe(&w.cfg, &PushAuth::None).unwrap();
 }

@@ -111,8 +111,7 @@ fn fetch_remote_branch<'r>(
     branch: &str,
     auth: &PushAuth,
 ) -> Option<git2::Commit<'r>> {
-    let remote = repo.find_remote(&cfg.remote).ok()?;
-    let url = remote.url().ok().map(str::to_string);
+    let url = configured_url(repo, &cfg.remote);
     let tracking = format!("refs/remotes/{}/{branch}", cfg.remote);
     let refspec = format!("+refs/heads/{branch}:{tracking}");
     Git::new(&cfg.repo_root, &cfg.git_config)
@@ -121,6 +120,16 @@ fn fetch_remote_branch<'r>(
         .run(&["fetch", "--quiet", "--", &cfg.remote, &refspec])
         .ok()?;
     repo.find_reference(&tracking).ok()?.peel_to_commit().ok()
+}
+
+/// The URL the repository's configuration gives `remote` (with `url.*.insteadOf` applied);
+/// `None` when there is no such remote.
+fn configured_url(repo: &Repository, remote: &str) -> Option<String> {
+    repo.find_remote(remote)
+        .ok()?
+        .url()
+        .ok()
+        .map(str::to_string)
 }
 
 /// Make (or find) the worktree of `issue`: at `<worktree_root>/<branch>` on branch
@@ -601,11 +610,9 @@ impl Worktree {
 /// Whether the credentials may push to the repository's remote: `git push --dry-run` of the
 /// current commit to a branch under `branch_prefix` (nothing is sent). The error is git's answer.
 pub fn push_probe(ws: &WorkspaceConfig, auth: &PushAuth) -> Result<(), WorkspaceError> {
-    let git = Git::new(&ws.repo_root, &ws.git_config);
-    let url = git
-        .run(&["remote", "get-url", "--", &ws.remote])
+    let url = open(&ws.repo_root)
         .ok()
-        .map(|u| u.trim().to_string());
+        .and_then(|repo| configured_url(&repo, &ws.remote));
     let refspec = format!("HEAD:refs/heads/{}preflight", ws.branch_prefix);
     Git::new(&ws.repo_root, &ws.git_config)
         .with_auth(auth, url.as_deref())?
