@@ -246,14 +246,15 @@ impl Effects for LiveEffects {
     }
 
     async fn fetch_context(&mut self, issue: &Issue) -> Result<Context, RunError> {
-        let board = self
-            .gh
-            .board_item(&self.board_ref(), issue.number)
-            .await?
-            .map(|b| self.as_stages(b));
-        let blockers = self.gh.open_blockers(issue).await?;
-        let comments = self.gh.list_comments(issue.number).await?;
-        let editors = self.gh.issue_editors(issue.number).await?;
+        // Four independent reads, asked together.
+        let board_ref = self.board_ref();
+        let (board, blockers, comments, editors) = tokio::try_join!(
+            self.gh.board_item(&board_ref, issue.number),
+            self.gh.open_blockers(issue),
+            self.gh.list_comments(issue.number),
+            self.gh.issue_editors(issue.number),
+        )?;
+        let board = board.map(|b| self.as_stages(b));
         // Asked once per run: only comments by this login are supervisor's.
         if self.viewer.is_none() {
             self.viewer = Some(self.gh.viewer_login().await?);
