@@ -80,9 +80,7 @@ pub async fn drive<E: Effects>(
     let mut input = Input::Start;
     loop {
         let step = machine.step(input);
-        for event in step.events {
-            journal.record(event)?;
-        }
+        journal.record_all(step.events)?;
         let effect = match step.next {
             Next::Effect(effect) => effect,
             Next::End(end) => {

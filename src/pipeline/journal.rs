@@ -328,16 +328,33 @@ impl Journal {
 
     /// Append an event and flush it to disk before returning.
     pub fn record(&mut self, event: Event) -> Result<(), JournalError> {
-        let entry = Entry {
-            v: FORMAT,
-            seq: self.next_seq,
-            time: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-            event,
-        };
-        let mut line = serde_json::to_string(&entry).expect("events serialise");
-        line.push('\n');
+        self.record_all(vec![event])
+    }
+
+    /// Append a step's events, then flush them to disk together before returning (one sync for
+    /// the step: what it decided is on disk before anything acts on it). A crash mid-write leaves
+    /// whole lines and at most one torn last line, which reading drops.
+    pub fn record_all(&mut self, events: Vec<Event>) -> Result<(), JournalError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let time = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+        let mut lines = String::new();
+        let first = self.entries.len();
+        for event in events {
+            let entry = Entry {
+                v: FORMAT,
+                seq: self.next_seq,
+                time: time.clone(),
+                event,
+            };
+            lines.push_str(&serde_json::to_string(&entry).expect("events serialise"));
+            lines.push('\n');
+            self.next_seq += 1;
+            self.entries.push(entry);
+        }
         if let Some(Mirror(w)) = self.mirror.as_mut() {
-            if w.write_all(line.as_bytes())
+            if w.write_all(lines.as_bytes())
                 .and_then(|_| w.flush())
                 .is_err()
             {
@@ -345,15 +362,19 @@ impl Journal {
             }
         }
         if let Some(file) = self.file.as_mut() {
-            file.write_all(line.as_bytes())
+            if let Err(source) = file
+                .write_all(lines.as_bytes())
                 .and_then(|_| file.sync_data())
-                .map_err(|source| JournalError::Write {
+            {
+                // Not on disk: not recorded.
+                self.next_seq -= (self.entries.len() - first) as u64;
+                self.entries.truncate(first);
+                return Err(JournalError::Write {
                     path: self.path.clone(),
                     source,
-                })?;
+                });
+            }
         }
-        self.next_seq += 1;
-        self.entries.push(entry);
         Ok(())
     }
 }
@@ -464,6 +485,30 @@ mod tests {
         })
         .unwrap();
         assert_eq!(j.entries().last().unwrap().seq, 3);
+    }
+
+    #[test]
+    fn a_steps_events_are_recorded_together_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = Journal::open(dir.path(), "s").unwrap();
+        j.record(Event::IssueClosed).unwrap();
+        j.record_all(vec![
+            Event::Warning {
+                message: "one".into(),
+            },
+            Event::Warning {
+                message: "two".into(),
+            },
+        ])
+        .unwrap();
+        j.record_all(Vec::new()).unwrap();
+        let read = read_entries(j.path()).unwrap();
+        assert_eq!(
+            read.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
+        assert_eq!(read, j.entries());
+        assert_eq!(read[1].time, read[2].time);
     }
 
     #[test]
