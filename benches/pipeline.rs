@@ -38,7 +38,14 @@ fn release_binary() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let target = root.join("target/bench-release");
     let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .args(["build", "--release", "--locked", "--bin", "supervisor", "--target-dir"])
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "--bin",
+            "supervisor",
+            "--target-dir",
+        ])
         .arg(&target)
         .current_dir(root)
         .status()
