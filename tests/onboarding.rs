@@ -613,6 +613,75 @@ async fn init_maps_an_existing_board_and_adds_columns_only_when_told() {
     assert_eq!(card(&world).as_deref(), Some("Done"));
 }
 
+/// Running `init` again on a board it already mapped keeps the saved `columns`: nothing is asked
+/// again and nothing is refused; a saved option the board no longer has is not kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_again_keeps_the_boards_saved_columns() {
+    let (_d, world) = world(spec()).await;
+    board_options(
+        &world,
+        &[
+            "Backlog",
+            "Research",
+            "Architecture",
+            "TestDesign",
+            "Build",
+            "Audit",
+            "Done",
+        ],
+        Some("Backlog"),
+    );
+    let base = [
+        "init",
+        "--repo",
+        "demo-org/durations",
+        "--project-number",
+        "1",
+        "--codeowners",
+        "alice",
+    ];
+    let first: Vec<&str> = base
+        .iter()
+        .copied()
+        .chain(["--column", "Implementation=Build"])
+        .collect();
+    let r = supervisor(&world, &first).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let saved = serde_json::json!({ "Implementation": "Build" });
+    assert_eq!(settings_block(&world)["columns"], saved);
+
+    let r = supervisor(&world, &base).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("Implementation → \"Build\""),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(settings_block(&world)["columns"], saved);
+
+    // The option was renamed on the board: the saved mapping no longer holds.
+    board_options(
+        &world,
+        &[
+            "Backlog",
+            "Research",
+            "Architecture",
+            "TestDesign",
+            "Building",
+            "Audit",
+            "Done",
+        ],
+        Some("Backlog"),
+    );
+    let r = supervisor(&world, &base).await;
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("no column for Implementation"),
+        "{}",
+        r.stderr
+    );
+}
+
 /// Point `origin` at the repository on GitHub, where `init` reads it from (the world's pushes go
 /// to a local remote; `init` pushes nothing).
 fn origin_on_github(world: &World) {

@@ -208,9 +208,33 @@ fn which_repo(
 
 /// The `supervisor.projectNumber` the settings file at `path` already holds.
 fn current_board(path: &Path) -> Option<u64> {
+    current_block(path)?["projectNumber"].as_u64()
+}
+
+/// The `supervisor` block of the settings file at `path`, when it reads.
+fn current_block(path: &Path) -> Option<Value> {
     let text = std::fs::read_to_string(path).ok()?;
-    let doc: Value = serde_json::from_str(text.trim_start_matches('\u{feff}')).ok()?;
-    doc["supervisor"]["projectNumber"].as_u64()
+    let mut doc: Value = serde_json::from_str(text.trim_start_matches('\u{feff}')).ok()?;
+    Some(doc["supervisor"].take())
+}
+
+/// The stage → option mapping the settings already hold for board `number` of `owner` (the
+/// repository's owner when `projectOwner` is absent): choices made by an earlier `init`.
+fn saved_columns(path: &Path, owner: &str, number: u64) -> BTreeMap<String, String> {
+    let Some(block) = current_block(path) else {
+        return BTreeMap::new();
+    };
+    let saved_owner = block["projectOwner"].as_str().or_else(|| {
+        block["repo"]
+            .as_str()
+            .and_then(|r| r.split_once('/').map(|(o, _)| o))
+    });
+    if block["projectNumber"].as_u64() != Some(number)
+        || !saved_owner.is_some_and(|o| o.eq_ignore_ascii_case(owner))
+    {
+        return BTreeMap::new();
+    }
+    serde_json::from_value(block["columns"].clone()).unwrap_or_default()
 }
 
 /// Ask for the board and the extras the flags did not settle; `true` when the board is skipped.
@@ -311,7 +335,16 @@ async fn init(mut args: InitArgs) -> Result<(), Refusal> {
     let board = if args.create_board {
         Some(create_board(&gh, &repo, &owner, args.board_title.as_deref(), &stages).await?)
     } else if let Some(number) = args.project_number {
-        let columns = existing_board(&gh, &args, prompt.as_mut(), &owner, number, &stages).await?;
+        let saved = saved_columns(&settings_path, &owner, number);
+        let columns = existing_board(
+            &gh,
+            &args,
+            prompt.as_mut(),
+            (&owner, number),
+            &saved,
+            &stages,
+        )
+        .await?;
         Some((number, columns))
     } else if skip_board {
         None
@@ -399,8 +432,8 @@ async fn existing_board(
     gh: &GitHub,
     args: &InitArgs,
     mut prompt: Option<&mut Prompt>,
-    owner: &str,
-    number: u64,
+    (owner, number): (&str, u64),
+    saved: &BTreeMap<String, String>,
     stages: &[String],
 ) -> Result<BTreeMap<String, String>, Refusal> {
     let board_ref = BoardRef {
@@ -411,6 +444,13 @@ async fn existing_board(
     let (_, field, options) = gh.board_field(&board_ref).await?;
     let options: Vec<String> = options.into_iter().map(|o| o.name).collect();
     let mut plan = map_columns(stages, &options);
+    // What an earlier `init` saved for this board still holds where the board has that option;
+    // `--column` overrides it, and only what is left unmapped is asked about.
+    for (stage, option) in saved {
+        if stages.contains(stage) && options.contains(option) {
+            assign(&mut plan, stage, option);
+        }
+    }
     for pair in &args.column {
         let (stage, option) = pair.split_once('=').ok_or_else(|| {
             usage(format!(
@@ -429,12 +469,7 @@ async fn existing_board(
                 options.join(", ")
             )));
         }
-        plan.missing.retain(|s| s != stage);
-        if stage == option {
-            plan.columns.remove(stage);
-        } else {
-            plan.columns.insert(stage.to_string(), option.to_string());
-        }
+        assign(&mut plan, stage, option);
     }
     if let Some(p) = prompt.as_deref_mut() {
         ask_columns(p, stages, &options, &mut plan)?;
@@ -469,6 +504,16 @@ async fn existing_board(
     gh.set_status_options(&field, &new).await?;
     errln!("added the columns {}", plan.missing.join(", "));
     Ok(plan.columns)
+}
+
+/// Stage `stage` is held by the board's `option`.
+fn assign(plan: &mut ColumnPlan, stage: &str, option: &str) {
+    plan.missing.retain(|s| s != stage);
+    if stage == option {
+        plan.columns.remove(stage);
+    } else {
+        plan.columns.insert(stage.to_string(), option.to_string());
+    }
 }
 
 /// Ask which of the board's free options holds each stage the names did not map, or whether to
