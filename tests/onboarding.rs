@@ -221,6 +221,17 @@ async fn a_stopped_run_is_listed_shown_and_explained() {
 }
 
 /// The board's options, replacing the built-in workflow's column names.
+/// `init` on the sandbox's board #1 with alice as the codeowner.
+const INIT_BOARD_1: [&str; 7] = [
+    "init",
+    "--repo",
+    "demo-org/durations",
+    "--project-number",
+    "1",
+    "--codeowners",
+    "alice",
+];
+
 fn board_options(world: &World, options: &[&str], card: Option<&str>) {
     world.sandbox.with_state(|s| {
         let board = s.board.as_mut().unwrap();
@@ -536,19 +547,7 @@ async fn init_creates_a_board_and_the_first_run_reaches_a_pull_request() {
     assert!(ignore.lines().any(|l| l == ".supervisor/runs/"), "{ignore}");
 
     // The issue is alice's: make her a codeowner too, as a newcomer would edit the file.
-    let r = supervisor(
-        &world,
-        &[
-            "init",
-            "--repo",
-            "demo-org/durations",
-            "--project-number",
-            "1",
-            "--codeowners",
-            "alice",
-        ],
-    )
-    .await;
+    let r = supervisor(&world, &INIT_BOARD_1).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     let (r, v) = doctor(&world, &[]).await;
     assert_eq!(r.code, 0, "{v}");
@@ -564,15 +563,7 @@ async fn init_creates_a_board_and_the_first_run_reaches_a_pull_request() {
 async fn init_maps_an_existing_board_and_adds_columns_only_when_told() {
     let (_d, world) = world(spec()).await;
     board_options(&world, &["Todo", "In Progress", "Done"], Some("Todo"));
-    let base = [
-        "init",
-        "--repo",
-        "demo-org/durations",
-        "--project-number",
-        "1",
-        "--codeowners",
-        "alice",
-    ];
+    let base = INIT_BOARD_1;
     let r = supervisor(&world, &base).await;
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(
@@ -618,28 +609,24 @@ async fn init_maps_an_existing_board_and_adds_columns_only_when_told() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn init_again_keeps_the_boards_saved_columns() {
     let (_d, world) = world(spec()).await;
-    board_options(
-        &world,
-        &[
-            "Backlog",
-            "Research",
-            "Architecture",
-            "TestDesign",
-            "Build",
-            "Audit",
-            "Done",
-        ],
-        Some("Backlog"),
-    );
-    let base = [
-        "init",
-        "--repo",
-        "demo-org/durations",
-        "--project-number",
-        "1",
-        "--codeowners",
-        "alice",
-    ];
+    // Every stage has an option of its name but Implementation, whose option is `implementation`.
+    let board = |implementation: &str| {
+        board_options(
+            &world,
+            &[
+                "Backlog",
+                "Research",
+                "Architecture",
+                "TestDesign",
+                implementation,
+                "Audit",
+                "Done",
+            ],
+            Some("Backlog"),
+        )
+    };
+    board("Build");
+    let base = INIT_BOARD_1;
     let first: Vec<&str> = base
         .iter()
         .copied()
@@ -660,19 +647,7 @@ async fn init_again_keeps_the_boards_saved_columns() {
     assert_eq!(settings_block(&world)["columns"], saved);
 
     // The option was renamed on the board: the saved mapping no longer holds.
-    board_options(
-        &world,
-        &[
-            "Backlog",
-            "Research",
-            "Architecture",
-            "TestDesign",
-            "Building",
-            "Audit",
-            "Done",
-        ],
-        Some("Backlog"),
-    );
+    board("Building");
     let r = supervisor(&world, &base).await;
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(

@@ -206,11 +206,6 @@ fn which_repo(
     }
 }
 
-/// The `supervisor.projectNumber` the settings file at `path` already holds.
-fn current_board(path: &Path) -> Option<u64> {
-    current_block(path)?["projectNumber"].as_u64()
-}
-
 /// The `supervisor` block of the settings file at `path`, when it reads.
 fn current_block(path: &Path) -> Option<Value> {
     let text = std::fs::read_to_string(path).ok()?;
@@ -220,8 +215,8 @@ fn current_block(path: &Path) -> Option<Value> {
 
 /// The stage → option mapping the settings already hold for board `number` of `owner` (the
 /// repository's owner when `projectOwner` is absent): choices made by an earlier `init`.
-fn saved_columns(path: &Path, owner: &str, number: u64) -> BTreeMap<String, String> {
-    let Some(block) = current_block(path) else {
+fn saved_columns(block: Option<&Value>, owner: &str, number: u64) -> BTreeMap<String, String> {
+    let Some(block) = block else {
         return BTreeMap::new();
     };
     let saved_owner = block["projectOwner"].as_str().or_else(|| {
@@ -321,9 +316,10 @@ async fn init(mut args: InitArgs) -> Result<(), Refusal> {
     } else {
         args.codeowners.clone()
     };
-    let current = current_board(&settings_path);
+    let current = current_block(&settings_path);
+    let current_board = current.as_ref().and_then(|b| b["projectNumber"].as_u64());
     let skip_board = match &mut prompt {
-        Some(p) => ask_the_rest(p, &mut args, current)?,
+        Some(p) => ask_the_rest(p, &mut args, current_board)?,
         None => false,
     };
     install_extras(&root, &args)?;
@@ -335,7 +331,7 @@ async fn init(mut args: InitArgs) -> Result<(), Refusal> {
     let board = if args.create_board {
         Some(create_board(&gh, &repo, &owner, args.board_title.as_deref(), &stages).await?)
     } else if let Some(number) = args.project_number {
-        let saved = saved_columns(&settings_path, &owner, number);
+        let saved = saved_columns(current.as_ref(), &owner, number);
         let columns = existing_board(
             &gh,
             &args,
@@ -368,7 +364,7 @@ async fn init(mut args: InitArgs) -> Result<(), Refusal> {
     write_settings(&settings_path, &block)?;
     ignore_runs(&root)?;
     errln!("wrote {}", settings_path.display());
-    if board.is_none() && current.is_none() {
+    if board.is_none() && current_board.is_none() {
         errln!(
             "no board yet: `supervisor init --create-board` or `--project-number N` sets it (until then `check` and `run` say projectNumber is missing)"
         );
@@ -554,8 +550,7 @@ fn ask_columns(
             })
             .map_err(usage)?;
         if let Some(option) = answer {
-            plan.missing.retain(|s| s != stage);
-            plan.columns.insert(stage.clone(), option);
+            assign(plan, stage, &option);
         }
     }
     Ok(())
