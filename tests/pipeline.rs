@@ -790,6 +790,39 @@ async fn dry_run_writes_nothing() {
     assert!(run_dirs(&world).is_empty(), "a dry run keeps no journal");
 }
 
+/// The push probe runs before anything is written, beside the client's making: a remote that
+/// cannot be pushed to stops the run with the failed check named, and GitHub is only read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_that_cannot_be_pushed_to_stops_the_run_before_anything_is_written() {
+    let (_d, world) = world(spec()).await;
+    let gone = world.dir.join("no-such-remote.git");
+    supervisor::demo::git(
+        &world.repo,
+        &["remote", "set-url", "origin", gone.to_str().unwrap()],
+    )
+    .unwrap();
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("refused before writing anything"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("✖ push"), "{}", r.stderr);
+    assert!(r.stderr.contains("no-such-remote.git"), "{}", r.stderr);
+    assert_eq!(comments(&world).len(), 2, "nothing posted");
+    assert_eq!(column(&world).as_deref(), Some("Backlog"));
+    assert!(!worktree(&world).exists());
+    assert!(run_dirs(&world).is_empty(), "no journal");
+    let writes: Vec<String> = world
+        .sandbox
+        .request_counts()
+        .into_keys()
+        .filter(|route| !route.starts_with("GET ") && route != "POST /graphql ProjectBoard")
+        .collect();
+    assert!(writes.is_empty(), "GitHub was only read: {writes:?}");
+}
+
 /// Poll the journal until `pred` holds (the run writes it as it goes).
 async fn wait_for(world: &World, what: &str, pred: impl Fn(&[Entry]) -> bool) {
     let deadline = std::time::Instant::now() + Duration::from_secs(60);

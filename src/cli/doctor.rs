@@ -8,7 +8,7 @@ use clap::Args;
 use super::output::{err, errln, outln};
 use super::run::{canonical, runtime};
 use super::{EXIT_OK, EXIT_USAGE};
-use crate::doctor::{Credentials, Findings, Subject, TokenKind, examine};
+use crate::doctor::{Credentials, Findings, PushCheck, Subject, TokenKind, examine};
 use crate::github::{ClientConfig, GitHub};
 use crate::pipeline::{Project, process_env};
 use crate::report;
@@ -50,13 +50,10 @@ pub fn run(args: DoctorArgs) -> u8 {
             Some(gh) => push_auth(gh).await,
             None => PushAuth::None,
         };
-        examine(&subject(
-            &project,
-            github.as_ref(),
-            credentials,
-            &push_auth,
-            true,
-        ))
+        examine(
+            &subject(&project, github.as_ref(), credentials, &push_auth, true),
+            None,
+        )
         .await
     });
     if args.json {
@@ -140,14 +137,12 @@ pub(super) async fn preflight(
     github: &GitHub,
     credentials: Credentials,
     push_auth: &PushAuth,
+    started_push: Option<PushCheck>,
 ) -> Option<Findings> {
-    let findings = examine(&subject(
-        project,
-        Some(github),
-        credentials,
-        push_auth,
-        false,
-    ))
+    let findings = examine(
+        &subject(project, Some(github), credentials, push_auth, false),
+        started_push,
+    )
     .await;
     if findings.passed() {
         return None;

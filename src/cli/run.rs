@@ -7,11 +7,12 @@ use clap::Args;
 use super::actions::ActionsOutput;
 use super::output::{err, errln, outln};
 use super::{EXIT_GITHUB, EXIT_STOPPED, EXIT_USAGE};
-use crate::github::{ClientConfig, GitHub, GitHubError};
+use crate::config::RepoSlug;
+use crate::github::{ClientConfig, GitCredentials, GitHub, GitHubError, Token};
 use crate::pipeline::{Project, RunEnd, RunOptions, RunSummary, process_env};
 use crate::report;
 use crate::runtime::{ProgressMode, Services, run_issue, run_revision};
-use crate::workspace::{PushAuth, Shutdown};
+use crate::workspace::{PushAuth, Shutdown, WorkspaceConfig};
 
 /// What `run` and `revise` share.
 #[derive(Debug, Args)]
@@ -154,10 +155,29 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
             return code;
         }
     }
+    // The client is built (the system's root certificates read) while the agent CLIs are checked;
+    // it sends nothing until they can run. A token's pushes need no client: once the agents can
+    // run, the push probe starts beside the rest of the client's making.
+    let repo = project.settings.repo.clone();
+    let (token_tx, token_rx) = tokio::sync::oneshot::channel();
+    let connecting = tokio::task::spawn_blocking(move || connect_to(repo, Some(token_tx)));
     if let Err(code) = agents_can_run(&project, args.flags.json, args.issue, actions).await {
         return code;
     }
-    let gh = match connect(&project) {
+    let early_push = token_rx.await.ok().map(|token| {
+        let has_token = token.is_some();
+        let auth = push_auth_with(GitCredentials::fixed(token), has_token);
+        crate::doctor::start_push_check(
+            WorkspaceConfig::from_settings(&project.root, &project.settings),
+            auth,
+        )
+    });
+    let connected = connecting.await.unwrap_or_else(|e| {
+        Err(GitHubError::Config(format!(
+            "building the GitHub client failed: {e}"
+        )))
+    });
+    let gh = match connected {
         Ok(gh) => gh,
         Err(e) => return github_failure(&e, args.flags.json, args.issue, actions),
     };
@@ -182,7 +202,9 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
         Ok(auth) => auth,
         Err(e) => return github_failure(&e, args.flags.json, args.issue, actions),
     };
-    if let Some(findings) = super::doctor::preflight(&project, &gh, credentials, &push_auth).await {
+    let preflight =
+        super::doctor::preflight(&project, &gh, credentials, &push_auth, early_push).await;
+    if let Some(findings) = preflight {
         if args.flags.json {
             outln!(
                 "{}",
@@ -256,15 +278,19 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
 /// How pushes authenticate: they ask for a token each time, since a GitHub App's installation
 /// token expires within the hour. `PushAuth::None` when there is no token.
 pub(super) async fn push_auth(gh: &GitHub, has_token: bool) -> Result<PushAuth, GitHubError> {
-    let creds = gh.git_credentials().await?;
+    Ok(push_auth_with(gh.git_credentials().await?, has_token))
+}
+
+/// Pushes that ask `creds` for their token; `PushAuth::None` when there is no token.
+fn push_auth_with(creds: GitCredentials, has_token: bool) -> PushAuth {
     if !has_token {
-        return Ok(PushAuth::None);
+        return PushAuth::None;
     }
-    Ok(PushAuth::provider(move || match creds.token() {
+    PushAuth::provider(move || match creds.token() {
         Ok(Some(t)) => Ok(t.expose().to_string()),
         Ok(None) => Err("no GitHub token to push with".to_string()),
         Err(e) => Err(e.to_string()),
-    }))
+    })
 }
 
 /// `Err(text)` when the workflow's agent CLIs cannot run; warnings are printed.
@@ -336,9 +362,21 @@ fn refuse_requester(project: &Project, issue: u64, login: &str) -> Option<RunSum
 
 /// The GitHub client of a project, from the environment's credentials and API URL.
 pub(super) fn connect(project: &Project) -> Result<GitHub, GitHubError> {
-    let cfg = ClientConfig::from_env(project.settings.repo.clone(), &process_env)?;
+    connect_to(project.settings.repo.clone(), None)
+}
+
+/// A client for `repo` with the credentials and API URL of the environment. When the credentials
+/// are a token (not a GitHub App), it goes to `token` first, before the client is built.
+fn connect_to(
+    repo: RepoSlug,
+    token: Option<tokio::sync::oneshot::Sender<Option<Token>>>,
+) -> Result<GitHub, GitHubError> {
+    let cfg = ClientConfig::from_env(repo, &process_env)?;
     if !cfg.has_credentials() {
         return Err(GitHubError::NoCredentials);
+    }
+    if let (Some(tx), None) = (token, &cfg.app) {
+        let _ = tx.send(cfg.token.clone());
     }
     GitHub::new(cfg)
 }

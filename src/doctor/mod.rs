@@ -176,8 +176,9 @@ const TOKEN_FIX: &str = "export GH_TOKEN=<a classic token with the repo and proj
     (https://github.com/settings/tokens), or `gh auth login --scopes project`, or a GitHub App \
     (SUPERVISOR_APP_ID and SUPERVISOR_APP_PRIVATE_KEY); see the README, GitHub access";
 
-/// Run every check.
-pub async fn examine(s: &Subject<'_>) -> Findings {
+/// Run every check; the push check is `started_push` when it was started already (see
+/// [`start_push_check`]).
+pub async fn examine(s: &Subject<'_>, started_push: Option<PushCheck>) -> Findings {
     let mut f = Findings::default();
     let settings = &s.project.settings;
     f.checks.push(credentials_check(&s.credentials));
@@ -198,12 +199,16 @@ pub async fn examine(s: &Subject<'_>) -> Findings {
             Vec::new()
         }
     };
-    let (github, push, agents, gates) = tokio::join!(
-        github,
-        push_check(&ws, s.push_auth),
-        agents,
-        gate_checks(s.project, &s.agent_env)
-    );
+    let push = async {
+        match started_push {
+            Some(started) => started.await.unwrap_or_else(|e| {
+                Check::fail("push", format!("the push probe failed: {e}"), "run again")
+            }),
+            None => push_check(&ws, s.push_auth).await,
+        }
+    };
+    let (github, push, agents, gates) =
+        tokio::join!(github, push, agents, gate_checks(s.project, &s.agent_env));
     f.checks.extend(github);
     f.checks.push(push);
     f.checks.extend(agents);
@@ -464,6 +469,14 @@ fn columns_check(project: &Project, options: &[String]) -> Check {
         format!("no column on the board for {}", missing.join(", ")),
         "run `supervisor init`: it maps stages to the board's columns (the `columns` setting, e.g. { \"Backlog\": \"Todo\" }) and, with --add-columns, adds the missing ones",
     )
+}
+
+/// A push check under way.
+pub type PushCheck = tokio::task::JoinHandle<Check>;
+
+/// Start the push check (`git push --dry-run`) now, to hand to [`examine`] later.
+pub fn start_push_check(ws: WorkspaceConfig, auth: PushAuth) -> PushCheck {
+    tokio::spawn(async move { push_check(&ws, &auth).await })
 }
 
 async fn push_check(ws: &WorkspaceConfig, auth: &PushAuth) -> Check {
