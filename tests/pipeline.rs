@@ -273,9 +273,26 @@ async fn happy_path() {
     assert!(!worktree(&world).exists());
     let requests = world.sandbox.request_total();
     assert!(
-        requests <= 20,
+        requests <= 18,
         "{requests} requests: {:?}",
         world.sandbox.request_counts()
+    );
+    // The base's head is in the branch: the merge is a fast-forward, clean without asking GitHub.
+    assert!(
+        journal(&world).iter().any(|e| matches!(
+            e.event,
+            Event::Mergeability {
+                mergeable: Some(true)
+            }
+        )),
+        "mergeability recorded"
+    );
+    assert_eq!(
+        world
+            .sandbox
+            .request_counts()
+            .get("GET /repos/{owner}/{repo}/pulls/{number}"),
+        None
     );
 }
 

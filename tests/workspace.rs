@@ -364,6 +364,31 @@ fn fallbacks_reuse_what_is_ours_and_refuse_the_rest() {
     ));
 }
 
+/// A pull request whose base head is in the branch merges as a fast-forward: `reaches` proves it
+/// from the commits here, and refuses what it cannot see (a base that moved on, a bad sha).
+#[test]
+fn a_base_head_in_the_branch_is_reached() {
+    let w = World::new();
+    let wt = ensure_worktree(&w.cfg, 6).unwrap();
+    let base = wt.head_sha().unwrap();
+    std::fs::write(wt.path.join("mine.txt"), "mine\n").unwrap();
+    wt.commit_all("mine").unwrap().unwrap();
+    let head = wt.head_sha().unwrap();
+    assert!(wt.reaches(&head, &base));
+    assert!(wt.reaches(&head, &head));
+    assert!(
+        !wt.reaches(&base, &head),
+        "the base does not hold the branch's commit"
+    );
+    w.upstream_commit("theirs.txt", "theirs\n");
+    let moved = git(&w.root.join("other"), &["rev-parse", "HEAD"]);
+    assert!(
+        !wt.reaches(&head, moved.trim()),
+        "a base head not fetched here"
+    );
+    assert!(!wt.reaches(&head, "not-a-sha"));
+}
+
 #[test]
 fn merging_the_base_branch() {
     let w = World::new();

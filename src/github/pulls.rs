@@ -49,6 +49,7 @@ impl WirePull {
             head: self.head.name,
             head_sha: self.head.sha,
             base: self.base.name,
+            base_sha: self.base.sha,
             title: self.title,
             body: self.body.unwrap_or_default(),
             draft: self.draft.unwrap_or(false),

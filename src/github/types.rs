@@ -119,6 +119,9 @@ pub struct PullRequest {
     pub head_sha: String,
     /// Base branch name.
     pub base: String,
+    /// The base branch's head as GitHub saw it for this answer.
+    #[serde(default)]
+    pub base_sha: String,
     pub title: String,
     pub body: String,
     pub draft: bool,

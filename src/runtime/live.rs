@@ -43,6 +43,8 @@ pub struct LiveEffects {
     /// The login supervisor posts as; only its comments' markers count.
     viewer: Option<String>,
     wt: Option<Worktree>,
+    /// The pull request this run opened or found: its number, head and base commits.
+    opened: Option<(u64, String, String)>,
     /// Revising a pull request: pushes never rewrite the branch's history.
     revising: bool,
     /// Shared with the recorder of the run's process groups, which writes them into it.
@@ -90,6 +92,7 @@ impl LiveEffects {
             comments: Vec::new(),
             viewer: None,
             wt: None,
+            opened: None,
             revising: false,
             checkpoint: Arc::default(),
             tracker: None,
@@ -335,14 +338,26 @@ impl Effects for LiveEffects {
             body,
             draft: pr.draft,
         };
-        self.gh
+        let (pull, created) = self
+            .gh
             .find_or_create_pr(&new)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        self.opened = Some((pull.number, pull.head_sha.clone(), pull.base_sha.clone()));
+        Ok((pull, created))
     }
 
     async fn mergeable(&mut self, number: u64) -> Result<Option<bool>, String> {
-        // GitHub computes mergeability in the background: read until it is known (bounded).
+        // When the base's head GitHub answered with is in the branch, the merge is a fast-forward:
+        // clean, whatever GitHub has computed so far.
+        if let (Some((n, head, base)), Some(wt)) = (self.opened.clone(), self.wt.clone()) {
+            let fast_forward =
+                n == number && blocking(&self.cancel, move || Ok(wt.reaches(&head, &base))).await?;
+            if fast_forward {
+                return Ok(Some(true));
+            }
+        }
+        // Otherwise GitHub computes it in the background: read until it is known (bounded).
         let poll = self.gh.mergeable_poll();
         self.gh
             .mergeable(number, &poll)

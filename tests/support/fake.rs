@@ -768,6 +768,7 @@ impl Effects for FakeEffects {
                 head: seed.head,
                 head_sha: String::new(),
                 base: seed.base,
+                base_sha: String::new(),
                 title: seed.title,
                 body: seed.body,
                 draft: seed.draft,
