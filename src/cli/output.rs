@@ -20,14 +20,17 @@ pub fn stderr(args: fmt::Arguments<'_>, newline: bool) {
     write(&mut io::stderr().lock(), args, newline, &STDERR_GONE);
 }
 
+/// The text goes out in one write: stderr is unbuffered, and a line written piece by piece could be
+/// split by another writer's (a log line, another run's progress).
 fn write(w: &mut dyn Write, args: fmt::Arguments<'_>, newline: bool, gone: &AtomicBool) {
     if gone.load(Ordering::Relaxed) {
         return;
     }
-    let written = w
-        .write_fmt(args)
-        .and_then(|()| if newline { w.write_all(b"\n") } else { Ok(()) })
-        .and_then(|()| w.flush());
+    let mut text = fmt::format(args);
+    if newline {
+        text.push('\n');
+    }
+    let written = w.write_all(text.as_bytes()).and_then(|()| w.flush());
     if written.is_err() {
         // A closed pipe (EPIPE) or a full disk: nobody can read what follows either.
         gone.store(true, Ordering::Relaxed);
@@ -63,6 +66,31 @@ mod tests {
         fn flush(&mut self) -> io::Result<()> {
             Ok(())
         }
+    }
+
+    /// Counts the writes it is given.
+    #[derive(Default)]
+    struct Writes(Vec<Vec<u8>>);
+    impl Write for Writes {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.push(buf.to_vec());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_line_goes_out_in_one_write() {
+        let mut w = Writes::default();
+        write(
+            &mut w,
+            format_args!("[{:02}:{:02}] {}", 0, 7, "→ Research"),
+            true,
+            &AtomicBool::new(false),
+        );
+        assert_eq!(w.0, vec!["[00:07] → Research\n".as_bytes().to_vec()]);
     }
 
     #[test]

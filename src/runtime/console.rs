@@ -89,12 +89,9 @@ impl Console {
     /// A plain line with the time since the start (best effort: stderr may be a closed pipe).
     fn say(&self, text: &str) {
         let secs = self.started.elapsed().as_secs();
-        let _ = writeln!(
-            std::io::stderr().lock(),
-            "[{:02}:{:02}] {text}",
-            secs / 60,
-            secs % 60
-        );
+        // One write: stderr is unbuffered, and another writer's output must not split the line.
+        let line = format!("[{:02}:{:02}] {text}\n", secs / 60, secs % 60);
+        let _ = std::io::stderr().lock().write_all(line.as_bytes());
     }
 
     /// A round of `total` gates starts, after the work at hand.
