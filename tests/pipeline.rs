@@ -287,13 +287,7 @@ async fn happy_path() {
         )),
         "mergeability recorded"
     );
-    assert_eq!(
-        world
-            .sandbox
-            .request_counts()
-            .get("GET /repos/{owner}/{repo}/pulls/{number}"),
-        None
-    );
+    assert_eq!(pull_reads(&world), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1028,6 +1022,8 @@ async fn a_conflicting_pull_request_gets_the_base_merged_or_its_files_listed() {
         warnings.contains("conflicts with main") && warnings.contains("src/duration.ts"),
         "{warnings}"
     );
+    // The base's new head is not in the branch: GitHub was asked.
+    assert!(pull_reads(&world) >= 1);
     // The branch on the remote is the developer's, unmerged (a conflicted merge is never pushed).
     let log = git(
         &world.remote,
@@ -1052,6 +1048,18 @@ async fn a_base_that_moved_cleanly_needs_no_merge() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.summary["warnings"], json!([]));
     assert_eq!(pulls(&world).len(), 1);
+    // Not a fast-forward (main moved on where the branch cannot see it): GitHub was asked.
+    assert!(pull_reads(&world) >= 1);
+}
+
+/// Reads of a single pull request (`GET pulls/{number}`).
+fn pull_reads(world: &World) -> u64 {
+    world
+        .sandbox
+        .request_counts()
+        .get("GET /repos/{owner}/{repo}/pulls/{number}")
+        .copied()
+        .unwrap_or(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
