@@ -364,6 +364,35 @@ fn fallbacks_reuse_what_is_ours_and_refuse_the_rest() {
     ));
 }
 
+/// A `git worktree add` that a crash or a stop cut short leaves a record without `commondir`, still
+/// locked "initializing", and a checkout pointing at it; git then refuses every later add in the
+/// repository. The next worktree of that path removes both and is made.
+#[test]
+fn an_unfinished_worktree_add_is_cleared_before_the_next() {
+    let w = World::new();
+    let path = w.cfg.worktree_path(26).unwrap();
+    let record = w
+        .repo
+        .join(".git/worktrees")
+        .join(path.file_name().unwrap());
+    std::fs::create_dir_all(&record).unwrap();
+    std::fs::write(record.join("locked"), "initializing\n").unwrap();
+    std::fs::write(
+        record.join("gitdir"),
+        format!("{}\n", path.join(".git").display()),
+    )
+    .unwrap();
+    std::fs::create_dir_all(&path).unwrap();
+    std::fs::write(path.join(".git"), format!("gitdir: {}\n", record.display())).unwrap();
+
+    let wt = ensure_worktree(&w.cfg, 26).unwrap();
+    assert_eq!(status(&wt), "");
+    assert!(record.join("commondir").is_file(), "a finished record");
+    assert!(!record.join("locked").exists());
+    // And the repository's other adds work.
+    ensure_worktree(&w.cfg, 27).unwrap();
+}
+
 /// A pull request whose base head is in the branch merges as a fast-forward: `reaches` proves it
 /// from the commits here, and refuses what it cannot see (a base that moved on, a bad sha).
 #[test]

@@ -161,6 +161,9 @@ pub(super) fn ensure_worktree_then(
     let branch = cfg.branch_for(issue)?;
     let path = cfg.worktree_path(issue)?;
     let repo = open(&cfg.repo_root)?;
+    let records = repo.commondir().join("worktrees");
+    // A `git worktree add` of this path that a crash cut short would make every add fail.
+    remove_unfinished_add(&records, &path);
     let branch_ref = format!("refs/heads/{branch}");
     let make = |origin| Worktree {
         path: path.clone(),
@@ -244,8 +247,41 @@ pub(super) fn ensure_worktree_then(
     if let Ok(tree) = reference.peel_to_tree() {
         before_checkout(&path, &repo, &tree);
     }
-    add_worktree(cfg, &path, &branch)?;
+    if let Err(e) = add_worktree(cfg, &path, &branch) {
+        // A stop kills git mid-way: what it had made goes, or the repository's next add fails.
+        remove_unfinished_add(&records, &path);
+        return Err(e);
+    }
     Ok(make(origin))
+}
+
+/// What a `git worktree add` of `path` that did not finish leaves: its record in `records` (named
+/// after the path, still locked "initializing", or without the `commondir` git writes after the
+/// `gitdir`), which makes every later `git worktree add` in the repository fail, and the checkout's
+/// directory, whose `.git` names that record. Both are removed; a finished record is left alone.
+fn remove_unfinished_add(records: &Path, path: &Path) {
+    let Some(name) = path.file_name() else {
+        return;
+    };
+    let record = records.join(name);
+    let initializing = std::fs::read_to_string(record.join("locked"))
+        .is_ok_and(|reason| reason.trim() == "initializing");
+    if !record.is_dir() || (record.join("commondir").is_file() && !initializing) {
+        return;
+    }
+    let checkout_is_its = std::fs::read_to_string(path.join(".git")).is_ok_and(|text| {
+        text.trim().strip_prefix("gitdir:").is_some_and(|gitdir| {
+            let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+            canon(Path::new(gitdir.trim())) == canon(&record)
+        })
+    });
+    let is_link = path
+        .symlink_metadata()
+        .is_ok_and(|m| m.file_type().is_symlink());
+    if checkout_is_its && !is_link {
+        let _ = std::fs::remove_dir_all(path);
+    }
+    let _ = std::fs::remove_dir_all(&record);
 }
 
 /// Register a worktree at `path` and check `branch` out into it with `git worktree add`: git's own
