@@ -2018,6 +2018,11 @@ async fn interrupt_during(world: &World, pidfile: &str, slow: &std::path::Path) 
     assert!(took.as_secs_f64() <= 2.0, "took {took:?}: {}", r.stderr);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.summary["end"]["kind"], "interrupted", "{}", r.summary);
+    // SIGKILL is sent before supervisor exits; the kernel ends the processes just after.
+    let deadline = std::time::Instant::now() + Duration::from_secs(1);
+    while supervisor::process::process_group_alive(group) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     assert!(
         !supervisor::process::process_group_alive(group),
         "the step's process group is gone"

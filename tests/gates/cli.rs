@@ -261,5 +261,21 @@ fn sigint_stops_a_long_command_gate_within_two_seconds_and_kills_its_group() {
     assert!(took.as_secs_f64() <= 2.0, "took {took:?}: {stderr}");
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("no verdict"), "{stderr}");
-    assert!(!group_alive(gate), "the gate's process group is gone");
+    // SIGKILL is sent before supervisor exits; the kernel ends the processes just after.
+    assert!(
+        gone_within_a_second(gate),
+        "the gate's process group is gone"
+    );
+}
+
+/// Whether process group `pgid` ends within a second.
+fn gone_within_a_second(pgid: i32) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    while group_alive(pgid) {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    true
 }
