@@ -220,7 +220,6 @@ async fn a_stopped_run_is_listed_shown_and_explained() {
     assert!(r.stderr.contains("like 30d"), "{}", r.stderr);
 }
 
-/// The board's options, replacing the built-in workflow's column names.
 /// `init` on the sandbox's board #1 with alice as the codeowner.
 const INIT_BOARD_1: [&str; 7] = [
     "init",
@@ -232,6 +231,7 @@ const INIT_BOARD_1: [&str; 7] = [
     "alice",
 ];
 
+/// The board's options, replacing the built-in workflow's column names.
 fn board_options(world: &World, options: &[&str], card: Option<&str>) {
     world.sandbox.with_state(|s| {
         let board = s.board.as_mut().unwrap();

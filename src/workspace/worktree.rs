@@ -37,9 +37,8 @@ fn open(path: &Path) -> Result<Repository, WorkspaceError> {
 
 /// `a` and `b` name the same directory (compared canonically when they exist).
 fn same_dir(a: &Path, b: &Path) -> bool {
-    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
     let strip = |p: PathBuf| p.to_string_lossy().trim_end_matches('/').to_string();
-    strip(canon(a)) == strip(canon(b))
+    strip(canonical(a)) == strip(canonical(b))
 }
 
 /// The registered worktrees of `repo`: (name, path, whether its directory is valid).
@@ -269,12 +268,7 @@ fn remove_unfinished_add(records: &Path, path: &Path) {
     if !record.is_dir() || (record.join("commondir").is_file() && !initializing) {
         return;
     }
-    let checkout_is_its = std::fs::read_to_string(path.join(".git")).is_ok_and(|text| {
-        text.trim().strip_prefix("gitdir:").is_some_and(|gitdir| {
-            let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-            canon(Path::new(gitdir.trim())) == canon(&record)
-        })
-    });
+    let checkout_is_its = record_of(path).is_some_and(|r| same_dir(&r, &record));
     let is_link = path
         .symlink_metadata()
         .is_ok_and(|m| m.file_type().is_symlink());
@@ -326,16 +320,19 @@ pub fn existing_worktree(
 
 /// Whether `path` is a checkout whose `.git` file points into `repo`'s worktree records.
 fn is_worktree_of(repo: &Repository, path: &Path) -> bool {
-    let Ok(text) = std::fs::read_to_string(path.join(".git")) else {
-        return false;
-    };
-    let Some(gitdir) = text.trim().strip_prefix("gitdir:") else {
-        return false;
-    };
-    let gitdir = Path::new(gitdir.trim());
-    let records = repo.commondir().join("worktrees");
-    let canon = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-    canon(gitdir).starts_with(canon(&records))
+    record_of(path).is_some_and(|r| r.starts_with(canonical(&repo.commondir().join("worktrees"))))
+}
+
+/// The worktree record the `.git` file of checkout `path` names (`gitdir: …`), canonical.
+fn record_of(path: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(path.join(".git")).ok()?;
+    let gitdir = text.trim().strip_prefix("gitdir:")?;
+    Some(canonical(Path::new(gitdir.trim())))
+}
+
+/// `p` with links resolved, or as it is when it cannot be.
+fn canonical(p: &Path) -> PathBuf {
+    p.canonicalize().unwrap_or_else(|_| p.to_path_buf())
 }
 
 /// Remove the worktree's directory and record (and a dependency staging directory beside it), then
