@@ -17,15 +17,19 @@ use serde_json::json;
 /// The end of the stream kept when the cap is reached: a quarter of the cap, at most this much.
 const MAX_TAIL: u64 = 1024 * 1024;
 
-/// The transcript of one dispatch: `<path>` for stdout (JSON lines) and `<path>.stderr`.
+/// The transcript of one dispatch: `<path>` for stdout (JSON lines) and `<path>.stderr`, made
+/// when the first stderr line arrives (most dispatches write none, and a file made is a file
+/// system's inode spent on nothing).
 #[derive(Default)]
 pub struct Transcript {
     stdout: Option<Capped>,
     stderr: Option<Capped>,
+    /// Where stderr goes once it says something, and the cap it gets.
+    stderr_later: Option<(PathBuf, u64)>,
 }
 
 impl Transcript {
-    /// Create the files (and their directory). `cap` bytes per file, 0 for no cap.
+    /// Create the stdout file (and the directory). `cap` bytes per file, 0 for no cap.
     pub fn open(path: Option<&Path>, cap: u64) -> std::io::Result<Transcript> {
         let Some(path) = path else {
             return Ok(Transcript::default());
@@ -37,7 +41,8 @@ impl Transcript {
         err_path.as_mut_os_string().push(".stderr");
         Ok(Transcript {
             stdout: Some(Capped::new(File::create(path)?, cap, Format::Json)),
-            stderr: Some(Capped::new(File::create(err_path)?, cap, Format::Text)),
+            stderr: None,
+            stderr_later: Some((err_path, cap)),
         })
     }
 
@@ -68,6 +73,15 @@ impl Transcript {
     }
 
     pub fn stderr(&mut self, line: &[u8]) {
+        if let Some((path, cap)) = self.stderr_later.take() {
+            match File::create(&path) {
+                Ok(file) => self.stderr = Some(Capped::new(file, cap, Format::Text)),
+                Err(e) => tracing::warn!(
+                    "agent stderr transcript {} not written: {e}",
+                    path.display()
+                ),
+            }
+        }
         if let Some(f) = &mut self.stderr {
             f.line(line);
         }
@@ -301,6 +315,17 @@ mod tests {
             .lines()
             .map(str::to_string)
             .collect()
+    }
+
+    #[test]
+    fn a_dispatch_silent_on_stderr_leaves_no_stderr_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let mut t = Transcript::open(Some(&path), 1 << 20).unwrap();
+        t.stdout(br#"{"type":"message_end"}"#);
+        t.finish();
+        assert_eq!(lines_of(&path), [r#"{"type":"message_end"}"#]);
+        assert!(!dir.path().join("t.jsonl.stderr").exists());
     }
 
     #[test]
