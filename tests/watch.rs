@@ -284,21 +284,7 @@ fn slow_developer(spec: &mut WorldSpec) {
 }
 
 fn process_groups(world: &World, issue: u64) -> Vec<i32> {
-    let path = world
-        .repo
-        .join(format!(".supervisor/runs/checkpoint-{issue}.json"));
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
-        .and_then(|v| {
-            v["groups"].as_array().map(|g| {
-                g.iter()
-                    .filter_map(|x| x.as_i64())
-                    .map(|x| x as i32)
-                    .collect()
-            })
-        })
-        .unwrap_or_default()
+    supervisor::workspace::GroupLog::read(&world.repo, issue).0
 }
 
 /// Whether a process of group `pgid` still runs (zombies waiting to be reaped do not count).

@@ -106,12 +106,30 @@ impl LiveEffects {
         self.gates.clone()
     }
 
-    /// A recorder of the run's child process groups that keeps them in the checkpoint.
+    /// A recorder of the run's child process groups that keeps them in the run's [`GroupLog`] while
+    /// the run has a checkpoint.
     pub fn group_recorder(&self) -> Arc<crate::process::RunGroups> {
         let checkpoint = self.checkpoint.clone();
-        let root = self.project.root.clone();
+        let (root, issue) = (self.project.root.clone(), self.issue);
+        let log = std::sync::Mutex::new(None::<workspace::GroupLog>);
         crate::process::RunGroups::new(move |groups| {
-            update_checkpoint(&checkpoint, &root, |cp| cp.groups = groups.to_vec());
+            let (Ok(cp), Ok(mut log)) = (checkpoint.lock(), log.lock()) else {
+                return;
+            };
+            if cp.is_none() {
+                // Removed with the checkpoint; a later checkpoint starts a log of its own.
+                *log = None;
+                return;
+            }
+            if log.is_none() {
+                match workspace::GroupLog::create(&root, issue) {
+                    Ok(l) => *log = Some(l),
+                    Err(e) => tracing::warn!("the run's process groups are not recorded: {e}"),
+                }
+            }
+            if let Some(Err(e)) = log.as_mut().map(|l| l.record(groups)) {
+                tracing::warn!("the run's process groups are not recorded: {e}");
+            }
         })
     }
 
@@ -195,21 +213,13 @@ impl LiveEffects {
     }
 }
 
-/// Change the run's checkpoint (when it has one) and save it.
-fn update_checkpoint(
-    checkpoint: &std::sync::Mutex<Option<Checkpoint>>,
-    root: &std::path::Path,
-    change: impl FnOnce(&mut Checkpoint),
-) {
+/// Mark the run's checkpoint (when it has one) alive now.
+fn touch_checkpoint(checkpoint: &std::sync::Mutex<Option<Checkpoint>>, root: &std::path::Path) {
     let Ok(mut guard) = checkpoint.lock() else {
         return;
     };
-    if let Some(cp) = guard.as_mut() {
-        change(cp);
-        cp.updated_at = chrono::Utc::now();
-        if let Err(e) = cp.save(root) {
-            tracing::warn!("could not write the checkpoint: {e}");
-        }
+    if let Some(Err(e)) = guard.as_mut().map(|cp| cp.touch(root)) {
+        tracing::warn!("could not write the checkpoint: {e}");
     }
 }
 
@@ -540,12 +550,13 @@ impl Effects for LiveEffects {
         );
         req.attempt = d.attempt;
         req.keep_partial_on_budget |= d.keep_partial;
-        // The checkpoint shows the run alive for as long as the agent works.
+        // The checkpoint shows the run alive for as long as the agent works (its start is in the
+        // group log already).
         let (checkpoint, root) = (self.checkpoint.clone(), p.root.clone());
         let heartbeat = async move {
             loop {
-                update_checkpoint(&checkpoint, &root, |_| {});
                 tokio::time::sleep(HEARTBEAT).await;
+                touch_checkpoint(&checkpoint, &root);
             }
         };
         // On a terminal the live line follows the agent's stream: tokens, tool calls, its tool.

@@ -82,7 +82,8 @@ fn claim(
     if cp.pid != std::process::id() && cp.process_alive() {
         return Err(busy(Some(&cp)));
     }
-    let killed = crate::process::kill_leftovers(&cp.groups, cp.updated_at.into());
+    let (groups, last_alive) = cp.leftover_groups(&project.root);
+    let killed = crate::process::kill_leftovers(&groups, last_alive.into());
     if killed > 0 {
         tracing::warn!(
             "killed {killed} process(es) the previous run of issue #{issue} left running"

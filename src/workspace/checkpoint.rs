@@ -25,6 +25,64 @@ pub fn runs_dir(repo_root: &Path) -> Result<PathBuf, WorkspaceError> {
     Ok(dir)
 }
 
+/// The child process groups of the live run of one issue, so that a resume after a crash kills what is
+/// left of them: `checkpoint-<issue>.groups` beside the checkpoint, one line per change, `<unix ms>
+/// <pgid> <pgid>…` — the whole set each time, so the last whole line is the set. A change appends to
+/// the file the run keeps open, where a checkpoint save writes a new file and renames it: runs start
+/// and end a process group for every agent and git command.
+pub struct GroupLog {
+    file: std::fs::File,
+}
+
+impl GroupLog {
+    /// `<repo_root>/.supervisor/runs/checkpoint-<issue>.groups`.
+    pub fn path(repo_root: &Path, issue: u64) -> PathBuf {
+        repo_root
+            .join(CHECKPOINT_DIR)
+            .join(format!("checkpoint-{issue}.groups"))
+    }
+
+    /// Start the log of this process's run of `issue`, in place of an earlier run's.
+    pub fn create(repo_root: &Path, issue: u64) -> Result<GroupLog, WorkspaceError> {
+        let path = GroupLog::path(repo_root, issue);
+        runs_dir(repo_root)?;
+        let file = std::fs::File::create(&path).map_err(io_err("cannot write", &path))?;
+        Ok(GroupLog { file })
+    }
+
+    /// Record that `groups` are the live ones now (one write, so a crash leaves whole lines or a
+    /// torn last one, which [`read`](GroupLog::read) skips).
+    pub fn record(&mut self, groups: &[i32]) -> std::io::Result<()> {
+        use std::fmt::Write as _;
+        use std::io::Write as _;
+        let mut line = Utc::now().timestamp_millis().to_string();
+        for g in groups {
+            let _ = write!(line, " {g}");
+        }
+        line.push('\n');
+        self.file.write_all(line.as_bytes())
+    }
+
+    /// The groups the last whole line of `issue`'s log holds and when it was written; none when
+    /// there is no log.
+    pub fn read(repo_root: &Path, issue: u64) -> (Vec<i32>, Option<DateTime<Utc>>) {
+        let Ok(text) = std::fs::read_to_string(GroupLog::path(repo_root, issue)) else {
+            return (Vec::new(), None);
+        };
+        let whole = text.rsplit_once('\n').map_or("", |(whole, _)| whole);
+        whole
+            .lines()
+            .rev()
+            .find_map(|line| {
+                let mut fields = line.split(' ');
+                let at = DateTime::from_timestamp_millis(fields.next()?.parse().ok()?)?;
+                let groups: Option<Vec<i32>> = fields.map(|g| g.parse().ok()).collect();
+                Some((groups?, Some(at)))
+            })
+            .unwrap_or((Vec::new(), None))
+    }
+}
+
 /// A checkpoint not touched for this long belongs to a dead run.
 pub const STALE_AFTER: Duration = Duration::from_secs(60 * 60);
 
@@ -40,8 +98,9 @@ pub struct Checkpoint {
     pub started_at: DateTime<Utc>,
     /// Refreshed while the run lives (a heartbeat while agents run).
     pub updated_at: DateTime<Utc>,
-    /// The child process groups running now, so that a resume after a crash kills what is left.
-    #[serde(default)]
+    /// Child process groups, as checkpoints written before the [`GroupLog`] recorded them: read so
+    /// that a resume after such a run still kills what it left; no longer written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<i32>,
 }
 
@@ -129,15 +188,32 @@ impl Checkpoint {
         Ok(Some(cp))
     }
 
-    /// Delete the checkpoint of `issue` (fine when there is none).
+    /// Delete the checkpoint of `issue` and its [`GroupLog`] (fine when there is none).
     pub fn remove(repo_root: &Path, issue: u64) -> Result<(), WorkspaceError> {
-        let path = Checkpoint::path(repo_root, issue);
-        match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(io_err("cannot remove", &path)(e))
+        for path in [
+            Checkpoint::path(repo_root, issue),
+            GroupLog::path(repo_root, issue),
+        ] {
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(io_err("cannot remove", &path)(e));
+                }
+                _ => {}
             }
-            _ => Ok(()),
         }
+        Ok(())
+    }
+
+    /// The process groups a resume must kill what is left of — those the [`GroupLog`] holds last and
+    /// any an older checkpoint kept — and the run's last sign of life (no process started after it
+    /// belongs to the run).
+    pub fn leftover_groups(&self, repo_root: &Path) -> (Vec<i32>, DateTime<Utc>) {
+        let (mut groups, at) = GroupLog::read(repo_root, self.issue);
+        groups.extend(self.groups.iter().copied());
+        (
+            groups,
+            at.map_or(self.updated_at, |t| t.max(self.updated_at)),
+        )
     }
 
     /// Mark the run alive now and save.
@@ -239,6 +315,17 @@ fn same_path(a: &Path, b: &Path) -> bool {
 mod tests {
     use super::*;
 
+    fn worktree() -> Worktree {
+        Worktree {
+            path: "/w/x".into(),
+            branch: "x".into(),
+            base: "main".into(),
+            origin: Reuse::Created,
+            remote: "origin".into(),
+            git_config: Vec::new(),
+        }
+    }
+
     #[test]
     fn staleness_is_one_hour_since_the_last_touch() {
         let now = Utc::now();
@@ -262,14 +349,7 @@ mod tests {
     #[test]
     fn save_load_remove() {
         let dir = tempfile::tempdir().unwrap();
-        let wt = Worktree {
-            path: "/w/x".into(),
-            branch: "x".into(),
-            base: "main".into(),
-            origin: Reuse::Created,
-            remote: "origin".into(),
-            git_config: Vec::new(),
-        };
+        let wt = worktree();
         let mut cp = Checkpoint::new("run-1", 7, &wt);
         cp.save(dir.path()).unwrap();
         assert_eq!(Checkpoint::load(dir.path(), 7).unwrap(), Some(cp.clone()));
@@ -282,5 +362,46 @@ mod tests {
         std::fs::write(Checkpoint::path(dir.path(), 8), "{").unwrap();
         let err = Checkpoint::load(dir.path(), 8).unwrap_err().to_string();
         assert!(err.contains("delete it"), "{err}");
+    }
+
+    #[test]
+    fn the_group_log_holds_the_last_whole_set_and_goes_with_the_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        assert_eq!(GroupLog::read(root, 4), (Vec::new(), None));
+        let before = Utc::now() - chrono::Duration::milliseconds(1);
+        let mut log = GroupLog::create(root, 4).unwrap();
+        log.record(&[101]).unwrap();
+        log.record(&[101, 202]).unwrap();
+        log.record(&[202]).unwrap();
+        let (groups, at) = GroupLog::read(root, 4);
+        assert_eq!(groups, [202]);
+        assert!(at.unwrap() >= before);
+        // A line a crash cut short is not the set.
+        let path = GroupLog::path(root, 4);
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("17000000");
+        std::fs::write(&path, &text).unwrap();
+        assert_eq!(GroupLog::read(root, 4).0, [202]);
+        // Every change is one line of the one file: no file is made per change.
+        assert_eq!(text.lines().count(), 4);
+        // An older checkpoint's groups are killed too, and the later sign of life counts.
+        let wt = worktree();
+        let mut cp = Checkpoint::new("run-4", 4, &wt);
+        cp.groups = vec![303];
+        cp.updated_at = before - chrono::Duration::minutes(5);
+        let (groups, last_alive) = cp.leftover_groups(root);
+        assert_eq!(groups, [202, 303]);
+        assert_eq!(last_alive, at.unwrap());
+        cp.updated_at = Utc::now() + chrono::Duration::minutes(1);
+        assert_eq!(cp.leftover_groups(root).1, cp.updated_at);
+        // A new run of the issue starts a log of its own; removing the checkpoint removes it.
+        GroupLog::create(root, 4).unwrap();
+        assert_eq!(GroupLog::read(root, 4), (Vec::new(), None));
+        cp.save(root).unwrap();
+        Checkpoint::remove(root, 4).unwrap();
+        assert!(!path.exists() && !Checkpoint::path(root, 4).exists());
+        let saved = serde_json::to_value(Checkpoint::new("run-5", 5, &wt)).unwrap();
+        assert!(saved.get("groups").is_none(), "{saved}");
     }
 }

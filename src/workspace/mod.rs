@@ -19,7 +19,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{Settings, is_safe_ref_component};
 
-pub use checkpoint::{CHECKPOINT_DIR, Checkpoint, RunLock, STALE_AFTER, prune_stale, runs_dir};
+pub use checkpoint::{
+    CHECKPOINT_DIR, Checkpoint, GroupLog, RunLock, STALE_AFTER, prune_stale, runs_dir,
+};
 pub use deps::{StagedDeps, ensure_worktree_staged};
 pub use git::{PushAuth, TokenProvider};
 pub use setup::{Dependencies, SetupReport, SetupStep, setup, setup_staged};
