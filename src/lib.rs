@@ -22,4 +22,5 @@ pub mod runtime;
 pub mod sandbox;
 pub mod scheduler;
 pub mod serve;
+pub mod tls;
 pub mod workspace;

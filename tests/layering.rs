@@ -7,13 +7,14 @@ use std::path::Path;
 
 /// Room → the rooms it may use.
 fn allowed() -> BTreeMap<&'static str, Vec<&'static str>> {
-    let base = ["config", "process"];
+    let base = ["config", "process", "tls"];
     let services = ["agent", "github", "workspace", "gates", "audit"];
     let mut t: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     t.insert("config", vec![]);
     t.insert("process", vec![]);
+    t.insert("tls", vec![]);
     t.insert("agent", base.to_vec());
-    t.insert("github", vec!["config"]);
+    t.insert("github", vec!["config", "tls"]);
     // Token variables to keep out of setup commands.
     t.insert("workspace", [&base[..], &["agent"]].concat());
     // The agents' environment allowlist, which gate tools get too.

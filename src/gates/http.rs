@@ -1,7 +1,8 @@
 //! HTTP GET of JSON documents (the npm registry) through one pooled reqwest client: gzip, rustls on
-//! ring with the system's root certificates, at most a few redirects and never from https to http.
+//! ring with the system's root certificates ([`crate::tls`]), at most a few redirects and never from
+//! https to http.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use reqwest::redirect::{Attempt, Policy};
@@ -20,15 +21,7 @@ fn client() -> Result<&'static reqwest::Client, String> {
 }
 
 fn build_client() -> Result<reqwest::Client, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let verifier = rustls_platform_verifier::Verifier::new(Arc::clone(&provider))
-        .map_err(|e| format!("no TLS certificate verifier for the npm registry: {e}"))?;
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS set-up failed: {e}"))?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(verifier))
-        .with_no_client_auth();
+    let tls = crate::tls::client_config()?;
     reqwest::Client::builder()
         .tls_backend_preconfigured(tls)
         .gzip(true)
@@ -117,7 +110,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
+    use std::sync::{Arc, Mutex};
 
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::{TcpListener, TcpStream};

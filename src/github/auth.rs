@@ -424,14 +424,14 @@ fn mint_installation_token(
                     .build()
                     .map_err(|e| fail(format!("no runtime: {e}")))?;
                 runtime.block_on(async {
+                    let http = super::retry::http_client(api_url, timeout)
+                        .map_err(|e| fail(e.to_string()))?;
                     let client = octocrab::Octocrab::builder()
                         .base_uri(api_url)
                         .map_err(|_| fail(format!("`{api_url}` is not a URL")))?
                         .add_retry_config(octocrab::service::middleware::retry::RetryConfig::None)
-                        .set_connect_timeout(Some(timeout))
-                        .set_read_timeout(Some(timeout))
                         .app(octocrab::models::AppId(app.app_id), key)
-                        .build()
+                        .build_with_reqwest(http)
                         .map_err(|e| fail(e.to_string()))?;
                     let answer = tokio::time::timeout(
                         timeout,

@@ -331,6 +331,38 @@ struct AppAuth {
     installation: OnceCell<(Octocrab, u64)>,
 }
 
+/// The HTTP client under octocrab: reqwest with supervisor's TLS set-up ([`crate::tls`]: the
+/// system's roots, read here for an `https` API and never for a plain-HTTP one), `timeout` to
+/// connect and between reads, no redirects of its own (octocrab follows them), and the
+/// environment's proxy (`HTTPS_PROXY`, `NO_PROXY`) except for a server on this machine.
+pub(crate) fn http_client(base: &str, timeout: Duration) -> Result<reqwest::Client, GitHubError> {
+    let tls = crate::tls::client_config().map_err(GitHubError::Config)?;
+    if base.starts_with("https://") {
+        // The client is made off the path of its first request (`run` makes it while the agent
+        // CLIs are checked): the handshake should not wait for the roots.
+        crate::tls::read_roots();
+    }
+    let mut builder = reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .connect_timeout(timeout)
+        .read_timeout(timeout)
+        .redirect(reqwest::redirect::Policy::none());
+    let local = url::Url::parse(base)
+        .ok()
+        .and_then(|u| u.host().map(|h| h.to_owned()))
+        .is_some_and(|host| match host {
+            url::Host::Domain(d) => d == "localhost",
+            url::Host::Ipv4(ip) => ip.is_loopback(),
+            url::Host::Ipv6(ip) => ip.is_loopback(),
+        });
+    if local {
+        builder = builder.no_proxy();
+    }
+    builder.build().map_err(|e| {
+        GitHubError::Config(format!("cannot build the GitHub client's HTTP client: {e}"))
+    })
+}
+
 /// An octocrab client for `base` with our timeouts and without octocrab's retries.
 fn build_auth(
     base: &str,
@@ -338,6 +370,7 @@ fn build_auth(
     app: Option<&AppCredentials>,
     policy: &RetryPolicy,
 ) -> Result<Auth, GitHubError> {
+    let http = http_client(base, policy.request_timeout)?;
     let builder = Octocrab::builder()
         .base_uri(base)
         .map_err(|_| {
@@ -345,14 +378,11 @@ fn build_auth(
                 "API URL `{base}` is not a URL (set GITHUB_API_URL to e.g. https://api.github.com)"
             ))
         })?
-        .add_retry_config(octocrab::service::middleware::retry::RetryConfig::None)
-        .set_connect_timeout(Some(policy.request_timeout))
-        .set_read_timeout(Some(policy.request_timeout))
-        .set_write_timeout(Some(policy.request_timeout));
+        .add_retry_config(octocrab::service::middleware::retry::RetryConfig::None);
     let built = match (app, token) {
         (Some(app), _) => builder
             .app(octocrab::models::AppId(app.app_id), app.encoding_key()?)
-            .build()
+            .build_with_reqwest(http)
             .map(|client| {
                 Auth::App(Box::new(AppAuth {
                     app: client,
@@ -362,9 +392,9 @@ fn build_auth(
             }),
         (None, Some(token)) => builder
             .personal_token(token.to_string())
-            .build()
+            .build_with_reqwest(http)
             .map(Auth::Ready),
-        (None, None) => builder.build().map(Auth::Ready),
+        (None, None) => builder.build_with_reqwest(http).map(Auth::Ready),
     };
     built.map_err(|e| GitHubError::Config(format!("cannot build the GitHub client: {e}")))
 }
@@ -584,14 +614,17 @@ impl Transport {
             let body = client.body_to_string(resp).await?;
             Ok::<_, octocrab::Error>((status, headers, body))
         };
-        match tokio::time::timeout(self.policy.request_timeout, exchange).await {
-            Err(_) => Err(Outcome::Ambiguous(net(
+        let no_answer = || {
+            Outcome::Ambiguous(net(
                 format!(
                     "no answer within {:.1} s",
                     self.policy.request_timeout.as_secs_f64()
                 ),
                 true,
-            ))),
+            ))
+        };
+        match tokio::time::timeout(self.policy.request_timeout, exchange).await {
+            Err(_) => Err(no_answer()),
             Ok(Err(e)) => Err(match &e {
                 // An installation token could not be minted: not a network problem.
                 octocrab::Error::GitHub { source, .. } => {
@@ -605,6 +638,7 @@ impl Transport {
                         Outcome::Fail(err)
                     }
                 }
+                _ if timed_out(&e) => no_answer(),
                 _ => Outcome::Ambiguous(net(self.scrub(short_error(&e)), false)),
             }),
             Ok(Ok((status, headers, body))) => Ok(ApiResponse {
@@ -888,15 +922,36 @@ fn installation_of(auth: &Auth) -> Option<u64> {
 }
 
 fn short_error(e: &octocrab::Error) -> String {
-    // octocrab's Display is terse; include the source chain for network causes.
+    // octocrab's Display is terse; include the source chain for network causes (each cause once:
+    // some layers repeat their source's text in their own).
     let mut text = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
+        let cause = s.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
         source = s.source();
     }
     text
+}
+
+/// Whether the transport gave up waiting for GitHub (to connect, or between reads).
+fn timed_out(e: &octocrab::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        let waited = s
+            .downcast_ref::<reqwest::Error>()
+            .is_some_and(reqwest::Error::is_timeout)
+            || s.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut);
+        if waited {
+            return true;
+        }
+        source = s.source();
+    }
+    false
 }
 
 /// `retry-after`, in seconds or as an HTTP date.
