@@ -191,6 +191,15 @@ async fn create_setup_commit_push_and_clean_up() {
     );
     assert_eq!(wt.commits_ahead().unwrap(), 1);
     assert_eq!(
+        wt.commit_and_count("Implement #42").unwrap(),
+        supervisor::workspace::Committed {
+            sha: None,
+            ahead: 1,
+            head: sha.clone()
+        },
+        "nothing new: the branch as it stands"
+    );
+    assert_eq!(
         git(&wt.path, &["log", "-1", "--format=%s"]),
         "Implement #42"
     );
@@ -210,7 +219,9 @@ async fn create_setup_commit_push_and_clean_up() {
         Err(WorkspaceError::NothingToUndo)
     ));
     std::fs::write(wt.path.join("feature.txt"), "better\n").unwrap();
-    let sha2 = wt.commit_all("Implement #42 (fix)").unwrap().unwrap();
+    let committed = wt.commit_and_count("Implement #42 (fix)").unwrap();
+    let sha2 = committed.sha.clone().expect("a commit");
+    assert_eq!((committed.ahead, committed.head), (1, sha2.clone()));
     wt.push(&PushAuth::None).unwrap();
     assert_eq!(w.remote_ref("worktree-git-issue-42"), Some(sha2));
 

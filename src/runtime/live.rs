@@ -416,11 +416,11 @@ impl Effects for LiveEffects {
         let wt = self.worktree()?;
         let message = message.to_string();
         blocking(&self.cancel, move || {
-            let sha = wt.commit_all(&message)?;
+            let c = wt.commit_and_count(&message)?;
             Ok(CommitResult {
-                sha,
-                ahead: wt.commits_ahead()?,
-                head: wt.head_sha()?,
+                sha: c.sha,
+                ahead: c.ahead,
+                head: c.head,
             })
         })
         .await

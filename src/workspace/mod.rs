@@ -27,7 +27,8 @@ pub use git::{PushAuth, TokenProvider};
 pub use setup::{Dependencies, SetupReport, SetupStep, setup, setup_staged};
 pub use shutdown::Shutdown;
 pub use worktree::{
-    MergeOutcome, cleanup, ensure_worktree, ensure_worktree_with, existing_worktree, push_probe,
+    Committed, MergeOutcome, cleanup, ensure_worktree, ensure_worktree_with, existing_worktree,
+    push_probe,
 };
 
 /// Where and how worktrees are made.

@@ -411,49 +411,34 @@ impl Worktree {
     /// Commit every change in the worktree (new, modified and deleted files; git-ignored files
     /// excepted). `Ok(None)` when there is nothing to commit.
     pub fn commit_all(&self, message: &str) -> Result<Option<String>, WorkspaceError> {
+        commit_in(&self.repo()?, message)
+    }
+
+    /// [`commit_all`](Worktree::commit_all), then where the branch stands: its head and how many
+    /// commits it has beyond its base (one opening of the repository for the three).
+    pub fn commit_and_count(&self, message: &str) -> Result<Committed, WorkspaceError> {
         let repo = self.repo()?;
-        let mut index = repo.index().map_err(git_err("index"))?;
-        index
-            .add_all(["*"], IndexAddOption::DEFAULT, None)
-            .map_err(git_err("add"))?;
-        index.update_all(["*"], None).map_err(git_err("add"))?;
-        index.write().map_err(git_err("index write"))?;
-        let tree_id = index.write_tree().map_err(git_err("write tree"))?;
-        let head = repo
-            .head()
-            .and_then(|h| h.peel_to_commit())
-            .map_err(git_err("head"))?;
-        if head.tree_id() == tree_id {
-            return Ok(None);
-        }
-        let sig = repo
-            .signature()
-            .or_else(|_| Signature::now(FALLBACK_NAME, FALLBACK_EMAIL))
-            .map_err(git_err("signature"))?;
-        let tree = repo.find_tree(tree_id).map_err(git_err("tree"))?;
-        let oid = repo
-            .commit(Some("HEAD"), &sig, &sig, message, &tree, &[&head])
-            .map_err(git_err("commit"))?;
-        Ok(Some(oid.to_string()))
+        Ok(Committed {
+            sha: commit_in(&repo, message)?,
+            ahead: self.ahead_in(&repo)?,
+            head: head_in(&repo)?,
+        })
     }
 
     /// The commit the worktree's branch points at.
     pub fn head_sha(&self) -> Result<String, WorkspaceError> {
-        let repo = self.repo()?;
-        let oid = repo
-            .head()
-            .map_err(git_err("head"))?
-            .target()
-            .ok_or_else(|| git_err("head")(git2::Error::from_str("HEAD has no target")))?;
-        Ok(oid.to_string())
+        head_in(&self.repo()?)
     }
 
     /// Commits on the branch that are on neither the local nor the remote base branch.
     pub fn commits_ahead(&self) -> Result<u32, WorkspaceError> {
-        let repo = self.repo()?;
+        self.ahead_in(&self.repo()?)
+    }
+
+    fn ahead_in(&self, repo: &Repository) -> Result<u32, WorkspaceError> {
         let mut walk = repo.revwalk().map_err(git_err("revwalk"))?;
         walk.push_head().map_err(git_err("revwalk"))?;
-        for tip in self.base_tips(&repo) {
+        for tip in self.base_tips(repo) {
             walk.hide(tip).map_err(git_err("revwalk"))?;
         }
         Ok(walk.count() as u32)
@@ -667,4 +652,52 @@ pub fn push_probe(ws: &WorkspaceConfig, auth: &PushAuth) -> Result<(), Workspace
         .with_auth(auth, url.as_deref())?
         .run(&["push", "--dry-run", "--quiet", "--", &ws.remote, &refspec])?;
     Ok(())
+}
+
+/// A commit of everything in the worktree and where the branch then stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    /// The new commit, when there was something to commit.
+    pub sha: Option<String>,
+    /// Commits the branch has beyond its base.
+    pub ahead: u32,
+    /// The branch's head.
+    pub head: String,
+}
+
+/// [`Worktree::commit_all`] in the open `repo`.
+fn commit_in(repo: &Repository, message: &str) -> Result<Option<String>, WorkspaceError> {
+    let mut index = repo.index().map_err(git_err("index"))?;
+    index
+        .add_all(["*"], IndexAddOption::DEFAULT, None)
+        .map_err(git_err("add"))?;
+    index.update_all(["*"], None).map_err(git_err("add"))?;
+    index.write().map_err(git_err("index write"))?;
+    let tree_id = index.write_tree().map_err(git_err("write tree"))?;
+    let head = repo
+        .head()
+        .and_then(|h| h.peel_to_commit())
+        .map_err(git_err("head"))?;
+    if head.tree_id() == tree_id {
+        return Ok(None);
+    }
+    let sig = repo
+        .signature()
+        .or_else(|_| Signature::now(FALLBACK_NAME, FALLBACK_EMAIL))
+        .map_err(git_err("signature"))?;
+    let tree = repo.find_tree(tree_id).map_err(git_err("tree"))?;
+    let oid = repo
+        .commit(Some("HEAD"), &sig, &sig, message, &tree, &[&head])
+        .map_err(git_err("commit"))?;
+    Ok(Some(oid.to_string()))
+}
+
+/// The commit `repo`'s HEAD points at.
+fn head_in(repo: &Repository) -> Result<String, WorkspaceError> {
+    let oid = repo
+        .head()
+        .map_err(git_err("head"))?
+        .target()
+        .ok_or_else(|| git_err("head")(git2::Error::from_str("HEAD has no target")))?;
+    Ok(oid.to_string())
 }
