@@ -7,7 +7,11 @@
 //! `cargo bench` builds carries the dev-dependencies' features too (wiremock's HTTP/2 server), which
 //! no user runs. The first run builds it (minutes), later ones only when the sources changed.
 //!
-//! `cargo bench --bench pipeline`
+//! Beside the figures, the mean time from each journal event to the next (and from the spawn to the
+//! first, from the last to the exit), to show where a run's time goes.
+//!
+//! `cargo bench --bench pipeline`; `PIPELINE_BENCH_BINARY=path` runs that binary instead (another
+//! build to compare, side by side on the same machine), `PIPELINE_BENCH_ROUNDS=n` (default 5).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -18,6 +22,9 @@ use supervisor::pipeline::{Event, read_entries};
 
 const ROUNDS: usize = 5;
 
+/// One step of a run: from one journal event (or the spawn) to the next (or the exit).
+type Phase = (String, f64);
+
 struct Round {
     wall_ms: f64,
     checkout_ms: f64,
@@ -25,6 +32,7 @@ struct Round {
     max_rss_kb: i64,
     tree_rss_kb: i64,
     routes: std::collections::BTreeMap<String, u64>,
+    phases: Vec<Phase>,
 }
 
 fn millis(a: &str, b: &str) -> f64 {
@@ -65,6 +73,7 @@ async fn round(binary: &Path) -> Round {
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     let started = Instant::now();
+    let spawned_at = chrono::Utc::now();
     // Reaped by wait4 below (std's wait would not report the child's peak RSS).
     #[allow(clippy::zombie_processes)]
     let child = cmd.spawn().unwrap();
@@ -116,6 +125,8 @@ async fn round(binary: &Path) -> Round {
             .map(|e| e.time.clone())
             .unwrap()
     };
+    let exited_at = spawned_at + chrono::Duration::microseconds((wall_ms * 1000.0) as i64);
+    let phases = phases(&entries, &spawned_at.to_rfc3339(), &exited_at.to_rfc3339());
     let admitted = time_of(&|e| matches!(e, Event::Admitted { .. }));
     let ready = time_of(&|e| matches!(e, Event::WorktreeReady { .. }));
     let routes = world.sandbox.request_counts();
@@ -128,7 +139,26 @@ async fn round(binary: &Path) -> Round {
         max_rss_kb: own_rss,
         tree_rss_kb: rss,
         routes,
+        phases,
     }
+}
+
+/// The time between consecutive journal events, the spawn first and the exit last.
+fn phases(entries: &[supervisor::pipeline::Entry], spawned: &str, exited: &str) -> Vec<Phase> {
+    let kind = |e: &Event| {
+        serde_json::to_value(e)
+            .ok()
+            .and_then(|v| v["kind"].as_str().map(str::to_string))
+    };
+    let mut marks = vec![("spawn".to_string(), spawned.to_string())];
+    for e in entries {
+        marks.push((kind(&e.event).unwrap_or_default(), e.time.clone()));
+    }
+    marks.push(("exit".to_string(), exited.to_string()));
+    marks
+        .windows(2)
+        .map(|w| (format!("{} → {}", w[0].0, w[1].0), millis(&w[0].1, &w[1].1)))
+        .collect()
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -142,11 +172,18 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let binary = release_binary();
-    let rounds: Vec<Round> = (0..ROUNDS).map(|_| rt.block_on(round(&binary))).collect();
+    let binary = std::env::var_os("PIPELINE_BENCH_BINARY")
+        .map(PathBuf::from)
+        .unwrap_or_else(release_binary);
+    let count = std::env::var("PIPELINE_BENCH_ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(ROUNDS)
+        .max(1);
+    let rounds: Vec<Round> = (0..count).map(|_| rt.block_on(round(&binary))).collect();
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "happy path, instant scripted agents, gates ci + traceability, {ROUNDS} rounds (load {})",
+        "happy path, instant scripted agents, gates ci + traceability, {count} rounds (load {})",
         load.trim()
     );
     for (i, r) in rounds.iter().enumerate() {
@@ -174,4 +211,14 @@ fn main() {
         println!("  {n:>3}  {route}");
     }
     println!("median peak RSS of supervisor run: {rss:.1} MB (target ≤ 25 MB)");
+    // Rounds of the same run record the same events; a round that differs is left out here.
+    let same: Vec<&Round> = rounds
+        .iter()
+        .filter(|r| r.phases.len() == rounds[0].phases.len())
+        .collect();
+    println!("mean time between journal events ({} rounds):", same.len());
+    for (i, (label, _)) in rounds[0].phases.iter().enumerate() {
+        let mean = same.iter().map(|r| r.phases[i].1).sum::<f64>() / same.len() as f64;
+        println!("  {mean:6.2} ms  {label}");
+    }
 }
