@@ -32,7 +32,8 @@ pub fn read_roots() {
 }
 
 /// Whether the system's roots have been read in this process.
-pub fn roots_read() -> bool {
+#[cfg(test)]
+fn roots_read() -> bool {
     system_roots().verifier.get().is_some()
 }
 
