@@ -347,15 +347,7 @@ pub(crate) fn http_client(base: &str, timeout: Duration) -> Result<reqwest::Clie
         .connect_timeout(timeout)
         .read_timeout(timeout)
         .redirect(reqwest::redirect::Policy::none());
-    let local = url::Url::parse(base)
-        .ok()
-        .and_then(|u| u.host().map(|h| h.to_owned()))
-        .is_some_and(|host| match host {
-            url::Host::Domain(d) => d == "localhost",
-            url::Host::Ipv4(ip) => ip.is_loopback(),
-            url::Host::Ipv6(ip) => ip.is_loopback(),
-        });
-    if local {
+    if is_loopback(base) {
         builder = builder.no_proxy();
     }
     builder.build().map_err(|e| {
