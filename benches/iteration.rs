@@ -306,6 +306,8 @@ fn main() {
         setup_commands: None,
         setup_attempts: 1,
         git_config: Vec::new(),
+        // None there: the branch is looked for, as in a run, and not found.
+        push_url: root.join("remote.git").display().to_string(),
     };
     let rt = Runtime::new();
     let samples: usize = std::env::var("ITERATION_SAMPLES")

@@ -99,15 +99,38 @@ impl Drop for GroupGuard {
     }
 }
 
-/// Make the child started by `cmd` lead a process group of its own and die with supervisor: the
-/// kernel sends it SIGKILL when supervisor's thread that started it ends (PR_SET_PDEATHSIG), so a
-/// `kill -9` of supervisor never leaves an agent or tool writing into a worktree. The rest of its
-/// group is found and killed through the checkpoint when the run resumes.
+/// Make the child started by `cmd` lead a process group of its own, and make nothing it starts
+/// outlive supervisor: `cmd`'s program runs under a reaper, a fork of the child that is the
+/// program's parent and a subreaper (`PR_SET_CHILD_SUBREAPER`), so that every process the program
+/// leaves behind — also those that left its process group or session, as shell tools started
+/// `detached` do — becomes the reaper's child. The reaper kills them all when the program exits,
+/// and kills the program and them at once when supervisor dies (`PR_SET_PDEATHSIG`, which reaches
+/// the reaper and the program but no deeper). It mirrors the program's exit status, so the child
+/// supervisor waits for ends as the program ended. The program's group (the child's id, as the
+/// caller registers it) holds the program; the reaper leaves it for supervisor's own group, so a
+/// kill of the group never takes the reaper before it has cleaned up.
+///
+/// Dropping the child does not kill it (`kill_on_drop` is switched off, since that would kill the
+/// reaper): kill its group, as [`GroupGuard`] does.
 pub fn lead_own_group(cmd: &mut tokio::process::Command) {
-    lead_own_group_std(cmd.as_std_mut());
+    cmd.kill_on_drop(false);
+    let cmd = cmd.as_std_mut();
+    lead_own_group_std(cmd);
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        let parent = std::process::id() as libc::pid_t;
+        // SAFETY: getpgrp has no preconditions.
+        let home = unsafe { libc::getpgrp() };
+        // SAFETY: runs in the child between fork and exec after the closure above; see `reaper`.
+        unsafe {
+            cmd.pre_exec(move || reaper::split(parent, home));
+        }
+    }
 }
 
-/// [`lead_own_group`] for a `std` command.
+/// Make the child started by `cmd` lead a process group of its own and die with supervisor
+/// (`PR_SET_PDEATHSIG`), for supervisor's own short commands (git).
 fn lead_own_group_std(cmd: &mut std::process::Command) {
     use std::os::unix::process::CommandExt;
     let parent = std::process::id() as libc::pid_t;
@@ -126,6 +149,207 @@ fn lead_own_group_std(cmd: &mut std::process::Command) {
             }
             Ok(())
         });
+    }
+}
+
+/// The reaper between supervisor and a program (see [`lead_own_group`]). Everything here runs in a
+/// forked child of a multi-threaded process, so it makes only async-signal-safe system calls: no
+/// allocation, no lock, no panic.
+#[cfg(target_os = "linux")]
+mod reaper {
+    use std::mem::MaybeUninit;
+
+    /// The signals the reaper takes through `sigwaitinfo`: a child's end, and SIGTERM, which comes
+    /// when the thread of supervisor that started it ends (its death signal). Terminal signals to
+    /// supervisor's group are waited for and ignored: supervisor stops the program itself.
+    const WAITED: [libc::c_int; 5] = [
+        libc::SIGCHLD,
+        libc::SIGTERM,
+        libc::SIGINT,
+        libc::SIGHUP,
+        libc::SIGQUIT,
+    ];
+    /// How long the reaper goes on killing what is left before it gives up (a process it cannot
+    /// kill, such as one that changed its user).
+    const SWEEP_ROUNDS: u32 = 5_000;
+
+    /// In the child of `parent` (already leading its own process group): fork. The new process
+    /// returns to run the program, dying with the reaper; this one becomes the reaper and never
+    /// returns.
+    ///
+    /// # Safety
+    /// Call only between fork and exec.
+    pub(super) unsafe fn split(parent: libc::pid_t, home: libc::pid_t) -> std::io::Result<()> {
+        unsafe {
+            let mut waited = MaybeUninit::<libc::sigset_t>::uninit();
+            libc::sigemptyset(waited.as_mut_ptr());
+            for sig in WAITED {
+                libc::sigaddset(waited.as_mut_ptr(), sig);
+            }
+            let waited = waited.assume_init();
+            let mut before = MaybeUninit::<libc::sigset_t>::uninit();
+            // Blocked before the death signal is asked for, so that it waits to be taken.
+            libc::sigprocmask(libc::SIG_BLOCK, &waited, before.as_mut_ptr());
+            let before = before.assume_init();
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
+            let me = libc::getpid();
+            let program = libc::fork();
+            if program < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if program == 0 {
+                // The program: the signal mask it would have had, death with the reaper.
+                libc::sigprocmask(libc::SIG_SETMASK, &before, std::ptr::null_mut());
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                if libc::getppid() != me {
+                    libc::_exit(1);
+                }
+                return Ok(());
+            }
+            reap(program, me, parent, home, &waited)
+        }
+    }
+
+    /// The reaper's life: out of the program's group, every inherited descriptor closed (the
+    /// program's pipes must end when the program does), then wait for the program's end or
+    /// supervisor's death; kill everything left; end as the program did.
+    unsafe fn reap(
+        program: libc::pid_t,
+        group: libc::pid_t,
+        parent: libc::pid_t,
+        home: libc::pid_t,
+        waited: &libc::sigset_t,
+    ) -> ! {
+        unsafe {
+            libc::setpgid(0, home);
+            let left_group = libc::getpgrp() != group;
+            if libc::syscall(libc::SYS_close_range, 0u32, u32::MAX, 0u32) != 0 {
+                for fd in 0..1024 {
+                    libc::close(fd);
+                }
+            }
+            let mut status: Option<libc::c_int> = None;
+            loop {
+                collect(program, &mut status);
+                if status.is_some() {
+                    break;
+                }
+                let sig = libc::sigwaitinfo(waited, std::ptr::null_mut());
+                if sig == libc::SIGTERM || libc::getppid() != parent {
+                    break;
+                }
+            }
+            if left_group {
+                libc::kill(-group, libc::SIGKILL);
+            }
+            if status.is_none() {
+                libc::kill(program, libc::SIGKILL);
+            }
+            for _ in 0..SWEEP_ROUNDS {
+                kill_children();
+                collect(program, &mut status);
+                let mut st = 0;
+                let r = libc::waitpid(-1, &mut st, libc::WNOHANG);
+                if r > 0 {
+                    if r == program {
+                        status = Some(st);
+                    }
+                    continue;
+                }
+                if r < 0 {
+                    break; // ECHILD: nothing is left.
+                }
+                let pause = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 1_000_000,
+                };
+                libc::nanosleep(&pause, std::ptr::null_mut());
+            }
+            end_as(status)
+        }
+    }
+
+    /// Reap every child that ended; the program's status into `status`.
+    unsafe fn collect(program: libc::pid_t, status: &mut Option<libc::c_int>) {
+        loop {
+            let mut st = 0;
+            // SAFETY: waitpid writes the status into `st`.
+            let r = unsafe { libc::waitpid(-1, &mut st, libc::WNOHANG) };
+            if r <= 0 {
+                return;
+            }
+            if r == program {
+                *status = Some(st);
+            }
+        }
+    }
+
+    /// SIGKILL every child of the reaper (orphans of the program's tree come here) and the group
+    /// each may lead, read from `/proc/thread-self/children`.
+    unsafe fn kill_children() {
+        let path = c"/proc/thread-self/children";
+        // SAFETY: a NUL-terminated path; the descriptor is closed below.
+        let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
+        if fd < 0 {
+            return;
+        }
+        let mut buf = [0u8; 512];
+        let mut pid: libc::pid_t = 0;
+        loop {
+            // SAFETY: reads into the buffer it is given, within its length.
+            let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+            if n <= 0 {
+                break;
+            }
+            for &b in &buf[..n as usize] {
+                if b.is_ascii_digit() {
+                    pid = pid
+                        .saturating_mul(10)
+                        .saturating_add(libc::pid_t::from(b - b'0'));
+                } else if pid > 0 {
+                    // SAFETY: kill(2) of a child of ours and of the group it may lead.
+                    unsafe {
+                        libc::kill(-pid, libc::SIGKILL);
+                        libc::kill(pid, libc::SIGKILL);
+                    }
+                    pid = 0;
+                }
+            }
+        }
+        if pid > 0 {
+            // SAFETY: as above.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+        // SAFETY: the descriptor opened above.
+        unsafe { libc::close(fd) };
+    }
+
+    /// Exit as the program did: its code, or death by its signal.
+    unsafe fn end_as(status: Option<libc::c_int>) -> ! {
+        unsafe {
+            let Some(st) = status else { libc::_exit(1) };
+            if libc::WIFEXITED(st) {
+                libc::_exit(libc::WEXITSTATUS(st));
+            }
+            if libc::WIFSIGNALED(st) {
+                let sig = libc::WTERMSIG(st);
+                libc::signal(sig, libc::SIG_DFL);
+                let mut only = MaybeUninit::<libc::sigset_t>::uninit();
+                libc::sigemptyset(only.as_mut_ptr());
+                libc::sigaddset(only.as_mut_ptr(), sig);
+                libc::sigprocmask(libc::SIG_UNBLOCK, only.as_ptr(), std::ptr::null_mut());
+                libc::kill(libc::getpid(), sig);
+                libc::_exit(128 + sig);
+            }
+            libc::_exit(1)
+        }
     }
 }
 
@@ -221,22 +445,45 @@ fn boot_time() -> Option<std::time::SystemTime> {
     Some(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
 }
 
-/// SIGKILL what is left of process groups a dead run recorded: only processes of those groups that
-/// started no later than `not_after` (the run's last sign of life), so a group id the system has
-/// since given to someone else is left alone. Returns how many processes were killed.
-pub fn kill_leftovers(groups: &[i32], not_after: std::time::SystemTime) -> usize {
+/// The processes left of process groups a dead run recorded: only those that started no later than
+/// `not_after` (the run's last sign of life), so a group id the system has since given to someone
+/// else is left alone.
+fn leftovers(groups: &[i32], not_after: std::time::SystemTime) -> Vec<i32> {
     let slack = std::time::Duration::from_secs(2);
-    let mut killed = 0;
-    for &pgid in groups.iter().filter(|g| **g > 1) {
-        for (pid, started) in members(pgid) {
-            if started <= not_after + slack && pid != std::process::id() as i32 {
-                // SAFETY: kill(2) with a positive pid; no memory is involved.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-                killed += 1;
-            }
-        }
+    groups
+        .iter()
+        .filter(|g| **g > 1)
+        .flat_map(|g| members(*g))
+        .filter(|(pid, started)| *started <= not_after + slack && *pid != std::process::id() as i32)
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
+/// SIGKILL what is left of process groups a dead run recorded (see [`leftovers`]). Returns how
+/// many processes were killed.
+pub fn kill_leftovers(groups: &[i32], not_after: std::time::SystemTime) -> usize {
+    let left = leftovers(groups, not_after);
+    for pid in &left {
+        // SAFETY: kill(2) with a positive pid; no memory is involved.
+        unsafe { libc::kill(*pid, libc::SIGKILL) };
     }
-    killed
+    left.len()
+}
+
+/// Whether every process left of the groups a dead run recorded has ended, waiting up to `wait`.
+pub fn leftovers_gone(
+    groups: &[i32],
+    not_after: std::time::SystemTime,
+    wait: std::time::Duration,
+) -> bool {
+    let deadline = std::time::Instant::now() + wait;
+    while !leftovers(groups, not_after).is_empty() {
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    true
 }
 
 /// Secrets taken out of the environment at start.
@@ -331,8 +578,7 @@ pub async fn run_to_end(
     lead_own_group(cmd);
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+        .stderr(Stdio::piped());
     let started = std::time::Instant::now();
     let child = cmd.spawn().map_err(RunFailure::Spawn)?;
     let pgid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
@@ -464,9 +710,86 @@ mod tests {
 
     use super::*;
 
-    /// A shell that writes its pid (its group's id) to a file, then sleeps with a child of its own.
+    /// A shell that writes its process group's id to a file, then sleeps with a child of its own.
     fn sleeper(pidfile: &std::path::Path) -> String {
-        format!("echo $$ > {}; sleep 120 & wait", pidfile.display())
+        format!(
+            "cut -d' ' -f5 /proc/$$/stat > {}; sleep 120 & wait",
+            pidfile.display()
+        )
+    }
+
+    /// Whether process `pid` has ended (reaped, or a zombie nobody waits for).
+    fn ended(pid: i32) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        loop {
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| s.rsplit_once(')').map(|(_, r)| r.trim().to_string()));
+            match state {
+                None => return true,
+                Some(s) if s.starts_with('Z') || s.starts_with('X') => return true,
+                Some(_) if Instant::now() > deadline => return false,
+                Some(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    }
+
+    /// A program that leaves a process behind in a session of its own (as shell tools started
+    /// `detached` do), then exits with 7: the leftover is killed when it exits, and the child
+    /// supervisor waited for ends with the program's status.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn what_a_program_leaves_behind_dies_with_it_and_its_status_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("left");
+        let script = format!(
+            "(setsid sh -c 'echo $$ > {f}; exec sleep 60' &); while [ ! -s {f} ]; do sleep 0.01; done; exit 7",
+            f = pidfile.display()
+        );
+        let mut cmd = tokio::process::Command::new("/bin/sh");
+        cmd.arg("-c").arg(script);
+        let out = run_to_end(&mut cmd, Duration::from_secs(30), &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(out.status.code(), Some(7));
+        let left = pid_in(&pidfile);
+        assert!(
+            ended(left),
+            "the detached process {left} outlived its program"
+        );
+
+        use std::os::unix::process::ExitStatusExt;
+        let mut cmd = tokio::process::Command::new("/bin/sh");
+        cmd.arg("-c").arg("kill -TERM $$; sleep 5");
+        let out = run_to_end(&mut cmd, Duration::from_secs(30), &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(out.status.signal(), Some(libc::SIGTERM), "{:?}", out.status);
+    }
+
+    /// A program stopped through its group (a timeout): what it left in another session goes too.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_killed_group_takes_the_detached_processes_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("left");
+        let script = format!(
+            "(setsid sh -c 'echo $$ > {f}; exec sleep 60' &); sleep 60",
+            f = pidfile.display()
+        );
+        let mut cmd = tokio::process::Command::new("/bin/sh");
+        cmd.arg("-c").arg(script);
+        let cancel = CancellationToken::new();
+        let run = {
+            let cancel = cancel.clone();
+            tokio::spawn(
+                async move { run_to_end(&mut cmd, Duration::from_secs(60), &cancel).await },
+            )
+        };
+        let left = tokio::task::spawn_blocking(move || pid_in(&pidfile))
+            .await
+            .unwrap();
+        cancel.cancel();
+        assert!(matches!(run.await.unwrap(), Err(RunFailure::Cancelled)));
+        assert!(ended(left), "the detached process {left} outlived the stop");
     }
 
     fn pid_in(path: &std::path::Path) -> i32 {

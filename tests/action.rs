@@ -476,7 +476,8 @@ async fn the_action_refuses_bad_inputs_a_bad_checksum_and_a_non_codeowner() {
 }
 
 /// actions/checkout leaves the workflow's token as an `extraheader` (in .git/config up to v5, in
-/// an included file since v6): git would send it and never ask supervisor's credential helper.
+/// an included file since v6): git would send it and never ask supervisor's credential helper, but
+/// supervisor's push reads no repository configuration.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_push_carries_supervisors_token_not_the_checkout_header() {
     let (dir, world) = world(spec()).await;
@@ -511,6 +512,7 @@ async fn the_push_carries_supervisors_token_not_the_checkout_header() {
         .env_clear()
         .envs(actions_runner::clean_env())
         .envs(world.env())
+        .env("SUPERVISOR_GIT_URL", &url)
         .kill_on_drop(true)
         .output();
     let out = tokio::time::timeout(std::time::Duration::from_secs(120), out)
@@ -546,11 +548,6 @@ async fn the_push_carries_supervisors_token_not_the_checkout_header() {
     )
     .unwrap();
     assert!(branch.lines().any(|f| f == "src/hours.ts"), "{branch}");
-    assert_eq!(
-        stderr.matches("persist-credentials: false").count(),
-        1,
-        "said once: {stderr}"
-    );
     assert!(!stderr.contains(&world.token) && !stderr.contains(header_token));
     assert_conformant(&world);
 }

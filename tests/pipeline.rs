@@ -801,18 +801,15 @@ async fn dry_run_writes_nothing() {
     assert!(run_dirs(&world).is_empty(), "a dry run keeps no journal");
 }
 
-/// The push probe runs before anything is written, beside the client's making: a remote that
+/// The push probe runs before anything is written, beside the client's making: a destination that
 /// cannot be pushed to stops the run with the failed check named, and GitHub is only read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_remote_that_cannot_be_pushed_to_stops_the_run_before_anything_is_written() {
     let (_d, world) = world(spec()).await;
     let gone = world.dir.join("no-such-remote.git");
-    supervisor::demo::git(
-        &world.repo,
-        &["remote", "set-url", "origin", gone.to_str().unwrap()],
-    )
-    .unwrap();
-    let r = run(&world, &[]).await;
+    let mut cmd = command(&world, 1, &[]);
+    cmd.env("SUPERVISOR_GIT_URL", &gone);
+    let r = finish(cmd.spawn().unwrap()).await;
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(
         r.stderr.contains("refused before writing anything"),
@@ -1448,8 +1445,8 @@ async fn eventually(what: &str, cond: impl Fn() -> bool) {
     }
 }
 
-/// Issue 10: an agent dies with supervisor (kill -9 included), and the resumed run kills whatever
-/// the agent's process group left running before it touches the worktree.
+/// Issue 10: an agent dies with supervisor (kill -9 included); issue 25: so does what it left
+/// running, at once, and the resumed run finds nothing of it left.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_die_with_supervisor_and_a_resume_kills_their_leftovers() {
     let mut spec = spec();
@@ -1483,7 +1480,10 @@ async fn agents_die_with_supervisor_and_a_resume_kills_their_leftovers() {
         !process_running(leader)
     })
     .await;
-    assert!(process_running(ticker), "the ticker outlived its leader");
+    eventually("what the agent left running to die with it", || {
+        !process_running(ticker)
+    })
+    .await;
     std::fs::write(world.worktrees.parent().unwrap().join("resume.ok"), "").unwrap();
     let r = run(&world, &[]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -1836,7 +1836,8 @@ async fn pushes_get_a_fresh_app_token_when_the_last_one_expired() {
     supervisor::demo::git(&world.repo, &["remote", "set-url", "origin", &url]).unwrap();
 
     let mut cmd = command(&world, 1, &[]);
-    cmd.env_remove("GH_TOKEN")
+    cmd.env("SUPERVISOR_GIT_URL", &url)
+        .env_remove("GH_TOKEN")
         .env("SUPERVISOR_APP_ID", "4242")
         .env(
             "SUPERVISOR_APP_PRIVATE_KEY_PATH",
@@ -2038,7 +2039,7 @@ async fn sigint_during_a_long_command_gate_stops_within_two_seconds() {
     let mut spec = spec();
     spec.workflow = Some(workflow_with_hooks(json!([{
         "gate": "command", "name": "slow", "expect": "pass", "timeoutSec": 600,
-        "run": "test -f ../../slow.on || exit 0; echo $$ > ../../gate.pid; sleep 120"
+        "run": "test -f ../../slow.on || exit 0; cut -d' ' -f5 /proc/$$/stat > ../../gate.pid; sleep 120"
     }])));
     let (_d, world) = world(spec).await;
     let slow = world.worktrees.parent().unwrap().join("slow.on");
@@ -2069,7 +2070,7 @@ async fn sigint_during_a_slow_setup_command_stops_within_two_seconds() {
     spec.settings.insert(
         "setupCommands".into(),
         json!([
-            "test -f ../../slow.on || { touch set-up.ok; exit 0; }; echo $$ > ../../setup.pid; sleep 120"
+            "test -f ../../slow.on || { touch set-up.ok; exit 0; }; cut -d' ' -f5 /proc/$$/stat > ../../setup.pid; sleep 120"
         ]),
     );
     let (_d, world) = world(spec).await;

@@ -86,6 +86,7 @@ impl World {
             setup_commands: Some(Vec::new()),
             setup_attempts: 2,
             git_config: vec![("protocol.file.allow".into(), "always".into())],
+            push_url: remote.display().to_string(),
         };
         World {
             _tmp: tmp,
@@ -823,8 +824,8 @@ fn the_push_probe_sends_nothing_and_names_an_unreachable_remote() {
     let w = World::new();
     push_probe(&w.cfg, &PushAuth::None).unwrap();
     assert_eq!(w.remote_ref("worktree-git-issue-preflight"), None);
-    // The remote's URL as the repository's configuration spells it, through `insteadOf`.
-    let gone = w.root.join("gone.git");
+    // The destination is the configuration's: the repository's remotes and rewrite rules, which an
+    // agent can change, decide nothing.
     git(
         &w.repo,
         &["remote", "set-url", "origin", "elsewhere:gone.git"],
@@ -833,19 +834,58 @@ fn the_push_probe_sends_nothing_and_names_an_unreachable_remote() {
         &w.repo,
         &[
             "config",
-            &format!("url.{}/.insteadOf", w.root.display()),
-            "elsewhere:",
+            &format!("url.{}/.insteadOf", w.root.join("nowhere").display()),
+            w.remote.to_str().unwrap(),
         ],
     );
-    let err = push_probe(&w.cfg, &PushAuth::None).unwrap_err().to_string();
-    assert!(err.contains("push"), "{err}");
-    assert!(
-        err.contains(gone.to_str().unwrap()) || err.contains("gone.git"),
-        "{err}"
-    );
-    git(
-        &w.repo,
-        &["remote", "set-url", "origin", "elsewhere:remote.git"],
-    );
     push_probe(&w.cfg, &PushAuth::None).unwrap();
+    let gone = w.root.join("gone.git");
+    let cfg = WorkspaceConfig {
+        push_url: gone.display().to_string(),
+        ..w.cfg.clone()
+    };
+    let err = push_probe(&cfg, &PushAuth::None).unwrap_err().to_string();
+    assert!(err.contains("push"), "{err}");
+    assert!(err.contains(gone.to_str().unwrap()), "{err}");
+}
+
+/// A resume puts the worktree back to a snapshot: changed and deleted files come back, added files
+/// go, git-ignored files stay, and neither the branch nor its commits move.
+#[test]
+fn a_snapshot_is_restored_file_for_file() {
+    let w = World::new();
+    let wt = ensure_worktree(&w.cfg, 31).unwrap();
+    std::fs::write(wt.path.join("kept.txt"), "agent work\n").unwrap();
+    let settled = wt.snapshot().unwrap();
+    let head = wt.head_sha().unwrap();
+    assert_eq!(status(&wt), "?? kept.txt", "a snapshot changes nothing");
+
+    std::fs::write(wt.path.join("README.md"), "# changed later\n").unwrap();
+    std::fs::write(wt.path.join("kept.txt"), "overwritten later\n").unwrap();
+    std::fs::write(wt.path.join("late.ts"), "late\n").unwrap();
+    std::fs::write(wt.path.join(".env"), "IGNORED=1\n").unwrap();
+    std::fs::remove_file(wt.path.join(".gitignore")).unwrap();
+    std::fs::write(
+        wt.path.join(".gitignore"),
+        ".env\n.pi/git/\nnode_modules/\n",
+    )
+    .unwrap();
+    assert_eq!(wt.restore(&settled).unwrap(), 3);
+
+    assert_eq!(
+        std::fs::read_to_string(wt.path.join("README.md")).unwrap(),
+        "# app\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(wt.path.join("kept.txt")).unwrap(),
+        "agent work\n"
+    );
+    assert!(!wt.path.join("late.ts").exists());
+    assert!(wt.path.join(".env").exists(), "ignored files stay");
+    assert_eq!(wt.head_sha().unwrap(), head);
+    assert_eq!(wt.restore(&settled).unwrap(), 0, "nothing left to undo");
+    let committed = wt.commit_and_count("work").unwrap();
+    assert!(committed.sha.is_some());
+    let files = git(&wt.path, &["show", "--name-only", "--format=", "HEAD"]);
+    assert_eq!(files.trim(), "kept.txt");
 }

@@ -101,8 +101,7 @@ pub async fn run_agent(req: AgentRequest<'_>, cancel: CancellationToken) -> Agen
             Stdio::null()
         })
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+        .stderr(Stdio::piped());
     crate::process::lead_own_group(&mut cmd);
     let mut child = match cmd.spawn() {
         Ok(c) => c,

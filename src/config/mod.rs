@@ -10,8 +10,8 @@ mod workflow;
 pub use dimension::Dimension;
 pub use issue::{ConfigError, ConfigIssue, did_you_mean, json_key_line};
 pub use settings::{
-    AgentSandbox, CommandBackend, GateSettings, LoadedSettings, PromptVia, RepoSlug,
-    SETTINGS_PATHS, Settings, WatchSettings, command_prefix_problem, env_name,
+    API_URL_ENV, AgentSandbox, CommandBackend, GateSettings, LoadedSettings, PromptVia, RepoSlug,
+    SERVER_URL_ENV, SETTINGS_PATHS, Settings, WatchSettings, command_prefix_problem, env_name,
 };
 pub use source::{DuplicateKey, JsonIndex, read_text};
 pub use workflow::{

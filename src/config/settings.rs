@@ -307,6 +307,12 @@ settings_block! {
         /// Pass the GitHub token to agents (off: agents never see it).
         #[setting(key = "passGitHubToken", default = false)]
         pub pass_github_token: bool,
+        /// Where supervisor pushes the issue branches and fetches from: a URL or a path. Absent:
+        /// the repository on the GitHub host, `https://github.com/<repo>.git` (the host from
+        /// GITHUB_SERVER_URL, else from GITHUB_API_URL). Never read from the repository's git
+        /// configuration, which an agent can change; the token goes to this URL's host only.
+        #[setting(key = "gitUrl", default = None, example = r#""https://github.com/octocat/hello-world.git""#)]
+        pub git_url: Option<String>,
         /// Directory in which worktrees are created; the repository's parent when absent.
         #[setting(key = "worktreeRoot", default = None)]
         pub worktree_root: Option<PathBuf>,
@@ -334,6 +340,26 @@ settings_block! {
         /// Settings of the board-driven modes.
         #[setting(key = "watch", default = WatchSettings::default())]
         pub watch: WatchSettings,
+    }
+}
+
+/// The variable naming GitHub's web address (set by GitHub Actions: `https://github.com`).
+pub const SERVER_URL_ENV: &str = "GITHUB_SERVER_URL";
+/// The variable naming GitHub's API base URL (GitHub Enterprise Server, the sandbox).
+pub const API_URL_ENV: &str = "GITHUB_API_URL";
+
+/// The web address that serves the API at `api` (no trailing slash).
+fn web_of_api(api: &str) -> String {
+    let (scheme, rest) = api.split_once("://").unwrap_or(("https", api));
+    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
+    if let Some(web) = host.strip_prefix("api.").filter(|_| path.is_empty()) {
+        return format!("{scheme}://{web}");
+    }
+    match path.strip_suffix("api/v3") {
+        Some(prefix) => format!("{scheme}://{host}/{prefix}")
+            .trim_end_matches('/')
+            .to_string(),
+        None => api.to_string(),
     }
 }
 
@@ -711,6 +737,39 @@ impl Settings {
             .map(|m| std::time::Duration::from_secs_f64(m * 60.0))
     }
 
+    /// Where the branches are pushed and fetched from: `gitUrl` (a relative path is taken from
+    /// the repository at `root`), else the repository on the web host of GitHub:
+    /// `server_url` (GITHUB_SERVER_URL, as Actions sets it), else the one `api_url`
+    /// (GITHUB_API_URL) belongs to: `api.github.com` and `api.<host>` are served from `<host>`,
+    /// `<host>/api/v3` (Enterprise Server) from `<host>`, any other API (the sandbox) from itself.
+    pub fn git_url(&self, root: &Path, server_url: Option<&str>, api_url: Option<&str>) -> String {
+        if let Some(url) = self
+            .git_url
+            .as_deref()
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+        {
+            let is_path = !url.contains("://") && !url.contains(':');
+            return if is_path && Path::new(url).is_relative() {
+                root.join(url).display().to_string()
+            } else {
+                url.to_string()
+            };
+        }
+        let clean = |u: &str| u.trim().trim_end_matches('/').to_string();
+        let web = match server_url.map(clean).filter(|u| !u.is_empty()) {
+            Some(server) => server,
+            None => {
+                let api = api_url
+                    .map(clean)
+                    .filter(|u| !u.is_empty())
+                    .unwrap_or_else(|| "https://api.github.com".into());
+                web_of_api(&api)
+            }
+        };
+        format!("{web}/{}/{}.git", self.repo.owner, self.repo.name)
+    }
+
     /// The login owning the project board.
     pub fn board_owner(&self) -> &str {
         self.project_owner.as_deref().unwrap_or(&self.repo.owner)
@@ -811,6 +870,60 @@ mod tests {
 
     const MINIMAL: &str =
         r#"{ "supervisor": { "repo": "acme/app", "projectNumber": 7, "codeowners": ["alice"] } }"#;
+
+    #[test]
+    fn the_git_url_comes_from_the_settings_and_the_github_host_never_from_git() {
+        let mut s = load(MINIMAL).unwrap().settings;
+        let root = Path::new("/src/app");
+        let url = |s: &Settings, server, api| s.git_url(root, server, api);
+        assert_eq!(url(&s, None, None), "https://github.com/acme/app.git");
+        assert_eq!(
+            url(
+                &s,
+                Some("https://github.com/"),
+                Some("https://api.github.com")
+            ),
+            "https://github.com/acme/app.git"
+        );
+        assert_eq!(
+            url(&s, None, Some("https://api.github.com/")),
+            "https://github.com/acme/app.git"
+        );
+        assert_eq!(
+            url(&s, None, Some("https://ghe.example.com/api/v3")),
+            "https://ghe.example.com/acme/app.git"
+        );
+        assert_eq!(
+            url(&s, None, Some("https://api.octo.ghe.com")),
+            "https://octo.ghe.com/acme/app.git"
+        );
+        assert_eq!(
+            url(&s, None, Some("http://127.0.0.1:4000")),
+            "http://127.0.0.1:4000/acme/app.git"
+        );
+        assert_eq!(
+            url(
+                &s,
+                Some("https://ghe.example.com"),
+                Some("http://127.0.0.1:4000")
+            ),
+            "https://ghe.example.com/acme/app.git"
+        );
+        s.git_url = Some("../remote.git".into());
+        assert_eq!(url(&s, None, None), "/src/app/../remote.git");
+        s.git_url = Some("git@github.com:acme/app.git".into());
+        assert_eq!(url(&s, None, None), "git@github.com:acme/app.git");
+        s.git_url = Some("https://mirror.example/app.git".into());
+        assert_eq!(
+            url(&s, Some("https://github.com"), None),
+            "https://mirror.example/app.git"
+        );
+        let env = |k: &str| (k == "SUPERVISOR_GIT_URL").then(|| "/srv/app.git".to_string());
+        let s = Settings::from_text(Path::new("s.json"), MINIMAL, &env)
+            .unwrap()
+            .settings;
+        assert_eq!(url(&s, None, None), "/srv/app.git");
+    }
 
     #[test]
     fn defaults_follow_the_spec() {

@@ -135,13 +135,19 @@ impl WorldSpec {
     }
 
     /// The `supervisor` settings block for scripted agents reading `script`, worktrees under
-    /// `worktrees`, merged with the spec's own settings.
-    pub fn settings_block(&self, script: &Path, worktrees: &Path) -> Map<String, Value> {
+    /// `worktrees`, branches pushed to `remote`, merged with the spec's own settings.
+    pub fn settings_block(
+        &self,
+        script: &Path,
+        worktrees: &Path,
+        remote: &Path,
+    ) -> Map<String, Value> {
         let mut block = Map::new();
         block.insert(
             "repo".into(),
             json!(format!("{}/{}", self.owner, self.name)),
         );
+        block.insert("gitUrl".into(), json!(remote.display().to_string()));
         block.insert("projectNumber".into(), json!(1));
         block.insert("codeowners".into(), json!([self.codeowner]));
         block.insert("agentBackend".into(), json!("scripted"));
@@ -280,7 +286,7 @@ impl World {
         for (path, content) in &spec.files {
             write(&repo.join(path), content)?;
         }
-        let block = spec.settings_block(&script, &worktrees);
+        let block = spec.settings_block(&script, &worktrees, &remote);
         write(
             &repo.join(".pi/settings.json"),
             &serde_json::to_string_pretty(&json!({ "supervisor": block })).expect("json"),

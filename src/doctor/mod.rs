@@ -485,15 +485,12 @@ async fn push_check(ws: &WorkspaceConfig, auth: &PushAuth) -> Check {
     match probe {
         Ok(Ok(())) => Check::ok(
             "push",
-            format!("`git push --dry-run` to {} works", ws.remote),
+            format!("`git push --dry-run` to {} works", ws.push_url),
         ),
         Ok(Err(e)) => Check::fail(
             "push",
-            format!("`git push --dry-run` to {} failed: {e}", ws.remote),
-            format!(
-                "check the remote `{}` and that the credentials may push to it",
-                ws.remote
-            ),
+            format!("`git push --dry-run` to {} failed: {e}", ws.push_url),
+            "check that the credentials may push there; the destination is the settings' `gitUrl`, else the repository on the GitHub host (GITHUB_SERVER_URL, GITHUB_API_URL)",
         ),
         Err(e) => Check::fail("push", format!("the push probe failed: {e}"), "run again"),
     }

@@ -109,8 +109,7 @@ impl LspServer {
         let mut cmd = tool.command(root, args);
         // Its own process group, registered while it runs, dying with supervisor.
         crate::process::lead_own_group(&mut cmd);
-        cmd.kill_on_drop(true)
-            .stdin(Stdio::piped())
+        cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         let mut child = cmd

@@ -22,8 +22,7 @@ pub const APP_KEY_ENV: &str = "SUPERVISOR_APP_PRIVATE_KEY";
 pub const APP_KEY_PATH_ENV: &str = "SUPERVISOR_APP_PRIVATE_KEY_PATH";
 /// Optional: the installation to use; found from the repository when absent.
 pub const APP_INSTALLATION_ENV: &str = "SUPERVISOR_APP_INSTALLATION_ID";
-/// Environment variable with the API base URL (GitHub Enterprise Server, the sandbox).
-pub const API_URL_ENV: &str = "GITHUB_API_URL";
+pub use crate::config::API_URL_ENV;
 /// Where the public API lives.
 pub const DEFAULT_API_URL: &str = "https://api.github.com";
 

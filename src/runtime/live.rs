@@ -56,6 +56,11 @@ pub struct LiveEffects {
     /// The run's gate state (trusted tools, warm language servers, incremental caches); shut down
     /// when the run ends, however it ends.
     gates: gates::GateSession,
+    /// The worktree's git set-up as supervisor left it before the first agent ran.
+    git_setup: Option<workspace::GitSetup>,
+    /// The first stage after which the git set-up was found changed, and what changed: supervisor
+    /// then commits, pushes and fetches nothing more.
+    git_changed: Option<(String, String)>,
 }
 
 /// How often a live run refreshes its checkpoint while an agent works.
@@ -98,6 +103,8 @@ impl LiveEffects {
             tracker: None,
             console: super::Console::new(svc.progress),
             gates,
+            git_setup: None,
+            git_changed: None,
         }
     }
 
@@ -152,6 +159,59 @@ impl LiveEffects {
         self.wt
             .clone()
             .ok_or_else(|| "the worktree is not ready".to_string())
+    }
+
+    /// The worktree, for git work that writes or talks to the remote: refused, naming the stage
+    /// and the change, once a stage changed the worktree's git set-up.
+    fn worktree_for_git(&self) -> Result<Worktree, String> {
+        if let Some((stage, what)) = &self.git_changed {
+            return Err(format!(
+                "the {stage} changed the worktree's git set-up ({what}); supervisor commits, pushes and fetches only through the git set-up it made, so nothing was sent: look at what the agent did, undo the change or remove the worktree, then run again"
+            ));
+        }
+        self.worktree()
+    }
+
+    /// Record in the checkpoint how the worktree's files stand now, for a resume to put them back
+    /// to (after an agent's exit, and after supervisor's own changes).
+    async fn settle(&mut self) {
+        let Some(wt) = self.wt.clone() else {
+            return;
+        };
+        let tree = match tokio::task::spawn_blocking(move || wt.snapshot()).await {
+            Ok(Ok(tree)) => tree,
+            Ok(Err(e)) => return tracing::warn!("the worktree's state is not recorded: {e}"),
+            Err(e) => return tracing::warn!("the worktree's state is not recorded: {e}"),
+        };
+        let Ok(mut cp) = self.checkpoint.lock() else {
+            return;
+        };
+        let Some(cp) = cp.as_mut() else {
+            return;
+        };
+        if cp.settled.as_deref() != Some(tree.as_str()) {
+            cp.settled = Some(tree);
+            if let Err(e) = cp.save(&self.project.root) {
+                tracing::warn!("could not write the checkpoint: {e}");
+            }
+        }
+    }
+
+    /// After the agent of `stage` ("Implementation stage (developer)"): note whether it changed the
+    /// worktree's git set-up.
+    async fn note_git_changes(&mut self, stage: &str) {
+        let (Some(wt), Some(before), None) =
+            (self.wt.clone(), self.git_setup.clone(), &self.git_changed)
+        else {
+            return;
+        };
+        let changed = tokio::task::spawn_blocking(move || wt.git_changed_since(&before))
+            .await
+            .unwrap_or_else(|e| Some(format!("it could not be read ({e})")));
+        if let Some(what) = changed {
+            tracing::warn!("the {stage} changed the worktree's git set-up: {what}");
+            self.git_changed = Some((stage.to_string(), what));
+        }
     }
 
     /// Comments a marker may be found on: supervisor's own (none while its login is unknown).
@@ -408,12 +468,17 @@ impl Effects for LiveEffects {
             base: wt.base.clone(),
             reused: wt.origin,
         };
+        let sealed = wt.clone();
+        self.git_setup = tokio::task::spawn_blocking(move || sealed.git_setup())
+            .await
+            .ok();
         self.wt = Some(wt);
+        self.settle().await;
         Ok((info, warnings))
     }
 
     async fn commit(&mut self, message: &str) -> Result<CommitResult, String> {
-        let wt = self.worktree()?;
+        let wt = self.worktree_for_git()?;
         let message = message.to_string();
         blocking(&self.cancel, move || {
             let c = wt.commit_and_count(&message)?;
@@ -427,7 +492,7 @@ impl Effects for LiveEffects {
     }
 
     async fn push(&mut self) -> Result<String, String> {
-        let wt = self.worktree()?;
+        let wt = self.worktree_for_git()?;
         let auth = self.push_auth.clone();
         let revising = self.revising;
         blocking(&self.cancel, move || {
@@ -455,10 +520,10 @@ impl Effects for LiveEffects {
     }
 
     async fn merge_base(&mut self) -> Result<MergeOutcome, String> {
-        let wt = self.worktree()?;
+        let wt = self.worktree_for_git()?;
         let auth = self.push_auth.clone();
         let base = self.ws.default_branch.clone();
-        blocking(&self.cancel, move || {
+        let merged = blocking(&self.cancel, move || {
             let outcome = wt.merge_base_branch_with(&auth)?;
             if let MergeOutcome::Merged { .. } = &outcome {
                 wt.push(&auth).map_err(|e| {
@@ -469,7 +534,11 @@ impl Effects for LiveEffects {
             }
             Ok(outcome)
         })
-        .await
+        .await;
+        if let Ok(MergeOutcome::Merged { .. }) = &merged {
+            self.settle().await;
+        }
+        merged
     }
 
     async fn cleanup(&mut self, how: Cleanup) -> Vec<String> {
@@ -572,11 +641,15 @@ impl Effects for LiveEffects {
             }
             std::future::pending::<()>().await
         };
-        tokio::select! {
+        let run = tokio::select! {
             run = agent::run_agent(req, cancel.clone()) => run,
             () = heartbeat => unreachable!("the heartbeat never ends"),
             () = live => unreachable!("the live view waits for the run"),
-        }
+        };
+        self.note_git_changes(&format!("{} stage ({})", d.stage, d.agent))
+            .await;
+        self.settle().await;
+        run
     }
 
     async fn fetch_feedback(
@@ -618,6 +691,7 @@ impl Effects for LiveEffects {
         })
         .await
         .map_err(|e| RunError::Workspace(WorkspaceError::Task(e)))?;
+        self.settle().await;
         Ok(checked.map(|()| prepared))
     }
 

@@ -89,6 +89,13 @@ fn claim(
             "killed {killed} process(es) the previous run of issue #{issue} left running"
         );
     }
+    // Nothing of the dead run may write into the worktree from here on.
+    if !crate::process::leftovers_gone(&groups, last_alive.into(), LEFTOVERS_WAIT) {
+        return Err(RunError::Unfinished(format!(
+            "processes the previous run of issue #{issue} left are still running {} s after they were killed; end them (process groups {groups:?}), then run again",
+            LEFTOVERS_WAIT.as_secs()
+        )));
+    }
     if cp.is_stale(chrono::Utc::now()) {
         workspace::prune_stale(ws, &cp)?;
         Checkpoint::remove(&project.root, issue)?;
@@ -108,7 +115,28 @@ fn claim(
             cp.run_id
         )));
     }
+    put_back(ws, &cp)?;
     Ok((cp.run_id, true, lock))
+}
+
+/// How long a resume waits for the processes it killed to end.
+const LEFTOVERS_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Put a resumed run's worktree back to how its last agent left it: what arrived after (the work
+/// of an agent the crash cut short, or writes of processes that outlived it) is undone before
+/// anything of it could be committed.
+fn put_back(ws: &WorkspaceConfig, cp: &Checkpoint) -> Result<(), RunError> {
+    let (Some(tree), Some(wt)) = (&cp.settled, workspace::existing_worktree(ws, cp.issue)?) else {
+        return Ok(());
+    };
+    let undone = wt.restore(tree)?;
+    if undone > 0 {
+        tracing::warn!(
+            "undid {undone} file change(s) made in {} after the last agent of the previous run ended",
+            wt.path.display()
+        );
+    }
+    Ok(())
 }
 
 /// Revise pull request `pr` after review feedback: the issue it closes is its run's, and the

@@ -102,6 +102,11 @@ pub struct Checkpoint {
     /// that a resume after such a run still kills what it left; no longer written.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<i32>,
+    /// The worktree's files as the last agent (or supervisor's last merge) left them, as a git
+    /// tree: a resume puts the worktree back to it, undoing what arrived after (an agent cut short
+    /// by the crash, or a process it left that went on writing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled: Option<String>,
 }
 
 impl Checkpoint {
@@ -117,6 +122,7 @@ impl Checkpoint {
             started_at: now,
             updated_at: now,
             groups: Vec::new(),
+            settled: None,
         }
     }
 
@@ -301,6 +307,10 @@ pub fn prune_stale(cfg: &WorkspaceConfig, cp: &Checkpoint) -> Result<(), Workspa
         origin: Reuse::ExistingWorktree,
         remote: cfg.remote.clone(),
         git_config: cfg.git_config.clone(),
+        push_url: cfg.push_url.clone(),
+        // Cleaning up works from the repository's own worktree records.
+        git_dir: PathBuf::new(),
+        common_dir: PathBuf::new(),
     };
     cleanup(cfg, &wt)?;
     Checkpoint::remove(&cfg.repo_root, cp.issue)
@@ -323,6 +333,9 @@ mod tests {
             origin: Reuse::Created,
             remote: "origin".into(),
             git_config: Vec::new(),
+            push_url: String::new(),
+            git_dir: PathBuf::new(),
+            common_dir: PathBuf::new(),
         }
     }
 
@@ -338,6 +351,7 @@ mod tests {
             started_at: now,
             updated_at: now - chrono::Duration::minutes(59),
             groups: Vec::new(),
+            settled: None,
         };
         assert!(!cp.is_stale(now));
         cp.updated_at = now - chrono::Duration::minutes(61);

@@ -1,28 +1,35 @@
 //! The `git` CLI, for what git2 cannot do here: HTTPS push and fetch (git2 is built without TLS),
-//! submodules, and checking a new worktree out as fast as git does. Arguments built from data always come after the options they belong to; credentials
-//! travel in the child's environment to a one-shot credential helper, never in arguments, files or logs.
+//! submodules, and checking a new worktree out as fast as git does. Arguments built from data always
+//! come after the options they belong to; credentials travel in the child's environment to a
+//! one-shot credential helper, never in arguments, files or logs.
 //!
-//! A checkout made by `actions/checkout` (unless `persist-credentials: false`) keeps the workflow's
-//! token in the git configuration as an `http.<url>.extraheader` Authorization header. git sends that
-//! header and never asks a credential helper, so a push would go out as the workflow's token (which
-//! starts no CI, or is refused). When supervisor brings its own token, such headers are switched off
-//! for its push and fetch through command-scope configuration; the repository's files are not touched.
+//! **Where a push goes is not git's to decide.** Every push and fetch ([`RemoteGit`]) names the
+//! destination the settings give (`gitUrl`, else the repository on the GitHub host), never a remote
+//! of the repository. It runs in a scratch git directory of supervisor's own that reads and writes
+//! the repository's objects and nothing else of it: no system, global, repository or worktree
+//! configuration is read, so nothing an agent can write (`remote.*.url`, `url.*.insteadOf`,
+//! `pushInsteadOf`, `credential.*`, `http.*`, `core.sshCommand`, hooks, includes, a `.git` file
+//! pointing elsewhere) changes where git connects, what it runs or what it sends. The credential
+//! helper hands the token out only for the destination's own protocol and host, so a redirect to
+//! another host gets nothing. A persisted `http.extraheader` (actions/checkout's) is not read either.
 
 use std::ffi::OsStr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::WorkspaceError;
+use git2::{Oid, Repository};
+
+use super::{WorkspaceError, git_err, io_err};
 
 /// Credentials for push and fetch.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub enum PushAuth {
-    /// Whatever git is configured with (SSH keys, credential helpers, local paths).
+    /// No token of supervisor's: SSH keys or a local path.
     #[default]
     None,
-    /// A GitHub token, used for HTTPS remotes only.
+    /// A GitHub token, sent to the destination only, over HTTPS (or plain HTTP to the loopback).
     Token(String),
     /// Asked for a token before each git command that talks to an HTTPS remote, so that a token
     /// that expires (a GitHub App's lives an hour) is replaced in time.
@@ -35,6 +42,26 @@ impl PushAuth {
         provider: impl Fn() -> Result<String, String> + Send + Sync + 'static,
     ) -> PushAuth {
         PushAuth::Provider(TokenProvider(Arc::new(provider)))
+    }
+
+    /// The token to send to `url` now: `None` when there is none of ours or `url` may not carry it;
+    /// a provider is asked only when it may.
+    fn token_for(&self, url: &str) -> Result<Option<String>, WorkspaceError> {
+        if !token_may_travel_to(url) {
+            return Ok(None);
+        }
+        match self {
+            PushAuth::None => Ok(None),
+            PushAuth::Token(t) => Ok(Some(t.clone())),
+            PushAuth::Provider(p) => {
+                (p.0)()
+                    .map(Some)
+                    .map_err(|detail| WorkspaceError::GitCommand {
+                        command: "git credentials".into(),
+                        detail,
+                    })
+            }
+        }
     }
 }
 
@@ -60,29 +87,34 @@ impl std::fmt::Debug for PushAuth {
     }
 }
 
-/// The variable the credential helper reads the token from.
+/// The variables the credential helper reads: the token, and the one protocol and host it is for.
 const TOKEN_VAR: &str = "SUPERVISOR_GIT_TOKEN";
-/// Answers git's `get` with the token from the environment; nothing is stored.
-const HELPER: &str = "!f() { test \"$1\" = get && echo username=x-access-token && echo \"password=${SUPERVISOR_GIT_TOKEN}\"; }; f";
-/// Persisted Authorization headers were reported: say it once per process, not at every push.
-static HEADERS_REPORTED: AtomicBool = AtomicBool::new(false);
-/// Git variables that would redirect a subprocess to another repository.
-const REPO_VARS: [&str; 5] = [
+const HOST_VAR: &str = "SUPERVISOR_GIT_HOST";
+const PROTOCOL_VAR: &str = "SUPERVISOR_GIT_PROTOCOL";
+/// Answers git's `get` with the token when git asks for the destination's protocol and host, and
+/// with nothing otherwise (a redirect elsewhere); nothing is stored.
+const HELPER: &str = "!f() { test \"$1\" = get || exit 0; h=; p=; \
+    while IFS= read -r l && test -n \"$l\"; do case \"$l\" in host=*) h=${l#host=} ;; protocol=*) p=${l#protocol=} ;; esac; done; \
+    test -n \"$h\" && test \"$h\" = \"$SUPERVISOR_GIT_HOST\" && test \"$p\" = \"$SUPERVISOR_GIT_PROTOCOL\" || exit 0; \
+    echo username=x-access-token; echo \"password=$SUPERVISOR_GIT_TOKEN\"; }; f";
+/// Git variables that would point a subprocess at another repository or add configuration.
+const REPO_VARS: [&str; 10] = [
     "GIT_DIR",
     "GIT_WORK_TREE",
     "GIT_INDEX_FILE",
     "GIT_OBJECT_DIRECTORY",
     "GIT_COMMON_DIR",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_NAMESPACE",
+    "GIT_CONFIG",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
 ];
 
-/// A `git` invocation in a directory.
+/// A local `git` invocation in a directory (no network: `worktree add`, `submodule update`).
 pub(crate) struct Git<'a> {
     dir: &'a Path,
     config: Vec<(String, String)>,
-    token: Option<String>,
-    /// Command-scope configuration passed through `GIT_CONFIG_COUNT` (keys may hold any character,
-    /// which `-c key=value` cannot carry): the resets of persisted Authorization headers.
-    env_config: Vec<(String, String)>,
 }
 
 impl<'a> Git<'a> {
@@ -90,45 +122,7 @@ impl<'a> Git<'a> {
         Git {
             dir,
             config: config.to_vec(),
-            token: None,
-            env_config: Vec::new(),
         }
-    }
-
-    /// Use `auth` when `url` is an HTTPS URL (or plain HTTP to this machine's loopback, where the
-    /// token never leaves the host); a provider is asked for its token now, `Err` when it has none
-    /// to give. Persisted Authorization headers are switched off so that git asks for, and sends,
-    /// this token.
-    pub(crate) fn with_auth(
-        mut self,
-        auth: &PushAuth,
-        url: Option<&str>,
-    ) -> Result<Git<'a>, WorkspaceError> {
-        let travels = url.is_some_and(token_may_travel_to);
-        let token = match auth {
-            PushAuth::Token(t) if travels => Some(t.clone()),
-            PushAuth::Provider(p) if travels => {
-                Some((p.0)().map_err(|detail| WorkspaceError::GitCommand {
-                    command: "git credentials".into(),
-                    detail,
-                })?)
-            }
-            _ => None,
-        };
-        if let Some(t) = token {
-            self.token = Some(t);
-            // Reset the helper list first so no configured helper sees (or stores) the token.
-            self.config
-                .push(("credential.helper".into(), String::new()));
-            self.config
-                .push(("credential.helper".into(), HELPER.into()));
-            self.env_config = self.header_resets();
-        }
-        // Give up on a stalled transfer instead of hanging the pipeline.
-        self.config
-            .push(("http.lowSpeedLimit".into(), "1000".into()));
-        self.config.push(("http.lowSpeedTime".into(), "60".into()));
-        Ok(self)
     }
 
     pub(crate) fn command<S: AsRef<OsStr>>(&self, args: &[S]) -> Command {
@@ -143,128 +137,280 @@ impl<'a> Git<'a> {
         for var in REPO_VARS {
             cmd.env_remove(var);
         }
-        if let Some(t) = &self.token {
-            cmd.env(TOKEN_VAR, t);
-        }
-        if !self.env_config.is_empty() {
-            // Entries already in the environment keep their places; ours come after them.
-            let base: usize = std::env::var("GIT_CONFIG_COUNT")
-                .ok()
-                .and_then(|n| n.trim().parse().ok())
-                .unwrap_or(0);
-            for (i, (k, v)) in self.env_config.iter().enumerate() {
-                cmd.env(format!("GIT_CONFIG_KEY_{}", base + i), k);
-                cmd.env(format!("GIT_CONFIG_VALUE_{}", base + i), v);
-            }
-            cmd.env(
-                "GIT_CONFIG_COUNT",
-                (base + self.env_config.len()).to_string(),
-            );
-        }
         cmd
-    }
-
-    /// The configured `http[.<url>].extraheader` entries (every scope, includes followed, as git
-    /// itself reads them here), in order.
-    fn extra_headers(&self) -> Vec<(String, String)> {
-        let mut cmd = Command::new("git");
-        cmd.args(["config", "-z", "--get-regexp", r"^http\..*extraheader$"])
-            .current_dir(self.dir)
-            .stdin(Stdio::null())
-            .stderr(Stdio::null());
-        for var in REPO_VARS {
-            cmd.env_remove(var);
-        }
-        // Exit status 1: no such key.
-        let Ok(out) = crate::process::output_blocking(&mut cmd) else {
-            return Vec::new();
-        };
-        parse_config_z(&out.stdout)
-    }
-
-    /// Command-scope entries that empty every configured key holding an Authorization header (an
-    /// empty value resets git's header list for that key) and give back the key's other headers.
-    fn header_resets(&self) -> Vec<(String, String)> {
-        let headers = self.extra_headers();
-        let mut keys: Vec<&str> = Vec::new();
-        for (k, v) in &headers {
-            if is_authorization(v) && !keys.contains(&k.as_str()) {
-                keys.push(k);
-            }
-        }
-        if keys.is_empty() {
-            return Vec::new();
-        }
-        if !HEADERS_REPORTED.swap(true, Ordering::Relaxed) {
-            tracing::warn!(
-                "git: ignoring the Authorization header persisted in the git configuration ({}), \
-                 as actions/checkout leaves it unless `persist-credentials: false`: supervisor's \
-                 push and fetch use its own token, so the push can start CI",
-                keys.join(", ")
-            );
-        }
-        let mut resets = Vec::new();
-        for key in keys {
-            resets.push((key.to_string(), String::new()));
-            for (k, v) in &headers {
-                if k == key && !v.is_empty() && !is_authorization(v) {
-                    resets.push((k.clone(), v.clone()));
-                }
-            }
-        }
-        resets
     }
 
     /// Run git to completion; stdout on success, an error with git's message otherwise.
     pub(crate) fn run<S: AsRef<OsStr>>(&self, args: &[S]) -> Result<String, WorkspaceError> {
-        let shown: Vec<_> = args.iter().map(|a| a.as_ref().to_string_lossy()).collect();
-        let shown = format!("git {}", shown.join(" "));
-        // Its own process group, registered, killed when the run's stop is asked for.
-        let out = crate::process::output_blocking(&mut self.command(args)).map_err(|e| {
-            WorkspaceError::GitCommand {
-                command: shown.clone(),
-                detail: if e.kind() == std::io::ErrorKind::Interrupted {
-                    e.to_string()
-                } else {
-                    format!("cannot run git: {e}; is git installed?")
-                },
-            }
+        run(self.command(args), args, None)
+    }
+}
+
+/// Run `cmd` (git `args`) to completion in its own registered process group; stdout on success, an
+/// error with git's message (the token, when there is one, masked) otherwise.
+fn run<S: AsRef<OsStr>>(
+    mut cmd: Command,
+    args: &[S],
+    token: Option<&str>,
+) -> Result<String, WorkspaceError> {
+    let shown: Vec<_> = args.iter().map(|a| a.as_ref().to_string_lossy()).collect();
+    let shown = format!("git {}", shown.join(" "));
+    // Its own process group, registered, killed when the run's stop is asked for.
+    let out =
+        crate::process::output_blocking(&mut cmd).map_err(|e| WorkspaceError::GitCommand {
+            command: shown.clone(),
+            detail: if e.kind() == std::io::ErrorKind::Interrupted {
+                e.to_string()
+            } else {
+                format!("cannot run git: {e}; is git installed?")
+            },
         })?;
-        if out.status.success() {
-            Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    if out.status.success() {
+        return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let detail = redact(stderr.trim(), token);
+    Err(WorkspaceError::GitCommand {
+        command: shown,
+        detail: if detail.is_empty() {
+            format!("exit status {}", out.status)
         } else {
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            let detail = self.redact(stderr.trim());
-            Err(WorkspaceError::GitCommand {
-                command: shown,
-                detail: if detail.is_empty() {
-                    format!("exit status {}", out.status)
-                } else {
-                    detail
-                },
-            })
+            detail
+        },
+    })
+}
+
+/// Never let the token reach a message, whatever git printed.
+fn redact(text: &str, token: Option<&str>) -> String {
+    match token {
+        Some(t) if !t.is_empty() => text.replace(t, "***"),
+        _ => text.to_string(),
+    }
+}
+
+/// Scratch directories made by this process, for unique names.
+static SCRATCH: AtomicU64 = AtomicU64::new(0);
+
+/// Git talking to the destination from a scratch git directory of supervisor's own: its
+/// configuration is written here and is all git reads; objects are the repository's (found through
+/// `GIT_OBJECT_DIRECTORY`, written there by a fetch). Removed when dropped.
+pub(crate) struct RemoteGit {
+    scratch: PathBuf,
+    objects: PathBuf,
+    url: String,
+    config: Vec<(String, String)>,
+    token: Option<String>,
+}
+
+impl RemoteGit {
+    /// Git for the repository whose shared git directory is `common`, talking to `url` with
+    /// `auth` (whose token goes to `url`'s protocol and host only, when `url` may carry it).
+    /// `config` is supervisor's own `-c key=value` (the settings', never the repository's).
+    pub(crate) fn new(
+        common: &Path,
+        url: &str,
+        auth: &PushAuth,
+        config: &[(String, String)],
+    ) -> Result<RemoteGit, WorkspaceError> {
+        if url.trim().is_empty() {
+            return Err(WorkspaceError::Task(
+                "no destination to push to or fetch from: set gitUrl in the settings".into(),
+            ));
         }
+        let token = auth.token_for(url)?;
+        let scratch = make_scratch(common)?;
+        let mut config = config.to_vec();
+        config.extend(
+            [
+                // No helper but supervisor's, which answers for the destination's host only.
+                ("credential.helper", ""),
+                (
+                    "credential.helper",
+                    if token.is_some() { HELPER } else { "" },
+                ),
+                // Give up on a stalled transfer instead of hanging the pipeline.
+                ("http.lowSpeedLimit", "1000"),
+                ("http.lowSpeedTime", "60"),
+                // The scratch directory's refs are not the repository's: never collect garbage
+                // or write anything beside the objects from them.
+                ("gc.auto", "0"),
+                ("maintenance.auto", "false"),
+                ("fetch.writeCommitGraph", "false"),
+                ("core.hooksPath", "/dev/null"),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+        Ok(RemoteGit {
+            scratch,
+            objects: common.join("objects"),
+            url: url.to_string(),
+            config,
+            token,
+        })
     }
 
-    /// Never let the token reach a message, whatever git printed.
-    fn redact(&self, text: &str) -> String {
-        match &self.token {
-            Some(t) if !t.is_empty() => text.replace(t.as_str(), "***"),
-            _ => text.to_string(),
+    fn command<S: AsRef<OsStr>>(&self, args: &[S]) -> Command {
+        let mut cmd = Git::new(&self.scratch, &self.config).command(args);
+        cmd.env("GIT_DIR", &self.scratch)
+            .env("GIT_OBJECT_DIRECTORY", &self.objects)
+            // No configuration file but the scratch directory's own: not the system's, not
+            // ~/.gitconfig (GIT_CONFIG_GLOBAL, and HOME for a git that predates it), not ~/.netrc.
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_SYSTEM", "/dev/null")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("HOME", &self.scratch)
+            .env("XDG_CONFIG_HOME", &self.scratch);
+        if let Some(token) = &self.token {
+            let (protocol, host) = protocol_and_host(&self.url);
+            cmd.env(TOKEN_VAR, token)
+                .env(PROTOCOL_VAR, protocol)
+                .env(HOST_VAR, host);
         }
+        cmd
     }
+
+    fn run<S: AsRef<OsStr>>(&self, args: &[S]) -> Result<String, WorkspaceError> {
+        run(self.command(args), args, self.token.as_deref())
+    }
+
+    /// Fetch the destination's `branch` into `tracking` of `repo` (the repository whose objects
+    /// these are); its tip.
+    pub(crate) fn fetch(
+        &self,
+        repo: &Repository,
+        branch: &str,
+        tracking: &str,
+    ) -> Result<Oid, WorkspaceError> {
+        // The repository's branches, so that git asks only for what is missing.
+        let mut known = String::new();
+        for r in repo.references().map_err(git_err("refs"))?.flatten() {
+            let (Ok(name), Some(oid)) = (r.name(), r.target()) else {
+                continue;
+            };
+            if name.starts_with("refs/heads/") || name.starts_with("refs/remotes/") {
+                known.push_str(&format!("{oid} {name}\n"));
+            }
+        }
+        let packed = self.scratch.join("packed-refs");
+        std::fs::write(&packed, known).map_err(io_err("cannot write", &packed))?;
+        let fetched = "refs/supervisor/fetched";
+        let refspec = format!("+refs/heads/{branch}:{fetched}");
+        self.run(&[
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--",
+            &self.url,
+            &refspec,
+        ])?;
+        let tip = std::fs::read_to_string(self.scratch.join(fetched))
+            .ok()
+            .and_then(|t| Oid::from_str(t.trim()).ok())
+            .ok_or_else(|| {
+                WorkspaceError::Task(format!("git fetch of {branch} left no commit to read"))
+            })?;
+        repo.reference(tracking, tip, true, "supervisor: fetch")
+            .map_err(git_err("update the remote-tracking branch"))?;
+        Ok(tip)
+    }
+
+    /// Push commit `sha` to the destination's `branch`, provided the branch is still at `lease`
+    /// there (`None`: it must not exist); `dry_run` sends nothing and asks for no lease.
+    pub(crate) fn push(
+        &self,
+        sha: Oid,
+        branch: &str,
+        lease: Option<Oid>,
+        dry_run: bool,
+    ) -> Result<(), WorkspaceError> {
+        let target = format!("refs/heads/{branch}");
+        let lease = format!(
+            "--force-with-lease={target}:{}",
+            lease.map(|o| o.to_string()).unwrap_or_default()
+        );
+        let refspec = format!("{sha}:{target}");
+        let mut args = vec!["push", "--quiet", "--no-verify"];
+        // A probe asks whether a push would be taken at all, whatever the branch holds there.
+        args.push(if dry_run { "--dry-run" } else { &lease });
+        args.extend(["--", &self.url, &refspec]);
+        self.run(&args).map(drop)
+    }
+}
+
+impl Drop for RemoteGit {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.scratch);
+    }
+}
+
+/// A new private scratch git directory for the repository whose shared git directory is `common`:
+/// its object format and shallow boundary, nothing else.
+fn make_scratch(common: &Path) -> Result<PathBuf, WorkspaceError> {
+    use std::os::unix::fs::DirBuilderExt;
+    let base = std::env::temp_dir();
+    let dir = loop {
+        let n = SCRATCH.fetch_add(1, Ordering::Relaxed);
+        let dir = base.join(format!("supervisor-git-{}-{n}", std::process::id()));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => break dir,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(io_err("cannot create", &dir)(e)),
+        }
+    };
+    let format = git2::Config::open(&common.join("config"))
+        .and_then(|c| c.get_string("extensions.objectformat"))
+        .ok();
+    let config = match format {
+        Some(f) => format!(
+            "[core]\n\trepositoryformatversion = 1\n\tbare = true\n[extensions]\n\tobjectformat = {f}\n"
+        ),
+        None => "[core]\n\trepositoryformatversion = 0\n\tbare = true\n".to_string(),
+    };
+    let write = |name: &str, text: &[u8]| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).map_err(io_err("cannot write", &p))
+    };
+    let made = (|| {
+        for sub in ["objects", "refs"] {
+            let p = dir.join(sub);
+            std::fs::create_dir(&p).map_err(io_err("cannot create", &p))?;
+        }
+        write("HEAD", b"ref: refs/heads/main\n")?;
+        write("config", config.as_bytes())?;
+        // A shallow clone (actions/checkout's default): git must know where its history ends.
+        if let Ok(shallow) = std::fs::read(common.join("shallow")) {
+            write("shallow", &shallow)?;
+        }
+        Ok(())
+    })();
+    if let Err(e) = made {
+        let _ = std::fs::remove_dir_all(&dir);
+        return Err(e);
+    }
+    Ok(dir)
+}
+
+/// The protocol and host (with its port, as git's credential protocol names it) of `url`; empty
+/// for a path or an scp-like SSH address.
+fn protocol_and_host(url: &str) -> (String, String) {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return (String::new(), String::new());
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = authority.rsplit('@').next().unwrap_or_default();
+    (scheme.to_ascii_lowercase(), host.to_string())
 }
 
 /// Whether a token may be sent to `url`: HTTPS anywhere, plain HTTP only to the loopback.
 fn token_may_travel_to(url: &str) -> bool {
-    if url.starts_with("https://") {
-        return true;
+    let (protocol, host_port) = protocol_and_host(url);
+    if protocol == "https" {
+        return !host_port.is_empty();
     }
-    let Some(rest) = url.strip_prefix("http://") else {
+    if protocol != "http" {
         return false;
-    };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let host_port = authority.rsplit('@').next().unwrap_or_default();
+    }
     let host = match host_port.strip_prefix('[') {
         Some(v6) => v6.split(']').next().unwrap_or_default(),
         None => host_port.split(':').next().unwrap_or_default(),
@@ -275,35 +421,28 @@ fn token_may_travel_to(url: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-/// An `extraheader` value that authenticates: `AUTHORIZATION: basic …`, `Authorization: Bearer …`.
-fn is_authorization(header: &str) -> bool {
-    header
-        .split_once(':')
-        .is_some_and(|(name, _)| name.trim().eq_ignore_ascii_case("authorization"))
-}
-
-/// `git config -z --get-regexp` output: `key\nvalue\0` per entry (`key\0` for a key without value).
-fn parse_config_z(out: &[u8]) -> Vec<(String, String)> {
-    String::from_utf8_lossy(out)
-        .split('\0')
-        .filter(|e| !e.is_empty())
-        .map(|e| match e.split_once('\n') {
-            Some((k, v)) => (k.to_string(), v.to_string()),
-            None => (e.to_string(), String::new()),
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn env_of(cmd: &Command, name: &str) -> Option<String> {
+        cmd.get_envs()
+            .find(|(k, _)| *k == name)
+            .and_then(|(_, v)| v.map(|v| v.to_string_lossy().into_owned()))
+    }
+
+    fn repo() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path()).unwrap();
+        let common = repo.commondir().to_path_buf();
+        (dir, common)
+    }
+
     #[test]
-    fn token_only_for_https_and_only_in_the_environment() {
+    fn the_token_travels_in_the_environment_for_the_destination_only() {
+        let (_dir, common) = repo();
         let auth = PushAuth::Token("ghp_secret".into());
-        let g = Git::new(Path::new("."), &[])
-            .with_auth(&auth, Some("https://github.com/o/r.git"))
-            .unwrap();
+        let g = RemoteGit::new(&common, "https://github.com/o/r.git", &auth, &[]).unwrap();
         let cmd = g.command(&["push"]);
         let args: Vec<String> = cmd
             .get_args()
@@ -311,22 +450,40 @@ mod tests {
             .collect();
         assert!(args.iter().all(|a| !a.contains("ghp_secret")));
         assert!(args.iter().any(|a| a == "credential.helper="));
-        assert!(
-            cmd.get_envs()
-                .any(|(k, v)| k == TOKEN_VAR && v.is_some_and(|v| v == "ghp_secret"))
+        assert_eq!(env_of(&cmd, TOKEN_VAR).as_deref(), Some("ghp_secret"));
+        assert_eq!(env_of(&cmd, HOST_VAR).as_deref(), Some("github.com"));
+        assert_eq!(env_of(&cmd, PROTOCOL_VAR).as_deref(), Some("https"));
+        assert_eq!(
+            env_of(&cmd, "GIT_CONFIG_GLOBAL").as_deref(),
+            Some("/dev/null")
         );
-        assert_eq!(g.redact("fatal: ghp_secret leaked"), "fatal: *** leaked");
+        assert_eq!(
+            env_of(&cmd, "GIT_OBJECT_DIRECTORY").map(PathBuf::from),
+            Some(common.join("objects"))
+        );
+        assert_eq!(
+            redact("fatal: ghp_secret leaked", g.token.as_deref()),
+            "fatal: *** leaked"
+        );
         assert_eq!(format!("{auth:?}"), "Token(***)");
+        let scratch = g.scratch.clone();
+        assert!(scratch.join("config").is_file());
+        drop(g);
+        assert!(!scratch.exists(), "the scratch directory goes with it");
 
-        let g = Git::new(Path::new("."), &[])
-            .with_auth(&auth, Some("/tmp/remote.git"))
-            .unwrap();
+        let g = RemoteGit::new(&common, "/srv/remote.git", &auth, &[]).unwrap();
         assert!(g.command(&["push"]).get_envs().all(|(k, _)| k != TOKEN_VAR));
+        let g = RemoteGit::new(&common, "http://github.com/o/r.git", &auth, &[]).unwrap();
+        assert!(
+            g.token.is_none(),
+            "never over plain HTTP to another machine"
+        );
     }
 
     #[test]
     fn a_provider_is_asked_before_each_https_command() {
-        use std::sync::atomic::{AtomicU32, Ordering};
+        use std::sync::atomic::AtomicU32;
+        let (_dir, common) = repo();
         let asked = Arc::new(AtomicU32::new(0));
         let counter = asked.clone();
         let auth = PushAuth::provider(move || {
@@ -335,194 +492,89 @@ mod tests {
                 counter.fetch_add(1, Ordering::SeqCst)
             ))
         });
-        let url = Some("https://github.com/o/r.git");
-        let env_token = |g: &Git| {
-            g.command(&["push"])
-                .get_envs()
-                .find(|(k, _)| *k == TOKEN_VAR)
-                .and_then(|(_, v)| v.map(|v| v.to_string_lossy().into_owned()))
-        };
-        let first = Git::new(Path::new("."), &[]).with_auth(&auth, url).unwrap();
-        let second = Git::new(Path::new("."), &[]).with_auth(&auth, url).unwrap();
-        assert_eq!(env_token(&first).as_deref(), Some("ghs_token0"));
-        assert_eq!(env_token(&second).as_deref(), Some("ghs_token1"));
+        let url = "https://github.com/o/r.git";
+        let first = RemoteGit::new(&common, url, &auth, &[]).unwrap();
+        let second = RemoteGit::new(&common, url, &auth, &[]).unwrap();
+        assert_eq!(
+            env_of(&first.command(&["push"]), TOKEN_VAR).as_deref(),
+            Some("ghs_token0")
+        );
+        assert_eq!(
+            env_of(&second.command(&["push"]), TOKEN_VAR).as_deref(),
+            Some("ghs_token1")
+        );
         // Local remotes need no token: the provider is not asked.
-        Git::new(Path::new("."), &[])
-            .with_auth(&auth, Some("/tmp/remote.git"))
-            .unwrap();
+        RemoteGit::new(&common, "/tmp/remote.git", &auth, &[]).unwrap();
         assert_eq!(asked.load(Ordering::SeqCst), 2);
         assert_eq!(format!("{auth:?}"), "Provider(***)");
         // A provider with nothing to give stops the command with its reason.
         let broken = PushAuth::provider(|| Err("the App's key was refused".into()));
-        let e = Git::new(Path::new("."), &[])
-            .with_auth(&broken, url)
+        let e = RemoteGit::new(&common, url, &broken, &[])
             .err()
             .expect("an error");
         assert!(e.to_string().contains("the App's key was refused"), "{e}");
     }
-}
 
-#[cfg(test)]
-mod header_tests {
-    use super::*;
-
-    fn git_in(dir: &Path, args: &[&str]) {
-        let ok = Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "git {args:?}");
+    /// git's own credential machinery, asked the way a push asks it: the token for the
+    /// destination's protocol and host, nothing for any other (a redirect), nothing over another
+    /// protocol.
+    #[test]
+    fn the_helper_answers_for_the_destination_host_only() {
+        let (_dir, common) = repo();
+        let auth = PushAuth::Token("ghs_only_here".into());
+        let g = RemoteGit::new(&common, "http://127.0.0.1:8123/o/r.git", &auth, &[]).unwrap();
+        let fill = |input: &str| {
+            let mut cmd = g.command(&["credential", "fill"]);
+            cmd.stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            let mut child = cmd.spawn().unwrap();
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.as_bytes())
+                .unwrap();
+            let out = child.wait_with_output().unwrap();
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let ours = fill("protocol=http\nhost=127.0.0.1:8123\npath=o/r.git\n\n");
+        assert!(ours.contains("password=ghs_only_here"), "{ours}");
+        assert!(ours.contains("username=x-access-token"), "{ours}");
+        for other in [
+            "protocol=http\nhost=127.0.0.1:9999\n\n",
+            "protocol=https\nhost=127.0.0.1:8123\n\n",
+            "protocol=http\nhost=attacker.example\n\n",
+            "protocol=http\n\n",
+        ] {
+            let answer = fill(other);
+            assert!(!answer.contains("ghs_only_here"), "{other:?} got {answer}");
+        }
     }
 
     #[test]
     fn tokens_travel_over_https_or_to_the_loopback_only() {
         for (url, ok) in [
             ("https://github.com/o/r.git", true),
+            ("HTTPS://github.com/o/r.git", true),
             ("http://127.0.0.1:8080/r.git", true),
             ("http://localhost/r.git", true),
             ("http://x:y@127.0.0.2:1/r", true),
             ("http://[::1]:3000/r.git", true),
+            ("https:///r.git", false),
             ("http://github.com/o/r.git", false),
             ("http://127.0.0.1.example.com/r.git", false),
             ("http://10.0.0.1/r.git", false),
             ("git@github.com:o/r.git", false),
+            ("ssh://git@github.com/o/r.git", false),
             ("/tmp/remote.git", false),
         ] {
             assert_eq!(token_may_travel_to(url), ok, "{url}");
         }
-    }
-
-    #[test]
-    fn authorization_headers_are_recognised_by_name() {
-        assert!(is_authorization("AUTHORIZATION: basic eC1hY2Nlc3M="));
-        assert!(is_authorization(" authorization : Bearer t"));
-        assert!(!is_authorization("X-Authorization-Hint: no"));
-        assert!(!is_authorization("X-Custom: Authorization: basic"));
-        assert!(!is_authorization("no colon"));
-    }
-
-    #[test]
-    fn config_z_output_is_split_into_entries() {
         assert_eq!(
-            parse_config_z(
-                b"http.https://github.com/.extraheader\nAUTHORIZATION: basic a\0http.extraheader\0"
-            ),
-            [
-                (
-                    "http.https://github.com/.extraheader".to_string(),
-                    "AUTHORIZATION: basic a".to_string()
-                ),
-                ("http.extraheader".to_string(), String::new()),
-            ]
+            protocol_and_host("http://u:p@[::1]:3000/r.git"),
+            ("http".to_string(), "[::1]:3000".to_string())
         );
-        assert!(parse_config_z(b"").is_empty());
-    }
-
-    /// Both ways actions/checkout persists the header: in `.git/config` (v4) and in a file included
-    /// for the repository and its worktrees (v6 and later). Other headers are kept.
-    #[test]
-    fn persisted_authorization_headers_are_reset_and_other_headers_kept() {
-        let dir = tempfile::tempdir().unwrap();
-        let repo = dir.path().join("repo");
-        std::fs::create_dir(&repo).unwrap();
-        git_in(&repo, &["init", "--quiet"]);
-        let gitdir = repo.join(".git").display().to_string();
-        let included = dir.path().join("git-credentials-1.config");
-        std::fs::write(
-            &included,
-            "[http \"https://github.com/\"]\n\textraheader = AUTHORIZATION: basic djY=\n",
-        )
-        .unwrap();
-        git_in(
-            &repo,
-            &[
-                "config",
-                &format!("includeIf.gitdir:{gitdir}.path"),
-                &included.display().to_string(),
-            ],
-        );
-        git_in(
-            &repo,
-            &[
-                "config",
-                "--add",
-                "http.https://github.com/o/r.extraheader",
-                "X-Trace: 1",
-            ],
-        );
-        git_in(
-            &repo,
-            &[
-                "config",
-                "--add",
-                "http.https://github.com/o/r.extraheader",
-                "Authorization: basic djQ=",
-            ],
-        );
-
-        let auth = PushAuth::Token("ghs_supervisor".into());
-        let g = Git::new(&repo, &[])
-            .with_auth(&auth, Some("https://github.com/o/r.git"))
-            .unwrap();
-        assert_eq!(
-            g.env_config,
-            [
-                (
-                    "http.https://github.com/.extraheader".to_string(),
-                    String::new()
-                ),
-                (
-                    "http.https://github.com/o/r.extraheader".to_string(),
-                    String::new()
-                ),
-                (
-                    "http.https://github.com/o/r.extraheader".to_string(),
-                    "X-Trace: 1".to_string()
-                ),
-            ]
-        );
-        let envs: Vec<(String, String)> = g
-            .command(&["push"])
-            .get_envs()
-            .filter_map(|(k, v)| {
-                Some((
-                    k.to_string_lossy().into_owned(),
-                    v?.to_string_lossy().into_owned(),
-                ))
-            })
-            .collect();
-        assert!(
-            envs.iter()
-                .any(|(k, v)| k == "GIT_CONFIG_COUNT" && v.parse::<usize>().unwrap() >= 3)
-        );
-        assert!(
-            g.command(&["push"])
-                .get_args()
-                .all(|a| !a.to_string_lossy().contains("djY=")),
-            "no header value travels in arguments"
-        );
-
-        // git reads the resets last, in the command scope (an empty value clears the header list
-        // there; what a server receives is checked end to end in tests/action.rs).
-        let out = g
-            .command(&[
-                "config",
-                "--show-scope",
-                "--get-all",
-                "http.https://github.com/o/r.extraheader",
-            ])
-            .output()
-            .unwrap();
-        let seen = String::from_utf8_lossy(&out.stdout);
-        assert!(seen.ends_with("command\t\ncommand\tX-Trace: 1\n"), "{seen}");
-
-        // Without a token of ours the repository's own credentials are left alone.
-        let g = Git::new(&repo, &[])
-            .with_auth(&PushAuth::None, Some("https://github.com/o/r.git"))
-            .unwrap();
-        assert!(g.env_config.is_empty());
     }
 }

@@ -9,6 +9,7 @@
 mod checkpoint;
 mod deps;
 mod git;
+mod guard;
 mod setup;
 mod shutdown;
 mod worktree;
@@ -24,6 +25,7 @@ pub use checkpoint::{
 };
 pub use deps::{StagedDeps, ensure_worktree_staged};
 pub use git::{PushAuth, TokenProvider};
+pub use guard::GitSetup;
 pub use setup::{Dependencies, SetupReport, SetupStep, setup, setup_staged};
 pub use shutdown::Shutdown;
 pub use worktree::{
@@ -49,6 +51,9 @@ pub struct WorkspaceConfig {
     /// Extra `-c key=value` for git subprocesses (e.g. `protocol.file.allow=always` to allow
     /// submodules from local paths, which git refuses by default).
     pub git_config: Vec<(String, String)>,
+    /// Where supervisor pushes branches and fetches from (the settings' `gitUrl`, else the
+    /// repository on the GitHub host); never read from the repository's git configuration.
+    pub push_url: String,
 }
 
 impl WorkspaceConfig {
@@ -69,6 +74,11 @@ impl WorkspaceConfig {
             setup_commands: s.setup_commands.clone(),
             setup_attempts: s.setup_attempts.max(1),
             git_config: Vec::new(),
+            push_url: s.git_url(
+                repo_root,
+                std::env::var(crate::config::SERVER_URL_ENV).ok().as_deref(),
+                std::env::var(crate::config::API_URL_ENV).ok().as_deref(),
+            ),
         }
     }
 
@@ -143,6 +153,16 @@ pub struct Worktree {
     /// Extra `-c key=value` for git subprocesses, from the configuration.
     #[serde(default)]
     pub git_config: Vec<(String, String)>,
+    /// Where pushes and fetches go (the configuration's destination).
+    #[serde(default)]
+    pub push_url: String,
+    /// The git directory git made for the worktree (`<repo>/.git/worktrees/<name>`), canonical:
+    /// supervisor's git work goes through it only while the checkout's `.git` file names it.
+    #[serde(default)]
+    pub git_dir: PathBuf,
+    /// The repository's shared git directory, canonical.
+    #[serde(default)]
+    pub common_dir: PathBuf,
 }
 
 /// What went wrong with the worktree. Messages say what to do.
@@ -190,6 +210,11 @@ pub enum WorkspaceError {
     /// Git work that could not finish (its task failed, or a step after it did).
     #[error("{0}")]
     Task(String),
+    /// The worktree's git set-up is not the one supervisor made.
+    #[error(
+        "{what}; supervisor commits, pushes and fetches only through the git set-up it made for the worktree, so nothing was done: restore it or remove the worktree (git worktree remove --force), then run again"
+    )]
+    GitChanged { what: String },
 }
 
 /// `map_err` helper for git2 calls.

@@ -9,7 +9,7 @@ use git2::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::git::{Git, PushAuth};
+use super::git::{Git, PushAuth, RemoteGit};
 use super::{Reuse, WorkspaceConfig, WorkspaceError, Worktree, git_err, io_err};
 
 /// Committer used when git has no identity configured.
@@ -102,33 +102,21 @@ fn base_commit<'r>(
     })
 }
 
-/// The issue's branch as the remote has it, fetched into `refs/remotes/<remote>/<branch>`; `None`
-/// when the remote has no such branch or cannot be reached (then a new branch starts from the base).
+/// The issue's branch as the destination has it, fetched into `refs/remotes/<remote>/<branch>`;
+/// `None` when the destination has no such branch or cannot be reached (then a new branch starts
+/// from the base).
 fn fetch_remote_branch<'r>(
     repo: &'r Repository,
     cfg: &WorkspaceConfig,
     branch: &str,
     auth: &PushAuth,
 ) -> Option<git2::Commit<'r>> {
-    let url = configured_url(repo, &cfg.remote);
     let tracking = format!("refs/remotes/{}/{branch}", cfg.remote);
-    let refspec = format!("+refs/heads/{branch}:{tracking}");
-    Git::new(&cfg.repo_root, &cfg.git_config)
-        .with_auth(auth, url.as_deref())
+    let tip = RemoteGit::new(repo.commondir(), &cfg.push_url, auth, &cfg.git_config)
         .ok()?
-        .run(&["fetch", "--quiet", "--", &cfg.remote, &refspec])
+        .fetch(repo, branch, &tracking)
         .ok()?;
-    repo.find_reference(&tracking).ok()?.peel_to_commit().ok()
-}
-
-/// The URL the repository's configuration gives `remote` (with `url.*.insteadOf` applied);
-/// `None` when there is no such remote.
-fn configured_url(repo: &Repository, remote: &str) -> Option<String> {
-    repo.find_remote(remote)
-        .ok()?
-        .url()
-        .ok()
-        .map(str::to_string)
+    repo.find_commit(tip).ok()
 }
 
 /// Make (or find) the worktree of `issue`: at `<worktree_root>/<branch>` on branch
@@ -164,13 +152,16 @@ pub(super) fn ensure_worktree_then(
     // A `git worktree add` of this path that a crash cut short would make every add fail.
     remove_unfinished_add(&records, &path);
     let branch_ref = format!("refs/heads/{branch}");
-    let make = |origin| Worktree {
+    let make = |origin, git_dir| Worktree {
         path: path.clone(),
         branch: branch.clone(),
         base: cfg.default_branch.clone(),
         origin,
         remote: cfg.remote.clone(),
         git_config: cfg.git_config.clone(),
+        push_url: cfg.push_url.clone(),
+        git_dir,
+        common_dir: canonical(repo.commondir()),
     };
 
     for (wt_name, wt_path, valid) in registered(&repo)? {
@@ -180,7 +171,10 @@ pub(super) fn ensure_worktree_then(
                 continue;
             }
             return match head_ref(&wt_path) {
-                Some(r) if r == branch_ref => Ok(make(Reuse::ExistingWorktree)),
+                Some(r) if r == branch_ref => Ok(make(
+                    Reuse::ExistingWorktree,
+                    canonical(&records.join(&wt_name)),
+                )),
                 other => Err(WorkspaceError::PathOccupied {
                     path: path.clone(),
                     what: format!(
@@ -251,7 +245,19 @@ pub(super) fn ensure_worktree_then(
         remove_unfinished_add(&records, &path);
         return Err(e);
     }
-    Ok(make(origin))
+    // The git directory git made for the checkout, recorded now: later git work goes through it
+    // only while the checkout's `.git` file still names it.
+    let git_dir = registered(&repo)?
+        .into_iter()
+        .find(|(_, p, valid)| *valid && same_dir(p, &path))
+        .map(|(name, _, _)| canonical(&records.join(name)))
+        .ok_or_else(|| {
+            WorkspaceError::Task(format!(
+                "git worktree add made no worktree record for {}",
+                path.display()
+            ))
+        })?;
+    Ok(make(origin, git_dir))
 }
 
 /// What a `git worktree add` of `path` that did not finish leaves: its record in `records` (named
@@ -305,16 +311,19 @@ pub fn existing_worktree(
     let path = cfg.worktree_path(issue)?;
     let repo = open(&cfg.repo_root)?;
     let branch_ref = format!("refs/heads/{branch}");
-    let found = registered(&repo)?.into_iter().any(|(_, wt_path, valid)| {
-        valid && same_dir(&wt_path, &path) && head_ref(&wt_path).as_deref() == Some(&branch_ref)
+    let found = registered(&repo)?.into_iter().find(|(_, wt_path, valid)| {
+        *valid && same_dir(wt_path, &path) && head_ref(wt_path).as_deref() == Some(&branch_ref)
     });
-    Ok(found.then(|| Worktree {
+    Ok(found.map(|(name, _, _)| Worktree {
         path,
         branch,
         base: cfg.default_branch.clone(),
         origin: Reuse::ExistingWorktree,
         remote: cfg.remote.clone(),
         git_config: cfg.git_config.clone(),
+        push_url: cfg.push_url.clone(),
+        git_dir: canonical(&repo.commondir().join("worktrees").join(name)),
+        common_dir: canonical(repo.commondir()),
     }))
 }
 
@@ -323,11 +332,12 @@ fn is_worktree_of(repo: &Repository, path: &Path) -> bool {
     record_of(path).is_some_and(|r| r.starts_with(canonical(&repo.commondir().join("worktrees"))))
 }
 
-/// The worktree record the `.git` file of checkout `path` names (`gitdir: …`), canonical.
+/// The worktree record the `.git` file of checkout `path` names (`gitdir: …`, relative to the
+/// checkout when it is relative), canonical.
 fn record_of(path: &Path) -> Option<PathBuf> {
     let text = std::fs::read_to_string(path.join(".git")).ok()?;
     let gitdir = text.trim().strip_prefix("gitdir:")?;
-    Some(canonical(Path::new(gitdir.trim())))
+    Some(canonical(&path.join(gitdir.trim())))
 }
 
 /// `p` with links resolved, or as it is when it cannot be.
@@ -371,12 +381,44 @@ pub fn cleanup(cfg: &WorkspaceConfig, wt: &Worktree) -> Result<(), WorkspaceErro
 }
 
 impl Worktree {
+    /// The worktree's repository, opened once its `.git` file is known to still name the git
+    /// directory supervisor made for it (an agent could point it at a git directory of its own).
     fn repo(&self) -> Result<Repository, WorkspaceError> {
+        self.check_link()?;
         open(&self.path)
     }
 
-    fn git(&self) -> Git<'_> {
-        Git::new(&self.path, &self.git_config)
+    /// `Err` naming what changed when the checkout's `.git` is no longer the file naming the git
+    /// directory recorded when the worktree was made, or that directory no longer shares the
+    /// repository's.
+    pub fn check_link(&self) -> Result<(), WorkspaceError> {
+        let changed = |what: String| Err(WorkspaceError::GitChanged { what });
+        let dot_git = self.path.join(".git");
+        match dot_git.symlink_metadata() {
+            Ok(m) if m.file_type().is_file() => {}
+            Ok(_) => {
+                return changed(
+                    "the worktree's .git is no longer the file git made (it is a directory or a link now)"
+                        .into(),
+                );
+            }
+            Err(e) => return Err(io_err("cannot read", &dot_git)(e)),
+        }
+        if record_of(&self.path).as_deref() != Some(self.git_dir.as_path()) {
+            return changed(
+                "the worktree's .git file names another git directory than the one git made for it"
+                    .into(),
+            );
+        }
+        let common = std::fs::read_to_string(self.git_dir.join("commondir"))
+            .map(|c| canonical(&self.git_dir.join(c.trim())));
+        if common.ok().as_deref() != Some(self.common_dir.as_path()) {
+            return changed(
+                "the worktree's git directory no longer shares the repository's (its commondir changed)"
+                    .into(),
+            );
+        }
+        Ok(())
     }
 
     /// Where the worktree's setup is recorded as finished: in git's own administrative directory
@@ -483,29 +525,73 @@ impl Worktree {
         Ok(!reached)
     }
 
-    /// Push the branch to the remote with `--force-with-lease` (the branch is ours; `undo_last_commit`
-    /// may have rewritten it). A token is used for HTTPS remotes only and never written anywhere.
+    /// Push the branch to the destination, provided the branch there is still where it was last
+    /// fetched or pushed (the branch is ours; `undo_last_commit` may have rewritten it). A token
+    /// goes to the destination's host only, and is never written anywhere.
     pub fn push(&self, auth: &PushAuth) -> Result<(), WorkspaceError> {
-        let url = self.remote_url()?;
-        let lease = format!("--force-with-lease=refs/heads/{}", self.branch);
-        let refspec = format!("HEAD:refs/heads/{}", self.branch);
-        self.git().with_auth(auth, url.as_deref())?.run(&[
-            "push",
-            "--quiet",
-            &lease,
-            "--",
-            &self.remote,
-            &refspec,
-        ])?;
+        let repo = self.repo()?;
+        let head = repo
+            .head()
+            .ok()
+            .and_then(|h| h.target())
+            .ok_or_else(|| git_err("head")(git2::Error::from_str("HEAD has no target")))?;
+        let tracking = format!("refs/remotes/{}/{}", self.remote, self.branch);
+        let lease = repo.refname_to_id(&tracking).ok();
+        self.remote_git(auth)?
+            .push(head, &self.branch, lease, false)?;
+        repo.reference(&tracking, head, true, "supervisor: push")
+            .map_err(git_err("update the remote-tracking branch"))?;
         Ok(())
     }
 
-    fn remote_url(&self) -> Result<Option<String>, WorkspaceError> {
+    /// Git talking to the destination for this worktree's repository.
+    fn remote_git(&self, auth: &PushAuth) -> Result<RemoteGit, WorkspaceError> {
+        RemoteGit::new(&self.common_dir, &self.push_url, auth, &self.git_config)
+    }
+
+    /// The worktree's files as they are now (new, changed and deleted files; git-ignored ones
+    /// excepted), as a tree written to the repository: what committing everything would record.
+    /// Neither the index nor the branch changes.
+    pub fn snapshot(&self) -> Result<String, WorkspaceError> {
         let repo = self.repo()?;
-        let remote = repo
-            .find_remote(&self.remote)
-            .map_err(git_err("remote lookup"))?;
-        Ok(remote.url().ok().map(str::to_string))
+        let mut index = repo.index().map_err(git_err("index"))?;
+        index
+            .add_all(["*"], IndexAddOption::DEFAULT, None)
+            .map_err(git_err("add"))?;
+        index.update_all(["*"], None).map_err(git_err("add"))?;
+        let tree = index.write_tree().map_err(git_err("write tree"))?;
+        Ok(tree.to_string())
+    }
+
+    /// Put the worktree's files back to `tree` (a [`snapshot`](Worktree::snapshot)): files changed
+    /// or deleted since come back, files added since go (git-ignored files stay). The number of
+    /// files that differed.
+    pub fn restore(&self, tree: &str) -> Result<usize, WorkspaceError> {
+        let repo = self.repo()?;
+        let now = self.snapshot()?;
+        if now == tree {
+            return Ok(0);
+        }
+        let oid = |t: &str| Oid::from_str(t).map_err(git_err("tree id"));
+        let (target, current) = (
+            repo.find_tree(oid(tree)?).map_err(git_err("tree lookup"))?,
+            repo.find_tree(oid(&now)?).map_err(git_err("tree lookup"))?,
+        );
+        let differed = repo
+            .diff_tree_to_tree(Some(&current), Some(&target), None)
+            .map_err(git_err("diff"))?
+            .deltas()
+            .len();
+        let mut how = CheckoutBuilder::new();
+        how.force().remove_untracked(true);
+        // The index first holds what is there now, so that files added since count as the
+        // checkout's to remove.
+        let mut index = repo.index().map_err(git_err("index"))?;
+        index.read_tree(&current).map_err(git_err("index"))?;
+        index.write().map_err(git_err("index write"))?;
+        repo.checkout_tree(target.as_object(), Some(&mut how))
+            .map_err(git_err("checkout"))?;
+        Ok(differed)
     }
 
     /// Undo the branch's last commit, keeping its changes in the working tree.
@@ -535,18 +621,11 @@ impl Worktree {
         self.merge_tracking(&tracking, &self.base)
     }
 
-    /// Fetch `branch` from the remote into its remote-tracking ref, which is returned.
+    /// Fetch `branch` from the destination into its remote-tracking ref, which is returned.
     fn fetch_branch(&self, auth: &PushAuth, branch: &str) -> Result<String, WorkspaceError> {
-        let url = self.remote_url()?;
+        let repo = self.repo()?;
         let tracking = format!("refs/remotes/{}/{branch}", self.remote);
-        let refspec = format!("+refs/heads/{branch}:{tracking}");
-        self.git().with_auth(auth, url.as_deref())?.run(&[
-            "fetch",
-            "--quiet",
-            "--",
-            &self.remote,
-            &refspec,
-        ])?;
+        self.remote_git(auth)?.fetch(&repo, branch, &tracking)?;
         Ok(tracking)
     }
 
@@ -641,17 +720,15 @@ impl Worktree {
     }
 }
 
-/// Whether the credentials may push to the repository's remote: `git push --dry-run` of the
-/// current commit to a branch under `branch_prefix` (nothing is sent). The error is git's answer.
+/// Whether the credentials may push to the destination: `git push --dry-run` of the current
+/// commit to a branch under `branch_prefix` (nothing is sent). The error is git's answer.
 pub fn push_probe(ws: &WorkspaceConfig, auth: &PushAuth) -> Result<(), WorkspaceError> {
-    let url = open(&ws.repo_root)
-        .ok()
-        .and_then(|repo| configured_url(&repo, &ws.remote));
-    let refspec = format!("HEAD:refs/heads/{}preflight", ws.branch_prefix);
-    Git::new(&ws.repo_root, &ws.git_config)
-        .with_auth(auth, url.as_deref())?
-        .run(&["push", "--dry-run", "--quiet", "--", &ws.remote, &refspec])?;
-    Ok(())
+    let repo = open(&ws.repo_root)?;
+    let head = head_in(&repo)?;
+    let head = Oid::from_str(&head).map_err(git_err("head"))?;
+    let branch = format!("{}preflight", ws.branch_prefix);
+    RemoteGit::new(repo.commondir(), &ws.push_url, auth, &ws.git_config)?
+        .push(head, &branch, None, true)
 }
 
 /// A commit of everything in the worktree and where the branch then stands.

@@ -231,7 +231,7 @@ fn sigint_stops_a_long_command_gate_within_two_seconds_and_kills_its_group() {
           {{"status": "Backlog", "builtIn": "backlog"}},
           {{"status": "Implementation", "agentName": "developer", "commits": true,
            "markerMap": {{"IMPLEMENTATION_COMPLETE": "Done"}},
-           "hooks": [{{"gate": "command", "name": "slow", "run": "echo $$ > {}; sleep 120", "expect": "pass", "timeoutSec": 600}}]}},
+           "hooks": [{{"gate": "command", "name": "slow", "run": "cut -d' ' -f5 /proc/$$/stat > {}; sleep 120", "expect": "pass", "timeoutSec": 600}}]}},
           {{"status": "Done", "builtIn": "done"}}]}}"#,
             pidfile.display()
         ),

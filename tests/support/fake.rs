@@ -171,7 +171,11 @@ impl FakeWorld {
         let root = dir.path().to_path_buf();
         let script_path = root.join("agents.json");
         std::fs::write(&script_path, serde_json::to_string(&spec.script).unwrap()).unwrap();
-        let block = spec.settings_block(&script_path, &root.join("worktrees"));
+        let block = spec.settings_block(
+            &script_path,
+            &root.join("worktrees"),
+            &root.join("remote.git"),
+        );
         let settings = serde_json::json!({ "supervisor": Value::Object(block) });
         std::fs::create_dir_all(root.join(".pi")).unwrap();
         std::fs::write(root.join(".pi/settings.json"), settings.to_string()).unwrap();
