@@ -3,6 +3,8 @@
 //! loopback, and to the `supervisor serve` binary.
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -368,6 +370,153 @@ async fn unknown_events_and_ignored_actions_are_2xx_and_queue_nothing() {
     assert_eq!(status["receiver"]["deliveries"]["ignored"], 1);
 }
 
+/// A request for `body`, with the headers of a delivery of `signed` declaring `declared` bytes.
+fn delivery_with_body(id: &str, signed: &[u8], declared: usize, body: Body) -> Request<Body> {
+    let (mut parts, _) = delivery("issue_comment", id, signed.to_vec()).into_parts();
+    parts.headers.insert("content-length", declared.into());
+    Request::from_parts(parts, body)
+}
+
+/// Issue 25: the bodies being received share a memory budget (GitHub's 25 MB cap). A body that
+/// does not fit beside them is refused at once, unread, with 503 and Retry-After; one that fits
+/// is taken; the budget comes back when a body is answered.
+#[tokio::test]
+async fn a_body_over_the_budget_is_503_unread_and_the_budget_comes_back() {
+    const HELD: usize = 20 * 1024 * 1024;
+    let (router, mut events) = receiver();
+
+    // A forged body declared at 20 MiB, held in flight: its piece waits until released.
+    let (reading, being_read) = tokio::sync::oneshot::channel();
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let held_body = Body::from_stream(futures_util::stream::once(async move {
+        let _ = reading.send(());
+        let _ = released.await;
+        Ok::<_, std::io::Error>(axum::body::Bytes::from_static(b"{}"))
+    }));
+    let held = delivery_with_body("d-held", b"another body", HELD, held_body);
+    let in_flight = tokio::spawn({
+        let router = router.clone();
+        async move { send(&router, held).await }
+    });
+    being_read.await.expect("the receiver reads the held body");
+
+    // 10 MiB more does not fit: refused without a byte of it read.
+    let polled = Arc::new(AtomicBool::new(false));
+    let flag = polled.clone();
+    let unread = Body::from_stream(futures_util::stream::once(async move {
+        flag.store(true, Ordering::SeqCst);
+        Ok::<_, std::io::Error>(axum::body::Bytes::from_static(b"{}"))
+    }));
+    let response = router
+        .clone()
+        .oneshot(delivery_with_body(
+            "d-more",
+            b"{}",
+            10 * 1024 * 1024,
+            unread,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        response.headers().get("retry-after").map(|v| v.as_bytes()),
+        Some(&b"10"[..])
+    );
+    assert!(!polled.load(Ordering::SeqCst), "its body was never read");
+
+    // A delivery of the usual size fits beside it.
+    let (status, _) = send(
+        &router,
+        delivery("issue_comment", "d-small", comment("/supervisor run")),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    assert!(events.try_recv().is_ok());
+    let (_, body) = get(&router, "/status").await;
+    let receiver = &body["receiver"];
+    assert_eq!(
+        receiver["bodies"],
+        json!({ "in_flight": 1, "bytes_reserved": HELD, "bytes_budget": MAX_BODY_BYTES })
+    );
+    assert_eq!(receiver["deliveries"]["busy"], 1);
+
+    release.send(()).unwrap();
+    let (status, _) = in_flight.await.unwrap();
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "the held body was forged");
+    let (_, body) = get(&router, "/status").await;
+    assert_eq!(body["receiver"]["bodies"]["in_flight"], 0);
+    assert_eq!(body["receiver"]["bodies"]["bytes_reserved"], 0);
+    assert_eq!(body["receiver"]["deliveries"]["bad_signature"], 1);
+    // The budget is free again: the 10 MiB one is read now (and verified; `{}` is no comment).
+    let again = delivery_with_body("d-more", b"{}", 10 * 1024 * 1024, Body::from("{}"));
+    assert_eq!(send(&router, again).await.0, StatusCode::BAD_REQUEST);
+    nothing_queued(&mut events);
+}
+
+/// The log lines of the current thread, one a message.
+struct LogLines(mpsc::UnboundedSender<String>);
+
+impl std::io::Write for LogLines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = self
+            .0
+            .send(String::from_utf8_lossy(buf).trim_end().to_string());
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Issue 25: refusals do not write a line each. The first is logged at once with its reason;
+/// the others come as a summary once the interval is over, while the receiver runs on.
+#[tokio::test]
+async fn refused_deliveries_are_logged_once_then_summarised_each_interval() {
+    let (to_log, mut lines) = mpsc::unbounded_channel();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || LogLines(to_log.clone()))
+        .with_ansi(false)
+        .without_time()
+        .finish();
+    let _logging = tracing::subscriber::set_default(subscriber);
+    let mut config = ReceiverConfig::new(secret(), options());
+    config.refusal_log_interval = Duration::from_secs(1);
+    let (router, _events) = Receiver::new(config);
+
+    let body = comment("/supervisor run");
+    let forged = WebhookSecret::new("not the secret, but long enough")
+        .unwrap()
+        .sign(&body);
+    for i in 0..5 {
+        let mut request = delivery("issue_comment", &format!("f-{i}"), body.clone());
+        request
+            .headers_mut()
+            .insert("x-hub-signature-256", forged.parse().unwrap());
+        assert_eq!(send(&router, request).await.0, StatusCode::UNAUTHORIZED);
+    }
+    let mut logged = Vec::new();
+    let summary = loop {
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.recv())
+            .await
+            .expect("a summary while the receiver runs")
+            .unwrap();
+        logged.push(line.clone());
+        if line.contains("webhook deliveries refused in the last") {
+            break line;
+        }
+    };
+    assert_eq!(logged.len(), 2, "{logged:#?}");
+    assert!(
+        logged[0].contains("webhook delivery refused (401)")
+            && logged[0].contains("does not match the body"),
+        "the first is logged at once with its reason: {logged:#?}"
+    );
+    assert!(summary.contains(" bad signature"), "{summary}");
+    let (_, status) = get(&router, "/status").await;
+    assert_eq!(status["receiver"]["deliveries"]["bad_signature"], 5);
+}
+
 #[tokio::test]
 async fn a_full_queue_is_503_and_the_delivery_can_come_again() {
     let mut config = ReceiverConfig::new(secret(), options());
@@ -492,8 +641,11 @@ mod binary {
     use std::io::{BufRead, BufReader, Read, Write};
     use std::net::TcpStream;
     use std::process::{Child, Command, Stdio};
+    use std::sync::Arc;
     use std::sync::mpsc as std_mpsc;
     use std::time::Duration;
+
+    use supervisor::events::WebhookSecret;
 
     use super::{SECRET, comment, secret};
 
@@ -552,16 +704,135 @@ mod binary {
         cmd
     }
 
+    /// A `supervisor serve` that has said where it listens, acting on the sandbox GitHub.
+    struct Started {
+        server: Server,
+        addr: String,
+        /// Its stderr, line by line, from after the address on.
+        lines: std_mpsc::Receiver<String>,
+        _github: (tokio::runtime::Runtime, supervisor::sandbox::Sandbox),
+        _dir: tempfile::TempDir,
+    }
+
+    impl Started {
+        fn next_line(&self) -> String {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(30))
+                .expect("a line within 30 s");
+            assert!(
+                !line.contains(SECRET),
+                "the secret is never printed: {line}"
+            );
+            line
+        }
+
+        /// Stop it with SIGTERM; its exit code and every line it wrote after the address.
+        fn stop(self) -> (Option<i32>, Vec<String>) {
+            let mut server = self.server;
+            let pid = server.0.id() as libc::pid_t;
+            assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+            let status = server.0.wait().unwrap();
+            // The reader ends at the end of stderr: every line is in the channel.
+            let lines: Vec<String> = self.lines.iter().collect();
+            (status.code(), lines)
+        }
+
+        /// A figure of the `serve` process's memory from `/proc/<pid>/status` (`VmHWM`, its
+        /// peak resident memory so far; `RssAnon`; `RssFile`), in MiB.
+        fn memory(&self, field: &str) -> f64 {
+            let status =
+                std::fs::read_to_string(format!("/proc/{}/status", self.server.0.id())).unwrap();
+            let kib: u64 = status
+                .lines()
+                .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+                .and_then(|v| v.trim().strip_suffix("kB"))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("{field} in /proc/<pid>/status"));
+            kib as f64 / 1024.0
+        }
+    }
+
+    fn start() -> Started {
+        let dir = settings_dir();
+        let github = github();
+        let mut child = serve(dir.path(), Some(SECRET))
+            .env("GITHUB_API_URL", github.1.url())
+            .env("GH_TOKEN", "sandbox-token")
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, lines) = std_mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut started = Started {
+            server: Server(child),
+            addr: String::new(),
+            lines,
+            _github: github,
+            _dir: dir,
+        };
+        started.addr = loop {
+            let line = started.next_line();
+            if let Some(at) = line.find("listening on http://") {
+                break line[at + "listening on http://".len()..].trim().to_string();
+            }
+        };
+        started
+    }
+
+    /// A `GET`, answered in full.
+    fn get(addr: &str, path: &str) -> String {
+        let mut stream = TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    }
+
+    /// The head of a delivery of `len` bytes signed `signature`.
+    fn delivery_head(addr: &str, id: &str, signature: &str, len: usize) -> String {
+        format!(
+            "POST /webhook HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nX-GitHub-Event: issue_comment\r\nX-GitHub-Delivery: {id}\r\nX-Hub-Signature-256: {signature}\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n"
+        )
+    }
+
+    /// Send a delivery's head and body while reading the answer: a server may answer (and
+    /// close) before it has read the body. The answer as far as it came.
+    fn deliver(addr: &str, head: &str, body: Arc<Vec<u8>>) -> String {
+        let mut stream = TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        let mut writer = stream.try_clone().unwrap();
+        let head = head.to_string();
+        let sending = std::thread::spawn(move || {
+            // A refused body may be cut off: the answer says what happened.
+            let _ = writer.write_all(head.as_bytes());
+            let _ = writer.write_all(&body);
+        });
+        let mut answer = Vec::new();
+        let _ = stream.read_to_end(&mut answer);
+        sending.join().unwrap();
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
     fn post(addr: &str, body: &[u8]) -> String {
         let mut stream = TcpStream::connect(addr).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
-        let head = format!(
-            "POST /webhook HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nX-GitHub-Event: issue_comment\r\nX-GitHub-Delivery: cli-1\r\nX-Hub-Signature-256: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            secret().sign(body),
-            body.len()
-        );
+        let head = delivery_head(addr, "cli-1", &secret().sign(body), body.len());
         stream.write_all(head.as_bytes()).unwrap();
         stream.write_all(body).unwrap();
         let mut answer = String::new();
@@ -571,43 +842,11 @@ mod binary {
 
     #[test]
     fn serve_prints_each_queued_event_and_stops_on_sigterm() {
-        let dir = settings_dir();
-        let (_rt, github) = github();
-        let mut child = serve(dir.path(), Some(SECRET))
-            .env("GITHUB_API_URL", github.url())
-            .env("GH_TOKEN", "sandbox-token")
-            .spawn()
-            .unwrap();
-        let stderr = child.stderr.take().unwrap();
-        let server = Server(child);
-        let (tx, rx) = std_mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let next = || {
-            rx.recv_timeout(Duration::from_secs(30))
-                .expect("a line within 30 s")
-        };
-        let addr = loop {
-            let line = next();
-            assert!(
-                !line.contains(SECRET),
-                "the secret is never printed: {line}"
-            );
-            if let Some(at) = line.find("listening on http://") {
-                break line[at + "listening on http://".len()..].trim().to_string();
-            }
-        };
-        let answer = post(&addr, &comment("/supervisor run"));
+        let serve = start();
+        let answer = post(&serve.addr, &comment("/supervisor run"));
         assert!(answer.starts_with("HTTP/1.1 202"), "{answer}");
         let event = loop {
-            let line = next();
-            assert!(
-                !line.contains(SECRET),
-                "the secret is never printed: {line}"
-            );
+            let line = serve.next_line();
             if line.starts_with("event: ") {
                 break line;
             }
@@ -616,19 +855,130 @@ mod binary {
             event,
             "event: command `run` on issue #1 in Codertocat/Hello-World by Codertocat (OWNER)"
         );
-        let mut health = TcpStream::connect(&addr).unwrap();
-        health
-            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .unwrap();
-        let mut answer = String::new();
-        health.read_to_string(&mut answer).unwrap();
+        let answer = get(&serve.addr, "/healthz");
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        let (code, _) = serve.stop();
+        assert_eq!(code, Some(0));
+    }
 
-        let mut server = server;
-        let pid = server.0.id() as libc::pid_t;
-        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-        let status = server.0.wait().unwrap();
-        assert_eq!(status.code(), Some(0));
+    /// Issue 25: 64 concurrent 24 MB bodies with a wrong signature. `serve` holds at most its
+    /// budget of bodies in memory, refuses the rest at once (503 with Retry-After), answers
+    /// `/healthz` throughout, and takes a genuine delivery afterwards.
+    #[test]
+    fn a_flood_of_large_forged_bodies_is_bounded_in_memory() {
+        const FLOOD: usize = 64;
+        const BODY: usize = 24 * 1024 * 1024;
+        const PEAK_RSS_MIB: f64 = 64.0;
+        let serve = start();
+        let addr = serve.addr.clone();
+        let body = Arc::new(vec![b' '; BODY]);
+        // Well formed, but the signature of another body.
+        let forged = secret().sign(b"another body");
+
+        // One forged body held in flight: all but its last 4 MB sent. A refused body is not
+        // read, so a sender could not get 20 MB into the kernel's buffers: the write ending
+        // means the server took this body and is reading it.
+        let mut held = TcpStream::connect(&addr).unwrap();
+        held.set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        held.write_all(delivery_head(&addr, "held", &forged, BODY).as_bytes())
+            .unwrap();
+        held.write_all(&body[..BODY - 4 * 1024 * 1024]).unwrap();
+
+        let flood: Vec<_> = (1..FLOOD)
+            .map(|i| {
+                let (addr, body) = (addr.clone(), body.clone());
+                let head = delivery_head(&addr, &format!("flood-{i}"), &forged, BODY);
+                std::thread::spawn(move || deliver(&addr, &head, body))
+            })
+            .collect();
+        let health = get(&addr, "/healthz");
+        assert!(
+            health.starts_with("HTTP/1.1 200"),
+            "during the flood: {health}"
+        );
+        let answers: Vec<String> = flood.into_iter().map(|t| t.join().unwrap()).collect();
+        let health = get(&addr, "/healthz");
+        assert!(
+            health.starts_with("HTTP/1.1 200"),
+            "with a body in flight: {health}"
+        );
+
+        held.write_all(&body[BODY - 4 * 1024 * 1024..]).unwrap();
+        let mut answer = String::new();
+        held.read_to_string(&mut answer).unwrap();
+        assert!(
+            answer.starts_with("HTTP/1.1 401"),
+            "the held body: {answer}"
+        );
+
+        let peak = serve.memory("VmHWM");
+        let status = |answer: &String| answer.get(..12).unwrap_or(answer).to_string();
+        let count = |code: &str| answers.iter().filter(|a| status(a) == code).count();
+        // Most of what is not the bodies is the debug binary's code, mapped in (`RssFile`).
+        let figures = format!(
+            "{FLOOD} concurrent forged bodies of {BODY} bytes: {} answered 401, {} answered 503; serve's peak RSS (VmHWM) {peak:.1} MiB (now {:.1} MiB anonymous, {:.1} MiB file-backed)",
+            count("HTTP/1.1 401") + 1,
+            count("HTTP/1.1 503"),
+            serve.memory("RssAnon"),
+            serve.memory("RssFile"),
+        );
+        eprintln!("{figures}");
+        assert!(peak <= PEAK_RSS_MIB, "over {PEAK_RSS_MIB} MiB: {figures}");
+        for answer in &answers {
+            match status(answer).as_str() {
+                "HTTP/1.1 401" => {}
+                "HTTP/1.1 503" => assert!(
+                    answer.to_ascii_lowercase().contains("\r\nretry-after: "),
+                    "{answer}"
+                ),
+                _ => panic!("a forged delivery is refused with 401 or 503: {answer:?}"),
+            }
+        }
+
+        let answer = post(&addr, &comment("/supervisor run"));
+        assert!(
+            answer.starts_with("HTTP/1.1 202"),
+            "after the flood: {answer}"
+        );
+        let (code, _) = serve.stop();
+        assert_eq!(code, Some(0));
+    }
+
+    /// Issue 25: refused deliveries do not grow the log a line each. The first is logged at
+    /// once; the rest are counted in a summary (at the latest when `serve` stops).
+    #[test]
+    fn a_flood_of_bad_signatures_is_summarised_in_the_log() {
+        const FLOOD: usize = 200;
+        let serve = start();
+        let body = comment("/supervisor run");
+        let forged = WebhookSecret::new("not the secret, but long enough")
+            .unwrap()
+            .sign(&body);
+        for i in 0..FLOOD {
+            let head = delivery_head(&serve.addr, &format!("f-{i}"), &forged, body.len());
+            let answer = deliver(&serve.addr, &head, Arc::new(body.clone()));
+            assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+        }
+        let status = get(&serve.addr, "/status");
+        assert!(
+            status.contains(&format!("\"bad_signature\":{FLOOD}")),
+            "the counter stays exact: {status}"
+        );
+        let (code, lines) = serve.stop();
+        assert_eq!(code, Some(0));
+        let refusals: Vec<&String> = lines.iter().filter(|l| l.contains("refused")).collect();
+        assert!(
+            refusals.len() <= 2,
+            "{} log lines about refusals: {refusals:#?}",
+            refusals.len()
+        );
+        assert!(
+            refusals
+                .iter()
+                .any(|l| l.contains(&format!(": {FLOOD} bad signature"))),
+            "a summary names the count: {refusals:#?}"
+        );
     }
 
     #[test]

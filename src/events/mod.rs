@@ -22,7 +22,7 @@ pub use command::{
 };
 pub use signature::{
     LEGACY_SIGNATURE_HEADER, MIN_SECRET_BYTES, SIGNATURE_HEADER, SecretError, Signature,
-    SignatureError, WebhookSecret, verify_signature,
+    SignatureError, Verifier, WebhookSecret, verify_signature,
 };
 pub use webhook::{Parsed, PayloadError, WebhookOptions, parse_webhook};
 

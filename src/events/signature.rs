@@ -1,5 +1,6 @@
 //! `X-Hub-Signature-256`: the HMAC-SHA256 of a delivery's raw body under the webhook's secret,
-//! sent as `sha256=<64 hex digits>`. Checked before a byte of the body is parsed.
+//! sent as `sha256=<64 hex digits>`. Checked before a byte of the body is parsed; computed as the
+//! body arrives ([`Verifier`]), so no reader has to hold a body whole just to hash it.
 
 use std::fmt;
 
@@ -31,7 +32,9 @@ impl WebhookSecret {
 
     /// The `X-Hub-Signature-256` value GitHub sends with `body`: `sha256=<hex>`.
     pub fn sign(&self, body: &[u8]) -> String {
-        let digest = self.mac(body).finalize().into_bytes();
+        let mut mac = self.mac();
+        mac.update(body);
+        let digest = mac.finalize().into_bytes();
         let mut out = String::with_capacity(7 + 2 * DIGEST_BYTES);
         out.push_str("sha256=");
         for byte in digest {
@@ -41,12 +44,10 @@ impl WebhookSecret {
         out
     }
 
-    fn mac(&self, body: &[u8]) -> Hmac<Sha256> {
+    fn mac(&self) -> Hmac<Sha256> {
         // HMAC takes keys of any length (long ones are hashed first): this cannot fail.
-        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0)
-            .unwrap_or_else(|_| unreachable!("HMAC accepts keys of every length"));
-        mac.update(body);
-        mac
+        <Hmac<Sha256> as KeyInit>::new_from_slice(&self.0)
+            .unwrap_or_else(|_| unreachable!("HMAC accepts keys of every length"))
     }
 }
 
@@ -140,9 +141,43 @@ impl Signature {
 
     /// Whether `body` is what was signed with `secret`, compared in constant time.
     pub fn verify(&self, secret: &WebhookSecret, body: &[u8]) -> Result<(), SignatureError> {
-        secret
-            .mac(body)
-            .verify_slice(&self.0)
+        let mut verifier = self.verifier(secret);
+        verifier.update(body);
+        verifier.finish()
+    }
+
+    /// A check of this signature against a body fed to it piece by piece.
+    pub fn verifier(&self, secret: &WebhookSecret) -> Verifier {
+        Verifier {
+            mac: secret.mac(),
+            claimed: self.0,
+        }
+    }
+}
+
+/// The HMAC of a body being received, to compare with the signature its headers claim once the
+/// body is complete. It holds the hash state, never the body.
+pub struct Verifier {
+    mac: Hmac<Sha256>,
+    claimed: [u8; DIGEST_BYTES],
+}
+
+impl fmt::Debug for Verifier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Verifier(..)")
+    }
+}
+
+impl Verifier {
+    /// Hash the next piece of the body.
+    pub fn update(&mut self, piece: &[u8]) {
+        self.mac.update(piece);
+    }
+
+    /// Whether the pieces fed so far, in order, are what was signed; compared in constant time.
+    pub fn finish(self) -> Result<(), SignatureError> {
+        self.mac
+            .verify_slice(&self.claimed)
             .map_err(|_| SignatureError::Mismatch)
     }
 }
@@ -273,7 +308,57 @@ mod tests {
         assert!(shown.contains("26 bytes"), "{shown}");
     }
 
+    /// `body` fed to a verifier of `header` in the pieces that `cuts` (offsets, any order) make.
+    fn verify_in_pieces(header: &[u8], body: &[u8], cuts: &[usize]) -> Result<(), SignatureError> {
+        let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (body.len() + 1)).collect();
+        cuts.extend([0, body.len()]);
+        cuts.sort_unstable();
+        let mut verifier = Signature::from_headers(Some(header), None)?.verifier(&secret());
+        for piece in cuts.windows(2) {
+            verifier.update(&body[piece[0]..piece[1]]);
+        }
+        verifier.finish()
+    }
+
+    #[test]
+    fn a_body_in_pieces_verifies_as_in_one() {
+        let (_, payload, header) = DOCUMENTED;
+        assert_eq!(verify_in_pieces(header, payload, &[]), Ok(()));
+        assert_eq!(verify_in_pieces(header, payload, &[1, 5, 5, 12]), Ok(()));
+        let every_byte: Vec<usize> = (0..payload.len()).collect();
+        assert_eq!(verify_in_pieces(header, payload, &every_byte), Ok(()));
+        // The same pieces in another order are another body.
+        let mut swapped = payload.to_vec();
+        swapped.rotate_left(5);
+        assert_eq!(
+            verify_in_pieces(header, &swapped, &[5]),
+            Err(SignatureError::Mismatch)
+        );
+        // A piece left out, or one too many.
+        assert_eq!(
+            verify_in_pieces(header, &payload[..12], &[6]),
+            Err(SignatureError::Mismatch)
+        );
+        assert_eq!(
+            verify_in_pieces(header, b"Hello, World!!", &[13]),
+            Err(SignatureError::Mismatch)
+        );
+    }
+
     proptest! {
+        #[test]
+        fn pieces_verify_exactly_when_the_whole_does(
+            body in proptest::collection::vec(any::<u8>(), 0..2048),
+            cuts in proptest::collection::vec(any::<usize>(), 0..8),
+            signed_other in any::<bool>(),
+        ) {
+            let signed = if signed_other { [body.as_slice(), b"x"].concat() } else { body.clone() };
+            let header = secret().sign(&signed);
+            let whole = verify_signature(&secret(), Some(header.as_bytes()), None, &body);
+            prop_assert_eq!(verify_in_pieces(header.as_bytes(), &body, &cuts), whole.clone());
+            prop_assert_eq!(whole.is_ok(), !signed_other);
+        }
+
         #[test]
         fn no_header_or_body_panics(
             sha256 in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..100)),

@@ -1,14 +1,18 @@
-//! The webhook receiver of `supervisor serve`: `POST /webhook` verifies a delivery's signature,
-//! refuses oversized bodies, recognises redeliveries, reads the payload into [`Event`]s and puts
-//! them on a bounded queue, answering at once. It never does work on the request path: whatever
-//! holds the queue's receiving end (the scheduler) does. `GET /healthz` answers while it serves;
-//! `GET /status` reports the queue, the deliveries and the last event, plus any sections the
-//! queue's consumer adds.
+//! The webhook receiver of `supervisor serve`: `POST /webhook` verifies a delivery's signature
+//! while its body arrives, refuses oversized, slow and (over a memory budget) surplus bodies,
+//! recognises redeliveries, reads the payload into [`Event`]s and puts them on a bounded queue,
+//! answering at once. It never does work on the request path: whatever holds the queue's
+//! receiving end (the scheduler) does. `GET /healthz` answers while it serves; `GET /status`
+//! reports the queue, the deliveries, the bodies being received and the last event, plus any
+//! sections the queue's consumer adds.
 
+mod body;
 mod deliveries;
+mod refusals;
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Body;
@@ -23,7 +27,9 @@ use crate::events::{
     Event, LEGACY_SIGNATURE_HEADER, Parsed, Ping, SIGNATURE_HEADER, Signature, SignatureError,
     WebhookOptions, WebhookSecret, parse_webhook,
 };
+use body::{BodyBudget, Unread};
 use deliveries::RecentDeliveries;
+use refusals::{Refusal, RefusalLog};
 
 /// GitHub caps payloads at 25 MB.
 pub const MAX_BODY_BYTES: usize = 25 * 1024 * 1024;
@@ -53,12 +59,26 @@ pub struct ReceiverConfig {
     pub remembered_deliveries: usize,
     /// Bodies larger than this are refused (413).
     pub max_body_bytes: usize,
+    /// Memory for the bodies being received at once, in bytes: each reserves its declared
+    /// length (`max_body_bytes` when it declares none) until it is answered, and one that does
+    /// not fit is refused unread (503 with `Retry-After`). Never less than `max_body_bytes`.
+    pub body_budget_bytes: usize,
+    /// Time for a body to arrive once its headers have; a slower one is refused (408).
+    pub body_timeout: Duration,
+    /// Refusals of deliveries not known to be GitHub's are logged as one summary line per
+    /// this interval (the first of a kind after a quiet interval at once); at least a second.
+    pub refusal_log_interval: Duration,
     sections: Vec<(String, StatusSection)>,
 }
 
 impl ReceiverConfig {
     pub const DEFAULT_QUEUE_CAPACITY: usize = 1024;
     pub const DEFAULT_REMEMBERED_DELIVERIES: usize = 10_000;
+    /// One body of GitHub's largest size, or many of the small ones deliveries usually are.
+    pub const DEFAULT_BODY_BUDGET_BYTES: usize = MAX_BODY_BYTES;
+    /// GitHub gives up on a delivery after 10 seconds.
+    pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
+    pub const DEFAULT_REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(60);
 
     pub fn new(secret: WebhookSecret, webhook: WebhookOptions) -> ReceiverConfig {
         ReceiverConfig {
@@ -67,6 +87,9 @@ impl ReceiverConfig {
             queue_capacity: Self::DEFAULT_QUEUE_CAPACITY,
             remembered_deliveries: Self::DEFAULT_REMEMBERED_DELIVERIES,
             max_body_bytes: MAX_BODY_BYTES,
+            body_budget_bytes: Self::DEFAULT_BODY_BUDGET_BYTES,
+            body_timeout: Self::DEFAULT_BODY_TIMEOUT,
+            refusal_log_interval: Self::DEFAULT_REFUSAL_LOG_INTERVAL,
             sections: Vec::new(),
         }
     }
@@ -88,7 +111,8 @@ pub struct Receiver;
 
 impl Receiver {
     /// The receiver's routes, and the receiving end of its queue of events (pings are answered,
-    /// not queued).
+    /// not queued). Made within a Tokio runtime, it logs refusal summaries on a timer; outside
+    /// one, at the next refusal after each interval and when it is dropped.
     // Made together, the two ends are the whole receiver: no other value is needed.
     #[allow(clippy::new_ret_no_self)]
     pub fn new(config: ReceiverConfig) -> (Router, mpsc::Receiver<Event>) {
@@ -97,16 +121,27 @@ impl Receiver {
             .queue_capacity
             .max(crate::events::MAX_COMMANDS_PER_COMMENT);
         let (queue, events) = mpsc::channel(capacity);
+        // A timer needs a period.
+        let refusal_log_interval = config.refusal_log_interval.max(Duration::from_secs(1));
         let shared = Arc::new(Shared {
             secret: config.secret,
             webhook: config.webhook,
             max_body_bytes: config.max_body_bytes,
+            bodies: BodyBudget::new(config.body_budget_bytes.max(config.max_body_bytes)),
+            body_timeout: config.body_timeout,
             queue,
             deliveries: Mutex::new(RecentDeliveries::new(config.remembered_deliveries)),
             stats: Mutex::new(Stats::default()),
+            refusals: Mutex::new(RefusalLog::new(refusal_log_interval, Instant::now())),
             sections: config.sections,
             started_at: chrono::Utc::now(),
         });
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(summarise_refusals(
+                Arc::downgrade(&shared),
+                refusal_log_interval,
+            ));
+        }
         let router = Router::new()
             .route("/webhook", post(webhook))
             .route("/healthz", get(|| async { "ok\n" }))
@@ -120,11 +155,38 @@ struct Shared {
     secret: WebhookSecret,
     webhook: WebhookOptions,
     max_body_bytes: usize,
+    bodies: BodyBudget,
+    body_timeout: Duration,
     queue: mpsc::Sender<Event>,
     deliveries: Mutex<RecentDeliveries>,
     stats: Mutex<Stats>,
+    refusals: Mutex<RefusalLog>,
     sections: Vec<(String, StatusSection)>,
     started_at: chrono::DateTime<chrono::Utc>,
+}
+
+/// Log the summary of each interval's refusals, until the receiver is gone.
+async fn summarise_refusals(shared: Weak<Shared>, every: Duration) {
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    loop {
+        ticks.tick().await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let summary = shared.refusals().tick(Instant::now());
+        if let Some(summary) = summary {
+            tracing::warn!("{summary}");
+        }
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        let refusals = self.refusals.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(summary) = refusals.finish(Instant::now()) {
+            tracing::warn!("{summary}");
+        }
+    }
 }
 
 impl Shared {
@@ -135,6 +197,10 @@ impl Shared {
 
     fn deliveries(&self) -> MutexGuard<'_, RecentDeliveries> {
         self.deliveries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn refusals(&self) -> MutexGuard<'_, RefusalLog> {
+        self.refusals.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -149,6 +215,10 @@ struct Stats {
     malformed: u64,
     bad_signature: u64,
     too_large: u64,
+    /// Refused unread: the body budget was taken.
+    busy: u64,
+    too_slow: u64,
+    unreadable: u64,
     queue_full: u64,
     /// Unknown event types already logged: each is logged once.
     unknown_logged: HashSet<String>,
@@ -177,22 +247,49 @@ async fn webhook(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bo
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > shared.max_body_bytes as u64) {
-        return too_large(&shared);
-    }
-    let body = match axum::body::to_bytes(body, shared.max_body_bytes).await {
+    let declared = match declared.map(usize::try_from) {
+        Some(Ok(n)) if n <= shared.max_body_bytes => Some(n),
+        Some(_) => return too_large(&shared),
+        None => None,
+    };
+    // Memory for the body before a byte of it is read; held until the answer is made.
+    let Some(_reserved) = shared
+        .bodies
+        .reserve(declared.unwrap_or(shared.max_body_bytes))
+    else {
+        return busy(&shared);
+    };
+    let mut verifier = signature.verifier(&shared.secret);
+    let body = match body::read(
+        body,
+        &mut verifier,
+        shared.max_body_bytes,
+        declared,
+        shared.body_timeout,
+    )
+    .await
+    {
         Ok(body) => body,
-        Err(e) => {
-            let over_limit = std::error::Error::source(&e)
-                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
-            if over_limit {
-                return too_large(&shared);
-            }
-            tracing::warn!("webhook delivery: reading the body failed: {e}");
-            return refuse(StatusCode::BAD_REQUEST, "the body could not be read");
+        Err(Unread::TooLarge) => return too_large(&shared),
+        Err(Unread::TooSlow) => {
+            let secs = shared.body_timeout.as_secs_f64();
+            return refused(
+                &shared,
+                Refusal::TooSlow,
+                StatusCode::REQUEST_TIMEOUT,
+                format!("the body did not arrive within {secs} s"),
+            );
+        }
+        Err(Unread::Broken(e)) => {
+            return refused(
+                &shared,
+                Refusal::Unreadable,
+                StatusCode::BAD_REQUEST,
+                format!("the body could not be read: {e}"),
+            );
         }
     };
-    if let Err(e) = signature.verify(&shared.secret, &body) {
+    if let Err(e) = verifier.finish() {
         return unauthorized(&shared, e);
     }
 
@@ -257,21 +354,67 @@ async fn webhook(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bo
 }
 
 fn unauthorized(shared: &Shared, e: SignatureError) -> Response {
-    shared.stats().bad_signature += 1;
-    tracing::warn!("webhook delivery refused: {e}");
-    refuse(StatusCode::UNAUTHORIZED, e.to_string())
+    refused(
+        shared,
+        Refusal::BadSignature,
+        StatusCode::UNAUTHORIZED,
+        e.to_string(),
+    )
 }
 
 fn too_large(shared: &Shared) -> Response {
-    shared.stats().too_large += 1;
-    tracing::warn!(
-        "webhook delivery refused: the body is larger than {} bytes",
-        shared.max_body_bytes
-    );
-    refuse(
+    let limit = shared.max_body_bytes;
+    refused(
+        shared,
+        Refusal::TooLarge,
         StatusCode::PAYLOAD_TOO_LARGE,
-        format!("bodies over {} bytes are refused", shared.max_body_bytes),
+        format!("bodies over {limit} bytes are refused"),
     )
+}
+
+/// Over the body budget: refused unread, to come again once the bodies now being received are
+/// answered, which takes at most their time.
+fn busy(shared: &Shared) -> Response {
+    let secs = shared.body_timeout.as_secs().max(1);
+    let mut response = refused(
+        shared,
+        Refusal::Busy,
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("too many deliveries are being received at once: retry after {secs} s"),
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
+    response
+}
+
+/// Refuse a delivery not known to be GitHub's: counted exactly, logged as [`RefusalLog`] says.
+fn refused(shared: &Shared, kind: Refusal, status: StatusCode, message: String) -> Response {
+    {
+        let mut stats = shared.stats();
+        *match kind {
+            Refusal::BadSignature => &mut stats.bad_signature,
+            Refusal::TooLarge => &mut stats.too_large,
+            Refusal::Busy => &mut stats.busy,
+            Refusal::TooSlow => &mut stats.too_slow,
+            Refusal::Unreadable => &mut stats.unreadable,
+        } += 1;
+    }
+    let (to_log, every) = {
+        let mut refusals = shared.refusals();
+        (refusals.refused(kind, Instant::now()), refusals.interval())
+    };
+    if let Some(summary) = to_log.summary {
+        tracing::warn!("{summary}");
+    }
+    if to_log.at_once {
+        tracing::warn!(
+            "webhook delivery refused ({}): {message} (more refusals like it are summarised every {} s)",
+            status.as_u16(),
+            every.as_secs()
+        );
+    }
+    refuse(status, message)
 }
 
 /// Read a verified delivery and queue its events.
@@ -373,6 +516,7 @@ async fn status(State(shared): State<Arc<Shared>>) -> Response {
     let capacity = shared.queue.max_capacity();
     let depth = capacity - shared.queue.capacity();
     let remembered = shared.deliveries().len();
+    let bodies = &shared.bodies;
     let receiver = {
         let stats = shared.stats();
         json!({
@@ -386,8 +530,16 @@ async fn status(State(shared): State<Arc<Shared>>) -> Response {
                 "malformed": stats.malformed,
                 "bad_signature": stats.bad_signature,
                 "too_large": stats.too_large,
+                "busy": stats.busy,
+                "too_slow": stats.too_slow,
+                "unreadable": stats.unreadable,
                 "queue_full": stats.queue_full,
                 "remembered_ids": remembered,
+            },
+            "bodies": {
+                "in_flight": bodies.bodies(),
+                "bytes_reserved": bodies.reserved(),
+                "bytes_budget": bodies.total(),
             },
             "events_queued": stats.events_queued,
             "last_event": stats.last_event,
