@@ -10,6 +10,7 @@ mod command;
 mod dead_code;
 mod duplicates;
 mod http;
+mod links;
 mod lsp;
 mod lsp_client;
 mod package_safety;
@@ -319,6 +320,13 @@ async fn run_gates_with(
             return reports;
         }
     };
+    // Whatever `gates.exclude` leaves out: a link out of the worktree is never read.
+    let links = links::leaving(&ctx.changes, &ctx.dir);
+    if !links.is_empty() {
+        let reports = refused_for_links(hooks, links);
+        reports.iter().enumerate().for_each(|(i, r)| finished(i, r));
+        return reports;
+    }
     // Gates run side by side; dropping this future (a stop) aborts every one of them, and their
     // child process groups stay recorded with the run's.
     let mut set = tokio::task::JoinSet::new();
@@ -368,6 +376,28 @@ fn unusable_exclude(hook: &Hook, e: &ExcludeError) -> GateReport {
     report_from(hook, GateOutcome::not_run(e.to_string()), Duration::ZERO)
 }
 
+/// Every hook's report when the change holds links out of the worktree: failed without running,
+/// the links named once (in the first report), so the round blocks and goes back to the agent.
+fn refused_for_links(hooks: &[Hook], links: Vec<Finding>) -> Vec<GateReport> {
+    let names: Vec<&str> = links.iter().filter_map(|f| f.file.as_deref()).collect();
+    let summary = format!(
+        "not run: the change holds a link out of the worktree ({}); no gate reads it until the link is gone",
+        names.join(", ")
+    );
+    let mut links = Some(links);
+    hooks
+        .iter()
+        .map(|hook| {
+            let findings = links.take().unwrap_or_default();
+            report_from(
+                hook,
+                GateOutcome::new(GateStatus::Fail, findings, summary.clone()),
+                Duration::ZERO,
+            )
+        })
+        .collect()
+}
+
 async fn run_gate_with(hook: &Hook, ctx: &GateContext, gate: &dyn Gate) -> GateReport {
     let started = Instant::now();
     let deadline = gate_deadline(hook, ctx);
@@ -387,6 +417,10 @@ async fn run_gate_with(hook: &Hook, ctx: &GateContext, gate: &dyn Gate) -> GateR
         ),
     };
     tracing::debug!(gate = %hook.name, status = %outcome.status, "gate finished");
+    let mut outcome = outcome;
+    for finding in &mut outcome.findings {
+        links::confine(finding, &ctx.dir);
+    }
     report_from(hook, outcome, started.elapsed())
 }
 
