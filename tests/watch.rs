@@ -477,6 +477,77 @@ async fn sigterm_drains_and_the_next_start_runs_the_stopped_work() {
     conforms(&world);
 }
 
+/// The requests that change something on GitHub, by route (REST writes, GraphQL mutations).
+fn writes(world: &World) -> std::collections::BTreeMap<String, u64> {
+    const MUTATIONS: [&str; 6] = [
+        "AddToBoard",
+        "CreateBoard",
+        "LinkBoard",
+        "ResolveThread",
+        "SetStatusOptions",
+        "UpdateItemStatus",
+    ];
+    world
+        .sandbox
+        .request_counts()
+        .into_iter()
+        .filter(|(route, _)| match route.strip_prefix("POST /graphql") {
+            Some(op) => MUTATIONS.contains(&op.trim()),
+            None => !route.starts_with("GET "),
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issues_the_run_would_refuse_get_nothing_from_the_watcher() {
+    let mut s = spec();
+    let body = "Accept minutes.\n\n- [ ] minutes work";
+    // A stranger's issue, and a codeowner's blocked by an open one.
+    s.extra_issues
+        .push(IssueSeed::new(2, "Accept minutes", body, "mallory"));
+    let mut blocked = IssueSeed::new(3, "Accept seconds", body, "alice");
+    blocked.blocked_by = vec![4];
+    s.extra_issues.push(blocked);
+    s.extra_issues
+        .push(IssueSeed::new(4, "Accept days", body, "alice"));
+    let (_d, world) = world(s, 1, "Backlog").await;
+    world.sandbox.with_state(|s| {
+        let board = s.board.as_mut().unwrap();
+        board.items.insert(2, Some("Research".into()));
+        board.items.insert(3, Some("Research".into()));
+        board.items.insert(4, Some("Backlog".into()));
+    });
+    let before = writes(&world);
+    let mut bot = watch(&world, &["--once"]);
+    assert_eq!(bot.exit().await, 0, "{}", bot.stderr());
+    for issue in [2, 3] {
+        let comments = world.sandbox.with_state(|s| s.comments_of(issue).len());
+        assert_eq!(comments, 0, "issue #{issue}: {:#?}", bodies(&world, issue));
+        assert_eq!(
+            labels(&world, issue),
+            Vec::<String>::new(),
+            "issue #{issue}"
+        );
+        assert_eq!(bot.count("started", issue), 0, "{:#?}", bot.seen);
+        assert_eq!(column(&world, issue).as_deref(), Some("Research"));
+    }
+    assert_eq!(writes(&world), before, "the watcher wrote to GitHub");
+    let refusal = |issue: u64| -> String {
+        let found = bot.seen.iter().find(|v| is("refused", issue)(v));
+        let found = found.unwrap_or_else(|| panic!("no refusal of #{issue}: {:#?}", bot.seen));
+        found["reason"].as_str().unwrap().to_string()
+    };
+    let stranger = refusal(2);
+    assert!(
+        stranger.contains("@mallory, who is not a codeowner")
+            && stranger.contains("nothing was posted"),
+        "{stranger}"
+    );
+    let blocked = refusal(3);
+    assert!(blocked.contains("blocked by open #4"), "{blocked}");
+    conforms(&world);
+}
+
 /// A second clone of the world's repository, with its own worktrees.
 fn second_clone(world: &World) -> PathBuf {
     let repo = world.dir.join("repo2");

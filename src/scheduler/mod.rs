@@ -10,6 +10,8 @@
 //!   why (back into an agent column: the run starts again from there); a closed issue stops it.
 //! - **Claims.** A local lock (the run's flock) and a claim on GitHub (a comment with an expiry,
 //!   renewed while the run lives, and a label) so two watchers never run one issue.
+//! - **Refusals first.** Before a start writes anything (claim comment, label), the run's own
+//!   admission is asked as a dry run: an issue it would refuse gets nothing on GitHub.
 //! - **Restarts.** Runs a killed watcher left (their checkpoints) and runs a drained one stopped
 //!   are started again first; the journal and the comment markers make that post nothing twice.
 //!   A shutdown request drains: nothing new starts, live runs stop at a safe point, the loop ends.
@@ -40,7 +42,7 @@ pub use tracker::Tracker;
 use crate::events::{Command, Event, Origin, ReviewActivity, ReviewKind, ReviewState, Target};
 use crate::github::{BoardRef, Card, GitHub, GitHubError, Marker};
 use crate::pipeline::{Project, RunEnd, RunError, RunOptions, RunSummary};
-use crate::runtime::{Services, revised_pull, run_issue, run_revision};
+use crate::runtime::{Services, refusal, revised_pull, run_issue, run_revision};
 use crate::workspace::{Checkpoint, PushAuth};
 
 /// Where the work of a ready card is done.
@@ -80,6 +82,11 @@ pub enum Notice {
         error: String,
     },
     Queued {
+        issue: u64,
+        reason: String,
+    },
+    /// Its run's admission refuses the issue: nothing was written to it.
+    Refused {
         issue: u64,
         reason: String,
     },
@@ -240,9 +247,9 @@ impl Loop {
     fn new(s: Scheduler, shutdown: CancellationToken) -> Loop {
         let settings = &s.project.settings;
         let state = WatchState::load(&s.project.root);
-        let owners = settings.codeowners.clone();
+        let project = s.project.clone();
         let is_codeowner: Arc<dyn Fn(&str) -> bool + Send + Sync> =
-            Arc::new(move |l: &str| owners.iter().any(|o| o.eq_ignore_ascii_case(l)));
+            Arc::new(move |l: &str| project.settings.is_codeowner(l));
         let claims = Claims::new(
             s.access.gh.clone(),
             settings.watch.claim_label.clone(),
@@ -399,12 +406,45 @@ impl Loop {
             let held = if self.revisions.contains(&issue) {
                 None
             } else {
+                if !self.admissible(issue).await {
+                    continue;
+                }
                 match self.claim(issue).await {
                     Some(held) => Some(held),
                     None => continue,
                 }
             };
             self.spawn(issue, held);
+        }
+    }
+
+    /// Whether the run's admission takes `issue`, asked before anything is written to it. A
+    /// refusal is reported; GitHub's trouble tries again.
+    async fn admissible(&mut self, issue: u64) -> bool {
+        let svc = self.services(self.shutdown.child_token());
+        match refusal(self.s.project.clone(), svc, issue).await {
+            Ok(None) => true,
+            Ok(Some(reason)) => {
+                tracing::info!(issue, "not started: {reason}");
+                self.notice(Notice::Refused { issue, reason });
+                false
+            }
+            Err(e) if e.is_resumable() => {
+                tracing::warn!(
+                    issue,
+                    "cannot ask whether the issue may run: {e}; trying again at the next poll"
+                );
+                self.retry.insert(issue);
+                false
+            }
+            Err(e) => {
+                self.notice(Notice::Failed {
+                    issue,
+                    error: e.to_string(),
+                    resumable: false,
+                });
+                false
+            }
         }
     }
 
@@ -431,6 +471,25 @@ impl Loop {
         }
     }
 
+    /// What a run (or an admission check) started here talks to.
+    fn services(&self, cancel: CancellationToken) -> Services {
+        Services {
+            github: self.s.access.gh.clone(),
+            push_auth: self.s.access.push_auth.clone(),
+            github_token: self
+                .s
+                .access
+                .github_token
+                .clone()
+                .filter(|_| self.s.project.settings.pass_github_token),
+            scripted_program: None,
+            cancel,
+            hooks: None,
+            // Several runs at once: the scheduler's notices say how they go.
+            progress: crate::runtime::ProgressMode::Off,
+        }
+    }
+
     fn spawn(&mut self, issue: u64, held: Option<Held>) {
         let cancel = self.shutdown.child_token();
         let column = if self.resumed.remove(&issue) {
@@ -443,21 +502,7 @@ impl Loop {
         } else {
             self.tracker.enter_unknown(issue);
         }
-        let svc = Services {
-            github: self.s.access.gh.clone(),
-            push_auth: self.s.access.push_auth.clone(),
-            github_token: self
-                .s
-                .access
-                .github_token
-                .clone()
-                .filter(|_| self.s.project.settings.pass_github_token),
-            scripted_program: None,
-            cancel: cancel.clone(),
-            hooks: None,
-            // Several runs at once: the scheduler's notices say how they go.
-            progress: crate::runtime::ProgressMode::Off,
-        };
+        let svc = self.services(cancel.clone());
         let opts = RunOptions {
             issue,
             ..RunOptions::default()
@@ -492,7 +537,7 @@ impl Loop {
         let Mode::Actions { workflow, git_ref } = self.s.config.mode.clone() else {
             return;
         };
-        if self.claim(issue).await.is_none() {
+        if !self.admissible(issue).await || self.claim(issue).await.is_none() {
             return;
         }
         let inputs = json!({ "issue": issue.to_string() });
