@@ -477,6 +477,118 @@ async fn sigterm_drains_and_the_next_start_runs_the_stopped_work() {
     conforms(&world);
 }
 
+/// The runs of `issue` that have a journal (a resumed run keeps its own).
+fn runs_of(world: &World, issue: u64) -> Vec<String> {
+    let prefix = format!("{issue}-");
+    std::fs::read_dir(supervisor::pipeline::runs_dir(&world.repo))
+        .map(|dir| {
+            dir.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|name| name.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Three cards in Research and room for one run: the first runs (its developer sleeps), the
+/// other two wait in the queue. The watcher is stopped by `signal` with both waiting, and a
+/// person takes the third card back to Backlog meanwhile. The next start resumes the first run,
+/// starts the second card, leaves the third alone, and runs nothing twice.
+async fn queued_cards_outlive_the_watcher(signal: i32) {
+    let mut s = spec();
+    slow_developer(&mut s);
+    let (_d, world) = world(s, 3, "Research").await;
+    let mut bot = watch(&world, &["--max-concurrent", "1"]);
+    // One poll queues all three and writes the watch state before the first run starts.
+    let first = bot.wait("a run to start", |v| v["kind"] == "started").await;
+    let a = first["issue"].as_u64().unwrap();
+    let waiting: Vec<u64> = (1..=3).filter(|i| *i != a).collect();
+    for issue in &waiting {
+        assert_eq!(bot.count("queued", *issue), 1, "{:#?}", bot.seen);
+    }
+    until("the developer at work", || {
+        world.dir.join("slept").exists() && !process_groups(&world, a).is_empty()
+    })
+    .await;
+    bot.signal(signal);
+    bot.exit().await;
+    let (b, c) = (waiting[0], waiting[1]);
+    for issue in [b, c] {
+        assert_eq!(bot.count("started", issue), 0, "{:#?}", bot.seen);
+    }
+    act(
+        &world,
+        json!({ "move": { "issue": c, "to": "Backlog", "by": "alice" } }),
+    );
+
+    let mut again = watch(&world, &["--once", "--max-concurrent", "1"]);
+    assert_eq!(again.exit().await, 0, "{}", again.stderr());
+    for issue in [a, b] {
+        assert_eq!(
+            pulls_for(&world, issue),
+            1,
+            "issue #{issue}: {:#?}",
+            again.seen
+        );
+        assert_eq!(column(&world, issue).as_deref(), Some("Done"));
+        assert_eq!(again.count("started", issue), 1, "{:#?}", again.seen);
+        assert_no_duplicates(&world, issue);
+    }
+    // The queued card ran once. The killed run was resumed, not run again (a drained run ended
+    // as interrupted, and the next start continues its work in a run of its own).
+    let runs = runs_of(&world, b);
+    assert_eq!(runs.len(), 1, "issue #{b} ran once: {runs:?}");
+    if signal == libc::SIGKILL {
+        let runs = runs_of(&world, a);
+        assert_eq!(runs.len(), 1, "issue #{a} resumed: {runs:?}");
+    }
+    // The card taken back while the watcher was down is neither started nor claimed.
+    assert_eq!(again.count("started", c), 0, "{:#?}", again.seen);
+    assert_eq!(runs_of(&world, c), Vec::<String>::new());
+    assert_eq!(column(&world, c).as_deref(), Some("Backlog"));
+    assert!(
+        bodies(&world, c)
+            .iter()
+            .all(|body| !body.contains("supervisor:claim"))
+    );
+    conforms(&world);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cards_queued_when_the_watcher_is_killed_start_after_the_restart() {
+    queued_cards_outlive_the_watcher(libc::SIGKILL).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cards_queued_when_the_watcher_drains_start_at_the_next_start() {
+    queued_cards_outlive_the_watcher(libc::SIGTERM).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_ended_before_the_watch_state_was_saved_is_not_started_again() {
+    let (_d, world) = world(spec(), 1, "Research").await;
+    let state = world.repo.join(".supervisor/watch/state.json");
+    let mut bot = watch(&world, &["--once"]);
+    // The poll that queued the card has written the state (the card owed) before the run starts.
+    bot.wait("the run to start", is("started", 1)).await;
+    let owed = std::fs::read(&state).unwrap();
+    assert_eq!(bot.exit().await, 0, "{}", bot.stderr());
+    assert_eq!(pulls_for(&world, 1), 1);
+    // As if the watcher had been killed after the run ended and before it wrote the state again;
+    // and the card is back in the column that queued it.
+    std::fs::write(&state, owed).unwrap();
+    act(
+        &world,
+        json!({ "move": { "issue": 1, "to": "Research", "by": "alice" } }),
+    );
+    let mut again = watch(&world, &["--once"]);
+    assert_eq!(again.exit().await, 0, "{}", again.stderr());
+    assert_eq!(again.count("started", 1), 0, "{:#?}", again.seen);
+    assert_eq!(runs_of(&world, 1).len(), 1);
+    assert_eq!(pulls_for(&world, 1), 1);
+    conforms(&world);
+}
+
 /// The requests that change something on GitHub, by route (REST writes, GraphQL mutations).
 fn writes(world: &World) -> std::collections::BTreeMap<String, u64> {
     const MUTATIONS: [&str; 6] = [
