@@ -477,6 +477,189 @@ async fn sigterm_drains_and_the_next_start_runs_the_stopped_work() {
     conforms(&world);
 }
 
+/// The runs of `issue` that have a journal (a resumed run keeps its own).
+fn runs_of(world: &World, issue: u64) -> Vec<String> {
+    let prefix = format!("{issue}-");
+    std::fs::read_dir(supervisor::pipeline::runs_dir(&world.repo))
+        .map(|dir| {
+            dir.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|name| name.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Three cards in Research and room for one run: the first runs (its developer sleeps), the
+/// other two wait in the queue. The watcher is stopped by `signal` with both waiting, and a
+/// person takes the third card back to Backlog meanwhile. The next start resumes the first run,
+/// starts the second card, leaves the third alone, and runs nothing twice.
+async fn queued_cards_outlive_the_watcher(signal: i32) {
+    let mut s = spec();
+    slow_developer(&mut s);
+    let (_d, world) = world(s, 3, "Research").await;
+    let mut bot = watch(&world, &["--max-concurrent", "1"]);
+    // One poll queues all three and writes the watch state before the first run starts.
+    let first = bot.wait("a run to start", |v| v["kind"] == "started").await;
+    let a = first["issue"].as_u64().unwrap();
+    let waiting: Vec<u64> = (1..=3).filter(|i| *i != a).collect();
+    for issue in &waiting {
+        assert_eq!(bot.count("queued", *issue), 1, "{:#?}", bot.seen);
+    }
+    until("the developer at work", || {
+        world.dir.join("slept").exists() && !process_groups(&world, a).is_empty()
+    })
+    .await;
+    bot.signal(signal);
+    bot.exit().await;
+    let (b, c) = (waiting[0], waiting[1]);
+    for issue in [b, c] {
+        assert_eq!(bot.count("started", issue), 0, "{:#?}", bot.seen);
+    }
+    act(
+        &world,
+        json!({ "move": { "issue": c, "to": "Backlog", "by": "alice" } }),
+    );
+
+    let mut again = watch(&world, &["--once", "--max-concurrent", "1"]);
+    assert_eq!(again.exit().await, 0, "{}", again.stderr());
+    for issue in [a, b] {
+        assert_eq!(
+            pulls_for(&world, issue),
+            1,
+            "issue #{issue}: {:#?}",
+            again.seen
+        );
+        assert_eq!(column(&world, issue).as_deref(), Some("Done"));
+        assert_eq!(again.count("started", issue), 1, "{:#?}", again.seen);
+        assert_no_duplicates(&world, issue);
+    }
+    // The queued card ran once. The killed run was resumed, not run again (a drained run ended
+    // as interrupted, and the next start continues its work in a run of its own).
+    let runs = runs_of(&world, b);
+    assert_eq!(runs.len(), 1, "issue #{b} ran once: {runs:?}");
+    if signal == libc::SIGKILL {
+        let runs = runs_of(&world, a);
+        assert_eq!(runs.len(), 1, "issue #{a} resumed: {runs:?}");
+    }
+    // The card taken back while the watcher was down is neither started nor claimed.
+    assert_eq!(again.count("started", c), 0, "{:#?}", again.seen);
+    assert_eq!(runs_of(&world, c), Vec::<String>::new());
+    assert_eq!(column(&world, c).as_deref(), Some("Backlog"));
+    assert!(
+        bodies(&world, c)
+            .iter()
+            .all(|body| !body.contains("supervisor:claim"))
+    );
+    conforms(&world);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cards_queued_when_the_watcher_is_killed_start_after_the_restart() {
+    queued_cards_outlive_the_watcher(libc::SIGKILL).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cards_queued_when_the_watcher_drains_start_at_the_next_start() {
+    queued_cards_outlive_the_watcher(libc::SIGTERM).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_ended_before_the_watch_state_was_saved_is_not_started_again() {
+    let (_d, world) = world(spec(), 1, "Research").await;
+    let state = world.repo.join(".supervisor/watch/state.json");
+    let mut bot = watch(&world, &["--once"]);
+    // The poll that queued the card has written the state (the card owed) before the run starts.
+    bot.wait("the run to start", is("started", 1)).await;
+    let owed = std::fs::read(&state).unwrap();
+    assert_eq!(bot.exit().await, 0, "{}", bot.stderr());
+    assert_eq!(pulls_for(&world, 1), 1);
+    // As if the watcher had been killed after the run ended and before it wrote the state again;
+    // and the card is back in the column that queued it.
+    std::fs::write(&state, owed).unwrap();
+    act(
+        &world,
+        json!({ "move": { "issue": 1, "to": "Research", "by": "alice" } }),
+    );
+    let mut again = watch(&world, &["--once"]);
+    assert_eq!(again.exit().await, 0, "{}", again.stderr());
+    assert_eq!(again.count("started", 1), 0, "{:#?}", again.seen);
+    assert_eq!(runs_of(&world, 1).len(), 1);
+    assert_eq!(pulls_for(&world, 1), 1);
+    conforms(&world);
+}
+
+/// The requests that change something on GitHub, by route (REST writes, GraphQL mutations).
+fn writes(world: &World) -> std::collections::BTreeMap<String, u64> {
+    const MUTATIONS: [&str; 6] = [
+        "AddToBoard",
+        "CreateBoard",
+        "LinkBoard",
+        "ResolveThread",
+        "SetStatusOptions",
+        "UpdateItemStatus",
+    ];
+    world
+        .sandbox
+        .request_counts()
+        .into_iter()
+        .filter(|(route, _)| match route.strip_prefix("POST /graphql") {
+            Some(op) => MUTATIONS.contains(&op.trim()),
+            None => !route.starts_with("GET "),
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issues_the_run_would_refuse_get_nothing_from_the_watcher() {
+    let mut s = spec();
+    let body = "Accept minutes.\n\n- [ ] minutes work";
+    // A stranger's issue, and a codeowner's blocked by an open one.
+    s.extra_issues
+        .push(IssueSeed::new(2, "Accept minutes", body, "mallory"));
+    let mut blocked = IssueSeed::new(3, "Accept seconds", body, "alice");
+    blocked.blocked_by = vec![4];
+    s.extra_issues.push(blocked);
+    s.extra_issues
+        .push(IssueSeed::new(4, "Accept days", body, "alice"));
+    let (_d, world) = world(s, 1, "Backlog").await;
+    world.sandbox.with_state(|s| {
+        let board = s.board.as_mut().unwrap();
+        board.items.insert(2, Some("Research".into()));
+        board.items.insert(3, Some("Research".into()));
+        board.items.insert(4, Some("Backlog".into()));
+    });
+    let before = writes(&world);
+    let mut bot = watch(&world, &["--once"]);
+    assert_eq!(bot.exit().await, 0, "{}", bot.stderr());
+    for issue in [2, 3] {
+        let comments = world.sandbox.with_state(|s| s.comments_of(issue).len());
+        assert_eq!(comments, 0, "issue #{issue}: {:#?}", bodies(&world, issue));
+        assert_eq!(
+            labels(&world, issue),
+            Vec::<String>::new(),
+            "issue #{issue}"
+        );
+        assert_eq!(bot.count("started", issue), 0, "{:#?}", bot.seen);
+        assert_eq!(column(&world, issue).as_deref(), Some("Research"));
+    }
+    assert_eq!(writes(&world), before, "the watcher wrote to GitHub");
+    let refusal = |issue: u64| -> String {
+        let found = bot.seen.iter().find(|v| is("refused", issue)(v));
+        let found = found.unwrap_or_else(|| panic!("no refusal of #{issue}: {:#?}", bot.seen));
+        found["reason"].as_str().unwrap().to_string()
+    };
+    let stranger = refusal(2);
+    assert!(
+        stranger.contains("@mallory, who is not a codeowner")
+            && stranger.contains("nothing was posted"),
+        "{stranger}"
+    );
+    let blocked = refusal(3);
+    assert!(blocked.contains("blocked by open #4"), "{blocked}");
+    conforms(&world);
+}
+
 /// A second clone of the world's repository, with its own worktrees.
 fn second_clone(world: &World) -> PathBuf {
     let repo = world.dir.join("repo2");

@@ -178,6 +178,8 @@ fn notice_text(n: &Notice) -> String {
         ),
         Notice::PollFailed { error } => format!("board poll failed: {error}"),
         Notice::Queued { issue, reason } => format!("#{issue} queued: {reason}"),
+        Notice::Dequeued { issue, reason } => format!("#{issue} no longer queued: {reason}"),
+        Notice::Refused { issue, reason } => format!("#{issue} not started: {reason}"),
         Notice::Started { issue, column } => format!(
             "#{issue} started{}",
             column

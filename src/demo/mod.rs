@@ -462,6 +462,10 @@ pub async fn run_demo_watch(
                 end = ("error".to_string(), None, error);
                 break;
             }
+            Notice::Refused { issue: i, reason } if i == issue => {
+                end = ("refused".to_string(), None, reason);
+                break;
+            }
             _ => {}
         }
         if shutdown.token().is_cancelled() {

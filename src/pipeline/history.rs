@@ -206,6 +206,14 @@ impl RunRecord {
 /// Every run of the repository at `repo_root`, oldest first (run ids sort by issue, then time; the
 /// list is sorted by start time).
 pub fn read_runs(repo_root: &Path) -> Result<Vec<RunRecord>, std::io::Error> {
+    read_runs_where(repo_root, |_| true)
+}
+
+/// The runs whose ids `keep` accepts (the others' journals are not read), oldest first.
+pub fn read_runs_where(
+    repo_root: &Path,
+    keep: impl Fn(&str) -> bool,
+) -> Result<Vec<RunRecord>, std::io::Error> {
     let dir = runs_dir(repo_root);
     let listing = match std::fs::read_dir(&dir) {
         Ok(l) => l,
@@ -215,11 +223,11 @@ pub fn read_runs(repo_root: &Path) -> Result<Vec<RunRecord>, std::io::Error> {
     let mut runs = Vec::new();
     for entry in listing {
         let entry = entry?;
+        let run_id = entry.file_name().to_string_lossy().into_owned();
         let journal = entry.path().join("events.jsonl");
-        if !journal.is_file() {
+        if !keep(&run_id) || !journal.is_file() {
             continue;
         }
-        let run_id = entry.file_name().to_string_lossy().into_owned();
         runs.push(match read_entries(&journal) {
             Ok(entries) => {
                 let live = is_live(repo_root, &run_id, &entries);

@@ -23,7 +23,9 @@ pub use effects::{
     TaskSpec, Text, ThreadAnswer, WorktreeInfo,
 };
 pub use engine::{RunError, RunOptions, drive};
-pub use history::{LastWord, RunRecord, RunStatus, find_run, prune_runs, read_runs};
+pub use history::{
+    LastWord, RunRecord, RunStatus, find_run, prune_runs, read_runs, read_runs_where,
+};
 pub use journal::{
     AgentStats, Entry, Event, FORMAT, Halt, Journal, JournalError, read_entries, runs_dir,
 };

@@ -15,7 +15,9 @@ pub use console::{Console, ProgressMode};
 pub use live::LiveEffects;
 
 use crate::github::GitHub;
-use crate::pipeline::{Event, Journal, Machine, Project, RunError, RunOptions, RunSummary, drive};
+use crate::pipeline::{
+    Event, Journal, Machine, Project, RunEnd, RunError, RunOptions, RunSummary, drive,
+};
 use crate::workspace::{self, Checkpoint, PushAuth, RunLock, WorkspaceConfig};
 
 /// What a run talks to.
@@ -156,6 +158,25 @@ pub async fn run_revision(
     opts.issue = issue;
     opts.revise = Some(pr);
     run_issue(project, svc, opts).await
+}
+
+/// Why the run of `issue` would be refused (an author who is not a codeowner, open blockers, an
+/// untrusted edit, …), asked without writing anything: the run's own admission, as a dry run
+/// (no lock, no journal on disk, no comment, no card move). `None`: it would be admitted.
+pub async fn refusal(
+    project: Arc<Project>,
+    svc: Services,
+    issue: u64,
+) -> Result<Option<String>, RunError> {
+    let opts = RunOptions {
+        issue,
+        dry_run: true,
+        ..RunOptions::default()
+    };
+    Ok(match run_issue(project, svc, opts).await?.end {
+        RunEnd::Refused { reason } => Some(reason),
+        _ => None,
+    })
 }
 
 /// Run the pipeline for one issue, resuming its run when a checkpoint says one is live.

@@ -1,5 +1,6 @@
 //! What a poll (or a webhook's card) means, decided without I/O: which cards just arrived in a
-//! trigger column, and what to do with a live run whose card a human moved.
+//! trigger column, which queued ones are still due, and what to do with a live run whose card a
+//! human moved.
 
 use std::collections::BTreeMap;
 
@@ -23,6 +24,13 @@ pub fn arrived(card: &Card, previous: Option<&Columns>, triggers: &[String]) -> 
         None => true,
         Some(seen) => seen.get(&card.issue) != Some(&card.column),
     }
+}
+
+/// Whether a start queued by its card's arrival in `column` is still due, with the card as now
+/// read (`None`: not on the board): a card moved out of that column (or closed) before its run
+/// started was taken back by whoever moved it.
+pub fn still_due(column: &str, card: Option<&Card>) -> bool {
+    card.is_some_and(|c| c.open && c.column.as_deref() == Some(column))
 }
 
 /// What to do with a live run, given where its card is now.
@@ -110,6 +118,29 @@ mod tests {
         assert!(!arrived(&card(6, Some("Research"), false), Some(&seen), &t));
         // The first poll ever: whatever waits in a trigger column is new.
         assert!(arrived(&card(2, Some("Research"), true), None, &t));
+    }
+
+    #[test]
+    fn a_queued_start_is_due_only_while_its_card_waits_where_it_arrived() {
+        assert!(still_due(
+            "Research",
+            Some(&card(1, Some("Research"), true))
+        ));
+        // Moved back to Backlog or on to another column, cleared, closed, taken off the board.
+        assert!(!still_due(
+            "Research",
+            Some(&card(1, Some("Backlog"), true))
+        ));
+        assert!(!still_due(
+            "Research",
+            Some(&card(1, Some("Architecture"), true))
+        ));
+        assert!(!still_due("Research", Some(&card(1, None, true))));
+        assert!(!still_due(
+            "Research",
+            Some(&card(1, Some("Research"), false))
+        ));
+        assert!(!still_due("Research", None));
     }
 
     #[test]

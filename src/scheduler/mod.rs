@@ -10,8 +10,14 @@
 //!   why (back into an agent column: the run starts again from there); a closed issue stops it.
 //! - **Claims.** A local lock (the run's flock) and a claim on GitHub (a comment with an expiry,
 //!   renewed while the run lives, and a label) so two watchers never run one issue.
+//! - **Refusals first.** Before a start writes anything (claim comment, label), the run's own
+//!   admission is asked as a dry run: an issue it would refuse gets nothing on GitHub.
 //! - **Restarts.** Runs a killed watcher left (their checkpoints) and runs a drained one stopped
 //!   are started again first; the journal and the comment markers make that post nothing twice.
+//!   Every queued start is owed in the watch state from the poll that saw its card (written in
+//!   the same file as the board it saw) until its run ends, so a restart starts what was queued
+//!   — once its card is read still in the column that asked for it — and a run whose end the
+//!   state missed is known by its journal.
 //!   A shutdown request drains: nothing new starts, live runs stop at a safe point, the loop ends.
 //!
 //! With [`Mode::Actions`] nothing runs here: each ready card becomes one `workflow_dispatch` of
@@ -32,15 +38,15 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-pub use board::{Columns, Verdict, arrived, reconcile};
+pub use board::{Columns, Verdict, arrived, reconcile, still_due};
 pub use claims::{Claimed, Claims, Held};
-pub use state::WatchState;
+pub use state::{Owed, WatchState};
 pub use tracker::Tracker;
 
 use crate::events::{Command, Event, Origin, ReviewActivity, ReviewKind, ReviewState, Target};
 use crate::github::{BoardRef, Card, GitHub, GitHubError, Marker};
-use crate::pipeline::{Project, RunEnd, RunError, RunOptions, RunSummary};
-use crate::runtime::{Services, revised_pull, run_issue, run_revision};
+use crate::pipeline::{Project, RunEnd, RunError, RunOptions, RunSummary, read_runs_where};
+use crate::runtime::{Services, refusal, revised_pull, run_issue, run_revision};
 use crate::workspace::{Checkpoint, PushAuth};
 
 /// Where the work of a ready card is done.
@@ -80,6 +86,16 @@ pub enum Notice {
         error: String,
     },
     Queued {
+        issue: u64,
+        reason: String,
+    },
+    /// A queued start that will not happen: its card left the column that asked for it.
+    Dequeued {
+        issue: u64,
+        reason: String,
+    },
+    /// Its run's admission refuses the issue: nothing was written to it.
+    Refused {
         issue: u64,
         reason: String,
     },
@@ -185,6 +201,7 @@ impl Scheduler {
     ) -> Outcome {
         let mut l = Loop::new(self, shutdown.clone());
         l.resume_leftovers();
+        l.restore_owed();
         l.run(events, shutdown).await
     }
 }
@@ -195,6 +212,16 @@ struct StopRequest {
     reason: String,
     /// Start it again (from the card's new column) once it has stopped.
     restart: bool,
+}
+
+/// A start waiting for room.
+struct Queued {
+    number: u64,
+    /// The column whose arrival asked for it: the card must still be there when it starts.
+    column: Option<String>,
+    /// Startable: asked for by name, or its card was read in `column` by this process (a start
+    /// restored from the watch state waits for the first poll to read it).
+    confirmed: bool,
 }
 
 struct Live {
@@ -213,7 +240,7 @@ struct Loop {
     claims: Claims,
     tracker: Tracker,
     live: BTreeMap<u64, Live>,
-    queue: VecDeque<(u64, String)>,
+    queue: VecDeque<Queued>,
     /// Issues to queue again at the next poll (a run GitHub's trouble paused).
     retry: BTreeSet<u64>,
     /// Issues already tried again in this process (`once`).
@@ -230,6 +257,8 @@ struct Loop {
     accepting: bool,
     draining: bool,
     polled: bool,
+    /// The watch state changed since it was last written.
+    dirty: bool,
     last_poll_error: Option<String>,
     last_poll: Value,
     outcome: Outcome,
@@ -240,9 +269,9 @@ impl Loop {
     fn new(s: Scheduler, shutdown: CancellationToken) -> Loop {
         let settings = &s.project.settings;
         let state = WatchState::load(&s.project.root);
-        let owners = settings.codeowners.clone();
+        let project = s.project.clone();
         let is_codeowner: Arc<dyn Fn(&str) -> bool + Send + Sync> =
-            Arc::new(move |l: &str| owners.iter().any(|o| o.eq_ignore_ascii_case(l)));
+            Arc::new(move |l: &str| project.settings.is_codeowner(l));
         let claims = Claims::new(
             s.access.gh.clone(),
             settings.watch.claim_label.clone(),
@@ -267,6 +296,7 @@ impl Loop {
             accepting: true,
             draining: false,
             polled: false,
+            dirty: false,
             last_poll_error: None,
             last_poll: Value::Null,
             outcome: Outcome::default(),
@@ -303,7 +333,45 @@ impl Loop {
             self.enqueue(
                 issue,
                 "resuming the run that was live when the watcher stopped",
+                None,
             );
+        }
+    }
+
+    /// Queue again what the last process owed and did not start (or started without leaving a
+    /// checkpoint). What a run's journal shows ended since it was asked for is paid; a start its
+    /// card's arrival asked for waits for the first poll to find the card still there.
+    fn restore_owed(&mut self) {
+        if self.state.owed.is_empty() {
+            return;
+        }
+        let owed = self.state.owed.clone();
+        let runs = read_runs_where(&self.s.project.root, |id| owed.iter().any(|o| o.names(id)))
+            .unwrap_or_else(|e| {
+                tracing::warn!("cannot read the run journals: {e}; the owed runs are queued");
+                Vec::new()
+            });
+        for o in owed {
+            if self.is_queued(o.number) || self.live.contains_key(&o.number) {
+                continue;
+            }
+            if o.paid_by(&runs) {
+                self.forget(o.number);
+                continue;
+            }
+            if o.revision {
+                self.revisions.insert(o.number);
+            }
+            let reason = format!("queued before the watcher stopped: {}", o.reason);
+            self.queue.push_back(Queued {
+                number: o.number,
+                confirmed: o.column.is_none(),
+                column: o.column,
+            });
+            self.notice(Notice::Queued {
+                issue: o.number,
+                reason,
+            });
         }
     }
 
@@ -339,34 +407,100 @@ impl Loop {
             if !self.draining {
                 self.start_queued().await;
             }
+            if self.dirty {
+                self.save_state();
+            }
             self.publish();
-            let idle = self.queue.is_empty() && self.live.is_empty() && self.runs.is_empty();
+            let running = !self.live.is_empty() || !self.runs.is_empty();
             if self.draining && self.runs.is_empty() {
                 break;
             }
-            if self.s.config.once && self.polled && idle {
+            if self.s.config.once && self.polled && self.queue.is_empty() && !running {
                 break;
             }
-            if self.s.config.once && !self.polled && self.last_poll_error.is_some() && idle {
-                // The one poll failed: there is nothing to wait for.
+            let startable = self.queue.iter().any(|q| q.confirmed);
+            if self.s.config.once
+                && !self.polled
+                && self.last_poll_error.is_some()
+                && !startable
+                && !running
+            {
+                // The one poll failed: there is nothing to wait for (what is owed stays owed).
                 break;
             }
         }
-        if let Err(e) = self.state.save(&self.s.project.root) {
-            tracing::warn!("could not save the watch state: {e}");
-        }
+        self.save_state();
         self.outcome.never_polled = !self.polled;
         self.outcome
     }
 
-    fn enqueue(&mut self, issue: u64, reason: &str) {
-        if self.live.contains_key(&issue) || self.queue.iter().any(|(i, _)| *i == issue) {
+    fn save_state(&mut self) {
+        if let Err(e) = self.state.save(&self.s.project.root) {
+            tracing::warn!("could not save the watch state: {e}");
+        }
+        self.dirty = false;
+    }
+
+    fn is_queued(&self, number: u64) -> bool {
+        self.queue.iter().any(|q| q.number == number)
+    }
+
+    /// Queue a start; `column`: the column whose arrival asks for it (the card must still be
+    /// there when it starts).
+    fn enqueue(&mut self, issue: u64, reason: &str, column: Option<String>) {
+        if self.live.contains_key(&issue) || self.is_queued(issue) {
             return;
         }
-        self.queue.push_back((issue, reason.to_string()));
+        self.owe(Owed::new(
+            issue,
+            self.revisions.contains(&issue),
+            reason,
+            column.clone(),
+        ));
+        self.queue.push_back(Queued {
+            number: issue,
+            column,
+            confirmed: true,
+        });
         self.notice(Notice::Queued {
             issue,
             reason: reason.to_string(),
+        });
+    }
+
+    /// Record a run as owed (the latest ask for it replaces an earlier one).
+    fn owe(&mut self, owed: Owed) {
+        match self.state.owed.iter_mut().find(|o| o.number == owed.number) {
+            Some(o) => *o = owed,
+            None => self.state.owed.push(owed),
+        }
+        self.dirty = true;
+    }
+
+    /// The run of `number` is no longer owed.
+    fn forget(&mut self, number: u64) {
+        self.state.owed.retain(|o| o.number != number);
+        self.dirty = true;
+    }
+
+    /// Check a queued start against its card as now read: one whose card left the column that
+    /// asked for it is dropped, one still there may start.
+    fn recheck_queued(&mut self, number: u64, card: Option<&Card>) {
+        let Some(pos) = self.queue.iter().position(|q| q.number == number) else {
+            return;
+        };
+        let Some(column) = self.queue[pos].column.clone() else {
+            return;
+        };
+        if still_due(&column, card) {
+            self.queue[pos].confirmed = true;
+            return;
+        }
+        self.queue.remove(pos);
+        self.forget(number);
+        self.notice(Notice::Dequeued {
+            issue: number,
+            reason: format!("the card left {column} before its run started"),
         });
     }
 
@@ -381,24 +515,29 @@ impl Loop {
 
     /// Start queued issues while there is room.
     async fn start_queued(&mut self) {
-        if self.s.config.mode != Mode::Local {
-            while let Some((issue, _)) = self.queue.pop_front() {
-                self.dispatch(issue).await;
-            }
-            return;
-        }
-        while self.live.len() < self.s.config.max_concurrent {
-            let pos = self.queue.iter().position(|(issue, _)| {
-                self.seen_column(*issue)
-                    .is_none_or(|c| self.tracker.has_room(&c, *issue))
+        let local = self.s.config.mode == Mode::Local;
+        while !local || self.live.len() < self.s.config.max_concurrent {
+            let pos = self.queue.iter().position(|q| {
+                q.confirmed
+                    && (!local
+                        || self
+                            .seen_column(q.number)
+                            .is_none_or(|c| self.tracker.has_room(&c, q.number)))
             });
-            let Some((issue, _)) = pos.and_then(|p| self.queue.remove(p)) else {
+            let Some(issue) = pos.and_then(|p| self.queue.remove(p)).map(|q| q.number) else {
                 return;
             };
+            if !local {
+                self.dispatch(issue).await;
+                continue;
+            }
             // A revision is claimed by its issue's local lock; its pull request carries no claim.
             let held = if self.revisions.contains(&issue) {
                 None
             } else {
+                if !self.admissible(issue).await {
+                    continue;
+                }
                 match self.claim(issue).await {
                     Some(held) => Some(held),
                     None => continue,
@@ -408,11 +547,45 @@ impl Loop {
         }
     }
 
+    /// Whether the run's admission takes `issue`, asked before anything is written to it. A
+    /// refusal is reported and the issue is no longer owed; GitHub's trouble tries again.
+    async fn admissible(&mut self, issue: u64) -> bool {
+        let svc = self.services(self.shutdown.child_token());
+        match refusal(self.s.project.clone(), svc, issue).await {
+            Ok(None) => true,
+            Ok(Some(reason)) => {
+                tracing::info!(issue, "not started: {reason}");
+                self.notice(Notice::Refused { issue, reason });
+                self.forget(issue);
+                false
+            }
+            Err(e) if e.is_resumable() => {
+                tracing::warn!(
+                    issue,
+                    "cannot ask whether the issue may run: {e}; trying again at the next poll"
+                );
+                self.retry.insert(issue);
+                false
+            }
+            Err(e) => {
+                self.notice(Notice::Failed {
+                    issue,
+                    error: e.to_string(),
+                    resumable: false,
+                });
+                self.forget(issue);
+                false
+            }
+        }
+    }
+
     /// Claim `issue` on GitHub; `None` when someone else holds it or GitHub cannot say.
     async fn claim(&mut self, issue: u64) -> Option<Held> {
         match self.claims.claim(issue).await {
             Ok(Claimed::Ours(held)) => Some(held),
             Ok(Claimed::Taken { holder, until }) => {
+                // The holder runs it.
+                self.forget(issue);
                 self.notice(Notice::Claimed {
                     issue,
                     holder,
@@ -431,6 +604,25 @@ impl Loop {
         }
     }
 
+    /// What a run (or an admission check) started here talks to.
+    fn services(&self, cancel: CancellationToken) -> Services {
+        Services {
+            github: self.s.access.gh.clone(),
+            push_auth: self.s.access.push_auth.clone(),
+            github_token: self
+                .s
+                .access
+                .github_token
+                .clone()
+                .filter(|_| self.s.project.settings.pass_github_token),
+            scripted_program: None,
+            cancel,
+            hooks: None,
+            // Several runs at once: the scheduler's notices say how they go.
+            progress: crate::runtime::ProgressMode::Off,
+        }
+    }
+
     fn spawn(&mut self, issue: u64, held: Option<Held>) {
         let cancel = self.shutdown.child_token();
         let column = if self.resumed.remove(&issue) {
@@ -443,21 +635,7 @@ impl Loop {
         } else {
             self.tracker.enter_unknown(issue);
         }
-        let svc = Services {
-            github: self.s.access.gh.clone(),
-            push_auth: self.s.access.push_auth.clone(),
-            github_token: self
-                .s
-                .access
-                .github_token
-                .clone()
-                .filter(|_| self.s.project.settings.pass_github_token),
-            scripted_program: None,
-            cancel: cancel.clone(),
-            hooks: None,
-            // Several runs at once: the scheduler's notices say how they go.
-            progress: crate::runtime::ProgressMode::Off,
-        };
+        let svc = self.services(cancel.clone());
         let opts = RunOptions {
             issue,
             ..RunOptions::default()
@@ -492,7 +670,7 @@ impl Loop {
         let Mode::Actions { workflow, git_ref } = self.s.config.mode.clone() else {
             return;
         };
-        if self.claim(issue).await.is_none() {
+        if !self.admissible(issue).await || self.claim(issue).await.is_none() {
             return;
         }
         let inputs = json!({ "issue": issue.to_string() });
@@ -504,10 +682,12 @@ impl Loop {
             .await
         {
             Ok(()) => {
+                self.forget(issue);
                 self.outcome.dispatched.push(issue);
                 self.notice(Notice::Dispatched { issue, workflow });
             }
             Err(e) => {
+                self.forget(issue);
                 self.notice(Notice::Failed {
                     issue,
                     error: format!("dispatching {workflow}: {e}"),
@@ -534,6 +714,7 @@ impl Loop {
     fn drain(&mut self) {
         self.draining = true;
         self.accepting = false;
+        // What was queued stays owed: the next start queues it again.
         self.queue.clear();
         let live: Vec<u64> = self.live.keys().copied().collect();
         self.notice(Notice::Draining { live: live.clone() });
@@ -562,7 +743,7 @@ impl Loop {
                 if let (Some(stop), RunEnd::Interrupted) = (&live.stop, &summary.end) {
                     self.stopped_comment(issue, &summary.run_id, stop).await;
                     if stop.restart && !self.draining {
-                        self.enqueue(issue, "the card was moved back");
+                        self.enqueue(issue, "the card was moved back", None);
                     }
                 }
                 if summary.end.is_resumable() && !self.draining {
@@ -587,7 +768,11 @@ impl Loop {
                 if resumable && !self.draining {
                     if self.s.config.once && self.retried.insert(issue) {
                         // No later poll will come: once more now, from its checkpoint.
-                        self.queue.push_back((issue, "trying again".to_string()));
+                        self.queue.push_back(Queued {
+                            number: issue,
+                            column: None,
+                            confirmed: true,
+                        });
                     } else {
                         self.retry.insert(issue);
                     }
@@ -601,9 +786,10 @@ impl Loop {
         }
         let again = self.retry.contains(&issue)
             || self.state.resume.contains(&issue)
-            || self.queue.iter().any(|(i, _)| *i == issue);
+            || self.is_queued(issue);
         if !again {
             self.revisions.remove(&issue);
+            self.forget(issue);
         }
     }
 
@@ -683,16 +869,19 @@ impl Loop {
         for issue in live {
             self.reconcile(issue, cards.get(&issue).copied(), None, Some(started));
         }
+        let queued: Vec<u64> = self.queue.iter().map(|q| q.number).collect();
+        for number in queued {
+            self.recheck_queued(number, cards.get(&number).copied());
+        }
         if self.accepting {
             let previous = self.state.board.clone();
             for card in &poll.cards {
                 if arrived(card, previous.as_ref(), &self.triggers) {
-                    let column = card.column.clone().unwrap_or_default();
-                    self.enqueue(card.issue, &format!("the card arrived in {column}"));
+                    self.arrived(card);
                 }
             }
             for issue in std::mem::take(&mut self.retry) {
-                self.enqueue(issue, "trying again");
+                self.enqueue(issue, "trying again", None);
             }
         }
         self.state.board = Some(
@@ -702,9 +891,8 @@ impl Loop {
                 .collect(),
         );
         self.state.polled_at = Some(chrono::Utc::now());
-        if let Err(e) = self.state.save(&self.s.project.root) {
-            tracing::warn!("could not save the watch state: {e}");
-        }
+        // The board as seen and what it queued, in one write.
+        self.save_state();
         self.polled = true;
         if self.s.config.once {
             self.accepting = false;
@@ -816,6 +1004,7 @@ impl Loop {
                     self.enqueue(
                         l.issue,
                         &format!("labeled `{}` by @{}", l.label, l.labeled_by.login),
+                        None,
                     );
                 }
             }
@@ -873,7 +1062,7 @@ impl Loop {
             );
         }
         self.revisions.insert(pr);
-        self.enqueue(pr, &format!("revise pull request #{pr}: {why}"));
+        self.enqueue(pr, &format!("revise pull request #{pr}: {why}"), None);
     }
 
     fn ignored(&self, event: &str, reason: String) {
@@ -888,7 +1077,7 @@ impl Loop {
         match command {
             Command::Run => {
                 if self.accepting {
-                    self.enqueue(issue, &format!("`run` by @{by}"));
+                    self.enqueue(issue, &format!("`run` by @{by}"), None);
                 }
             }
             Command::Stop => self.stop(
@@ -913,7 +1102,7 @@ impl Loop {
                 pos.and_then(|p| p.column)
                     .unwrap_or_else(|| "no known column".into())
             ),
-            (None, _) if self.queue.iter().any(|(i, _)| *i == issue) => {
+            (None, _) if self.is_queued(issue) => {
                 "The issue is queued: it starts when a run slot frees.".to_string()
             }
             (None, _) => format!(
@@ -991,13 +1180,24 @@ impl Loop {
         if self.live.contains_key(&card.issue) {
             self.reconcile(card.issue, Some(&card), human, None);
         }
+        self.recheck_queued(card.issue, Some(&card));
         if self.accepting && arrived(&card, self.state.board.as_ref(), &self.triggers) {
-            let column = card.column.clone().unwrap_or_default();
-            self.enqueue(card.issue, &format!("the card arrived in {column}"));
+            self.arrived(&card);
         }
         if let Some(board) = &mut self.state.board {
             board.insert(card.issue, card.column.clone());
+            self.dirty = true;
         }
+    }
+
+    /// Queue the start `card`'s arrival in a trigger column asks for.
+    fn arrived(&mut self, card: &Card) {
+        let column = card.column.clone().unwrap_or_default();
+        self.enqueue(
+            card.issue,
+            &format!("the card arrived in {column}"),
+            card.column.clone(),
+        );
     }
 
     /// The card's column as the workflow's stage (`columns` maps stages to board options).
@@ -1024,7 +1224,7 @@ impl Loop {
             "mode": match &self.s.config.mode { Mode::Local => "local", Mode::Actions { .. } => "actions" },
             "max_concurrent": self.s.config.max_concurrent,
             "live": live,
-            "queue": self.queue.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+            "queue": self.queue.iter().map(|q| q.number).collect::<Vec<_>>(),
             "last_poll": self.last_poll,
             "last_poll_error": self.last_poll_error,
             "draining": self.draining,
