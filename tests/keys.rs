@@ -317,3 +317,109 @@ async fn nothing_of_a_killed_run_writes_into_an_immediate_resume() {
 async fn nothing_of_a_killed_run_writes_into_a_later_resume() {
     killed_during_the_developer(Duration::from_secs(4)).await;
 }
+
+/// Everything a run leaves where people and agents read: comments, prompts, journal, transcripts
+/// and the pull request.
+fn everything_written(world: &World) -> String {
+    let mut all = String::new();
+    world.sandbox.with_state(|s| {
+        for c in s.comments_of(1) {
+            all.push_str(&c.body);
+        }
+        for p in s.pulls() {
+            all.push_str(&p.title);
+            all.push_str(&p.body);
+        }
+    });
+    let mut stack = vec![world.runs_dir()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                all.push_str(&String::from_utf8_lossy(
+                    &std::fs::read(&p).unwrap_or_default(),
+                ));
+            }
+        }
+    }
+    all
+}
+
+/// A developer commits a link to a file it may not read (outside the worktree): no gate follows
+/// it, the gates name the link and send the work back, and the file's content appears nowhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_committed_link_out_of_the_worktree_is_named_and_never_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let secret_dir = dir.path().join("hidden");
+    std::fs::create_dir_all(&secret_dir).unwrap();
+    let secret = secret_dir.join("secret.ts");
+    std::fs::write(&secret, "export const x = SECRET_MARKER_7731;\n").unwrap();
+    let mut spec: WorldSpec = spec();
+    spec.workflow = Some(workflow_with_hooks(
+        json!([{ "gate": "tsc", "required": true }, "traceability"]),
+    ));
+    let done = supervisor::demo::answer(
+        "Done.",
+        json!({ "action": "COMPLETE", "agentName": "developer", "summary": "changed" }),
+    );
+    spec.script["developer"] = json!([
+        [
+            { "run": format!("ln -s {} src/config.ts", secret.display()) },
+            { "write": { "path": "src/hours.ts", "content": GOOD_CODE } },
+            { "final": done }
+        ],
+        [
+            { "run": "rm src/config.ts" },
+            { "final": done }
+        ]
+    ]);
+    let world = World::build(&dir.path().join("world"), spec)
+        .await
+        .expect("world builds");
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.args(["run", "1", "--json"])
+        .current_dir(&world.repo)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("SUPERVISOR_") || k.starts_with("GIT_") || k.ends_with("_TOKEN") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.envs(world.env());
+    let out = tokio::time::timeout(Duration::from_secs(180), cmd.output())
+        .await
+        .expect("the run finished within 180 s")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let written = everything_written(&world);
+    assert!(
+        !written.contains("SECRET_MARKER_7731"),
+        "the secret was quoted"
+    );
+    assert!(!stderr.contains("SECRET_MARKER_7731"));
+    assert!(
+        written.contains("link out of the worktree (src/config.ts)"),
+        "the gates named the link"
+    );
+    let second = std::fs::read_dir(world.runs_dir())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("prompts/Implementation-2.md"))
+        .find(|p| p.is_file())
+        .expect("a second developer prompt");
+    let prompt = std::fs::read_to_string(second).unwrap();
+    assert!(prompt.contains("src/config.ts"), "{prompt}");
+    assert!(prompt.contains("link-leaves-worktree"), "{prompt}");
+    let files = supervisor::demo::git(
+        &world.remote,
+        &["ls-tree", "-r", "--name-only", "worktree-git-issue-1"],
+    )
+    .unwrap();
+    assert!(!files.contains("config.ts"), "{files}");
+}

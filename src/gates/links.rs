@@ -146,7 +146,10 @@ mod tests {
             .into_iter()
             .map(|f| {
                 assert_eq!(f.rule, RULE);
-                assert!(!f.message.contains("SECRET") && !f.message.contains(outside.path().to_str().unwrap()));
+                assert!(
+                    !f.message.contains("SECRET")
+                        && !f.message.contains(outside.path().to_str().unwrap())
+                );
                 f.file.unwrap()
             })
             .collect();
