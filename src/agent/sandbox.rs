@@ -126,17 +126,23 @@ impl Sandbox {
         ]);
         if let Some(home) = &home {
             a.flags(&["--tmpfs", &home.display().to_string()]);
-            for dir in var("PATH").unwrap_or("").split(':').map(Path::new) {
-                if dir.is_absolute() && dir.starts_with(home) && dir != home.as_path() {
-                    let keep = match dir.file_name() {
-                        Some(n) if n == "bin" && dir.parent() != Some(home.as_path()) => {
-                            dir.parent().unwrap_or(dir)
-                        }
-                        _ => dir,
-                    };
+        }
+        // What the two empty file systems hide comes back read-only where the agents' PATH points
+        // into it: an agent CLI installed under HOME or under /tmp must still start.
+        let hidden: Vec<&Path> = home
+            .as_deref()
+            .into_iter()
+            .chain([Path::new("/tmp")])
+            .collect();
+        for dir in var("PATH").unwrap_or("").split(':').map(Path::new) {
+            let real = dir.canonicalize().ok();
+            for dir in std::iter::once(dir).chain(real.as_deref()) {
+                if let Some(keep) = path_entry_to_bind(dir, &hidden) {
                     a.bind("--ro-bind-try", keep);
                 }
             }
+        }
+        if home.is_some() {
             for p in self.read_only.iter().filter_map(|p| expand(p)) {
                 a.bind("--ro-bind-try", &p);
             }
@@ -191,6 +197,19 @@ impl Sandbox {
         })?;
         Ok(version)
     }
+}
+
+/// What to bind back for PATH entry `dir` when it lies under one of the `hidden` directories: the
+/// directory, or its parent when it is a `bin` or `.bin` (where npm, nvm, a virtualenv or a native
+/// installer keeps the rest of the program) unless that parent is the hidden directory itself.
+fn path_entry_to_bind<'p>(dir: &'p Path, hidden: &[&Path]) -> Option<&'p Path> {
+    let under = hidden
+        .iter()
+        .find(|h| dir.is_absolute() && dir.starts_with(h) && dir != **h)?;
+    Some(match (dir.file_name(), dir.parent()) {
+        (Some(n), Some(parent)) if (n == "bin" || n == ".bin") && parent != *under => parent,
+        _ => dir,
+    })
 }
 
 /// Mount arguments, skipping duplicates.
@@ -340,6 +359,38 @@ mod tests {
             text.ends_with("--chdir /work/wt-1 --setenv TMPDIR /tmp"),
             "{text}"
         );
+    }
+
+    /// A checkout under /tmp with its agent CLIs in `.tools/` (bwrap's /tmp is empty otherwise).
+    #[test]
+    fn path_entries_under_tmp_come_back_read_only() {
+        let mut env = env();
+        env[1].1 = "/tmp/sv/.tools/agents/node_modules/.bin:/tmp/sv/.tools/venv/bin:/tmp/cli:/tmp:/usr/bin"
+            .into();
+        let args = sandbox().arguments(&Confinement {
+            cwd: Path::new("/tmp/wt-1"),
+            read_only_tree: false,
+            backend: &Backend::Claude,
+            env: &env,
+        });
+        let binds = binds(&args);
+        for dir in [
+            "/tmp/sv/.tools/agents/node_modules",
+            "/tmp/sv/.tools/venv",
+            "/tmp/cli",
+        ] {
+            assert!(
+                binds.contains(&("--ro-bind-try".to_string(), dir.to_string())),
+                "{dir}: {binds:?}"
+            );
+        }
+        assert!(
+            !binds.iter().any(|(_, p)| p == "/tmp"),
+            "/tmp itself stays empty: {binds:?}"
+        );
+        let text = args.join(" ");
+        let pos = |s: &str| text.find(s).unwrap_or_else(|| panic!("{s} in {text}"));
+        assert!(pos("--tmpfs /tmp") < pos("--ro-bind-try /tmp/sv/.tools/venv"));
     }
 
     #[test]
