@@ -27,7 +27,7 @@ use crate::events::{
     Event, LEGACY_SIGNATURE_HEADER, Parsed, Ping, SIGNATURE_HEADER, Signature, SignatureError,
     WebhookOptions, WebhookSecret, parse_webhook,
 };
-use body::{BodyBudget, Unread};
+use body::{BodyBudget, IN_MEMORY_ALL, IN_MEMORY_EACH, Unread};
 use deliveries::RecentDeliveries;
 use refusals::{Refusal, RefusalLog};
 
@@ -59,9 +59,12 @@ pub struct ReceiverConfig {
     pub remembered_deliveries: usize,
     /// Bodies larger than this are refused (413).
     pub max_body_bytes: usize,
-    /// Memory for the bodies being received at once, in bytes: each reserves its declared
+    /// Room for the bodies being received at once, in bytes: each reserves its declared
     /// length (`max_body_bytes` when it declares none) until it is answered, and one that does
     /// not fit is refused unread (503 with `Retry-After`). Never less than `max_body_bytes`.
+    /// Until its signature is known, a body is held in memory only while it is within 1 MiB and
+    /// those so held come to at most 4 MiB; any other waits in an unnamed temporary file (in
+    /// `std::env::temp_dir()`).
     pub body_budget_bytes: usize,
     /// Time for a body to arrive once its headers have; a slower one is refused (408).
     pub body_timeout: Duration,
@@ -127,7 +130,11 @@ impl Receiver {
             secret: config.secret,
             webhook: config.webhook,
             max_body_bytes: config.max_body_bytes,
-            bodies: BodyBudget::new(config.body_budget_bytes.max(config.max_body_bytes)),
+            bodies: BodyBudget::new(
+                config.body_budget_bytes.max(config.max_body_bytes),
+                IN_MEMORY_EACH,
+                IN_MEMORY_ALL,
+            ),
             body_timeout: config.body_timeout,
             queue,
             deliveries: Mutex::new(RecentDeliveries::new(config.remembered_deliveries)),
@@ -219,6 +226,8 @@ struct Stats {
     busy: u64,
     too_slow: u64,
     unreadable: u64,
+    /// Bodies that could not be kept in, or read back from, their temporary file.
+    unstored: u64,
     queue_full: u64,
     /// Unknown event types already logged: each is logged once.
     unknown_logged: HashSet<String>,
@@ -252,8 +261,8 @@ async fn webhook(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bo
         Some(_) => return too_large(&shared),
         None => None,
     };
-    // Memory for the body before a byte of it is read; held until the answer is made.
-    let Some(_reserved) = shared
+    // Room for the body before a byte of it is read; held until the answer is made.
+    let Some(reserved) = shared
         .bodies
         .reserve(declared.unwrap_or(shared.max_body_bytes))
     else {
@@ -265,6 +274,7 @@ async fn webhook(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bo
         &mut verifier,
         shared.max_body_bytes,
         declared,
+        reserved.in_memory(),
         shared.body_timeout,
     )
     .await
@@ -287,6 +297,15 @@ async fn webhook(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bo
                 StatusCode::BAD_REQUEST,
                 format!("the body could not be read: {e}"),
             );
+        }
+        Err(Unread::Unstored(e)) => {
+            let response = refused(
+                &shared,
+                Refusal::Unstored,
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the body could not be stored in a temporary file: {e}"),
+            );
+            return retry_later(&shared, response);
         }
     };
     if let Err(e) = verifier.finish() {
@@ -343,7 +362,21 @@ async fn webhook(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bo
         ),
     }
     shared.stats().seen += 1;
-    let response = take(&shared, event_type, delivery.unwrap_or(""), &body);
+    let response = match body.into_bytes().await {
+        Ok(body) => take(&shared, event_type, delivery.unwrap_or(""), &body),
+        Err(e) => {
+            shared.stats().unstored += 1;
+            tracing::error!(
+                delivery,
+                event = event_type,
+                "delivery not taken: its body could not be read back from its temporary file: {e}"
+            );
+            refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the body could not be read back: redeliver it later",
+            )
+        }
+    };
     if !response.status().is_success() {
         // Only what was answered 2xx counts as taken: a redelivery of it gets another chance.
         if let Some(id) = delivery {
@@ -375,16 +408,27 @@ fn too_large(shared: &Shared) -> Response {
 /// Over the body budget: refused unread, to come again once the bodies now being received are
 /// answered, which takes at most their time.
 fn busy(shared: &Shared) -> Response {
-    let secs = shared.body_timeout.as_secs().max(1);
-    let mut response = refused(
+    let secs = retry_after(shared);
+    let response = refused(
         shared,
         Refusal::Busy,
         StatusCode::SERVICE_UNAVAILABLE,
         format!("too many deliveries are being received at once: retry after {secs} s"),
     );
-    response
-        .headers_mut()
-        .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
+    retry_later(shared, response)
+}
+
+/// Seconds until the bodies being received now have been answered.
+fn retry_after(shared: &Shared) -> u64 {
+    shared.body_timeout.as_secs().max(1)
+}
+
+/// `response` with a `Retry-After` of [`retry_after`].
+fn retry_later(shared: &Shared, mut response: Response) -> Response {
+    response.headers_mut().insert(
+        header::RETRY_AFTER,
+        header::HeaderValue::from(retry_after(shared)),
+    );
     response
 }
 
@@ -398,6 +442,7 @@ fn refused(shared: &Shared, kind: Refusal, status: StatusCode, message: String) 
             Refusal::Busy => &mut stats.busy,
             Refusal::TooSlow => &mut stats.too_slow,
             Refusal::Unreadable => &mut stats.unreadable,
+            Refusal::Unstored => &mut stats.unstored,
         } += 1;
     }
     let (to_log, every) = {
@@ -533,6 +578,7 @@ async fn status(State(shared): State<Arc<Shared>>) -> Response {
                 "busy": stats.busy,
                 "too_slow": stats.too_slow,
                 "unreadable": stats.unreadable,
+                "unstored": stats.unstored,
                 "queue_full": stats.queue_full,
                 "remembered_ids": remembered,
             },
@@ -540,6 +586,8 @@ async fn status(State(shared): State<Arc<Shared>>) -> Response {
                 "in_flight": bodies.bodies(),
                 "bytes_reserved": bodies.reserved(),
                 "bytes_budget": bodies.total(),
+                "memory_reserved": bodies.in_memory_reserved(),
+                "memory_budget": bodies.in_memory_all(),
             },
             "events_queued": stats.events_queued,
             "last_event": stats.last_event,

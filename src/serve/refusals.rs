@@ -18,15 +18,18 @@ pub(crate) enum Refusal {
     TooSlow,
     /// Its body could not be read (400).
     Unreadable,
+    /// Its body could not be kept in a temporary file (503).
+    Unstored,
 }
 
 impl Refusal {
-    const ALL: [Refusal; 5] = [
+    const ALL: [Refusal; 6] = [
         Refusal::BadSignature,
         Refusal::TooLarge,
         Refusal::Busy,
         Refusal::TooSlow,
         Refusal::Unreadable,
+        Refusal::Unstored,
     ];
 
     /// How a summary names this kind.
@@ -37,6 +40,7 @@ impl Refusal {
             Refusal::Busy => "too many at once",
             Refusal::TooSlow => "too slow",
             Refusal::Unreadable => "unreadable",
+            Refusal::Unstored => "not stored",
         }
     }
 
