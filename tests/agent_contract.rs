@@ -10,6 +10,9 @@
 
 mod fake_model;
 
+#[path = "support/scratch.rs"]
+mod scratch;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -95,9 +98,7 @@ struct World {
 
 impl World {
     fn new(cli: Cli, program: &Path, server: &FakeModel) -> World {
-        // Not under /tmp: Codex refuses to put the helpers its sandbox runs (codex-linux-sandbox)
-        // under a temporary directory, and its commands then fail.
-        let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let tmp = tempfile::tempdir_in(scratch::scratch_base()).unwrap();
         let work = tmp.path().join("work");
         let agents = work.join(".supervisor/agents");
         std::fs::create_dir_all(&agents).unwrap();

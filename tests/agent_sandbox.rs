@@ -7,6 +7,9 @@
 //! When bwrap is not installed or cannot create namespaces here, the tests that need it say so and
 //! are skipped; with `CI` set a missing bwrap fails them (CI installs bubblewrap).
 
+#[path = "support/scratch.rs"]
+mod scratch;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -57,7 +60,7 @@ fn bwrap_works() -> bool {
 /// A scratch directory outside /tmp (which the sandbox replaces with an empty one), so that a write
 /// there would land on the real file system.
 fn scratch() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+    tempfile::tempdir_in(scratch::scratch_base()).unwrap()
 }
 
 /// The shell commands of the probe: write outside the worktree, look for `canary` in every
