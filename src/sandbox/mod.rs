@@ -395,7 +395,7 @@ impl Sandbox {
             "  curl{auth} {url}/repos/{repo}/issues/{first_issue}\n"
         ));
         out.push_str(&format!(
-            "  git remote: {} (push branches here to open pull requests)\n",
+            "  export SUPERVISOR_GIT_URL={}    # the git remote: supervisor pushes branches here\n",
             self.shared.git.path().display()
         ));
         out.push_str(&format!(
