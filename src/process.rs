@@ -103,9 +103,9 @@ impl Drop for GroupGuard {
 /// outlive supervisor: `cmd`'s program runs under a reaper, a fork of the child that is the
 /// program's parent and a subreaper (`PR_SET_CHILD_SUBREAPER`), so that every process the program
 /// leaves behind — also those that left its process group or session, as shell tools started
-/// `detached` do — becomes the reaper's child. The reaper kills them all when the program exits,
-/// and kills the program and them at once when supervisor dies (`PR_SET_PDEATHSIG`, which reaches
-/// the reaper and the program but no deeper). It mirrors the program's exit status, so the child
+/// `detached` do — becomes the reaper's child. When the program exits the reaper asks them to stop
+/// (SIGTERM) and kills what is left 2 s later; when supervisor dies (`PR_SET_PDEATHSIG`, which
+/// reaches the reaper and the program but no deeper) it kills the program and them at once. It mirrors the program's exit status, so the child
 /// supervisor waits for ends as the program ended. The program's group (the child's id, as the
 /// caller registers it) holds the program; the reaper leaves it for supervisor's own group, so a
 /// kill of the group never takes the reaper before it has cleaned up.
@@ -172,6 +172,9 @@ mod reaper {
     /// How long the reaper goes on killing what is left before it gives up (a process it cannot
     /// kill, such as one that changed its user).
     const SWEEP_ROUNDS: u32 = 5_000;
+    /// Rounds of 10 ms that what a program left has to end after SIGTERM, before SIGKILL (2 s):
+    /// only while supervisor lives; when it dies, everything is killed at once.
+    const GRACE_ROUNDS: u32 = 200;
 
     /// In the child of `parent` (already leading its own process group): fork. The new process
     /// returns to run the program, dying with the reaper; this one becomes the reaper and never
@@ -233,6 +236,7 @@ mod reaper {
                 }
             }
             let mut status: Option<libc::c_int> = None;
+            let mut orphaned = false;
             loop {
                 collect(program, &mut status);
                 if status.is_some() {
@@ -240,7 +244,31 @@ mod reaper {
                 }
                 let sig = libc::sigwaitinfo(waited, std::ptr::null_mut());
                 if sig == libc::SIGTERM || libc::getppid() != parent {
+                    orphaned = true;
                     break;
+                }
+            }
+            if !orphaned {
+                // The program ended: what it left is asked to stop, as supervisor asks a group,
+                // and has a moment to do so.
+                if left_group {
+                    libc::kill(-group, libc::SIGTERM);
+                }
+                for _ in 0..GRACE_ROUNDS {
+                    signal_children(libc::SIGTERM);
+                    let mut st = 0;
+                    let r = libc::waitpid(-1, &mut st, libc::WNOHANG);
+                    if r < 0 {
+                        break; // ECHILD: nothing is left.
+                    }
+                    let tick = libc::timespec {
+                        tv_sec: 0,
+                        tv_nsec: 10_000_000,
+                    };
+                    let sig = libc::sigtimedwait(waited, std::ptr::null_mut(), &tick);
+                    if sig == libc::SIGTERM || libc::getppid() != parent {
+                        break;
+                    }
                 }
             }
             if left_group {
@@ -250,7 +278,7 @@ mod reaper {
                 libc::kill(program, libc::SIGKILL);
             }
             for _ in 0..SWEEP_ROUNDS {
-                kill_children();
+                signal_children(libc::SIGKILL);
                 collect(program, &mut status);
                 let mut st = 0;
                 let r = libc::waitpid(-1, &mut st, libc::WNOHANG);
@@ -288,9 +316,9 @@ mod reaper {
         }
     }
 
-    /// SIGKILL every child of the reaper (orphans of the program's tree come here) and the group
-    /// each may lead, read from `/proc/thread-self/children`.
-    unsafe fn kill_children() {
+    /// Send `sig` to every child of the reaper (orphans of the program's tree come here) and to the
+    /// group each may lead, read from `/proc/thread-self/children`.
+    unsafe fn signal_children(sig: libc::c_int) {
         let path = c"/proc/thread-self/children";
         // SAFETY: a NUL-terminated path; the descriptor is closed below.
         let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) };
@@ -313,8 +341,8 @@ mod reaper {
                 } else if pid > 0 {
                     // SAFETY: kill(2) of a child of ours and of the group it may lead.
                     unsafe {
-                        libc::kill(-pid, libc::SIGKILL);
-                        libc::kill(pid, libc::SIGKILL);
+                        libc::kill(-pid, sig);
+                        libc::kill(pid, sig);
                     }
                     pid = 0;
                 }
@@ -323,8 +351,8 @@ mod reaper {
         if pid > 0 {
             // SAFETY: as above.
             unsafe {
-                libc::kill(-pid, libc::SIGKILL);
-                libc::kill(pid, libc::SIGKILL);
+                libc::kill(-pid, sig);
+                libc::kill(pid, sig);
             }
         }
         // SAFETY: the descriptor opened above.
@@ -825,7 +853,12 @@ mod tests {
         })
         .await
         .unwrap();
-        assert!(live_groups().contains(&pgid), "registered while it runs");
+        // Registered as soon as the spawn returns, which may be just after the child wrote.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !live_groups().contains(&pgid) {
+            assert!(Instant::now() < deadline, "registered while it runs");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         let stopped = Instant::now();
         cancel.cancel();
         let result = run.await.unwrap();
