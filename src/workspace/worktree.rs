@@ -509,13 +509,8 @@ impl Worktree {
             return Ok(false);
         }
         let repo = self.repo()?;
-        let head = repo
-            .head()
-            .ok()
-            .and_then(|h| h.target())
-            .ok_or_else(|| git_err("head")(git2::Error::from_str("HEAD has no target")))?;
-        let tracking = format!("refs/remotes/{}/{}", self.remote, self.branch);
-        let Ok(remote) = repo.refname_to_id(&tracking) else {
+        let head = head_oid(&repo)?;
+        let Ok(remote) = repo.refname_to_id(&self.tracking()) else {
             return Ok(true);
         };
         let reached = remote == head
@@ -530,18 +525,19 @@ impl Worktree {
     /// goes to the destination's host only, and is never written anywhere.
     pub fn push(&self, auth: &PushAuth) -> Result<(), WorkspaceError> {
         let repo = self.repo()?;
-        let head = repo
-            .head()
-            .ok()
-            .and_then(|h| h.target())
-            .ok_or_else(|| git_err("head")(git2::Error::from_str("HEAD has no target")))?;
-        let tracking = format!("refs/remotes/{}/{}", self.remote, self.branch);
+        let head = head_oid(&repo)?;
+        let tracking = self.tracking();
         let lease = repo.refname_to_id(&tracking).ok();
         self.remote_git(auth)?
             .push(head, &self.branch, lease, false)?;
         repo.reference(&tracking, head, true, "supervisor: push")
             .map_err(git_err("update the remote-tracking branch"))?;
         Ok(())
+    }
+
+    /// The remote-tracking branch of the worktree's branch.
+    fn tracking(&self) -> String {
+        format!("refs/remotes/{}/{}", self.remote, self.branch)
     }
 
     /// Git talking to the destination for this worktree's repository.
@@ -652,8 +648,7 @@ impl Worktree {
     /// Merge the remote's copy of the worktree's branch (fetched by [`fetch_own`](Self::fetch_own))
     /// into it: a fast-forward when the local branch has nothing of its own.
     pub fn merge_own_remote(&self) -> Result<MergeOutcome, WorkspaceError> {
-        let tracking = format!("refs/remotes/{}/{}", self.remote, self.branch);
-        self.merge_tracking(&tracking, &self.branch)
+        self.merge_tracking(&self.tracking(), &self.branch)
     }
 
     /// Merge `tracking` (the remote's `name`) into the worktree's branch; conflicts change nothing.
@@ -724,8 +719,7 @@ impl Worktree {
 /// commit to a branch under `branch_prefix` (nothing is sent). The error is git's answer.
 pub fn push_probe(ws: &WorkspaceConfig, auth: &PushAuth) -> Result<(), WorkspaceError> {
     let repo = open(&ws.repo_root)?;
-    let head = head_in(&repo)?;
-    let head = Oid::from_str(&head).map_err(git_err("head"))?;
+    let head = head_oid(&repo)?;
     let branch = format!("{}preflight", ws.branch_prefix);
     RemoteGit::new(repo.commondir(), &ws.push_url, auth, &ws.git_config)?
         .push(head, &branch, None, true)
@@ -771,10 +765,12 @@ fn commit_in(repo: &Repository, message: &str) -> Result<Option<String>, Workspa
 
 /// The commit `repo`'s HEAD points at.
 fn head_in(repo: &Repository) -> Result<String, WorkspaceError> {
-    let oid = repo
-        .head()
+    Ok(head_oid(repo)?.to_string())
+}
+
+fn head_oid(repo: &Repository) -> Result<Oid, WorkspaceError> {
+    repo.head()
         .map_err(git_err("head"))?
         .target()
-        .ok_or_else(|| git_err("head")(git2::Error::from_str("HEAD has no target")))?;
-    Ok(oid.to_string())
+        .ok_or_else(|| git_err("head")(git2::Error::from_str("HEAD has no target")))
 }
