@@ -1156,3 +1156,41 @@ async fn a_board_whose_columns_have_other_names_drives_the_mapped_stages() {
     assert_eq!(bot.exit().await, 0, "{}", bot.stderr());
     conforms(&world);
 }
+
+/// Issue 25: a detached process an agent's shell left behind dies with a `kill -9` of the watcher
+/// (it used to be reparented to PID 1 and go on writing into the worktree).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_an_agent_left_running_dies_with_a_killed_watcher() {
+    let mut s = spec();
+    let mut steps = developer_change("src/hours.ts", GOOD_CODE);
+    steps.as_array_mut().unwrap().insert(
+        0,
+        json!({ "run": "test -f ../../slept || { (setsid sh -c 'sleep 3.0303; echo late > src/orphan.ts' >/dev/null 2>&1 &); touch ../../slept; exec sleep 600; }" }),
+    );
+    set_role(&mut s, "developer", vec![steps]);
+    let (_d, world) = world(s, 1, "Research").await;
+    let mut bot = watch(&world, &[]);
+    until("the developer at work", || world.dir.join("slept").exists()).await;
+    let detached = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|p| {
+                let cmdline = std::fs::read(p.path().join("cmdline")).unwrap_or_default();
+                let zombie = std::fs::read_to_string(p.path().join("stat"))
+                    .unwrap_or_default()
+                    .rsplit_once(')')
+                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'));
+                !zombie && String::from_utf8_lossy(&cmdline).contains("3.0303")
+            })
+            .count()
+    };
+    assert!(detached() > 0, "the detached writer runs");
+    bot.signal(libc::SIGKILL);
+    bot.exit().await;
+    let killed = std::time::Instant::now();
+    while detached() > 0 && killed.elapsed() < Duration::from_secs(1) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(detached(), 0, "alive a second after the kill");
+}
