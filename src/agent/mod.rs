@@ -35,6 +35,6 @@ pub use run::{
     AgentRun, DEFAULT_KILL_GRACE, DEFAULT_TRANSCRIPT_CAP, ExitReason, Limits, Usage, human_duration,
 };
 pub use runner::{failure_line, run_agent};
-pub use sandbox::{Confinement, Sandbox};
+pub use sandbox::{Confinement, Sandbox, installation};
 pub use stream::Pulse;
 pub use transcript::human_bytes;

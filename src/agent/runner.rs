@@ -67,12 +67,8 @@ pub async fn run_agent(req: AgentRequest<'_>, cancel: CancellationToken) -> Agen
     let launch = match &req.sandbox {
         None => launch,
         Some(sandbox) => {
-            let confinement = Confinement {
-                cwd: &req.cwd,
-                read_only_tree: req.role.read_only,
-                backend: &req.backend,
-                env: &req.env,
-            };
+            let confinement =
+                Confinement::agent(&req.cwd, req.role.read_only, &req.backend, &req.env);
             match sandbox.wrap(launch, &confinement) {
                 Ok(l) => l,
                 Err(msg) => return finish(run, ExitReason::SpawnFailed(msg)),

@@ -4,10 +4,12 @@
 //! read-only, HOME and /tmp are empty and private, and only the worktree (read-only for a
 //! `readOnly` role) and the CLI's configuration directory are writable. The network stays shared.
 //!
-//! Inside HOME only what a CLI needs comes back: the directories on the agents' PATH that lie under
-//! HOME (with their parent when they are a `bin`, where a Node or native installer keeps the rest),
-//! the CLI's configuration, the repository's git directory when it is there, and the paths the
-//! settings add.
+//! Inside HOME only what a CLI needs comes back: the installations of the directories on the agents'
+//! PATH that lie under HOME (see [`installation_of`]), the CLI's configuration, the repository's git
+//! directory when it is there, and the paths the settings add.
+//!
+//! Gate tools run in the same sandbox (`backend: None`): no CLI configuration, their own installation
+//! visible and only the directories they write their caches and reports to writable.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -38,11 +40,36 @@ pub struct Sandbox {
 #[derive(Debug, Clone, Copy)]
 pub struct Confinement<'a> {
     pub cwd: &'a Path,
-    /// The worktree is mounted read-only (a `readOnly` role).
+    /// The worktree is mounted read-only (a `readOnly` role, an analysis tool).
     pub read_only_tree: bool,
-    pub backend: &'a Backend,
-    /// The agent's environment (its PATH, HOME and the CLIs' configuration variables).
+    /// The agent CLI started, whose configuration stays writable; `None` for a gate's process.
+    pub backend: Option<&'a Backend>,
+    /// The process's environment (its PATH, HOME and the CLIs' configuration variables).
     pub env: &'a [(String, String)],
+    /// More paths visible read-only, mounted before the worktree (a gate tool's installation).
+    pub readable: &'a [PathBuf],
+    /// More writable paths, mounted after the worktree (where a gate tool keeps its cache or writes
+    /// its report, even inside a read-only worktree).
+    pub writable: &'a [PathBuf],
+}
+
+impl<'a> Confinement<'a> {
+    /// An agent CLI's confinement: the worktree at `cwd`, the CLI's configuration writable.
+    pub fn agent(
+        cwd: &'a Path,
+        read_only_tree: bool,
+        backend: &'a Backend,
+        env: &'a [(String, String)],
+    ) -> Confinement<'a> {
+        Confinement {
+            cwd,
+            read_only_tree,
+            backend: Some(backend),
+            env,
+            readable: &[],
+            writable: &[],
+        }
+    }
 }
 
 impl Sandbox {
@@ -73,12 +100,7 @@ impl Sandbox {
 
     /// `launch` run inside bwrap as `c` says, or why it cannot be.
     pub fn wrap(&self, launch: Launch, c: &Confinement<'_>) -> Result<Launch, String> {
-        if let Some(problem) = self.missing() {
-            return Err(problem);
-        }
-        let bwrap = self.program.clone().unwrap_or_default();
-        let mut args = self.arguments(c);
-        args.push("--".into());
+        let (bwrap, mut args) = self.command_line(c)?;
         args.push(launch.program.display().to_string());
         args.extend(launch.args);
         Ok(Launch {
@@ -88,8 +110,37 @@ impl Sandbox {
         })
     }
 
+    /// The bwrap program and its arguments up to and including `--`, after which the confined
+    /// program and its arguments follow; or why bwrap cannot be run.
+    pub fn command_line(&self, c: &Confinement<'_>) -> Result<(PathBuf, Vec<String>), String> {
+        if let Some(problem) = self.missing() {
+            return Err(problem);
+        }
+        let mut args = self.arguments(c);
+        args.push("--".into());
+        Ok((self.program.clone().unwrap_or_default(), args))
+    }
+
     /// The bwrap arguments before `--` (mounts in order: a later one covers an earlier one).
     pub fn arguments(&self, c: &Confinement<'_>) -> Vec<String> {
+        self.mounts(c).args
+    }
+
+    /// Whether the file at `path` (absolute, symbolic links resolved) is there inside the sandbox
+    /// `c` describes: what supervisor reads on behalf of a confined process reaches no further.
+    pub fn shows(&self, c: &Confinement<'_>, path: &Path) -> bool {
+        let covers = |mount: &Path| {
+            path.starts_with(mount) || mount.canonicalize().is_ok_and(|m| path.starts_with(m))
+        };
+        self.mounts(c)
+            .views
+            .iter()
+            .rev()
+            .find(|(mount, _)| covers(mount))
+            .is_some_and(|(_, shown)| *shown)
+    }
+
+    fn mounts(&self, c: &Confinement<'_>) -> Mounts {
         let var = |name: &str| {
             c.env
                 .iter()
@@ -114,31 +165,29 @@ impl Sandbox {
             "--unshare-ipc",
             "--unshare-uts",
             "--unshare-cgroup-try",
-            "--ro-bind",
-            "/",
-            "/",
-            "--dev",
-            "/dev",
-            "--proc",
-            "/proc",
-            "--tmpfs",
-            "/tmp",
         ]);
+        a.bind("--ro-bind", Path::new("/"));
+        a.cover("--dev", Path::new("/dev"));
+        a.cover("--proc", Path::new("/proc"));
+        a.cover("--tmpfs", Path::new(TMP));
         if let Some(home) = &home {
-            a.flags(&["--tmpfs", &home.display().to_string()]);
+            a.cover("--tmpfs", home);
         }
         // What the two empty file systems hide comes back read-only where the agents' PATH points
         // into it: an agent CLI installed under HOME or under /tmp must still start.
         let hidden: Vec<&Path> = home
             .as_deref()
             .into_iter()
-            .chain([Path::new("/tmp")])
+            .chain([Path::new(TMP)])
             .collect();
         for dir in var("PATH").unwrap_or("").split(':').map(Path::new) {
             let real = dir.canonicalize().ok();
             for dir in std::iter::once(dir).chain(real.as_deref()) {
-                if let Some(keep) = path_entry_to_bind(dir, &hidden) {
-                    a.bind("--ro-bind-try", keep);
+                let hidden_here = hidden
+                    .iter()
+                    .any(|h| dir.is_absolute() && dir.starts_with(h) && dir != *h);
+                if let Some(keep) = installation_of(dir, home.as_deref()).filter(|_| hidden_here) {
+                    a.bind("--ro-bind-try", &keep);
                 }
             }
         }
@@ -147,15 +196,22 @@ impl Sandbox {
                 a.bind("--ro-bind-try", &p);
             }
         }
-        for p in config_homes(c.backend, var, home.as_deref()) {
-            a.bind("--bind-try", &p);
+        if let Some(backend) = c.backend {
+            for p in config_homes(backend, var, home.as_deref()) {
+                a.bind("--bind-try", &p);
+            }
         }
         for p in self.writable.iter().filter_map(|p| expand(p)) {
             a.bind("--bind-try", &p);
         }
-        if let Backend::Scripted { script, program } = c.backend {
+        if let Some(Backend::Scripted { script, program }) = c.backend {
             a.bind("--ro-bind-try", script);
             a.bind("--ro-bind-try", program);
+        }
+        // Resolved: bwrap cannot create a mount point through a link on the read-only root.
+        let resolved = |p: &PathBuf| p.canonicalize().unwrap_or_else(|_| p.clone());
+        for p in c.readable.iter().map(resolved) {
+            a.bind("--ro-bind-try", &p);
         }
         if let Some(git) = common_git_dir(c.cwd) {
             a.bind("--ro-bind-try", &git);
@@ -166,9 +222,12 @@ impl Sandbox {
             "--bind"
         };
         a.bind(tree, c.cwd);
+        for p in c.writable.iter().map(resolved) {
+            a.bind("--bind", &p);
+        }
         a.flags(&["--chdir", &c.cwd.display().to_string()]);
-        a.flags(&["--setenv", "TMPDIR", "/tmp"]);
-        a.0
+        a.flags(&["--setenv", "TMPDIR", TMP]);
+        a
     }
 
     /// Whether bwrap can create its namespaces here: runs `true` inside the sandbox a dispatch in
@@ -181,15 +240,13 @@ impl Sandbox {
         let version = run(&bwrap, &["--version".to_string()], env, cwd)
             .await
             .map(|out| out.trim().to_string())?;
-        let backend = Backend::Command(crate::config::CommandBackend {
-            command: vec!["true".into()],
-            prompt_via: crate::config::PromptVia::Stdin,
-        });
         let mut args = self.arguments(&Confinement {
             cwd,
             read_only_tree: true,
-            backend: &backend,
+            backend: None,
             env,
+            readable: &[],
+            writable: &[],
         });
         args.extend(["--".into(), "true".into()]);
         run(&bwrap, &args, env, cwd).await.map_err(|e| {
@@ -199,32 +256,87 @@ impl Sandbox {
     }
 }
 
-/// What to bind back for PATH entry `dir` when it lies under one of the `hidden` directories: the
-/// directory, or its parent when it is a `bin` or `.bin` (where npm, nvm, a virtualenv or a native
-/// installer keeps the rest of the program) unless that parent is the hidden directory itself.
-fn path_entry_to_bind<'p>(dir: &'p Path, hidden: &[&Path]) -> Option<&'p Path> {
-    let under = hidden
-        .iter()
-        .find(|h| dir.is_absolute() && dir.starts_with(h) && dir != **h)?;
-    Some(match (dir.file_name(), dir.parent()) {
-        (Some(n), Some(parent)) if (n == "bin" || n == ".bin") && parent != *under => parent,
-        _ => dir,
-    })
-}
+/// The private /tmp of the sandbox.
+const TMP: &str = "/tmp";
 
-/// Mount arguments, skipping duplicates.
+/// bwrap's arguments, and what each mount shows: a path bound in, or one covered by an empty or
+/// private file system (`--tmpfs`, `--dev`, `--proc`), in order.
 #[derive(Default)]
-struct Mounts(Vec<String>);
+struct Mounts {
+    args: Vec<String>,
+    views: Vec<(PathBuf, bool)>,
+}
 
 impl Mounts {
     fn flags(&mut self, f: &[&str]) {
-        self.0.extend(f.iter().map(|s| s.to_string()));
+        self.args.extend(f.iter().map(|s| s.to_string()));
     }
 
     fn bind(&mut self, how: &str, path: &Path) {
         let p = path.display().to_string();
-        self.0.extend([how.to_string(), p.clone(), p]);
+        self.args.extend([how.to_string(), p.clone(), p]);
+        self.views.push((path.to_path_buf(), true));
     }
+
+    fn cover(&mut self, how: &str, path: &Path) {
+        self.args
+            .extend([how.to_string(), path.display().to_string()]);
+        self.views.push((path.to_path_buf(), false));
+    }
+}
+
+/// What to keep visible for a program in `dir` (absolute): the whole `node_modules` it lies in (an
+/// npm package needs its dependencies beside it), else the parent of a `bin` (where a Node, Python
+/// or native installer keeps the rest), else `dir` itself. Never HOME, /tmp or a directory holding
+/// either (which would bring back what the sandbox hides); `None` when `dir` is one of those.
+pub fn installation_of(dir: &Path, home: Option<&Path>) -> Option<PathBuf> {
+    let hidden = [home, Some(Path::new(TMP))];
+    let allowed = |p: &Path| !hidden.iter().flatten().any(|h| h.starts_with(p));
+    let modules = dir
+        .ancestors()
+        .find(|a| a.file_name().is_some_and(|n| n == "node_modules"));
+    let bin_parent = dir
+        .parent()
+        .filter(|_| dir.file_name().is_some_and(|n| n == "bin"));
+    [modules, bin_parent, Some(dir)]
+        .into_iter()
+        .flatten()
+        .find(|p| allowed(p))
+        .map(Path::to_path_buf)
+}
+
+/// The directories a program at `program` (absolute) needs visible to run: the installation of its
+/// directory, of the file it links to, and of the interpreter its `#!` line names (`/usr/bin/env`
+/// finds its interpreter on PATH, whose directories are bound already).
+pub fn installation(program: &Path, home: Option<&Path>) -> Vec<PathBuf> {
+    let mut files = vec![program.to_path_buf()];
+    files.extend(program.canonicalize().ok());
+    if let Some(interpreter) = interpreter_of(program) {
+        files.extend(interpreter.canonicalize().ok());
+        files.push(interpreter);
+    }
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for dir in files.iter().filter_map(|f| f.parent()) {
+        if let Some(keep) = installation_of(dir, home) {
+            if !dirs.contains(&keep) {
+                dirs.push(keep);
+            }
+        }
+    }
+    dirs
+}
+
+/// The interpreter a script's `#!` line names, unless it is `env`.
+fn interpreter_of(program: &Path) -> Option<PathBuf> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(program).ok()?.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = String::from_utf8_lossy(line);
+    let first = line.lines().next()?.split_whitespace().next()?;
+    let interpreter = PathBuf::from(first);
+    (interpreter.is_absolute() && interpreter.file_name().is_some_and(|n| n != "env"))
+        .then_some(interpreter)
 }
 
 /// The configuration directories of the CLI `backend` starts, which it writes (sessions, caches,
@@ -322,12 +434,12 @@ mod tests {
     #[test]
     fn home_is_hidden_and_only_what_the_cli_needs_comes_back() {
         let env = env();
-        let args = sandbox().arguments(&Confinement {
-            cwd: Path::new("/work/wt-1"),
-            read_only_tree: false,
-            backend: &Backend::Claude,
-            env: &env,
-        });
+        let args = sandbox().arguments(&Confinement::agent(
+            Path::new("/work/wt-1"),
+            false,
+            &Backend::Claude,
+            &env,
+        ));
         let text = args.join(" ");
         assert!(
             text.starts_with("--die-with-parent --unshare-pid"),
@@ -370,8 +482,10 @@ mod tests {
         let args = sandbox().arguments(&Confinement {
             cwd: Path::new("/tmp/wt-1"),
             read_only_tree: false,
-            backend: &Backend::Claude,
+            backend: Some(&Backend::Claude),
             env: &env,
+            readable: &[],
+            writable: &[],
         });
         let binds = binds(&args);
         for dir in [
@@ -397,12 +511,12 @@ mod tests {
     fn read_only_roles_get_a_read_only_tree_and_each_cli_its_own_configuration() {
         let env = env();
         let of = |backend: &Backend, ro: bool| {
-            binds(&sandbox().arguments(&Confinement {
-                cwd: Path::new("/work/wt-1"),
-                read_only_tree: ro,
+            binds(&sandbox().arguments(&Confinement::agent(
+                Path::new("/work/wt-1"),
+                ro,
                 backend,
-                env: &env,
-            }))
+                &env,
+            )))
         };
         let last = of(&Backend::Pi, true).pop().unwrap();
         assert_eq!(last, ("--ro-bind".into(), "/work/wt-1".into()));
@@ -418,6 +532,104 @@ mod tests {
     }
 
     #[test]
+    fn a_gate_tool_gets_no_cli_configuration_its_installation_and_its_outputs() {
+        let env = env();
+        let (readable, writable) = (
+            [PathBuf::from("/opt/gate-tools/node_modules")],
+            [PathBuf::from("/work/wt-1/.supervisor/gates/session-1/tsc")],
+        );
+        let c = Confinement {
+            cwd: Path::new("/work/wt-1"),
+            read_only_tree: true,
+            backend: None,
+            env: &env,
+            readable: &readable,
+            writable: &writable,
+        };
+        let b = binds(&sandbox().arguments(&c));
+        assert!(!b.iter().any(|(_, p)| p.contains("claude")), "{b:?}");
+        let at = |bind: (&str, &str)| {
+            b.iter()
+                .position(|(h, p)| h == bind.0 && p == bind.1)
+                .unwrap_or_else(|| panic!("{bind:?} in {b:?}"))
+        };
+        // The installation under the tree, the outputs over it (writable in a read-only tree).
+        let tree = at(("--ro-bind", "/work/wt-1"));
+        assert!(at(("--ro-bind-try", "/opt/gate-tools/node_modules")) < tree);
+        assert_eq!(
+            at(("--bind", "/work/wt-1/.supervisor/gates/session-1/tsc")),
+            tree + 1
+        );
+    }
+
+    #[test]
+    fn an_installation_is_its_node_modules_or_prefix_never_home_or_tmp() {
+        let home = Some(Path::new("/home/u"));
+        let cases: &[(&str, Option<&str>)] = &[
+            (
+                "/home/u/p/node_modules/.bin",
+                Some("/home/u/p/node_modules"),
+            ),
+            (
+                "/home/u/p/node_modules/typescript/bin",
+                Some("/home/u/p/node_modules"),
+            ),
+            (
+                "/home/u/.nvm/versions/node/v20/bin",
+                Some("/home/u/.nvm/versions/node/v20"),
+            ),
+            ("/home/u/bin", Some("/home/u/bin")),
+            ("/tmp/bin", Some("/tmp/bin")),
+            ("/opt/x/lib", Some("/opt/x/lib")),
+            ("/home/u", None),
+            ("/tmp", None),
+            ("/", None),
+        ];
+        for (dir, kept) in cases {
+            assert_eq!(
+                installation_of(Path::new(dir), home).as_deref(),
+                kept.map(Path::new),
+                "{dir}"
+            );
+        }
+        // A script's interpreter comes with it.
+        let tmp = tempfile::tempdir().unwrap();
+        let bin = tmp.path().join("venv/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::write(bin.join("pylsp"), "#!/opt/py/bin/python3 -u\nimport x\n").unwrap();
+        let dirs = installation(&bin.join("pylsp"), home);
+        assert!(dirs.contains(&tmp.path().join("venv")), "{dirs:?}");
+        assert!(dirs.contains(&PathBuf::from("/opt/py")), "{dirs:?}");
+    }
+
+    #[test]
+    fn shows_answers_as_the_mounts_do() {
+        let env = env();
+        let writable = [PathBuf::from("/tmp/jscpd-report")];
+        let c = Confinement {
+            cwd: Path::new("/work/wt-1"),
+            read_only_tree: true,
+            backend: None,
+            env: &env,
+            readable: &[],
+            writable: &writable,
+        };
+        let s = sandbox();
+        for (path, shown) in [
+            ("/usr/lib/x.so", true),
+            ("/work/wt-1/src/a.ts", true),
+            ("/home/u/.ssh/id_rsa", false),
+            ("/home/u/.local/lib/node", true),
+            ("/home/u/.gitconfig", true),
+            ("/tmp/secret", false),
+            ("/tmp/jscpd-report/jscpd-report.json", true),
+            ("/proc/1/environ", false),
+        ] {
+            assert_eq!(s.shows(&c, Path::new(path)), shown, "{path}");
+        }
+    }
+
+    #[test]
     fn a_missing_bwrap_is_an_error_that_says_what_to_do() {
         let s = Sandbox {
             program: None,
@@ -427,12 +639,7 @@ mod tests {
         let err = s
             .wrap(
                 Launch::new("pi", vec![]),
-                &Confinement {
-                    cwd: Path::new("/w"),
-                    read_only_tree: false,
-                    backend: &Backend::Pi,
-                    env: &env,
-                },
+                &Confinement::agent(Path::new("/w"), false, &Backend::Pi, &env),
             )
             .unwrap_err();
         assert!(err.contains("bwrap is not on supervisor's PATH"), "{err}");
@@ -440,12 +647,7 @@ mod tests {
         let wrapped = sandbox()
             .wrap(
                 Launch::new("pi", vec!["-p".into()]).with_stdin("task"),
-                &Confinement {
-                    cwd: Path::new("/w"),
-                    read_only_tree: false,
-                    backend: &Backend::Pi,
-                    env: &env,
-                },
+                &Confinement::agent(Path::new("/w"), false, &Backend::Pi, &env),
             )
             .unwrap();
         assert_eq!(wrapped.program, Path::new("/usr/bin/bwrap"));

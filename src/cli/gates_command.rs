@@ -3,6 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::agent::Sandbox;
 use crate::config::{GateKind, GateSettings, Hook, SETTINGS_PATHS, Workflow};
 use crate::gates::{
     ChangeSet, CiContext, ExcludeGlobs, GateContext, GateReport, GateSession, NoCiConnection,
@@ -25,6 +26,8 @@ struct GatePlan {
     ci_timeout_sec: u64,
     /// What gate tools see: the agents' environment allowlist.
     env: ToolEnv,
+    /// Where gate tools run: the agents' sandbox (`agentSandbox`), if any.
+    sandbox: Option<Sandbox>,
 }
 
 /// The hooks of the first stage that has any (experimental ones only when enabled).
@@ -53,6 +56,7 @@ fn plan(root: &Path) -> Result<GatePlan, u8> {
             settings: GateSettings::default(),
             ci_timeout_sec: 300,
             env: ToolEnv::base(),
+            sandbox: None,
         });
     }
     match Project::load(root, &process_env) {
@@ -68,6 +72,7 @@ fn plan(root: &Path) -> Result<GatePlan, u8> {
                 settings: project.settings.gates.clone(),
                 ci_timeout_sec: project.settings.ci_gating_timeout_sec,
                 env: ToolEnv::for_settings(&project.settings, None),
+                sandbox: Sandbox::from_settings(&project.settings),
             })
         }
         Err(e) => {
@@ -172,8 +177,9 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
         }
     };
     let state_dir = root.join(".supervisor/gates");
-    let session =
-        GateSession::for_checkout(&root, &state_dir, plan.env).with_cancel(shutdown.token());
+    let session = GateSession::for_checkout(&root, &state_dir, plan.env)
+        .with_sandbox(plan.sandbox)
+        .with_cancel(shutdown.token());
     let ctx = GateContext {
         state_dir,
         dir: root.clone(),

@@ -550,7 +550,8 @@ async fn gate_checks(project: &Project, env: &[(String, String)]) -> Vec<Check> 
         Some(&project.root),
         &state_dir,
         crate::gates::ToolEnv::for_settings(&project.settings, None),
-    );
+    )
+    .with_sandbox(crate::agent::Sandbox::from_settings(&project.settings));
     let ctx = GateContext {
         session,
         dir: project.root.clone(),

@@ -3,11 +3,11 @@
 //! tail of its output kept for the developer.
 
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::sync::LazyLock;
 use std::time::Duration;
 
 use regex::Regex;
-use tokio::process::Command;
 
 use super::tool::{self, tail_lines};
 use super::{Finding, FindingSeverity, FnGate, GateContext, GateOutcome, GateStatus};
@@ -35,14 +35,40 @@ async fn run(hook: &Hook, ctx: &GateContext) -> GateOutcome {
         .map(|s| Duration::from_secs(s.max(1)))
         .unwrap_or_else(|| tool::tool_timeout(ctx));
     // An absolute shell, the agents' environment allowlist (never a token) and a PATH without
-    // entries inside the checkout.
-    let mut cmd = Command::new("/bin/sh");
-    cmd.arg("-c").arg(script).current_dir(&ctx.dir);
-    tool::apply_env(&mut cmd, ctx.session.env(), &tool::tool_path(ctx));
+    // entries inside the checkout; in the agents' sandbox when there is one. The checkout stays
+    // writable there: builds and test runs write into it (target/, caches, coverage), and the code
+    // they run is the agent's, which could already write it.
+    let launcher = tool::Launcher::of(ctx);
+    if let Err(reason) = launcher.ready(&ctx.session, &ctx.dir).await {
+        return GateOutcome::not_run(reason);
+    }
+    let reach = tool::Reach {
+        tree_writable: true,
+        ..tool::Reach::default()
+    };
+    let cmd = match launcher.command(Path::new("/bin/sh"), ["-c", script], &ctx.dir, &reach) {
+        Ok(cmd) => cmd,
+        Err(reason) => return GateOutcome::not_run(reason),
+    };
     let out = match tool::run_captured(cmd, timeout, ctx.session.cancel()).await {
         Ok(out) => out,
         Err(e) => return GateOutcome::not_run(e.reason(&format!("`{script}`"))),
     };
+    // bwrap that fails to set up (out of namespaces, a mount refused) exits 1 with its own
+    // complaint: not the command's answer, whatever `expect` says.
+    if launcher.is_confined() && out.status.code() == Some(1) {
+        if let Some(complaint) = out
+            .stderr
+            .lines()
+            .next()
+            .filter(|l| l.starts_with("bwrap: "))
+        {
+            return GateOutcome::not_run(format!(
+                "`{script}` did not run: its sandbox could not be set up ({})",
+                complaint.trim()
+            ));
+        }
+    }
     let output = format!("{}{}", out.stdout, out.stderr);
     let tail = tail_lines(&output, TAIL_LINES);
     let code = out.status.code();

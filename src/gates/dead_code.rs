@@ -143,12 +143,20 @@ async fn run(ctx: &GateContext) -> GateOutcome {
             .iter()
             .map(Into::into)
             .collect();
-    if let Some(cache) = cache_dir(ctx) {
+    let cache = cache_dir(ctx);
+    if let Some(cache) = &cache {
         args.push("--cache".into());
         args.push("--cache-location".into());
-        args.push(cache.into_os_string());
+        args.push(cache.clone().into_os_string());
     }
-    let cmd = knip.command(&ctx.dir, args);
+    let cmd = match knip.command(
+        &ctx.dir,
+        args,
+        &cache.as_deref().into_iter().collect::<Vec<_>>(),
+    ) {
+        Ok(cmd) => cmd,
+        Err(reason) => return GateOutcome::not_run(reason),
+    };
     let out = match tool::run_captured(cmd, tool::tool_timeout(ctx), ctx.session.cancel()).await {
         Ok(out) => out,
         Err(e) => return GateOutcome::not_run(e.reason("knip")),
@@ -259,8 +267,13 @@ fn cache_dir(ctx: &GateContext) -> Option<std::path::PathBuf> {
     let id = git2::Oid::hash_object(git2::ObjectType::Blob, key.as_bytes())
         .ok()?
         .to_string();
-    match ctx.session.scratch_dir("knip") {
-        Ok(dir) => Some(dir.join(&id[..16])),
+    // Made now: in the sandbox it is bound in, the one place knip may write.
+    let made = ctx.session.scratch_dir("knip").and_then(|dir| {
+        let cache = dir.join(&id[..16]);
+        std::fs::create_dir_all(&cache).map(|()| cache)
+    });
+    match made {
+        Ok(cache) => Some(cache),
         Err(e) => {
             tracing::warn!(error = %e, "no scratch directory for knip's cache; analysing cold");
             None

@@ -7,9 +7,7 @@ use std::collections::HashSet;
 use serde::Deserialize;
 
 use super::tool::{self, JSCPD, ScratchDir};
-use super::{
-    Finding, FindingSeverity, FnGate, GateContext, GateOutcome, GateStatus, read_text_file,
-};
+use super::{Finding, FindingSeverity, FnGate, GateContext, GateOutcome, GateStatus};
 use crate::config::GateKind;
 
 /// Changed files with these extensions make the gate applicable (jscpd's common formats).
@@ -124,7 +122,12 @@ async fn run(ctx: &GateContext) -> GateOutcome {
         "--silent".as_ref(),
         ".".as_ref(),
     ];
-    let cmd = jscpd.command(&ctx.dir, args);
+    // Its report directory is the one place it writes (in the sandbox, a /tmp of its own would
+    // swallow it).
+    let cmd = match jscpd.command(&ctx.dir, args, &[scratch.path()]) {
+        Ok(cmd) => cmd,
+        Err(reason) => return GateOutcome::not_run(reason),
+    };
     let out = match tool::run_captured(cmd, tool::tool_timeout(ctx), ctx.session.cancel()).await {
         Ok(out) => out,
         Err(e) => return GateOutcome::not_run(e.reason("jscpd")),
@@ -217,7 +220,7 @@ fn normalise(name: &str) -> String {
 
 /// Lines `start..=end` (1-based) of a file.
 fn fragment(ctx: &GateContext, rel: &str, (start, end): (u32, u32)) -> Option<String> {
-    let text = read_text_file(&ctx.dir.join(rel))?;
+    let text = ctx.read_text(rel)?;
     let start = start.max(1) as usize;
     let end = (end as usize).max(start);
     let lines: Vec<&str> = text.lines().skip(start - 1).take(end - start + 1).collect();

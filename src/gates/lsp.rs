@@ -291,19 +291,26 @@ async fn check_language(ctx: &GateContext, lang: Language, files: &[String]) -> 
         Ok(t) => t,
         Err(reason) => return LanguageResult::NotRun(reason),
     };
-    let options = match lang {
+    let (server_tool, options) = match lang {
         Language::TypeScript => match typescript_options(ctx, &server_tool).await {
-            Ok(o) => Some(o),
+            // The server loads that TypeScript: in the sandbox it must be there too.
+            Ok((tsserver, o)) => (server_tool.also_reading(&tsserver), Some(o)),
             Err(reason) => return LanguageResult::NotRun(reason),
         },
         // gopls offers pull diagnostics (its completion signal) only when asked to.
-        Language::Go => Some(json!({ "pullDiagnostics": true })),
-        _ => None,
+        Language::Go => (server_tool, Some(json!({ "pullDiagnostics": true }))),
+        _ => (server_tool, None),
     };
     let root = ctx.dir.canonicalize().unwrap_or_else(|_| ctx.dir.clone());
     let mut documents = Vec::new();
     for rel in files {
         let abs = root.join(rel);
+        // The server gets the text from us: no more than a confined server could read itself.
+        if !ctx.shows(&abs) {
+            return LanguageResult::NotRun(format!(
+                "{rel} could not be read: it leads out of what the sandbox shows (agentSandbox \"bwrap\")"
+            ));
+        }
         match std::fs::read_to_string(&abs) {
             Ok(text) => documents.push(Document {
                 rel: rel.clone(),
@@ -440,7 +447,10 @@ fn project_fingerprint(ctx: &GateContext, lang: Language) -> String {
 /// typescript-language-server's options: the trusted TypeScript (never the checkout's own
 /// `node_modules/typescript`, which the server would otherwise prefer), no automatic typings
 /// downloads, a bounded tsserver heap.
-async fn typescript_options(ctx: &GateContext, server: &tool::Tool) -> Result<Value, String> {
+async fn typescript_options(
+    ctx: &GateContext,
+    server: &tool::Tool,
+) -> Result<(PathBuf, Value), String> {
     let mut candidates = Vec::new();
     if let Ok(tsc) = tool::locate(TSC, ctx).await {
         if let Some(pkg) = package_of_bin(tsc.program()) {
@@ -463,11 +473,12 @@ async fn typescript_options(ctx: &GateContext, server: &tool::Tool) -> Result<Va
                 server.describe()
             )
         })?;
-    Ok(json!({
+    let options = json!({
         "tsserver": { "path": tsserver, "fallbackPath": tsserver },
         "disableAutomaticTypingAcquisition": true,
         "maxTsServerMemory": TSSERVER_MAX_MEMORY_MB,
-    }))
+    });
+    Ok((tsserver, options))
 }
 
 /// The package directory of an npm executable (`…/node_modules/.bin/tsc` → `…/node_modules/typescript`).

@@ -95,6 +95,9 @@ pub struct LspServer {
     reader: tokio::task::JoinHandle<()>,
     next_id: i64,
     capabilities: Value,
+    /// Supervisor's process id as the server can see it: `None` from inside the sandbox's PID
+    /// namespace, where a server watching that id would find it gone and exit.
+    client_pid: Option<u32>,
 }
 
 impl Drop for LspServer {
@@ -106,7 +109,7 @@ impl Drop for LspServer {
 impl LspServer {
     /// Start `tool` with `args` in `root`.
     pub fn start(tool: &Tool, args: &[&str], root: &Path) -> Result<LspServer, String> {
-        let mut cmd = tool.command(root, args);
+        let mut cmd = tool.command(root, args, &[])?;
         // Its own process group, registered while it runs, dying with supervisor.
         crate::process::lead_own_group(&mut cmd);
         cmd.stdin(Stdio::piped())
@@ -150,6 +153,7 @@ impl LspServer {
             reader,
             next_id: 1,
             capabilities: Value::Null,
+            client_pid: (!tool.is_confined()).then(std::process::id),
         })
     }
 
@@ -187,7 +191,7 @@ impl LspServer {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "workspace".into());
         let mut params = json!({
-            "processId": std::process::id(),
+            "processId": self.client_pid,
             "rootUri": root_uri.as_str(),
             "rootPath": root.to_string_lossy(),
             "workspaceFolders": [{ "uri": root_uri.as_str(), "name": name }],

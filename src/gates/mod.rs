@@ -166,9 +166,17 @@ impl GateContext {
         Ok(ctx)
     }
 
-    /// Read a changed (or any) file of the working tree as text; `None` when absent, binary or huge.
+    /// Read a changed (or any) file of the working tree as text; `None` when absent, binary, huge
+    /// or out of what the sandbox shows.
     pub fn read_text(&self, rel: &str) -> Option<String> {
-        read_text_file(&self.dir.join(rel))
+        let path = self.dir.join(rel);
+        self.shows(&path).then(|| read_text_file(&path)).flatten()
+    }
+
+    /// Whether the file at `path` is there for a process confined to the checkout (always without
+    /// `agentSandbox`): what a gate reads itself of the agent's files reaches no further than that.
+    pub fn shows(&self, path: &Path) -> bool {
+        tool::Launcher::of(self).shows(&self.dir, path)
     }
 }
 

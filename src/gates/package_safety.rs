@@ -299,7 +299,12 @@ fn locked_version(ctx: &GateContext, manifest: &str, name: &str) -> Option<Strin
     ));
     for (lockfile, prefix) in candidates {
         // Lockfiles outgrow the text-file limit of other gates: read them whole.
-        let Ok(text) = std::fs::read_to_string(ctx.dir.join(&lockfile)) else {
+        let path = ctx.dir.join(&lockfile);
+        let Some(text) = ctx
+            .shows(&path)
+            .then(|| std::fs::read_to_string(&path).ok())
+            .flatten()
+        else {
             continue;
         };
         let Ok(lock) = serde_json::from_str::<Value>(&text) else {

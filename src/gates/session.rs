@@ -1,7 +1,7 @@
 //! The gate session: what the gates keep for the length of one pipeline run.
 //!
 //! - which tools are trusted (the main checkout's installed gate tools as they were when the session
-//!   began) and the environment every tool gets;
+//!   began), the environment every tool gets and the sandbox it runs in (`agentSandbox`);
 //! - warm language servers, reused by the next gate round;
 //! - a scratch directory under the state directory (`.supervisor/gates/session-…`, git-ignored) for
 //!   incremental state: tsc's build-info file per worktree and project, knip's cache.
@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::lsp::ServerPool;
 use super::tool::{JSCPD, KNIP, PYLSP, TSC, TYPESCRIPT_LANGUAGE_SERVER};
 use super::trust::{InstalledTools, ToolEnv, main_checkout_of};
+use crate::agent::Sandbox;
 
 /// Gate state for one run; cheap to clone (all clones share it).
 #[derive(Clone)]
@@ -30,6 +31,10 @@ struct Inner {
     main_checkout: Option<PathBuf>,
     installed: InstalledTools,
     env: ToolEnv,
+    /// `agentSandbox: "bwrap"`: every process a gate starts on the checkout runs in it.
+    sandbox: Option<Sandbox>,
+    /// Whether the sandbox starts here: asked once.
+    sandbox_ready: tokio::sync::OnceCell<Result<(), String>>,
     state_dir: PathBuf,
     scratch: Mutex<Option<PathBuf>>,
     npx: Mutex<HashMap<String, PathBuf>>,
@@ -44,6 +49,7 @@ impl std::fmt::Debug for GateSession {
         f.debug_struct("GateSession")
             .field("main_checkout", &self.inner.main_checkout)
             .field("state_dir", &self.inner.state_dir)
+            .field("sandbox", &self.inner.sandbox)
             .field("closed", &self.is_closed())
             .finish_non_exhaustive()
     }
@@ -70,6 +76,8 @@ impl GateSession {
                 main_checkout,
                 installed,
                 env,
+                sandbox: None,
+                sandbox_ready: tokio::sync::OnceCell::new(),
                 state_dir: state_dir.to_path_buf(),
                 scratch: Mutex::new(None),
                 npx: Mutex::new(HashMap::new()),
@@ -94,6 +102,45 @@ impl GateSession {
             None => debug_assert!(false, "with_cancel on a shared gate session"),
         }
         self
+    }
+
+    /// The session, running every process its gates start on the checkout in `sandbox` (the
+    /// agents' sandbox of the settings, `None` for none). Call before the session is shared.
+    pub fn with_sandbox(mut self, sandbox: Option<Sandbox>) -> GateSession {
+        match Arc::get_mut(&mut self.inner) {
+            Some(inner) => inner.sandbox = sandbox,
+            None => debug_assert!(false, "with_sandbox on a shared gate session"),
+        }
+        self
+    }
+
+    /// The sandbox gate processes run in, when the settings ask for one.
+    pub fn sandbox(&self) -> Option<&Sandbox> {
+        self.inner.sandbox.as_ref()
+    }
+
+    /// `Ok` without a sandbox, or when it starts for a process with `env` in the checkout at `dir`:
+    /// bwrap runs `true` in it once per session, and the answer stands for the session. `Err` says
+    /// why not, for a gate to report as not run.
+    pub(super) async fn sandbox_ready(
+        &self,
+        env: &[(String, String)],
+        dir: &Path,
+    ) -> Result<(), String> {
+        let Some(sandbox) = &self.inner.sandbox else {
+            return Ok(());
+        };
+        self.inner
+            .sandbox_ready
+            .get_or_init(|| async {
+                sandbox
+                    .probe(env, dir)
+                    .await
+                    .map(drop)
+                    .map_err(|e| format!("the gates' sandbox cannot start: {e}"))
+            })
+            .await
+            .clone()
     }
 
     /// The session's stop request.

@@ -1,6 +1,10 @@
 //! Finding a gate's tool and running it as a child process in its own process group, with a timeout
 //! that kills the whole group. A tool that is missing, crashes or times out is reported with a reason;
 //! it never reads as "no findings".
+//!
+//! With `agentSandbox: "bwrap"` every process a gate starts on the checkout runs in the agents'
+//! sandbox ([`Launcher`]): HOME and /tmp hidden, the file system read-only, the checkout read-only for
+//! analysis tools, and only the tool's installation and the directories it writes to brought back.
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
@@ -10,7 +14,9 @@ use std::time::Duration;
 use tokio::process::Command;
 
 use super::GateContext;
+use super::session::GateSession;
 use super::trust::{Installed, ToolEnv, is_inside, trusted_path};
+use crate::agent::{Confinement, Sandbox};
 
 /// Where a tool comes from when it is not installed in the project.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,28 +102,165 @@ impl ToolLocation {
     }
 }
 
+/// What a confined gate process reaches besides the file system outside HOME and /tmp.
+#[derive(Debug, Clone, Default)]
+pub struct Reach {
+    /// The checkout is writable (a command gate's builds and tests write into it).
+    pub tree_writable: bool,
+    /// Visible read-only: a tool's installation.
+    pub read: Vec<PathBuf>,
+    /// Writable: where a tool keeps its cache or writes its report.
+    pub write: Vec<PathBuf>,
+}
+
+/// How a gate starts its processes: with nothing of supervisor's environment but the allowlist and
+/// the trusted PATH, inside the session's sandbox when the settings ask for one.
+#[derive(Debug, Clone)]
+pub struct Launcher {
+    env: ToolEnv,
+    path: OsString,
+    sandbox: Option<Sandbox>,
+}
+
+impl Launcher {
+    /// The launcher of `ctx`: its session's environment and sandbox, the PATH of [`tool_path`].
+    pub fn of(ctx: &GateContext) -> Launcher {
+        Launcher {
+            env: ctx.session.env().clone(),
+            path: tool_path(ctx),
+            sandbox: ctx.session.sandbox().cloned(),
+        }
+    }
+
+    /// Whether its processes run in the sandbox.
+    pub fn is_confined(&self) -> bool {
+        self.sandbox.is_some()
+    }
+
+    /// `Ok` when processes run unconfined or the sandbox starts for the checkout at `dir` (asked
+    /// once per session); else why not, for a gate to report as not run.
+    pub async fn ready(&self, session: &GateSession, dir: &Path) -> Result<(), String> {
+        session.sandbox_ready(&self.vars(), dir).await
+    }
+
+    /// A command running `program args` in the checkout at `dir`, confined as `reach` says when
+    /// there is a sandbox; or why the sandbox cannot be used.
+    pub fn command<I, S>(
+        &self,
+        program: &Path,
+        args: I,
+        dir: &Path,
+        reach: &Reach,
+    ) -> Result<Command, String>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        let mut cmd = match &self.sandbox {
+            None => Command::new(program),
+            Some(sandbox) => {
+                let vars = self.vars();
+                let (bwrap, prefix) = sandbox.command_line(&Confinement {
+                    cwd: dir,
+                    read_only_tree: !reach.tree_writable,
+                    backend: None,
+                    env: &vars,
+                    readable: &reach.read,
+                    writable: &reach.write,
+                })?;
+                let mut cmd = Command::new(bwrap);
+                cmd.args(prefix).arg(program);
+                cmd
+            }
+        };
+        cmd.args(args).current_dir(dir);
+        apply_env(&mut cmd, &self.env, &self.path);
+        Ok(cmd)
+    }
+
+    /// Whether the file at `path` is there for a process confined to the checkout at `dir`: what a
+    /// gate reads itself on a confined tool's behalf reaches no further. Always, without a sandbox.
+    pub fn shows(&self, dir: &Path, path: &Path) -> bool {
+        let Some(sandbox) = &self.sandbox else {
+            return true;
+        };
+        // A path that does not resolve is left to the read, which fails on its own.
+        let Ok(target) = path.canonicalize() else {
+            return true;
+        };
+        let vars = self.vars();
+        sandbox.shows(
+            &Confinement {
+                cwd: dir,
+                read_only_tree: true,
+                backend: None,
+                env: &vars,
+                readable: &[],
+                writable: &[],
+            },
+            &target,
+        )
+    }
+
+    /// The installation of `program`, to keep visible in the sandbox (nothing without one).
+    fn installation(&self, program: &Path) -> Vec<PathBuf> {
+        match &self.sandbox {
+            None => Vec::new(),
+            Some(_) => crate::agent::installation(program, self.env.get("HOME").map(Path::new)),
+        }
+    }
+
+    /// The environment as the sandbox reads it (HOME, PATH).
+    fn vars(&self) -> Vec<(String, String)> {
+        let mut vars: Vec<(String, String)> = self
+            .env
+            .vars()
+            .iter()
+            .filter(|(k, _)| k != "PATH")
+            .cloned()
+            .collect();
+        vars.push(("PATH".into(), self.path.to_string_lossy().into_owned()));
+        vars
+    }
+}
+
 /// A tool ready to run.
 #[derive(Debug, Clone)]
 pub struct Tool {
     pub spec: ToolSpec,
     pub location: ToolLocation,
-    /// The environment given to the child (the session's, with the trusted PATH).
-    env: ToolEnv,
-    path: OsString,
+    launcher: Launcher,
+    /// What the tool needs visible in the sandbox: its installation.
+    reads: Vec<PathBuf>,
 }
 
 impl Tool {
-    /// A command running the tool in `dir` with `args`, with nothing of this process's environment
-    /// but the allowlist.
-    pub fn command<I, S>(&self, dir: &Path, args: I) -> Command
+    /// A command running the tool in the checkout at `dir` with `args`, with nothing of this
+    /// process's environment but the allowlist; in the sandbox (the checkout read-only, `writes`
+    /// writable) when there is one, or why it cannot be.
+    pub fn command<I, S>(&self, dir: &Path, args: I, writes: &[&Path]) -> Result<Command, String>
     where
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
-        let mut cmd = Command::new(self.location.program());
-        cmd.args(args).current_dir(dir);
-        apply_env(&mut cmd, &self.env, &self.path);
-        cmd
+        let reach = Reach {
+            tree_writable: false,
+            read: self.reads.clone(),
+            write: writes.iter().map(|p| p.to_path_buf()).collect(),
+        };
+        self.launcher
+            .command(self.location.program(), args, dir, &reach)
+            .map_err(|e| format!("{} cannot run in its sandbox: {e}", self.spec.bin))
+    }
+
+    /// The tool, with the installation of `file` (a library it loads) visible in the sandbox too.
+    pub fn also_reading(mut self, file: &Path) -> Tool {
+        for dir in self.launcher.installation(file) {
+            if !self.reads.contains(&dir) {
+                self.reads.push(dir);
+            }
+        }
+        self
     }
 
     /// The executable run.
@@ -125,13 +268,23 @@ impl Tool {
         self.location.program()
     }
 
-    /// Where it was found, for summaries.
+    /// Whether it runs in the sandbox.
+    pub fn is_confined(&self) -> bool {
+        self.launcher.is_confined()
+    }
+
+    /// Where it was found (and that it runs in the sandbox), for summaries.
     pub fn describe(&self) -> String {
-        match &self.location {
+        let place = match &self.location {
             ToolLocation::Npx { package, program } => {
                 format!("npx {package} ({})", program.display())
             }
             other => other.program().display().to_string(),
+        };
+        if self.launcher.is_confined() {
+            format!("{place} in bwrap")
+        } else {
+            place
         }
     }
 }
@@ -169,12 +322,14 @@ pub async fn locate(spec: ToolSpec, ctx: &GateContext) -> Result<Tool, String> {
 /// `node_modules/.bin` of the project's directory and each directory above it up to the root, as npm
 /// resolves binaries.
 pub async fn locate_from(spec: ToolSpec, ctx: &GateContext, start: &Path) -> Result<Tool, String> {
-    let path = tool_path(ctx);
-    let tool = |location| Tool {
+    let launcher = Launcher::of(ctx);
+    launcher.ready(&ctx.session, &ctx.dir).await?;
+    let path = launcher.path.clone();
+    let tool = |location: ToolLocation| Tool {
         spec,
+        reads: launcher.installation(location.program()),
         location,
-        env: ctx.session.env().clone(),
-        path: path.clone(),
+        launcher: launcher.clone(),
     };
     for dir in &ctx.settings.tool_paths {
         if is_inside(dir, &ctx.dir) {
@@ -243,7 +398,9 @@ pub async fn locate_from(spec: ToolSpec, ctx: &GateContext, start: &Path) -> Res
 
 /// The pinned package's executable in npx's cache. npx is asked from an empty directory outside the
 /// checkout (run inside it, npx would put the checkout's `node_modules/.bin` on the tool's PATH,
-/// where a planted `node` would run); the executable found is then run directly.
+/// where a planted `node` would run); the executable found is then run directly. It reads nothing of
+/// the checkout and installs from the registry into its cache, so it runs outside the sandbox; the
+/// tool it provides runs inside.
 async fn npx_program(
     spec: ToolSpec,
     package: &str,

@@ -18,8 +18,7 @@ use regex::Regex;
 
 use super::changes::{ChangeSet, FileStatus};
 use super::{
-    Finding, FindingSeverity, FnGate, GateContext, GateOutcome, GateStatus, IssueText,
-    extension_of, read_text_file,
+    Finding, FindingSeverity, FnGate, GateContext, GateOutcome, GateStatus, IssueText, extension_of,
 };
 use crate::config::GateKind;
 
@@ -864,7 +863,7 @@ fn stale_references(ctx: &GateContext) -> (Vec<Finding>, String) {
         {
             continue;
         }
-        let Some(text) = read_text_file(&ctx.dir.join(rel)) else {
+        let Some(text) = ctx.read_text(rel) else {
             continue;
         };
         for (i, line) in text.lines().enumerate() {

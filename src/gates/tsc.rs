@@ -277,7 +277,9 @@ async fn compile_project(
     }
     args.push("-p".into());
     args.push(config.as_os_str().to_owned());
-    let cmd = tsc.command(&ctx.dir, args);
+    // The build-info file is all tsc writes; the checkout stays read-only in the sandbox.
+    let writes: Vec<&Path> = build_info.and_then(Path::parent).into_iter().collect();
+    let cmd = tsc.command(&ctx.dir, args, &writes)?;
     let out = tool::run_captured(cmd, tool::tool_timeout(ctx), ctx.session.cancel())
         .await
         .map_err(|e| e.reason("tsc"))?;

@@ -75,12 +75,14 @@ impl LiveEffects {
         run_id: String,
         journal_dir: PathBuf,
     ) -> LiveEffects {
-        // The main checkout's tools are recorded now, before any agent has run.
+        // The main checkout's tools are recorded now, before any agent has run. Gate tools run in
+        // the agents' sandbox: they read and run what the agents wrote.
         let gates = gates::GateSession::new(
             Some(&project.root),
             &project.root.join(".supervisor").join("gates"),
             gates::ToolEnv::for_settings(&project.settings, svc.github_token.as_deref()),
         )
+        .with_sandbox(crate::agent::Sandbox::from_settings(&project.settings))
         .with_cancel(svc.cancel.clone());
         LiveEffects {
             project,

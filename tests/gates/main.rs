@@ -8,6 +8,7 @@ mod changes;
 mod ci;
 mod cli;
 mod command;
+mod confined;
 mod failures;
 mod lsp_load;
 mod naming;
