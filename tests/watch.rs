@@ -765,10 +765,10 @@ fn free_port() -> u16 {
 
 async fn served_world(spec: WorldSpec, column: &str) -> (tempfile::TempDir, World, Bot, u16) {
     let port = free_port();
-    let target = WebhookTarget {
-        url: format!("http://127.0.0.1:{port}/webhook"),
-        secret: WebhookSecret::new(SECRET).unwrap(),
-    };
+    let target = WebhookTarget::new(
+        format!("http://127.0.0.1:{port}/webhook"),
+        WebhookSecret::new(SECRET).unwrap(),
+    );
     let (d, world) = world_with(spec, 1, column, Some(target)).await;
     let port_text = port.to_string();
     let mut cmd = command(
