@@ -991,6 +991,69 @@ async fn a_codeowners_review_or_revise_comment_on_the_pull_request_starts_a_revi
     conforms(&world);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_asked_of_an_issue_already_running_is_answered_in_one_comment_edited_in_place() {
+    let mut s = spec();
+    slow_developer(&mut s);
+    s.settings
+        .insert("codeowners".into(), json!(["alice", "bob"]));
+    let (_d, world, mut bot, _port) = served_world(s, "Research").await;
+    bot.wait("the run to start", is("started", 1)).await;
+    until("the developer at work", || world.dir.join("slept").exists()).await;
+    let run = supervisor::workspace::Checkpoint::all(&world.repo)
+        .into_iter()
+        .find(|c| c.issue == 1)
+        .expect("the live run's checkpoint")
+        .run_id;
+    let answers = || {
+        world.sandbox.with_state(|s| {
+            s.comments_of(1)
+                .iter()
+                .filter(|c| c.body.contains("kind=already-running"))
+                .cloned()
+                .collect::<Vec<_>>()
+        })
+    };
+    for by in ["alice", "bob"] {
+        act(
+            &world,
+            json!({ "comment": { "issue": 1, "body": "/supervisor run", "by": by } }),
+        );
+        let answered = bot
+            .wait("the `run` answered", |v| {
+                v["kind"] == "ignored" && v["event"] == "run"
+            })
+            .await;
+        assert!(
+            answered["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("@{by}:")),
+            "{answered}"
+        );
+    }
+    let answers = answers();
+    assert_eq!(answers.len(), 1, "one answer, edited: {answers:#?}");
+    let text = answers[0].body.lines().next().unwrap();
+    assert!(
+        text.starts_with(&format!(
+            "@bob: run `{run}` is already running, with the card in **Implementation**;"
+        )),
+        "{text}"
+    );
+    assert_eq!(answers[0].editor.as_deref(), Some("supervisor-bot"));
+    assert!(
+        !bot.seen
+            .iter()
+            .any(|v| v["kind"] == "queued"
+                && v["reason"].as_str().unwrap_or("").contains("`run` by")),
+        "nothing new was queued"
+    );
+    bot.signal(libc::SIGTERM);
+    assert_eq!(bot.exit().await, 0, "{}", bot.stderr());
+    conforms(&world);
+}
+
 /// How many lines of the bot's log name a failed poll with `reason`.
 fn poll_failures_logged(bot: &Bot, reason: &str) -> usize {
     bot.stderr()
