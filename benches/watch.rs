@@ -119,10 +119,10 @@ async fn webhook_to_start() {
         .unwrap()
         .port();
     let secret = "bench-webhook-secret-0123456789";
-    let target = WebhookTarget {
-        url: format!("http://127.0.0.1:{port}/webhook"),
-        secret: WebhookSecret::new(secret).unwrap(),
-    };
+    let target = WebhookTarget::new(
+        format!("http://127.0.0.1:{port}/webhook"),
+        WebhookSecret::new(secret).unwrap(),
+    );
     let (_d, world) = world(ROUNDS, "Backlog", Some(target)).await;
     let port_text = port.to_string();
     let mut cmd = command(

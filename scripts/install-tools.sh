@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the pinned tools when they are missing or at another version: the quality-gate tools and,
-# unless --gates is given, the workflow linters and the agent CLIs (pi, Claude Code, Codex) that the
-# contract tests (tests/agent_contract.rs) run against local fake model servers.
+# unless --gates is given, the workflow linters, the agent CLIs (pi, Claude Code, Codex) that the
+# contract tests (tests/agent_contract.rs) run against local fake model servers, and GitHub's
+# webhook payload schemas that the sandbox's webhooks are validated against
+# (tests/sandbox_fidelity.rs).
 #
 #   scripts/install-tools.sh [--gates] [--dir DIR]
 #     --gates    only the gate tools (what the GitHub Action's `install-gate-tools` input installs)
@@ -37,6 +39,11 @@ AGENT_TOOLS=(
   "@mariozechner/pi-coding-agent@0.73.1"
   "@anthropic-ai/claude-code@2.1.330"
   "@openai/codex@0.169.0"
+)
+
+# GitHub's published webhook payload schemas (JSON Schema, one definition per event and action).
+SCHEMA_PACKAGES=(
+  "@octokit/webhooks-schemas@7.6.1"
 )
 
 gates_only=false
@@ -125,16 +132,25 @@ else
 fi
 link_bins "${LINT_BINS[@]}"
 
-agents_stamp="$dir/agents/installed"
-agents_want="$(printf '%s\n' "${AGENT_TOOLS[@]}")"
-if [[ -f $agents_stamp && "$(cat "$agents_stamp")" == "$agents_want" ]] \
-  && [[ -x $dir/agents/node_modules/.bin/pi && -x $dir/agents/node_modules/.bin/claude \
-    && -x $dir/agents/node_modules/.bin/codex ]]; then
-  :
-else
-  mkdir -p "$dir/agents"
-  echo "installing agent CLIs into $dir/agents: ${AGENT_TOOLS[*]}" >&2
-  (cd "$dir/agents" && { [[ -f package.json ]] || echo '{"private": true}' > package.json; } \
-    && npm install --no-audit --no-fund --loglevel=error --save-exact "${AGENT_TOOLS[@]}" >&2)
-  printf '%s\n' "$agents_want" > "$agents_stamp"
-fi
+# npm_set SUB PACKAGE…: install the pinned npm PACKAGEs into DIR/SUB (a package of its own), unless
+# its stamp lists exactly them and each of them is in its node_modules.
+npm_set() {
+  local sub=$1
+  shift
+  local stamp="$dir/$sub/installed" want pkg missing=false
+  want="$(printf '%s\n' "$@")"
+  for pkg in "$@"; do
+    [[ -f $dir/$sub/node_modules/${pkg%@*}/package.json ]] || missing=true
+  done
+  if ! $missing && [[ -f $stamp && "$(cat "$stamp")" == "$want" ]]; then
+    return
+  fi
+  mkdir -p "$dir/$sub"
+  echo "installing into $dir/$sub: $*" >&2
+  (cd "$dir/$sub" && { [[ -f package.json ]] || echo '{"private": true}' > package.json; } \
+    && npm install --no-audit --no-fund --loglevel=error --save-exact "$@" >&2)
+  printf '%s\n' "$want" > "$stamp"
+}
+
+npm_set agents "${AGENT_TOOLS[@]}"
+npm_set schemas "${SCHEMA_PACKAGES[@]}"

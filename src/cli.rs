@@ -135,12 +135,16 @@ pub enum SandboxCommand {
         /// Write the final state here (JSON, or YAML for .yaml/.yml) when stopped.
         #[arg(long, value_name = "FILE")]
         dump: Option<PathBuf>,
-        /// Send webhooks (card moves, comments, labels, closed issues) to this URL.
+        /// Send webhooks (card moves, comments, labels, closed issues, reviews) to this URL.
         #[arg(long, value_name = "URL", requires = "webhook_secret")]
         webhook: Option<String>,
         /// The secret the webhooks are signed with (at least 16 bytes).
         #[arg(long, value_name = "SECRET", requires = "webhook")]
         webhook_secret: Option<String>,
+        /// Whose webhook it is: `organization` and `app` receive card moves, `repository` does
+        /// not (default: the organization's when one owns the repository, else the repository's).
+        #[arg(long, value_name = "KIND", requires = "webhook", value_parser = ["repository", "organization", "app"])]
+        webhook_kind: Option<String>,
     },
 }
 
@@ -244,8 +248,9 @@ fn dispatch(cli: Cli) -> u8 {
                     dump,
                     webhook,
                     webhook_secret,
+                    webhook_kind,
                 },
-        } => sandbox_serve(state, port, dump, webhook.zip(webhook_secret)),
+        } => sandbox_serve(state, port, dump, webhook.zip(webhook_secret), webhook_kind),
     }
 }
 
@@ -303,11 +308,22 @@ fn sandbox_serve(
     port: u16,
     dump: Option<PathBuf>,
     webhook: Option<(String, String)>,
+    webhook_kind: Option<String>,
 ) -> u8 {
     use crate::sandbox::{Sandbox, SandboxError, SandboxState, WebhookTarget};
+    let kind = match webhook_kind.map(|k| k.parse()).transpose() {
+        Ok(kind) => kind,
+        Err(e) => {
+            errln!("supervisor sandbox serve: --webhook-kind: {e}");
+            return EXIT_USAGE;
+        }
+    };
     let webhook = match webhook {
         Some((url, secret)) => match crate::events::WebhookSecret::new(secret) {
-            Ok(secret) => Some(WebhookTarget { url, secret }),
+            Ok(secret) => Some(WebhookTarget {
+                kind,
+                ..WebhookTarget::new(url, secret)
+            }),
             Err(e) => {
                 errln!("supervisor sandbox serve: --webhook-secret: {e}");
                 return EXIT_USAGE;

@@ -21,6 +21,11 @@
 //! - `pulls/list`: `find_open_pr`
 //! - `pulls/create`: `find_or_create_pr`
 //! - `pulls/get`: `get_pr`, `mergeable`
+//! - `pulls/update`: `update_pull_body` (a revision rewrites the body)
+//! - `pulls/create-review`: `submit_review`
+//! - `pulls/create-reply-for-review-comment`: `reply_in_thread` (to a thread's top-level comment)
+//! - `issues/add-labels`, `issues/remove-label`: the scheduler's claim label
+//! - `actions/create-workflow-dispatch`: `dispatch_workflow`
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};

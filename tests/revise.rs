@@ -87,6 +87,14 @@ async fn revise_answers_a_codeowners_review_on_the_same_pull_request() {
         )
         .await
         .unwrap();
+    // Two more comments make the thread three long; the revision answers the first (GitHub takes
+    // no reply to a reply), whichever comment asked last.
+    let top = world
+        .sandbox
+        .with_state(|s| s.pull(pr).unwrap().review_comments[0].id);
+    for more in ["And a day constant.", "Both exported."] {
+        reviewer.reply_in_thread(pr, top, more).await.unwrap();
+    }
 
     let (code, summary, _) = supervisor(&world, &["revise", &pr.to_string(), "--dry-run"]).await;
     assert_eq!(
@@ -109,9 +117,9 @@ async fn revise_answers_a_codeowners_review_on_the_same_pull_request() {
         let replies: Vec<_> = p
             .review_comments
             .iter()
-            .filter(|c| c.in_reply_to == Some(root.id))
+            .filter(|c| c.in_reply_to == Some(root.id) && c.author == "supervisor-bot")
             .collect();
-        assert_eq!(replies.len(), 1);
+        assert_eq!(replies.len(), 1, "{:#?}", p.review_comments);
         assert!(replies[0].body.starts_with(&format!("Addressed in {sha}.")));
         assert!(
             p.body.contains(&format!("supervisor-head: {sha}")),

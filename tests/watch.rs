@@ -765,10 +765,10 @@ fn free_port() -> u16 {
 
 async fn served_world(spec: WorldSpec, column: &str) -> (tempfile::TempDir, World, Bot, u16) {
     let port = free_port();
-    let target = WebhookTarget {
-        url: format!("http://127.0.0.1:{port}/webhook"),
-        secret: WebhookSecret::new(SECRET).unwrap(),
-    };
+    let target = WebhookTarget::new(
+        format!("http://127.0.0.1:{port}/webhook"),
+        WebhookSecret::new(SECRET).unwrap(),
+    );
     let (d, world) = world_with(spec, 1, column, Some(target)).await;
     let port_text = port.to_string();
     let mut cmd = command(
@@ -988,6 +988,69 @@ async fn a_codeowners_review_or_revise_comment_on_the_pull_request_starts_a_revi
     assert_no_duplicates(&world, 1);
     bot.signal(libc::SIGTERM);
     assert_eq!(bot.exit().await, 0);
+    conforms(&world);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_asked_of_an_issue_already_running_is_answered_in_one_comment_edited_in_place() {
+    let mut s = spec();
+    slow_developer(&mut s);
+    s.settings
+        .insert("codeowners".into(), json!(["alice", "bob"]));
+    let (_d, world, mut bot, _port) = served_world(s, "Research").await;
+    bot.wait("the run to start", is("started", 1)).await;
+    until("the developer at work", || world.dir.join("slept").exists()).await;
+    let run = supervisor::workspace::Checkpoint::all(&world.repo)
+        .into_iter()
+        .find(|c| c.issue == 1)
+        .expect("the live run's checkpoint")
+        .run_id;
+    let answers = || {
+        world.sandbox.with_state(|s| {
+            s.comments_of(1)
+                .iter()
+                .filter(|c| c.body.contains("kind=already-running"))
+                .cloned()
+                .collect::<Vec<_>>()
+        })
+    };
+    for by in ["alice", "bob"] {
+        act(
+            &world,
+            json!({ "comment": { "issue": 1, "body": "/supervisor run", "by": by } }),
+        );
+        let answered = bot
+            .wait("the `run` answered", |v| {
+                v["kind"] == "ignored" && v["event"] == "run"
+            })
+            .await;
+        assert!(
+            answered["reason"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("@{by}:")),
+            "{answered}"
+        );
+    }
+    let answers = answers();
+    assert_eq!(answers.len(), 1, "one answer, edited: {answers:#?}");
+    let text = answers[0].body.lines().next().unwrap();
+    assert!(
+        text.starts_with(&format!(
+            "@bob: run `{run}` is already running, with the card in **Implementation**;"
+        )),
+        "{text}"
+    );
+    assert_eq!(answers[0].editor.as_deref(), Some("supervisor-bot"));
+    assert!(
+        !bot.seen
+            .iter()
+            .any(|v| v["kind"] == "queued"
+                && v["reason"].as_str().unwrap_or("").contains("`run` by")),
+        "nothing new was queued"
+    );
+    bot.signal(libc::SIGTERM);
+    assert_eq!(bot.exit().await, 0, "{}", bot.stderr());
     conforms(&world);
 }
 

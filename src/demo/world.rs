@@ -184,6 +184,7 @@ impl WorldSpec {
                 } else {
                     "NONE".into()
                 }),
+                permission: None,
             })
             .collect();
         state.tokens = vec![

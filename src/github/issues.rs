@@ -214,12 +214,7 @@ impl GitHub {
     ) -> Result<Posted, GitHubError> {
         let existing = match known {
             Some(known) => marker.find_in(known).cloned(),
-            None => {
-                let me = self.viewer_login().await?;
-                let mut own = self.list_comments(number).await?;
-                own.retain(|c| c.author.eq_ignore_ascii_case(&me));
-                marker.find_in(&own).cloned()
-            }
+            None => marker.find_in(&self.own_comments(number).await?).cloned(),
         };
         if let Some(comment) = existing {
             tracing::debug!(issue = number, marker = %marker, "comment already posted");
@@ -228,15 +223,49 @@ impl GitHub {
                 created: false,
             });
         }
-        // Room for the marker, which must survive the cut.
-        let room = MAX_BODY_CHARS - marker.render().chars().count() - 2;
         let comment = self
-            .create_comment(number, &marker.stamp(&fit_body(body, room)))
+            .create_comment(number, &stamp_fitted(marker, body))
             .await?;
         Ok(Posted {
             comment,
             created: true,
         })
+    }
+
+    /// Say `body` in the issue's comment stamped with `marker`: edit that comment in place when
+    /// one of the login this client posts as carries it (text already there is not written
+    /// again), else post it.
+    pub async fn post_or_edit(
+        &self,
+        number: u64,
+        marker: &Marker,
+        body: &str,
+    ) -> Result<Posted, GitHubError> {
+        let text = stamp_fitted(marker, body);
+        let comment = match marker.find_in(&self.own_comments(number).await?) {
+            Some(c) if c.body == text => c.clone(),
+            Some(c) => self.update_comment(c.id, &text).await?,
+            None => {
+                let comment = self.create_comment(number, &text).await?;
+                return Ok(Posted {
+                    comment,
+                    created: true,
+                });
+            }
+        };
+        Ok(Posted {
+            comment,
+            created: false,
+        })
+    }
+
+    /// The issue's comments written by the login this client posts as (anyone can type a
+    /// marker).
+    async fn own_comments(&self, number: u64) -> Result<Vec<Comment>, GitHubError> {
+        let me = self.viewer_login().await?;
+        let mut own = self.list_comments(number).await?;
+        own.retain(|c| c.author.eq_ignore_ascii_case(&me));
+        Ok(own)
     }
 
     /// Close an issue as completed, after posting `comment` (once, by its marker) when given.
@@ -323,4 +352,10 @@ fn blocker(issue: &Issue, kind: BlockerKind) -> Blocker {
         kind,
         url: issue.html_url.clone(),
     }
+}
+
+/// `body` cut to fit GitHub's limit with `marker` stamped on it (the marker survives the cut).
+fn stamp_fitted(marker: &Marker, body: &str) -> String {
+    let room = MAX_BODY_CHARS - marker.render().chars().count() - 2;
+    marker.stamp(&fit_body(body, room))
 }

@@ -285,8 +285,8 @@ impl GitHub {
         }
     }
 
-    /// Reply in the thread of review comment `comment` of pull request `number`; the new
-    /// comment's id.
+    /// Reply in the thread that review comment `comment` of pull request `number` starts (GitHub
+    /// takes only a thread's top-level comment here, no reply); the new comment's id.
     pub async fn reply_in_thread(
         &self,
         number: u64,

@@ -64,7 +64,7 @@ pub enum Text {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ThreadAnswer {
     pub thread: String,
-    /// The comment replied to.
+    /// The comment replied to: the thread's top-level comment.
     pub reply_to: u64,
     pub marker: Marker,
     pub text: Text,

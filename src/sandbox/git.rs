@@ -24,6 +24,19 @@ pub enum Mergeability {
     Unknown,
 }
 
+/// A commit by branch name or (full or abbreviated) sha.
+fn resolve<'r>(repo: &'r Repository, spec: &str) -> Option<git2::Commit<'r>> {
+    if spec.is_empty() || spec.starts_with('-') || spec.contains("..") {
+        return None;
+    }
+    tip(repo, spec).ok().or_else(|| {
+        let is_hex = spec.len() >= 4 && spec.chars().all(|c| c.is_ascii_hexdigit());
+        is_hex
+            .then(|| repo.revparse_single(spec).ok()?.peel_to_commit().ok())
+            .flatten()
+    })
+}
+
 /// A bare repository standing for GitHub's copy.
 pub struct GitRemote {
     path: PathBuf,
@@ -136,16 +149,8 @@ impl GitRemote {
 
     /// A commit by sha (full or abbreviated) or branch name.
     pub fn commit(&self, spec: &str) -> Option<CommitInfo> {
-        if spec.is_empty() || spec.starts_with('-') || spec.contains("..") {
-            return None;
-        }
         let repo = self.repo()?;
-        let commit = tip(&repo, spec).ok().or_else(|| {
-            let is_hex = spec.len() >= 4 && spec.chars().all(|c| c.is_ascii_hexdigit());
-            is_hex
-                .then(|| repo.revparse_single(spec).ok()?.peel_to_commit().ok())
-                .flatten()
-        })?;
+        let commit = resolve(&repo, spec)?;
         let author = commit.author();
         Some(CommitInfo {
             sha: commit.id().to_string(),
@@ -171,12 +176,86 @@ impl GitRemote {
         repo.merge_base(b, h).map(|m| m != h).unwrap_or(true)
     }
 
-    /// The diff hunk GitHub shows above a line comment: the hunk of the pull request's diff
-    /// (`base...head`) that holds new line `line` of `path`, from its header to that line. `None`
-    /// when the line is not part of the diff.
-    pub fn diff_hunk(&self, base: &str, head: &str, path: &str, line: u64) -> Option<String> {
+    /// Whether commit `sha` is `head` or one of its ancestors: a commit of the pull request whose
+    /// head branch is `head`.
+    pub fn reaches(&self, head: &str, sha: &str) -> bool {
+        let Some(repo) = self.repo() else {
+            return false;
+        };
+        let (Some(h), Some(c)) = (resolve(&repo, head), resolve(&repo, sha)) else {
+            return false;
+        };
+        h.id() == c.id() || repo.graph_descendant_of(h.id(), c.id()).unwrap_or(false)
+    }
+
+    /// Where line `line` of `path` at commit `from` stands at commit `to` (a sha or a branch):
+    /// `None` when a change between them touched that line (GitHub then shows a comment on it as
+    /// outdated) or either commit is unknown.
+    pub fn line_at(&self, from: &str, to: &str, path: &str, line: u64) -> Option<u64> {
         let repo = self.repo()?;
-        let head = tip(&repo, head).ok()?;
+        let (from, to) = (resolve(&repo, from)?, resolve(&repo, to)?);
+        if from.id() == to.id() {
+            return Some(line);
+        }
+        let mut opts = git2::DiffOptions::new();
+        opts.pathspec(path)
+            .disable_pathspec_match(true)
+            .context_lines(0);
+        let diff = repo
+            .diff_tree_to_tree(
+                Some(&from.tree().ok()?),
+                Some(&to.tree().ok()?),
+                Some(&mut opts),
+            )
+            .ok()?;
+        let mut now = i64::try_from(line).ok()?;
+        let old = now;
+        let mut touched = false;
+        diff.foreach(
+            &mut |_, _| true,
+            None,
+            Some(&mut |_, hunk| {
+                let (start, count) = (i64::from(hunk.old_start()), i64::from(hunk.old_lines()));
+                let grown = i64::from(hunk.new_lines()) - count;
+                // A hunk of added lines only starts after old line `start`.
+                let (first, last) = if count == 0 {
+                    (start + 1, start)
+                } else {
+                    (start, start + count - 1)
+                };
+                if (first..=last).contains(&old) {
+                    touched = true;
+                } else if old >= first {
+                    now += grown;
+                }
+                true
+            }),
+            None,
+        )
+        .ok()?;
+        if touched {
+            return None;
+        }
+        u64::try_from(now).ok()
+    }
+
+    /// The diff hunk GitHub shows above a line comment: the hunk of the pull request's diff
+    /// (`base...head`, `head` a branch or a commit of it) that holds new line `line` of `path`,
+    /// from its header to that line. `None` when the line is not part of the diff.
+    pub fn diff_hunk(&self, base: &str, head: &str, path: &str, line: u64) -> Option<String> {
+        self.diff_line(base, head, path, line).map(|(hunk, _)| hunk)
+    }
+
+    /// Where new line `line` of `path` stands in the pull request's diff (`base...head`) as
+    /// GitHub counts a comment's `position`: the lines below the file's first `@@` header, later
+    /// headers included.
+    pub fn diff_position(&self, base: &str, head: &str, path: &str, line: u64) -> Option<u64> {
+        self.diff_line(base, head, path, line).map(|(_, at)| at)
+    }
+
+    fn diff_line(&self, base: &str, head: &str, path: &str, line: u64) -> Option<(String, u64)> {
+        let repo = self.repo()?;
+        let head = resolve(&repo, head)?;
         let base = tip(&repo, base).ok()?;
         let fork = repo.merge_base(base.id(), head.id()).ok()?;
         let old = repo.find_commit(fork).ok()?.tree().ok()?;
@@ -186,8 +265,12 @@ impl GitRemote {
             .diff_tree_to_tree(Some(&old), Some(&head.tree().ok()?), Some(&mut opts))
             .ok()?;
         let patch = git2::Patch::from_diff(&diff, 0).ok()??;
+        let mut position = 0;
         for h in 0..patch.num_hunks() {
             let (hunk, lines) = patch.hunk(h).ok()?;
+            if h > 0 {
+                position += 1;
+            }
             let mut text = String::from_utf8_lossy(hunk.header())
                 .trim_end()
                 .to_string();
@@ -197,11 +280,12 @@ impl GitRemote {
                     c @ ('+' | '-' | ' ') => c,
                     _ => continue,
                 };
+                position += 1;
                 text.push('\n');
                 text.push(origin);
                 text.push_str(String::from_utf8_lossy(dl.content()).trim_end_matches('\n'));
                 if origin != '-' && dl.new_lineno() == Some(line as u32) {
-                    return Some(text);
+                    return Some((text, position));
                 }
             }
         }
@@ -286,7 +370,38 @@ mod tests {
         assert!(hunk.ends_with("+TWO"), "{hunk}");
         assert!(!hunk.contains("three"), "{hunk}");
         assert!(remote.diff_hunk("main", "topic", "a.txt", 9).is_none());
+        // `-two`, `+TWO`: the new line 2 is the third line below the header.
+        assert_eq!(remote.diff_position("main", "topic", "a.txt", 2), Some(3));
+        assert_eq!(remote.diff_position("main", "topic", "a.txt", 3), Some(4));
         assert!(remote.diff_hunk("main", "topic", "b.txt", 1).is_none());
+    }
+
+    #[test]
+    fn lines_follow_later_commits_until_a_change_touches_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let remote = GitRemote::create(&dir.path().join("r.git"), "main").unwrap();
+        let first = remote
+            .commit_files("topic", Some("main"), &[("a.txt", "1\n2\n3\n4\n")], "one")
+            .unwrap();
+        // Two lines above line 3 and one below it are added; line 2 changes.
+        let second = remote
+            .commit_files(
+                "topic",
+                None,
+                &[("a.txt", "0\n0\n1\nTWO\n3\n4\n5\n")],
+                "two",
+            )
+            .unwrap();
+        assert_eq!(remote.line_at(&first, &first, "a.txt", 2), Some(2));
+        assert_eq!(remote.line_at(&first, "topic", "a.txt", 1), Some(3));
+        assert_eq!(remote.line_at(&first, "topic", "a.txt", 2), None);
+        assert_eq!(remote.line_at(&first, &second, "a.txt", 3), Some(5));
+        assert_eq!(remote.line_at(&first, &second, "a.txt", 4), Some(6));
+        assert_eq!(remote.line_at(&first, "missing", "a.txt", 1), None);
+        assert!(remote.reaches("topic", &first));
+        assert!(remote.reaches("topic", &second));
+        assert!(!remote.reaches("main", &first));
+        assert!(!remote.reaches("topic", "0123abcd"));
     }
 
     #[test]

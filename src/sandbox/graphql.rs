@@ -217,6 +217,8 @@ enum Fail {
     IntOutOfBounds(u64),
     /// An App installation token asked for a board owned by a user.
     AppOnUserBoard,
+    /// The caller may not do this (GitHub's `FORBIDDEN`).
+    Forbidden(String),
 }
 
 type Args = Map<String, Value>;
@@ -557,6 +559,7 @@ impl<'q, 's> Exec<'q, 's> {
             Fail::AppOnUserBoard => {
                 typed("FORBIDDEN", "Resource not accessible by integration".into())
             }
+            Fail::Forbidden(message) => typed("FORBIDDEN", message),
         };
         if fatal {
             self.fatal_error(error);
@@ -889,12 +892,7 @@ impl<'q, 's> Exec<'q, 's> {
             "url" => leaf(format!("{}/{}/{}", self.base, repo.owner, repo.name)),
             "isPrivate" => leaf(repo.private),
             "defaultBranchRef" => Ok(Out::Obj(Obj::Ref(repo.default_branch.clone()))),
-            // The sandbox has no collaborators: a signed-in caller may write, anyone else read.
-            "viewerPermission" => leaf(if self.caller.is_anonymous() {
-                "READ"
-            } else {
-                "WRITE"
-            }),
+            "viewerPermission" => leaf(self.caller.role(self.state).to_ascii_uppercase()),
             "issue" | "pullRequest" | "issueOrPullRequest" => {
                 let n = arg_u64(args, "number")?;
                 let issue = self.state.issue(n).map(|_| Obj::Issue(n));
@@ -1123,6 +1121,24 @@ impl<'q, 's> Exec<'q, 's> {
         self.git.and_then(|g| g.branch_sha(branch))
     }
 
+    /// Where line comment `c` stands on the pull request's head now (`None`: outdated).
+    fn line_now(&self, p: &PullSeed, c: &super::state::ReviewCommentSeed) -> Option<u64> {
+        match self.git {
+            Some(git) => super::shapes::current_line(git, p, c),
+            None => c.line,
+        }
+    }
+
+    /// Whether the caller may resolve (and unresolve) the review threads of `p`: GitHub lets the
+    /// pull request's author and those with write access.
+    fn may_resolve(&self, p: &PullSeed) -> bool {
+        let author = self
+            .caller
+            .login()
+            .is_some_and(|l| l.eq_ignore_ascii_case(&p.author));
+        author || self.caller.may_write(self.state, "pull_requests")
+    }
+
     fn review_field(&mut self, n: u64, id: u64, field: &str) -> Result<Out, Fail> {
         let Some(r) = self
             .state
@@ -1134,8 +1150,8 @@ impl<'q, 's> Exec<'q, 's> {
         };
         match field {
             "id" => leaf(format!("PRR_{id}")),
-            "databaseId" => leaf(id),
-            "fullDatabaseId" => leaf(id.to_string()),
+            "databaseId" => int(id),
+            "fullDatabaseId" => big_int(id),
             "state" => leaf(r.state),
             "body" | "bodyText" => leaf(r.body),
             "author" => Ok(self.author(&r.author)),
@@ -1157,18 +1173,21 @@ impl<'q, 's> Exec<'q, 's> {
         let Some(first) = p.review_comments.iter().find(|c| c.id == root).cloned() else {
             return Ok(Out::Null);
         };
+        let line = self.line_now(&p, &first);
         match field {
             "id" => leaf(format!("PRRT_{root}")),
             "isResolved" => leaf(first.resolved_by.is_some()),
-            "isOutdated" | "isCollapsed" => leaf(false),
+            "isOutdated" => leaf(first.line.is_some() && line.is_none()),
+            "isCollapsed" => leaf(first.resolved_by.is_some()),
             "path" => leaf(first.path),
-            "line" | "originalLine" => leaf(first.line),
+            "line" => leaf(line),
+            "originalLine" => leaf(first.line),
             "diffSide" => leaf("RIGHT"),
             "subjectType" => leaf("LINE"),
             "resolvedBy" => Ok(first.resolved_by.map_or(Out::Null, |e| self.author(&e))),
-            "viewerCanResolve" | "viewerCanUnresolve" | "viewerCanReply" => {
-                leaf(self.caller.login().is_some())
-            }
+            "viewerCanResolve" => leaf(first.resolved_by.is_none() && self.may_resolve(&p)),
+            "viewerCanUnresolve" => leaf(first.resolved_by.is_some() && self.may_resolve(&p)),
+            "viewerCanReply" => leaf(self.caller.login().is_some()),
             "pullRequest" => Ok(Out::Obj(Obj::Pull(n))),
             "repository" => Ok(Out::Obj(Obj::Repository)),
             "comments" => {
@@ -1184,23 +1203,23 @@ impl<'q, 's> Exec<'q, 's> {
     }
 
     fn review_comment_field(&mut self, n: u64, id: u64, field: &str) -> Result<Out, Fail> {
-        let Some(c) = self
-            .state
-            .pull(n)
-            .and_then(|p| p.review_comments.iter().find(|c| c.id == id))
-            .cloned()
-        else {
+        let Some(p) = self.state.pull(n).cloned() else {
             return Ok(Out::Null);
         };
+        let Some(c) = p.review_comments.iter().find(|c| c.id == id).cloned() else {
+            return Ok(Out::Null);
+        };
+        let line = self.line_now(&p, &c);
         match field {
             "id" => leaf(format!("PRRC_{id}")),
-            "databaseId" => leaf(id),
-            "fullDatabaseId" => leaf(id.to_string()),
+            "databaseId" => int(id),
+            "fullDatabaseId" => big_int(id),
             "body" | "bodyText" => leaf(c.body),
             "author" => Ok(self.author(&c.author)),
             "editor" => Ok(c.editor.map_or(Out::Null, |e| self.author(&e))),
             "path" => leaf(c.path),
-            "line" | "originalLine" => leaf(c.line),
+            "line" => leaf(line),
+            "originalLine" => leaf(c.line),
             "diffHunk" => leaf(c.diff_hunk),
             "createdAt" | "updatedAt" | "publishedAt" => date_time(c.created_at),
             "url" => leaf(format!(
@@ -1214,7 +1233,7 @@ impl<'q, 's> Exec<'q, 's> {
                 .review_id
                 .map_or(Out::Null, |r| Out::Obj(Obj::Review(n, r)))),
             "pullRequest" => Ok(Out::Obj(Obj::Pull(n))),
-            "outdated" => leaf(false),
+            "outdated" => leaf(c.line.is_some() && line.is_none()),
             _ => Err(self.unknown(&Obj::ReviewComment(n, id), field)),
         }
     }
@@ -1505,6 +1524,16 @@ impl<'q, 's> Exec<'q, 's> {
                         "You must be signed in to resolve a thread".into(),
                     ));
                 };
+                let may = self.state.pull(n).is_some_and(|p| self.may_resolve(p));
+                if !may {
+                    return Err(Fail::Forbidden(if self.caller.is_app_installation() {
+                        "Resource not accessible by integration".into()
+                    } else {
+                        let mut op = field.to_string();
+                        op[..1].make_ascii_uppercase();
+                        format!("{login} does not have the correct permissions to execute `{op}`")
+                    }));
+                }
                 let resolve = field == "resolveReviewThread";
                 if let Some(c) = self
                     .state

@@ -1,5 +1,6 @@
-//! The webhooks the sandbox sends: card moves, comments, labels and closed issues — made through
-//! its API or played through `POST /_sandbox/act` — delivered to one URL, signed with the secret
+//! The webhooks the sandbox sends: card moves, comments, labels, closed issues, reviews and their
+//! line comments — made through its API or played through `POST /_sandbox/act` — delivered to one
+//! URL (an organization's, a repository's or an App's webhook), signed with the secret
 //! (`X-Hub-Signature-256`), with GitHub's headers and payload shapes, one at a time in the order
 //! they happened. A fault on route `WEBHOOK <event>` (`WEBHOOK` matches every event) makes a
 //! delivery go out twice with the same `X-GitHub-Delivery`, as GitHub's redeliveries do.
@@ -20,6 +21,57 @@ pub struct WebhookTarget {
     /// The receiver's URL (`http://127.0.0.1:8080/webhook`).
     pub url: String,
     pub secret: WebhookSecret,
+    /// Whose webhook it is; `None`: the organization's when an organization owns the repository,
+    /// else the repository's.
+    pub kind: Option<HookKind>,
+}
+
+impl WebhookTarget {
+    /// A webhook of the repository's owner (see [`WebhookTarget::kind`]).
+    pub fn new(url: impl Into<String>, secret: WebhookSecret) -> WebhookTarget {
+        WebhookTarget {
+            url: url.into(),
+            secret,
+            kind: None,
+        }
+    }
+}
+
+/// Where a webhook is set up, which decides what it receives: GitHub sends `projects_v2_item`
+/// (organization boards only) to organization webhooks and GitHub Apps, never to a repository's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookKind {
+    Repository,
+    Organization,
+    /// The webhook of a GitHub App installed on the repository (the state's first `apps` entry):
+    /// its payloads name the installation.
+    App,
+}
+
+impl std::str::FromStr for HookKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<HookKind, String> {
+        match s {
+            "repository" => Ok(HookKind::Repository),
+            "organization" => Ok(HookKind::Organization),
+            "app" => Ok(HookKind::App),
+            other => Err(format!(
+                "`{other}` is no webhook kind: repository, organization or app"
+            )),
+        }
+    }
+}
+
+impl HookKind {
+    /// `X-GitHub-Hook-Installation-Target-Type`.
+    fn target_type(self) -> &'static str {
+        match self {
+            HookKind::Repository => "repository",
+            HookKind::Organization => "organization",
+            HookKind::App => "integration",
+        }
+    }
 }
 
 /// Something that happened that GitHub tells webhooks about.
@@ -61,6 +113,11 @@ pub(crate) enum Hook {
         pull: u64,
         review_id: u64,
     },
+    /// A line comment was made on a pull request (in a review, alone, or as a reply).
+    ReviewCommented {
+        pull: u64,
+        comment_id: u64,
+    },
 }
 
 /// One delivery as the sandbox's log shows it (`GET /_sandbox/deliveries`).
@@ -86,6 +143,9 @@ struct Outgoing {
 
 /// The sending side: payloads are made under the state's lock and sent by one task.
 pub(crate) struct Hooks {
+    kind: HookKind,
+    /// The App installation named in an App webhook's payloads.
+    installation: Option<u64>,
     queue: mpsc::UnboundedSender<Outgoing>,
     log: Arc<Mutex<Vec<DeliveryRecord>>>,
     /// Deliveries queued and not yet answered.
@@ -93,7 +153,28 @@ pub(crate) struct Hooks {
 }
 
 impl Hooks {
-    pub fn start(target: WebhookTarget) -> Result<Hooks, String> {
+    /// Send to `target` what happens to `st`, as GitHub would to that kind of webhook.
+    pub fn start(target: WebhookTarget, st: &SandboxState) -> Result<Hooks, String> {
+        let owner = &st.repo.owner;
+        let kind = target.kind.unwrap_or(if st.is_org(owner) {
+            HookKind::Organization
+        } else {
+            HookKind::Repository
+        });
+        if kind == HookKind::Organization && !st.is_org(owner) {
+            return Err(format!(
+                "an organization webhook needs a repository an organization owns; {owner} is a user (use a repository webhook)"
+            ));
+        }
+        let installation = st.apps.first().map(|a| a.installation_id);
+        if kind == HookKind::App && installation.is_none() {
+            return Err("an App webhook needs an App in the state's `apps`".into());
+        }
+        let target_id = match kind {
+            HookKind::Repository => ids::REPO_ID,
+            HookKind::Organization => ids::user(owner),
+            HookKind::App => st.apps.first().map_or(0, |a| a.app_id),
+        };
         let client = client()?;
         let (queue, mut rx) = mpsc::unbounded_channel::<Outgoing>();
         let log = Arc::new(Mutex::new(Vec::new()));
@@ -103,13 +184,15 @@ impl Hooks {
             while let Some(out) = rx.recv().await {
                 let times = if out.redeliver { 2 } else { 1 };
                 for n in 0..times {
-                    let record = deliver(&client, &target, &out, n > 0).await;
+                    let record = deliver(&client, &target, (kind, target_id), &out, n > 0).await;
                     lock(&task_log).push(record);
                 }
                 task_pending.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
             }
         });
         Ok(Hooks {
+            kind,
+            installation,
             queue,
             log,
             pending,
@@ -144,6 +227,7 @@ fn client() -> Result<reqwest::Client, String> {
 async fn deliver(
     client: &reqwest::Client,
     target: &WebhookTarget,
+    (kind, target_id): (HookKind, u64),
     out: &Outgoing,
     redelivery: bool,
 ) -> DeliveryRecord {
@@ -154,7 +238,11 @@ async fn deliver(
         .header("x-github-event", out.event)
         .header("x-github-delivery", &out.id)
         .header("x-github-hook-id", "1")
-        .header("x-github-hook-installation-target-type", "repository")
+        .header("x-github-hook-installation-target-type", kind.target_type())
+        .header(
+            "x-github-hook-installation-target-id",
+            target_id.to_string(),
+        )
         .header(
             crate::events::SIGNATURE_HEADER,
             target.secret.sign(&out.body),
@@ -186,7 +274,9 @@ impl Shared {
             return;
         };
         let (event, payload) = self.payload(st, &hook);
-        if payload.is_null() {
+        // Board events reach organization webhooks and Apps only.
+        if payload.is_null() || (event == "projects_v2_item" && hooks.kind == HookKind::Repository)
+        {
             return;
         }
         let action = payload["action"].as_str().unwrap_or_default().to_string();
@@ -224,7 +314,7 @@ impl Shared {
 
     fn payload(&self, st: &SandboxState, hook: &Hook) -> (&'static str, Value) {
         let origin = self.own_origin(st);
-        let shapes = Shapes::new(&origin, st);
+        let shapes = Shapes::for_webhooks(&origin, st);
         // A pull request's conversation comments come as `issue_comment` with the pull request
         // shown as an issue, as GitHub sends them.
         let issue = |n: u64| match (st.issue(n), st.pull(n)) {
@@ -232,18 +322,18 @@ impl Shared {
             (None, Some(p)) => shapes.pull_as_issue(p),
             (None, None) => Value::Null,
         };
-        let mut common = json!({
-            "repository": shapes.repository(true),
-        });
+        let mut common = json!({ "repository": shapes.repository(false) });
         if st.is_org(&st.repo.owner) {
-            let login = &st.repo.owner;
-            common["organization"] = json!({
-                "login": login,
-                "id": ids::user(login),
-                "node_id": ids::user_node(login, "Organization"),
-                "url": format!("{}/orgs/{login}", origin.api),
-                "description": Value::Null,
-            });
+            common["organization"] = organization(&origin, &st.repo.owner);
+        }
+        // An App's webhooks name its installation.
+        if let Some(id) = self
+            .hooks
+            .as_ref()
+            .filter(|h| h.kind == HookKind::App)
+            .and_then(|h| h.installation)
+        {
+            common["installation"] = json!({ "id": id, "node_id": format!("IN_{id}") });
         }
         let (event, mut payload) = match hook {
             Hook::CardMoved {
@@ -269,8 +359,8 @@ impl Shared {
                         "content_node_id": ids::issue(*issue),
                         "content_type": if st.pull(*issue).is_some() { "PullRequest" } else { "Issue" },
                         "creator": shapes.user(by),
-                        "created_at": chrono::Utc::now().to_rfc3339(),
-                        "updated_at": chrono::Utc::now().to_rfc3339(),
+                        "created_at": super::shapes::iso(chrono::Utc::now()),
+                        "updated_at": super::shapes::iso(chrono::Utc::now()),
                         "archived_at": null,
                     },
                     "changes": { "field_value": {
@@ -283,8 +373,12 @@ impl Shared {
                     }},
                     "sender": shapes.user(by),
                 });
-                // Board events carry the organization, not the repository.
-                common = json!({ "organization": common.get("organization").cloned().unwrap_or(Value::Null) });
+                // Board events carry the organization (the board's), not the repository.
+                let owner = board.map_or(&st.repo.owner, |b| &b.owner);
+                common = json!({
+                    "organization": organization(&origin, owner),
+                    "installation": common.get("installation").cloned().unwrap_or(Value::Null),
+                });
                 ("projects_v2_item", payload)
             }
             Hook::Commented {
@@ -352,10 +446,25 @@ impl Shared {
                 let payload = json!({
                     "action": "submitted",
                     "review": review,
-                    "pull_request": shapes.pull(&self.git, p, true),
+                    "pull_request": simple_pull(shapes.pull(&self.git, p, true)),
                     "sender": shapes.user(&r.author),
                 });
                 ("pull_request_review", payload)
+            }
+            Hook::ReviewCommented { pull, comment_id } => {
+                let Some(p) = st.pull(*pull) else {
+                    return ("pull_request_review_comment", Value::Null);
+                };
+                let Some(c) = p.review_comments.iter().find(|c| c.id == *comment_id) else {
+                    return ("pull_request_review_comment", Value::Null);
+                };
+                let payload = json!({
+                    "action": "created",
+                    "comment": shapes.review_comment(&self.git, p, c),
+                    "pull_request": simple_pull(shapes.pull(&self.git, p, true)),
+                    "sender": shapes.user(&c.author),
+                });
+                ("pull_request_review_comment", payload)
             }
             Hook::Closed { issue: n, by } => {
                 let payload = json!({
@@ -375,6 +484,53 @@ impl Shared {
         }
         (event, payload)
     }
+}
+
+/// A pull request as review webhooks show it: without the REST API's counts and mergeability.
+fn simple_pull(mut pull: Value) -> Value {
+    super::shapes::remove(
+        &mut pull,
+        &[
+            "additions",
+            "changed_files",
+            "comments",
+            "commits",
+            "deletions",
+            "maintainer_can_modify",
+            "mergeable",
+            "mergeable_state",
+            "merged",
+            "merged_by",
+            "rebaseable",
+            "review_comments",
+        ],
+    );
+    pull
+}
+
+/// An organization as webhook payloads show it.
+fn organization(origin: &Origin, login: &str) -> Value {
+    let api = format!("{}/orgs/{login}", origin.api);
+    let mut org = json!({
+        "login": login,
+        "id": ids::user(login),
+        "node_id": ids::user_node(login, "Organization"),
+        "url": api,
+        "avatar_url": format!("{}/avatars/{login}", origin.web),
+        "description": "",
+    });
+    let links = [
+        ("repos_url", "/repos"),
+        ("events_url", "/events"),
+        ("hooks_url", "/hooks"),
+        ("issues_url", "/issues"),
+        ("members_url", "/members{/member}"),
+        ("public_members_url", "/public_members{/member}"),
+    ];
+    for (key, rest) in links {
+        org[key] = json!(format!("{api}{rest}"));
+    }
+    org
 }
 
 /// A GUID, as GitHub's `X-GitHub-Delivery` ids are.

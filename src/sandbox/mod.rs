@@ -34,7 +34,7 @@ use tokio::task::JoinHandle;
 pub use conformance::{REST_DESCRIPTION, Side, Violation, check_rest_request, rest_operation_id};
 pub use fault::Fault;
 pub use git::GitRemote;
-pub use hooks::{Act, DeliveryRecord, WebhookTarget};
+pub use hooks::{Act, DeliveryRecord, HookKind, WebhookTarget};
 pub use state::{
     AppSeed, BoardSeed, CheckRunSeed, CommentSeed, DispatchSeed, FIRST_COMMENT_ID, IssueSeed,
     OwnerType, PullSeed, RenameSeed, RepoSeed, ReviewCommentSeed, ReviewSeed, SandboxState,
@@ -169,6 +169,35 @@ impl Caller {
     pub fn is_app_installation(&self) -> bool {
         matches!(self, Caller::Token { login, permissions: Some(_), .. } if login.ends_with("[bot]"))
     }
+
+    /// The caller's role on the repository (`read` … `admin`), as `viewerPermission` reports it:
+    /// its user's ([`SandboxState::permission`]); an App installation writes.
+    pub fn role(&self, st: &SandboxState) -> String {
+        match self {
+            Caller::Anonymous | Caller::AppJwt(_) => "read".into(),
+            Caller::Unrestricted { .. } => "admin".into(),
+            _ if self.is_app_installation() => "write".into(),
+            Caller::Token { login, .. } => st.permission(login),
+        }
+    }
+
+    /// Whether the caller has write access to the repository's `permission` (`pull_requests`,
+    /// …): a role of `write` or above and, for a fine-grained token or an App installation, that
+    /// permission granted for writing.
+    pub fn may_write(&self, st: &SandboxState, permission: &str) -> bool {
+        let role = matches!(self.role(st).as_str(), "write" | "maintain" | "admin");
+        let granted = match self {
+            Caller::Token {
+                permissions: Some(p),
+                ..
+            } => matches!(
+                p.get(permission).map(String::as_str),
+                Some("write" | "admin")
+            ),
+            _ => true,
+        };
+        role && granted
+    }
 }
 
 /// Everything the server's handlers share.
@@ -288,11 +317,13 @@ impl Sandbox {
         port: u16,
         webhook: Option<WebhookTarget>,
     ) -> Result<Sandbox, SandboxError> {
+        state.normalize().map_err(SandboxError::Invalid)?;
         let hooks = match webhook {
-            Some(target) => Some(hooks::Hooks::start(target).map_err(SandboxError::Invalid)?),
+            Some(target) => {
+                Some(hooks::Hooks::start(target, &state).map_err(SandboxError::Invalid)?)
+            }
             None => None,
         };
-        state.normalize().map_err(SandboxError::Invalid)?;
         let (git, temp) = match &state.repo.git_dir {
             Some(dir) => (GitRemote::open(dir).map_err(SandboxError::Git)?, None),
             None => {

@@ -94,6 +94,14 @@ fn api_routes() -> Router<Arc<Shared>> {
             get(reviews::list_reviews).post(reviews::create_review),
         )
         .route(
+            "/repos/{owner}/{repo}/pulls/{number}/reviews/{review_id}",
+            get(reviews::get_review),
+        )
+        .route(
+            "/repos/{owner}/{repo}/pulls/comments/{comment_id}",
+            get(reviews::get_review_comment),
+        )
+        .route(
             "/repos/{owner}/{repo}/pulls/{number}/comments",
             get(reviews::list_review_comments).post(reviews::create_review_comment),
         )

@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 
 use super::git::{CommitInfo, GitRemote, Mergeability};
 use super::state::{
-    AppSeed, CheckRunSeed, CommentSeed, IssueSeed, OwnerType, PullSeed, ReviewCommentSeed,
-    ReviewSeed, SandboxState, SeedState,
+    AppSeed, CheckRunSeed, CommentSeed, IssueSeed, PullSeed, ReviewCommentSeed, ReviewSeed,
+    SandboxState, SeedState,
 };
 use super::{Origin, ids};
 
@@ -23,15 +23,42 @@ fn time(t: Option<DateTime<Utc>>) -> String {
     iso(t.unwrap_or_else(Utc::now))
 }
 
+/// Where line comment `c` of `p` stands on the pull request's head now: `None` once a commit
+/// after the one it was made on changed its line (GitHub shows it as outdated), or when it has no
+/// line.
+pub(crate) fn current_line(git: &GitRemote, p: &PullSeed, c: &ReviewCommentSeed) -> Option<u64> {
+    let line = c.line?;
+    match (&c.commit_id, git.branch_sha(&p.head)) {
+        (Some(commit), Some(head)) if *commit != head => git.line_at(commit, &head, &c.path, line),
+        _ => Some(line),
+    }
+}
+
 /// Builds answers for one request, with URLs under where the caller reached the sandbox.
 pub(crate) struct Shapes<'a> {
     pub origin: &'a Origin,
     pub st: &'a SandboxState,
+    /// For webhook payloads, whose objects differ a little from the REST API's: users without
+    /// `user_view_type`, repositories with `custom_properties` and `web_commit_signoff_required`
+    /// and without the counts of `full-repository`, issues without `closed_by`.
+    webhook: bool,
 }
 
 impl<'a> Shapes<'a> {
     pub fn new(origin: &'a Origin, st: &'a SandboxState) -> Shapes<'a> {
-        Shapes { origin, st }
+        Shapes {
+            origin,
+            st,
+            webhook: false,
+        }
+    }
+
+    /// Shapes for webhook payloads.
+    pub fn for_webhooks(origin: &'a Origin, st: &'a SandboxState) -> Shapes<'a> {
+        Shapes {
+            webhook: true,
+            ..Shapes::new(origin, st)
+        }
     }
 
     /// `rest` under the repository's API URL.
@@ -52,22 +79,7 @@ impl<'a> Shapes<'a> {
 
     /// GitHub's `author_association` of `login` on the repository.
     pub fn association(&self, login: &str) -> &'a str {
-        if let Some(a) = self
-            .st
-            .users
-            .iter()
-            .find(|u| u.login.eq_ignore_ascii_case(login))
-            .and_then(|u| u.association.as_deref())
-        {
-            return a;
-        }
-        if self.st.repo.owner_type == OwnerType::User
-            && self.st.repo.owner.eq_ignore_ascii_case(login)
-        {
-            "OWNER"
-        } else {
-            "NONE"
-        }
+        self.st.association(login)
     }
 
     /// A user (or organization, or bot) as `simple-user`.
@@ -80,7 +92,7 @@ impl<'a> Shapes<'a> {
             "User"
         };
         let api = format!("{}/users/{login}", self.origin.api);
-        json!({
+        let mut user = json!({
             "login": login,
             "id": ids::user(login),
             "node_id": ids::user_node(login, kind),
@@ -100,7 +112,11 @@ impl<'a> Shapes<'a> {
             "type": kind,
             "user_view_type": "public",
             "site_admin": false,
-        })
+        });
+        if self.webhook {
+            remove(&mut user, &["user_view_type"]);
+        }
+        user
     }
 
     /// The authenticated user (`GET /user`), as `public-user`.
@@ -237,11 +253,16 @@ impl<'a> Shapes<'a> {
                 m.insert(key.into(), json!(format!("{api}{rest}")));
             }
         }
-        if full {
-            if let Value::Object(m) = &mut v {
-                m.insert("network_count".into(), json!(0));
-                m.insert("subscribers_count".into(), json!(0));
-            }
+        if self.webhook {
+            merge(
+                &mut v,
+                json!({ "custom_properties": {}, "web_commit_signoff_required": false }),
+            );
+        } else if full {
+            merge(
+                &mut v,
+                json!({ "network_count": 0, "subscribers_count": 0 }),
+            );
         }
         v
     }
@@ -285,7 +306,7 @@ impl<'a> Shapes<'a> {
         })
     }
 
-    /// An issue as the issues API shows it.
+    /// An issue as the issues API shows it (and webhooks, but for `closed_by`).
     pub fn issue(&self, i: &IssueSeed) -> Value {
         let n = i.number;
         let closed = i.state == SeedState::Closed;
@@ -306,12 +327,14 @@ impl<'a> Shapes<'a> {
                 "created_at": time(i.created_at),
                 "updated_at": time(i.updated_at.or(i.created_at)),
                 "closed_at": if closed { json!(time(i.updated_at.or(i.created_at))) } else { Value::Null },
-                "closed_by": Value::Null,
                 "reactions": self.reactions(&format!("/issues/{n}/reactions")),
                 "timeline_url": self.api(&format!("/issues/{n}/timeline")),
                 "performed_via_github_app": Value::Null,
             }),
         );
+        if !self.webhook {
+            merge(&mut v, json!({ "closed_by": Value::Null }));
+        }
         v
     }
 
@@ -336,6 +359,9 @@ impl<'a> Shapes<'a> {
                 "updated_at": time(p.created_at),
                 "closed_at": Value::Null,
                 "draft": p.draft,
+                "reactions": self.reactions(&format!("/issues/{n}/reactions")),
+                "timeline_url": self.api(&format!("/issues/{n}/timeline")),
+                "performed_via_github_app": Value::Null,
                 "pull_request": {
                     "url": self.api(&format!("/pulls/{n}")),
                     "html_url": self.web(&format!("/pull/{n}")),
@@ -391,9 +417,23 @@ impl<'a> Shapes<'a> {
         })
     }
 
-    /// A line comment of pull request `p`.
-    pub fn review_comment(&self, p: &PullSeed, c: &ReviewCommentSeed) -> Value {
+    /// A line comment of pull request `p`: its `line` and `position` are where the line stands
+    /// on the pull request's head now, `original_line` and `original_position` where it was
+    /// commented on. Once a later commit changed the line (the comment is outdated) it has no
+    /// `line` or `position`: webhooks say `null`, the REST API leaves them out (its description
+    /// types them as integers).
+    pub fn review_comment(&self, git: &GitRemote, p: &PullSeed, c: &ReviewCommentSeed) -> Value {
         let n = p.number;
+        let (line, commit_id) = match (current_line(git, p, c), git.branch_sha(&p.head)) {
+            (Some(line), Some(head)) => (Some(line), Some(head)),
+            (line, _) => (line, c.commit_id.clone()),
+        };
+        let original = c.commit_id.as_deref().unwrap_or(&p.head);
+        let at = |commit: &str, line: Option<u64>| {
+            line.and_then(|l| git.diff_position(&p.base, commit, &c.path, l))
+        };
+        let position = commit_id.as_deref().and_then(|head| at(head, line));
+        let original_position = at(original, c.line);
         let url = self.api(&format!("/pulls/comments/{}", c.id));
         let html = self.web(&format!("/pull/{n}#discussion_r{}", c.id));
         let pull = self.api(&format!("/pulls/{n}"));
@@ -404,7 +444,7 @@ impl<'a> Shapes<'a> {
             "node_id": format!("PRRC_{}", c.id),
             "diff_hunk": c.diff_hunk,
             "path": c.path,
-            "commit_id": c.commit_id.clone().unwrap_or_default(),
+            "commit_id": commit_id.unwrap_or_default(),
             "original_commit_id": c.commit_id.clone().unwrap_or_default(),
             "user": self.user(&c.author),
             "body": c.body,
@@ -413,8 +453,13 @@ impl<'a> Shapes<'a> {
             "html_url": html,
             "pull_request_url": pull,
             "author_association": self.association(&c.author),
-            "line": c.line,
+            "line": line,
             "original_line": c.line,
+            "position": position,
+            "original_position": original_position,
+            "start_line": Value::Null,
+            "original_start_line": Value::Null,
+            "start_side": Value::Null,
             "side": "RIGHT",
             "subject_type": "line",
             "_links": { "self": { "href": url }, "html": { "href": html }, "pull_request": { "href": pull } },
@@ -422,6 +467,13 @@ impl<'a> Shapes<'a> {
         });
         if let Some(parent) = c.in_reply_to {
             v["in_reply_to_id"] = json!(parent);
+        }
+        if !self.webhook {
+            for key in ["line", "position", "original_line", "original_position"] {
+                if v[key].is_null() {
+                    remove(&mut v, &[key]);
+                }
+            }
         }
         v
     }
@@ -671,5 +723,14 @@ impl<'a> Shapes<'a> {
 fn merge(base: &mut Value, extra: Value) {
     if let (Value::Object(b), Value::Object(e)) = (base, extra) {
         b.extend(e);
+    }
+}
+
+/// `value` without `keys`.
+pub(crate) fn remove(value: &mut Value, keys: &[&str]) {
+    if let Value::Object(m) = value {
+        for k in keys {
+            m.remove(*k);
+        }
     }
 }

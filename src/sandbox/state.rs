@@ -53,6 +53,11 @@ pub struct UserSeed {
     /// `NONE` for anyone else.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub association: Option<String>,
+    /// The user's role on the repository: `read`, `triage`, `write`, `maintain` or `admin`.
+    /// Absent: `admin` for an `OWNER`, `write` for a `MEMBER` or `COLLABORATOR`, `read` for
+    /// anyone else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permission: Option<String>,
 }
 
 /// A token the sandbox accepts, the user it stands for and what it may do.
@@ -590,6 +595,20 @@ impl SandboxState {
 
     /// Check the seed and fill in what it may leave out (comment ids and times).
     pub fn normalize(&mut self) -> Result<(), String> {
+        const ROLES: [&str; 5] = ["read", "triage", "write", "maintain", "admin"];
+        for u in &self.users {
+            if let Some(p) = u
+                .permission
+                .as_deref()
+                .filter(|p| !ROLES.contains(&p.to_ascii_lowercase().as_str()))
+            {
+                return Err(format!(
+                    "user {} has permission `{p}`; it is one of {}",
+                    u.login,
+                    ROLES.join(", ")
+                ));
+            }
+        }
         let mut seen = std::collections::BTreeSet::new();
         for n in self
             .issues
@@ -793,6 +812,38 @@ impl SandboxState {
     }
 
     /// Logins that are organizations.
+    /// GitHub's `author_association` of `login` on the repository.
+    pub(crate) fn association(&self, login: &str) -> &str {
+        if let Some(a) = self
+            .users
+            .iter()
+            .find(|u| u.login.eq_ignore_ascii_case(login))
+            .and_then(|u| u.association.as_deref())
+        {
+            return a;
+        }
+        if self.repo.owner_type == OwnerType::User && self.repo.owner.eq_ignore_ascii_case(login) {
+            "OWNER"
+        } else {
+            "NONE"
+        }
+    }
+
+    /// `login`'s role on the repository (`read`, `triage`, `write`, `maintain`, `admin`).
+    pub(crate) fn permission(&self, login: &str) -> String {
+        let set = self
+            .users
+            .iter()
+            .find(|u| u.login.eq_ignore_ascii_case(login))
+            .and_then(|u| u.permission.as_deref());
+        match (set, self.association(login)) {
+            (Some(p), _) => p.to_ascii_lowercase(),
+            (None, "OWNER") => "admin".into(),
+            (None, "MEMBER" | "COLLABORATOR") => "write".into(),
+            _ => "read".into(),
+        }
+    }
+
     pub(crate) fn is_org(&self, login: &str) -> bool {
         (self.repo.owner.eq_ignore_ascii_case(login)
             && self.repo.owner_type == OwnerType::Organization)

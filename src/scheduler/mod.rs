@@ -1075,6 +1075,9 @@ impl Loop {
 
     async fn command(&mut self, issue: u64, command: Command, by: &str, comment: Option<u64>) {
         match command {
+            Command::Run if self.live.contains_key(&issue) => {
+                self.already_running(issue, by, comment).await;
+            }
             Command::Run => {
                 if self.accepting {
                     self.enqueue(issue, &format!("`run` by @{by}"), None);
@@ -1091,6 +1094,37 @@ impl Loop {
             // The revision reads the codeowners' feedback, this comment included, itself.
             Command::Revise { .. } => self.revise(issue, &format!("@{by} asked for a revision")),
         }
+    }
+
+    /// A `run` of an issue whose run is live: one line saying which run and where it is, in a
+    /// comment of its own edited in place when asked again (for a command made in a comment).
+    async fn already_running(&self, issue: u64, by: &str, comment: Option<u64>) {
+        let run = Checkpoint::all(&self.s.project.root)
+            .into_iter()
+            .find(|cp| cp.issue == issue)
+            .map_or_else(
+                || "of this issue".to_string(),
+                |cp| format!("`{}`", cp.run_id),
+            );
+        let column = self
+            .tracker
+            .position(issue)
+            .and_then(|p| p.column)
+            .map_or_else(
+                || "a column not known yet".to_string(),
+                |c| format!("**{c}**"),
+            );
+        let line = format!(
+            "@{by}: run {run} is already running, with the card in {column}; nothing new was started (`{} stop` stops it).",
+            self.s.project.settings.watch.command_prefix
+        );
+        if comment.is_some() {
+            let marker = Marker::new(format!("issue-{issue}"), "watch", 0, "already-running");
+            if let Err(e) = self.s.access.gh.post_or_edit(issue, &marker, &line).await {
+                tracing::warn!(issue, "could not answer the `run`: {e}");
+            }
+        }
+        self.ignored("run", line);
     }
 
     async fn status_comment(&self, issue: u64, comment: Option<u64>) {

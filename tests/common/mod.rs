@@ -53,6 +53,7 @@ pub fn seed(git_dir: &std::path::Path) -> SandboxState {
         login: "alice".into(),
         name: Some("Alice".into()),
         association: Some("MEMBER".into()),
+        permission: None,
     }];
     s.tokens = vec![
         TokenSeed::classic(FULL, "alice", &["repo", "project"]),

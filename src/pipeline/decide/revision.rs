@@ -63,7 +63,8 @@ impl Reviewers<'_> {
 pub struct ThreadNote {
     /// GraphQL id, to resolve it.
     pub thread: String,
-    /// The comment a reply answers (the thread's last trusted comment).
+    /// The comment a reply answers: the thread's top-level (first) comment, as GitHub takes
+    /// replies only to top-level review comments ("replies to replies are not supported").
     pub reply_to: u64,
     pub line: Option<u64>,
     pub diff_hunk: String,
@@ -244,7 +245,6 @@ fn thread_notes(fb: &Feedback, who: &Reviewers<'_>, skipped: &mut Skipped) -> Ve
         });
         let after = answered.map_or(0, |i| i + 1);
         let mut comments = Vec::new();
-        let mut reply_to = None;
         for c in &t.comments[after..] {
             if who.is_viewer(&c.author) {
                 continue;
@@ -254,9 +254,12 @@ fn thread_notes(fb: &Feedback, who: &Reviewers<'_>, skipped: &mut Skipped) -> Ve
                 continue;
             }
             comments.push((c.author.clone(), cut(&c.body)));
-            reply_to = Some(c.id);
         }
-        let Some(reply_to) = reply_to else {
+        // Replies go to the comment that started the thread, whichever comment asked.
+        if comments.is_empty() {
+            continue;
+        }
+        let Some(reply_to) = t.comments.first().map(|c| c.id) else {
             continue;
         };
         if !inside_repository(&t.path) {
@@ -648,6 +651,10 @@ mod tests {
         assert_eq!(f.round, 2);
         assert_eq!(f.threads().count(), 1);
         assert_eq!(f.files[0].threads[0].comments[0].1, "not quite");
+        assert_eq!(
+            f.files[0].threads[0].reply_to, 3,
+            "the reply goes to the thread's first comment, not to the one that asked"
+        );
         assert!(
             f.general.is_empty(),
             "a review older than the last revision was addressed then"
