@@ -174,45 +174,48 @@ impl LiveEffects {
         self.worktree()
     }
 
-    /// Record in the checkpoint how the worktree's files stand now, for a resume to put them back
-    /// to (after an agent's exit, and after supervisor's own changes).
-    async fn settle(&mut self) {
+    /// One look at the worktree, off the async threads, after it is made, after an agent (`stage`,
+    /// "Implementation stage (developer)") and after supervisor's own merges: the git set-up
+    /// before the first agent (taken once), whether the stage changed it (the first stage that did
+    /// is remembered), and its files as a tree, recorded in the checkpoint for a resume.
+    async fn look_at_worktree(&mut self, stage: Option<&str>) {
         let Some(wt) = self.wt.clone() else {
             return;
         };
-        let tree = match tokio::task::spawn_blocking(move || wt.snapshot()).await {
-            Ok(Ok(tree)) => tree,
-            Ok(Err(e)) => return tracing::warn!("the worktree's state is not recorded: {e}"),
+        let baseline = self.git_setup.clone();
+        let compare = stage.is_some() && self.git_changed.is_none();
+        let looked = tokio::task::spawn_blocking(move || {
+            let changed = baseline
+                .as_ref()
+                .filter(|_| compare)
+                .and_then(|before| wt.git_changed_since(before));
+            let setup = baseline.is_none().then(|| wt.git_setup());
+            (setup, changed, wt.snapshot())
+        })
+        .await;
+        let (setup, changed, tree) = match looked {
+            Ok(looked) => looked,
+            Err(e) => return tracing::warn!("the worktree could not be looked at: {e}"),
+        };
+        if setup.is_some() {
+            self.git_setup = setup;
+        }
+        if let (Some(stage), Some(what)) = (stage, changed) {
+            tracing::warn!("the {stage} changed the worktree's git set-up: {what}");
+            self.git_changed = Some((stage.to_string(), what));
+        }
+        let tree = match tree {
+            Ok(tree) => tree,
             Err(e) => return tracing::warn!("the worktree's state is not recorded: {e}"),
         };
         let Ok(mut cp) = self.checkpoint.lock() else {
             return;
         };
-        let Some(cp) = cp.as_mut() else {
-            return;
-        };
-        if cp.settled.as_deref() != Some(tree.as_str()) {
+        if let Some(cp) = cp.as_mut().filter(|cp| cp.settled.as_ref() != Some(&tree)) {
             cp.settled = Some(tree);
             if let Err(e) = cp.save(&self.project.root) {
                 tracing::warn!("could not write the checkpoint: {e}");
             }
-        }
-    }
-
-    /// After the agent of `stage` ("Implementation stage (developer)"): note whether it changed the
-    /// worktree's git set-up.
-    async fn note_git_changes(&mut self, stage: &str) {
-        let (Some(wt), Some(before), None) =
-            (self.wt.clone(), self.git_setup.clone(), &self.git_changed)
-        else {
-            return;
-        };
-        let changed = tokio::task::spawn_blocking(move || wt.git_changed_since(&before))
-            .await
-            .unwrap_or_else(|e| Some(format!("it could not be read ({e})")));
-        if let Some(what) = changed {
-            tracing::warn!("the {stage} changed the worktree's git set-up: {what}");
-            self.git_changed = Some((stage.to_string(), what));
         }
     }
 
@@ -470,12 +473,8 @@ impl Effects for LiveEffects {
             base: wt.base.clone(),
             reused: wt.origin,
         };
-        let sealed = wt.clone();
-        self.git_setup = tokio::task::spawn_blocking(move || sealed.git_setup())
-            .await
-            .ok();
         self.wt = Some(wt);
-        self.settle().await;
+        self.look_at_worktree(None).await;
         Ok((info, warnings))
     }
 
@@ -538,7 +537,7 @@ impl Effects for LiveEffects {
         })
         .await;
         if let Ok(MergeOutcome::Merged { .. }) = &merged {
-            self.settle().await;
+            self.look_at_worktree(None).await;
         }
         merged
     }
@@ -648,9 +647,8 @@ impl Effects for LiveEffects {
             () = heartbeat => unreachable!("the heartbeat never ends"),
             () = live => unreachable!("the live view waits for the run"),
         };
-        self.note_git_changes(&format!("{} stage ({})", d.stage, d.agent))
+        self.look_at_worktree(Some(&format!("{} stage ({})", d.stage, d.agent)))
             .await;
-        self.settle().await;
         run
     }
 
@@ -693,7 +691,7 @@ impl Effects for LiveEffects {
         })
         .await
         .map_err(|e| RunError::Workspace(WorkspaceError::Task(e)))?;
-        self.settle().await;
+        self.look_at_worktree(None).await;
         Ok(checked.map(|()| prepared))
     }
 
