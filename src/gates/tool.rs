@@ -70,6 +70,14 @@ pub const PYLSP: ToolSpec = ToolSpec::new(
 pub const GOPLS: ToolSpec = ToolSpec::new("gopls", "gopls", "", Ecosystem::System);
 pub const RUST_ANALYZER: ToolSpec =
     ToolSpec::new("rust-analyzer", "rust-analyzer", "", Ecosystem::System);
+// Test runners of the oracle (src/verify): the project's own installed copy when the main
+// checkout has one, else the pinned one.
+pub const VITEST: ToolSpec = ToolSpec::new("vitest", "vitest", "4.1.12", Ecosystem::Npm);
+pub const JEST: ToolSpec = ToolSpec::new("jest", "jest", "30.5.2", Ecosystem::Npm);
+pub const PYTEST: ToolSpec = ToolSpec::new("pytest", "pytest", "9.2.0", Ecosystem::Python);
+pub const NODE: ToolSpec = ToolSpec::new("node", "Node.js", "", Ecosystem::System);
+pub const GO: ToolSpec = ToolSpec::new("go", "Go", "", Ecosystem::System);
+pub const CARGO: ToolSpec = ToolSpec::new("cargo", "Rust (rustup)", "", Ecosystem::System);
 
 /// A located tool.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -476,12 +484,14 @@ mod tests {
     #[test]
     fn pins_match_the_install_script() {
         let script = include_str!("../../scripts/install-tools.sh");
-        for spec in [TSC, TYPESCRIPT_LANGUAGE_SERVER, KNIP, JSCPD] {
+        for spec in [TSC, TYPESCRIPT_LANGUAGE_SERVER, KNIP, JSCPD, VITEST] {
             let pin = format!("\"{}@{}\"", spec.package, spec.version);
             assert!(script.contains(&pin), "install-tools.sh lacks {pin}");
         }
-        let pin = format!("\"{}=={}\"", PYLSP.package, PYLSP.version);
-        assert!(script.contains(&pin), "install-tools.sh lacks {pin}");
+        for spec in [PYLSP, PYTEST] {
+            let pin = format!("\"{}=={}\"", spec.package, spec.version);
+            assert!(script.contains(&pin), "install-tools.sh lacks {pin}");
+        }
     }
 
     #[tokio::test]
