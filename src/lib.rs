@@ -3,8 +3,8 @@
 //! deterministic audit score, and a pull request on approval.
 //!
 //! Rooms, each knowing only those listed before it: `config`, `agent`, `github`, `events`,
-//! `workspace`, `gates`, `audit`, `pipeline`, `report`, `sandbox`, `serve`; `cli` wires them to the
-//! command line.
+//! `workspace`, `gates`, `verify`, `audit`, `pipeline`, `report`, `sandbox`, `serve`; `cli` wires
+//! them to the command line.
 
 pub mod agent;
 pub mod audit;
@@ -23,4 +23,5 @@ pub mod sandbox;
 pub mod scheduler;
 pub mod serve;
 pub mod tls;
+pub mod verify;
 pub mod workspace;

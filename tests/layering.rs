@@ -8,7 +8,7 @@ use std::path::Path;
 /// Room → the rooms it may use.
 fn allowed() -> BTreeMap<&'static str, Vec<&'static str>> {
     let base = ["config", "process", "tls"];
-    let services = ["agent", "github", "workspace", "gates", "audit"];
+    let services = ["agent", "github", "workspace", "gates", "verify", "audit"];
     let mut t: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     t.insert("config", vec![]);
     t.insert("process", vec![]);
@@ -19,6 +19,10 @@ fn allowed() -> BTreeMap<&'static str, Vec<&'static str>> {
     t.insert("workspace", [&base[..], &["agent"]].concat());
     // The agents' environment allowlist, which gate tools get too.
     t.insert("gates", [&base[..], &["agent"]].concat());
+    // The oracle: its configuration (`verify.command`, `verify.report`) lives with the workflow it
+    // is part of; its runners are found and run the way gate tools are (trust rules, environment
+    // allowlist, process groups, stop request), all of it through `gates`.
+    t.insert("verify", vec!["config", "gates"]);
     // Findings are the agent protocol's.
     t.insert("audit", vec!["config", "agent"]);
     t.insert("events", vec!["config", "github"]);

@@ -5,6 +5,7 @@ mod issue;
 pub mod schema;
 mod settings;
 mod source;
+mod verify;
 mod workflow;
 
 pub use dimension::Dimension;
@@ -14,6 +15,7 @@ pub use settings::{
     SERVER_URL_ENV, SETTINGS_PATHS, Settings, WatchSettings, command_prefix_problem, env_name,
 };
 pub use source::{DuplicateKey, JsonIndex, read_text};
+pub use verify::{ReportSpec, VerifyConfig};
 pub use workflow::{
     BuiltIn, DEFAULT_WORKFLOW, Expect, GateKind, Hook, HookObject, HookSpec, Stage, StageSpec,
     WORKFLOW_PATH, Workflow,

@@ -41,7 +41,11 @@ pub use ci::{CiContext, CiError, CiPoll, CiRun, CiSource, NoCiConnection};
 pub use duplicates::{CloneType, classify_clone};
 pub use report::{Finding, FindingSeverity, GateReport, GateStatus, NotRunCause, Verdict, verdict};
 pub use session::GateSession;
-pub use tool::{ToolLocation, find_on_path, truncate_chars};
+pub use tool::{
+    CARGO, GO, JEST, Launcher, NODE, PYTEST, ProcessOutput, Reach, RunError, ScratchDir, Tool,
+    ToolLocation, ToolSpec, VITEST, apply_env, brief, find_on_path, locate_from, run_captured,
+    tool_path, truncate_chars,
+};
 pub use trust::{ToolEnv, main_checkout_of};
 
 /// The tools a gate of `kind` runs, each with where it was found in `ctx` or why it was not:

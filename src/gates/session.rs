@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 use super::lsp::ServerPool;
-use super::tool::{JSCPD, KNIP, PYLSP, TSC, TYPESCRIPT_LANGUAGE_SERVER};
+use super::tool::{JEST, JSCPD, KNIP, PYLSP, PYTEST, TSC, TYPESCRIPT_LANGUAGE_SERVER, VITEST};
 use super::trust::{InstalledTools, ToolEnv, main_checkout_of};
 use crate::agent::Sandbox;
 
@@ -66,8 +66,15 @@ impl GateSession {
             .map(|m| {
                 InstalledTools::record(
                     m,
-                    &[TSC.bin, TYPESCRIPT_LANGUAGE_SERVER.bin, KNIP.bin, JSCPD.bin],
-                    &[PYLSP.bin],
+                    &[
+                        TSC.bin,
+                        TYPESCRIPT_LANGUAGE_SERVER.bin,
+                        KNIP.bin,
+                        JSCPD.bin,
+                        VITEST.bin,
+                        JEST.bin,
+                    ],
+                    &[PYLSP.bin, PYTEST.bin],
                 )
             })
             .unwrap_or_default();

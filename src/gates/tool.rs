@@ -76,6 +76,14 @@ pub const PYLSP: ToolSpec = ToolSpec::new(
 pub const GOPLS: ToolSpec = ToolSpec::new("gopls", "gopls", "", Ecosystem::System);
 pub const RUST_ANALYZER: ToolSpec =
     ToolSpec::new("rust-analyzer", "rust-analyzer", "", Ecosystem::System);
+// Test runners of the oracle (src/verify): the project's own installed copy when the main
+// checkout has one, else the pinned one.
+pub const VITEST: ToolSpec = ToolSpec::new("vitest", "vitest", "4.1.12", Ecosystem::Npm);
+pub const JEST: ToolSpec = ToolSpec::new("jest", "jest", "30.5.2", Ecosystem::Npm);
+pub const PYTEST: ToolSpec = ToolSpec::new("pytest", "pytest", "9.2.0", Ecosystem::Python);
+pub const NODE: ToolSpec = ToolSpec::new("node", "Node.js", "", Ecosystem::System);
+pub const GO: ToolSpec = ToolSpec::new("go", "Go", "", Ecosystem::System);
+pub const CARGO: ToolSpec = ToolSpec::new("cargo", "Rust (rustup)", "", Ecosystem::System);
 
 /// A located tool.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -243,14 +251,55 @@ impl Tool {
         I: IntoIterator<Item = S>,
         S: AsRef<OsStr>,
     {
+        self.command_through(dir, &[], args, false, writes)
+    }
+
+    /// A command running the tool as a test runner: `wrapper` (a shell line that execs `"$0"
+    /// "$@"`, or none) then the tool and `args`, with the checkout writable in the sandbox (a test
+    /// run builds and caches into it, and the code it runs is the agent's, which could write it
+    /// anyway) and `writes` writable too.
+    pub fn runner_command<I, S>(
+        &self,
+        dir: &Path,
+        wrapper: &[&str],
+        args: I,
+        writes: &[&Path],
+    ) -> Result<Command, String>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.command_through(dir, wrapper, args, true, writes)
+    }
+
+    fn command_through<I, S>(
+        &self,
+        dir: &Path,
+        wrapper: &[&str],
+        args: I,
+        tree_writable: bool,
+        writes: &[&Path],
+    ) -> Result<Command, String>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
         let reach = Reach {
-            tree_writable: false,
+            tree_writable,
             read: self.reads.clone(),
             write: writes.iter().map(|p| p.to_path_buf()).collect(),
         };
-        self.launcher
-            .command(self.location.program(), args, dir, &reach)
-            .map_err(|e| format!("{} cannot run in its sandbox: {e}", self.spec.bin))
+        let program = self.location.program();
+        let made = match wrapper.split_first() {
+            None => self.launcher.command(program, args, dir, &reach),
+            Some((shell, rest)) => {
+                let mut all: Vec<std::ffi::OsString> = rest.iter().map(Into::into).collect();
+                all.push(program.as_os_str().to_os_string());
+                all.extend(args.into_iter().map(|a| a.as_ref().to_os_string()));
+                self.launcher.command(Path::new(shell), all, dir, &reach)
+            }
+        };
+        made.map_err(|e| format!("{} cannot run in its sandbox: {e}", self.spec.bin))
     }
 
     /// The tool, with the installation of `file` (a library it loads) visible in the sandbox too.
@@ -633,12 +682,14 @@ mod tests {
     #[test]
     fn pins_match_the_install_script() {
         let script = include_str!("../../scripts/install-tools.sh");
-        for spec in [TSC, TYPESCRIPT_LANGUAGE_SERVER, KNIP, JSCPD] {
+        for spec in [TSC, TYPESCRIPT_LANGUAGE_SERVER, KNIP, JSCPD, VITEST] {
             let pin = format!("\"{}@{}\"", spec.package, spec.version);
             assert!(script.contains(&pin), "install-tools.sh lacks {pin}");
         }
-        let pin = format!("\"{}=={}\"", PYLSP.package, PYLSP.version);
-        assert!(script.contains(&pin), "install-tools.sh lacks {pin}");
+        for spec in [PYLSP, PYTEST] {
+            let pin = format!("\"{}=={}\"", spec.package, spec.version);
+            assert!(script.contains(&pin), "install-tools.sh lacks {pin}");
+        }
     }
 
     #[tokio::test]

@@ -73,7 +73,7 @@ pub struct Fixture {
     pub repo: Repository,
 }
 
-fn copy_tree(from: &Path, to: &Path) {
+pub fn copy_tree(from: &Path, to: &Path) {
     for entry in std::fs::read_dir(from).unwrap_or_else(|e| panic!("{}: {e}", from.display())) {
         let entry = entry.expect("readable fixture entry");
         let target = to.join(entry.file_name());

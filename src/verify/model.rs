@@ -1,0 +1,505 @@
+//! What the oracle reports: tests by a stable id, their outcomes, whole runs, and which tests a run
+//! was asked for.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::gates::NotRunCause;
+
+/// A test, named the same way in every run of the project: by its file and its full name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TestId {
+    /// The test's file relative to the project directory, with `/` separators (`tests/math.test.ts`,
+    /// `tests/test_math.py`); for cargo the target's root file (`src/lib.rs`, `tests/math.rs`); for
+    /// `go test` the package's import path. Empty when the report does not say (`node --test` before
+    /// Node 22 names no files) — and for an entry about the whole run.
+    pub file: String,
+    /// The full name: the enclosing suites and the test as the runner nests them (`add > adds two`
+    /// for vitest, jest and `node --test`; `TestGroup::test_inner` for pytest; `tests::adds` for
+    /// cargo; `TestAdd/negative` for go). Empty for an entry about the file itself: a file that did
+    /// not load (syntax or import error, collection error, compile error).
+    pub name: String,
+}
+
+impl TestId {
+    pub fn new(file: impl Into<String>, name: impl Into<String>) -> TestId {
+        TestId {
+            file: file.into(),
+            name: name.into(),
+        }
+    }
+
+    /// The entry of a file that did not load.
+    pub fn file_itself(file: impl Into<String>) -> TestId {
+        TestId::new(file, "")
+    }
+
+    /// The entry of the whole run (the runner failed without naming a test or a file).
+    pub fn whole_run() -> TestId {
+        TestId::new("", "")
+    }
+
+    /// An entry about a file (or the whole run) rather than one test.
+    pub fn is_file_itself(&self) -> bool {
+        self.name.is_empty()
+    }
+}
+
+impl fmt::Display for TestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.file.is_empty(), self.name.is_empty()) {
+            (true, true) => f.write_str("(the whole run)"),
+            (false, true) => f.write_str(&self.file),
+            (true, false) => f.write_str(&self.name),
+            (false, false) => write!(f, "{}::{}", self.file, self.name),
+        }
+    }
+}
+
+/// How one test ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    Pass,
+    /// The test ran and did not pass: an assertion, a panic, an exception in its body.
+    Fail,
+    /// The test could not run: its file did not load (syntax or import error, compile error), its
+    /// collection or set-up failed, or its process died before it reported.
+    Error,
+    /// Skipped, ignored or not selected by the runner's own filter.
+    Skipped,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Pass => "pass",
+            Outcome::Fail => "fail",
+            Outcome::Error => "error",
+            Outcome::Skipped => "skipped",
+        }
+    }
+
+    /// Fail or error: the test did not pass when it was meant to run.
+    pub fn is_failure(self) -> bool {
+        matches!(self, Outcome::Fail | Outcome::Error)
+    }
+
+    /// Which of two reports of one test counts: an error over a failure over a pass over a skip.
+    pub(crate) fn rank(self) -> u8 {
+        match self {
+            Outcome::Skipped => 0,
+            Outcome::Pass => 1,
+            Outcome::Fail => 2,
+            Outcome::Error => 3,
+        }
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A place in a file (`file:line`), as the report gives it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Location {
+    /// Relative to the project directory where the report names a file inside it.
+    pub file: String,
+    pub line: u32,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.file, self.line)
+    }
+}
+
+/// One test's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TestResult {
+    pub id: TestId,
+    pub outcome: Outcome,
+    /// For a failure or an error, its first line (`expected 4 to be 5`, `assert 4 == 5`,
+    /// `ModuleNotFoundError: No module named 'x'`); for a skip, its reason when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Where it failed, when the report says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<Location>,
+    /// How long it took, when the report says (libtest's stable output does not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+}
+
+impl TestResult {
+    pub fn new(id: TestId, outcome: Outcome) -> TestResult {
+        TestResult {
+            id,
+            outcome,
+            message: None,
+            location: None,
+            duration_ms: None,
+        }
+    }
+
+    pub(crate) fn with_message(mut self, message: Option<String>) -> TestResult {
+        self.message = message;
+        self
+    }
+}
+
+/// Counts of a run's results by outcome.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Totals {
+    pub passed: usize,
+    pub failed: usize,
+    pub errors: usize,
+    pub skipped: usize,
+}
+
+impl Totals {
+    pub fn of(results: &[TestResult]) -> Totals {
+        let mut t = Totals::default();
+        for r in results {
+            match r.outcome {
+                Outcome::Pass => t.passed += 1,
+                Outcome::Fail => t.failed += 1,
+                Outcome::Error => t.errors += 1,
+                Outcome::Skipped => t.skipped += 1,
+            }
+        }
+        t
+    }
+
+    pub fn total(&self) -> usize {
+        self.passed + self.failed + self.errors + self.skipped
+    }
+}
+
+impl fmt::Display for Totals {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} passed, {} failed, {} errors, {} skipped",
+            self.passed, self.failed, self.errors, self.skipped
+        )
+    }
+}
+
+/// One test or a group of tests a run is asked for. At least one of the two is set.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TestSelector {
+    /// The file (as in [`TestId::file`]); `None`: any file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// The full name (as in [`TestId::name`]); `None`: every test of the file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+}
+
+impl TestSelector {
+    /// The test `name` of `file`.
+    pub fn test(file: impl Into<String>, name: impl Into<String>) -> TestSelector {
+        TestSelector {
+            file: Some(file.into()),
+            name: Some(name.into()),
+        }
+    }
+
+    /// Every test of `file`.
+    pub fn file(file: impl Into<String>) -> TestSelector {
+        TestSelector {
+            file: Some(file.into()),
+            name: None,
+        }
+    }
+
+    /// The tests called `name`, in whichever file.
+    pub fn named(name: impl Into<String>) -> TestSelector {
+        TestSelector {
+            file: None,
+            name: Some(name.into()),
+        }
+    }
+
+    /// Whether the result `id` belongs to what this selects: the test itself, or an entry that
+    /// stands for it — its file's entry when the file did not load, the whole run's entry, and
+    /// (where the report names no files) a test of that name.
+    pub fn matches(&self, id: &TestId) -> bool {
+        let file = match &self.file {
+            None => true,
+            Some(f) => id.file.is_empty() || id.file == *f,
+        };
+        let name = match &self.name {
+            None => true,
+            Some(n) => id.name.is_empty() || id.name == *n,
+        };
+        file && name
+    }
+}
+
+impl fmt::Display for TestSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.file, &self.name) {
+            (Some(file), Some(name)) => write!(f, "{file}::{name}"),
+            (Some(file), None) => f.write_str(file),
+            (None, Some(name)) => f.write_str(name),
+            (None, None) => f.write_str("(every test)"),
+        }
+    }
+}
+
+/// Which tests a run runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "select", content = "tests", rename_all = "lowercase")]
+pub enum Selection {
+    /// The whole suite.
+    #[default]
+    All,
+    /// Only these (the designated tests). The runner's own filter narrows what runs where it has
+    /// one; the run's results are then kept to what the selectors match.
+    Only(Vec<TestSelector>),
+}
+
+impl Selection {
+    /// Whether a result with `id` belongs to the selection.
+    pub fn keeps(&self, id: &TestId) -> bool {
+        match self {
+            Selection::All => true,
+            Selection::Only(selectors) => selectors.iter().any(|s| s.matches(id)),
+        }
+    }
+
+    /// The files the selection names, each once, in order (empty for the whole suite, or when a
+    /// selector names no file: then every file may hold a selected test).
+    pub fn files(&self) -> Vec<&str> {
+        self.each_once(|s| s.file.as_deref())
+    }
+
+    /// The test names the selection names, each once — or none when a selector takes a whole file
+    /// (then no name filter may narrow the run).
+    pub fn names(&self) -> Vec<&str> {
+        self.each_once(|s| s.name.as_deref())
+    }
+
+    /// `part` of every selector, each once in order; empty unless every selector has one.
+    fn each_once<'a>(&'a self, part: impl Fn(&'a TestSelector) -> Option<&'a str>) -> Vec<&'a str> {
+        let Selection::Only(selectors) = self else {
+            return Vec::new();
+        };
+        let mut found: Vec<&str> = Vec::new();
+        for s in selectors {
+            match part(s) {
+                None => return Vec::new(),
+                Some(p) if !found.contains(&p) => found.push(p),
+                Some(_) => {}
+            }
+        }
+        found
+    }
+}
+
+/// One run of a project's tests that produced a readable report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TestRun {
+    /// The runner (`vitest`, `pytest`, `cargo`…).
+    pub runner: String,
+    /// What ran, for people (the command line; cargo's build and test commands).
+    pub command: String,
+    pub selection: Selection,
+    /// Every result the report gave that the selection keeps, by id (one result per id).
+    pub results: Vec<TestResult>,
+    pub totals: Totals,
+    pub duration_ms: u64,
+}
+
+impl TestRun {
+    /// The result of `id`.
+    pub fn get(&self, id: &TestId) -> Option<&TestResult> {
+        self.results
+            .binary_search_by(|r| r.id.cmp(id))
+            .ok()
+            .map(|i| &self.results[i])
+    }
+
+    /// The outcome of `id`.
+    pub fn outcome(&self, id: &TestId) -> Option<Outcome> {
+        self.get(id).map(|r| r.outcome)
+    }
+
+    /// The results with outcome `outcome`.
+    pub fn with_outcome(&self, outcome: Outcome) -> impl Iterator<Item = &TestResult> {
+        self.results.iter().filter(move |r| r.outcome == outcome)
+    }
+
+    /// At least one test passed and nothing failed or errored (skips aside).
+    pub fn is_green(&self) -> bool {
+        self.totals.passed > 0 && self.totals.failed == 0 && self.totals.errors == 0
+    }
+}
+
+/// Why a run gave no answer: the runner is missing or could not start, it timed out or was
+/// stopped, or its report is missing or unreadable. Never a pass.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("not run: {reason}")]
+pub struct NotRun {
+    pub reason: String,
+    /// Whether running again unchanged may help ([`NotRunCause::is_resumable`]).
+    pub cause: NotRunCause,
+}
+
+impl NotRun {
+    pub(crate) fn setup(reason: impl Into<String>) -> NotRun {
+        NotRun {
+            reason: reason.into(),
+            cause: NotRunCause::Setup,
+        }
+    }
+}
+
+/// Sort `results` by id and keep one result per id: the worst outcome, with its message and place.
+pub(crate) fn merge_by_id(mut results: Vec<TestResult>) -> Vec<TestResult> {
+    results.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut out: Vec<TestResult> = Vec::with_capacity(results.len());
+    for r in results {
+        match out.last_mut() {
+            Some(last) if last.id == r.id => {
+                if r.outcome.rank() > last.outcome.rank() {
+                    let duration = last.duration_ms.or(r.duration_ms);
+                    *last = r;
+                    last.duration_ms = duration;
+                }
+            }
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+/// What the parsers' tests check their results with.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{Outcome, TestResult};
+
+    /// `id → outcome` of each result, in order.
+    pub fn outcomes(results: &[TestResult]) -> Vec<(String, Outcome)> {
+        results
+            .iter()
+            .map(|r| (r.id.to_string(), r.outcome))
+            .collect()
+    }
+
+    /// A result's first line and place (`file:line`).
+    pub fn detail(r: &TestResult) -> (Option<&str>, Option<String>) {
+        (
+            r.message.as_deref(),
+            r.location.as_ref().map(ToString::to_string),
+        )
+    }
+
+    /// Every `(input, what the error says)` case is refused, with an error saying it.
+    pub fn assert_refused<T: std::fmt::Debug>(
+        cases: &[(&str, &str)],
+        parse: impl Fn(&str) -> Result<T, String>,
+    ) {
+        for (input, want) in cases {
+            match parse(input) {
+                Err(e) => assert!(e.contains(want), "{input:?}: {e}"),
+                Ok(read) => panic!("{input:?} was read: {read:?}"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selectors_match_the_test_its_file_entry_and_the_whole_run() {
+        let one = TestSelector::test("tests/a.test.ts", "add > adds");
+        let cases = [
+            (TestId::new("tests/a.test.ts", "add > adds"), true),
+            (TestId::new("tests/a.test.ts", "add > other"), false),
+            (TestId::new("tests/b.test.ts", "add > adds"), false),
+            (TestId::file_itself("tests/a.test.ts"), true),
+            (TestId::file_itself("tests/b.test.ts"), false),
+            (TestId::whole_run(), true),
+            // The report named no file (node --test before Node 22).
+            (TestId::new("", "add > adds"), true),
+            (TestId::new("", "add > other"), false),
+        ];
+        for (id, want) in cases {
+            assert_eq!(one.matches(&id), want, "{one} vs {id}");
+        }
+        let file = TestSelector::file("tests/a.test.ts");
+        assert!(file.matches(&TestId::new("tests/a.test.ts", "anything")));
+        assert!(!file.matches(&TestId::new("tests/b.test.ts", "anything")));
+        let named = TestSelector::named("TestAdd");
+        assert!(named.matches(&TestId::new("example.com/m", "TestAdd")));
+        assert!(!named.matches(&TestId::new("example.com/m", "TestSub")));
+    }
+
+    #[test]
+    fn selection_files_and_names_narrow_only_when_every_selector_says() {
+        let sel = Selection::Only(vec![
+            TestSelector::test("a.py", "test_x"),
+            TestSelector::test("a.py", "test_y"),
+            TestSelector::test("b.py", "test_x"),
+        ]);
+        assert_eq!(sel.files(), ["a.py", "b.py"]);
+        assert_eq!(sel.names(), ["test_x", "test_y"]);
+        let mixed = Selection::Only(vec![
+            TestSelector::test("a.py", "test_x"),
+            TestSelector::file("b.py"),
+        ]);
+        assert_eq!(mixed.files(), ["a.py", "b.py"]);
+        assert!(mixed.names().is_empty(), "b.py is wanted whole");
+        let by_name = Selection::Only(vec![TestSelector::named("test_x")]);
+        assert!(by_name.files().is_empty());
+        assert_eq!(by_name.names(), ["test_x"]);
+        assert!(Selection::All.files().is_empty() && Selection::All.names().is_empty());
+        assert!(Selection::All.keeps(&TestId::new("x", "y")));
+        assert!(!sel.keeps(&TestId::new("c.py", "test_x")));
+    }
+
+    #[test]
+    fn the_worst_report_of_a_test_counts() {
+        let id = TestId::file_itself("tests/broken.test.js");
+        let mut fail = TestResult::new(id.clone(), Outcome::Fail);
+        fail.duration_ms = Some(5);
+        let error = TestResult::new(id.clone(), Outcome::Error)
+            .with_message(Some("Cannot find module".into()));
+        let other = TestResult::new(TestId::new("a", "b"), Outcome::Pass);
+        let merged = merge_by_id(vec![fail, other.clone(), error]);
+        assert_eq!(merged.len(), 2);
+        assert_eq!(merged[0], other);
+        assert_eq!(merged[1].outcome, Outcome::Error);
+        assert_eq!(merged[1].message.as_deref(), Some("Cannot find module"));
+        assert_eq!(merged[1].duration_ms, Some(5));
+    }
+
+    #[test]
+    fn ids_display_as_file_and_name() {
+        assert_eq!(TestId::new("a.py", "T::t").to_string(), "a.py::T::t");
+        assert_eq!(TestId::file_itself("a.py").to_string(), "a.py");
+        assert_eq!(TestId::new("", "adds").to_string(), "adds");
+        assert_eq!(TestId::whole_run().to_string(), "(the whole run)");
+        let totals = Totals {
+            passed: 2,
+            failed: 1,
+            errors: 0,
+            skipped: 3,
+        };
+        assert_eq!(totals.total(), 6);
+        assert_eq!(
+            totals.to_string(),
+            "2 passed, 1 failed, 0 errors, 3 skipped"
+        );
+    }
+}
