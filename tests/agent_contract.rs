@@ -677,3 +677,94 @@ async fn pi_transcripts_stay_small_when_files_stream_in_small_deltas() {
     assert!(dropped > 20 * size, "{dropped} vs {size}");
     assert!(size < 6 * content.len() as u64, "{size}");
 }
+
+/// Issue 26: pi, every tool call of its developer failing, answers COMPLETE having changed nothing.
+/// The whole pipeline against the sandbox GitHub: the issue stays open and the run stops naming why
+/// (it used to be closed as "Already Resolved" with no evidence at all).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pi_changing_nothing_is_no_resolution() {
+    let Some(program) = installed(Cli::Pi) else {
+        return;
+    };
+    let server = FakeModel::start(vec![]).await;
+    // A pi set-up (its models.json naming the fake server), for its environment.
+    let pi = World::new(Cli::Pi, &program, &server);
+    let mut spec = supervisor::demo::demo_spec();
+    spec.settings
+        .insert("agentBackend".into(), serde_json::json!("pi"));
+    // The built-in roles, on the fake model.
+    for role in [
+        "researcher",
+        "architect",
+        "test-designer",
+        "developer",
+        "auditor",
+    ] {
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("agents/{role}.md")),
+        )
+        .unwrap();
+        let text = text.replacen("---\n", &format!("---\nmodel: {}\n", Cli::Pi.model()), 1);
+        spec.files
+            .push((format!(".supervisor/agents/{role}.md"), text));
+    }
+    spec.settings
+        .insert("agentsDir".into(), serde_json::json!(".supervisor/agents"));
+    let done = |agent: &str| {
+        supervisor::demo::answer(
+            "Done.",
+            serde_json::json!({ "action": "COMPLETE", "agentName": agent, "commentBody": format!("## {agent}\n\nnotes") }),
+        )
+    };
+    let quiet = tokens(500, 20, 0, 0);
+    server.set_script(vec![
+        turn(vec![Step::Text(done("researcher"))], quiet),
+        turn(vec![Step::Text(done("architect"))], quiet),
+        turn(vec![Step::Text(done("test-designer"))], quiet),
+        turn(
+            vec![Step::Run("cat /nonexistent/supervisor-contract-file".into())],
+            quiet,
+        ),
+        turn(
+            vec![Step::Text(supervisor::demo::answer(
+                "It already works.",
+                serde_json::json!({ "action": "COMPLETE", "agentName": "developer", "summary": "nothing to change" }),
+            ))],
+            quiet,
+        ),
+    ]);
+    let dir = tempfile::tempdir_in(scratch::scratch_base()).unwrap();
+    let world = supervisor::demo::World::build(dir.path(), spec)
+        .await
+        .expect("world builds");
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_supervisor"))
+        .args(["run", "1", "--json"])
+        .current_dir(&world.repo)
+        .env_clear()
+        .envs(pi.env.iter().map(|(k, v)| (k, v)))
+        .envs(world.env())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(240), out)
+        .await
+        .expect("the run ended in time")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("nothing proves the issue already resolved"),
+        "{stderr}"
+    );
+    let (state, comments) = world.sandbox.with_state(|s| {
+        (
+            s.issue(1).unwrap().state,
+            s.comments_of(1)
+                .iter()
+                .map(|c| c.body.clone())
+                .collect::<Vec<_>>(),
+        )
+    });
+    assert_eq!(state, supervisor::sandbox::SeedState::Open);
+    assert!(comments.iter().all(|c| !c.contains("Already Resolved")));
+    assert_eq!(server.model_calls().len(), 5, "every stage ran on pi");
+}

@@ -341,7 +341,7 @@ async fn approval_with_empty_findings_is_still_scored() {
 }
 
 #[tokio::test]
-async fn no_commits_closes_the_issue_as_resolved() {
+async fn no_change_is_no_resolution_without_proof() {
     let mut s = spec();
     set_role(
         &mut s,
@@ -350,16 +350,26 @@ async fn no_commits_closes_the_issue_as_resolved() {
     );
     let mut w = FakeWorld::new(s);
     let r = w.run(None).await;
-    assert_eq!(r.code(), 0);
-    assert_eq!(w.issue_state(), SeedState::Closed);
-    assert_eq!(
-        w.posted_headings().last().map(String::as_str),
-        Some("## Already Resolved")
+    assert_eq!(r.code(), 1);
+    assert_eq!(w.issue_state(), SeedState::Open);
+    assert!(
+        !w.posted_headings()
+            .iter()
+            .any(|h| h.contains("Already Resolved"))
     );
-    assert_eq!(w.column().as_deref(), Some("Done"));
+    assert_eq!(w.column().as_deref(), Some("Implementation"));
     assert!(w.pulls().is_empty());
     assert_eq!(w.starts("Audit"), 0);
-    assert_eq!(r.summary().end, RunEnd::ClosedAsResolved);
+    match &r.summary().end {
+        RunEnd::Stopped { stage, reason } => {
+            assert_eq!(stage, "Implementation");
+            assert!(
+                reason.contains("nothing proves the issue already resolved"),
+                "{reason}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 async fn refused(mut w: FakeWorld, code: u8, message: &str) -> FakeWorld {

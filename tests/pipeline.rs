@@ -569,7 +569,7 @@ async fn approval_with_empty_findings_is_still_scored() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_commits_closes_the_issue_as_resolved() {
+async fn no_change_is_no_resolution_without_proof() {
     let mut spec = spec();
     set_role(
         &mut spec,
@@ -581,16 +581,32 @@ async fn no_commits_closes_the_issue_as_resolved() {
     );
     let (_d, world) = world(spec).await;
     let r = run(&world, &[]).await;
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(issue_state(&world), SeedState::Closed);
+    assert_eq!(r.code, 1, "{}", r.stderr);
     assert_eq!(
-        posted_headings(&world).last().map(String::as_str),
-        Some("## Already Resolved")
+        issue_state(&world),
+        SeedState::Open,
+        "never closed on an agent's word"
     );
-    assert_eq!(column(&world).as_deref(), Some("Done"));
+    assert_eq!(r.summary["end"]["kind"], "stopped", "{}", r.summary);
+    let why = r.summary["end"]["reason"].as_str().unwrap_or_default();
+    assert!(why.contains("developer changed nothing"), "{why}");
+    assert!(
+        why.contains("nothing proves the issue already resolved"),
+        "{why}"
+    );
+    let last = comments(&world).last().cloned().unwrap_or_default().1;
+    assert!(
+        last.contains("nothing proves the issue already resolved"),
+        "{last}"
+    );
+    assert!(
+        !posted_headings(&world)
+            .iter()
+            .any(|h| h.contains("Already Resolved"))
+    );
+    assert_eq!(column(&world).as_deref(), Some("Implementation"));
     assert!(pulls(&world).is_empty());
     assert_eq!(starts(&world, "Audit"), 0);
-    assert_eq!(r.summary["end"]["kind"], "closed-as-resolved");
 }
 
 async fn refused(spec: WorldSpec, issue: u64, code: i32, message: &str) -> World {

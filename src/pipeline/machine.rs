@@ -15,7 +15,8 @@ use super::decide::admission::{
 };
 use super::decide::trust::{Authority, trusted_notes};
 use super::decide::work::{
-    commit_message, exit_text, move_work, outcome_of, resolved_without_change, return_context,
+    commit_message, exit_text, move_work, outcome_of, return_context, unchanged_after_commit_stage,
+    unproven_resolution,
 };
 use super::decide::{
     DecideInput, Decision, RunState, Step as PlanStep, StopReason, Transition, TransitionKind,
@@ -985,11 +986,15 @@ impl Machine {
         });
         match decision {
             Err(e) => Want::Record(vec![halt(w.stage.clone(), w.attempt, e.to_string())]),
-            Ok(Decision::RunGates { transition, hooks }) => {
+            Ok(Decision::RunGates { hooks, .. }) => {
                 if self.opts.revise.is_none()
-                    && resolved_without_change(stage, w.ahead.unwrap_or(0))
+                    && unchanged_after_commit_stage(stage, w.ahead.unwrap_or(0))
                 {
-                    return self.want_resolved(w, transition);
+                    return Want::Record(vec![halt(
+                        w.stage.clone(),
+                        w.attempt,
+                        unproven_resolution(&w.agent),
+                    )]);
                 }
                 Want::Do(Effect::RunGates {
                     stage: w.stage.clone(),
@@ -1057,27 +1062,6 @@ impl Machine {
                 note,
             },
         }))
-    }
-
-    fn want_resolved(&self, w: &Work, gated: Transition) -> Want {
-        if !self.r.closed {
-            return Want::Do(Effect::CloseIssue {
-                marker: self.marker(&w.stage, w.attempt, "resolved"),
-                text: Text::Resolved {
-                    branch: self.branch(),
-                    base: self.base(),
-                },
-            });
-        }
-        Want::Record(vec![Event::Decision {
-            transition: Transition {
-                to: self.project.workflow.done().status.clone(),
-                kind: TransitionKind::Forward,
-                reason: "no commits on the branch: closed as already resolved".into(),
-                score: None,
-                ..gated
-            },
-        }])
     }
 
     fn want_stop_decided(&self, w: &Work, outcome: &Outcome, reason: StopReason) -> Want {

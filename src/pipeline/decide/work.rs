@@ -109,9 +109,17 @@ pub fn commit_message(issue: u64, title: &str, agent: &str, attempt: u32) -> Str
     format!("#{issue}: {title} ({agent} attempt {attempt})")
 }
 
-/// A developer stage that left its branch without commits: the work is already in place.
-pub fn resolved_without_change(stage: &Stage, ahead: u32) -> bool {
+/// A developer stage that left its branch without commits.
+pub fn unchanged_after_commit_stage(stage: &Stage, ahead: u32) -> bool {
     stage.commits && ahead == 0
+}
+
+/// Why a run whose developer changed nothing stops: an agent saying the work is already done is no
+/// proof (its tools may all have failed), and an issue is closed as resolved only on evidence.
+pub fn unproven_resolution(agent: &str) -> String {
+    format!(
+        "{agent} changed nothing, and nothing proves the issue already resolved: no test of it ran and          passed on the base branch. supervisor does not close an issue on an agent's word; look at it          and close it if it is resolved, or say what is missing and run again"
+    )
 }
 
 /// What a decided move needs before it is applied.
