@@ -543,7 +543,121 @@ fn only_reexports(text: &str) -> bool {
     statement.trim().is_empty()
 }
 
-/// Changed sources without a changed test, by each language's convention.
+/// The module specifiers a JS/TS file imports: `import … from "x"`, `export … from "x"`,
+/// `import "x"`, `require("x")`, `import("x")`.
+fn js_imports(text: &str) -> Vec<String> {
+    static IMPORT: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = IMPORT.get_or_init(|| {
+        regex::Regex::new(
+            r#"(?:\bfrom\s*|\bimport\s*|\brequire\s*\(\s*|\bimport\s*\(\s*)["']([^"'\n]+)["']"#,
+        )
+        .expect("a valid pattern")
+    });
+    re.captures_iter(text).map(|c| c[1].to_string()).collect()
+}
+
+/// The repository path a relative JS/TS specifier in the file at `from` names, trying the file
+/// extensions and `index` files module resolution tries; `None` for a package name or a path
+/// that is not there (`exists` tells).
+fn resolve_js(from: &str, spec: &str, exists: &impl Fn(&str) -> bool) -> Option<String> {
+    if !spec.starts_with('.') {
+        return None;
+    }
+    let mut parts: Vec<&str> = dir_of(from).split('/').filter(|p| !p.is_empty()).collect();
+    for part in spec.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            other => parts.push(other),
+        }
+    }
+    let base = parts.join("/");
+    let stripped = base
+        .strip_suffix(".js")
+        .or_else(|| base.strip_suffix(".mjs"))
+        .unwrap_or(&base)
+        .to_string();
+    const EXTS: [&str; 8] = ["ts", "tsx", "mts", "cts", "js", "jsx", "mjs", "cjs"];
+    std::iter::once(base.clone())
+        .chain(EXTS.iter().map(|e| format!("{stripped}.{e}")))
+        .chain(EXTS.iter().map(|e| format!("{base}/index.{e}")))
+        .find(|candidate| exists(candidate))
+}
+
+/// Whether the JS/TS test at `test` imports the module `source`, directly or through modules that
+/// re-export it (a package entry re-exporting its parts), up to three re-exports deep.
+fn js_test_imports(test: &str, source: &str, read: &impl Fn(&str) -> Option<String>) -> bool {
+    let exists = |p: &str| read(p).is_some();
+    let mut frontier = vec![test.to_string()];
+    let mut seen: Vec<String> = Vec::new();
+    for depth in 0..4 {
+        let mut next = Vec::new();
+        for file in &frontier {
+            let Some(text) = read(file) else { continue };
+            for spec in js_imports(&text) {
+                let Some(module) = resolve_js(file, &spec, &exists) else {
+                    continue;
+                };
+                if module == source {
+                    return true;
+                }
+                // Past the test itself, only re-exports lead on.
+                let reexports = depth == 0 || only_reexports(&read(&module).unwrap_or_default());
+                if reexports && !seen.contains(&module) {
+                    seen.push(module.clone());
+                    next.push(module);
+                }
+            }
+        }
+        frontier = next;
+    }
+    false
+}
+
+/// Whether the Python test at `test` imports the module at `source` (`import a.b`, `from a.b import
+/// c`, `from a import b`), the module named by its path from the repository root or from a `src/`
+/// directory.
+fn py_test_imports(test: &str, source: &str, read: &impl Fn(&str) -> Option<String>) -> bool {
+    let Some(text) = read(test) else {
+        return false;
+    };
+    let path = source.strip_suffix(".py").unwrap_or(source);
+    let path = path.strip_suffix("/__init__").unwrap_or(path);
+    let dotted: Vec<String> = std::iter::once(path)
+        .chain(path.split_once("src/").map(|(_, rest)| rest))
+        .map(|p| p.replace('/', "."))
+        .collect();
+    text.lines().map(str::trim).any(|line| {
+        let named: Vec<String> = if let Some(rest) = line.strip_prefix("from ") {
+            let Some((module, names)) = rest.split_once(" import ") else {
+                return false;
+            };
+            let module = module.trim();
+            let mut all = vec![module.to_string()];
+            all.extend(
+                names
+                    .trim_matches(|c| c == '(' || c == ')')
+                    .split(',')
+                    .map(|n| n.split_whitespace().next().unwrap_or_default())
+                    .filter(|n| !n.is_empty())
+                    .map(|n| format!("{module}.{n}")),
+            );
+            all
+        } else if let Some(rest) = line.strip_prefix("import ") {
+            rest.split(',')
+                .map(|m| m.split_whitespace().next().unwrap_or_default().to_string())
+                .collect()
+        } else {
+            return false;
+        };
+        named.iter().any(|n| dotted.iter().any(|d| d == n))
+    })
+}
+
+/// Changed sources without a changed test, by each language's convention or by a changed test that
+/// imports them.
 pub fn test_parity(
     changes: &ChangeSet,
     read: impl Fn(&str) -> Option<String>,
@@ -573,15 +687,22 @@ pub fn test_parity(
                         || name.starts_with(&format!("{s}.spec."))
                         || (in_dir_named(t, &["__tests__", "test", "tests"])
                             && (stem(t) == s || name.starts_with(&format!("{s}."))))
+                        || js_test_imports(t, path, &read)
                 }),
-                format!("{s}.test.* / {s}.spec.* or __tests__/{s}.* (TS/JS convention)"),
+                format!(
+                    "{s}.test.* / {s}.spec.* or __tests__/{s}.* (TS/JS convention), or a changed test importing it"
+                ),
             ),
             Lang::Python => (
                 tests.iter().any(|t| {
                     let name = file_name(t);
-                    name == format!("test_{s}.py") || name == format!("{s}_test.py")
+                    name == format!("test_{s}.py")
+                        || name == format!("{s}_test.py")
+                        || py_test_imports(t, path, &read)
                 }),
-                format!("test_{s}.py or {s}_test.py (pytest convention)"),
+                format!(
+                    "test_{s}.py or {s}_test.py (pytest convention), or a changed test importing it"
+                ),
             ),
             Lang::Go => (
                 tests
@@ -1010,6 +1131,56 @@ mod tests {
         assert!(findings[0].message.contains("invoices.test.*"));
         assert!(findings[1].message.contains("test_tax.py"));
         assert_eq!(note, "tests: 5/9 changed sources have a changed test");
+    }
+
+    /// unjs/ufo: `src/utils.ts` is tested by `test/utilities.test.ts`, which imports the package's
+    /// entry (`../src`), which re-exports `./utils`; a Python test importing its module by path.
+    #[test]
+    fn a_changed_test_importing_the_source_counts_whatever_its_name() {
+        let c = change(&[
+            ("src/utils.ts", FileStatus::Modified, 5, 1),
+            ("test/utilities.test.ts", FileStatus::Modified, 9, 0),
+            ("src/encoding.ts", FileStatus::Modified, 2, 0),
+            ("src/pkg/billing.py", FileStatus::Modified, 3, 0),
+            ("tests/test_invoices.py", FileStatus::Modified, 9, 0),
+            ("src/pkg/tax.py", FileStatus::Modified, 3, 0),
+        ]);
+        let read = |p: &str| -> Option<String> {
+            Some(
+                match p {
+                    "test/utilities.test.ts" => {
+                        "import { describe, it } from \"vitest\";\nimport { withQuery } from \"../src\";\n"
+                    }
+                    "src/index.ts" => "export * from \"./utils\";\nexport * from \"./parse\";\n",
+                    "src/utils.ts" | "src/parse.ts" | "src/encoding.ts" => "export const x = 1;\n",
+                    "tests/test_invoices.py" => {
+                        "import pytest\nfrom pkg.billing import total, tax_rate\n"
+                    }
+                    "src/pkg/billing.py" | "src/pkg/tax.py" => "X = 1\n",
+                    _ => return None,
+                }
+                .to_string(),
+            )
+        };
+        let (findings, _) = test_parity(&c, read);
+        let flagged: Vec<&str> = findings.iter().filter_map(|f| f.file.as_deref()).collect();
+        assert_eq!(flagged, vec!["src/encoding.ts", "src/pkg/tax.py"]);
+        assert!(js_test_imports(
+            "test/utilities.test.ts",
+            "src/utils.ts",
+            &read
+        ));
+        assert!(!js_test_imports(
+            "test/utilities.test.ts",
+            "src/encoding.ts",
+            &read
+        ));
+        assert_eq!(
+            js_imports(
+                "const a = require('./a'); export { b } from \"../b\"; await import('./c');"
+            ),
+            ["./a", "../b", "./c"]
+        );
     }
 
     #[test]
