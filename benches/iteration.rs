@@ -247,6 +247,7 @@ fn round(rt: &Runtime, worktree: &Path, session: &GateSession) -> (Duration, Vec
         state_dir: worktree.join(".supervisor/gates"),
         search_path: Some(tools_path()),
         session: session.clone(),
+        proof: None,
     };
     let started = Instant::now();
     let reports = rt.run(1800, run_gates(&hooks, &ctx));

@@ -13,6 +13,7 @@ pub mod config;
 pub mod demo;
 pub mod doctor;
 pub mod events;
+pub mod evidence;
 pub mod gates;
 pub mod github;
 pub mod pipeline;

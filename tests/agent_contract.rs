@@ -690,6 +690,8 @@ async fn pi_changing_nothing_is_no_resolution() {
     // A pi set-up (its models.json naming the fake server), for its environment.
     let pi = World::new(Cli::Pi, &program, &server);
     let mut spec = supervisor::demo::demo_spec();
+    // The fake model's test designer plans; it writes no tests.
+    spec.workflow = Some(supervisor::demo::workflow_without_oracle());
     spec.settings
         .insert("agentBackend".into(), serde_json::json!("pi"));
     // The built-in roles, on the fake model.

@@ -88,6 +88,13 @@ fn demo_runs_the_whole_pipeline_and_prints_a_pull_request() {
         page.contains("Please also accept weeks"),
         "the review's line comment: {page}"
     );
+    // The pull request shows the proof: each criterion's test on the base and on the head.
+    assert!(page.contains("<h2>Proof</h2>"), "{page}");
+    assert!(
+        page.contains("parseDuration &gt; accepts hours")
+            || page.contains("parseDuration > accepts hours"),
+        "{page}"
+    );
     let issue_url = url_after(&stderr, "issue #1");
     let (status, _, page) = browse(&issue_url);
     assert_eq!(status, 200, "{issue_url}: {page}");
@@ -117,6 +124,7 @@ fn demo_runs_the_whole_pipeline_and_prints_a_pull_request() {
     assert_eq!(status.code(), Some(0), "{stderr}");
     let tools = root.join(".tools");
     let tsc_installed = tools.join("node/node_modules/.bin/tsc").is_file();
+    let vitest_installed = tools.join("node/node_modules/.bin/vitest").is_file();
     if tools.is_dir() {
         assert!(
             stderr.contains(&format!("using the tools in {}", tools.display())),
@@ -141,9 +149,30 @@ fn demo_runs_the_whole_pipeline_and_prints_a_pull_request() {
     assert_eq!(summary["gateBounces"], 1);
     assert_eq!(summary["rejections"], 1);
     assert_eq!(summary["agents"].as_array().unwrap().len(), 8);
+    // The test designer's round: the oracle shows its tests failing on the base (where vitest is
+    // installed; elsewhere red shows as not run), and the contract holds.
+    let rounds = summary["gateRounds"].as_array().unwrap();
+    let design = &rounds[0];
+    assert_eq!(design["stage"], "TestDesign", "{design}");
+    assert_eq!(design["failing"], serde_json::json!([]), "{design}");
+    // The README criterion no test can check goes on as the contract's warning.
+    assert_eq!(
+        design["warnings"],
+        serde_json::json!(["contract"]),
+        "{design}"
+    );
+    if vitest_installed {
+        assert_eq!(design["verdict"], "not-blocked", "{design}");
+        assert_eq!(design["notRun"], serde_json::json!([]), "{design}");
+    } else {
+        assert_eq!(design["notRun"], serde_json::json!(["red"]), "{design}");
+    }
     // The no-TODO gate needs only git, so the bounce happens on every machine; tools that are
     // missing show as not run, never as passed.
-    let first = &summary["gateRounds"][0];
+    let first = rounds
+        .iter()
+        .find(|r| r["stage"] == "Implementation")
+        .expect("a round of the developer's gates");
     assert!(
         first["failing"]
             .as_array()
@@ -157,6 +186,7 @@ fn demo_runs_the_whole_pipeline_and_prints_a_pull_request() {
             assert!(!round["failing"].as_array().unwrap().contains(gate));
             // The tools of .tools/ are used without anyone putting them on PATH.
             assert!(!(tsc_installed && gate == "tsc"), "{round}");
+            assert!(!(vitest_installed && gate == "green"), "{round}");
         }
     }
     if tsc_installed {

@@ -7,12 +7,13 @@ use std::path::Path;
 
 /// Room → the rooms it may use.
 fn allowed() -> BTreeMap<&'static str, Vec<&'static str>> {
-    let base = ["config", "process", "tls"];
+    let base = ["config", "process", "tls", "evidence"];
     let services = ["agent", "github", "workspace", "gates", "verify", "audit"];
     let mut t: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     t.insert("config", vec![]);
     t.insert("process", vec![]);
     t.insert("tls", vec![]);
+    t.insert("evidence", vec!["config"]);
     t.insert("agent", base.to_vec());
     t.insert("github", vec!["config", "tls"]);
     // Token variables to keep out of setup commands.
@@ -22,7 +23,7 @@ fn allowed() -> BTreeMap<&'static str, Vec<&'static str>> {
     // The oracle: its configuration (`verify.command`, `verify.report`) lives with the workflow it
     // is part of; its runners are found and run the way gate tools are (trust rules, environment
     // allowlist, process groups, stop request), all of it through `gates`.
-    t.insert("verify", vec!["config", "gates"]);
+    t.insert("verify", vec!["config", "gates", "evidence"]);
     // Findings are the agent protocol's.
     t.insert("audit", vec!["config", "agent"]);
     t.insert("events", vec!["config", "github"]);

@@ -2105,3 +2105,6 @@ async fn sigint_during_a_slow_setup_command_stops_within_two_seconds() {
     assert!(r.stderr.contains("time to first agent"), "{}", r.stderr);
     assert_eq!(column(&world).as_deref(), Some("Done"));
 }
+
+#[path = "pipeline/oracle.rs"]
+mod oracle;

@@ -196,7 +196,8 @@ async fn create_setup_commit_push_and_clean_up() {
         supervisor::workspace::Committed {
             sha: None,
             ahead: 1,
-            head: sha.clone()
+            head: sha.clone(),
+            outside: Vec::new(),
         },
         "nothing new: the branch as it stands"
     );

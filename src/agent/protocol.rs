@@ -109,6 +109,16 @@ pub struct Outcome {
     pub marker_target: Option<String>,
     /// Things that were tolerated (an unknown key, a repaired string) worth showing.
     pub notes: Vec<String>,
+    /// The tests this answer designates (a test designer's): they must fail on the base and pass
+    /// on the head.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tests: Vec<crate::evidence::TestSelector>,
+    /// Each acceptance criterion → its tests, or why none can check it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub contract: Vec<crate::evidence::Criterion>,
+    /// The test designer says the issue is already resolved: its tests pass on the base.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub already_resolved: bool,
 }
 
 impl Outcome {
@@ -126,6 +136,9 @@ impl Outcome {
             pr_body: None,
             marker_target: None,
             notes: Vec::new(),
+            tests: Vec::new(),
+            contract: Vec::new(),
+            already_resolved: false,
         }
     }
 }
@@ -647,7 +660,19 @@ fn from_object(
             ));
         }
     }
-    const KNOWN: [&str; 11] = [
+    o.tests = parse_tests(&m)?;
+    o.contract = parse_contract(&m)?;
+    o.already_resolved = match m.get("alreadyResolved") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            return Err(invalid(
+                "alreadyResolved",
+                format!("must be true or false, found {other}"),
+            ));
+        }
+    };
+    const KNOWN: [&str; 14] = [
         "action",
         "agentName",
         "summary",
@@ -659,11 +684,152 @@ fn from_object(
         "prBody",
         "refusal",
         "notes",
+        "tests",
+        "contract",
+        "alreadyResolved",
     ];
     for key in m.keys().filter(|k| !KNOWN.contains(&k.as_str())) {
         o.notes.push(format!("ignored unknown key `{key}`"));
     }
     Ok(o)
+}
+
+/// A designated test: `{"file": ..., "name": ...}` (either may be left out, not both), or the
+/// string `"file::name"` / `"file"`.
+fn parse_selector(
+    field: &str,
+    item: &Value,
+) -> Result<crate::evidence::TestSelector, ProtocolError> {
+    use crate::evidence::TestSelector;
+    let text = |v: Option<&Value>, k: &str| -> Result<Option<String>, ProtocolError> {
+        match v {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.trim().to_string())),
+            Some(other) => Err(invalid(
+                &format!("{field}.{k}"),
+                format!("must be a non-empty string, found {other}"),
+            )),
+        }
+    };
+    let selector = match item {
+        Value::String(s) => match s.trim().split_once("::") {
+            Some((file, name)) if !file.is_empty() && !name.is_empty() => {
+                TestSelector::test(file.trim(), name.trim())
+            }
+            _ if !s.trim().is_empty() => TestSelector::file(s.trim()),
+            _ => return Err(invalid(field, "is empty")),
+        },
+        Value::Object(o) => TestSelector {
+            file: text(o.get("file"), "file")?,
+            name: text(o.get("name"), "name")?,
+        },
+        other => {
+            return Err(invalid(
+                field,
+                format!(
+                    "must be {{\"file\": ..., \"name\": ...}} or \"file::name\", found {other}"
+                ),
+            ));
+        }
+    };
+    if selector.file.is_none() && selector.name.is_none() {
+        return Err(invalid(field, "names neither a file nor a test"));
+    }
+    if let Some(f) = &selector.file {
+        let p = std::path::Path::new(f);
+        if p.is_absolute()
+            || p.components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
+            return Err(invalid(
+                &format!("{field}.file"),
+                format!("`{f}` must be a path relative to the repository, without `..`"),
+            ));
+        }
+    }
+    Ok(selector)
+}
+
+fn parse_tests(
+    m: &serde_json::Map<String, Value>,
+) -> Result<Vec<crate::evidence::TestSelector>, ProtocolError> {
+    match m.get("tests") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| parse_selector(&format!("tests[{i}]"), item))
+            .collect(),
+        Some(other) => Err(invalid("tests", format!("must be a list, found {other}"))),
+    }
+}
+
+fn parse_contract(
+    m: &serde_json::Map<String, Value>,
+) -> Result<Vec<crate::evidence::Criterion>, ProtocolError> {
+    let items = match m.get("contract") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(items)) => items,
+        Some(other) => {
+            return Err(invalid(
+                "contract",
+                format!("must be a list, found {other}"),
+            ));
+        }
+    };
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let at = |k: &str| format!("contract[{i}].{k}");
+        let Value::Object(o) = item else {
+            return Err(invalid(&format!("contract[{i}]"), "must be an object"));
+        };
+        let criterion = match o.get("criterion") {
+            Some(Value::String(s)) if !s.trim().is_empty() => s.trim().to_string(),
+            Some(Value::Number(n)) => n.to_string(),
+            _ => {
+                return Err(invalid(
+                    &at("criterion"),
+                    "is missing: the checklist item's text or number",
+                ));
+            }
+        };
+        let tests = match o.get("tests") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(t)) => t
+                .iter()
+                .enumerate()
+                .map(|(j, s)| parse_selector(&format!("contract[{i}].tests[{j}]"), s))
+                .collect::<Result<_, _>>()?,
+            Some(other) => {
+                return Err(invalid(
+                    &at("tests"),
+                    format!("must be a list, found {other}"),
+                ));
+            }
+        };
+        let untestable = match o.get("untestable") {
+            None | Some(Value::Null) | Some(Value::Bool(false)) => None,
+            Some(Value::String(s)) if !s.trim().is_empty() => Some(s.trim().to_string()),
+            Some(other) => {
+                return Err(invalid(
+                    &at("untestable"),
+                    format!("must say why no test can check it, found {other}"),
+                ));
+            }
+        };
+        if tests.is_empty() && untestable.is_none() {
+            return Err(invalid(
+                &format!("contract[{i}]"),
+                "names no test and no reason it cannot be tested: give \"tests\" or \"untestable\"",
+            ));
+        }
+        out.push(crate::evidence::Criterion {
+            criterion,
+            tests,
+            untestable,
+        });
+    }
+    Ok(out)
 }
 
 fn parse_finding(i: usize, item: &Value) -> Result<AuditFinding, ProtocolError> {

@@ -30,13 +30,16 @@ struct GatePlan {
     sandbox: Option<Sandbox>,
 }
 
-/// The hooks of the first stage that has any (experimental ones only when enabled).
+/// The hooks of the first stage that has any (experimental ones only when enabled), leaving out the
+/// oracle's: they prove a run's designated tests, which only a run's test designer names.
 fn stage_hooks(workflow: &Workflow, experimental: bool) -> (Vec<Hook>, Option<String>) {
+    use crate::config::GateKind as K;
     for stage in &workflow.stages {
         let hooks: Vec<Hook> = stage
             .hooks
             .iter()
             .filter(|h| experimental || !h.experimental)
+            .filter(|h| !matches!(h.gate, K::Red | K::Green | K::Frozen | K::Contract))
             .cloned()
             .collect();
         if !hooks.is_empty() {
@@ -189,6 +192,7 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
         ci,
         search_path: None,
         session,
+        proof: None,
     };
     if !json {
         errln!(

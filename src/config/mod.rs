@@ -17,8 +17,8 @@ pub use settings::{
 pub use source::{DuplicateKey, JsonIndex, read_text};
 pub use verify::{ReportSpec, VerifyConfig};
 pub use workflow::{
-    BuiltIn, DEFAULT_WORKFLOW, Expect, GateKind, Hook, HookObject, HookSpec, Stage, StageSpec,
-    WORKFLOW_PATH, Workflow,
+    BuiltIn, ContractPolicy, DEFAULT_WORKFLOW, Expect, GateKind, Hook, HookObject, HookSpec, Stage,
+    StageSpec, TEST_PATHS, Unverifiable, WORKFLOW_PATH, WORKFLOW_WITHOUT_ORACLE, Workflow,
 };
 
 /// Agent backends that need no configuration. Any other command line is a key of `backends`.

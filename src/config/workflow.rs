@@ -12,9 +12,13 @@ use serde::{Deserialize, Serialize};
 use super::Dimension;
 use super::issue::{ConfigError, ConfigIssue, did_you_mean, json_key_line};
 use super::source::{JsonIndex, read_text};
+use super::verify::VerifyConfig;
 
 /// The built-in workflow's text.
 pub const DEFAULT_WORKFLOW: &str = include_str!("../../config/workflow.json");
+
+/// The default pipeline without the oracle: TestDesign plans, the developer writes tests and code.
+pub const WORKFLOW_WITHOUT_ORACLE: &str = include_str!("../../config/workflow-without-oracle.json");
 /// Where a repository's own workflow is looked for when settings name none.
 pub const WORKFLOW_PATH: &str = ".supervisor/workflow.json";
 
@@ -40,10 +44,19 @@ pub enum GateKind {
     Traceability,
     PackageSafety,
     Command,
+    /// The oracle after TestDesign: the designated tests fail on the base code.
+    Red,
+    /// The oracle before Audit: the designated tests pass on the head, twice, and no test that
+    /// passed on the base fails.
+    Green,
+    /// The designated tests are as TestDesign committed them: not removed, skipped or weakened.
+    Frozen,
+    /// Every checklist item of the issue maps to a designated test, or is listed as not testable.
+    Contract,
 }
 
 impl GateKind {
-    pub const ALL: [GateKind; 8] = [
+    pub const ALL: [GateKind; 12] = [
         GateKind::Ci,
         GateKind::Tsc,
         GateKind::Lsp,
@@ -52,6 +65,10 @@ impl GateKind {
         GateKind::Traceability,
         GateKind::PackageSafety,
         GateKind::Command,
+        GateKind::Red,
+        GateKind::Green,
+        GateKind::Frozen,
+        GateKind::Contract,
     ];
 
     pub fn name(self) -> &'static str {
@@ -64,6 +81,10 @@ impl GateKind {
             GateKind::Traceability => "traceability",
             GateKind::PackageSafety => "package-safety",
             GateKind::Command => "command",
+            GateKind::Red => "red",
+            GateKind::Green => "green",
+            GateKind::Frozen => "frozen",
+            GateKind::Contract => "contract",
         }
     }
 
@@ -79,6 +100,10 @@ impl GateKind {
             "traceability" | "trace" | "requirements-traceability" => GateKind::Traceability,
             "package-safety" | "packages" => GateKind::PackageSafety,
             "command" | "cmd" => GateKind::Command,
+            "red" | "tests-fail-first" => GateKind::Red,
+            "green" => GateKind::Green,
+            "frozen" | "frozen-tests" => GateKind::Frozen,
+            "contract" | "acceptance" => GateKind::Contract,
             _ => return None,
         })
     }
@@ -168,6 +193,9 @@ pub struct StageSpec {
     pub review: bool,
     /// The agent changes code: its work is committed and pushed instead of posted as a comment.
     pub commits: bool,
+    /// Where the agent may write (globs relative to the repository root; `"tests"` stands for
+    /// [`TEST_PATHS`]). A change elsewhere is undone before the commit and sent back. Absent: anywhere.
+    pub writes: Option<Vec<String>>,
     /// Skip the agent when a trusted text already has this Markdown heading (research dedup).
     pub skip_when_heading: Option<String>,
     /// Audit dimension dropped from scoring when this stage was skipped.
@@ -186,7 +214,45 @@ struct WorkflowFile {
     stages: Vec<StageSpec>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     revision: Option<RevisionSpec>,
+    /// The project's test command, where the oracle does not detect it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    verify: Option<VerifyConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    contract: Option<ContractPolicy>,
 }
+
+/// `contract`: what an acceptance criterion that no test can check does to a run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct ContractPolicy {
+    pub unverifiable: Unverifiable,
+}
+
+/// `contract.unverifiable`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Unverifiable {
+    /// Stop with one comment asking a codeowner; the run goes on when asked again.
+    #[default]
+    Stop,
+    /// Go on, the criterion named in the audit and the pull request.
+    Warn,
+}
+
+/// What `"writes": ["tests"]` stands for: where tests live by the conventions of each language the
+/// oracle runs. Tests inside source files (`#[cfg(test)]` modules) are the developer's.
+pub const TEST_PATHS: &[&str] = &[
+    "**/*.test.*",
+    "**/*.spec.*",
+    "**/__tests__/**",
+    "test/**",
+    "tests/**",
+    "**/test_*.py",
+    "**/*_test.py",
+    "**/conftest.py",
+    "**/*_test.go",
+    "**/testdata/**",
+];
 
 /// `revision`: how a pull request is revised after review feedback.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -226,6 +292,8 @@ pub struct Stage {
     pub reject_to: Option<String>,
     pub review: bool,
     pub commits: bool,
+    /// Globs the agent may write, expanded (`None`: anywhere).
+    pub writes: Option<Vec<String>>,
     pub skip_when_heading: Option<String>,
     pub score_dimension: Option<Dimension>,
     pub experimental: bool,
@@ -236,6 +304,9 @@ pub struct Stage {
 pub struct Workflow {
     pub stages: Vec<Stage>,
     pub revision: Revision,
+    /// `verify`: the configured test command, if any (else the oracle detects the runner).
+    pub verify: Option<VerifyConfig>,
+    pub contract: ContractPolicy,
     /// Where it came from (`built-in` or a path).
     pub source: String,
 }
@@ -323,6 +394,8 @@ impl Workflow {
         }
         let mut wf = validate(path, text, file.stages, status_mapping)?;
         wf.revision = revision_path(path, text, file.revision.unwrap_or_default(), &wf)?;
+        wf.verify = file.verify;
+        wf.contract = file.contract.unwrap_or_default();
         Ok(wf)
     }
 
@@ -401,18 +474,22 @@ fn revision_path(
                     format!("use one of: {}", known()),
                 ));
             };
-            if !stage.commits || stage.agent.is_none() {
+            if !stage.commits || stage.agent.is_none() || stage.writes.is_some() {
                 return Err(fail(
                     "start",
                     format!(
                         "names `{name}`, whose agent does not commit: a revision changes the branch"
                     ),
-                    "name a stage with an agent and \"commits\": true (Implementation)".into(),
+                    "name a stage with an agent, \"commits\": true and no \"writes\" limit (Implementation)".into(),
                 ));
             }
             stage.status.clone()
         }
-        None => match wf.stages.iter().find(|s| s.commits && s.agent.is_some()) {
+        None => match wf
+            .stages
+            .iter()
+            .find(|s| s.commits && s.agent.is_some() && s.writes.is_none())
+        {
             Some(s) => s.status.clone(),
             // A workflow without a committing stage cannot revise; `supervisor revise` says so.
             None => String::new(),
@@ -699,6 +776,43 @@ fn validate(
                 .max()
                 .map(|ti| statuses[ti].clone())
         });
+        let writes = s.writes.as_ref().map(|globs| {
+            globs
+                .iter()
+                .flat_map(|g| match g.trim() {
+                    "tests" => TEST_PATHS.iter().map(|p| p.to_string()).collect(),
+                    other => vec![other.to_string()],
+                })
+                .collect::<Vec<String>>()
+        });
+        if let Some(globs) = &writes {
+            if !s.commits {
+                err(
+                    at("writes"),
+                    "limits where the agent writes, but the stage does not commit".into(),
+                    "add \"commits\": true, or remove writes".into(),
+                    Some("writes"),
+                );
+            }
+            if globs.is_empty() {
+                err(
+                    at("writes"),
+                    "is empty: the agent could write nowhere".into(),
+                    "list globs such as \"tests\" or \"src/**/*.test.ts\"".into(),
+                    Some("writes"),
+                );
+            }
+            for g in globs {
+                if let Err(e) = globset::Glob::new(g) {
+                    err(
+                        at("writes"),
+                        format!("`{g}` is not a glob: {e}"),
+                        "write globs such as \"tests/**\" or \"**/*.test.ts\"".into(),
+                        Some("writes"),
+                    );
+                }
+            }
+        }
         if s.review && reject_to.is_none() {
             err(
                 at("canLoopBackTo"),
@@ -719,6 +833,7 @@ fn validate(
             reject_to,
             review: s.review,
             commits: s.commits,
+            writes,
             skip_when_heading: s.skip_when_heading.clone(),
             score_dimension,
             experimental: s.experimental,
@@ -735,6 +850,8 @@ fn validate(
             column: String::new(),
             done_column: String::new(),
         },
+        verify: None,
+        contract: ContractPolicy::default(),
         source: path.display().to_string(),
     };
     wf.revision = revision_path(path, text, RevisionSpec::default(), &wf)?;
@@ -893,8 +1010,11 @@ mod tests {
             (
                 "Implementation",
                 Some("developer"),
-                &[("IMPLEMENTATION_COMPLETE", "Audit")],
-                &[],
+                &[
+                    ("IMPLEMENTATION_COMPLETE", "Audit"),
+                    ("FEEDBACK_TESTS", "TestDesign"),
+                ],
+                &["TestDesign"],
             ),
             (
                 "Audit",
@@ -945,6 +1065,24 @@ mod tests {
             research.score_dimension,
             Some(Dimension::ResearchIncorporation)
         );
+        let td = wf.stage("TestDesign").unwrap();
+        assert!(td.commits);
+        assert_eq!(
+            td.writes.as_deref(),
+            Some(
+                TEST_PATHS
+                    .iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .as_slice()
+            )
+        );
+        let oracle: Vec<(GateKind, bool)> = td.hooks.iter().map(|h| (h.gate, h.required)).collect();
+        assert_eq!(oracle, [(GateKind::Red, true), (GateKind::Contract, true)]);
+        assert_eq!(
+            wf.revision.start, "Implementation",
+            "a revision starts with the developer"
+        );
         let gates: Vec<GateKind> = wf
             .stage("Implementation")
             .unwrap()
@@ -961,7 +1099,9 @@ mod tests {
                 GateKind::DeadCode,
                 GateKind::Duplicates,
                 GateKind::Traceability,
-                GateKind::PackageSafety
+                GateKind::PackageSafety,
+                GateKind::Frozen,
+                GateKind::Green
             ]
         );
         assert_eq!(wf.source, "built-in");

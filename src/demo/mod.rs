@@ -2,7 +2,9 @@
 //!
 //! A temporary repository holds a small TypeScript project; a bare repository is its `origin`; the
 //! sandbox serves a codeowner's issue in Backlog on a board. Scripted agents make a real change with a
-//! real test. The developer's first attempt has a type error and leaves a TODO, so the gates bounce it;
+//! real test: the test designer writes the tests first, and the oracle (vitest, where it is installed)
+//! shows them failing on the base code. The developer's first attempt has a type error, leaves a TODO
+//! and does not name the unknown unit, so the gates bounce it;
 //! the auditor rejects the second for an undocumented unit; the third is approved and the PR opens.
 //! Then the codeowner reviews the pull request, asking for weeks on the unit table's line, and
 //! supervisor revises it: one more commit on the branch, the thread answered and resolved.
@@ -50,9 +52,12 @@ const DURATION_V2: &str = r#"const SECONDS_PER_UNIT: Record<string, number> = { 
 /** Parses a duration such as "90s", "15m" or "2h" into seconds. */
 export function parseDuration(text: string): number {
   const match = /^(\d+)([a-z]+)$/.exec(text.trim());
-  const factor = match ? SECONDS_PER_UNIT[match[2]] : undefined;
-  if (!match || factor === undefined) {
+  if (!match) {
     throw new Error(`not a duration: ${text}`);
+  }
+  const factor = SECONDS_PER_UNIT[match[2]];
+  if (factor === undefined) {
+    throw new Error(`unknown unit ${match[2]} in ${text}`);
   }
   return Number(match[1]) * factor;
 }
@@ -71,27 +76,33 @@ pub const DEMO_REVIEW: (&str, &str) = (
     "Please also accept weeks (`1w` → 604800) and document them.",
 );
 
-const DURATION_TEST: &str = r#"import { parseDuration } from "./duration";
+/// The test designer's tests (JavaScript, so that the type checker and the language server of a
+/// machine without vitest's types have nothing to say about them); vitest runs them against the
+/// TypeScript source.
+const DURATION_TEST: &str = r#"import { describe, expect, it } from "vitest";
+import { parseDuration } from "./duration";
 
-function expectEqual(actual: number, expected: number, label: string): void {
-  if (actual !== expected) {
-    throw new Error(`${label}: expected ${expected}, got ${actual}`);
-  }
-}
+describe("parseDuration", () => {
+  it("still reads seconds and minutes", () => {
+    expect(parseDuration("90s")).toBe(90);
+    expect(parseDuration("15m")).toBe(900);
+  });
+  it("accepts hours", () => {
+    expect(parseDuration("2h")).toBe(7200);
+  });
+  it("names an unknown unit and the input", () => {
+    expect(() => parseDuration("3d")).toThrow("unknown unit d in 3d");
+  });
+});
+"#;
 
-function expectThrows(run: () => unknown, label: string): void {
-  try {
-    run();
-  } catch {
-    return;
-  }
-  throw new Error(`${label}: expected an error`);
-}
-
-expectEqual(parseDuration("90s"), 90, "seconds");
-expectEqual(parseDuration("15m"), 900, "minutes");
-expectEqual(parseDuration("2h"), 7200, "hours");
-expectThrows(() => parseDuration("3d"), "unknown unit");
+/// The revision's test of weeks, added to the designer's file.
+const WEEKS_TEST: &str = r#"
+describe("weeks", () => {
+  it("accepts weeks", () => {
+    expect(parseDuration("1w")).toBe(604800);
+  });
+});
 "#;
 
 /// The scripted agents of the demo.
@@ -114,13 +125,21 @@ pub fn demo_script() -> Value {
             "commentBody": "## Architecture\n\n### Approach\nA `SECONDS_PER_UNIT` table (`s`, `m`, `h`) replaces the ternary; the regex captures any lowercase unit and the table decides whether it is known, so unknown units fail with the same error as malformed input.\n\n### Components\n- `src/duration.ts`: the table and the lookup.\n- `src/duration.test.ts`: tests.\n- `README.md`: one row per unit.\n\n### Requirements map\n| Criterion | Component |\n|---|---|\n| hours | table entry `h: 3600` |\n| unknown unit rejected | lookup miss → error |\n| README | table rows |"
         }),
     );
+    let hours = json!({ "file": "src/duration.test.js", "name": "parseDuration > accepts hours" });
+    let unknown = json!({ "file": "src/duration.test.js", "name": "parseDuration > names an unknown unit and the input" });
     let test_plan = answer(
-        "Test plan follows.",
+        "I wrote src/duration.test.js and ran it: the hours and unknown-unit tests fail on main, as they should.",
         json!({
             "action": "COMPLETE",
             "agentName": "test-designer",
-            "summary": "Four assertions cover each unit and the rejection.",
-            "commentBody": "## Test Plan\n\n| # | Criterion | Test | Asserts |\n|---|---|---|---|\n| 1 | seconds still work | `90s` | 90 |\n| 2 | minutes still work | `15m` | 900 |\n| 3 | hours | `2h` | 7200 |\n| 4 | unknown unit | `3d` | throws |\n\nFile: `src/duration.test.ts`; type-checked by `tsc --noEmit`."
+            "summary": "Two tests fail on main until hours and the unknown unit's error exist; one guards seconds and minutes.",
+            "tests": [hours, unknown],
+            "contract": [
+                { "criterion": "1", "tests": [hours] },
+                { "criterion": "2", "tests": [unknown] },
+                { "criterion": "3", "untestable": "README wording: the auditor reads it" }
+            ],
+            "commentBody": "## Test Plan\n\n| # | Criterion | Test | Asserts |\n|---|---|---|---|\n| 1 | hours | `parseDuration > accepts hours` | `2h` → 7200 |\n| 2 | unknown unit | `parseDuration > names an unknown unit and the input` | `3d` throws naming `d` and `3d` |\n| 3 | README | — | not testable: the auditor reads it |\n\nFile: `src/duration.test.js` (vitest); `parseDuration > still reads seconds and minutes` guards what works today."
         }),
     );
     let dev = |summary: &str| {
@@ -165,19 +184,23 @@ pub fn demo_script() -> Value {
             { "final": research }
         ]],
         "architect": [[ { "tool": "read" }, { "usage": { "input": 5100, "output": 900 } }, { "final": architecture } ]],
-        "test-designer": [[ { "usage": { "input": 4800, "output": 520 } }, { "final": test_plan } ]],
+        "test-designer": [[
+            { "write": { "path": "src/duration.test.js", "content": DURATION_TEST } },
+            { "run": "git status --short" },
+            { "usage": { "input": 4800, "output": 520 } },
+            { "final": test_plan }
+        ]],
         "developer": [
             [
                 { "write": { "path": "src/duration.ts", "content": DURATION_V1 } },
-                { "write": { "path": "src/duration.test.ts", "content": DURATION_TEST } },
                 { "usage": { "input": 9000, "output": 1400 } },
-                { "final": dev("Added hours and a test file.") }
+                { "final": dev("Added hours.") }
             ],
             [
                 { "write": { "path": "src/duration.ts", "content": DURATION_V2 } },
                 { "run": "git diff --stat" },
                 { "usage": { "input": 11000, "output": 900 } },
-                { "final": dev("Fixed the type error with a unit table that also rejects unknown units; removed the TODO.") }
+                { "final": dev("Fixed the type error with a unit table that also names unknown units; removed the TODO.") }
             ],
             [
                 { "write": { "path": "README.md", "content": readme_v2 } },
@@ -187,7 +210,7 @@ pub fn demo_script() -> Value {
         ],
         "developer@revision": [[
             { "write": { "path": "src/duration.ts", "content": duration_v3() } },
-            { "write": { "path": "src/duration.test.ts", "content": format!("{DURATION_TEST}expectEqual(parseDuration(\"1w\"), 604800, \"weeks\");\n") } },
+            { "write": { "path": "src/duration.test.js", "content": format!("{DURATION_TEST}{WEEKS_TEST}") } },
             { "write": { "path": "README.md", "content": format!("{readme_v2}| `1w` | 604800 |\n") } },
             { "usage": { "input": 8000, "output": 500 } },
             { "final": dev("Weeks: a table entry, a test and a README row, as the review asked.") }
@@ -200,11 +223,23 @@ pub fn demo_script() -> Value {
     })
 }
 
-/// The built-in workflow plus a gate any machine can run: no TODO left in `src/` (git only).
+/// The built-in workflow plus a gate any machine can run: no TODO left in `src/` (git only). The
+/// machine may have no vitest: there the oracle's gates show as not run (never as passed) without
+/// stopping the demo, and the README criterion no test can check goes on as a warning.
 pub fn demo_workflow() -> Value {
     let mut wf: Value =
         serde_json::from_str(DEFAULT_WORKFLOW).expect("the built-in workflow is JSON");
+    wf["contract"] = json!({ "unverifiable": "warn" });
     if let Some(stages) = wf["stages"].as_array_mut() {
+        for stage in stages.iter_mut() {
+            if let Some(hooks) = stage.get_mut("hooks").and_then(Value::as_array_mut) {
+                for hook in hooks {
+                    if hook.get("required").is_some() {
+                        hook["required"] = json!(false);
+                    }
+                }
+            }
+        }
         for stage in stages {
             if stage["status"] == "Implementation" {
                 if let Some(hooks) = stage["hooks"].as_array_mut() {
@@ -219,6 +254,12 @@ pub fn demo_workflow() -> Value {
         }
     }
     wf
+}
+
+/// The pipeline without the oracle, as a world writes it: for scripted or fake-model agents whose
+/// test designer plans rather than writes tests.
+pub fn workflow_without_oracle() -> Value {
+    serde_json::from_str(crate::config::WORKFLOW_WITHOUT_ORACLE).expect("the workflow is JSON")
 }
 
 /// The demo's world.
@@ -528,13 +569,13 @@ pub fn quick_spec() -> WorldSpec {
         "test-designer": complete("test-designer", "## Test Plan\n\ncases"),
         "developer": [[
             { "write": { "path": "src/duration.ts", "content": DURATION_V2 } },
-            { "write": { "path": "src/duration.test.ts", "content": DURATION_TEST } },
+            { "write": { "path": "src/duration.test.js", "content": DURATION_TEST } },
             { "final": answer("Done.", json!({ "action": "COMPLETE", "agentName": "developer" })) }
         ]],
         "auditor": [[{ "final": answer("Reviewed.", json!({ "action": "APPROVED", "agentName": "auditor",
             "commentBody": "## Audit Approved\n\nGood.", "findings": [] })) }]],
     });
-    let mut wf = demo_workflow();
+    let mut wf = workflow_without_oracle();
     for stage in wf["stages"].as_array_mut().into_iter().flatten() {
         if stage["status"] == "Implementation" {
             stage["hooks"] = json!(["ci", "traceability"]);

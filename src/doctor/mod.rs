@@ -561,6 +561,7 @@ async fn gate_checks(project: &Project, env: &[(String, String)]) -> Vec<Check> 
         ci: None,
         state_dir,
         search_path: env_lookup(env, "PATH").map(Into::into),
+        proof: None,
     };
     let mut seen = BTreeSet::new();
     let mut checks = Vec::new();

@@ -13,6 +13,7 @@ mod http;
 mod links;
 mod lsp;
 mod lsp_client;
+mod oracle;
 mod package_safety;
 mod report;
 mod session;
@@ -61,6 +62,7 @@ pub async fn gate_tools(
         K::DeadCode => &[tool::KNIP],
         K::Duplicates => &[tool::JSCPD],
         K::Ci | K::Traceability | K::PackageSafety | K::Command => &[],
+        K::Red | K::Green | K::Frozen | K::Contract => &[],
     };
     let mut found = Vec::new();
     for spec in specs {
@@ -122,6 +124,8 @@ pub struct GateContext {
     /// The run's gate session: trusted tools, their environment, warm language servers, incremental
     /// state.
     pub session: GateSession,
+    /// What the oracle's gates are given by the run (designated tests, contract, RED's record).
+    pub proof: Option<Arc<crate::evidence::ProofInput>>,
 }
 
 impl fmt::Debug for GateContext {
@@ -156,6 +160,7 @@ impl GateContext {
             ci: None,
             search_path: None,
             session,
+            proof: None,
         })
     }
 
@@ -207,6 +212,8 @@ pub struct GateOutcome {
     pub summary: String,
     /// Why a `NotRun` outcome did not run; `None` counts as [`NotRunCause::Setup`].
     pub cause: Option<NotRunCause>,
+    /// What an oracle gate ran and saw.
+    pub evidence: Option<Box<crate::evidence::TestEvidence>>,
 }
 
 impl GateOutcome {
@@ -216,6 +223,7 @@ impl GateOutcome {
             findings,
             summary: summary.into(),
             cause: None,
+            evidence: None,
         }
     }
 
@@ -281,6 +289,10 @@ pub fn gate_for(kind: GateKind) -> &'static dyn Gate {
         GateKind::Traceability => &traceability::GATE,
         GateKind::PackageSafety => &package_safety::GATE,
         GateKind::Command => &command::GATE,
+        GateKind::Red => &oracle::RED,
+        GateKind::Green => &oracle::GREEN,
+        GateKind::Frozen => &oracle::FROZEN,
+        GateKind::Contract => &oracle::CONTRACT,
     }
 }
 
@@ -313,9 +325,9 @@ pub async fn run_gates_reporting(
     run_gates_with(hooks, ctx, gate_for, finished).await
 }
 
-/// [`run_gates_reporting`] with the gate of each kind chosen by `resolve` (tests substitute
-/// misbehaving gates).
-async fn run_gates_with(
+/// [`run_gates_reporting`] with the gate of each kind chosen by `resolve`: the pipeline's
+/// resolver adds the oracle's gates (`verify::gate_for`); tests substitute misbehaving gates.
+pub async fn run_gates_with(
     hooks: &[Hook],
     ctx: &GateContext,
     resolve: fn(GateKind) -> &'static dyn Gate,
@@ -453,6 +465,11 @@ fn gate_deadline(hook: &Hook, ctx: &GateContext) -> Duration {
             .saturating_add(Duration::from_secs(120)),
         // Up to three attempts per language server.
         GateKind::Lsp => tool.saturating_mul(4),
+        // Up to three test runs, each with the oracle's own timeout.
+        GateKind::Red | GateKind::Green => hook
+            .timeout_sec
+            .map(Duration::from_secs)
+            .unwrap_or(crate::evidence::TEST_RUN_TIMEOUT.saturating_mul(3)),
         _ => hook
             .timeout_sec
             .map(Duration::from_secs)
@@ -474,6 +491,7 @@ fn report_from(hook: &Hook, outcome: GateOutcome, elapsed: Duration) -> GateRepo
         duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
         required: hook.required,
         summary: outcome.summary,
+        evidence: outcome.evidence,
     }
 }
 
@@ -551,6 +569,7 @@ mod tests {
             state_dir: PathBuf::from("/nonexistent/state"),
             search_path: None,
             session: GateSession::new(None, Path::new("/nonexistent/state"), ToolEnv::base()),
+            proof: None,
         }
     }
 

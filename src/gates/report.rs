@@ -120,6 +120,9 @@ pub struct GateReport {
     pub required: bool,
     /// One line for humans: what was checked and the result.
     pub summary: String,
+    /// What an oracle gate (`red`, `green`) ran and saw: the Proof table's source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Box<crate::evidence::TestEvidence>>,
 }
 
 impl GateReport {
@@ -134,6 +137,7 @@ impl GateReport {
             duration_ms: 0,
             required: false,
             summary: String::new(),
+            evidence: None,
         }
     }
 

@@ -76,9 +76,18 @@ fn check_all(ctx: &GateContext) -> GateOutcome {
             notes.push("no issue text (3 checks skipped)".into());
         }
     }
-    let (f, note) = test_parity(&ctx.changes, |p| ctx.read_text(p));
-    findings.extend(f);
-    notes.push(note);
+    // Where the oracle proved tests red on the base, they stand for the change: file names add
+    // nothing to that.
+    match oracle_tests(ctx) {
+        Some(n) => notes.push(format!(
+            "test parity: {n} designated test(s) failed on the base before the change (red)"
+        )),
+        None => {
+            let (f, note) = test_parity(&ctx.changes, |p| ctx.read_text(p));
+            findings.extend(f);
+            notes.push(note);
+        }
+    }
     let (f, note) = file_count(&ctx.changes, ctx.settings.max_changed_files);
     findings.extend(f);
     notes.push(note);
@@ -92,6 +101,17 @@ fn check_all(ctx: &GateContext) -> GateOutcome {
         GateStatus::Warn
     };
     GateOutcome::new(status, findings, notes.join("; "))
+}
+
+/// How many designated tests the oracle's `red` saw failing on the base, when it ran.
+fn oracle_tests(ctx: &GateContext) -> Option<usize> {
+    let base = ctx.proof.as_ref()?.base.as_ref()?;
+    let failed = base
+        .designated
+        .iter()
+        .filter(|r| r.outcome.is_failure())
+        .count();
+    (failed > 0).then_some(failed)
 }
 
 /// Lower-cased path and content of each changed file that exists.

@@ -42,8 +42,14 @@ pub enum Text {
     },
     /// The run stopped in `stage`; a human is needed.
     Stopped { stage: String, reason: String },
-    /// The developer changed nothing: the issue is closed as already resolved.
-    Resolved { branch: String, base: String },
+    /// The developer changed nothing and the designated tests pass on the base: the issue is
+    /// closed as already resolved.
+    Resolved {
+        branch: String,
+        base: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        proof: Option<crate::verify::ProofTable>,
+    },
     /// The answer in a review thread a revision addressed.
     ThreadAnswer { sha: String },
     /// A revision is done: what it addressed and where.
@@ -97,6 +103,10 @@ pub struct PrRequest {
     pub head_sha: Option<String>,
     /// The revision this body is written by (0: the run that opened the pull request).
     pub revision: u32,
+    /// The designated tests on the base and on the head.
+    pub proof: Option<crate::verify::ProofTable>,
+    /// A revision's: the Proof section of the body supervisor wrote, kept as it was.
+    pub kept_proof: Option<String>,
 }
 
 /// Everything an agent's task is built from (trusted text only).
@@ -107,6 +117,8 @@ pub struct TaskSpec {
     pub returned: Option<Return>,
     /// The gate reports a review stage weighs.
     pub gates: Option<Vec<GateReport>>,
+    /// The Proof table a review stage weighs.
+    pub proof: Option<crate::verify::ProofTable>,
     /// (branch, base) of the worktree.
     pub worktree: (String, String),
     /// Review feedback on the pull request, when the work revises one.
@@ -142,6 +154,8 @@ pub struct CommitResult {
     /// Commits the branch has beyond its base.
     pub ahead: u32,
     pub head: String,
+    /// Changes outside the stage's `writes`, undone before the commit.
+    pub outside: Vec<String>,
 }
 
 /// What admission reads after the issue itself.
@@ -174,6 +188,8 @@ pub enum Effect {
     Dispatch(Box<Dispatch>),
     Commit {
         message: String,
+        /// The stage's `writes` globs: changes elsewhere are undone, not committed.
+        scope: Option<Vec<String>>,
     },
     Push,
     Post {
@@ -335,6 +351,7 @@ pub trait Effects: Send {
     fn commit(
         &mut self,
         message: &str,
+        scope: Option<&[String]>,
     ) -> impl Future<Output = Result<CommitResult, String>> + Send;
     fn push(&mut self) -> impl Future<Output = Result<String, String>> + Send;
     fn undo_commit(&mut self) -> impl Future<Output = Result<(), String>> + Send;
@@ -353,6 +370,7 @@ pub trait Effects: Send {
         &mut self,
         hooks: &[Hook],
         issue: &IssueText,
+        proof: Option<crate::verify::ProofInput>,
         finished: GateFeed,
         cancel: &CancellationToken,
     ) -> impl Future<Output = Vec<GateReport>> + Send;

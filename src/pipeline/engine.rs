@@ -168,7 +168,7 @@ async fn gate_round<E: Effects>(
         })
     };
     let reports = {
-        let gates = fx.run_gates(&hooks, &text, feed, cancel);
+        let gates = fx.run_gates(&hooks, &text, machine.proof_input(), feed, cancel);
         tokio::pin!(gates);
         loop {
             tokio::select! {
@@ -223,7 +223,9 @@ async fn perform<E: Effects>(
             Input::Worktree { info, warnings }
         }
         Effect::Dispatch(d) => Input::Agent(Box::new(fx.dispatch(&d, cancel).await)),
-        Effect::Commit { message } => Input::Committed(fx.commit(&message).await),
+        Effect::Commit { message, scope } => {
+            Input::Committed(fx.commit(&message, scope.as_deref()).await)
+        }
         Effect::Push => unless_stopped(fx.push().await, cancel, Input::Pushed),
         Effect::Post { marker, text } => {
             let result = fx.post(machine.post_target(), &marker, &text).await;

@@ -105,6 +105,9 @@ pub enum Event {
         attempt: u32,
         sha: Option<String>,
         ahead: u32,
+        /// Changes outside the stage's `writes`, undone before the commit.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        outside: Vec<String>,
     },
     Pushed {
         sha: String,

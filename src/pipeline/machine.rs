@@ -34,9 +34,11 @@ use super::summary::{
 };
 use crate::agent::{AgentRun, Outcome};
 use crate::audit::AuditScore;
+use crate::config::GateKind;
 use crate::config::{BuiltIn, Stage};
 use crate::gates::{GateReport, IssueText};
 use crate::github::{BoardItem, Comment, GitHubError, Issue, Marker};
+use crate::verify::{ProofInput, ProofTable, TestEvidence};
 use crate::workspace::MergeOutcome;
 use revise::revision_commit_message;
 
@@ -75,6 +77,8 @@ struct Work {
     pushed: bool,
     gates: Option<Vec<GateReport>>,
     undone: bool,
+    /// Changes outside the stage's `writes`, undone before its commit.
+    outside: Vec<String>,
 }
 
 impl Work {
@@ -91,6 +95,7 @@ impl Work {
             pushed: false,
             gates: None,
             undone: false,
+            outside: Vec::new(),
         }
     }
 
@@ -108,7 +113,10 @@ impl Work {
                 halt: Halt::Unusable { problem },
                 ..
             } => self.unusable = Some(problem.clone()),
-            Event::Committed { ahead, .. } => self.ahead = Some(*ahead),
+            Event::Committed { ahead, outside, .. } => {
+                self.ahead = Some(*ahead);
+                self.outside = outside.clone();
+            }
             Event::Pushed { .. } => self.pushed = true,
             Event::GatesFinished { reports, .. } => self.gates = Some(reports.clone()),
             // A pause waits for something outside: the rerun asks the gates again.
@@ -159,6 +167,14 @@ struct Record {
     body_updated: bool,
     /// Revision: admitted, as this round.
     revising: Option<u32>,
+    /// Stages whose agent committed new work in this run.
+    committed_by: std::collections::BTreeSet<String>,
+    /// The last commit of a stage that writes tests (TestDesign's).
+    tests_commit: Option<String>,
+    /// What the last passing `red` gate saw on the base code.
+    red: Option<TestEvidence>,
+    /// What the last passing `green` gate saw on the head.
+    green: Option<TestEvidence>,
 }
 
 /// What this process has learnt and done (not journaled: fetched again on resume).
@@ -324,6 +340,7 @@ impl Machine {
 
     /// Fold one journal event into the run's state.
     fn apply(&mut self, event: &Event) {
+        let test_stage = self.test_stage().map(|s| s.status.clone());
         let r = &mut self.r;
         if let Some(w) = r.work.as_mut() {
             w.apply(event);
@@ -356,6 +373,14 @@ impl Machine {
             } => {
                 r.gate_rounds.push(GateRound::new(stage, *attempt, reports));
                 r.last_gates = Some(reports.clone());
+                for report in reports.iter().filter(|g| g.is_pass()) {
+                    let evidence = report.evidence.as_deref().cloned();
+                    match report.kind {
+                        GateKind::Red if evidence.is_some() => r.red = evidence,
+                        GateKind::Green if evidence.is_some() => r.green = evidence,
+                        _ => {}
+                    }
+                }
             }
             Event::Posted {
                 marker, comment_id, ..
@@ -397,7 +422,17 @@ impl Machine {
             Event::Warning { message } => r.warnings.push(message.clone()),
             Event::Stopped { .. } => r.stopped = true,
             Event::Pushed { sha } => r.pushed = Some(sha.clone()),
-            Event::Committed { sha: Some(_), .. } => r.new_commit = true,
+            Event::Committed {
+                sha: Some(sha),
+                stage,
+                ..
+            } => {
+                r.new_commit = true;
+                r.committed_by.insert(stage.clone());
+                if test_stage.as_ref() == Some(stage) {
+                    r.tests_commit = Some(sha.clone());
+                }
+            }
             Event::CardPlaced { .. } => r.placed = true,
             Event::ThreadAnswered { thread, .. } => r.answered.push(thread.clone()),
             Event::PullBodyUpdated => r.body_updated = true,
@@ -584,6 +619,7 @@ impl Machine {
                 attempt,
                 sha: c.sha.or_else(|| self.unpushed_revision(&c.head)),
                 ahead: c.ahead,
+                outside: c.outside,
             },
             Err(e) => halt(
                 stage,
@@ -987,8 +1023,7 @@ impl Machine {
         match decision {
             Err(e) => Want::Record(vec![halt(w.stage.clone(), w.attempt, e.to_string())]),
             Ok(Decision::RunGates { hooks, .. }) => {
-                if self.opts.revise.is_none()
-                    && unchanged_after_commit_stage(stage, w.ahead.unwrap_or(0))
+                if self.opts.revise.is_none() && self.unchanged(stage, w) && !self.proven_resolved()
                 {
                     return Want::Record(vec![halt(
                         w.stage.clone(),
@@ -1019,6 +1054,7 @@ impl Machine {
                         Some(f) => revision_commit_message(&f, &w.agent, w.attempt),
                         None => commit_message(issue.number, &issue.title, &w.agent, w.attempt),
                     },
+                    scope: stage.writes.clone(),
                 })),
                 Some(_) if self.opts.revise.is_some() && !self.r.new_commit => {
                     Some(Want::Record(vec![halt(
@@ -1129,6 +1165,9 @@ impl Machine {
                 return post;
             }
         }
+        if todo.pull_request && self.opts.revise.is_none() && self.resolved_without_change() {
+            return self.want_resolved(w, t);
+        }
         if todo.pull_request {
             let want = match self.opts.revise {
                 Some(_) => self.want_revision_done(w, outcome, &t),
@@ -1180,7 +1219,152 @@ impl Machine {
             draft: p.settings.draft_pr,
             head_sha: self.r.pushed.clone(),
             revision: 0,
+            proof: self.proof_table(),
+            kept_proof: None,
         }
+    }
+
+    /// The Proof section of the pull request's body as supervisor wrote it (nobody else edited the
+    /// body): a revision keeps it, since its own run proves no designated tests.
+    pub(super) fn kept_proof(&self) -> Option<String> {
+        let f = self.s.feedback.as_ref()?;
+        let viewer = self.s.viewer.as_deref()?;
+        let ours = |who: &str| who.eq_ignore_ascii_case(viewer);
+        if !ours(&f.author) || f.body_editor.as_deref().is_some_and(|e| !ours(e)) {
+            return None;
+        }
+        let rest = &f.body[f.body.find("## Proof\n")?..];
+        let end = rest
+            .find("\nWhole suite")
+            .map(|i| rest[i + 1..].find('\n').map_or(rest.len(), |j| i + 2 + j))
+            .unwrap_or(rest.len());
+        Some(rest[..end].trim_end().to_string())
+    }
+
+    /// The first stage whose agent writes only where its `writes` says (TestDesign, writing tests).
+    fn test_stage(&self) -> Option<&Stage> {
+        self.project
+            .workflow
+            .stages
+            .iter()
+            .find(|s| s.writes.is_some() && s.agent.is_some())
+    }
+
+    /// What the oracle's gates are given: the designated tests and the contract of the test
+    /// designer's last answer, its commit, and what RED recorded. `None` without a test stage.
+    pub fn proof_input(&self) -> Option<ProofInput> {
+        let wf = &self.project.workflow;
+        let ts = self.test_stage()?;
+        let answer = self.r.outcomes.get(&ts.status);
+        let tests = answer.map(|o| o.tests.as_slice()).unwrap_or_default();
+        let criteria = answer.map(|o| o.contract.clone()).unwrap_or_default();
+        let outside = match &self.r.work {
+            Some(w) if w.stage == ts.status => w.outside.clone(),
+            _ => Vec::new(),
+        };
+        Some(ProofInput {
+            designated: crate::verify::designated_of(tests, &criteria),
+            criteria,
+            test_paths: ts.writes.clone().unwrap_or_default(),
+            tests_commit: self.r.tests_commit.clone(),
+            already_resolved: answer.is_some_and(|o| o.already_resolved),
+            outside,
+            base: self.r.red.clone(),
+            unverifiable: wf.contract.unverifiable,
+            verify: wf.verify.clone(),
+        })
+    }
+
+    /// The Proof table: each criterion's tests on the base (RED) and on the head (GREEN).
+    fn proof_table(&self) -> Option<ProofTable> {
+        let input = self.proof_input()?;
+        if input.designated.is_empty() || (self.r.red.is_none() && self.r.green.is_none()) {
+            return None;
+        }
+        Some(ProofTable {
+            lines: crate::verify::proof_lines(
+                &input.criteria,
+                &input.designated,
+                self.r.red.as_ref(),
+                self.r.green.as_ref(),
+            ),
+            base: self.r.red.as_ref().and_then(|e| e.totals),
+            head: self.r.green.as_ref().and_then(|e| e.totals),
+            runner: self
+                .r
+                .green
+                .as_ref()
+                .or(self.r.red.as_ref())
+                .map(|e| e.runner.clone())
+                .unwrap_or_default(),
+            already_resolved: input.already_resolved,
+        })
+    }
+
+    /// A committing stage's agent that changed nothing in this run (a test stage's commit is not
+    /// the developer's change).
+    fn unchanged(&self, stage: &Stage, w: &Work) -> bool {
+        if stage.writes.is_some() || !stage.commits {
+            return false;
+        }
+        if self.r.committed_by.contains(&stage.status) {
+            return false;
+        }
+        let tests_only = self.r.tests_commit.is_some();
+        tests_only || unchanged_after_commit_stage(stage, w.ahead.unwrap_or(0))
+    }
+
+    /// RED showed every designated test passing on the base, as the test designer said: the issue
+    /// is resolved already, if the audit agrees.
+    fn proven_resolved(&self) -> bool {
+        let Some(input) = self.proof_input() else {
+            return false;
+        };
+        input.already_resolved
+            && !input.designated.is_empty()
+            && self.r.red.as_ref().is_some_and(|e| {
+                !e.designated.is_empty()
+                    && e.designated
+                        .iter()
+                        .all(|r| r.outcome == crate::verify::Outcome::Pass)
+            })
+    }
+
+    /// The developer changed nothing and RED proved the issue resolved: an approval closes the
+    /// issue instead of opening a pull request.
+    fn resolved_without_change(&self) -> bool {
+        let Some(stage) = self
+            .project
+            .workflow
+            .stages
+            .iter()
+            .find(|s| s.commits && s.writes.is_none() && s.agent.is_some())
+        else {
+            return false;
+        };
+        !self.r.committed_by.contains(&stage.status) && self.proven_resolved()
+    }
+
+    fn want_resolved(&self, w: &Work, approved: Transition) -> Want {
+        if !self.r.closed {
+            return Want::Do(Effect::CloseIssue {
+                marker: self.marker(&w.stage, w.attempt, "resolved"),
+                text: Text::Resolved {
+                    branch: self.branch(),
+                    base: self.base(),
+                    proof: self.proof_table(),
+                },
+            });
+        }
+        Want::Record(vec![Event::Decision {
+            transition: Transition {
+                reason: format!(
+                    "{}; nothing changed: every designated test passes on the base, so the issue was closed as already resolved",
+                    approved.reason
+                ),
+                ..approved
+            },
+        }])
     }
 
     fn dispatch(&self, stage: &Stage, w: &Work) -> Dispatch {
@@ -1220,6 +1404,9 @@ impl Machine {
                 notes,
                 returned,
                 gates: stage.review.then(|| self.r.last_gates.clone()).flatten(),
+                proof: (stage.review || (stage.commits && stage.writes.is_none()))
+                    .then(|| self.proof_table())
+                    .flatten(),
                 worktree: (self.branch(), self.base()),
                 revision: self.revision_feedback().map(|mut f| {
                     f.approved_audit = self.approved_audit();

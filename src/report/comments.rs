@@ -1,6 +1,7 @@
 //! Texts posted on GitHub: stage comments, score-gate rejections, stops, closures and the PR body.
 //! Hidden idempotency markers are added by the GitHub layer when posting, not here.
 
+use crate::verify::ProofTable;
 use std::fmt::Write;
 
 use crate::agent::{AuditFinding, Severity};
@@ -42,7 +43,11 @@ pub fn comment_text(text: &Text) -> String {
             reason,
             "The card stays in its column. Fix the cause, then run supervisor again: it resumes from the board.",
         ),
-        Text::Resolved { branch, base } => already_resolved_comment(branch, base),
+        Text::Resolved {
+            branch,
+            base,
+            proof,
+        } => already_resolved_comment(branch, base, proof.as_ref()),
         Text::ThreadAnswer { sha } => format!("Addressed in {sha}."),
         Text::Revised {
             round,
@@ -111,11 +116,16 @@ fn revised_comment(
 
 /// The title and body of the pull request the pipeline opens.
 pub fn pull_request_text(pr: &PrRequest) -> (String, String) {
-    let gate_table = if pr.gates.is_empty() {
+    let mut gate_table = if pr.gates.is_empty() {
         String::new()
     } else {
         super::gates::gate_summary_table(&pr.gates)
     };
+    match (&pr.proof, &pr.kept_proof) {
+        (Some(proof), _) => gate_table = format!("{}\n{gate_table}", proof_markdown(proof)),
+        (None, Some(kept)) => gate_table = format!("{kept}\n\n{gate_table}"),
+        (None, None) => {}
+    }
     let body = pr_body(&PrBodyInput {
         issue: pr.issue,
         audit_comment: &pr.audit_comment,
@@ -290,12 +300,83 @@ pub fn stopped_comment(stage: &str, reason: &str, next: &str) -> String {
 }
 
 /// Posted when the developer made no commits: the issue is closed as already resolved.
-pub fn already_resolved_comment(branch: &str, base: &str) -> String {
-    format!(
-        "## Already Resolved\n\nThe developer stage finished without any change: branch `{branch}` has no commits \
-         beyond `{base}`. The work this issue asks for appears to be in place already, so the issue is closed. \
-         Reopen it and move it back to Backlog if something is still missing.\n"
-    )
+pub fn already_resolved_comment(branch: &str, base: &str, proof: Option<&ProofTable>) -> String {
+    let mut out = format!(
+        "## Already Resolved\n\nThe developer changed nothing, and every test designed for this issue passes on \
+         `{base}`: the work it asks for is in place already, and the audit agreed, so the issue is closed. The \
+         tests are on branch `{branch}`. Reopen the issue and move it back to Backlog if something is still \
+         missing.\n"
+    );
+    if let Some(p) = proof {
+        out.push('\n');
+        out.push_str(&proof_markdown(p));
+    }
+    out
+}
+
+/// A table cell: one line, pipes escaped, at most 120 characters.
+fn cell(text: &str) -> String {
+    let one: String = text
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .take(120)
+        .collect();
+    one.replace('|', "\\|")
+}
+
+/// The Proof table: criterion → test → on the base → on the head, and the suite's totals.
+pub fn proof_markdown(p: &ProofTable) -> String {
+    use crate::verify::Outcome;
+    let mark = |o: &Option<(Outcome, Option<String>)>| match o {
+        None => "—".to_string(),
+        Some((Outcome::Pass, _)) => "✔ pass".to_string(),
+        Some((Outcome::Skipped, _)) => "⏭ skipped".to_string(),
+        Some((o, first)) => {
+            let word = if *o == Outcome::Fail { "fail" } else { "error" };
+            match first {
+                Some(f) => format!("✖ {word}: {}", cell(f)),
+                None => format!("✖ {word}"),
+            }
+        }
+    };
+    let mut out = String::from("## Proof\n\n");
+    if p.already_resolved {
+        out.push_str(
+            "The designated tests pass on the base: the issue was already resolved there.\n\n",
+        );
+    }
+    out.push_str("| Criterion | Test | On the base | On the head |\n|---|---|---|---|\n");
+    for l in &p.lines {
+        let _ = writeln!(
+            out,
+            "| {} | `{}` | {} | {} |",
+            cell(&l.criterion),
+            cell(&l.test).replace('`', "'"),
+            mark(&l.base),
+            mark(&l.head)
+        );
+    }
+    let totals = |t: &Option<crate::verify::Totals>| match t {
+        Some(t) => format!(
+            "{} passed, {} failed, {} errors, {} skipped",
+            t.passed, t.failed, t.errors, t.skipped
+        ),
+        None => "not run".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "\nWhole suite ({}): on the base {}; on the head {}.",
+        if p.runner.is_empty() {
+            "tests"
+        } else {
+            &p.runner
+        },
+        totals(&p.base),
+        totals(&p.head)
+    );
+    out
 }
 
 /// Inputs of the pull request body.

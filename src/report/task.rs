@@ -33,6 +33,8 @@ pub struct TaskInput<'a> {
     pub worktree: Option<(&'a str, &'a str)>,
     /// Review feedback on the pull request, when the work revises one.
     pub revision: Option<&'a RevisionFeedback>,
+    /// The designated tests on the base and on the head, so far.
+    pub proof: Option<&'a crate::verify::ProofTable>,
 }
 
 fn clip(text: &str) -> String {
@@ -159,6 +161,7 @@ pub fn build_task(input: &TaskInput<'_>) -> String {
         gates,
         worktree,
         revision,
+        proof,
     } = input;
     let mut out = String::new();
     let _ = writeln!(out, "# Issue #{}: {}\n", issue.number, issue.title.trim());
@@ -197,6 +200,27 @@ pub fn build_task(input: &TaskInput<'_>) -> String {
             gate_findings_for_auditor(reports).trim()
         );
     }
+    if let Some(p) = proof {
+        let _ = writeln!(
+            out,
+            "{}\nThese designated tests were written first and failed on the base. They must pass on the \
+             head; only the test designer changes them (a wrong test is sent back to it with its \
+             loop-back marker, never edited, skipped or deleted).\n",
+            super::comments::proof_markdown(p).trim_end()
+        );
+    }
+    if let Some(globs) = &stage.writes {
+        let _ = writeln!(
+            out,
+            "## Where you write\n\nOnly these paths: {}. A change anywhere else is undone before the \
+             commit, and the work comes back to you.\n",
+            globs
+                .iter()
+                .map(|g| format!("`{g}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     if let Some((branch, base)) = worktree {
         let _ = writeln!(
             out,
@@ -228,6 +252,7 @@ pub fn task_text(workflow: &Workflow, dispatch: &Dispatch) -> String {
         gates: spec.gates.as_deref(),
         worktree: Some((&spec.worktree.0, &spec.worktree.1)),
         revision: spec.revision.as_ref(),
+        proof: spec.proof.as_ref(),
     })
 }
 
@@ -373,6 +398,7 @@ mod tests {
             gates: None,
             worktree: Some(("worktree-git-issue-42", "main")),
             revision: None,
+            proof: None,
         });
         insta::assert_snapshot!(task);
         assert!(
@@ -404,6 +430,7 @@ mod tests {
             gates: None,
             worktree: None,
             revision: None,
+            proof: None,
         });
         assert!(task.contains("### From Research (researcher)\n\n### Research Findings"));
         assert!(!task.contains("Comments from maintainers"));

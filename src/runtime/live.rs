@@ -274,8 +274,18 @@ impl LiveEffects {
             state_dir: self.project.root.join(".supervisor").join("gates"),
             search_path: None,
             session: self.gates.clone(),
+            proof: None,
         }
     }
+}
+
+/// The globs of a stage's `writes` (validated with the workflow).
+fn globset_of(globs: &[String]) -> Result<globset::GlobSet, String> {
+    let mut b = globset::GlobSetBuilder::new();
+    for g in globs {
+        b.add(globset::Glob::new(g).map_err(|e| format!("writes: `{g}`: {e}"))?);
+    }
+    b.build().map_err(|e| format!("writes: {e}"))
 }
 
 /// Mark the run's checkpoint (when it has one) alive now.
@@ -478,15 +488,24 @@ impl Effects for LiveEffects {
         Ok((info, warnings))
     }
 
-    async fn commit(&mut self, message: &str) -> Result<CommitResult, String> {
+    async fn commit(
+        &mut self,
+        message: &str,
+        scope: Option<&[String]>,
+    ) -> Result<CommitResult, String> {
         let wt = self.worktree_for_git()?;
         let message = message.to_string();
+        let scope = match scope {
+            Some(globs) => Some(globset_of(globs)?),
+            None => None,
+        };
         blocking(&self.cancel, move || {
-            let c = wt.commit_and_count(&message)?;
+            let c = wt.commit_within(&message, scope.as_ref())?;
             Ok(CommitResult {
                 sha: c.sha,
                 ahead: c.ahead,
                 head: c.head,
+                outside: c.outside,
             })
         })
         .await
@@ -725,13 +744,15 @@ impl Effects for LiveEffects {
         &mut self,
         hooks: &[Hook],
         issue: &IssueText,
+        proof: Option<crate::verify::ProofInput>,
         finished: GateFeed,
         cancel: &CancellationToken,
     ) -> Vec<GateReport> {
         let Some(wt) = self.wt.clone() else {
             return Vec::new();
         };
-        let ctx = self.gate_context(&wt, issue).await;
+        let mut ctx = self.gate_context(&wt, issue).await;
+        ctx.proof = proof.map(Arc::new);
         // Each gate shows as it finishes, on the terminal and (through the engine) in the journal.
         let console = &mut self.console;
         console.gates_started(hooks.len());
@@ -740,7 +761,7 @@ impl Effects for LiveEffects {
             let _ = finished.send((i, report.clone()));
         };
         tokio::select! {
-            reports = gates::run_gates_reporting(hooks, &ctx, tell) => reports,
+            reports = gates::run_gates_with(hooks, &ctx, crate::verify::gate_for, tell) => reports,
             _ = cancel.cancelled() => Vec::new(),
         }
     }

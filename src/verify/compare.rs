@@ -7,14 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::model::{Outcome, TestId, TestRun, TestSelector};
 
-/// A test whose outcome differed between two runs of the same selection.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Flaky {
-    pub id: TestId,
-    /// `None`: not in that run's report.
-    pub first: Option<Outcome>,
-    pub second: Option<Outcome>,
-}
+pub use crate::evidence::Flaky;
 
 /// The tests whose outcome differs between `first` and `second` (one missing from a run counts),
 /// by id.

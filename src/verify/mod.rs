@@ -21,10 +21,13 @@
 
 mod compare;
 mod detect;
+mod frozen;
+mod gates;
 mod gotest;
 mod junit;
 mod libtest;
 mod model;
+mod proof;
 mod runner;
 mod text;
 
@@ -35,8 +38,15 @@ use crate::gates::GateContext;
 pub use crate::config::{ReportSpec, VerifyConfig};
 pub use compare::{Comparison, Designated, Flaky, ProofRow, compare, designated, flaky, proof};
 pub use detect::{DetectError, Runner, detect, runner_for};
+pub use frozen::{Violation, Weakening, weakenings};
+pub use gates::gate_for;
 pub use model::{
     Location, NotRun, Outcome, Selection, TestId, TestResult, TestRun, TestSelector, Totals,
+};
+pub use proof::{
+    Criterion, Mapping, Problem, ProofInput, ProofLine, ProofTable, TestEvidence, checklist,
+    designated_of, is_syntax_error, judge_base_suite, judge_green, judge_red, map_checklist,
+    proof_lines,
 };
 pub use runner::{DEFAULT_TIMEOUT, Project, run};
 

@@ -24,7 +24,7 @@ use crate::gates::{
 };
 
 /// How long a project's tests may run unless configured otherwise.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(20 * 60);
+pub const DEFAULT_TIMEOUT: Duration = crate::evidence::TEST_RUN_TIMEOUT;
 
 /// A report larger than this is not read.
 const MAX_REPORT: u64 = 64 * 1024 * 1024;

@@ -459,11 +459,27 @@ impl Worktree {
     /// [`commit_all`](Worktree::commit_all), then where the branch stands: its head and how many
     /// commits it has beyond its base (one opening of the repository for the three).
     pub fn commit_and_count(&self, message: &str) -> Result<Committed, WorkspaceError> {
+        self.commit_within(message, None)
+    }
+
+    /// Commit what changed in the paths `scope` matches (everything when `None`); every change
+    /// elsewhere is undone first — a modified or deleted file back to HEAD's, a new one removed —
+    /// and named in `outside`.
+    pub fn commit_within(
+        &self,
+        message: &str,
+        scope: Option<&globset::GlobSet>,
+    ) -> Result<Committed, WorkspaceError> {
         let repo = self.repo()?;
+        let outside = match scope {
+            Some(scope) => undo_outside(&repo, &self.path, scope)?,
+            None => Vec::new(),
+        };
         Ok(Committed {
             sha: commit_in(&repo, message)?,
             ahead: self.ahead_in(&repo)?,
             head: head_in(&repo)?,
+            outside,
         })
     }
 
@@ -734,6 +750,55 @@ pub struct Committed {
     pub ahead: u32,
     /// The branch's head.
     pub head: String,
+    /// Changes outside the commit's scope, undone (paths, sorted).
+    pub outside: Vec<String>,
+}
+
+/// Undo every change of the working tree outside `scope` (see [`Worktree::commit_within`]).
+fn undo_outside(
+    repo: &Repository,
+    root: &Path,
+    scope: &globset::GlobSet,
+) -> Result<Vec<String>, WorkspaceError> {
+    let mut opts = git2::StatusOptions::new();
+    opts.include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .include_ignored(false);
+    let statuses = repo.statuses(Some(&mut opts)).map_err(git_err("status"))?;
+    let head = repo
+        .head()
+        .and_then(|h| h.peel_to_tree())
+        .map_err(git_err("head"))?;
+    let mut outside = Vec::new();
+    for entry in statuses.iter() {
+        let Ok(path) = entry.path() else { continue };
+        if scope.is_match(path) {
+            continue;
+        }
+        let full = root.join(path);
+        match head.get_path(Path::new(path)) {
+            Ok(e) => {
+                let blob = repo.find_blob(e.id()).map_err(git_err("blob"))?;
+                // A link or directory planted in the file's place goes first.
+                if std::fs::symlink_metadata(&full).is_ok_and(|m| !m.is_file()) {
+                    let _ = std::fs::remove_dir_all(&full).or_else(|_| std::fs::remove_file(&full));
+                }
+                if let Some(dir) = full.parent() {
+                    std::fs::create_dir_all(dir)
+                        .map_err(|e| WorkspaceError::Task(format!("undoing {path}: {e}")))?;
+                }
+                std::fs::write(&full, blob.content())
+                    .map_err(|e| WorkspaceError::Task(format!("undoing {path}: {e}")))?;
+            }
+            Err(_) => {
+                let _ = std::fs::remove_file(&full).or_else(|_| std::fs::remove_dir_all(&full));
+            }
+        }
+        outside.push(path.to_string());
+    }
+    outside.sort();
+    outside.dedup();
+    Ok(outside)
 }
 
 /// [`Worktree::commit_all`] in the open `repo`.

@@ -195,6 +195,7 @@ pub fn context_for(dir: &Path, session: &GateSession) -> GateContext {
         state_dir: dir.join(".supervisor/gates"),
         search_path: Some(tools_path()),
         session: session.clone(),
+        proof: None,
     }
 }
 

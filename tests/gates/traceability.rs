@@ -214,3 +214,43 @@ fn without_the_issue_text_the_skipped_checks_are_said() {
         r.summary
     );
 }
+
+#[test]
+fn tests_the_oracle_proved_red_stand_in_for_file_name_parity() {
+    use supervisor::evidence::{Outcome, ProofInput, TestEvidence, TestId, TestResult};
+    let f = Fixture::new("ts-base");
+    f.apply("ts-clean");
+    f.commit_all("Add formatAmount (#9)");
+    let mut ctx = f.context_with_issue(9, "Add amount formatting", "");
+    let r = trace(&ctx);
+    assert!(!with_rule(&r, "test-parity").is_empty(), "{r:#?}");
+    // RED saw a designated test fail on the base: that is the change's test.
+    let red = TestEvidence {
+        runner: "vitest".into(),
+        designated: vec![TestResult::new(
+            TestId::new("test/amounts.test.ts", "formats EUR"),
+            Outcome::Fail,
+        )],
+        ..TestEvidence::default()
+    };
+    ctx.proof = Some(std::sync::Arc::new(ProofInput {
+        base: Some(red.clone()),
+        ..ProofInput::default()
+    }));
+    let r = trace(&ctx);
+    assert!(with_rule(&r, "test-parity").is_empty(), "{r:#?}");
+    assert!(
+        r.summary
+            .contains("test parity: 1 designated test(s) failed on the base"),
+        "{}",
+        r.summary
+    );
+    // A RED whose designated tests passed proves nothing: file names count again.
+    let mut passed = red;
+    passed.designated[0].outcome = Outcome::Pass;
+    ctx.proof = Some(std::sync::Arc::new(ProofInput {
+        base: Some(passed),
+        ..ProofInput::default()
+    }));
+    assert!(!with_rule(&trace(&ctx), "test-parity").is_empty());
+}

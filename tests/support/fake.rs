@@ -819,7 +819,11 @@ impl Effects for FakeEffects {
         ))
     }
 
-    async fn commit(&mut self, _message: &str) -> Result<CommitResult, String> {
+    async fn commit(
+        &mut self,
+        _message: &str,
+        _scope: Option<&[String]>,
+    ) -> Result<CommitResult, String> {
         self.enter("commit").await;
         let result = {
             let mut repo = self.world.repo.lock().unwrap();
@@ -828,6 +832,7 @@ impl Effects for FakeEffects {
                 sha,
                 ahead: repo.commits.len() as u32,
                 head: repo.head(),
+                outside: Vec::new(),
             }
         };
         self.leave().await;
@@ -1034,6 +1039,7 @@ impl Effects for FakeEffects {
         &mut self,
         hooks: &[Hook],
         _issue: &IssueText,
+        _proof: Option<supervisor::verify::ProofInput>,
         finished: GateFeed,
         _cancel: &CancellationToken,
     ) -> Vec<GateReport> {

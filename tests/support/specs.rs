@@ -57,7 +57,7 @@ pub fn spec() -> WorldSpec {
 }
 
 pub fn workflow_with_hooks(hooks: Value) -> Value {
-    let mut wf: Value = serde_json::from_str(supervisor::config::DEFAULT_WORKFLOW).unwrap();
+    let mut wf: Value = serde_json::from_str(supervisor::config::WORKFLOW_WITHOUT_ORACLE).unwrap();
     for stage in wf["stages"].as_array_mut().unwrap() {
         if stage["status"] == "Implementation" {
             stage["hooks"] = hooks.clone();

@@ -56,6 +56,7 @@ impl Copy {
             session: GateSession::new(None, &state_dir, ToolEnv::base()),
             state_dir,
             search_path: Some(path),
+            proof: None,
         }
     }
 

@@ -16,8 +16,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::{Action, Outcome};
 use crate::audit::{self, AuditScore};
+use crate::config::GateKind;
 use crate::config::{BuiltIn, Dimension, Hook, Stage, Workflow};
-use crate::gates::{GateReport, NotRunCause};
+use crate::gates::{GateReport, GateStatus, NotRunCause};
 
 /// The spec's bound on loop iterations per run.
 pub const MAX_ITERATIONS: u32 = 20;
@@ -82,6 +83,9 @@ pub struct Transition {
     /// Why the stage was skipped, for `Skip` moves.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skip: Option<SkipReason>,
+    /// A gate bounce that counts against the stage's rejections (RED: the tests prove nothing).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub counted: bool,
 }
 
 impl Transition {
@@ -98,6 +102,7 @@ impl Transition {
             reason: reason.into(),
             score: None,
             skip: None,
+            counted: false,
         }
     }
 }
@@ -216,7 +221,12 @@ impl RunState {
             TransitionKind::LoopBack => {
                 self.looped_into.insert(t.to.clone());
             }
-            TransitionKind::GateBounce => self.gate_bounces += 1,
+            TransitionKind::GateBounce => {
+                self.gate_bounces += 1;
+                if t.counted {
+                    *self.rejections.entry(t.from.clone()).or_default() += 1;
+                }
+            }
             TransitionKind::Skip => {
                 if let Some(SkipReason::AlreadyDone { .. }) = t.skip {
                     self.skipped.insert(t.from.clone());
@@ -285,6 +295,7 @@ pub fn plan(
             reason: format!("{} moves on automatically", stage.status),
             score: None,
             skip: None,
+            counted: false,
         }));
     }
     if stage.experimental && !experimental {
@@ -295,6 +306,7 @@ pub fn plan(
             reason: "experimental stage; enableExperimentalFeatures is off".into(),
             score: None,
             skip: Some(SkipReason::Experimental),
+            counted: false,
         }));
     }
     if let Some(heading) = &stage.skip_when_heading {
@@ -311,6 +323,7 @@ pub fn plan(
                 skip: Some(SkipReason::AlreadyDone {
                     heading: heading.clone(),
                 }),
+                counted: false,
             }));
         }
     }
@@ -515,14 +528,7 @@ fn finish_forward(
     to: String,
     reason: String,
 ) -> Result<Decision, DecideError> {
-    let transition = Transition {
-        from: stage.status.clone(),
-        to,
-        kind: TransitionKind::Forward,
-        reason,
-        score: None,
-        skip: None,
-    };
+    let transition = Transition::new(&stage.status, &to, TransitionKind::Forward, reason);
     let hooks: Vec<Hook> = stage
         .hooks
         .iter()
@@ -560,17 +566,36 @@ fn finish_forward(
         .map(|r| format!("{} ({})", r.name, r.status.label()))
         .collect::<Vec<_>>()
         .join(", ");
-    Ok(Decision::Move(Transition {
-        from: stage.status.clone(),
-        to: stage.status.clone(),
-        kind: TransitionKind::GateBounce,
-        reason: format!(
-            "gates blocked: {names}; returning to {}",
-            stage.agent.as_deref().unwrap_or("the agent")
-        ),
-        score: None,
-        skip: None,
-    }))
+    let reason = format!(
+        "gates blocked: {names}; returning to {}",
+        stage.agent.as_deref().unwrap_or("the agent")
+    );
+    // Tests that do not fail on the base prove nothing: sent back like a rejection, and counted.
+    let red = blocking
+        .iter()
+        .any(|r| r.kind == GateKind::Red && r.status == GateStatus::Fail);
+    if red {
+        let mut d = count_rejection(
+            input,
+            stage,
+            stage.status.clone(),
+            TransitionKind::GateBounce,
+            reason,
+            None,
+        );
+        match &mut d {
+            Decision::Move(t) => t.counted = true,
+            Decision::Stop(StopReason::MaxRejections { last, .. }) => last.counted = true,
+            _ => {}
+        }
+        return Ok(d);
+    }
+    Ok(Decision::Move(Transition::new(
+        &stage.status,
+        &stage.status,
+        TransitionKind::GateBounce,
+        reason,
+    )))
 }
 
 fn count_rejection(
@@ -590,12 +615,8 @@ fn count_rejection(
         .unwrap_or(0)
         + 1;
     let transition = Transition {
-        from: stage.status.clone(),
-        to,
-        kind,
-        reason,
         score,
-        skip: None,
+        ..Transition::new(&stage.status, &to, kind, reason)
     };
     if count > max {
         Decision::Stop(StopReason::MaxRejections {
@@ -616,8 +637,14 @@ mod tests {
     use crate::config::GateKind;
     use crate::gates::GateStatus;
 
+    /// The pipeline without the oracle's gates (which `oracle_*` tests add back).
     fn wf() -> Workflow {
-        Workflow::builtin(&BTreeMap::new())
+        Workflow::parse(
+            std::path::Path::new("workflow-without-oracle.json"),
+            crate::config::WORKFLOW_WITHOUT_ORACLE,
+            &BTreeMap::new(),
+        )
+        .unwrap()
     }
 
     fn outcome(text: &str, wf: &Workflow, column: &str) -> Outcome {
@@ -1190,6 +1217,9 @@ mod tests {
             pr_body: None,
             marker_target: None,
             notes: vec![],
+            tests: vec![],
+            contract: vec![],
+            already_resolved: false,
         };
         let inp = input(&wf, &state, "Audit", &o);
         assert!(matches!(decide(inp), Err(DecideError::Contradictory(_))));

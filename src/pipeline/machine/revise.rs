@@ -260,6 +260,9 @@ impl Machine {
             let mut request = self.pr_request(w, outcome, t);
             request.head_sha = Some(sha.clone());
             request.revision = f.round;
+            if request.proof.is_none() {
+                request.kept_proof = self.kept_proof();
+            }
             return Some(Want::Do(Effect::UpdatePullBody {
                 number: f.pr,
                 request: Box::new(request),
