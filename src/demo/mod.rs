@@ -47,7 +47,8 @@ export function parseDuration(text: string): number {
 }
 "#;
 
-const DURATION_V2: &str = r#"const SECONDS_PER_UNIT: Record<string, number> = { s: 1, m: 60, h: 3600 };
+/// The demo developer's change: a unit table, and an error naming an unknown unit.
+pub const DURATION_V2: &str = r#"const SECONDS_PER_UNIT: Record<string, number> = { s: 1, m: 60, h: 3600 };
 
 /** Parses a duration such as "90s", "15m" or "2h" into seconds. */
 export function parseDuration(text: string): number {
@@ -79,7 +80,7 @@ pub const DEMO_REVIEW: (&str, &str) = (
 /// The test designer's tests (JavaScript, so that the type checker and the language server of a
 /// machine without vitest's types have nothing to say about them); vitest runs them against the
 /// TypeScript source.
-const DURATION_TEST: &str = r#"import { describe, expect, it } from "vitest";
+pub const DURATION_TEST: &str = r#"import { describe, expect, it } from "vitest";
 import { parseDuration } from "./duration";
 
 describe("parseDuration", () => {

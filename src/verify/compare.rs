@@ -170,22 +170,15 @@ pub fn proof(base: &TestRun, head: &TestRun, designated: &[TestSelector]) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verify::model::{Selection, TestResult, Totals};
+    use crate::verify::model::TestResult;
 
     fn run(results: &[(&str, &str, Outcome)]) -> TestRun {
-        let mut results: Vec<TestResult> = results
-            .iter()
-            .map(|(f, n, o)| TestResult::new(TestId::new(*f, *n), *o))
-            .collect();
-        results.sort_by(|a, b| a.id.cmp(&b.id));
-        TestRun {
-            runner: "vitest".into(),
-            command: "vitest run".into(),
-            selection: Selection::All,
-            totals: Totals::of(&results),
-            results,
-            duration_ms: 1,
-        }
+        crate::verify::model::testing::run_of(
+            results
+                .iter()
+                .map(|(f, n, o)| TestResult::new(TestId::new(*f, *n), *o))
+                .collect(),
+        )
     }
 
     use Outcome::{Error, Fail, Pass, Skipped};

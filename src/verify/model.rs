@@ -138,7 +138,20 @@ pub(crate) fn merge_by_id(mut results: Vec<TestResult>) -> Vec<TestResult> {
 /// What the parsers' tests check their results with.
 #[cfg(test)]
 pub(crate) mod testing {
-    use super::{Outcome, TestResult};
+    use super::{Outcome, Selection, TestResult, TestRun, Totals};
+
+    /// A whole-suite vitest run of `results`.
+    pub fn run_of(mut results: Vec<TestResult>) -> TestRun {
+        results.sort_by(|a, b| a.id.cmp(&b.id));
+        TestRun {
+            runner: "vitest".into(),
+            command: "vitest run".into(),
+            selection: Selection::All,
+            totals: Totals::of(&results),
+            results,
+            duration_ms: 1,
+        }
+    }
 
     /// `id → outcome` of each result, in order.
     pub fn outcomes(results: &[TestResult]) -> Vec<(String, Outcome)> {

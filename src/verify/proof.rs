@@ -470,7 +470,7 @@ pub fn proof_lines(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verify::model::{Location, Selection, Totals};
+    use crate::verify::model::Location;
 
     fn result(file: &str, name: &str, outcome: Outcome, message: Option<&str>) -> TestResult {
         let mut r = TestResult::new(TestId::new(file, name), outcome);
@@ -482,18 +482,7 @@ mod tests {
         r
     }
 
-    fn run(results: Vec<TestResult>) -> TestRun {
-        let mut results = results;
-        results.sort_by(|a, b| a.id.cmp(&b.id));
-        TestRun {
-            runner: "vitest".into(),
-            command: "vitest run".into(),
-            selection: Selection::All,
-            totals: Totals::of(&results),
-            results,
-            duration_ms: 5,
-        }
-    }
+    use crate::verify::model::testing::run_of as run;
 
     fn rules(problems: &[Problem]) -> Vec<(&'static str, bool)> {
         problems.iter().map(|p| (p.rule, p.blocking)).collect()

@@ -4,21 +4,9 @@
 
 use super::*;
 
-/// The designated tests: hours (fails on the base: `2h` is not a duration there) and the unknown
-/// unit's own message (the base says "not a duration").
-const TESTS: &str = r#"import { describe, expect, it } from "vitest";
-import { parseDuration } from "./duration";
-
-describe("parseDuration", () => {
-  it("accepts hours", () => {
-    expect(parseDuration("2h")).toBe(7200);
-  });
-  it("names an unknown unit", () => {
-    expect(() => parseDuration("3d")).toThrow(/unknown unit d in 3d/);
-  });
-});
-"#;
-
+/// The designated tests, the demo's: hours (fails on the base: `2h` is not a duration there) and
+/// the unknown unit's own message (the base says "not a duration").
+const TESTS: &str = supervisor::demo::DURATION_TEST;
 /// An existing test of the project, passing on the base.
 const OLD_TEST: &str = r#"import { expect, it } from "vitest";
 import { parseDuration } from "./duration";
@@ -28,26 +16,13 @@ it("reads minutes", () => {
 });
 "#;
 
-const CODE: &str = r#"const SECONDS_PER_UNIT: Record<string, number> = { s: 1, m: 60, h: 3600 };
-
-/** Parses a duration such as "90s", "15m" or "2h" into seconds. */
-export function parseDuration(text: string): number {
-  const match = /^(\d+)([a-z]+)$/.exec(text.trim());
-  if (!match) {
-    throw new Error(`not a duration: ${text}`);
-  }
-  const factor = SECONDS_PER_UNIT[match[2]];
-  if (factor === undefined) {
-    throw new Error(`unknown unit ${match[2]} in ${text}`);
-  }
-  return Number(match[1]) * factor;
-}
-"#;
+/// The demo's change: a unit table, and an error naming an unknown unit.
+const CODE: &str = supervisor::demo::DURATION_V2;
 
 fn designated() -> Value {
     json!([
-        { "file": "src/duration.test.ts", "name": "parseDuration > accepts hours" },
-        { "file": "src/duration.test.ts", "name": "parseDuration > names an unknown unit" }
+        { "file": "src/duration.test.js", "name": "parseDuration > accepts hours" },
+        { "file": "src/duration.test.js", "name": "parseDuration > names an unknown unit and the input" }
     ])
 }
 
@@ -58,7 +33,7 @@ fn test_designer(files: &[(&str, &str)], extra: Value) -> Value {
         .collect();
     let mut outcome = json!({
         "action": "COMPLETE", "agentName": "test-designer",
-        "commentBody": "## Test Plan\n\nhours and the unknown unit, in src/duration.test.ts",
+        "commentBody": "## Test Plan\n\nhours and the unknown unit, in src/duration.test.js",
         "tests": designated(),
         "contract": [
             { "criterion": "1", "tests": [designated()[0].clone()] },
@@ -105,7 +80,7 @@ fn oracle_spec() -> WorldSpec {
     set_role(
         &mut spec,
         "test-designer",
-        vec![test_designer(&[("src/duration.test.ts", TESTS)], json!({}))],
+        vec![test_designer(&[("src/duration.test.js", TESTS)], json!({}))],
     );
     set_role(
         &mut spec,
@@ -167,7 +142,7 @@ async fn tests_written_first_fail_on_the_base_pass_on_the_change_and_the_pr_show
                 "fail".to_string()
             ),
             (
-                "parseDuration > names an unknown unit".to_string(),
+                "parseDuration > names an unknown unit and the input".to_string(),
                 "fail".to_string()
             )
         ]
@@ -194,7 +169,7 @@ async fn tests_written_first_fail_on_the_base_pass_on_the_change_and_the_pr_show
         .unwrap_or_else(|| panic!("a commit of the test designer: {log}"));
     assert_eq!(
         tree_of(&world, td.split(' ').next().unwrap()),
-        vec!["src/duration.test.ts"]
+        vec!["src/duration.test.js"]
     );
     let (_, _, body) = pulls(&world).into_iter().next().expect("a pull request");
     assert!(body.contains("## Proof"), "{body}");
@@ -233,12 +208,12 @@ async fn a_test_passing_on_the_base_and_a_change_outside_the_tests_go_back_to_te
         vec![
             test_designer(
                 &[
-                    ("src/duration.test.ts", &checks_nothing),
+                    ("src/duration.test.js", &checks_nothing),
                     ("src/duration.ts", CODE),
                 ],
                 json!({}),
             ),
-            test_designer(&[("src/duration.test.ts", TESTS)], json!({})),
+            test_designer(&[("src/duration.test.js", TESTS)], json!({})),
         ],
     );
     let (_d, world) = super::world(spec).await;
@@ -280,8 +255,8 @@ async fn a_test_passing_on_the_base_and_a_change_outside_the_tests_go_back_to_te
         &mut spec,
         "test-designer",
         vec![
-            test_designer(&[("src/duration.test.ts", &checks_nothing)], json!({})),
-            test_designer(&[("src/duration.test.ts", TESTS)], json!({})),
+            test_designer(&[("src/duration.test.js", &checks_nothing)], json!({})),
+            test_designer(&[("src/duration.test.js", TESTS)], json!({})),
         ],
     );
     let (_d, world) = super::world(spec).await;
@@ -310,10 +285,10 @@ async fn a_developer_weakening_a_designated_test_or_breaking_another_is_sent_bac
         vec![
             developer(&[
                 ("src/duration.ts", CODE),
-                ("src/duration.test.ts", &weakened),
+                ("src/duration.test.js", &weakened),
             ]),
             developer(&[
-                ("src/duration.test.ts", TESTS),
+                ("src/duration.test.js", TESTS),
                 ("src/duration.ts", &broken_minutes),
             ]),
             developer(&[("src/duration.ts", CODE)]),
@@ -353,7 +328,7 @@ async fn already_resolved_needs_the_tests_passing_on_the_base_and_the_audit() {
         &mut spec,
         "test-designer",
         vec![test_designer(
-            &[("src/duration.test.ts", TESTS)],
+            &[("src/duration.test.js", TESTS)],
             json!({ "alreadyResolved": true }),
         )],
     );
@@ -389,7 +364,7 @@ async fn already_resolved_needs_the_tests_passing_on_the_base_and_the_audit() {
         &mut spec,
         "test-designer",
         vec![test_designer(
-            &[("src/duration.test.ts", TESTS)],
+            &[("src/duration.test.js", TESTS)],
             json!({ "alreadyResolved": true }),
         )],
     );
@@ -437,4 +412,222 @@ async fn an_untestable_criterion_stops_for_a_codeowner_and_a_missing_runner_is_n
     );
     assert_eq!(starts(&world, "Implementation"), 0);
     assert!(pulls(&world).is_empty());
+}
+
+/// The designated tests, with a `beforeAll` that, in the phase `phase` ("red": hours do not work
+/// yet; "green": they do), says it is running and waits for `<dir>/go`.
+fn tests_waiting_in(phase: &str, dir: &std::path::Path) -> String {
+    let hook = format!(
+        r#"import {{ beforeAll }} from "vitest";
+import {{ existsSync, writeFileSync }} from "node:fs";
+
+beforeAll(async () => {{
+  let phase = "green";
+  try {{
+    parseDuration("2h");
+  }} catch {{
+    phase = "red";
+  }}
+  if (phase === "{phase}") {{
+    writeFileSync("{dir}/{phase}.running", "");
+    while (!existsSync("{dir}/go")) {{
+      await new Promise((r) => setTimeout(r, 50));
+    }}
+  }}
+}});
+"#,
+        dir = dir.display()
+    );
+    format!("{TESTS}{hook}")
+}
+
+/// Kill -9 of supervisor while the oracle runs `phase`, then a resume: the same verdicts, the
+/// pull request once, no comment twice.
+async fn killed_during(phase: &str) {
+    let outside = tempfile::tempdir().unwrap();
+    let dir = outside.path().canonicalize().unwrap();
+    let mut spec = oracle_spec();
+    let tests = tests_waiting_in(phase, &dir);
+    set_role(
+        &mut spec,
+        "test-designer",
+        vec![test_designer(
+            &[("src/duration.test.js", &tests)],
+            json!({}),
+        )],
+    );
+    let (_d, world) = super::world(spec).await;
+    let mut child = command(&world, 1, &[]).spawn().unwrap();
+    let running = dir.join(format!("{phase}.running"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while !running.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the {phase} run never started"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    std::fs::write(dir.join("go"), "").unwrap();
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.summary);
+    for kind in ["red", "green"] {
+        let reports = gate_reports(&world, kind);
+        assert_eq!(
+            reports.len(),
+            1,
+            "one {kind} verdict, recorded once: {reports:?}"
+        );
+        assert_eq!(reports[0]["status"], "pass", "{}", reports[0]);
+    }
+    assert_eq!(pulls(&world).len(), 1);
+    let mut markers: Vec<String> = comments(&world)
+        .iter()
+        .flat_map(|(_, b)| {
+            b.lines()
+                .filter(|l| l.starts_with("<!-- supervisor:"))
+                .map(String::from)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let all = markers.len();
+    markers.sort();
+    markers.dedup();
+    assert_eq!(markers.len(), all, "a comment posted twice: {markers:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_during_red_then_a_resume_gives_the_same_verdict_once() {
+    killed_during("red").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_during_green_then_a_resume_gives_the_same_verdict_once() {
+    killed_during("green").await;
+}
+
+/// A project of another language: its files, the test designer's test file and designated names,
+/// the developer's change, and an edit of the developer that deletes an assertion.
+struct Language {
+    files: Vec<(&'static str, &'static str)>,
+    test_file: &'static str,
+    tests: &'static str,
+    names: [&'static str; 2],
+    code: (&'static str, &'static str),
+    weakened: fn(&str) -> String,
+}
+
+fn language_spec(l: &Language) -> WorldSpec {
+    let mut spec = oracle_spec();
+    spec.files = l
+        .files
+        .iter()
+        .map(|(p, c)| (p.to_string(), c.to_string()))
+        .collect();
+    let designated = json!([
+        { "file": l.test_file, "name": l.names[0] },
+        { "file": l.test_file, "name": l.names[1] }
+    ]);
+    let answer_json = json!({
+        "action": "COMPLETE", "agentName": "test-designer",
+        "commentBody": "## Test Plan\n\nhours and the unknown unit",
+        "tests": designated,
+        "contract": [
+            { "criterion": "1", "tests": [designated[0].clone()] },
+            { "criterion": "2", "tests": [designated[1].clone()] },
+            { "criterion": "3", "untestable": "README wording" }
+        ]
+    });
+    set_role(
+        &mut spec,
+        "test-designer",
+        vec![json!([
+            { "write": { "path": l.test_file, "content": l.tests } },
+            { "final": answer("Tests written.", answer_json) }
+        ])],
+    );
+    let weakened = (l.weakened)(l.tests);
+    set_role(
+        &mut spec,
+        "developer",
+        vec![
+            developer(&[l.code, (l.test_file, &weakened)]),
+            developer(&[(l.test_file, l.tests)]),
+        ],
+    );
+    spec
+}
+
+async fn red_green_and_frozen_on(l: Language) {
+    let (_d, world) = super::world(language_spec(&l)).await;
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.summary);
+    let red = gate_reports(&world, "red");
+    assert_eq!(red.len(), 1, "{red:?}");
+    assert_eq!(red[0]["status"], "pass", "{}", red[0]);
+    let outcomes: Vec<&str> = red[0]["evidence"]["designated"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["fail", "fail"], "{}", red[0]);
+    // The developer's first attempt deleted an assertion of a designated test: sent back.
+    let frozen = gate_reports(&world, "frozen");
+    assert_eq!(frozen[0]["status"], "fail", "{}", frozen[0]);
+    assert!(frozen[0].to_string().contains(l.names[0]), "{}", frozen[0]);
+    assert_eq!(frozen.last().unwrap()["status"], "pass");
+    assert_eq!(
+        gate_reports(&world, "green").last().unwrap()["status"],
+        "pass"
+    );
+    let (_, _, body) = pulls(&world).into_iter().next().expect("a pull request");
+    let row = body
+        .lines()
+        .find(|l2| l2.contains(l.names[0]))
+        .unwrap_or_else(|| panic!("{body}"));
+    assert!(row.contains("✖ fail") && row.contains("✔ pass"), "{row}");
+}
+
+#[tokio::test]
+async fn pytest_red_green_and_frozen() {
+    red_green_and_frozen_on(Language {
+        files: vec![
+            ("pyproject.toml", "[project]\nname = \"durations\"\nversion = \"0.1.0\"\n\n[tool.pytest.ini_options]\ntestpaths = [\"tests\"]\npythonpath = [\".\"]\n"),
+            (".gitignore", "__pycache__/\n.pytest_cache/\n"),
+            ("durations.py", "def parse(text):\n    n, unit = int(text[:-1]), text[-1]\n    return n * {\"s\": 1, \"m\": 60}[unit]\n"),
+            ("tests/test_minutes.py", "from durations import parse\n\n\ndef test_minutes():\n    assert parse(\"15m\") == 900\n"),
+        ],
+        test_file: "tests/test_duration.py",
+        tests: "import pytest\n\nfrom durations import parse\n\n\ndef test_hours():\n    assert parse(\"2h\") == 7200\n    assert parse(\"1h\") == 3600\n\n\ndef test_unknown_unit():\n    with pytest.raises(ValueError, match=\"unknown unit d in 3d\"):\n        parse(\"3d\")\n",
+        names: ["test_hours", "test_unknown_unit"],
+        code: (
+            "durations.py",
+            "UNITS = {\"s\": 1, \"m\": 60, \"h\": 3600}\n\n\ndef parse(text):\n    n, unit = int(text[:-1]), text[-1]\n    if unit not in UNITS:\n        raise ValueError(f\"unknown unit {unit} in {text}\")\n    return n * UNITS[unit]\n",
+        ),
+        weakened: |t| t.replace("    assert parse(\"1h\") == 3600\n", ""),
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn cargo_test_red_green_and_frozen() {
+    red_green_and_frozen_on(Language {
+        files: vec![
+            ("Cargo.toml", "[package]\nname = \"durations\"\nversion = \"0.1.0\"\nedition = \"2021\"\npublish = false\n\n[workspace]\n"),
+            (".gitignore", "target/\nCargo.lock\n"),
+            ("src/lib.rs", "/// Seconds in `text`: `90s`, `15m`.\npub fn parse(text: &str) -> Result<u64, String> {\n    let (n, unit) = text.split_at(text.len() - 1);\n    let n: u64 = n.parse().map_err(|_| format!(\"not a duration: {text}\"))?;\n    match unit {\n        \"s\" => Ok(n),\n        \"m\" => Ok(n * 60),\n        _ => Err(format!(\"not a duration: {text}\")),\n    }\n}\n"),
+            ("tests/minutes.rs", "#[test]\nfn minutes() {\n    assert_eq!(durations::parse(\"15m\"), Ok(900));\n}\n"),
+        ],
+        test_file: "tests/duration.rs",
+        tests: "#[test]\nfn hours() {\n    assert_eq!(durations::parse(\"2h\"), Ok(7200));\n    assert_eq!(durations::parse(\"1h\"), Ok(3600));\n}\n\n#[test]\nfn unknown_unit() {\n    assert_eq!(durations::parse(\"3d\"), Err(\"unknown unit d in 3d\".to_string()));\n}\n",
+        names: ["hours", "unknown_unit"],
+        code: (
+            "src/lib.rs",
+            "/// Seconds in `text`: `90s`, `15m`, `2h`.\npub fn parse(text: &str) -> Result<u64, String> {\n    let (n, unit) = text.split_at(text.len() - 1);\n    let n: u64 = n.parse().map_err(|_| format!(\"not a duration: {text}\"))?;\n    match unit {\n        \"s\" => Ok(n),\n        \"m\" => Ok(n * 60),\n        \"h\" => Ok(n * 3600),\n        _ => Err(format!(\"unknown unit {unit} in {text}\")),\n    }\n}\n",
+        ),
+        weakened: |t| t.replace("    assert_eq!(durations::parse(\"1h\"), Ok(3600));\n", ""),
+    })
+    .await;
 }
