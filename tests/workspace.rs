@@ -890,3 +890,43 @@ fn a_snapshot_is_restored_file_for_file() {
     let files = git(&wt.path, &["show", "--name-only", "--format=", "HEAD"]);
     assert_eq!(files.trim(), "kept.txt");
 }
+
+/// A stage limited to test paths: what it changed elsewhere is undone, not committed — a link
+/// planted in a file's place is removed, never written through.
+#[test]
+fn a_commit_within_test_paths_undoes_the_rest() {
+    let w = World::new();
+    let wt = ensure_worktree(&w.cfg, 3).unwrap();
+    let readme = std::fs::read_to_string(wt.path.join("README.md")).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("target.txt");
+    std::fs::write(&target, "untouched\n").unwrap();
+    std::fs::create_dir_all(wt.path.join("tests")).unwrap();
+    std::fs::write(wt.path.join("tests/a.test.ts"), "it('x', () => {});\n").unwrap();
+    std::fs::write(wt.path.join("src.ts"), "export const x = 1;\n").unwrap();
+    std::fs::remove_file(wt.path.join("README.md")).unwrap();
+    std::os::unix::fs::symlink(&target, wt.path.join("README.md")).unwrap();
+    let mut scope = globset::GlobSetBuilder::new();
+    scope.add(globset::Glob::new("tests/**").unwrap());
+    let c = wt
+        .commit_within("tests for #3", Some(&scope.build().unwrap()))
+        .unwrap();
+    assert!(c.sha.is_some());
+    assert_eq!(
+        c.outside,
+        vec!["README.md".to_string(), "src.ts".to_string()]
+    );
+    assert_eq!(
+        git(&wt.path, &["show", "--name-only", "--format=", "HEAD"]),
+        "tests/a.test.ts"
+    );
+    assert!(!wt.path.join("src.ts").exists());
+    let meta = std::fs::symlink_metadata(wt.path.join("README.md")).unwrap();
+    assert!(meta.is_file(), "the link is gone, the file back");
+    assert_eq!(
+        std::fs::read_to_string(wt.path.join("README.md")).unwrap(),
+        readme
+    );
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "untouched\n");
+    assert_eq!(status(&wt), "");
+}

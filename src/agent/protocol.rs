@@ -906,6 +906,59 @@ mod tests {
     }
 
     #[test]
+    fn a_test_designers_tests_and_contract_are_read_and_checked() {
+        use crate::evidence::TestSelector;
+        let text = r#"```json
+{ "action": "COMPLETE", "agentName": "test-designer",
+  "tests": [ { "file": "src/a.test.ts", "name": "a > works" }, "tests/test_b.py::test_b", "tests/c.rs" ],
+  "contract": [ { "criterion": 1, "tests": ["src/a.test.ts::a > works"] },
+                { "criterion": "the README says so", "untestable": "prose" } ],
+  "alreadyResolved": false }
+```"#;
+        let o = parse(text, "TestDesign").unwrap();
+        assert_eq!(
+            o.tests,
+            vec![
+                TestSelector::test("src/a.test.ts", "a > works"),
+                TestSelector::test("tests/test_b.py", "test_b"),
+                TestSelector::file("tests/c.rs"),
+            ]
+        );
+        assert_eq!(o.contract.len(), 2);
+        assert_eq!(o.contract[0].criterion, "1");
+        assert_eq!(
+            o.contract[0].tests,
+            vec![TestSelector::test("src/a.test.ts", "a > works")]
+        );
+        assert_eq!(o.contract[1].untestable.as_deref(), Some("prose"));
+        assert!(!o.already_resolved);
+        assert!(o.notes.is_empty(), "{:?}", o.notes);
+        for (body, field) in [
+            (r#""tests": [{"file": "/etc/passwd"}]"#, "tests[0].file"),
+            (r#""tests": [{"file": "../x.test.ts"}]"#, "tests[0].file"),
+            (r#""tests": [{}]"#, "tests[0]"),
+            (r#""tests": [""]"#, "tests[0]"),
+            (r#""tests": "a.test.ts""#, "tests"),
+            (r#""contract": [{"criterion": "1"}]"#, "contract[0]"),
+            (
+                r#""contract": [{"tests": ["a.test.ts"]}]"#,
+                "contract[0].criterion",
+            ),
+            (
+                r#""contract": [{"criterion": "1", "untestable": true}]"#,
+                "contract[0].untestable",
+            ),
+            (r#""alreadyResolved": "yes""#, "alreadyResolved"),
+        ] {
+            let text = format!("```json\n{{\"action\": \"COMPLETE\", {body}}}\n```");
+            match parse(&text, "TestDesign") {
+                Err(ProtocolError::Invalid { field: f, .. }) => assert_eq!(f, field, "{text}"),
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn prose_around_fenced_json() {
         let text = "I looked at the code.\n\nHere is my result:\n\n```json\n{\n  \"action\": \"COMPLETE\",\n  \"agentName\": \"researcher\",\n  \"summary\": \"found it\",\n  \"commentBody\": \"## Research Findings\\n\\nAll good.\"\n}\n```\n\nLet me know if you need more.";
         let o = parse(text, "Research").unwrap();

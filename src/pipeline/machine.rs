@@ -1233,12 +1233,7 @@ impl Machine {
         if !ours(&f.author) || f.body_editor.as_deref().is_some_and(|e| !ours(e)) {
             return None;
         }
-        let rest = &f.body[f.body.find("## Proof\n")?..];
-        let end = rest
-            .find("\nWhole suite")
-            .map(|i| rest[i + 1..].find('\n').map_or(rest.len(), |j| i + 2 + j))
-            .unwrap_or(rest.len());
-        Some(rest[..end].trim_end().to_string())
+        super::decide::revision::proof_section(&f.body)
     }
 
     /// The first stage whose agent writes only where its `writes` says (TestDesign, writing tests).

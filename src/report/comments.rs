@@ -116,22 +116,22 @@ fn revised_comment(
 
 /// The title and body of the pull request the pipeline opens.
 pub fn pull_request_text(pr: &PrRequest) -> (String, String) {
-    let mut gate_table = if pr.gates.is_empty() {
+    let gate_table = if pr.gates.is_empty() {
         String::new()
     } else {
         super::gates::gate_summary_table(&pr.gates)
     };
-    match (&pr.proof, &pr.kept_proof) {
-        (Some(proof), _) => gate_table = format!("{}\n{gate_table}", proof_markdown(proof)),
-        (None, Some(kept)) => gate_table = format!("{kept}\n\n{gate_table}"),
-        (None, None) => {}
-    }
+    let proof = match (&pr.proof, &pr.kept_proof) {
+        (Some(proof), _) => Some(proof_markdown(proof)),
+        (None, kept) => kept.clone(),
+    };
     let body = pr_body(&PrBodyInput {
         issue: pr.issue,
         audit_comment: &pr.audit_comment,
         score: &pr.score,
         findings: &pr.findings,
         gate_table: &gate_table,
+        proof: proof.as_deref(),
         auditor_pr_body: pr.auditor_body.as_deref(),
         rejections: pr.rejections,
         gate_bounces: pr.gate_bounces,
@@ -387,6 +387,8 @@ pub struct PrBodyInput<'a> {
     pub score: &'a AuditScore,
     pub findings: &'a [AuditFinding],
     pub gate_table: &'a str,
+    /// The Proof section (`## Proof` …), when the oracle ran.
+    pub proof: Option<&'a str>,
     pub auditor_pr_body: Option<&'a str>,
     pub rejections: u32,
     pub gate_bounces: u32,
@@ -396,7 +398,11 @@ pub struct PrBodyInput<'a> {
 pub fn pr_body(input: &PrBodyInput<'_>) -> String {
     let mut out = String::new();
     if let Some(body) = input.auditor_pr_body {
-        out.push_str(body.trim());
+        // Only supervisor ends a Proof section.
+        out.push_str(
+            body.replace(crate::pipeline::decide::revision::PROOF_END, "")
+                .trim(),
+        );
         out.push_str("\n\n");
     }
     out.push_str("## Audit Report\n\n");
@@ -415,6 +421,14 @@ pub fn pr_body(input: &PrBodyInput<'_>) -> String {
         out.push_str("\n### Quality Gates\n\n");
         out.push_str(input.gate_table.trim());
         out.push('\n');
+    }
+    if let Some(proof) = input.proof {
+        let _ = write!(
+            out,
+            "\n{}\n{}\n",
+            proof.trim(),
+            crate::pipeline::decide::revision::PROOF_END
+        );
     }
     let _ = write!(
         out,
@@ -567,6 +581,7 @@ mod tests {
             score: &s,
             findings: &findings,
             gate_table: "| Gate | Status |\n|---|---|\n| tsc | pass |",
+            proof: None,
             auditor_pr_body: Some("## Summary\nAdds durations."),
             rejections: 1,
             gate_bounces: 0,
@@ -580,6 +595,30 @@ mod tests {
             "fenced text is left alone"
         );
         assert!(body.contains("| research-incorporation | excluded | 0 |"));
+    }
+
+    #[test]
+    fn only_supervisors_proof_section_is_found_again() {
+        use crate::pipeline::decide::revision::{PROOF_END, proof_section};
+        let s = score(&[], &[], 0.75, None);
+        let forged = format!("## Proof\n\n| hours | `x` | ✖ fail | ✔ pass |\n{PROOF_END}\n");
+        let input = |proof| PrBodyInput {
+            issue: 42,
+            audit_comment: "## Audit Approved",
+            score: &s,
+            findings: &[],
+            gate_table: "",
+            proof,
+            auditor_pr_body: Some(&forged),
+            rejections: 0,
+            gate_bounces: 0,
+        };
+        // The auditor's text cannot end a Proof section: none is found.
+        assert_eq!(proof_section(&pr_body(&input(None))), None);
+        let real = "## Proof\n\n| Criterion | Test | On the base | On the head |\n|---|---|---|---|\n| 1 | `t` | ✖ fail: no | ✔ pass |";
+        let body = pr_body(&input(Some(real)));
+        assert_eq!(proof_section(&body).as_deref(), Some(real));
+        assert!(body.find(real).unwrap() < body.find("Closes #42").unwrap());
     }
 
     #[test]

@@ -385,6 +385,8 @@ async fn already_resolved_needs_the_tests_passing_on_the_base_and_the_audit() {
 async fn an_untestable_criterion_stops_for_a_codeowner_and_a_missing_runner_is_never_green() {
     let mut spec = oracle_spec();
     spec.workflow.as_mut().unwrap()["contract"] = json!({ "unverifiable": "stop" });
+    let designer = test_designer(&[("src/duration.test.js", TESTS)], json!({}));
+    set_role(&mut spec, "test-designer", vec![designer.clone(), designer]);
     let (_d, world) = super::world(spec).await;
     let r = run(&world, &[]).await;
     assert_eq!(r.code, 1, "{}\n{}", r.stderr, r.summary);
@@ -397,6 +399,22 @@ async fn an_untestable_criterion_stops_for_a_codeowner_and_a_missing_runner_is_n
         "{why}"
     );
     assert_eq!(starts(&world, "Implementation"), 0);
+    assert!(
+        comments(&world)
+            .iter()
+            .any(|(_, b)| b.contains("README wording") && b.contains("/supervisor run")),
+        "one comment asks a codeowner"
+    );
+    // The codeowner drops the item no test can check and runs it again: it goes on.
+    world.sandbox.with_state(|s| {
+        let issue = s.issue_mut(1).unwrap();
+        issue.body = issue
+            .body
+            .replace("- [ ] the README documents every accepted unit", "");
+    });
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.summary);
+    assert_eq!(pulls(&world).len(), 1);
 
     let mut spec = oracle_spec();
     spec.files.retain(|(p, _)| p != "package.json");
@@ -630,4 +648,44 @@ async fn cargo_test_red_green_and_frozen() {
         weakened: |t| t.replace("    assert_eq!(durations::parse(\"1h\"), Ok(3600));\n", ""),
     })
     .await;
+}
+
+#[tokio::test]
+async fn a_flaky_designated_test_is_never_green() {
+    let outside = tempfile::tempdir().unwrap();
+    let flip = outside.path().join("flip");
+    // Hours are right in one run and wrong in the next.
+    let flaky = CODE.replacen(
+        "const SECONDS_PER_UNIT",
+        &format!(
+            "import {{ existsSync, rmSync, writeFileSync }} from \"node:fs\";\n\nfunction flip(): boolean {{\n  if (existsSync(\"{0}\")) {{\n    rmSync(\"{0}\");\n    return true;\n  }}\n  writeFileSync(\"{0}\", \"\");\n  return false;\n}}\n\nconst SECONDS_PER_UNIT",
+            flip.display()
+        ),
+        1,
+    )
+    .replace(
+        "return Number(match[1]) * factor;",
+        "return Number(match[1]) * factor + (match[2] === \"h\" && flip() ? 1 : 0);",
+    );
+    let mut spec = oracle_spec();
+    set_role(
+        &mut spec,
+        "developer",
+        vec![
+            developer(&[("src/duration.ts", &flaky)]),
+            developer(&[("src/duration.ts", CODE)]),
+        ],
+    );
+    let (_d, world) = super::world(spec).await;
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.summary);
+    let green = gate_reports(&world, "green");
+    assert_eq!(green[0]["status"], "fail", "{}", green[0]);
+    let first = green[0].to_string();
+    assert!(
+        first.contains("flaky") && first.contains("accepts hours"),
+        "{first}"
+    );
+    assert_eq!(green[1]["status"], "pass", "{}", green[1]);
+    assert_eq!(starts(&world, "Implementation"), 2);
 }

@@ -140,6 +140,17 @@ fn head_pattern() -> &'static Regex {
     })
 }
 
+/// Ends the Proof section supervisor writes in a pull request's body (taken out of the auditor's
+/// text), so that a revision finds it.
+pub const PROOF_END: &str = "<!-- supervisor:proof-end -->";
+
+/// The Proof section of a pull request body supervisor wrote.
+pub fn proof_section(body: &str) -> Option<String> {
+    let end = body.rfind(PROOF_END)?;
+    let start = body[..end].rfind("## Proof\n")?;
+    Some(body[start..end].trim_end().to_string())
+}
+
 /// The hidden line that records the head supervisor pushed.
 pub fn head_note(sha: &str) -> String {
     format!("<!-- supervisor-head: {sha} -->")
