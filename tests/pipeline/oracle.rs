@@ -534,6 +534,10 @@ struct Language {
     names: [&'static str; 2],
     code: (&'static str, &'static str),
     weakened: fn(&str) -> String,
+    /// The tests with the hours test checking what the base already does.
+    checks_nothing: fn(&str) -> String,
+    /// The change, breaking minutes (which a test of the base checks).
+    breaking: fn(&str) -> String,
 }
 
 fn language_spec(l: &Language) -> WorldSpec {
@@ -557,21 +561,26 @@ fn language_spec(l: &Language) -> WorldSpec {
             { "criterion": "3", "untestable": "README wording" }
         ]
     });
+    let designer = |tests: &str| {
+        json!([
+            { "write": { "path": l.test_file, "content": tests } },
+            { "final": answer("Tests written.", answer_json.clone()) }
+        ])
+    };
     set_role(
         &mut spec,
         "test-designer",
-        vec![json!([
-            { "write": { "path": l.test_file, "content": l.tests } },
-            { "final": answer("Tests written.", answer_json) }
-        ])],
+        vec![designer(&(l.checks_nothing)(l.tests)), designer(l.tests)],
     );
     let weakened = (l.weakened)(l.tests);
+    let broken = (l.breaking)(l.code.1);
     set_role(
         &mut spec,
         "developer",
         vec![
             developer(&[l.code, (l.test_file, &weakened)]),
-            developer(&[(l.test_file, l.tests)]),
+            developer(&[(l.code.0, &broken), (l.test_file, l.tests)]),
+            developer(&[l.code]),
         ],
     );
     spec
@@ -581,25 +590,39 @@ async fn red_green_and_frozen_on(l: Language) {
     let (_d, world) = super::world(language_spec(&l)).await;
     let r = run(&world, &[]).await;
     assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.summary);
+    // The first tests checked nothing: back to the test designer.
     let red = gate_reports(&world, "red");
-    assert_eq!(red.len(), 1, "{red:?}");
-    assert_eq!(red[0]["status"], "pass", "{}", red[0]);
-    let outcomes: Vec<&str> = red[0]["evidence"]["designated"]
+    assert_eq!(red.len(), 2, "{red:?}");
+    assert_eq!(red[0]["status"], "fail", "{}", red[0]);
+    assert!(
+        red[0]
+            .to_string()
+            .contains("checks nothing the issue asks for"),
+        "{}",
+        red[0]
+    );
+    assert_eq!(red[1]["status"], "pass", "{}", red[1]);
+    let outcomes: Vec<&str> = red[1]["evidence"]["designated"]
         .as_array()
         .unwrap()
         .iter()
         .map(|t| t["outcome"].as_str().unwrap())
         .collect();
-    assert_eq!(outcomes, ["fail", "fail"], "{}", red[0]);
+    assert_eq!(outcomes, ["fail", "fail"], "{}", red[1]);
     // The developer's first attempt deleted an assertion of a designated test: sent back.
     let frozen = gate_reports(&world, "frozen");
     assert_eq!(frozen[0]["status"], "fail", "{}", frozen[0]);
     assert!(frozen[0].to_string().contains(l.names[0]), "{}", frozen[0]);
     assert_eq!(frozen.last().unwrap()["status"], "pass");
-    assert_eq!(
-        gate_reports(&world, "green").last().unwrap()["status"],
-        "pass"
+    // The second broke minutes, which passed on the base: a regression.
+    let green = gate_reports(&world, "green");
+    assert_eq!(green.len(), 3, "{green:?}");
+    let second = green[1].to_string();
+    assert!(
+        second.contains("regression") && second.contains("minutes"),
+        "{second}"
     );
+    assert_eq!(green[2]["status"], "pass", "{}", green[2]);
     let (_, _, body) = pulls(&world).into_iter().next().expect("a pull request");
     let row = body
         .lines()
@@ -625,6 +648,13 @@ async fn pytest_red_green_and_frozen() {
             "UNITS = {\"s\": 1, \"m\": 60, \"h\": 3600}\n\n\ndef parse(text):\n    n, unit = int(text[:-1]), text[-1]\n    if unit not in UNITS:\n        raise ValueError(f\"unknown unit {unit} in {text}\")\n    return n * UNITS[unit]\n",
         ),
         weakened: |t| t.replace("    assert parse(\"1h\") == 3600\n", ""),
+        checks_nothing: |t| {
+            t.replace(
+                "    assert parse(\"2h\") == 7200\n    assert parse(\"1h\") == 3600\n",
+                "    assert parse(\"15m\") == 900\n",
+            )
+        },
+        breaking: |c| c.replace("\"m\": 60", "\"m\": 61"),
     })
     .await;
 }
@@ -646,6 +676,13 @@ async fn cargo_test_red_green_and_frozen() {
             "/// Seconds in `text`: `90s`, `15m`, `2h`.\npub fn parse(text: &str) -> Result<u64, String> {\n    let (n, unit) = text.split_at(text.len() - 1);\n    let n: u64 = n.parse().map_err(|_| format!(\"not a duration: {text}\"))?;\n    match unit {\n        \"s\" => Ok(n),\n        \"m\" => Ok(n * 60),\n        \"h\" => Ok(n * 3600),\n        _ => Err(format!(\"unknown unit {unit} in {text}\")),\n    }\n}\n",
         ),
         weakened: |t| t.replace("    assert_eq!(durations::parse(\"1h\"), Ok(3600));\n", ""),
+        checks_nothing: |t| {
+            t.replace(
+                "    assert_eq!(durations::parse(\"2h\"), Ok(7200));\n    assert_eq!(durations::parse(\"1h\"), Ok(3600));\n",
+                "    assert_eq!(durations::parse(\"15m\"), Ok(900));\n",
+            )
+        },
+        breaking: |c| c.replace("Ok(n * 60)", "Ok(n * 61)"),
     })
     .await;
 }
