@@ -961,6 +961,57 @@ mod tests {
         Workflow::builtin(&BTreeMap::new())
     }
 
+    /// The oracle's keys: `writes` (with `"tests"` expanded), `verify` and `contract`, and what is
+    /// refused about them.
+    #[test]
+    fn the_oracles_keys_are_read_and_checked() {
+        let with = |td: &str, top: &str| {
+            format!(
+                r#"{{ "stages": [
+                  {{ "status": "Backlog", "builtIn": "backlog" }},
+                  {{ "status": "TestDesign", "agentName": "t", {td} "markerMap": {{ "T": "Dev" }} }},
+                  {{ "status": "Dev", "agentName": "d", "commits": true, "markerMap": {{ "D": "Done" }} }},
+                  {{ "status": "Done", "builtIn": "done" }} ] {top} }}"#
+            )
+        };
+        let wf = parse(&with(
+            r#""commits": true, "writes": ["tests", "spec/**/*.rb"],"#,
+            r#", "verify": { "command": "make test", "report": "junit:out/r.xml", "timeoutSec": 60 }, "contract": { "unverifiable": "warn" }"#,
+        ))
+        .unwrap();
+        let td = wf.stage("TestDesign").unwrap();
+        let writes = td.writes.clone().unwrap();
+        assert_eq!(writes.len(), TEST_PATHS.len() + 1);
+        assert_eq!(writes.last().map(String::as_str), Some("spec/**/*.rb"));
+        assert_eq!(wf.contract.unverifiable, Unverifiable::Warn);
+        let verify = wf.verify.clone().unwrap();
+        assert_eq!(verify.command, "make test");
+        assert_eq!(verify.timeout_sec, Some(60));
+        // A revision starts with the stage that writes anywhere.
+        assert_eq!(wf.revision.start, "Dev");
+        // Defaults: no verify command, unverifiable criteria stop.
+        let plain = parse(&with("", "")).unwrap();
+        assert_eq!(plain.contract.unverifiable, Unverifiable::Stop);
+        assert!(plain.verify.is_none() && plain.stage("TestDesign").unwrap().writes.is_none());
+        for (td, top, field) in [
+            (r#""writes": ["tests"],"#, "", "writes"),
+            (r#""commits": true, "writes": [],"#, "", "writes"),
+            (r#""commits": true, "writes": ["src/[a"],"#, "", "writes"),
+            ("", r#", "contract": { "unverifiable": "maybe" }"#, "(file)"),
+            (
+                "",
+                r#", "verify": { "command": "x", "report": "xml" }"#,
+                "(file)",
+            ),
+        ] {
+            let err = parse(&with(td, top)).unwrap_err();
+            assert!(
+                err.issues.iter().any(|i| i.field.ends_with(field)),
+                "{td} {top}: {err:?}"
+            );
+        }
+    }
+
     /// The spec's workflow table, row by row.
     #[test]
     fn builtin_matches_the_spec_table() {

@@ -726,3 +726,56 @@ async fn a_flaky_designated_test_is_never_green() {
     assert_eq!(green[1]["status"], "pass", "{}", green[1]);
     assert_eq!(starts(&world, "Implementation"), 2);
 }
+
+/// A developer who finds a designated test wrong sends it back to the test designer; the new
+/// tests are proven red on the base code although the branch already holds the developer's work.
+#[tokio::test]
+async fn a_designated_test_sent_back_by_the_developer_is_proven_red_on_the_base_again() {
+    let mut spec = oracle_spec();
+    let wrong = TESTS.replace("toBe(7200)", "toBe(7201)");
+    set_role(
+        &mut spec,
+        "test-designer",
+        vec![
+            test_designer(&[("src/duration.test.js", &wrong)], json!({})),
+            test_designer(&[("src/duration.test.js", TESTS)], json!({})),
+        ],
+    );
+    let send_back = json!([
+        { "write": { "path": "src/duration.ts", "content": CODE } },
+        { "final": answer("The hours test is wrong.", json!({
+            "action": "COMPLETE", "agentName": "developer", "targetStatus": "TestDesign",
+            "commentBody": "## Back to the tests\n\n`accepts hours` expects 7201 seconds in 2h; it is 7200."
+        })) }
+    ]);
+    set_role(
+        &mut spec,
+        "developer",
+        vec![send_back, developer(&[("src/duration.ts", CODE)])],
+    );
+    let (_d, world) = super::world(spec).await;
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.summary);
+    assert_eq!(starts(&world, "TestDesign"), 2);
+    let red = gate_reports(&world, "red");
+    assert_eq!(red.len(), 2, "{red:?}");
+    // The second RED ran with the developer's src/duration.ts put back to the base's: its tests
+    // fail there, as they must.
+    assert_eq!(red[1]["status"], "pass", "{}", red[1]);
+    let outcomes: Vec<&str> = red[1]["evidence"]["designated"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["fail", "fail"], "{}", red[1]);
+    // ... and the developer's work is back in place after it.
+    let head = std::process::Command::new("git")
+        .args(["show", "worktree-git-issue-1:src/duration.ts"])
+        .current_dir(&world.remote)
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&head.stdout), CODE);
+    let designer = prompt(&world, "TestDesign-2.md");
+    assert!(designer.contains("it is 7200"), "{designer}");
+}
