@@ -386,6 +386,43 @@ async fn doctor_passes_on_a_ready_repository_and_names_each_check() {
     );
 }
 
+/// With the oracle in the workflow, doctor names the test runner, or says that the required red and
+/// green gates would stop every run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_names_the_test_runner_of_the_oracle() {
+    let mut spec = spec();
+    spec.workflow = Some(serde_json::from_str(supervisor::config::DEFAULT_WORKFLOW).unwrap());
+    let (_d, world) = world(spec.clone()).await;
+    let (_, v) = doctor(&world, &[]).await;
+    let runner = check(&v, "test runner");
+    assert_eq!(runner["mark"], "ok", "{v}");
+    assert!(
+        runner["detail"].as_str().unwrap().starts_with("vitest"),
+        "{v}"
+    );
+
+    spec.files.retain(|(p, _)| p != "package.json");
+    let (_d2, bare) = self::world(spec).await;
+    let (r, v) = doctor(&bare, &[]).await;
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let runner = check(&v, "test runner");
+    assert_eq!(runner["mark"], "fail", "{v}");
+    assert!(
+        runner["detail"]
+            .as_str()
+            .unwrap()
+            .contains("no test runner found"),
+        "{v}"
+    );
+    assert!(
+        runner["fix"]
+            .as_str()
+            .unwrap()
+            .contains("workflow-without-oracle"),
+        "{v}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn doctor_names_a_missing_scope() {
     let mut spec = spec();

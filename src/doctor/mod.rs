@@ -585,7 +585,43 @@ async fn gate_checks(project: &Project, env: &[(String, String)]) -> Vec<Check> 
             });
         }
     }
+    checks.extend(runner_check(project));
     checks
+}
+
+/// The test runner the oracle's `red` and `green` will run, when the workflow has them: a
+/// repository whose tests no runner reads would stop every run at TestDesign.
+fn runner_check(project: &Project) -> Option<Check> {
+    use crate::config::GateKind;
+    let hooks: Vec<&crate::config::Hook> = project
+        .workflow
+        .stages
+        .iter()
+        .flat_map(|s| &s.hooks)
+        .filter(|h| matches!(h.gate, GateKind::Red | GateKind::Green))
+        .collect();
+    if hooks.is_empty() {
+        return None;
+    }
+    let fix = "name the project's test command in the workflow (\"verify\": { \"command\": …, \"report\": \"junit:PATH\" }), or use config/workflow-without-oracle.json";
+    Some(
+        match crate::verify::Project::new(&project.root, project.workflow.verify.as_ref()) {
+            Ok(p) => Check::ok(
+                "test runner",
+                format!("{}: red and green run the tests with it", p.runner.name()),
+            ),
+            Err(e) if hooks.iter().any(|h| h.required) => Check::fail(
+                "test runner",
+                format!("{e}; the required red and green gates would stop every run"),
+                fix,
+            ),
+            Err(e) => Check::warn(
+                "test runner",
+                format!("{e}; red and green will be not run"),
+                fix,
+            ),
+        },
+    )
 }
 
 fn worktree_root_check(root: &Path) -> Check {
