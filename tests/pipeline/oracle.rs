@@ -416,15 +416,33 @@ async fn an_untestable_criterion_stops_for_a_codeowner_and_a_missing_runner_is_n
     assert_eq!(r.code, 0, "{}\n{}", r.stderr, r.summary);
     assert_eq!(pulls(&world).len(), 1);
 
+    // No runner at all: refused before anything is written, naming the fix.
     let mut spec = oracle_spec();
     spec.files.retain(|(p, _)| p != "package.json");
+    let (_d, world) = super::world(spec).await;
+    let before = comments(&world).len();
+    let r = run(&world, &[]).await;
+    assert_ne!(r.code, 0, "{}\n{}", r.stderr, r.summary);
+    assert!(
+        r.stderr.contains("test runner") && r.stderr.contains("no test runner found"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("workflow-without-oracle"), "{}", r.stderr);
+    assert_eq!(comments(&world).len(), before);
+    assert_eq!(starts(&world, "TestDesign"), 0);
+
+    // A configured command that leaves no report: red is not run, and never green.
+    let mut spec = oracle_spec();
+    spec.workflow.as_mut().unwrap()["verify"] =
+        json!({ "command": "true", "report": "junit:reports/tests.xml" });
     let (_d, world) = super::world(spec).await;
     let r = run(&world, &[]).await;
     assert_eq!(r.code, 1, "{}\n{}", r.stderr, r.summary);
     let red = gate_reports(&world, "red");
     assert!(red[0]["status"].as_str() == Some("not-run"), "{}", red[0]);
     assert!(
-        red[0].to_string().contains("no test runner found"),
+        red[0].to_string().contains("reports/tests.xml"),
         "{}",
         red[0]
     );
