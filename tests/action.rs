@@ -673,3 +673,427 @@ fn workflows_and_the_action_are_hardened() {
         "the action installs the gate tools through scripts/install-tools.sh, the one list of pins"
     );
 }
+
+/// The comment workflow starts a job only for what supervisor itself reads as the job's command
+/// (`src/events/command.rs`): `run` on an issue, `revise` on a pull request. Every example job whose
+/// `if:` reads the comment's body is evaluated, by a small evaluator of the expression syntax the
+/// examples use, for each comment of a table on an issue and on a pull request.
+#[test]
+fn the_comment_workflow_starts_only_for_a_run_or_a_revise_command() {
+    use supervisor::events::{Command as Cmd, CommandSyntax};
+
+    let root = Path::new(ACTION_DIR).join(".github/examples");
+    let mut jobs = Vec::new();
+    for e in std::fs::read_dir(&root).unwrap() {
+        let path = e.unwrap().path();
+        let wf: Value = serde_norway::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let file = path.file_name().unwrap().to_string_lossy().into_owned();
+        for (name, job) in wf["jobs"].as_object().unwrap() {
+            for step in job["steps"].as_array().into_iter().flatten() {
+                let step_if = step["if"].as_str().unwrap_or_default();
+                assert!(
+                    !step_if.contains("github.event.comment.body"),
+                    "{file} {name}: a step's `if:` reads the comment; this test knows job conditions only"
+                );
+            }
+            let Some(cond) = job["if"].as_str() else {
+                continue;
+            };
+            if !cond.contains("github.event.comment.body") {
+                continue;
+            }
+            let command = job["steps"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|s| {
+                    s["uses"]
+                        .as_str()
+                        .is_some_and(|u| u.starts_with("your-org/supervisor@"))
+                })
+                .map(|s| s["with"]["command"].as_str().unwrap_or("run").to_string())
+                .unwrap_or_else(|| {
+                    panic!("{file} {name}: reads the comment but runs no supervisor")
+                });
+            jobs.push((format!("{file} {name}"), cond.to_string(), command));
+        }
+    }
+    let commands: Vec<&str> = jobs.iter().map(|(_, _, c)| c.as_str()).collect();
+    assert!(
+        commands.contains(&"run") && commands.contains(&"revise"),
+        "the comment example runs and revises: {jobs:?}"
+    );
+
+    // Comments supervisor reads as a command that an expression cannot see (it reads no
+    // Markdown): the workflow takes `/supervisor run` alone, and a revise note on its first line.
+    const MISSED: &[&str] = &[
+        "/supervisor run\n",
+        "  /supervisor run",
+        "Thanks!\n/supervisor run",
+        "/supervisor revise\nUse the builder.",
+    ];
+    // A revise note of blanks alone: the job starts, and the revision reads the pull request's
+    // feedback itself (reviews; a `/supervisor revise` line asks it), or ends with nothing to do.
+    const LOOSE: &[&str] = &["/supervisor revise  "];
+    let bodies = [
+        "/supervisor run",
+        "/supervisor stop",
+        "/Supervisor RUN",
+        "/supervisor run 4",
+        "/supervisor running",
+        "/supervisor revise",
+        "/supervisor revise also handle negative numbers",
+        "/SUPERVISOR Revise rename `foo` to bar\nand add a test.",
+        "/supervisor status",
+        "/supervisor",
+        "/supervisor frobnicate",
+        "please /supervisor run",
+        "/supervisorrun",
+        "/supervisor-run",
+        "`/supervisor run`",
+        "> /supervisor run",
+        "```\n/supervisor run\n```",
+        "",
+    ]
+    .into_iter()
+    .chain(MISSED.iter().copied())
+    .chain(LOOSE.iter().copied());
+
+    let syntax = CommandSyntax::default();
+    let mut seen = Vec::new();
+    for body in bodies {
+        let parsed = syntax.parse(body);
+        for on_pull in [false, true] {
+            let event = comment_event(body, on_pull, "MEMBER");
+            for (job, cond, command) in &jobs {
+                let starts = github_expr::truthy(&github_expr::eval(cond, &event));
+                let wanted = parsed.iter().any(|c| match (c, command.as_str()) {
+                    (Ok(Cmd::Run), "run") => !on_pull,
+                    (Ok(Cmd::Revise { .. }), "revise") => on_pull,
+                    _ => false,
+                });
+                let on = if on_pull {
+                    "a pull request"
+                } else {
+                    "an issue"
+                };
+                match (starts, wanted) {
+                    (true, false) => {
+                        assert!(
+                            command == "revise" && LOOSE.contains(&body),
+                            "{job} starts `{command}` for {body:?} on {on}, which supervisor reads as {parsed:?}"
+                        );
+                        seen.push(body);
+                    }
+                    (false, true) => {
+                        assert!(
+                            MISSED.contains(&body),
+                            "{job} does not start `{command}` for {body:?} on {on}"
+                        );
+                        seen.push(body);
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    for listed in MISSED.iter().chain(LOOSE) {
+        assert!(seen.contains(listed), "{listed:?} is no exception any more");
+    }
+    // Someone without write access starts nothing.
+    for (job, cond, _) in &jobs {
+        for (body, on_pull) in [("/supervisor run", false), ("/supervisor revise x", true)] {
+            let event = comment_event(body, on_pull, "NONE");
+            assert!(
+                !github_expr::truthy(&github_expr::eval(cond, &event)),
+                "{job}: {body:?} by a stranger"
+            );
+        }
+    }
+}
+
+/// The `github` context of an `issue_comment` event, as much of it as the examples read.
+fn comment_event(body: &str, on_pull: bool, association: &str) -> Value {
+    let mut issue = json!({ "number": 4 });
+    if on_pull {
+        issue["pull_request"] = json!({ "url": "https://api.github.com/repos/o/r/pulls/4" });
+    }
+    json!({
+        "event": {
+            "issue": issue,
+            "comment": {
+                "body": body,
+                "author_association": association,
+                "user": { "login": "maintainer" }
+            }
+        }
+    })
+}
+
+/// GitHub Actions expressions, the part the examples use: string literals, `true`/`false`/`null`,
+/// `github.…` properties, `!`, `==`, `!=`, `&&`, `||`, parentheses, `startsWith`, `contains` and
+/// `fromJSON`. Anything else panics, so an example using more fails the test rather than passing
+/// unread. Comparisons of strings ignore case, as GitHub's do.
+mod github_expr {
+    use serde_json::Value;
+
+    /// Properties an event may lack (GitHub reads a missing one as null).
+    const OPTIONAL: &[&str] = &["github.event.issue.pull_request"];
+
+    #[derive(Debug, Clone, PartialEq)]
+    enum Tok {
+        Str(String),
+        Ident(String),
+        Open,
+        Close,
+        Comma,
+        Dot,
+        Not,
+        Eq,
+        Ne,
+        And,
+        Or,
+    }
+
+    fn lex(s: &str) -> Vec<Tok> {
+        let chars: Vec<char> = s.chars().collect();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < chars.len() {
+            let c = chars[i];
+            let next = chars.get(i + 1).copied();
+            let (tok, len) = match (c, next) {
+                (c, _) if c.is_whitespace() => {
+                    i += 1;
+                    continue;
+                }
+                ('\'', _) => {
+                    let mut text = String::new();
+                    let mut j = i + 1;
+                    loop {
+                        match (chars.get(j), chars.get(j + 1)) {
+                            (Some('\''), Some('\'')) => {
+                                text.push('\'');
+                                j += 2;
+                            }
+                            (Some('\''), _) => break,
+                            (Some(&c), _) => {
+                                text.push(c);
+                                j += 1;
+                            }
+                            (None, _) => panic!("unterminated string in {s:?}"),
+                        }
+                    }
+                    (Tok::Str(text), j + 1 - i)
+                }
+                ('=', Some('=')) => (Tok::Eq, 2),
+                ('!', Some('=')) => (Tok::Ne, 2),
+                ('&', Some('&')) => (Tok::And, 2),
+                ('|', Some('|')) => (Tok::Or, 2),
+                ('!', _) => (Tok::Not, 1),
+                ('(', _) => (Tok::Open, 1),
+                (')', _) => (Tok::Close, 1),
+                (',', _) => (Tok::Comma, 1),
+                ('.', _) => (Tok::Dot, 1),
+                (c, _) if c.is_ascii_alphabetic() || c == '_' => {
+                    let len = chars[i..]
+                        .iter()
+                        .take_while(|c| c.is_ascii_alphanumeric() || **c == '_' || **c == '-')
+                        .count();
+                    (Tok::Ident(chars[i..i + len].iter().collect()), len)
+                }
+                _ => panic!(
+                    "unknown expression syntax at {:?}",
+                    chars[i..].iter().collect::<String>()
+                ),
+            };
+            out.push(tok);
+            i += len;
+        }
+        out
+    }
+
+    struct Parser<'a> {
+        toks: Vec<Tok>,
+        at: usize,
+        github: &'a Value,
+    }
+
+    /// The value of expression `expr` (an `if:`, with or without `${{ }}`) in context `github`.
+    pub fn eval(expr: &str, github: &Value) -> Value {
+        let expr = expr.trim();
+        let expr = match expr.strip_prefix("${{").and_then(|e| e.strip_suffix("}}")) {
+            Some(inner) => inner,
+            None => expr,
+        };
+        let mut p = Parser {
+            toks: lex(expr),
+            at: 0,
+            github,
+        };
+        let v = p.or();
+        assert_eq!(p.at, p.toks.len(), "trailing tokens in {expr:?}");
+        v
+    }
+
+    pub fn truthy(v: &Value) -> bool {
+        match v {
+            Value::Null => false,
+            Value::Bool(b) => *b,
+            Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+            Value::String(s) => !s.is_empty(),
+            Value::Array(_) | Value::Object(_) => true,
+        }
+    }
+
+    fn text(v: &Value) -> &str {
+        v.as_str()
+            .unwrap_or_else(|| panic!("a string expected, not {v}"))
+    }
+
+    fn equal(a: &Value, b: &Value) -> bool {
+        match (a, b) {
+            (Value::String(x), Value::String(y)) => x.to_lowercase() == y.to_lowercase(),
+            (Value::Null, Value::Null) => true,
+            (Value::Bool(x), Value::Bool(y)) => x == y,
+            _ => panic!("comparing {a} with {b}: not a comparison the examples make"),
+        }
+    }
+
+    impl Parser<'_> {
+        fn peek(&self) -> Option<&Tok> {
+            self.toks.get(self.at)
+        }
+
+        fn eat(&mut self, t: &Tok) -> bool {
+            let hit = self.peek() == Some(t);
+            if hit {
+                self.at += 1;
+            }
+            hit
+        }
+
+        fn expect(&mut self, t: Tok) {
+            assert!(self.eat(&t), "{t:?} expected at token {}", self.at);
+        }
+
+        fn or(&mut self) -> Value {
+            let mut v = self.and();
+            while self.eat(&Tok::Or) {
+                let rhs = self.and();
+                if !truthy(&v) {
+                    v = rhs;
+                }
+            }
+            v
+        }
+
+        fn and(&mut self) -> Value {
+            let mut v = self.comparison();
+            while self.eat(&Tok::And) {
+                let rhs = self.comparison();
+                if truthy(&v) {
+                    v = rhs;
+                }
+            }
+            v
+        }
+
+        fn comparison(&mut self) -> Value {
+            let v = self.unary();
+            if self.eat(&Tok::Eq) {
+                return Value::Bool(equal(&v, &self.unary()));
+            }
+            if self.eat(&Tok::Ne) {
+                return Value::Bool(!equal(&v, &self.unary()));
+            }
+            v
+        }
+
+        fn unary(&mut self) -> Value {
+            if self.eat(&Tok::Not) {
+                return Value::Bool(!truthy(&self.unary()));
+            }
+            self.primary()
+        }
+
+        fn primary(&mut self) -> Value {
+            let tok = self.toks.get(self.at).cloned();
+            self.at += 1;
+            match tok {
+                Some(Tok::Open) => {
+                    let v = self.or();
+                    self.expect(Tok::Close);
+                    v
+                }
+                Some(Tok::Str(s)) => Value::String(s),
+                Some(Tok::Ident(name)) if self.peek() == Some(&Tok::Open) => {
+                    self.at += 1;
+                    let mut args = Vec::new();
+                    if !self.eat(&Tok::Close) {
+                        loop {
+                            args.push(self.or());
+                            if self.eat(&Tok::Close) {
+                                break;
+                            }
+                            self.expect(Tok::Comma);
+                        }
+                    }
+                    call(&name, &args)
+                }
+                Some(Tok::Ident(name)) => match name.as_str() {
+                    "true" => Value::Bool(true),
+                    "false" => Value::Bool(false),
+                    "null" => Value::Null,
+                    "github" => {
+                        let mut path = name;
+                        while self.eat(&Tok::Dot) {
+                            match self.toks.get(self.at).cloned() {
+                                Some(Tok::Ident(key)) => {
+                                    self.at += 1;
+                                    path = format!("{path}.{key}");
+                                }
+                                other => panic!(
+                                    "a property name expected after `{path}.`, not {other:?}"
+                                ),
+                            }
+                        }
+                        self.property(&path)
+                    }
+                    _ => panic!("unknown context or literal `{name}`"),
+                },
+                other => panic!("unexpected {other:?} in the expression"),
+            }
+        }
+
+        fn property(&self, path: &str) -> Value {
+            let mut v = self.github;
+            for key in path.split('.').skip(1) {
+                match v.get(key) {
+                    Some(inner) => v = inner,
+                    None if OPTIONAL.contains(&path) => return Value::Null,
+                    None => panic!("`{path}` is not in the event this test knows"),
+                }
+            }
+            v.clone()
+        }
+    }
+
+    fn call(name: &str, args: &[Value]) -> Value {
+        match (name, args) {
+            ("startsWith", [a, b]) => {
+                Value::Bool(text(a).to_lowercase().starts_with(&text(b).to_lowercase()))
+            }
+            ("contains", [Value::Array(items), item]) => {
+                Value::Bool(items.iter().any(|x| equal(x, item)))
+            }
+            ("contains", [a, b]) => {
+                Value::Bool(text(a).to_lowercase().contains(&text(b).to_lowercase()))
+            }
+            ("fromJSON", [a]) => {
+                serde_json::from_str(text(a)).unwrap_or_else(|e| panic!("fromJSON({a}): {e}"))
+            }
+            _ => panic!("unknown function `{name}` with {} arguments", args.len()),
+        }
+    }
+}

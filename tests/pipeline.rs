@@ -1581,6 +1581,47 @@ async fn a_required_ci_gate_github_will_not_answer_stops_resumably_without_a_bou
     assert_eq!(r.summary["gateRounds"][0]["notRun"], json!(["ci"]));
 }
 
+/// `ciGatingTimeoutSec: 0` waits for no CI: the ci gate is n/a and says why (not "not run", which
+/// a required gate would stop on), and GitHub is not asked for check runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_zero_ci_timeout_makes_the_ci_gate_not_applicable() {
+    let mut spec = spec();
+    spec.settings.insert("ciGatingTimeoutSec".into(), json!(0));
+    spec.workflow = Some(workflow_with_hooks(
+        json!([{ "gate": "ci", "required": true }, "traceability"]),
+    ));
+    let (_d, world) = world(spec).await;
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(pulls(&world).len(), 1);
+    let ci: Vec<_> = journal(&world)
+        .into_iter()
+        .filter_map(|e| match e.event {
+            Event::GateFinished { report, .. } if report.name == "ci" => Some(report),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ci.len(), 1, "{ci:#?}");
+    assert_eq!(
+        (&ci[0].status, ci[0].summary.as_str()),
+        (
+            &supervisor::gates::GateStatus::NotApplicable,
+            "ciGatingTimeoutSec is 0: CI is not waited for"
+        ),
+        "{:#?}",
+        ci[0]
+    );
+    assert!(
+        !world
+            .sandbox
+            .request_counts()
+            .iter()
+            .any(|(route, _)| route.contains("check-runs")),
+        "{:?}",
+        world.sandbox.request_counts()
+    );
+}
+
 /// mallory can write to the repository but is no codeowner: her requests, with her own token.
 const MALLORY_TOKEN: &str = "ghp_mallory0123456789abcdef";
 

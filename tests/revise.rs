@@ -215,13 +215,19 @@ fn is_ancestor(world: &World, old: &str, new: &str) -> bool {
 /// A world whose pull request is open and has a codeowner's change request; the developer's
 /// revision runs `before` (a shell command) and then rewrites src/duration.ts.
 async fn reviewed_world(dir: &std::path::Path, before: Option<String>) -> (World, u64) {
-    let mut spec = quick_spec();
     let mut steps = vec![];
     if let Some(command) = before {
         steps.push(json!({ "run": { "command": command } }));
     }
     steps.push(json!({ "write": { "path": "src/duration.ts", "content": "export const WEEK = 604800;\n" } }));
     steps.push(json!({ "final": answer("Done.", json!({ "action": "COMPLETE", "agentName": "developer" })) }));
+    reviewed_world_with(dir, steps).await
+}
+
+/// A world whose pull request is open and has a codeowner's change request; the developer's
+/// revision takes `steps`.
+async fn reviewed_world_with(dir: &std::path::Path, steps: Vec<Value>) -> (World, u64) {
+    let mut spec = quick_spec();
     spec.script["developer@revision"] = json!([steps]);
     spec.script["auditor@revision"] = spec.script["auditor"].clone();
     let world = World::build(dir, spec).await.expect("world builds");
@@ -283,6 +289,87 @@ async fn commits_others_pushed_to_the_branch_are_kept_and_a_conflicting_push_sto
     assert!(
         text.contains("conflicts with it in src/duration.ts"),
         "{text}\n{stderr}"
+    );
+    world.sandbox.shutdown().await;
+}
+
+/// `supervisor runs why` in text, as a person reads it (stderr).
+async fn why(world: &World, run: &str) -> String {
+    let out = tokio::process::Command::new(BIN)
+        .args(["runs", "why", run, "--repo-root"])
+        .arg(&world.repo)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A revision that stopped goes on as a revision: `runs why` names the pull request, where its card
+/// is and `supervisor revise PR` (`supervisor run` would refuse while a revision is unfinished, and
+/// start the issue's pipeline otherwise), and `revise --dry-run` plans the revision, not a run.
+#[tokio::test]
+async fn a_stopped_revision_is_taken_up_again_with_supervisor_revise() {
+    // The developer's revision changes nothing: the revision stops for a human.
+    let dir = tempfile::tempdir().unwrap();
+    let done = json!({ "action": "COMPLETE", "agentName": "developer" });
+    let steps = vec![json!({ "final": answer("Nothing to change.", done) })];
+    let (world, pr) = reviewed_world_with(dir.path(), steps).await;
+    let (code, summary, stderr) = supervisor(&world, &["revise", &pr.to_string()]).await;
+    assert_eq!(summary["end"]["kind"], "stopped", "{summary}\n{stderr}");
+    assert_ne!(code, 0);
+    let card = world
+        .sandbox
+        .with_state(|s| s.column_of(1).map(String::from))
+        .expect("the card is on the board");
+    assert_eq!(card, "Audit", "the revision's column");
+
+    let text = why(&world, "1").await;
+    assert!(text.starts_with(&format!("revision 1-rev{pr}-")), "{text}");
+    assert!(
+        text.contains(&format!("of pull request #{pr} (issue #1): stopped")),
+        "{text}"
+    );
+    assert!(
+        text.contains("where:  Implementation (card in Audit)"),
+        "{text}"
+    );
+    assert!(text.contains("then revise again"), "{text}");
+    assert!(
+        text.trim_end()
+            .ends_with(&format!("supervisor revise {pr}")),
+        "{text}"
+    );
+    assert!(!text.contains("supervisor run"), "{text}");
+
+    let (code, summary, stderr) =
+        supervisor(&world, &["revise", &pr.to_string(), "--dry-run"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let plan: Vec<&str> = summary["end"]["plan"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        plan[0],
+        format!("revise pull request #{pr}; the card (in Audit) goes to Audit while it works"),
+        "{plan:#?}"
+    );
+    assert!(
+        plan[1].starts_with("Implementation: run developer"),
+        "{plan:#?}"
+    );
+    assert!(
+        plan.contains(
+            &"answer the review threads, rewrite the pull request's body and move the card to Done"
+        ),
+        "{plan:#?}"
+    );
+    assert!(
+        !plan.iter().any(|s| s.contains("open the pull request")),
+        "{plan:#?}"
     );
     world.sandbox.shutdown().await;
 }

@@ -166,7 +166,7 @@ async fn run(ctx: &GateContext) -> GateOutcome {
             "no GitHub connection: check runs cannot be read (the pipeline provides one; `supervisor gates` runs without)",
         ),
         Some(ci) if ci.timeout.is_zero() => {
-            GateOutcome::not_applicable("CI gate disabled (ciGatingTimeoutSec is 0)")
+            GateOutcome::not_applicable("ciGatingTimeoutSec is 0: CI is not waited for")
         }
         Some(ci) => poll_ci(ci).await,
     }

@@ -124,7 +124,7 @@ async fn run(ctx: &GateContext) -> GateOutcome {
     ];
     // Its report directory is the one place it writes (in the sandbox, a /tmp of its own would
     // swallow it).
-    let cmd = match jscpd.command(&ctx.dir, args, &[scratch.path()]) {
+    let cmd = match jscpd.command(&ctx.dir, args.clone(), &[scratch.path()]) {
         Ok(cmd) => cmd,
         Err(reason) => return GateOutcome::not_run(reason),
     };
@@ -143,6 +143,11 @@ async fn run(ctx: &GateContext) -> GateOutcome {
     let text = match std::fs::read_to_string(&report_path) {
         Ok(t) => t,
         Err(e) => {
+            if found_no_files(&jscpd, ctx, args, &scratch).await {
+                return GateOutcome::not_applicable(format!(
+                    "jscpd found no file to compare: every file in a format it reads is shorter than {MIN_LINES} lines or over its size limits"
+                ));
+            }
             return GateOutcome::not_run(format!(
                 "jscpd exited successfully but wrote no jscpd-report.json ({e}): {}",
                 out.complaint()
@@ -212,6 +217,24 @@ async fn run(ctx: &GateContext) -> GateOutcome {
             counts[0], counts[1], counts[2]
         ),
     )
+}
+
+/// Whether jscpd, asked for the files it would read (`--debug` lists them and detects nothing),
+/// says there are none. It writes no report then, which alone is also what a broken jscpd does.
+async fn found_no_files(
+    jscpd: &tool::Tool,
+    ctx: &GateContext,
+    mut args: Vec<&std::ffi::OsStr>,
+    scratch: &ScratchDir,
+) -> bool {
+    args.insert(args.len() - 1, "--debug".as_ref());
+    let Ok(cmd) = jscpd.command(&ctx.dir, args, &[scratch.path()]) else {
+        return false;
+    };
+    match tool::run_captured(cmd, tool::tool_timeout(ctx), ctx.session.cancel()).await {
+        Ok(out) => out.status.success() && out.stdout.contains("Found 0 files to detect."),
+        Err(_) => false,
+    }
 }
 
 fn normalise(name: &str) -> String {

@@ -88,6 +88,11 @@ pub struct RunRecord {
     pub journal: PathBuf,
 }
 
+/// The pull request a revision's `run_id` revises; `None` for a run of an issue.
+pub fn revised_pull(run_id: &str) -> Option<u64> {
+    run_id.split('-').nth(1)?.strip_prefix("rev")?.parse().ok()
+}
+
 fn time(entry: &Entry) -> Option<DateTime<Utc>> {
     DateTime::parse_from_rfc3339(&entry.time)
         .ok()
@@ -115,7 +120,8 @@ impl RunRecord {
             tokens: 0,
             cost_usd: 0.0,
             pr: None,
-            revises: None,
+            // Also for a revision that ended before its journal said so (nothing to revise).
+            revises: revised_pull(run_id),
             reason: None,
             last_word: None,
             resumes: 0,
@@ -144,7 +150,13 @@ impl RunRecord {
                 }
                 (self.status, self.ended, self.reason) = (RunStatus::Unfinished, None, None);
             }
-            Event::Admitted { column } => self.column = Some(column.clone()),
+            // A revision is admitted at its stage; its card is where `CardPlaced` put it.
+            Event::Admitted { column } if self.revises.is_some() => {
+                self.stage.get_or_insert_with(|| column.clone());
+            }
+            Event::Admitted { column } | Event::CardPlaced { column } => {
+                self.column = Some(column.clone());
+            }
             Event::Applied { transition } => self.column = Some(transition.to.clone()),
             Event::StageStarted { stage, .. } => self.stage = Some(stage.clone()),
             Event::AgentFinished { stats, .. } => {

@@ -1615,7 +1615,11 @@ impl Machine {
         let p = &self.project;
         let wf = &p.workflow;
         let (column, _) = self.column_attempt();
-        let mut steps = vec![format!("card is in {column}")];
+        let revision = self.revision_plan();
+        let mut steps = vec![match &revision {
+            Some((first, _)) => first.clone(),
+            None => format!("card is in {column}"),
+        }];
         let start = wf
             .stage_for_column(&column)
             .and_then(|s| wf.index(&s.status))
@@ -1627,9 +1631,10 @@ impl Machine {
                     st.status,
                     st.forward.as_deref().unwrap_or("?")
                 )),
-                (_, Some(BuiltIn::Done)) => {
-                    steps.push("open the pull request and move the card to Done".into())
-                }
+                (_, Some(BuiltIn::Done)) => steps.push(match &revision {
+                    Some((_, last)) => last.clone(),
+                    None => "open the pull request and move the card to Done".into(),
+                }),
                 (Some(agent), None) => steps.push(self.plan_line(st, agent)),
                 _ => {}
             }

@@ -202,12 +202,14 @@ pub fn timeline_text(r: &RunRecord, entries: &[Entry]) -> String {
 
 /// Where the run stopped, why, what its last agent said, and what to do next.
 pub fn why_text(r: &RunRecord) -> String {
-    let mut out = format!(
-        "run {} of issue #{}: {}\n",
-        r.run_id,
-        r.issue,
-        r.status.as_str()
-    );
+    let what = match r.revises {
+        Some(pr) => format!(
+            "revision {} of pull request #{pr} (issue #{})",
+            r.run_id, r.issue
+        ),
+        None => format!("run {} of issue #{}", r.run_id, r.issue),
+    };
+    let mut out = format!("{what}: {}\n", r.status.as_str());
     let place = r.stage.as_deref().or(r.column.as_deref()).unwrap_or("-");
     let _ = writeln!(
         out,
@@ -239,6 +241,11 @@ pub fn why_text(r: &RunRecord) -> String {
         RunStatus::Paused | RunStatus::Unfinished | RunStatus::Interrupted => {
             "run it again; it resumes where it stopped".into()
         }
+        // A revision goes on only as a revision: `supervisor run` refuses while it is unfinished.
+        RunStatus::Stopped if r.revises.is_some() => "fix what stopped it (review or comment on \
+             the pull request as a codeowner, or fix its branch), then revise again: a new \
+             revision reads the codeowners' feedback afresh"
+            .into(),
         RunStatus::Stopped => "fix what stopped it (answer on the issue as a codeowner, edit the \
              issue, or move the card), then run again: a new run starts from the card's column"
             .into(),
@@ -246,7 +253,10 @@ pub fn why_text(r: &RunRecord) -> String {
     };
     let _ = writeln!(out, "next:   {next}");
     if !matches!(r.status, RunStatus::Done | RunStatus::Running) {
-        let _ = writeln!(out, "        supervisor run {}", r.issue);
+        let _ = match r.revises {
+            Some(pr) => writeln!(out, "        supervisor revise {pr}"),
+            None => writeln!(out, "        supervisor run {}", r.issue),
+        };
     }
     out
 }
@@ -300,5 +310,50 @@ mod tests {
         let table = runs_text(std::slice::from_ref(&r));
         assert!(table.starts_with("ISSUE"), "{table}");
         assert!(table.contains("#9     stopped  Audit"), "{table}");
+    }
+
+    #[test]
+    fn a_paused_revision_goes_on_with_supervisor_revise() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = Journal::open(dir.path(), "4-rev6-z").unwrap();
+        for e in [
+            Event::RunStarted {
+                issue: 4,
+                repo: "o/r".into(),
+                resumed: false,
+                version: "0".into(),
+            },
+            Event::Revising { pr: 6, round: 1 },
+            Event::Admitted {
+                column: "Implementation".into(),
+            },
+            Event::CardPlaced {
+                column: "Audit".into(),
+            },
+            Event::StageStarted {
+                stage: "Implementation".into(),
+                agent: "developer".into(),
+                attempt: 1,
+                fix: None,
+            },
+            // A paused run records no end: running again resumes it.
+            Event::Paused {
+                reason: "GitHub is rate limited".into(),
+            },
+        ] {
+            j.record(e).unwrap();
+        }
+        let r = RunRecord::fold("4-rev6-z", j.path().to_path_buf(), j.entries(), false);
+        let why = why_text(&r);
+        assert!(
+            why.starts_with("revision 4-rev6-z of pull request #6 (issue #4): "),
+            "{why}"
+        );
+        assert!(
+            why.contains("where:  Implementation (card in Audit)"),
+            "{why}"
+        );
+        assert!(why.contains("it resumes where it stopped"), "{why}");
+        assert!(why.trim_end().ends_with("supervisor revise 6"), "{why}");
     }
 }

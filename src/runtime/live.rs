@@ -254,7 +254,9 @@ impl LiveEffects {
             .ok()
             .and_then(Result::ok)
             .unwrap_or_default();
-        let ci = (s.ci_gating_timeout_sec > 0).then(|| CiContext {
+        // Also with a zero timeout: the gate then says CI is not waited for (n/a), which no
+        // connection at all would not.
+        let ci = Some(CiContext {
             head_sha,
             timeout: Duration::from_secs(s.ci_gating_timeout_sec),
             interval: Duration::from_secs(s.gates.ci_poll_interval_sec),

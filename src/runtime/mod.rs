@@ -55,10 +55,7 @@ fn new_run_id(issue: u64, revise: Option<u64>) -> String {
     )
 }
 
-/// The pull request a revision's `run_id` revises; `None` for a run of an issue.
-pub fn revised_pull(run_id: &str) -> Option<u64> {
-    run_id.split('-').nth(1)?.strip_prefix("rev")?.parse().ok()
-}
+pub use crate::pipeline::revised_pull;
 
 /// Claim `issue`'s run: take its lock (another live process holding it refuses), kill what a dead
 /// run left running, then resume its run id from the checkpoint — or, when the checkpoint is stale

@@ -406,7 +406,7 @@ fn disabled_and_unconnected() {
     let gh = fake(vec![]);
     let (r, _f) = gate(&gh, Duration::ZERO);
     assert_eq!(r.status, GateStatus::NotApplicable);
-    assert_eq!(r.summary, "CI gate disabled (ciGatingTimeoutSec is 0)");
+    assert_eq!(r.summary, "ciGatingTimeoutSec is 0: CI is not waited for");
     assert_eq!(gh.0.lock().unwrap().polls, 0);
 
     let f = Fixture::new("ts-base");

@@ -212,6 +212,23 @@ fn jscpd_classifies_an_exact_and_a_renamed_copy() {
     assert!(!r.blocks());
 }
 
+/// A repository whose files are all shorter than jscpd's minimum: jscpd compares nothing and
+/// writes no report, which is n/a, not a jscpd that failed.
+#[test]
+fn jscpd_with_no_file_long_enough_to_compare_is_not_applicable() {
+    if !tools_available(&["jscpd"]) {
+        return;
+    }
+    let f = Fixture::new("py-base");
+    f.write("app/hello.py", "def hello():\n    return 'hi'\n");
+    let r = run(GateKind::Duplicates, &f);
+    assert_status(&r, GateStatus::NotApplicable);
+    assert_eq!(
+        r.summary,
+        "jscpd found no file to compare: every file in a format it reads is shorter than 5 lines or over its size limits"
+    );
+}
+
 #[test]
 fn jscpd_passes_new_code_that_repeats_nothing() {
     if !tools_available(&["jscpd"]) {

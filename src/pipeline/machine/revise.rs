@@ -141,6 +141,25 @@ impl Machine {
         )
     }
 
+    /// The first and last steps of a revision's dry-run plan, which are not a run's: the pull
+    /// request it revises and where its card goes, then what approval does instead of opening one.
+    pub(super) fn revision_plan(&self) -> Option<(String, String)> {
+        let pr = self.opts.revise?;
+        let r = &self.project.workflow.revision;
+        let card = match self.s.board.as_ref().map(|b| b.column.as_deref()) {
+            Some(Some(now)) => format!("the card (in {now}) goes to {}", r.column),
+            Some(None) => format!("the card goes to {}", r.column),
+            None => "the issue has no card".to_string(),
+        };
+        Some((
+            format!("revise pull request #{pr}; {card} while it works"),
+            format!(
+                "answer the review threads, rewrite the pull request's body and move the card to {}",
+                r.done_column
+            ),
+        ))
+    }
+
     /// The card goes to the revision's column first (when it is on the board).
     pub(super) fn want_card_placed(&self) -> Option<Want> {
         if self.opts.revise.is_none() || self.r.placed || self.opts.dry_run {
