@@ -541,6 +541,13 @@ fn settings_block(world: &World) -> Value {
     serde_json::from_str::<Value>(&text).unwrap()["supervisor"].clone()
 }
 
+/// The closing lines of an `init` that wrote `files`.
+fn commit_hint(files: &str) -> String {
+    format!(
+        "commit and push these files so the GitHub Action and `supervisor watch` on another machine find them (a fresh checkout has only what was pushed):\n  git add {files}\n  git commit -m \"Set up supervisor\" && git push\n"
+    )
+}
+
 /// From no board to a pull request: `init --create-board`, `doctor`, `run --add-to-board`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn init_creates_a_board_and_the_first_run_reaches_a_pull_request() {
@@ -582,6 +589,13 @@ async fn init_creates_a_board_and_the_first_run_reaches_a_pull_request() {
     assert_eq!(block["agentBackend"], "scripted");
     let ignore = std::fs::read_to_string(world.repo.join(".gitignore")).unwrap();
     assert!(ignore.lines().any(|l| l == ".supervisor/runs/"), "{ignore}");
+    // It ends with what to commit: the Action's checkout has only what was pushed.
+    assert!(
+        r.stderr
+            .ends_with(&commit_hint(".pi/settings.json .gitignore")),
+        "{}",
+        r.stderr
+    );
 
     // The issue is alice's: make her a codeowner too, as a newcomer would edit the file.
     let r = supervisor(&world, &INIT_BOARD_1).await;
@@ -897,6 +911,11 @@ async fn init_copies_the_workflow_for_editing_and_check_reads_it() {
     let (_d, world) = world(spec).await;
     let r = supervisor(&world, &["init", "--copy-workflow"]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
+    let roles: Vec<String> = (supervisor::agent::DEFAULT_AGENTS.iter())
+        .map(|(name, _)| format!(".supervisor/agents/{name}.md"))
+        .collect();
+    let files = format!(".supervisor/workflow.json {}", roles.join(" "));
+    assert!(r.stderr.ends_with(&commit_hint(&files)), "{}", r.stderr);
     let copied = std::fs::read_to_string(world.repo.join(".supervisor/workflow.json")).unwrap();
     assert_eq!(copied, supervisor::config::DEFAULT_WORKFLOW);
     for (name, text) in supervisor::agent::DEFAULT_AGENTS {
@@ -917,6 +936,11 @@ async fn init_copies_the_workflow_for_editing_and_check_reads_it() {
     let r = supervisor(&world, &["init", "--copy-workflow"]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stderr.contains("kept "), "{}", r.stderr);
+    assert!(
+        !r.stderr.contains("git add"),
+        "nothing new to commit: {}",
+        r.stderr
+    );
     assert!(std::fs::read_to_string(&role).unwrap().contains("broken"));
 }
 
