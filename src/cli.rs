@@ -1,7 +1,8 @@
 //! The command line. Thin: parse, call into the rooms, map results to exit codes.
 //!
 //! Exit codes: 0 done (or stopped cleanly by a signal), 1 pipeline stopped, 2 usage or configuration
-//! error, 3 GitHub or auth error. Human output goes to stderr, `--json` output to stdout.
+//! error, 3 GitHub or auth error. Listings and reports (`runs`) and `--json` output go to stdout;
+//! progress, diagnostics and errors to stderr.
 
 mod actions;
 mod agent;

@@ -164,14 +164,17 @@ async fn a_stopped_run_is_listed_shown_and_explained() {
     let r = supervisor(&world, &["run", "1", "--json", "--progress", "jsonl"]).await;
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("choose one"), "{}", r.stderr);
+    // Listings and reports go to stdout, to be paged or piped (`supervisor runs | less`).
     let r = supervisor(&world, &["runs"]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let row = r.stderr.lines().nth(1).unwrap_or_default().to_string();
-    assert!(row.starts_with("#1 "), "{}", r.stderr);
+    assert_eq!(r.stderr, "", "nothing but the listing, and that on stdout");
+    let row = r.stdout.lines().nth(1).unwrap_or_default().to_string();
+    assert!(row.starts_with("#1 "), "{}", r.stdout);
     assert!(row.contains(" stopped "), "{row}");
     assert!(row.contains(" Audit "), "{row}");
     let r = supervisor(&world, &["runs", "show", "1"]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stderr, "", "the timeline is on stdout");
     for line in [
         "Research: researcher starts (attempt 1)",
         "GitHub: card moved to Research",
@@ -180,33 +183,35 @@ async fn a_stopped_run_is_listed_shown_and_explained() {
         "stopped: Audit rejected the work 2 times (maxRejections 1)",
     ] {
         assert!(
-            r.stderr.contains(line),
+            r.stdout.contains(line),
             "{line} missing from:\n{}",
-            r.stderr
+            r.stdout
         );
     }
     let r = supervisor(&world, &["runs", "why", "1"]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stderr.contains("where:  Audit"), "{}", r.stderr);
+    assert_eq!(r.stderr, "", "the postmortem is on stdout");
+    assert!(r.stdout.contains("where:  Audit"), "{}", r.stdout);
     assert!(
-        r.stderr.contains("why:    Audit rejected the work 2 times"),
+        r.stdout.contains("why:    Audit rejected the work 2 times"),
         "{}",
-        r.stderr
+        r.stdout
     );
     assert!(
-        r.stderr
+        r.stdout
             .contains("last agent: auditor in Audit (attempt 2)"),
         "{}",
-        r.stderr
+        r.stdout
     );
     assert!(
-        r.stderr.contains("\n        supervisor run 1\n"),
+        r.stdout.contains("\n        supervisor run 1\n"),
         "{}",
-        r.stderr
+        r.stdout
     );
     let r = supervisor(&world, &["runs", "why", "7"]).await;
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("no run `7`"), "{}", r.stderr);
+    assert_eq!(r.stdout, "", "an error is no report");
     // Nothing is older than a day yet; everything is older than the future.
     let r = supervisor(&world, &["runs", "prune", "--older-than", "1d", "--json"]).await;
     assert_eq!(
@@ -215,6 +220,8 @@ async fn a_stopped_run_is_listed_shown_and_explained() {
         "{}",
         r.stderr
     );
+    let r = supervisor(&world, &["runs", "prune", "--older-than", "1d"]).await;
+    assert!(r.stdout.starts_with("removed 0 run(s)"), "{}", r.stderr);
     let r = supervisor(&world, &["runs", "prune", "--older-than", "soon"]).await;
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("like 30d"), "{}", r.stderr);
