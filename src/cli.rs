@@ -10,12 +10,14 @@ mod demo;
 mod doctor;
 mod init;
 mod init_prompt;
+mod number;
 mod output;
 mod run;
 mod runs;
 mod serve;
 mod watch;
 
+use number::{ATTEMPT, PORT, number};
 use output::{err, errln, outln};
 
 use std::path::PathBuf;
@@ -86,7 +88,7 @@ pub enum Command {
         #[arg(long, conflicts_with = "watch")]
         serve: bool,
         /// The sandbox's port (default: a free one).
-        #[arg(long, value_name = "N", requires = "serve")]
+        #[arg(long, value_name = "N", requires = "serve", value_parser = number::<u16>(PORT))]
         port: Option<u16>,
     },
     /// Run one role agent once in a directory, as the pipeline would.
@@ -98,7 +100,7 @@ pub enum Command {
         script: PathBuf,
         #[arg(long)]
         role: String,
-        #[arg(long, default_value_t = 1)]
+        #[arg(long, default_value_t = 1, value_parser = number::<u32>(ATTEMPT))]
         attempt: u32,
     },
     /// Run the quality gates on a checkout.
@@ -131,7 +133,7 @@ pub enum SandboxCommand {
     Serve {
         #[arg(long, value_name = "FILE")]
         state: PathBuf,
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, default_value_t = 0, value_parser = number::<u16>(PORT))]
         port: u16,
         /// Write the final state here (JSON, or YAML for .yaml/.yml) when stopped.
         #[arg(long, value_name = "FILE")]

@@ -227,6 +227,36 @@ async fn a_stopped_run_is_listed_shown_and_explained() {
     assert!(r.stderr.contains("like 30d"), "{}", r.stderr);
 }
 
+/// A number argument that is not one is a usage error naming the argument, not the integer
+/// parser's "invalid digit found in string".
+#[test]
+fn a_number_argument_that_is_not_one_is_named() {
+    for (args, message) in [
+        (
+            &["run", "abc"][..],
+            "ISSUE must be an issue number, got `abc`",
+        ),
+        (
+            &["revise", "x"],
+            "PR must be a pull request number, got `x`",
+        ),
+        (
+            &["serve", "--webhook-secret-env", "S", "--port", "80x"],
+            "--port must be a port number, 0 to 65535, got `80x`",
+        ),
+        (
+            &["watch", "--max-concurrent", "0"],
+            "--max-concurrent must be a number of runs, 1 or more, got `0`",
+        ),
+    ] {
+        let out = std::process::Command::new(BIN).args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+        assert!(!stderr.contains("invalid digit"), "{args:?}: {stderr}");
+    }
+}
+
 /// `init` on the sandbox's board #1 with alice as the codeowner.
 const INIT_BOARD_1: [&str; 7] = [
     "init",

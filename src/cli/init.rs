@@ -9,6 +9,7 @@ use clap::Args;
 use serde_json::{Map, Value, json};
 
 use super::init_prompt::{BoardChoice, Prompt};
+use super::number::number;
 use super::output::errln;
 use super::run::{canonical, runtime};
 use super::{EXIT_GITHUB, EXIT_OK, EXIT_USAGE};
@@ -30,7 +31,7 @@ pub struct InitArgs {
     #[arg(long, value_delimiter = ',', value_name = "LOGIN,…")]
     pub codeowners: Vec<String>,
     /// Use the existing board with this number (as in its URL).
-    #[arg(long, value_name = "N", conflicts_with = "create_board")]
+    #[arg(long, value_name = "N", conflicts_with = "create_board", value_parser = number::<u64>("a board number, as in its URL"))]
     pub project_number: Option<u64>,
     /// Owner of the board [default: the repository's owner].
     #[arg(long, value_name = "LOGIN")]
