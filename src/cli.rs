@@ -1,7 +1,8 @@
 //! The command line. Thin: parse, call into the rooms, map results to exit codes.
 //!
 //! Exit codes: 0 done (or stopped cleanly by a signal), 1 pipeline stopped, 2 usage or configuration
-//! error, 3 GitHub or auth error. Human output goes to stderr, `--json` output to stdout.
+//! error, 3 GitHub or auth error. Listings and reports (`runs`) and `--json` output go to stdout;
+//! progress, diagnostics and errors to stderr.
 
 mod actions;
 mod agent;
@@ -9,12 +10,14 @@ mod demo;
 mod doctor;
 mod init;
 mod init_prompt;
+mod number;
 mod output;
 mod run;
 mod runs;
 mod serve;
 mod watch;
 
+use number::{ATTEMPT, PORT, number};
 use output::{err, errln, outln};
 
 use std::path::PathBuf;
@@ -85,7 +88,7 @@ pub enum Command {
         #[arg(long, conflicts_with = "watch")]
         serve: bool,
         /// The sandbox's port (default: a free one).
-        #[arg(long, value_name = "N", requires = "serve")]
+        #[arg(long, value_name = "N", requires = "serve", value_parser = number::<u16>(PORT))]
         port: Option<u16>,
     },
     /// Run one role agent once in a directory, as the pipeline would.
@@ -97,7 +100,7 @@ pub enum Command {
         script: PathBuf,
         #[arg(long)]
         role: String,
-        #[arg(long, default_value_t = 1)]
+        #[arg(long, default_value_t = 1, value_parser = number::<u32>(ATTEMPT))]
         attempt: u32,
     },
     /// Run the quality gates on a checkout.
@@ -130,7 +133,7 @@ pub enum SandboxCommand {
     Serve {
         #[arg(long, value_name = "FILE")]
         state: PathBuf,
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, default_value_t = 0, value_parser = number::<u16>(PORT))]
         port: u16,
         /// Write the final state here (JSON, or YAML for .yaml/.yml) when stopped.
         #[arg(long, value_name = "FILE")]

@@ -185,7 +185,7 @@ fn a_missing_agent_cli_is_an_error() {
 const BROKEN: [(&str, &str, &str, &str); 7] = [
     (
         "no-settings",
-        ".pi/settings.json",
+        ".supervisor/settings.json",
         "supervisor",
         "no settings file found",
     ),

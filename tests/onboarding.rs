@@ -164,14 +164,17 @@ async fn a_stopped_run_is_listed_shown_and_explained() {
     let r = supervisor(&world, &["run", "1", "--json", "--progress", "jsonl"]).await;
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("choose one"), "{}", r.stderr);
+    // Listings and reports go to stdout, to be paged or piped (`supervisor runs | less`).
     let r = supervisor(&world, &["runs"]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let row = r.stderr.lines().nth(1).unwrap_or_default().to_string();
-    assert!(row.starts_with("#1 "), "{}", r.stderr);
+    assert_eq!(r.stderr, "", "nothing but the listing, and that on stdout");
+    let row = r.stdout.lines().nth(1).unwrap_or_default().to_string();
+    assert!(row.starts_with("#1 "), "{}", r.stdout);
     assert!(row.contains(" stopped "), "{row}");
     assert!(row.contains(" Audit "), "{row}");
     let r = supervisor(&world, &["runs", "show", "1"]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stderr, "", "the timeline is on stdout");
     for line in [
         "Research: researcher starts (attempt 1)",
         "GitHub: card moved to Research",
@@ -180,33 +183,35 @@ async fn a_stopped_run_is_listed_shown_and_explained() {
         "stopped: Audit rejected the work 2 times (maxRejections 1)",
     ] {
         assert!(
-            r.stderr.contains(line),
+            r.stdout.contains(line),
             "{line} missing from:\n{}",
-            r.stderr
+            r.stdout
         );
     }
     let r = supervisor(&world, &["runs", "why", "1"]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(r.stderr.contains("where:  Audit"), "{}", r.stderr);
+    assert_eq!(r.stderr, "", "the postmortem is on stdout");
+    assert!(r.stdout.contains("where:  Audit"), "{}", r.stdout);
     assert!(
-        r.stderr.contains("why:    Audit rejected the work 2 times"),
+        r.stdout.contains("why:    Audit rejected the work 2 times"),
         "{}",
-        r.stderr
+        r.stdout
     );
     assert!(
-        r.stderr
+        r.stdout
             .contains("last agent: auditor in Audit (attempt 2)"),
         "{}",
-        r.stderr
+        r.stdout
     );
     assert!(
-        r.stderr.contains("\n        supervisor run 1\n"),
+        r.stdout.contains("\n        supervisor run 1\n"),
         "{}",
-        r.stderr
+        r.stdout
     );
     let r = supervisor(&world, &["runs", "why", "7"]).await;
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("no run `7`"), "{}", r.stderr);
+    assert_eq!(r.stdout, "", "an error is no report");
     // Nothing is older than a day yet; everything is older than the future.
     let r = supervisor(&world, &["runs", "prune", "--older-than", "1d", "--json"]).await;
     assert_eq!(
@@ -215,9 +220,41 @@ async fn a_stopped_run_is_listed_shown_and_explained() {
         "{}",
         r.stderr
     );
+    let r = supervisor(&world, &["runs", "prune", "--older-than", "1d"]).await;
+    assert!(r.stdout.starts_with("removed 0 run(s)"), "{}", r.stderr);
     let r = supervisor(&world, &["runs", "prune", "--older-than", "soon"]).await;
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("like 30d"), "{}", r.stderr);
+}
+
+/// A number argument that is not one is a usage error naming the argument, not the integer
+/// parser's "invalid digit found in string".
+#[test]
+fn a_number_argument_that_is_not_one_is_named() {
+    for (args, message) in [
+        (
+            &["run", "abc"][..],
+            "ISSUE must be an issue number, got `abc`",
+        ),
+        (
+            &["revise", "x"],
+            "PR must be a pull request number, got `x`",
+        ),
+        (
+            &["serve", "--webhook-secret-env", "S", "--port", "80x"],
+            "--port must be a port number, 0 to 65535, got `80x`",
+        ),
+        (
+            &["watch", "--max-concurrent", "0"],
+            "--max-concurrent must be a number of runs, 1 or more, got `0`",
+        ),
+    ] {
+        let out = std::process::Command::new(BIN).args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+        assert!(!stderr.contains("invalid digit"), "{args:?}: {stderr}");
+    }
 }
 
 /// `init` on the sandbox's board #1 with alice as the codeowner.
@@ -541,6 +578,13 @@ fn settings_block(world: &World) -> Value {
     serde_json::from_str::<Value>(&text).unwrap()["supervisor"].clone()
 }
 
+/// The closing lines of an `init` that wrote `files`.
+fn commit_hint(files: &str) -> String {
+    format!(
+        "commit and push these files so the GitHub Action and `supervisor watch` on another machine find them (a fresh checkout has only what was pushed):\n  git add {files}\n  git commit -m \"Set up supervisor\" && git push\n"
+    )
+}
+
 /// From no board to a pull request: `init --create-board`, `doctor`, `run --add-to-board`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn init_creates_a_board_and_the_first_run_reaches_a_pull_request() {
@@ -582,6 +626,13 @@ async fn init_creates_a_board_and_the_first_run_reaches_a_pull_request() {
     assert_eq!(block["agentBackend"], "scripted");
     let ignore = std::fs::read_to_string(world.repo.join(".gitignore")).unwrap();
     assert!(ignore.lines().any(|l| l == ".supervisor/runs/"), "{ignore}");
+    // It ends with what to commit: the Action's checkout has only what was pushed.
+    assert!(
+        r.stderr
+            .ends_with(&commit_hint(".pi/settings.json .gitignore")),
+        "{}",
+        r.stderr
+    );
 
     // The issue is alice's: make her a codeowner too, as a newcomer would edit the file.
     let r = supervisor(&world, &INIT_BOARD_1).await;
@@ -897,6 +948,11 @@ async fn init_copies_the_workflow_for_editing_and_check_reads_it() {
     let (_d, world) = world(spec).await;
     let r = supervisor(&world, &["init", "--copy-workflow"]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
+    let roles: Vec<String> = (supervisor::agent::DEFAULT_AGENTS.iter())
+        .map(|(name, _)| format!(".supervisor/agents/{name}.md"))
+        .collect();
+    let files = format!(".supervisor/workflow.json {}", roles.join(" "));
+    assert!(r.stderr.ends_with(&commit_hint(&files)), "{}", r.stderr);
     let copied = std::fs::read_to_string(world.repo.join(".supervisor/workflow.json")).unwrap();
     assert_eq!(copied, supervisor::config::DEFAULT_WORKFLOW);
     for (name, text) in supervisor::agent::DEFAULT_AGENTS {
@@ -917,6 +973,11 @@ async fn init_copies_the_workflow_for_editing_and_check_reads_it() {
     let r = supervisor(&world, &["init", "--copy-workflow"]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stderr.contains("kept "), "{}", r.stderr);
+    assert!(
+        !r.stderr.contains("git add"),
+        "nothing new to commit: {}",
+        r.stderr
+    );
     assert!(std::fs::read_to_string(&role).unwrap().contains("broken"));
 }
 

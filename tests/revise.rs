@@ -293,7 +293,7 @@ async fn commits_others_pushed_to_the_branch_are_kept_and_a_conflicting_push_sto
     world.sandbox.shutdown().await;
 }
 
-/// `supervisor runs why` in text, as a person reads it (stderr).
+/// `supervisor runs why` in text, as a person reads it (stdout).
 async fn why(world: &World, run: &str) -> String {
     let out = tokio::process::Command::new(BIN)
         .args(["runs", "why", run, "--repo-root"])
@@ -303,7 +303,7 @@ async fn why(world: &World, run: &str) -> String {
         .await
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// A revision that stopped goes on as a revision: `runs why` names the pull request, where its card

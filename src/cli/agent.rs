@@ -11,6 +11,7 @@ use crate::workspace::{
     PushAuth, Shutdown, WorkspaceConfig, cleanup, ensure_worktree_staged, setup_staged,
 };
 
+use super::number::{ATTEMPT, number};
 use super::output::{err, errln, outln};
 use super::{EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
 
@@ -37,13 +38,13 @@ pub struct AgentCommand {
     pub backend: Option<String>,
     /// Run in a fresh worktree for this issue number, created and set up as the pipeline does,
     /// and removed afterwards.
-    #[arg(long, value_name = "ISSUE")]
+    #[arg(long, value_name = "ISSUE", value_parser = number::<u64>("an issue number"))]
     pub worktree: Option<u64>,
     /// Keep the --worktree after the run.
     #[arg(long, requires = "worktree")]
     pub keep: bool,
     /// Which dispatch of the role this is (the scripted backend plays that attempt).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = number::<u32>(ATTEMPT))]
     pub attempt: u32,
     /// Print the run as JSON on stdout.
     #[arg(long)]

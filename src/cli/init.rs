@@ -9,6 +9,7 @@ use clap::Args;
 use serde_json::{Map, Value, json};
 
 use super::init_prompt::{BoardChoice, Prompt};
+use super::number::number;
 use super::output::errln;
 use super::run::{canonical, runtime};
 use super::{EXIT_GITHUB, EXIT_OK, EXIT_USAGE};
@@ -30,7 +31,7 @@ pub struct InitArgs {
     #[arg(long, value_delimiter = ',', value_name = "LOGIN,…")]
     pub codeowners: Vec<String>,
     /// Use the existing board with this number (as in its URL).
-    #[arg(long, value_name = "N", conflicts_with = "create_board")]
+    #[arg(long, value_name = "N", conflicts_with = "create_board", value_parser = number::<u64>("a board number, as in its URL"))]
     pub project_number: Option<u64>,
     /// Owner of the board [default: the repository's owner].
     #[arg(long, value_name = "LOGIN")]
@@ -73,20 +74,21 @@ pub const SLASH_COMMANDS: [(&str, &str); 2] = [
     ),
 ];
 
-/// Write `text` to `path`, creating its directories, and say so.
-fn write_new(path: &Path, text: &str) -> Result<(), Refusal> {
+/// Write `text` to `path`, creating its directories, say so, and add it to `written`.
+fn write_new(path: &Path, text: &str, written: &mut Vec<PathBuf>) -> Result<(), Refusal> {
     path.parent()
         .map_or(Ok(()), std::fs::create_dir_all)
         .and_then(|()| std::fs::write(path, text))
         .map_err(|e| usage(format!("cannot write {}: {e}", path.display())))?;
     errln!("wrote {}", path.display());
+    written.push(path.to_path_buf());
     Ok(())
 }
 
-fn install_slash_commands(root: &Path) -> Result<(), Refusal> {
+fn install_slash_commands(root: &Path, written: &mut Vec<PathBuf>) -> Result<(), Refusal> {
     for (rel, text) in SLASH_COMMANDS {
         let path = root.join(rel);
-        write_new(&path, text)?;
+        write_new(&path, text, written)?;
     }
     errln!("`/supervisor ISSUE` runs `supervisor run ISSUE` from pi and from Claude Code here");
     Ok(())
@@ -94,7 +96,7 @@ fn install_slash_commands(root: &Path) -> Result<(), Refusal> {
 
 /// The built-in workflow and role files, where loading finds them, for editing. Files already
 /// there are kept.
-fn copy_workflow(root: &Path) -> Result<(), Refusal> {
+fn copy_workflow(root: &Path, written: &mut Vec<PathBuf>) -> Result<(), Refusal> {
     let mut files = vec![(PathBuf::from(WORKFLOW_PATH), DEFAULT_WORKFLOW)];
     for (name, text) in DEFAULT_AGENTS {
         files.push((
@@ -108,21 +110,36 @@ fn copy_workflow(root: &Path) -> Result<(), Refusal> {
             errln!("kept {} (already there)", path.display());
             continue;
         }
-        write_new(&path, text)?;
+        write_new(&path, text, written)?;
     }
     errln!("the workflow and the roles are read from .supervisor/ from now on: edit them there");
     Ok(())
 }
 
 /// What `--slash-commands` and `--copy-workflow` ask for.
-fn install_extras(root: &Path, args: &InitArgs) -> Result<(), Refusal> {
+fn install_extras(root: &Path, args: &InitArgs, written: &mut Vec<PathBuf>) -> Result<(), Refusal> {
     if args.slash_commands {
-        install_slash_commands(root)?;
+        install_slash_commands(root, written)?;
     }
     if args.copy_workflow {
-        copy_workflow(root)?;
+        copy_workflow(root, written)?;
     }
     Ok(())
+}
+
+/// The files `init` wrote, to be committed: the Action's checkout, and `watch` on another
+/// machine, have only what was pushed, and without the settings they stop at once.
+fn say_commit(root: &Path, written: &[PathBuf]) {
+    if written.is_empty() {
+        return;
+    }
+    let files: Vec<String> = (written.iter())
+        .map(|p| p.strip_prefix(root).unwrap_or(p).display().to_string())
+        .collect();
+    errln!(
+        "commit and push these files so the GitHub Action and `supervisor watch` on another machine find them (a fresh checkout has only what was pushed):\n  git add {}\n  git commit -m \"Set up supervisor\" && git push",
+        files.join(" ")
+    );
 }
 
 /// A failure of `init`: what went wrong and the exit code.
@@ -143,8 +160,13 @@ pub fn run(args: InitArgs) -> u8 {
         Ok(rt) => rt,
         Err(code) => return code,
     };
-    match rt.block_on(init(args)) {
-        Ok(()) => EXIT_OK,
+    let root = canonical(&args.repo_root);
+    let mut written = Vec::new();
+    match rt.block_on(init(args, &mut written)) {
+        Ok(()) => {
+            say_commit(&root, &written);
+            EXIT_OK
+        }
         Err(Refusal(text, code)) => {
             errln!("supervisor init: {text}");
             code
@@ -279,7 +301,8 @@ fn ask_the_rest(
     Ok(skip)
 }
 
-async fn init(mut args: InitArgs) -> Result<(), Refusal> {
+/// Set the repository up; every file written is added to `written`.
+async fn init(mut args: InitArgs, written: &mut Vec<PathBuf>) -> Result<(), Refusal> {
     let root = canonical(&args.repo_root);
     let has_settings = SETTINGS_PATHS.iter().any(|p| root.join(p).is_file());
     if (args.slash_commands || args.copy_workflow)
@@ -287,7 +310,7 @@ async fn init(mut args: InitArgs) -> Result<(), Refusal> {
         && !args.create_board
         && args.project_number.is_none()
     {
-        return install_extras(&root, &args);
+        return install_extras(&root, &args, written);
     }
     // An existing settings file is updated in place (its other keys and settings kept).
     let settings_path = SETTINGS_PATHS
@@ -322,7 +345,7 @@ async fn init(mut args: InitArgs) -> Result<(), Refusal> {
         Some(p) => ask_the_rest(p, &mut args, current_board)?,
         None => false,
     };
-    install_extras(&root, &args)?;
+    install_extras(&root, &args, written)?;
     let stages = workflow_stages(&root)?;
     let owner = args
         .project_owner
@@ -362,7 +385,10 @@ async fn init(mut args: InitArgs) -> Result<(), Refusal> {
     }
     block.insert("codeowners".into(), json!(codeowners));
     write_settings(&settings_path, &block)?;
-    ignore_runs(&root)?;
+    written.push(settings_path.clone());
+    if ignore_runs(&root)? {
+        written.push(root.join(".gitignore"));
+    }
     errln!("wrote {}", settings_path.display());
     if board.is_none() && current_board.is_none() {
         errln!(
@@ -594,22 +620,24 @@ fn write_settings(path: &Path, block: &Map<String, Value>) -> Result<(), Refusal
     std::fs::write(path, text + "\n").map_err(io)
 }
 
-/// `.supervisor/runs/` in the repository's `.gitignore`.
-fn ignore_runs(root: &Path) -> Result<(), Refusal> {
+/// `.supervisor/runs/` in the repository's `.gitignore`; `true` when the file was changed.
+fn ignore_runs(root: &Path) -> Result<bool, Refusal> {
     let path = root.join(".gitignore");
     let text = std::fs::read_to_string(&path).unwrap_or_default();
     if text
         .lines()
         .any(|l| l.trim() == ".supervisor/runs/" || l.trim() == ".supervisor/runs")
     {
-        return Ok(());
+        return Ok(false);
     }
     let mut out = text;
     if !out.is_empty() && !out.ends_with('\n') {
         out.push('\n');
     }
     out.push_str(".supervisor/runs/\n");
-    std::fs::write(&path, out).map_err(|e| usage(format!("cannot write {}: {e}", path.display())))
+    std::fs::write(&path, out)
+        .map_err(|e| usage(format!("cannot write {}: {e}", path.display())))?;
+    Ok(true)
 }
 
 #[cfg(test)]

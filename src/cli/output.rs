@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 static STDOUT_GONE: AtomicBool = AtomicBool::new(false);
 static STDERR_GONE: AtomicBool = AtomicBool::new(false);
 
-/// Print on stdout (machine-readable output).
+/// Print on stdout (`--json` output, and listings and reports: `supervisor runs | less`).
 pub fn stdout(args: fmt::Arguments<'_>, newline: bool) {
     write(&mut io::stdout().lock(), args, newline, &STDOUT_GONE);
 }
@@ -42,6 +42,11 @@ macro_rules! outln {
     ($($arg:tt)*) => { $crate::cli::output::stdout(format_args!($($arg)*), true) };
 }
 
+/// `print!` that never panics.
+macro_rules! out {
+    ($($arg:tt)*) => { $crate::cli::output::stdout(format_args!($($arg)*), false) };
+}
+
 /// `eprintln!` that never panics.
 macro_rules! errln {
     ($($arg:tt)*) => { $crate::cli::output::stderr(format_args!($($arg)*), true) };
@@ -52,7 +57,7 @@ macro_rules! err {
     ($($arg:tt)*) => { $crate::cli::output::stderr(format_args!($($arg)*), false) };
 }
 
-pub(crate) use {err, errln, outln};
+pub(crate) use {err, errln, out, outln};
 
 #[cfg(test)]
 mod tests {

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::actions::ActionsOutput;
+use super::number::number;
 use super::output::{err, errln, outln};
 use super::{EXIT_GITHUB, EXIT_STOPPED, EXIT_USAGE};
 use crate::config::RepoSlug;
@@ -64,6 +65,7 @@ fn parse_progress(text: &str) -> Result<ProgressMode, String> {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Issue number.
+    #[arg(value_parser = number::<u64>("an issue number"))]
     pub issue: u64,
     #[command(flatten)]
     pub flags: RunFlags,
@@ -78,6 +80,7 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 pub struct ReviseArgs {
     /// Pull request number.
+    #[arg(value_parser = number::<u64>("a pull request number"))]
     pub pr: u64,
     #[command(flatten)]
     pub flags: RunFlags,

@@ -1,10 +1,11 @@
-//! `supervisor runs`: the run history kept under `.supervisor/runs/`.
+//! `supervisor runs`: the run history kept under `.supervisor/runs/`. The listings and reports
+//! go to stdout, to be paged or piped (`supervisor runs | less`); errors to stderr.
 
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use super::output::{err, errln, outln};
+use super::output::{errln, out, outln};
 use super::run::canonical;
 use super::{EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
 use crate::pipeline::{RunRecord, find_run, prune_runs, read_entries, read_runs};
@@ -73,7 +74,7 @@ pub fn run(args: RunsArgs) -> u8 {
     };
     match args.command {
         None if args.json => outln!("{}", serde_json::json!({ "runs": runs })),
-        None => err!("{}", report::runs_text(&runs)),
+        None => out!("{}", report::runs_text(&runs)),
         Some(RunsCommand::Show { run }) => return show(&runs, &run, args.json, false),
         Some(RunsCommand::Why { run }) => return show(&runs, &run, args.json, true),
         Some(RunsCommand::Prune { older_than }) => {
@@ -108,8 +109,8 @@ fn show(runs: &[RunRecord], key: &str, json: bool, why: bool) -> u8 {
     match (json, why) {
         (true, true) => outln!("{}", serde_json::json!({ "run": r })),
         (true, false) => outln!("{}", serde_json::json!({ "run": r, "events": entries })),
-        (false, true) => err!("{}", report::why_text(&r)),
-        (false, false) => err!("{}", report::timeline_text(&r, &entries)),
+        (false, true) => out!("{}", report::why_text(&r)),
+        (false, false) => out!("{}", report::timeline_text(&r, &entries)),
     }
     EXIT_OK
 }
@@ -117,7 +118,7 @@ fn show(runs: &[RunRecord], key: &str, json: bool, why: bool) -> u8 {
 fn prune(root: &std::path::Path, cutoff: chrono::DateTime<chrono::Utc>, json: bool) -> u8 {
     match prune_runs(root, cutoff) {
         Ok(removed) if json => outln!("{}", serde_json::json!({ "removed": removed })),
-        Ok(removed) => errln!("removed {} run(s): {}", removed.len(), removed.join(", ")),
+        Ok(removed) => outln!("removed {} run(s): {}", removed.len(), removed.join(", ")),
         Err((path, e)) => {
             errln!(
                 "supervisor runs prune: cannot remove {}: {e}",

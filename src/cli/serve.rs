@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::Args;
 use tokio::sync::mpsc;
 
+use super::number::{PORT, number};
 use super::output::{err, errln, outln};
 use super::watch::{Engine, exit_code};
 use super::{EXIT_STOPPED, EXIT_USAGE};
@@ -25,7 +26,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "NAME")]
     pub webhook_secret_env: String,
     /// Port to listen on; 0 picks a free one.
-    #[arg(long, default_value_t = 8080)]
+    #[arg(long, default_value_t = 8080, value_parser = number::<u16>(PORT))]
     pub port: u16,
     /// Address to listen on: 0.0.0.0 to take deliveries from other machines directly.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]

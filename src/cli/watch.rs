@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
+use super::number::number;
 use super::output::{err, errln, outln};
 use super::run::{agent_problems, canonical, connect, push_auth};
 use super::{EXIT_GITHUB, EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
@@ -31,7 +32,7 @@ pub struct WatchArgs {
     #[arg(long)]
     pub once: bool,
     /// Runs live at once [default: watch.maxConcurrent].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", value_parser = number::<u64>("a number of runs, 1 or more").at_least(1))]
     pub max_concurrent: Option<u64>,
     /// Instead of running here, start one GitHub Actions workflow run per ready card.
     #[arg(long, value_name = "WHERE", value_enum)]

@@ -399,13 +399,21 @@ impl Settings {
             .map(|p| root.join(p))
             .find(|p| p.is_file())
         else {
+            // Named after the file `supervisor init` writes; a fresh checkout (the Action's) has
+            // only what was committed.
+            let looked: Vec<String> = (SETTINGS_PATHS.iter())
+                .map(|p| root.join(p).display().to_string())
+                .collect();
             return Err(ConfigError::one(ConfigIssue::new(
-                &root.join(SETTINGS_PATHS[0]),
+                &root.join(SETTINGS_PATHS[1]),
                 BLOCK,
-                "no settings file found",
                 format!(
-                    "create {} with a \"supervisor\" block holding at least \"repo\", \"projectNumber\" and \"codeowners\" (see the README, Configuration)",
-                    SETTINGS_PATHS[0]
+                    "no settings file found (looked for {})",
+                    looked.join(" and ")
+                ),
+                format!(
+                    "run `supervisor init` to create {} (see the README, Getting started); for the GitHub Action or `supervisor watch` on another machine, commit and push it",
+                    SETTINGS_PATHS[1]
                 ),
             )));
         };
@@ -1123,11 +1131,21 @@ mod tests {
     }
 
     #[test]
-    fn missing_file_names_the_path() {
+    fn missing_file_names_the_paths_and_supervisor_init() {
         let dir = tempfile::tempdir().unwrap();
         let err = Settings::load(dir.path(), &no_env).unwrap_err();
-        assert!(err.issues[0].file.ends_with(".pi/settings.json"));
-        assert!(err.to_string().contains("no settings file found"));
+        assert!(err.issues[0].file.ends_with(".supervisor/settings.json"));
+        let text = err.to_string();
+        assert!(text.contains("no settings file found"), "{text}");
+        for path in SETTINGS_PATHS {
+            let looked = dir.path().join(path).display().to_string();
+            assert!(text.contains(&looked), "{looked} missing from {text}");
+        }
+        assert!(
+            text.contains("run `supervisor init` to create .supervisor/settings.json"),
+            "{text}"
+        );
+        assert!(text.contains("commit and push it"), "{text}");
     }
 
     #[test]
