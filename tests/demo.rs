@@ -324,3 +324,33 @@ fn demo_watch_runs_the_card_a_maintainer_drags() {
     assert_eq!(report["column"], "Done");
     assert!(std::path::Path::new(report["journal"].as_str().unwrap()).is_file());
 }
+
+/// `--clean` removes the demo's directory: the paths in it and URLs no server answers are not
+/// printed as places to look.
+#[test]
+fn a_cleaned_demo_names_no_file_it_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = dir.path().join("demo");
+    let out = Command::new(env!("CARGO_BIN_EXE_supervisor"))
+        .args(["demo", "--clean", "--dir"])
+        .arg(&demo)
+        .env_remove("GH_TOKEN")
+        .env_remove("GITHUB_TOKEN")
+        .env_remove("GITHUB_API_URL")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(!demo.exists(), "the directory is removed");
+    assert!(stderr.contains("removed (--clean)"), "{stderr}");
+    let tail = &stderr[stderr.find("removed (--clean)").unwrap()..];
+    for gone in [
+        "  journal ",
+        "  run map ",
+        "  GitHub state ",
+        "http://127.0.0.1",
+    ] {
+        assert!(!tail.contains(gone), "{gone}: {tail}");
+    }
+    assert!(tail.contains("card in Done"), "{tail}");
+}

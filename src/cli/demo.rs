@@ -104,7 +104,7 @@ pub fn run(json: bool, clean: bool, dir: Option<PathBuf>, watch: bool, serve: Op
             dir.display()
         );
         if watch {
-            return watch_demo(&dir, json, &shutdown).await;
+            return watch_demo(&dir, json, clean, &shutdown).await;
         }
         // The demo shows the live tracking comment, as the Action does.
         let mut spec = demo_spec();
@@ -126,7 +126,7 @@ pub fn run(json: bool, clean: bool, dir: Option<PathBuf>, watch: bool, serve: Op
                     RunEnd::PullRequest { url, .. } => Some(url.as_str()),
                     _ => None,
                 };
-                where_to_look(&report, pr, Some(&sandbox), serve.is_some());
+                where_to_look(&report, pr, Some(&sandbox), serve.is_some(), clean);
                 if serve.is_some() && !shutdown.requested() {
                     errln!("\nserving the sandbox GitHub until Ctrl-C");
                     shutdown.token().cancelled().await;
@@ -151,7 +151,7 @@ pub fn run(json: bool, clean: bool, dir: Option<PathBuf>, watch: bool, serve: Op
 }
 
 /// `demo --watch`: the board-driven mode on the demo's board.
-async fn watch_demo(dir: &Path, json: bool, shutdown: &Shutdown) -> u8 {
+async fn watch_demo(dir: &Path, json: bool, clean: bool, shutdown: &Shutdown) -> u8 {
     errln!(
         "supervisor demo --watch: the scheduler watches the board; a maintainer drags issue #1 from Backlog to Research"
     );
@@ -160,7 +160,7 @@ async fn watch_demo(dir: &Path, json: bool, shutdown: &Shutdown) -> u8 {
             if json {
                 outln!("{}", serde_json::to_string_pretty(&report).expect("json"));
             }
-            where_to_look(&report, pr.as_deref(), None, false);
+            where_to_look(&report, pr.as_deref(), None, false, clean);
             if end == "pull-request" {
                 EXIT_OK
             } else {
@@ -175,8 +175,35 @@ async fn watch_demo(dir: &Path, json: bool, shutdown: &Shutdown) -> u8 {
 }
 
 /// The pull request, the issue, the board, the journal and the files the demo leaves; with the
-/// sandbox still up, the web view's URLs.
-fn where_to_look(report: &DemoReport, pr: Option<&str>, sandbox: Option<&Sandbox>, serving: bool) {
+/// sandbox still up, the web view's URLs. With `--clean` the files are about to go: their paths
+/// are not shown, nor URLs no server will answer.
+fn where_to_look(
+    report: &DemoReport,
+    pr: Option<&str>,
+    sandbox: Option<&Sandbox>,
+    serving: bool,
+    clean: bool,
+) {
+    if clean && !serving {
+        errln!(
+            "\n{} removed (--clean): run the demo without --clean to keep its journal, run map and GitHub state, or with --serve to browse it first",
+            report.dir.display()
+        );
+        errln!(
+            "  issue #1       {} comments, card in {}",
+            report.comments,
+            report.column.as_deref().unwrap_or("(no column)")
+        );
+        errln!(
+            "  requests       {} to the sandbox GitHub, {} outside GitHub's published description",
+            report.github_requests,
+            report.description_violations.len()
+        );
+        for v in &report.description_violations {
+            errln!("                 {v}");
+        }
+        return;
+    }
     errln!("\nwhere to look");
     if let Some(url) = pr {
         errln!("  pull request   {url}");
