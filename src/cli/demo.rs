@@ -184,34 +184,25 @@ fn where_to_look(
     serving: bool,
     clean: bool,
 ) {
-    if clean && !serving {
+    // With `--clean` (and no server) the files and the URLs are gone once this returns.
+    let gone = clean && !serving;
+    if gone {
         errln!(
             "\n{} removed (--clean): run the demo without --clean to keep its journal, run map and GitHub state, or with --serve to browse it first",
             report.dir.display()
         );
-        errln!(
-            "  issue #1       {} comments, card in {}",
-            report.comments,
-            report.column.as_deref().unwrap_or("(no column)")
-        );
-        errln!(
-            "  requests       {} to the sandbox GitHub, {} outside GitHub's published description",
-            report.github_requests,
-            report.description_violations.len()
-        );
-        for v in &report.description_violations {
-            errln!("                 {v}");
+    } else {
+        errln!("\nwhere to look");
+        if let Some(url) = pr {
+            errln!("  pull request   {url}");
         }
-        return;
+        if let Some(r) = &report.revision {
+            errln!("  review round   {}", report::summary_headline(r));
+        }
     }
-    errln!("\nwhere to look");
-    if let Some(url) = pr {
-        errln!("  pull request   {url}");
-    }
-    if let Some(r) = &report.revision {
-        errln!("  review round   {}", report::summary_headline(r));
-    }
-    let state = sandbox.map(|s| (s.url(), s.port(), s.snapshot()));
+    let state = sandbox
+        .filter(|_| !gone)
+        .map(|s| (s.url(), s.port(), s.snapshot()));
     let issue_url = state.as_ref().map_or(String::new(), |(web, _, st)| {
         format!("{web}/{}/{}/issues/1: ", st.repo.owner, st.repo.name)
     });
@@ -230,21 +221,8 @@ fn where_to_look(
         }
         errln!("  repository     {web}/");
     }
-    errln!("  journal        {}", report.journal);
-    if let Some(map) = &report.run_map {
-        errln!("  run map        {} (mermaid)", map.display());
-    }
-    errln!("  GitHub state   {}", report.sandbox_state.display());
-    match &state {
-        Some(_) if serving => {}
-        Some((_, port, _)) => errln!(
-            "                 these URLs open while it is served: supervisor sandbox serve --state {} --port {port} (or run the demo with --serve)",
-            report.sandbox_state.display()
-        ),
-        None => errln!(
-            "                 browse it: supervisor sandbox serve --state {}",
-            report.sandbox_state.display()
-        ),
+    if !gone {
+        files_to_look_at(report, state.as_ref().map(|(_, port, _)| *port), serving);
     }
     errln!(
         "  requests       {} to the sandbox GitHub, {} outside GitHub's published description",
@@ -253,6 +231,26 @@ fn where_to_look(
     );
     for v in &report.description_violations {
         errln!("                 {v}");
+    }
+}
+
+/// The journal, the run map and the GitHub state the demo leaves, and how to serve that state.
+fn files_to_look_at(report: &DemoReport, port: Option<u16>, serving: bool) {
+    errln!("  journal        {}", report.journal);
+    if let Some(map) = &report.run_map {
+        errln!("  run map        {} (mermaid)", map.display());
+    }
+    errln!("  GitHub state   {}", report.sandbox_state.display());
+    match port {
+        Some(_) if serving => {}
+        Some(port) => errln!(
+            "                 these URLs open while it is served: supervisor sandbox serve --state {} --port {port} (or run the demo with --serve)",
+            report.sandbox_state.display()
+        ),
+        None => errln!(
+            "                 browse it: supervisor sandbox serve --state {}",
+            report.sandbox_state.display()
+        ),
     }
 }
 

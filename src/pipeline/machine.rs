@@ -199,6 +199,13 @@ struct Session {
     viewer: Option<String>,
 }
 
+/// The tests an answer designates: its `tests` and every test its contract names.
+fn designated_by(answer: Option<&Outcome>) -> Vec<crate::verify::TestSelector> {
+    answer
+        .map(|o| crate::verify::designated_of(&o.tests, &o.contract))
+        .unwrap_or_default()
+}
+
 /// What the machine wants next (internal).
 enum Want {
     Record(Vec<Event>),
@@ -1249,16 +1256,14 @@ impl Machine {
     /// designer's last answer, its commit, and what RED recorded. `None` without a test stage.
     pub fn proof_input(&self) -> Option<ProofInput> {
         let wf = &self.project.workflow;
-        let ts = self.test_stage()?;
-        let answer = self.r.outcomes.get(&ts.status);
-        let tests = answer.map(|o| o.tests.as_slice()).unwrap_or_default();
+        let (ts, answer) = self.test_answer()?;
         let criteria = answer.map(|o| o.contract.clone()).unwrap_or_default();
         let outside = match &self.r.work {
             Some(w) if w.stage == ts.status => w.outside.clone(),
             _ => Vec::new(),
         };
         Some(ProofInput {
-            designated: crate::verify::designated_of(tests, &criteria),
+            designated: designated_by(answer),
             criteria,
             test_paths: ts.writes.clone().unwrap_or_default(),
             tests_commit: self.r.tests_commit.clone(),
@@ -1270,16 +1275,23 @@ impl Machine {
         })
     }
 
+    /// The test stage and its last answer (none yet before it answered).
+    fn test_answer(&self) -> Option<(&Stage, Option<&Outcome>)> {
+        let ts = self.test_stage()?;
+        Some((ts, self.r.outcomes.get(&ts.status)))
+    }
+
     /// The Proof table: each criterion's tests on the base (RED) and on the head (GREEN).
     fn proof_table(&self) -> Option<ProofTable> {
-        let input = self.proof_input()?;
-        if input.designated.is_empty() || (self.r.red.is_none() && self.r.green.is_none()) {
+        let (_, answer) = self.test_answer()?;
+        let designated = designated_by(answer);
+        if designated.is_empty() || (self.r.red.is_none() && self.r.green.is_none()) {
             return None;
         }
         Some(ProofTable {
             lines: crate::verify::proof_lines(
-                &input.criteria,
-                &input.designated,
+                answer.map(|o| o.contract.as_slice()).unwrap_or_default(),
+                &designated,
                 self.r.red.as_ref(),
                 self.r.green.as_ref(),
             ),
@@ -1292,7 +1304,7 @@ impl Machine {
                 .or(self.r.red.as_ref())
                 .map(|e| e.runner.clone())
                 .unwrap_or_default(),
-            already_resolved: input.already_resolved,
+            already_resolved: answer.is_some_and(|o| o.already_resolved),
         })
     }
 
@@ -1312,11 +1324,10 @@ impl Machine {
     /// RED showed every designated test passing on the base, as the test designer said: the issue
     /// is resolved already, if the audit agrees.
     fn proven_resolved(&self) -> bool {
-        let Some(input) = self.proof_input() else {
+        let Some((_, Some(answer))) = self.test_answer() else {
             return false;
         };
-        input.already_resolved
-            && !input.designated.is_empty()
+        answer.already_resolved
             && self.r.red.as_ref().is_some_and(|e| {
                 !e.designated.is_empty()
                     && e.designated
