@@ -423,6 +423,45 @@ async fn doctor_passes_on_a_ready_repository_and_names_each_check() {
     );
 }
 
+/// doctor says how a codeowner asks for a revision: with a token of their own they cannot request
+/// changes on the pull requests it opens, so the `/supervisor revise` comment is named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_says_how_a_codeowner_asks_for_a_revision() {
+    let (_d, world) = world(spec()).await;
+    let (_, v) = doctor(&world, &[]).await;
+    let revise = check(&v, "revise");
+    assert_eq!(revise["mark"], "ok", "{v}");
+    assert!(
+        revise["detail"]
+            .as_str()
+            .unwrap()
+            .contains("opened by supervisor-bot"),
+        "{v}"
+    );
+
+    let mut own = spec();
+    own.bot = own.codeowner.clone();
+    let (_d2, world) = self::world(own).await;
+    let (r, v) = doctor(&world, &[]).await;
+    assert_eq!(r.code, 0, "a warning fails nothing: {v}");
+    let revise = check(&v, "revise");
+    assert_eq!(revise["mark"], "warn", "{v}");
+    assert!(
+        revise["detail"]
+            .as_str()
+            .unwrap()
+            .contains("alice, a codeowner"),
+        "{v}"
+    );
+    assert!(
+        revise["fix"]
+            .as_str()
+            .unwrap()
+            .contains("/supervisor revise <what to change>"),
+        "{v}"
+    );
+}
+
 /// With the oracle in the workflow, doctor names the test runner, or says that the required red and
 /// green gates would stop every run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
