@@ -1227,3 +1227,80 @@ async fn the_gates_command_shows_each_gate_as_it_finishes() {
         );
     });
 }
+
+/// `--log-format json`: every log line is one JSON object, and each line a run logs carries the
+/// run's id and issue, and the stage it was in (its span list, as log shippers read it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_name_the_run_and_stage_on_every_line_of_it() {
+    let (_d, world) = world(spec_with_gate_rounds()).await;
+    let mut cmd = tokio::process::Command::from(command(
+        &world,
+        &[
+            "run",
+            "1",
+            "--log-format",
+            "json",
+            "--progress",
+            "none",
+            "--json",
+        ],
+    ));
+    cmd.env("RUST_LOG", "supervisor=debug")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let run_id = summary(&Run {
+        code: 0,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::new(),
+    })["runId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let lines: Vec<Value> = stderr
+        .lines()
+        // The run's own human output (the summary) is not a log line.
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let in_run: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["spans"].as_array().is_some_and(|s| !s.is_empty()))
+        .collect();
+    assert!(in_run.len() >= 20, "{stderr}");
+    for line in &in_run {
+        let spans = line["spans"].as_array().unwrap();
+        assert_eq!(spans[0]["name"], "run", "{line}");
+        assert_eq!(spans[0]["run"], run_id.as_str(), "{line}");
+        assert_eq!(spans[0]["issue"], 1, "{line}");
+        assert!(
+            spans
+                .iter()
+                .any(|s| s["name"] == "stage" && s.get("stage").is_some()),
+            "{line}"
+        );
+    }
+    // Agents and gates say which attempt they belong to.
+    for what in ["dispatch agent", "run gates"] {
+        let line = in_run
+            .iter()
+            .find(|l| l["fields"]["message"] == what)
+            .unwrap_or_else(|| panic!("no {what} line: {stderr}"));
+        assert!(line["span"]["attempt"].is_u64(), "{line}");
+    }
+    let gate_lines = in_run.iter().filter(|l| {
+        l["spans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["name"] == "gate")
+    });
+    assert!(gate_lines.count() > 0, "{stderr}");
+}
