@@ -142,6 +142,76 @@ async fn a_run_leaves_nothing_untracked_in_the_repository() {
     assert!(runs[0]["ended"].is_string(), "{runs}");
 }
 
+/// Issue 30: an agent stopped by its budget still costs what it used. Its CLI reported no cost (that
+/// would have come at its end), so its usage is priced from the price table (`prices` here; the
+/// built-in table knows the common Claude and OpenAI models), and the run's summary, its timeline
+/// and `supervisor runs` add it in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_agents_cost_adds_into_the_run_and_the_board() {
+    let mut spec = spec();
+    spec.settings
+        .insert("agentTokenBudget".into(), serde_json::json!(2000));
+    spec.settings.insert(
+        "prices".into(),
+        serde_json::json!({ "scripted": { "inputPerMTok": 1000, "outputPerMTok": 2000 } }),
+    );
+    set_role(
+        &mut spec,
+        "developer",
+        vec![serde_json::json!([
+            { "write": { "path": "src/hours.ts", "content": GOOD_CODE } },
+            { "usage": { "input": 1500, "output": 600 } },
+            { "sleep": 5000 }
+        ])],
+    );
+    let (_d, world) = world(spec).await;
+    let r = supervisor(&world, &["run", "1", "--json"]).await;
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let s = summary(&r);
+    let agents = s["agents"].as_array().cloned().unwrap_or_default();
+    let cost = |a: &Value| a["costUsd"].as_f64().unwrap_or_default();
+    let near = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    let developer = agents
+        .iter()
+        .find(|a| a["agent"] == "developer")
+        .cloned()
+        .unwrap_or_default();
+    // 1500 input tokens at $1000 and 600 output tokens at $2000 per million.
+    assert!(near(cost(&developer), 2.7), "{s}");
+    assert!(
+        developer["exit"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("token budget"),
+        "{developer}"
+    );
+    // The three agents before it (1000 in, 200 out each) completed without a cost from their CLI.
+    assert_eq!(agents.len(), 4, "{s}");
+    let total: f64 = agents.iter().map(cost).sum();
+    assert!(near(total, 3.0 * 1.4 + 2.7), "{s}");
+
+    let r = supervisor(&world, &["runs", "--json"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let runs = summary(&r);
+    assert!(near(cost(&runs["runs"][0]), total), "{runs}");
+    assert!(near(cost(&runs["total"]), total), "{runs}");
+    assert_eq!(runs["total"]["runs"], 1, "{runs}");
+    let r = supervisor(&world, &["runs"]).await;
+    assert!(
+        r.stdout.contains("total: 1 run, 4 agent runs, ") && r.stdout.contains("cost $6.90"),
+        "{}",
+        r.stdout
+    );
+    let r = supervisor(&world, &["runs", "show", "1"]).await;
+    assert!(
+        r.stdout
+            .contains("developer exceeded the token budget (2100 of 2000 tokens) in ")
+            && r.stdout.contains("~$2.7000"),
+        "{}",
+        r.stdout
+    );
+}
+
 /// A stopped run's history: the list, its timeline and its postmortem with the command to go on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_run_is_listed_shown_and_explained() {

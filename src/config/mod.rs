@@ -11,8 +11,9 @@ mod workflow;
 pub use dimension::Dimension;
 pub use issue::{ConfigError, ConfigIssue, did_you_mean, json_key_line};
 pub use settings::{
-    API_URL_ENV, AgentSandbox, CommandBackend, GateSettings, LoadedSettings, PromptVia, RepoSlug,
-    SERVER_URL_ENV, SETTINGS_PATHS, Settings, WatchSettings, command_prefix_problem, env_name,
+    API_URL_ENV, AgentSandbox, CommandBackend, DEFAULT_AGENT_STALL_SEC, DEFAULT_AGENT_TIMEOUT_MIN,
+    GateSettings, LoadedSettings, ModelPrice, PromptVia, RepoSlug, SERVER_URL_ENV, SETTINGS_PATHS,
+    Settings, WatchSettings, command_prefix_problem, env_name,
 };
 pub use source::{DuplicateKey, JsonIndex, read_text};
 pub use verify::{ReportSpec, VerifyConfig};
