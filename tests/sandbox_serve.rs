@@ -356,6 +356,10 @@ fn serve_shows_a_read_only_web_view_beside_the_api() {
     assert_eq!(status, 200);
     let (status, _, _) = browse(&format!("{url}/user"));
     assert_eq!(status, 401, "the API still wants a token");
+    // The icon a browser asks for unprompted is the view's, not an API 404.
+    let (status, kind, icon) = browse(&format!("{url}/favicon.ico"));
+    assert_eq!((status, kind.as_str()), (200, "image/svg+xml"), "{icon}");
+    assert!(icon.starts_with("<svg"), "{icon}");
     // Browsing is not an API request: only the three above are counted.
     let (_, counts) = http(port, "GET", "/_sandbox/requests", None);
     let counts: Value = serde_json::from_str(&counts).unwrap();

@@ -223,12 +223,13 @@ fn assert_inert(b: &mut Browser, page: &str) {
     );
 }
 
-/// Chromium at 1280 × 900 on page `url` of the demo, or `None` (skipped) without Chromium.
-fn browser(what: &str, url: &str) -> Option<Browser> {
+/// Chromium at 1280 × 900 on a page of the demo (`page` picks its URL), or `None` (skipped)
+/// without Chromium: asked for before the demo starts.
+fn browser(what: &str, page: fn(&'static Demo) -> &'static str) -> Option<Browser> {
     let chromium = chromium::require(what)?;
-    let url = url.to_string();
+    let url = page(demo());
     let mut b = Browser::launch(&chromium, 1280, 900);
-    b.open(&url);
+    b.open(url);
     Some(b)
 }
 
@@ -239,7 +240,7 @@ fn json_of(v: Value) -> Value {
 
 #[test]
 fn supervisors_details_and_sub_render_as_elements() {
-    let Some(mut b) = browser("the web view's <details> and <sub>", &demo().issue) else {
+    let Some(mut b) = browser("the web view's <details> and <sub>", |d| &d.issue) else {
         return;
     };
     let facts = json_of(b.eval(
@@ -285,11 +286,12 @@ fn supervisors_details_and_sub_render_as_elements() {
 
 #[test]
 fn hostile_comments_run_nothing_and_stay_in_their_box() {
-    let demo = demo();
-    for url in [&demo.issue, &demo.pull] {
-        let Some(mut b) = browser("the web view's hostile comment check", url) else {
+    let pages: [fn(&'static Demo) -> &'static str; 2] = [|d| &d.issue, |d| &d.pull];
+    for page in pages {
+        let Some(mut b) = browser("the web view's hostile comment check", page) else {
             return;
         };
+        let url = page(demo());
         assert_inert(&mut b, url);
         // Attributes gone but `open`, tags shown as text, and what it opened closed inside it.
         let hostile = json_of(b.eval(
@@ -315,7 +317,7 @@ fn hostile_comments_run_nothing_and_stay_in_their_box() {
 
 #[test]
 fn a_pull_requests_conversation_is_one_timeline_in_time_order() {
-    let Some(mut b) = browser("the web view's timeline order", &demo().pull) else {
+    let Some(mut b) = browser("the web view's timeline order", |d| &d.pull) else {
         return;
     };
     let order = json_of(b.eval(
@@ -349,10 +351,10 @@ fn a_pull_requests_conversation_is_one_timeline_in_time_order() {
 
 #[test]
 fn a_pull_request_shows_its_commits_and_its_diff() {
-    let demo = demo();
-    let Some(mut b) = browser("the web view's commits and diff", &demo.pull) else {
+    let Some(mut b) = browser("the web view's commits and diff", |d| &d.pull) else {
         return;
     };
+    let demo = demo();
     let shown = json_of(b.eval(
         "JSON.stringify({
             commits: [...document.querySelectorAll('.commits .commit')].map(c => [
@@ -422,7 +424,7 @@ fn a_pull_request_shows_its_commits_and_its_diff() {
 
 #[test]
 fn the_board_fits_a_1280_pixel_window() {
-    let Some(mut b) = browser("the web view's board width", &demo().board) else {
+    let Some(mut b) = browser("the web view's board width", |d| &d.board) else {
         return;
     };
     let geometry = json_of(b.eval(
@@ -495,10 +497,10 @@ fn the_board_fits_a_1280_pixel_window() {
 
 #[test]
 fn browsing_the_pages_warns_of_nothing() {
-    let demo = demo();
-    let Some(mut b) = browser("the web view's favicon", &demo.issue) else {
+    let Some(mut b) = browser("the web view's favicon", |d| &d.issue) else {
         return;
     };
+    let demo = demo();
     b.open(&format!("{}/favicon.ico", demo.base));
     drop(b);
     // Anyone may ask for the icon: it is answered, and nothing warns of it.
