@@ -33,8 +33,9 @@ type S = State<Arc<Shared>>;
 
 const STYLE: &str = include_str!("style.css");
 
-/// The icon browsers show in the tab, served at `/favicon.ico` (they ask for it unprompted).
-const FAVICON: &str = "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 16 16\"><circle cx=\"8\" cy=\"8\" r=\"7.5\" fill=\"#1f2328\"/><path d=\"M5 4.5h6v2H7.2v1.2H10v2H7.2v1.8H5z\" fill=\"#fff\"/></svg>";
+/// The sandbox's mark (an F in a dark disc, on a 16 × 16 grid): the page header's logo, and the
+/// icon browsers show in the tab, served at `/favicon.ico` (they ask for it unprompted).
+const MARK: &str = "<circle cx=\"8\" cy=\"8\" r=\"7.5\" fill=\"#1f2328\"/><path d=\"M5 4.5h6v2H7.2v1.2H10v2H7.2v1.8H5z\" fill=\"#fff\"/>";
 
 pub(crate) fn routes() -> Router<Arc<Shared>> {
     Router::new()
@@ -58,7 +59,7 @@ async fn favicon() -> Response {
             (header::CONTENT_TYPE, "image/svg+xml"),
             (header::CACHE_CONTROL, "max-age=86400"),
         ],
-        FAVICON,
+        format!("<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 16 16\">{MARK}</svg>"),
     )
         .into_response()
 }
@@ -96,7 +97,7 @@ fn page(st: &SandboxState, title: &str, main: &str, wide: bool) -> Response {
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
 <title>{title}</title><link rel=\"icon\" href=\"/favicon.ico\" type=\"image/svg+xml\"><style>{STYLE}</style></head>\n<body>\n\
-<header class=\"gh-header\"><div class=\"gh-top\"><a class=\"mark\" href=\"/\" title=\"sandbox GitHub\">{FAVICON_SMALL}</a>\
+<header class=\"gh-header\"><div class=\"gh-top\"><a class=\"mark\" href=\"/\" title=\"sandbox GitHub\"><svg width=\"32\" height=\"32\" viewBox=\"0 0 16 16\" aria-hidden=\"true\">{MARK}</svg></a>\
 <a class=\"slug\" href=\"/{slug}\">{owner} / <strong>{name}</strong></a>\
 <span class=\"sandbox\">sandbox GitHub · read-only</span></div>\n\
 <nav class=\"repo-nav\"><a href=\"/{slug}#issues\">Issues <span class=\"Counter\">{issues}</span></a>\
@@ -121,8 +122,6 @@ fn page(st: &SandboxState, title: &str, main: &str, wide: bool) -> Response {
     )
         .into_response()
 }
-
-const FAVICON_SMALL: &str = "<svg width=\"32\" height=\"32\" viewBox=\"0 0 16 16\" aria-hidden=\"true\"><circle cx=\"8\" cy=\"8\" r=\"7.5\" fill=\"#1f2328\"/><path d=\"M5 4.5h6v2H7.2v1.2H10v2H7.2v1.8H5z\" fill=\"#fff\"/></svg>";
 
 fn is_open(p: &PullSeed) -> bool {
     p.state == SeedState::Open && !p.merged
@@ -168,11 +167,11 @@ fn icon(pull: bool, class: &str) -> String {
     )
 }
 
-/// GitHub's state badge.
+/// GitHub's state badge (its icon in the badge's colour).
 fn badge(pull: bool, (class, word): (&str, &str)) -> String {
     format!(
         "<span class=\"State State--{class}\">{}{word}</span>",
-        icon(pull, class).replace(&format!("class=\"icon-{class}\" "), "")
+        icon(pull, class)
     )
 }
 
@@ -294,7 +293,8 @@ fn timeline(
             }
             Entry::Thread(root) => {
                 if let Some(p) = p {
-                    let _ = writeln!(out, "<div class=\"event\">{}</div>", thread(p, root, git));
+                    let inner = format!("<div class=\"review\">{}</div>", thread(p, root, git));
+                    out.push_str(&with_avatar(&root.author, &inner));
                 }
             }
         }
