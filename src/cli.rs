@@ -207,7 +207,8 @@ fn init_tracing(default: &str) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        // Around the live progress line, never into it.
+        .with_writer(|| crate::runtime::LogWriter)
         .with_ansi(crate::report::colour_on_stderr())
         .with_target(false)
         .try_init();

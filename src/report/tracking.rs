@@ -93,6 +93,7 @@ pub(super) mod tests {
             gates: None,
             pr: None,
             end,
+            rejections: Vec::new(),
         }
     }
 
