@@ -632,8 +632,23 @@ async fn init_creates_a_board_and_the_first_run_reaches_a_pull_request() {
     // The token's account is the default codeowner; the scripted agents' settings are kept.
     assert_eq!(block["codeowners"], serde_json::json!(["supervisor-bot"]));
     assert_eq!(block["agentBackend"], "scripted");
+    // Everything supervisor writes while it works is ignored: runs, gate state, the watcher's.
     let ignore = std::fs::read_to_string(world.repo.join(".gitignore")).unwrap();
-    assert!(ignore.lines().any(|l| l == ".supervisor/runs/"), "{ignore}");
+    for dir in [
+        ".supervisor/runs/",
+        ".supervisor/gates/",
+        ".supervisor/watch/",
+    ] {
+        assert!(ignore.lines().any(|l| l == dir), "{dir}: {ignore}");
+    }
+    // It says what it chose: the board and the codeowners.
+    assert!(
+        r.stderr.contains(
+            "repository demo-org/durations · board #1 of demo-org · codeowners supervisor-bot"
+        ),
+        "{}",
+        r.stderr
+    );
     // It ends with what to commit: the Action's checkout has only what was pushed.
     assert!(
         r.stderr
@@ -846,6 +861,8 @@ async fn init_on_a_terminal_asks_and_writes_the_settings_and_gitignore() {
         let mut t = on_terminal(&world, &["init"]);
         t.answer("[demo-org/durations]: ", "");
         t.answer("[supervisor-bot]: ", "@bob");
+        // The boards there are, before the choice.
+        t.expect("boards of demo-org: #1 \"durations pipeline\"");
         t.answer("or skip (set it later) [create]: ", "skip");
         t.answer("[n]: ", "");
         t.answer("[n]: ", "n");
@@ -1339,4 +1356,56 @@ async fn doctor_names_the_install_command_of_a_missing_gate_tool() {
     let fix = tool["fix"].as_str().unwrap();
     assert!(fix.contains("npm install -g typescript@5.9.3"), "{fix}");
     assert!(!fix.contains("install-tools.sh"), "{fix}");
+}
+
+/// `init --slash-commands` again: a command file someone changed is kept (and `--force` named),
+/// one an earlier `init` wrote and nobody changed is brought up to date.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_keeps_an_edited_slash_command_and_updates_the_ones_it_wrote() {
+    let (_d, world) = world(spec()).await;
+    let r = supervisor(&world, &["init", "--slash-commands"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let claude = world.repo.join(".claude/commands/supervisor.md");
+    let pi = world.repo.join(".pi/extensions/supervisor/index.ts");
+    let current_pi = std::fs::read_to_string(&pi).unwrap();
+    // Someone edits the Claude Code command.
+    let edited = std::fs::read_to_string(&claude).unwrap() + "\nAlso say hello.\n";
+    std::fs::write(&claude, &edited).unwrap();
+    // An earlier init wrote another version of the extension, stamped as init stamps it.
+    let older = "// an earlier version of the extension\nexport default function () {}\n";
+    let digest: String = {
+        use sha2::Digest;
+        sha2::Sha256::digest(older.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    std::fs::write(&pi, format!("{older}// supervisor init: sha256 {digest}\n")).unwrap();
+    let r = supervisor(&world, &["init", "--slash-commands"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(std::fs::read_to_string(&claude).unwrap(), edited, "kept");
+    assert!(
+        r.stderr.contains("kept ") && r.stderr.contains("--slash-commands --force"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(&pi).unwrap(),
+        current_pi,
+        "updated: {}",
+        r.stderr
+    );
+    // Again: nothing to do for the extension.
+    let r = supervisor(&world, &["init", "--slash-commands"]).await;
+    assert!(r.stderr.contains("index.ts is up to date"), "{}", r.stderr);
+    // --force replaces the edited file.
+    let r = supervisor(&world, &["init", "--slash-commands", "--force"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        !std::fs::read_to_string(&claude)
+            .unwrap()
+            .contains("Also say hello."),
+        "{}",
+        r.stderr
+    );
 }

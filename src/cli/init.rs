@@ -56,6 +56,10 @@ pub struct InitArgs {
     /// (`.claude/commands/supervisor.md`). Alone, with settings already written, only that.
     #[arg(long)]
     pub slash_commands: bool,
+    /// With --slash-commands: replace command files that were changed since `init` wrote them
+    /// (kept otherwise).
+    #[arg(long)]
+    pub force: bool,
     /// Copy the built-in workflow (`.supervisor/workflow.json`) and role files
     /// (`.supervisor/agents/*.md`) into the repository for editing; files already there are kept.
     #[arg(long)]
@@ -85,10 +89,74 @@ fn write_new(path: &Path, text: &str, written: &mut Vec<PathBuf>) -> Result<(), 
     Ok(())
 }
 
-fn install_slash_commands(root: &Path, written: &mut Vec<PathBuf>) -> Result<(), Refusal> {
+/// The last line of a command file `init` wrote: the SHA-256 of the rest, so that a later `init`
+/// tells a file it wrote (to update) from one someone changed (to keep).
+fn stamp_line(rel: &str, digest: &str) -> String {
+    if rel.ends_with(".md") {
+        format!("<!-- supervisor init: sha256 {digest} -->")
+    } else {
+        format!("// supervisor init: sha256 {digest}")
+    }
+}
+
+fn sha256_hex(text: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `text` as `init` writes it: with its stamp line.
+pub fn stamped(rel: &str, text: &str) -> String {
+    format!("{text}{}\n", stamp_line(rel, &sha256_hex(text)))
+}
+
+/// A command file's text without its stamp line, and whether the stamp matches that text (the
+/// file is as an `init` wrote it).
+fn unstamped(text: &str) -> (&str, bool) {
+    let body = text.trim_end_matches('\n');
+    let Some(at) = body.rfind('\n').map(|i| i + 1) else {
+        return (text, false);
+    };
+    let last = &body[at..];
+    let digest = [
+        "// supervisor init: sha256 ",
+        "<!-- supervisor init: sha256 ",
+    ]
+    .iter()
+    .find_map(|p| last.strip_prefix(p))
+    .map(|d| d.trim_end_matches(" -->").trim());
+    match digest {
+        Some(d) => (&text[..at], d == sha256_hex(&text[..at])),
+        None => (text, false),
+    }
+}
+
+/// Install the slash commands: new files are written, files an earlier `init` wrote and nobody
+/// changed are brought up to date, files someone changed are kept (replaced with `force`).
+fn install_slash_commands(
+    root: &Path,
+    force: bool,
+    written: &mut Vec<PathBuf>,
+) -> Result<(), Refusal> {
     for (rel, text) in SLASH_COMMANDS {
         let path = root.join(rel);
-        write_new(&path, text, written)?;
+        let Ok(now) = std::fs::read_to_string(&path) else {
+            write_new(&path, &stamped(rel, text), written)?;
+            continue;
+        };
+        let (body, as_written) = unstamped(&now);
+        if body == text && as_written {
+            errln!("{} is up to date", path.display());
+        } else if as_written || body == text || force {
+            write_new(&path, &stamped(rel, text), written)?;
+        } else {
+            errln!(
+                "kept {}: it was changed since `supervisor init` wrote it (or init did not write it); `supervisor init --slash-commands --force` replaces it with this version's",
+                path.display()
+            );
+        }
     }
     errln!("`/supervisor ISSUE` runs `supervisor run ISSUE` from pi and from Claude Code here");
     Ok(())
@@ -119,7 +187,7 @@ fn copy_workflow(root: &Path, written: &mut Vec<PathBuf>) -> Result<(), Refusal>
 /// What `--slash-commands` and `--copy-workflow` ask for.
 fn install_extras(root: &Path, args: &InitArgs, written: &mut Vec<PathBuf>) -> Result<(), Refusal> {
     if args.slash_commands {
-        install_slash_commands(root, written)?;
+        install_slash_commands(root, args.force, written)?;
     }
     if args.copy_workflow {
         copy_workflow(root, written)?;
