@@ -420,7 +420,7 @@ async fn a_revision_keeps_its_own_tracking_comment_and_the_runs_counts() {
         body.contains("_Reviewed by supervisor after 1 rejection and"),
         "{body}"
     );
-    assert_eq!(tracking_runs(&world, 1), [run.clone()]);
+    assert_eq!(tracking_runs(&world, 1), std::slice::from_ref(&run));
 
     let reviewer = GitHub::new(ClientConfig::new(
         world.sandbox.url(),

@@ -161,12 +161,7 @@ fn missing_tools_line(reports: &[crate::gates::GateReport], cwd: &Path) -> Optio
         return None;
     }
     let gates: Vec<&str> = (reports.iter())
-        .filter(|r| {
-            crate::gates::tool_specs(r.kind)
-                .iter()
-                .any(|t| missing.contains(t))
-                && matches!(r.status, crate::gates::GateStatus::NotRun(_))
-        })
+        .filter(|r| !crate::gates::missing_tools(std::slice::from_ref(r)).is_empty())
         .map(|r| r.name.as_str())
         .collect();
     let tools: Vec<&str> = missing.iter().map(|t| t.bin).collect();

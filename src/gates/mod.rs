@@ -62,7 +62,7 @@ pub async fn gate_tools(
     found
 }
 
-/// The tools a gate of `kind` runs (besides the project's own commands).
+/// The tools a gate of `kind` runs (besides the project's own commands and test runners).
 pub fn tool_specs(kind: crate::config::GateKind) -> &'static [ToolSpec] {
     use crate::config::GateKind as K;
     match kind {
@@ -75,6 +75,17 @@ pub fn tool_specs(kind: crate::config::GateKind) -> &'static [ToolSpec] {
     }
 }
 
+/// The tools a gate of `kind` may need: its own, and for the oracle's gates the test runners they
+/// fall back to when the project has none installed.
+fn needed_tools(kind: crate::config::GateKind) -> impl Iterator<Item = &'static ToolSpec> {
+    use crate::config::GateKind as K;
+    let runners: &[ToolSpec] = match kind {
+        K::Red | K::Green => &[tool::VITEST, tool::JEST, tool::PYTEST],
+        _ => &[],
+    };
+    tool_specs(kind).iter().chain(runners)
+}
+
 /// The tools whose absence kept gates of `reports` from running (their reasons say `<tool> not
 /// found`), in report order.
 pub fn missing_tools(reports: &[GateReport]) -> Vec<ToolSpec> {
@@ -83,7 +94,7 @@ pub fn missing_tools(reports: &[GateReport]) -> Vec<ToolSpec> {
         let GateStatus::NotRun(reason) = &r.status else {
             continue;
         };
-        for spec in tool_specs(r.kind) {
+        for spec in needed_tools(r.kind) {
             if reason.contains(&format!("{} not found", spec.bin)) && !missing.contains(spec) {
                 missing.push(*spec);
             }

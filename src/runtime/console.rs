@@ -283,7 +283,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
-    use crate::pipeline::{RunEnd, StageMark};
+    use crate::pipeline::RunEnd;
 
     /// A terminal of 80 columns as indicatif drives it: rows of text, a cursor, lines that wrap at
     /// the right edge. What is left in its rows at the end is what a person scrolls back through.
@@ -378,30 +378,7 @@ mod tests {
         }
     }
 
-    fn progress(at: Option<&str>, end: Option<RunEnd>) -> Progress {
-        let stages = [("Research", "researcher"), ("Audit", "auditor")]
-            .map(|(s, a)| (s.to_string(), Some(a.to_string())));
-        let (here, rest) = match &end {
-            None => (StageMark::Current, StageMark::Pending),
-            Some(_) => (StageMark::Done, StageMark::Done),
-        };
-        Progress {
-            run_id: "7-x".into(),
-            issue: 7,
-            stages: Progress::marks(&stages, at, here, rest),
-            current: at.map(|s| CurrentWork {
-                stage: s.into(),
-                agent: "researcher".into(),
-                attempt: 1,
-            }),
-            tokens: 0,
-            cost_usd: 0.0,
-            gates: None,
-            pr: None,
-            end,
-            rejections: Vec::new(),
-        }
-    }
+    use crate::report::test_progress as progress;
 
     /// On a terminal, a note (the worktree ready) goes above the live line, and nothing of the
     /// live line stays once the run ended; the end itself is left to the summary.
@@ -412,7 +389,7 @@ mod tests {
         console.show(&progress(Some("Research"), None));
         console.note("worktree /w/issue-7 ready in 0.20 s");
         std::thread::sleep(Duration::from_millis(300));
-        console.show(&progress(Some("Audit"), None));
+        console.show(&progress(Some("Implementation"), None));
         let end = RunEnd::PullRequest {
             number: 2,
             url: "http://x/pull/2".into(),
@@ -425,6 +402,7 @@ mod tests {
                 "run 7-x · issue #7",
                 "worktree /w/issue-7 ready in 0.20 s",
                 "✓ Research · researcher",
+                "✓ Implementation · developer",
                 "✓ Audit · auditor",
             ]
         );
