@@ -172,7 +172,7 @@ export default function (pi: ExtensionAPI) {
       ctx.ui.setStatus("supervisor", undefined);
       const ok = code === 0 && !cancelled;
       const outcome = cancelled
-        ? `supervisor #${argv[0]}: stopped from pi (running it again resumes it)`
+        ? `supervisor #${argv[0]}: stopped from pi; /supervisor ${argv[0]} again goes on from the card's column`
         : pr
           ? `supervisor #${argv[0]}: pull request ${pr}`
           : `supervisor #${argv[0]} ended with exit ${code ?? "(not started)"}`;
