@@ -221,7 +221,8 @@ fn init_tracing(default: &str, format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        // Around the live progress line, never into it.
+        .with_writer(|| crate::runtime::LogWriter)
         .with_target(false);
     let _ = match format {
         LogFormat::Text => builder

@@ -337,10 +337,54 @@ async fn a_run_whose_agent_cli_is_missing_writes_nothing() {
     .await;
 }
 
+/// A run whose agent CLI would find no provider key (none among the variables agents receive,
+/// no login in its configuration directory) stops before anything is written, instead of moving
+/// the card and failing at the first agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_agent_cli_has_no_provider_key_writes_nothing() {
+    let mut spec = spec();
+    spec.settings.insert("agentBackend".into(), json!("claude"));
+    let bin = tempfile::tempdir().unwrap();
+    let claude = bin.path().join("claude");
+    std::fs::write(
+        &claude,
+        "#!/bin/sh\nif [ \"$1\" = --version ]; then echo '2.1.330 (Claude Code)'; exit 0; fi\necho 'Invalid API key · Please run /login' >&2\nexit 1\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin.path().display());
+    let home_text = home.path().display().to_string();
+    let mut env = vec![("PATH", path.as_str()), ("HOME", home_text.as_str())];
+    for var in [
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "CLAUDE_CONFIG_DIR",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+    ] {
+        env.push((var, ""));
+    }
+    refused_before_writing_with(
+        spec,
+        &env,
+        "claude (architect, auditor, developer, researcher, test-designer): no credentials: ANTHROPIC_API_KEY is not among the variables agents receive",
+    )
+    .await;
+}
+
 async fn refused_before_writing(spec: supervisor::demo::WorldSpec, path: &str, reason: &str) {
+    refused_before_writing_with(spec, &[("PATH", path)], reason).await;
+}
+
+async fn refused_before_writing_with(
+    spec: supervisor::demo::WorldSpec,
+    env: &[(&str, &str)],
+    reason: &str,
+) {
     let dir = tempfile::tempdir().unwrap();
     let world = World::build(dir.path(), spec).await.expect("world builds");
-    let out = run_supervisor(&world, &[("PATH", path)]).await;
+    let out = run_supervisor(&world, env).await;
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(

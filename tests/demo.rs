@@ -135,6 +135,14 @@ fn demo_runs_the_whole_pipeline_and_prints_a_pull_request() {
         stderr.contains("pull request   http://127.0.0.1:"),
         "{stderr}"
     );
+    // Without the gate tools, the gates they run show as not run, and one line says which tools
+    // are missing and how to install them.
+    if !tsc_installed {
+        assert!(
+            stderr.contains("not installed; install with `npm install -g typescript@5.9.3"),
+            "{stderr}"
+        );
+    }
     let summary: serde_json::Value =
         serde_json::from_slice(&stdout).expect("stdout holds one JSON document");
     let report = &summary["demo"];
@@ -227,7 +235,23 @@ fn demo_runs_the_whole_pipeline_and_prints_a_pull_request() {
         .collect();
     assert_eq!(tracking.len(), 1, "{tracking:?}");
     assert!(tracking[0].body.contains("/pull/2"), "{}", tracking[0].body);
+    // It stays the run's: the revision keeps its own on the pull request.
+    assert!(!tracking[0].body.contains("-rev"), "{}", tracking[0].body);
     let pr = &state.pulls()[0];
+    assert!(
+        pr.comments
+            .iter()
+            .any(|c| c.author == "supervisor-bot" && c.body.contains("kind=tracking")),
+        "{:?}",
+        pr.comments
+    );
+    // The revised body counts the run's rejection and gate bounce.
+    assert!(
+        pr.body
+            .contains("_Reviewed by supervisor after 1 rejection and 1 gate bounce._"),
+        "{}",
+        pr.body
+    );
     let root = pr
         .review_comments
         .iter()

@@ -439,13 +439,13 @@ async fn github_errors_give_the_spec_messages_and_exit_3() {
     s.issue.number = 1;
     let w = FakeWorld::new(s);
     w.with_state(|st| st.issues.retain(|i| i.number != 1));
-    refused(w, 3, "Issue #1 not found").await;
+    refused(w, 3, "Issue #1 does not exist in").await;
     let mut off_board = spec();
     off_board.issue.column = None;
     refused(
         FakeWorld::new(off_board),
         3,
-        "Issue #1 not on project board #1",
+        "Issue #1 is not on project board #1: add the issue to the board, or run again with --add-to-board",
     )
     .await;
     let w = FakeWorld::new(spec());

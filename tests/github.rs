@@ -42,7 +42,7 @@ async fn a_missing_issue_is_named() {
         assert!(matches!(e, GitHubError::IssueNotFound { number: 99, .. }));
         assert!(
             e.to_string()
-                .starts_with("Issue #99 not found in acme/widgets"),
+                .starts_with("Issue #99 does not exist in acme/widgets"),
             "{e}"
         );
         // Not retried: a 404 is an answer.

@@ -317,7 +317,10 @@ async fn missing_scope_and_missing_issue_on_the_board_are_actionable() {
         assert!(e.to_string().contains("https://github.com/settings/tokens"));
         assert!(!e.tolerable_mid_flight());
         let e = w.gh.board_item(&board(), 404).await.unwrap_err();
-        assert!(e.to_string().starts_with("Issue #404 not found"), "{e}");
+        assert!(
+            e.to_string().starts_with("Issue #404 does not exist"),
+            "{e}"
+        );
     })
     .await
 }

@@ -13,6 +13,8 @@ use specs::*;
 #[path = "support/pty.rs"]
 mod pty;
 use pty::Pty;
+#[path = "support/screen.rs"]
+mod screen;
 
 const BIN: &str = env!("CARGO_BIN_EXE_supervisor");
 
@@ -111,7 +113,6 @@ async fn a_run_leaves_nothing_untracked_in_the_repository() {
         "] ✓ Research · researcher",
         "]   gates after Implementation (attempt 1): ",
         "] pull request http://",
-        "] ✔ approved — pull request opened",
     ] {
         assert!(
             r.stderr.contains(line),
@@ -119,6 +120,13 @@ async fn a_run_leaves_nothing_untracked_in_the_repository() {
             r.stderr
         );
     }
+    // How it ended is said once, by the summary after the progress.
+    assert_eq!(
+        r.stderr.matches("✔ approved — pull request opened").count(),
+        1,
+        "{}",
+        r.stderr
+    );
     let status = git(
         &world.repo,
         &["status", "--porcelain", "--untracked-files=all"],
@@ -733,8 +741,23 @@ async fn init_creates_a_board_and_the_first_run_reaches_a_pull_request() {
     // The token's account is the default codeowner; the scripted agents' settings are kept.
     assert_eq!(block["codeowners"], serde_json::json!(["supervisor-bot"]));
     assert_eq!(block["agentBackend"], "scripted");
+    // Everything supervisor writes while it works is ignored: runs, gate state, the watcher's.
     let ignore = std::fs::read_to_string(world.repo.join(".gitignore")).unwrap();
-    assert!(ignore.lines().any(|l| l == ".supervisor/runs/"), "{ignore}");
+    for dir in [
+        ".supervisor/runs/",
+        ".supervisor/gates/",
+        ".supervisor/watch/",
+    ] {
+        assert!(ignore.lines().any(|l| l == dir), "{dir}: {ignore}");
+    }
+    // It says what it chose: the board and the codeowners.
+    assert!(
+        r.stderr.contains(
+            "repository demo-org/durations · board #1 of demo-org · codeowners supervisor-bot"
+        ),
+        "{}",
+        r.stderr
+    );
     // It ends with what to commit: the Action's checkout has only what was pushed.
     assert!(
         r.stderr
@@ -947,6 +970,8 @@ async fn init_on_a_terminal_asks_and_writes_the_settings_and_gitignore() {
         let mut t = on_terminal(&world, &["init"]);
         t.answer("[demo-org/durations]: ", "");
         t.answer("[supervisor-bot]: ", "@bob");
+        // The boards there are, before the choice.
+        t.expect("boards of demo-org: #1 \"durations pipeline\"");
         t.answer("or skip (set it later) [create]: ", "skip");
         t.answer("[n]: ", "");
         t.answer("[n]: ", "n");
@@ -1373,4 +1398,200 @@ async fn json_logs_name_the_run_and_stage_on_every_line_of_it() {
             .any(|s| s["name"] == "gate")
     });
     assert!(gate_lines.count() > 0, "{stderr}");
+}
+
+/// The auditor's rejection is a line of the progress, with why (its score, or the critical
+/// finding) and its first finding; and the run counts rejections one way: the summary's loops
+/// say as many as the stop does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejection_shows_in_the_progress_and_every_count_agrees() {
+    let mut spec = spec();
+    spec.settings
+        .insert("maxRejections".into(), serde_json::json!(1));
+    set_role(
+        &mut spec,
+        "auditor",
+        vec![reject("the tests assert nothing")],
+    );
+    let (_d, world) = world(spec).await;
+    let r = supervisor(&world, &["run", "1", "--progress", "plain"]).await;
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let rejected: Vec<&str> = (r.stderr.lines())
+        .filter(|l| l.contains("✘ Audit rejected"))
+        .collect();
+    assert_eq!(rejected.len(), 2, "{}", r.stderr);
+    assert!(
+        rejected[0].ends_with(
+            "✘ Audit rejected (critical finding: test-quality): the tests assert nothing"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .contains("✖ stopped in Audit: Audit rejected the work 2 times (maxRejections 1)"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("loops: 2 rejections,"),
+        "the summary counts the rejection that stopped the run:\n{}",
+        r.stderr
+    );
+}
+
+/// On a terminal nothing of the live line is left in the scrollback (the worktree line and the
+/// stage lines each on a row of their own), and how the run ended is said once, by the summary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_on_a_terminal_leaves_no_spinner_frame_and_says_its_end_once() {
+    let (_d, world) = world(spec()).await;
+    let (status, output) =
+        tokio::task::block_in_place(|| on_terminal(&world, &["run", "1"]).finish());
+    assert_eq!(status.code(), Some(0), "{output}");
+    let rows = screen::rows(&output, 120);
+    let spinner = ['⠁', '⠂', '⠄', '⡀', '⢀', '⠠', '⠐', '⠈'];
+    let frames: Vec<&String> = (rows.iter())
+        .filter(|r| r.chars().any(|c| spinner.contains(&c)))
+        .collect();
+    assert!(
+        frames.is_empty(),
+        "frames of the live line left: {frames:?}\n{}",
+        rows.join("\n")
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r.starts_with("worktree ") && r.contains(" ready in ")),
+        "{}",
+        rows.join("\n")
+    );
+    assert!(
+        rows.iter()
+            .any(|r| r.starts_with("✓ Research · researcher")),
+        "{}",
+        rows.join("\n")
+    );
+    assert_eq!(
+        rows.iter().filter(|r| r.contains("✔ approved")).count(),
+        1,
+        "{}",
+        rows.join("\n")
+    );
+}
+
+/// `--progress none` shows nothing while the run moves: no worktree line either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_progress_shows_no_worktree_line() {
+    let (_d, world) = world(spec()).await;
+    let r = supervisor(&world, &["run", "1", "--progress", "none"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(!r.stderr.contains(" ready in "), "{}", r.stderr);
+    assert!(r.stderr.contains("✔ approved"), "{}", r.stderr);
+}
+
+/// A typo'd issue number: the error says the issue does not exist in the repository, and no run
+/// is left to resume; `runs prune` removes what is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_of_an_issue_that_does_not_exist_leaves_nothing_to_resume() {
+    let (_d, world) = world(spec()).await;
+    let r = supervisor(&world, &["run", "9999"]).await;
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .contains("Issue #9999 does not exist in demo-org/durations"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("can be resumed"), "{}", r.stderr);
+    let r = supervisor(&world, &["runs", "--json"]).await;
+    let runs = summary(&r)["runs"].clone();
+    assert_eq!(runs.as_array().map(Vec::len), Some(1), "{runs}");
+    assert_eq!(runs[0]["status"], "stopped", "{runs}");
+    assert!(
+        runs[0]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("does not exist"),
+        "{runs}"
+    );
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let r = supervisor(&world, &["runs", "prune", "--older-than", "1s", "--json"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        summary(&r)["removed"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        r.stdout
+    );
+}
+
+/// `doctor` names what to install for a missing gate tool, by package and pinned version; a
+/// repository without supervisor's install script is not sent to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_names_the_install_command_of_a_missing_gate_tool() {
+    let mut spec = spec();
+    spec.workflow = Some(workflow_with_hooks(serde_json::json!(["tsc"])));
+    let (_d, world) = world(spec).await;
+    let (_, v) = doctor(&world, &[("PATH", "/usr/bin:/bin")]).await;
+    let tool = v["checks"]
+        .as_array()
+        .and_then(|c| {
+            c.iter()
+                .find(|c| c["name"] == "gate tool" && c["mark"] != "ok")
+        })
+        .unwrap_or_else(|| panic!("no missing gate tool in {v}"));
+    let fix = tool["fix"].as_str().unwrap();
+    assert!(fix.contains("npm install -g typescript@5.9.3"), "{fix}");
+    assert!(!fix.contains("install-tools.sh"), "{fix}");
+}
+
+/// `init --slash-commands` again: a command file someone changed is kept (and `--force` named),
+/// one an earlier `init` wrote and nobody changed is brought up to date.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_keeps_an_edited_slash_command_and_updates_the_ones_it_wrote() {
+    let (_d, world) = world(spec()).await;
+    let r = supervisor(&world, &["init", "--slash-commands"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let claude = world.repo.join(".claude/commands/supervisor.md");
+    let pi = world.repo.join(".pi/extensions/supervisor/index.ts");
+    let current_pi = std::fs::read_to_string(&pi).unwrap();
+    // Someone edits the Claude Code command.
+    let edited = std::fs::read_to_string(&claude).unwrap() + "\nAlso say hello.\n";
+    std::fs::write(&claude, &edited).unwrap();
+    // An earlier init wrote another version of the extension, stamped as init stamps it.
+    let older = "// an earlier version of the extension\nexport default function () {}\n";
+    let digest: String = {
+        use sha2::Digest;
+        sha2::Sha256::digest(older.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    std::fs::write(&pi, format!("{older}// supervisor init: sha256 {digest}\n")).unwrap();
+    let r = supervisor(&world, &["init", "--slash-commands"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(std::fs::read_to_string(&claude).unwrap(), edited, "kept");
+    assert!(
+        r.stderr.contains("kept ") && r.stderr.contains("--slash-commands --force"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(&pi).unwrap(),
+        current_pi,
+        "updated: {}",
+        r.stderr
+    );
+    // Again: nothing to do for the extension.
+    let r = supervisor(&world, &["init", "--slash-commands"]).await;
+    assert!(r.stderr.contains("index.ts is up to date"), "{}", r.stderr);
+    // --force replaces the edited file.
+    let r = supervisor(&world, &["init", "--slash-commands", "--force"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        !std::fs::read_to_string(&claude)
+            .unwrap()
+            .contains("Also say hello."),
+        "{}",
+        r.stderr
+    );
 }

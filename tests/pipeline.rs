@@ -683,10 +683,16 @@ async fn an_open_blocker_stops_the_run() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn github_errors_give_the_spec_messages_and_exit_3() {
-    refused(spec(), 99, 3, "Issue #99 not found").await;
+    refused(
+        spec(),
+        99,
+        3,
+        "Issue #99 does not exist in demo-org/durations",
+    )
+    .await;
     let mut off_board = spec();
     off_board.issue.column = None;
-    refused(off_board, 1, 3, "Issue #1 not on project board #1").await;
+    refused(off_board, 1, 3, "Issue #1 is not on project board #1: add the issue to the board, or run again with --add-to-board").await;
     let mut no_scope = spec();
     no_scope.token_scopes = vec!["repo".into()];
     refused(no_scope, 1, 3, "missing 'project' scope").await;

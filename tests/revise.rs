@@ -374,6 +374,82 @@ async fn a_stopped_revision_is_taken_up_again_with_supervisor_revise() {
     world.sandbox.shutdown().await;
 }
 
+/// The tracking comments on GitHub issue or pull request `number`: the run id each names.
+fn tracking_runs(world: &World, number: u64) -> Vec<String> {
+    world.sandbox.with_state(|s| {
+        s.comments_of(number)
+            .iter()
+            .filter(|c| c.author == "supervisor-bot")
+            .filter_map(|c| {
+                let m = supervisor::github::Marker::parse_all(&c.body)
+                    .into_iter()
+                    .find(|m| m.kind == supervisor::github::TRACKING_KIND)?;
+                Some(m.run)
+            })
+            .collect()
+    })
+}
+
+/// A revision keeps a tracking comment of its own, on the pull request it revises: the issue's
+/// stays the run's. The body it rewrites counts the whole history: the run's rejection too.
+#[tokio::test]
+async fn a_revision_keeps_its_own_tracking_comment_and_the_runs_counts() {
+    let mut spec = quick_spec();
+    spec.settings.insert("trackingComment".into(), json!(true));
+    let approve = spec.script["auditor"][0].clone();
+    let reject = json!([{ "final": answer("Reviewed.", json!({ "action": "REJECTED", "agentName": "auditor",
+        "commentBody": "## Audit Rejected\n\nNot yet.",
+        "findings": [{ "severity": "warning", "dimension": "completeness", "message": "hours are not documented" }] })) }]);
+    spec.script["auditor"] = json!([reject, approve]);
+    spec.script["developer@revision"] = json!([[
+        { "write": { "path": "src/duration.ts", "content": "export const WEEK = 604800;\n" } },
+        { "final": answer("Done.", json!({ "action": "COMPLETE", "agentName": "developer" })) }
+    ]]);
+    spec.script["auditor@revision"] = json!([approve]);
+    let dir = tempfile::tempdir().unwrap();
+    let world = World::build(dir.path(), spec).await.expect("world builds");
+    let (code, summary, stderr) = supervisor(&world, &["run", "1"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(summary["rejections"], 1, "{summary}");
+    let pr = summary["end"]["number"].as_u64().unwrap();
+    let run = summary["runId"].as_str().unwrap().to_string();
+    let body = world
+        .sandbox
+        .with_state(|s| s.pull(pr).unwrap().body.clone());
+    assert!(
+        body.contains("_Reviewed by supervisor after 1 rejection and"),
+        "{body}"
+    );
+    assert_eq!(tracking_runs(&world, 1), std::slice::from_ref(&run));
+
+    let reviewer = GitHub::new(ClientConfig::new(
+        world.sandbox.url(),
+        Some(Token::new(world.spec.reviewer_token()).unwrap()),
+        supervisor::config::RepoSlug::parse("demo-org/durations").unwrap(),
+    ))
+    .unwrap();
+    reviewer
+        .submit_review(pr, "REQUEST_CHANGES", "Add weeks.", &[])
+        .await
+        .unwrap();
+    let (code, summary, stderr) = supervisor(&world, &["revise", &pr.to_string()]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(summary["end"]["kind"], "revised", "{summary}");
+    let revision = summary["runId"].as_str().unwrap().to_string();
+    assert!(revision.contains("-rev"), "{revision}");
+    // The issue's tracking comment is still the run's; the revision's is on the pull request.
+    assert_eq!(tracking_runs(&world, 1), [run]);
+    assert_eq!(tracking_runs(&world, pr), [revision]);
+    let body = world
+        .sandbox
+        .with_state(|s| s.pull(pr).unwrap().body.clone());
+    assert!(
+        body.contains("_Reviewed by supervisor after 1 rejection and"),
+        "the rewritten body counts the run's rejection: {body}"
+    );
+    world.sandbox.shutdown().await;
+}
+
 /// With a personal token the codeowner owns supervisor's pull requests: GitHub refuses their
 /// "Request changes", so a `/supervisor revise …` comment (or a Comment review) is how they ask, and
 /// it is taken although supervisor posts as the same account.

@@ -158,6 +158,128 @@ async fn pi_loads_the_extension_and_supervisor_runs_the_issue_from_the_session()
     assert_eq!(card(&world).as_deref(), Some("Done"));
 }
 
+/// pi in RPC mode in the world's repository, given `prompts`: what it printed until `until`
+/// accepted a line, whether one was accepted in time, and pi, still running.
+async fn pi_session(
+    pi: &Path,
+    world: &World,
+    home: &Path,
+    prompts: &[&str],
+    until: impl Fn(&Value) -> bool,
+) -> (Vec<Value>, bool, tokio::process::Child) {
+    let agent_dir = home.join("pi-agent");
+    std::fs::create_dir_all(&agent_dir).unwrap();
+    let mut cmd = command(pi, world, home);
+    cmd.args(["--mode", "rpc", "--no-session"])
+        .env("PI_CODING_AGENT_DIR", &agent_dir)
+        .env("PI_OFFLINE", "1");
+    let mut child = cmd.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for (i, prompt) in prompts.iter().enumerate() {
+        let request =
+            serde_json::json!({ "id": format!("p{i}"), "type": "prompt", "message": prompt });
+        stdin
+            .write_all(format!("{request}\n").as_bytes())
+            .await
+            .unwrap();
+    }
+    // Kept open: pi ends when its input does.
+    std::mem::forget(stdin);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen: Vec<Value> = Vec::new();
+    let found = tokio::time::timeout(TIMEOUT, async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            let Ok(v) = serde_json::from_str::<Value>(&line) else {
+                continue;
+            };
+            let last = until(&v);
+            seen.push(v);
+            if last {
+                return true;
+            }
+        }
+        false
+    })
+    .await
+    .unwrap_or(false);
+    (seen, found, child)
+}
+
+/// `/supervisor 1 --dry-run`: the plan reaches the session (a dry run records no journal, so
+/// nothing comes as progress).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pi_shows_the_plan_of_a_dry_run() {
+    let Some(pi) = installed("pi") else { return };
+    let (dir, world) = world().await;
+    let (seen, found, mut child) =
+        pi_session(&pi, &world, dir.path(), &["/supervisor 1 --dry-run"], |v| {
+            v["method"] == "notify"
+        })
+        .await;
+    let _ = child.kill().await;
+    let all: Vec<String> = seen.iter().map(Value::to_string).collect();
+    assert!(found, "no notification came: {all:#?}");
+    let message = all
+        .iter()
+        .find(|v| v.contains("customType") && v.contains("supervisor #1"))
+        .unwrap_or_else(|| panic!("no message from the extension: {all:#?}"));
+    assert!(
+        message.contains("dry run: nothing was written"),
+        "{message}"
+    );
+    assert!(message.contains("· "), "the plan's steps: {message}");
+    assert_eq!(card(&world).as_deref(), Some("Backlog"), "nothing moved");
+}
+
+/// pi ending while `/supervisor` runs stops supervisor too (SIGTERM: it stops its agent and
+/// cleans up), instead of leaving it running on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pi_ending_stops_the_run_it_started() {
+    let Some(pi) = installed("pi") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec: WorldSpec = specs::spec();
+    specs::set_role(
+        &mut spec,
+        "researcher",
+        vec![serde_json::json!([{ "sleep": 30000 }, { "final": "late" }])],
+    );
+    let world = World::build(dir.path(), spec).await.expect("world builds");
+    let out = std::process::Command::new(BIN)
+        .args(["init", "--slash-commands"])
+        .current_dir(&world.repo)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let (seen, found, mut child) = pi_session(&pi, &world, dir.path(), &["/supervisor 1"], |v| {
+        v["method"] == "setStatus"
+            && v["statusText"]
+                .as_str()
+                .is_some_and(|s| s.contains("→ Research"))
+    })
+    .await;
+    assert!(found, "the run did not start: {seen:#?}");
+    // pi is asked to end, as a terminal closing does.
+    let pid = child.id().unwrap() as libc::pid_t;
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let _ = tokio::time::timeout(TIMEOUT, child.wait()).await;
+    // supervisor heard it: the run ends as interrupted within moments, not 30 s later.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        let out = std::process::Command::new(BIN)
+            .args(["runs", "--json"])
+            .current_dir(&world.repo)
+            .output()
+            .unwrap();
+        let runs: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        let status = runs["runs"][0]["status"].as_str().unwrap_or("").to_string();
+        if status == "interrupted" || std::time::Instant::now() > deadline {
+            break status;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(status, "interrupted", "{seen:#?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_code_expands_the_command_and_runs_supervisor_through_its_bash_tool() {
     let Some(claude) = installed("claude") else {

@@ -783,6 +783,10 @@ async fn served_world(spec: WorldSpec, column: &str) -> (tempfile::TempDir, Worl
         ],
     );
     cmd.env("TEST_WEBHOOK_SECRET", SECRET);
+    // What a server says of the events it takes, down to each queued one.
+    if std::env::var_os("TEST_BOT_LOG").is_none() {
+        cmd.env("RUST_LOG", "warn,supervisor=debug");
+    }
     let mut bot = Bot::spawn(cmd);
     bot.wait("the first poll", |v| v["kind"] == "polled").await;
     (d, world, bot, port)
@@ -855,6 +859,14 @@ async fn a_redelivered_card_move_starts_one_run() {
     );
     let s = status(port).await;
     assert_eq!(s["receiver"]["deliveries"]["redeliveries"], 1, "{s}");
+    // The card is named by its issue's number, never by GitHub's node id.
+    let logs = bot.stderr();
+    assert!(
+        logs.contains("card of #1 moved to Research by alice"),
+        "{logs}"
+    );
+    assert!(!logs.contains("issue I_"), "{logs}");
+    assert!(!s.to_string().contains("issue I_"), "{s}");
     assert_eq!(bot.count("started", 1), 1);
     assert_eq!(pulls_for(&world, 1), 1);
     bot.signal(libc::SIGTERM);

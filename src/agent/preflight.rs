@@ -59,6 +59,9 @@ pub struct Preflight {
     pub sandbox: Option<BackendCheck>,
     pub warnings: Vec<String>,
     pub agent_env: Vec<(String, bool)>,
+    /// Backends that would find no provider credentials, where that can be known: one line each
+    /// (`claude (researcher, auditor): …`), with what to do.
+    pub keys: Vec<String>,
 }
 
 impl Preflight {
@@ -113,6 +116,7 @@ pub async fn preflight(settings: &Settings, roles: &RoleSet, repo_root: &Path) -
     }
 
     let mut tasks = tokio::task::JoinSet::new();
+    let mut keys = Vec::new();
     for (i, (name, role_names)) in by_backend.into_iter().enumerate() {
         let mut check = BackendCheck {
             name: name.clone(),
@@ -135,6 +139,9 @@ pub async fn preflight(settings: &Settings, roles: &RoleSet, repo_root: &Path) -
                     script.display()
                 ));
             }
+        }
+        if let Some(missing) = missing_credentials(&backend, &env) {
+            keys.push(format!("{name} ({}): {missing}", check.roles.join(", ")));
         }
         let program = backend.program();
         check.path = program
@@ -174,7 +181,102 @@ pub async fn preflight(settings: &Settings, roles: &RoleSet, repo_root: &Path) -
         sandbox,
         warnings,
         agent_env,
+        keys,
     }
+}
+
+/// Why `backend` would find no provider credentials in `env` (the agents' environment) and the
+/// files its CLI reads them from; `None` when it has some, or when that cannot be known (a CLI
+/// run by a command of the settings, a macOS keychain, a provider configured in the CLI's own
+/// settings).
+pub fn missing_credentials(backend: &Backend, env: &[(String, String)]) -> Option<String> {
+    let var = |k: &str| {
+        env.iter()
+            .find(|(name, _)| name == k)
+            .map(|(_, v)| v.as_str())
+            .filter(|v| !v.trim().is_empty())
+    };
+    let set = |names: &[&str]| names.iter().any(|n| var(n).is_some());
+    let home = var("HOME").map(PathBuf::from);
+    let dir = |over: &str, under_home: &str| {
+        var(over)
+            .map(PathBuf::from)
+            .or_else(|| home.as_ref().map(|h| h.join(under_home)))
+    };
+    let has =
+        |dir: &Option<PathBuf>, file: &str| dir.as_ref().is_some_and(|d| d.join(file).is_file());
+    let mentions = |path: Option<PathBuf>, what: &[&str]| {
+        path.and_then(|p| std::fs::read_to_string(p).ok())
+            .is_some_and(|text| what.iter().any(|w| text.contains(w)))
+    };
+    match backend {
+        Backend::Claude => {
+            let vars = [
+                "ANTHROPIC_API_KEY",
+                "ANTHROPIC_AUTH_TOKEN",
+                "CLAUDE_CODE_OAUTH_TOKEN",
+                "CLAUDE_CODE_USE_BEDROCK",
+                "CLAUDE_CODE_USE_VERTEX",
+                "CLAUDE_CODE_USE_FOUNDRY",
+            ];
+            let config = dir("CLAUDE_CONFIG_DIR", ".claude");
+            let logged_in = has(&config, ".credentials.json")
+                || mentions(
+                    config.as_ref().map(|d| d.join("settings.json")),
+                    &["apiKeyHelper"],
+                )
+                || mentions(
+                    config.as_ref().map(|d| d.join(".claude.json")),
+                    &["primaryApiKey"],
+                )
+                || mentions(
+                    home.as_ref().map(|h| h.join(".claude.json")),
+                    &["primaryApiKey"],
+                );
+            // On macOS a login lives in the keychain, which is not read here.
+            (!set(&vars) && !logged_in && !cfg!(target_os = "macos")).then(|| {
+                format!(
+                    "no credentials: ANTHROPIC_API_KEY is not among the variables agents receive, and no login is stored in {}; export ANTHROPIC_API_KEY (agentEnv passes others, e.g. CLAUDE_CODE_OAUTH_TOKEN), or run `claude` once and log in as the user supervisor runs as",
+                    shown(&config)
+                )
+            })
+        }
+        Backend::Codex => {
+            let codex = dir("CODEX_HOME", ".codex");
+            let own_provider = mentions(
+                codex.as_ref().map(|d| d.join("config.toml")),
+                &["model_provider"],
+            );
+            (!set(&["OPENAI_API_KEY", "CODEX_API_KEY"]) && !has(&codex, "auth.json") && !own_provider)
+                .then(|| {
+                    format!(
+                        "no credentials: OPENAI_API_KEY is not among the variables agents receive, and {} does not exist; export OPENAI_API_KEY, or run `codex login` as the user supervisor runs as",
+                        codex.map_or("CODEX_HOME/auth.json".into(), |d| d.join("auth.json").display().to_string())
+                    )
+                })
+        }
+        Backend::Pi => {
+            let agent = dir("PI_CODING_AGENT_DIR", ".pi/agent");
+            let key = env.iter().any(|(name, v)| {
+                (name.ends_with("_API_KEY") || name.ends_with("_AUTH_TOKEN"))
+                    && !v.trim().is_empty()
+            });
+            (!key && !has(&agent, "auth.json") && !has(&agent, "models.json")).then(|| {
+                format!(
+                    "no provider key: no …_API_KEY is among the variables agents receive, and {} has no auth.json (a login) or models.json (providers of your own); export your provider's key (ANTHROPIC_API_KEY, OPENAI_API_KEY, GEMINI_API_KEY, …; agentEnv passes others), or log in with pi's /login as the user supervisor runs as",
+                    shown(&agent)
+                )
+            })
+        }
+        Backend::Command(_) | Backend::Scripted { .. } => None,
+    }
+}
+
+fn shown(dir: &Option<PathBuf>) -> String {
+    dir.as_ref().map_or(
+        "the CLI's configuration directory (HOME is not set)".into(),
+        |d| d.display().to_string(),
+    )
 }
 
 fn not_found(name: &str, program: Option<&Path>, path_var: Option<&str>) -> String {
@@ -272,6 +374,49 @@ async fn version(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A provider key among the agents' variables, or a login in the CLI's own directory, is
+    /// enough; neither is a missing key, said before anything runs.
+    #[test]
+    fn a_missing_provider_key_is_known_from_the_environment_and_the_clis_files() {
+        let home = tempfile::tempdir().unwrap();
+        let env = |extra: &[(&str, &str)]| -> Vec<(String, String)> {
+            let mut env = vec![("HOME".to_string(), home.path().display().to_string())];
+            env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+            env
+        };
+        let claude = missing_credentials(&Backend::Claude, &env(&[]));
+        if !cfg!(target_os = "macos") {
+            let why = claude.expect("no key, no login");
+            assert!(why.contains("ANTHROPIC_API_KEY"), "{why}");
+            assert!(why.contains(".claude"), "{why}");
+        }
+        assert_eq!(
+            missing_credentials(&Backend::Claude, &env(&[("ANTHROPIC_API_KEY", "sk")])),
+            None
+        );
+        // An empty variable is no key.
+        let codex = missing_credentials(&Backend::Codex, &env(&[("OPENAI_API_KEY", " ")]));
+        assert!(codex.unwrap().contains("codex login"));
+        let pi = missing_credentials(&Backend::Pi, &env(&[]));
+        assert!(pi.unwrap().contains(".pi/agent"));
+        assert_eq!(
+            missing_credentials(&Backend::Pi, &env(&[("GEMINI_API_KEY", "k")])),
+            None
+        );
+        // Logins the CLIs keep in their own directories.
+        std::fs::create_dir_all(home.path().join(".claude")).unwrap();
+        std::fs::write(home.path().join(".claude/.credentials.json"), "{}").unwrap();
+        std::fs::create_dir_all(home.path().join(".codex")).unwrap();
+        std::fs::write(home.path().join(".codex/auth.json"), "{}").unwrap();
+        let pi_dir = home.path().join("pi");
+        std::fs::create_dir_all(&pi_dir).unwrap();
+        std::fs::write(pi_dir.join("models.json"), "{}").unwrap();
+        let pi_env = env(&[("PI_CODING_AGENT_DIR", &pi_dir.display().to_string())]);
+        assert_eq!(missing_credentials(&Backend::Claude, &env(&[])), None);
+        assert_eq!(missing_credentials(&Backend::Codex, &env(&[])), None);
+        assert_eq!(missing_credentials(&Backend::Pi, &pi_env), None);
+    }
 
     #[test]
     fn programs_are_found_on_the_given_path_only() {

@@ -115,6 +115,9 @@ pub fn run(json: bool, clean: bool, dir: Option<PathBuf>, watch: bool, serve: Op
         match run_demo(&dir, spec, program, &shutdown, progress, port).await {
             Ok((summary, report, sandbox)) => {
                 let code = present(&summary, false, false);
+                if let Some(line) = missing_tools_line(&summary.gates, &cwd) {
+                    errln!("{line}");
+                }
                 if json {
                     // One document: the run summary (as `run --json` prints it) with the demo's
                     // own facts under `demo`.
@@ -148,6 +151,28 @@ pub fn run(json: bool, clean: bool, dir: Option<PathBuf>, watch: bool, serve: Op
         let _ = std::fs::remove_dir_all(&dir);
     }
     code
+}
+
+/// Which gates did not run for want of a tool, and how to install the tools (`None`: every gate
+/// had its tools).
+fn missing_tools_line(reports: &[crate::gates::GateReport], cwd: &Path) -> Option<String> {
+    let missing = crate::gates::missing_tools(reports);
+    if missing.is_empty() {
+        return None;
+    }
+    let gates: Vec<&str> = (reports.iter())
+        .filter(|r| !crate::gates::missing_tools(std::slice::from_ref(r)).is_empty())
+        .map(|r| r.name.as_str())
+        .collect();
+    let tools: Vec<&str> = missing.iter().map(|t| t.bin).collect();
+    Some(format!(
+        "\n{} of {} gates not run ({}): {} not installed; install with {}, then run the demo again",
+        gates.len(),
+        reports.len(),
+        gates.join(", "),
+        tools.join(", "),
+        crate::gates::install_hint(&missing, cwd)
+    ))
 }
 
 /// `demo --watch`: the board-driven mode on the demo's board.
@@ -257,6 +282,45 @@ fn files_to_look_at(report: &DemoReport, port: Option<u16>, serving: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// After gates that did not run for want of a tool: which, and the command that installs
+    /// them; supervisor's install script only where the directory has it.
+    #[test]
+    fn gates_not_run_for_want_of_tools_name_them_and_how_to_install() {
+        use crate::config::GateKind;
+        use crate::gates::{GateReport, GateStatus};
+        let not_run = |kind, name: &str, why: &str| {
+            GateReport::new(kind, name, GateStatus::NotRun(why.into()))
+        };
+        let reports = [
+            GateReport::new(GateKind::Ci, "ci", GateStatus::Pass),
+            not_run(
+                GateKind::Tsc,
+                "tsc",
+                "tsc not found in gates.toolPaths, the main checkout's node_modules/.bin or PATH (install typescript, or set gates.allowNpx)",
+            ),
+            not_run(
+                GateKind::DeadCode,
+                "knip",
+                "knip not found in gates.toolPaths, the main checkout's node_modules/.bin or PATH",
+            ),
+            not_run(GateKind::Command, "build", "the command failed to start"),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let line = missing_tools_line(&reports, dir.path()).unwrap();
+        assert_eq!(
+            line.trim(),
+            "2 of 4 gates not run (tsc, knip): tsc, knip not installed; install with `npm install -g typescript@5.9.3 knip@6.44.2`, then run the demo again"
+        );
+        std::fs::create_dir_all(dir.path().join("scripts")).unwrap();
+        std::fs::write(dir.path().join("scripts/install-tools.sh"), "").unwrap();
+        let line = missing_tools_line(&reports, dir.path()).unwrap();
+        assert!(
+            line.contains("`scripts/install-tools.sh --gates`"),
+            "{line}"
+        );
+        assert_eq!(missing_tools_line(&reports[..1], dir.path()), None);
+    }
 
     #[test]
     fn the_tools_directory_is_the_variable_or_the_checkouts() {

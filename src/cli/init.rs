@@ -56,6 +56,10 @@ pub struct InitArgs {
     /// (`.claude/commands/supervisor.md`). Alone, with settings already written, only that.
     #[arg(long)]
     pub slash_commands: bool,
+    /// With --slash-commands: replace command files that were changed since `init` wrote them
+    /// (kept otherwise).
+    #[arg(long)]
+    pub force: bool,
     /// Copy the built-in workflow (`.supervisor/workflow.json`) and role files
     /// (`.supervisor/agents/*.md`) into the repository for editing; files already there are kept.
     #[arg(long)]
@@ -85,10 +89,74 @@ fn write_new(path: &Path, text: &str, written: &mut Vec<PathBuf>) -> Result<(), 
     Ok(())
 }
 
-fn install_slash_commands(root: &Path, written: &mut Vec<PathBuf>) -> Result<(), Refusal> {
+/// The last line of a command file `init` wrote: the SHA-256 of the rest, so that a later `init`
+/// tells a file it wrote (to update) from one someone changed (to keep).
+fn stamp_line(rel: &str, digest: &str) -> String {
+    if rel.ends_with(".md") {
+        format!("<!-- supervisor init: sha256 {digest} -->")
+    } else {
+        format!("// supervisor init: sha256 {digest}")
+    }
+}
+
+fn sha256_hex(text: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// `text` as `init` writes it: with its stamp line.
+pub fn stamped(rel: &str, text: &str) -> String {
+    format!("{text}{}\n", stamp_line(rel, &sha256_hex(text)))
+}
+
+/// A command file's text without its stamp line, and whether the stamp matches that text (the
+/// file is as an `init` wrote it).
+fn unstamped(text: &str) -> (&str, bool) {
+    let body = text.trim_end_matches('\n');
+    let Some(at) = body.rfind('\n').map(|i| i + 1) else {
+        return (text, false);
+    };
+    let last = &body[at..];
+    let digest = [
+        "// supervisor init: sha256 ",
+        "<!-- supervisor init: sha256 ",
+    ]
+    .iter()
+    .find_map(|p| last.strip_prefix(p))
+    .map(|d| d.trim_end_matches(" -->").trim());
+    match digest {
+        Some(d) => (&text[..at], d == sha256_hex(&text[..at])),
+        None => (text, false),
+    }
+}
+
+/// Install the slash commands: new files are written, files an earlier `init` wrote and nobody
+/// changed are brought up to date, files someone changed are kept (replaced with `force`).
+fn install_slash_commands(
+    root: &Path,
+    force: bool,
+    written: &mut Vec<PathBuf>,
+) -> Result<(), Refusal> {
     for (rel, text) in SLASH_COMMANDS {
         let path = root.join(rel);
-        write_new(&path, text, written)?;
+        let Ok(now) = std::fs::read_to_string(&path) else {
+            write_new(&path, &stamped(rel, text), written)?;
+            continue;
+        };
+        let (body, as_written) = unstamped(&now);
+        if body == text && as_written {
+            errln!("{} is up to date", path.display());
+        } else if as_written || body == text || force {
+            write_new(&path, &stamped(rel, text), written)?;
+        } else {
+            errln!(
+                "kept {}: it was changed since `supervisor init` wrote it (or init did not write it); `supervisor init --slash-commands --force` replaces it with this version's",
+                path.display()
+            );
+        }
     }
     errln!("`/supervisor ISSUE` runs `supervisor run ISSUE` from pi and from Claude Code here");
     Ok(())
@@ -119,7 +187,7 @@ fn copy_workflow(root: &Path, written: &mut Vec<PathBuf>) -> Result<(), Refusal>
 /// What `--slash-commands` and `--copy-workflow` ask for.
 fn install_extras(root: &Path, args: &InitArgs, written: &mut Vec<PathBuf>) -> Result<(), Refusal> {
     if args.slash_commands {
-        install_slash_commands(root, written)?;
+        install_slash_commands(root, args.force, written)?;
     }
     if args.copy_workflow {
         copy_workflow(root, written)?;
@@ -341,16 +409,20 @@ async fn init(mut args: InitArgs, written: &mut Vec<PathBuf>) -> Result<(), Refu
     };
     let current = current_block(&settings_path);
     let current_board = current.as_ref().and_then(|b| b["projectNumber"].as_u64());
+    let owner = args
+        .project_owner
+        .clone()
+        .unwrap_or_else(|| repo.owner.clone());
+    let choosing = !args.create_board && args.project_number.is_none();
+    if choosing {
+        say_boards(&gh, &owner).await;
+    }
     let skip_board = match &mut prompt {
         Some(p) => ask_the_rest(p, &mut args, current_board)?,
         None => false,
     };
     install_extras(&root, &args, written)?;
     let stages = workflow_stages(&root)?;
-    let owner = args
-        .project_owner
-        .clone()
-        .unwrap_or_else(|| repo.owner.clone());
     let board = if args.create_board {
         Some(create_board(&gh, &repo, &owner, args.board_title.as_deref(), &stages).await?)
     } else if let Some(number) = args.project_number {
@@ -386,10 +458,19 @@ async fn init(mut args: InitArgs, written: &mut Vec<PathBuf>) -> Result<(), Refu
     block.insert("codeowners".into(), json!(codeowners));
     write_settings(&settings_path, &block)?;
     written.push(settings_path.clone());
-    if ignore_runs(&root)? {
+    if ignore_runtime(&root)? {
         written.push(root.join(".gitignore"));
     }
     errln!("wrote {}", settings_path.display());
+    errln!(
+        "repository {repo} · board {} · codeowners {}",
+        match (&board, current_board) {
+            (Some((number, _)), _) => format!("#{number} of {owner}"),
+            (None, Some(number)) => format!("#{number} (kept)"),
+            (None, None) => "none yet".to_string(),
+        },
+        codeowners.join(", ")
+    );
     if board.is_none() && current_board.is_none() {
         errln!(
             "no board yet: `supervisor init --create-board` or `--project-number N` sets it (until then `check` and `run` say projectNumber is missing)"
@@ -407,6 +488,25 @@ async fn init(mut args: InitArgs, written: &mut Vec<PathBuf>) -> Result<(), Refu
         "next: `supervisor doctor` checks the rest (agent CLIs, gate tools, push access), then `supervisor run ISSUE`"
     );
     Ok(())
+}
+
+/// The boards `owner` has, to choose one from (or to see that one is to be created).
+async fn say_boards(gh: &GitHub, owner: &str) {
+    match gh.boards_of(owner).await {
+        Ok(boards) if boards.is_empty() => {
+            errln!("{owner} has no open board: `--create-board` makes one");
+        }
+        Ok(boards) => {
+            let list: Vec<String> = (boards.iter())
+                .map(|(n, title)| format!("#{n} \"{title}\""))
+                .collect();
+            errln!(
+                "boards of {owner}: {} (`--project-number N` takes one, `--create-board` makes a new one)",
+                list.join(", ")
+            );
+        }
+        Err(e) => tracing::debug!("the boards of {owner} could not be listed: {e}"),
+    }
 }
 
 fn workflow_stages(root: &Path) -> Result<Vec<String>, Refusal> {
@@ -620,23 +720,40 @@ fn write_settings(path: &Path, block: &Map<String, Value>) -> Result<(), Refusal
     std::fs::write(path, text + "\n").map_err(io)
 }
 
-/// `.supervisor/runs/` in the repository's `.gitignore`; `true` when the file was changed.
-fn ignore_runs(root: &Path) -> Result<bool, Refusal> {
+/// What supervisor writes under `.supervisor/` while it works, never to be committed: run
+/// journals and checkpoints, gate state, the watcher's state.
+pub const RUNTIME_DIRS: [&str; 3] = [
+    ".supervisor/runs/",
+    ".supervisor/gates/",
+    ".supervisor/watch/",
+];
+
+/// [`RUNTIME_DIRS`] in the repository's `.gitignore` (those not there yet); `true` when the file
+/// was changed.
+fn ignore_runtime(root: &Path) -> Result<bool, Refusal> {
     let path = root.join(".gitignore");
     let text = std::fs::read_to_string(&path).unwrap_or_default();
-    if text
-        .lines()
-        .any(|l| l.trim() == ".supervisor/runs/" || l.trim() == ".supervisor/runs")
-    {
+    let ignored = |dir: &str| {
+        let bare = dir.trim_end_matches('/');
+        text.lines()
+            .map(str::trim)
+            .any(|l| l == dir || l == bare || l == ".supervisor/" || l == ".supervisor")
+    };
+    let missing: Vec<&str> = RUNTIME_DIRS.into_iter().filter(|d| !ignored(d)).collect();
+    if missing.is_empty() {
         return Ok(false);
     }
-    let mut out = text;
+    let mut out = text.clone();
     if !out.is_empty() && !out.ends_with('\n') {
         out.push('\n');
     }
-    out.push_str(".supervisor/runs/\n");
+    for dir in &missing {
+        out.push_str(dir);
+        out.push('\n');
+    }
     std::fs::write(&path, out)
         .map_err(|e| usage(format!("cannot write {}: {e}", path.display())))?;
+    errln!("ignored in .gitignore: {}", missing.join(" "));
     Ok(true)
 }
 

@@ -296,18 +296,22 @@ fn push_auth_with(creds: GitCredentials, has_token: bool) -> PushAuth {
     })
 }
 
-/// `Err(text)` when the workflow's agent CLIs cannot run; warnings are printed.
+/// `Err(text)` when the workflow's agent CLIs cannot run, or would find no provider credentials;
+/// warnings are printed.
 pub(super) async fn agent_problems(project: &Project) -> Result<(), String> {
     let pf = crate::agent::preflight(&project.settings, &project.roles, &project.root).await;
     for w in &pf.warnings {
         errln!("warning: {w}");
     }
-    if pf.ok() {
+    // A missing provider key is found here, before any card moves, not by the first agent.
+    let mut problems = pf.problems();
+    problems.extend(pf.keys.iter().cloned());
+    if problems.is_empty() {
         return Ok(());
     }
     Err(format!(
         "agents cannot run, so nothing was started (`supervisor check` shows the set-up):\n  {}",
-        pf.problems().join("\n  ")
+        problems.join("\n  ")
     ))
 }
 

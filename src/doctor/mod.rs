@@ -562,19 +562,11 @@ async fn agent_checks(project: &Project) -> Vec<Check> {
             ),
         })
         .collect();
-    let needs_key = pf
-        .backends
-        .iter()
-        .any(|b| matches!(b.name.as_str(), "pi" | "claude" | "codex"));
-    let has_key = pf
-        .agent_env
-        .iter()
-        .any(|(name, set)| *set && (name.ends_with("_API_KEY") || name.ends_with("_AUTH_TOKEN")));
-    if needs_key && !has_key {
-        checks.push(Check::warn(
+    for missing in &pf.keys {
+        checks.push(Check::fail(
             "agent",
-            "no provider key (…_API_KEY) is set among the variables agents receive",
-            "export your provider's key (ANTHROPIC_API_KEY, OPENAI_API_KEY, …; agentEnv adds others), unless the CLI is logged in on its own",
+            missing.clone(),
+            "give the agents the provider's key (or log the CLI in) as the message says; `supervisor run` refuses until then",
         ));
     }
     checks
@@ -603,21 +595,29 @@ async fn gate_checks(project: &Project, env: &[(String, String)]) -> Vec<Check> 
     let mut seen = BTreeSet::new();
     let mut checks = Vec::new();
     for hook in project.workflow.stages.iter().flat_map(|s| &s.hooks) {
-        for (tool, found) in gate_tools(hook.gate, &ctx).await {
+        for (spec, found) in gate_tools(hook.gate, &ctx).await {
+            let tool = spec.bin;
             if !seen.insert(tool) {
                 continue;
             }
+            let install = format!(
+                "install it: {}",
+                crate::gates::install_hint(&[spec], &project.root)
+            );
             checks.push(match found {
                 Ok(place) => Check::ok("gate tool", format!("{tool}: {place}")),
                 Err(why) if hook.required => Check::fail(
                     "gate tool",
-                    format!("{tool}: {why}; the required {} gate would block every run", hook.name),
-                    "install it (scripts/install-tools.sh --gates installs the pinned gate tools) or make the hook optional",
+                    format!(
+                        "{tool}: {why}; the required {} gate would block every run",
+                        hook.name
+                    ),
+                    format!("{install}; or make the hook optional"),
                 ),
                 Err(why) => Check::warn(
                     "gate tool",
                     format!("{tool}: {why}; the {} gate will be not run", hook.name),
-                    "install it (scripts/install-tools.sh --gates installs the pinned gate tools into .tools/; put .tools/bin on PATH)",
+                    install,
                 ),
             });
         }

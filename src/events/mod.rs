@@ -357,9 +357,11 @@ impl fmt::Display for Event {
         // Names, numbers and verdicts only: never someone's free text.
         match self {
             Event::CardMoved(e) => {
+                // A webhook names the issue by its node only: its number is read from the board
+                // when the event is taken, and said then.
                 let issue = match e.issue.number {
                     Some(n) => format!("issue #{n}"),
-                    None => format!("issue {}", e.issue.node_id),
+                    None => "an issue".to_string(),
                 };
                 let board = match e.board.number {
                     Some(n) => format!("board #{n}"),

@@ -44,8 +44,8 @@ pub use report::{Finding, FindingSeverity, GateReport, GateStatus, NotRunCause, 
 pub use session::GateSession;
 pub use tool::{
     CARGO, GO, JEST, Launcher, NODE, PYTEST, ProcessOutput, Reach, RunError, ScratchDir, Tool,
-    ToolLocation, ToolSpec, VITEST, apply_env, brief, find_on_path, locate_from, run_captured,
-    tool_path, truncate_chars,
+    ToolLocation, ToolSpec, VITEST, apply_env, brief, find_on_path, install_hint, locate_from,
+    run_captured, tool_path, truncate_chars,
 };
 pub use trust::{ToolEnv, main_checkout_of};
 
@@ -54,24 +54,53 @@ pub use trust::{ToolEnv, main_checkout_of};
 pub async fn gate_tools(
     kind: crate::config::GateKind,
     ctx: &GateContext,
-) -> Vec<(&'static str, Result<String, String>)> {
+) -> Vec<(ToolSpec, Result<String, String>)> {
+    let mut found = Vec::new();
+    for spec in tool_specs(kind) {
+        found.push((*spec, tool::locate(*spec, ctx).await.map(|t| t.describe())));
+    }
+    found
+}
+
+/// The tools a gate of `kind` runs (besides the project's own commands and test runners).
+pub fn tool_specs(kind: crate::config::GateKind) -> &'static [ToolSpec] {
     use crate::config::GateKind as K;
-    let specs: &[tool::ToolSpec] = match kind {
+    match kind {
         K::Tsc => &[tool::TSC],
         K::Lsp => &[tool::TYPESCRIPT_LANGUAGE_SERVER, tool::PYLSP],
         K::DeadCode => &[tool::KNIP],
         K::Duplicates => &[tool::JSCPD],
         K::Ci | K::Traceability | K::PackageSafety | K::Command => &[],
         K::Red | K::Green | K::Frozen | K::Contract => &[],
-    };
-    let mut found = Vec::new();
-    for spec in specs {
-        found.push((
-            spec.bin,
-            tool::locate(*spec, ctx).await.map(|t| t.describe()),
-        ));
     }
-    found
+}
+
+/// The tools a gate of `kind` may need: its own, and for the oracle's gates the test runners they
+/// fall back to when the project has none installed.
+fn needed_tools(kind: crate::config::GateKind) -> impl Iterator<Item = &'static ToolSpec> {
+    use crate::config::GateKind as K;
+    let runners: &[ToolSpec] = match kind {
+        K::Red | K::Green => &[tool::VITEST, tool::JEST, tool::PYTEST],
+        _ => &[],
+    };
+    tool_specs(kind).iter().chain(runners)
+}
+
+/// The tools whose absence kept gates of `reports` from running (their reasons say `<tool> not
+/// found`), in report order.
+pub fn missing_tools(reports: &[GateReport]) -> Vec<ToolSpec> {
+    let mut missing: Vec<ToolSpec> = Vec::new();
+    for r in reports {
+        let GateStatus::NotRun(reason) = &r.status else {
+            continue;
+        };
+        for spec in needed_tools(r.kind) {
+            if reason.contains(&format!("{} not found", spec.bin)) && !missing.contains(spec) {
+                missing.push(*spec);
+            }
+        }
+    }
+    missing
 }
 
 /// Await futures concurrently, results in order (the language servers of the lsp gate).

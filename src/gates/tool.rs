@@ -58,6 +58,57 @@ impl ToolSpec {
     }
 }
 
+impl ToolSpec {
+    /// The package at its pinned version, as its installer names it: `typescript@5.9.3`,
+    /// `python-lsp-server[pyflakes]==1.15.0`, or the package alone when nothing is pinned.
+    pub fn pinned(&self) -> String {
+        match (self.ecosystem, self.version) {
+            (_, "") => self.package.to_string(),
+            (Ecosystem::Npm, v) => format!("{}@{v}", self.package),
+            (Ecosystem::Python, v) => format!("{}=={v}", self.package),
+            (Ecosystem::System, v) => format!("{} {v}", self.package),
+        }
+    }
+}
+
+/// How to install `tools`: one `npm install -g …` for the npm ones, one `pip install …` for the
+/// Python ones, the system's package manager for the rest; and `scripts/install-tools.sh --gates`
+/// when the repository at `root` has that script (supervisor's own checkout).
+pub fn install_hint(tools: &[ToolSpec], root: &Path) -> String {
+    let of = |e: Ecosystem| -> Vec<String> {
+        let mut names: Vec<String> = (tools.iter())
+            .filter(|t| t.ecosystem == e)
+            .map(ToolSpec::pinned)
+            .collect();
+        names.dedup();
+        names
+    };
+    let mut ways = Vec::new();
+    let npm = of(Ecosystem::Npm);
+    if !npm.is_empty() {
+        ways.push(format!("`npm install -g {}`", npm.join(" ")));
+    }
+    let python = of(Ecosystem::Python);
+    if !python.is_empty() {
+        let quoted: Vec<String> = python.iter().map(|p| format!("'{p}'")).collect();
+        ways.push(format!("`pip install {}`", quoted.join(" ")));
+    }
+    let system = of(Ecosystem::System);
+    if !system.is_empty() {
+        ways.push(format!(
+            "{} with the system's package manager",
+            system.join(", ")
+        ));
+    }
+    let mut hint = ways.join(" and ");
+    if root.join("scripts/install-tools.sh").is_file() {
+        hint.push_str(
+            " (in this checkout, `scripts/install-tools.sh --gates` installs the pinned ones into .tools/)",
+        );
+    }
+    hint
+}
+
 pub const TSC: ToolSpec = ToolSpec::new("tsc", "typescript", "5.9.3", Ecosystem::Npm);
 pub const TYPESCRIPT_LANGUAGE_SERVER: ToolSpec = ToolSpec::new(
     "typescript-language-server",

@@ -18,7 +18,7 @@ or a personal access token";
 #[derive(Debug, thiserror::Error)]
 pub enum GitHubError {
     #[error(
-        "Issue #{number} not found in {repo}: check the number, and that the token can read the repository"
+        "Issue #{number} does not exist in {repo} (or the token cannot read it): check the number"
     )]
     IssueNotFound { repo: RepoSlug, number: u64 },
 
@@ -34,7 +34,7 @@ pub enum GitHubError {
     MissingScope { scope: String, hint: String },
 
     #[error(
-        "Issue #{issue} not on project board #{project}: add it to the board (or let supervisor add it), then run again"
+        "Issue #{issue} is not on project board #{project}: add the issue to the board, or run again with --add-to-board (supervisor adds it to Backlog)"
     )]
     NotOnBoard { issue: u64, project: u64 },
 
@@ -225,7 +225,7 @@ mod tests {
     fn messages_start_with_the_spec_text() {
         let repo = RepoSlug::parse("o/r").unwrap();
         let e = GitHubError::IssueNotFound { repo, number: 7 };
-        assert!(e.to_string().starts_with("Issue #7 not found in o/r"));
+        assert!(e.to_string().starts_with("Issue #7 does not exist in o/r"));
         let e = GitHubError::missing_project_scope();
         assert!(
             e.to_string()
@@ -238,7 +238,7 @@ mod tests {
         };
         assert!(
             e.to_string()
-                .starts_with("Issue #3 not on project board #9")
+                .starts_with("Issue #3 is not on project board #9: add the issue to the board, or run again with --add-to-board")
         );
     }
 

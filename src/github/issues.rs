@@ -261,7 +261,8 @@ impl GitHub {
 
     /// The issue's comments written by the login this client posts as (anyone can type a
     /// marker).
-    async fn own_comments(&self, number: u64) -> Result<Vec<Comment>, GitHubError> {
+    /// The comments on issue (or pull request) `number` by the login this client posts as.
+    pub async fn own_comments(&self, number: u64) -> Result<Vec<Comment>, GitHubError> {
         let me = self.viewer_login().await?;
         let mut own = self.list_comments(number).await?;
         own.retain(|c| c.author.eq_ignore_ascii_case(&me));

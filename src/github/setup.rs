@@ -3,8 +3,9 @@
 //! `supervisor doctor`).
 
 use super::graphql::{
-    CreateBoard, LinkBoard, OwnerKind, RepositorySetup, SetStatusOptions, UserExists, create_board,
-    link_board, owner_kind, repository_setup, set_status_options, user_exists,
+    CreateBoard, LinkBoard, OwnerBoards, OwnerKind, RepositorySetup, SetStatusOptions, UserExists,
+    create_board, link_board, owner_boards, owner_kind, repository_setup, set_status_options,
+    user_exists,
 };
 use super::retry::ApiRequest;
 use super::types::ColumnOption;
@@ -114,6 +115,35 @@ impl GitHub {
             };
             (kind, o.id)
         }))
+    }
+
+    /// The open boards of `owner` (its first 20): number and title.
+    pub async fn boards_of(&self, owner: &str) -> Result<Vec<(u64, String)>, GitHubError> {
+        let (data, errors) = self
+            .graphql::<OwnerBoards>(
+                owner_boards::Variables {
+                    login: owner.to_string(),
+                },
+                "OwnerBoards",
+                false,
+            )
+            .await?;
+        if let Some(e) = self.graphql_error("OwnerBoards", &errors, |_| None) {
+            return Err(e);
+        }
+        use owner_boards::OwnerBoardsRepositoryOwner as Owner;
+        let open = |closed: bool, number: i64, title: String| {
+            (!closed).then(|| (number.max(0) as u64, title))
+        };
+        Ok(match data.and_then(|d| d.repository_owner) {
+            Some(Owner::Organization(o)) => (o.projects_v2.nodes.into_iter().flatten().flatten())
+                .filter_map(|b| open(b.closed, b.number, b.title))
+                .collect(),
+            Some(Owner::User(u)) => (u.projects_v2.nodes.into_iter().flatten().flatten())
+                .filter_map(|b| open(b.closed, b.number, b.title))
+                .collect(),
+            _ => Vec::new(),
+        })
     }
 
     /// Whether `login` is a GitHub user.

@@ -142,7 +142,8 @@ async fn track<E: Effects>(machine: &Machine, effects: &mut E, end: Option<&RunE
 }
 
 /// A run that cannot go on keeps its checkpoint and worktree; the journal and the live view say
-/// why.
+/// why. A run that never started (its issue not found, say) has nothing to resume: it ends as
+/// stopped, unless running again later may get further (GitHub failing for the moment).
 async fn fail<E: Effects>(
     machine: &Machine,
     effects: &mut E,
@@ -150,6 +151,12 @@ async fn fail<E: Effects>(
     e: RunError,
 ) -> RunError {
     let reason = e.to_string();
+    if !machine.admitted() && !e.is_resumable() {
+        let _ = journal.record(Event::Stopped {
+            reason: format!("not started: {reason}"),
+        });
+        return e;
+    }
     let _ = journal.record(Event::Paused {
         reason: reason.clone(),
     });

@@ -202,7 +202,7 @@ impl RunRecord {
                 });
             }
             Event::Halted { halt, .. } => match halt {
-                Halt::Stop { reason } => self.reason = Some(reason.clone()),
+                Halt::Stop { reason, .. } => self.reason = Some(reason.clone()),
                 Halt::Unusable { problem } => self.reason = Some(problem.clone()),
                 Halt::Stalled { reason } => self.reason = Some(reason.clone()),
                 Halt::Interrupted => {}
@@ -309,7 +309,9 @@ pub fn prune_runs(
     for r in runs {
         let last = r.ended.or(r.started);
         let old = last.is_some_and(|t| t < cutoff) || r.status == RunStatus::Unreadable;
-        if !old || r.status == RunStatus::Running || r.status.resumes() {
+        // A run that never reached a column (its issue not found, say) has nothing to resume.
+        let started = r.column.is_some() || r.stage.is_some();
+        if !old || r.status == RunStatus::Running || (started && r.status.resumes()) {
             continue;
         }
         let run_dir = dir.join(&r.run_id);
@@ -364,11 +366,15 @@ mod tests {
                 },
             ],
         );
+        let admitted = || Event::Admitted {
+            column: "Research".into(),
+        };
         record(
             dir.path(),
             "4-b",
             vec![
                 started(4),
+                admitted(),
                 Event::Paused {
                     reason: "GitHub did not answer".into(),
                 },
@@ -389,7 +395,19 @@ mod tests {
                 },
             ],
         );
-        record(dir.path(), "6-d", vec![started(6)]);
+        record(dir.path(), "6-d", vec![started(6), admitted()]);
+        // Paused before it was admitted (its issue not found, by an earlier version): nothing of
+        // it can resume, so pruning removes it.
+        record(
+            dir.path(),
+            "7-e",
+            vec![
+                started(7),
+                Event::Paused {
+                    reason: "Issue #7 not found".into(),
+                },
+            ],
+        );
         let runs = read_runs(dir.path()).unwrap();
         let status: Vec<_> = runs.iter().map(|r| (r.issue, r.status)).collect();
         assert_eq!(
@@ -398,7 +416,8 @@ mod tests {
                 (3, RunStatus::Stopped),
                 (4, RunStatus::Paused),
                 (5, RunStatus::Done),
-                (6, RunStatus::Unfinished)
+                (6, RunStatus::Unfinished),
+                (7, RunStatus::Paused)
             ]
         );
         assert_eq!(runs[0].column.as_deref(), Some("Research"));
@@ -413,7 +432,7 @@ mod tests {
         let later = Utc::now() + chrono::Duration::days(1);
         let mut removed = prune_runs(dir.path(), later).unwrap();
         removed.sort();
-        assert_eq!(removed, ["3-a", "5-c"]);
+        assert_eq!(removed, ["3-a", "5-c", "7-e"]);
         let left: Vec<_> = read_runs(dir.path()).unwrap();
         assert_eq!(left.len(), 2);
         assert!(

@@ -45,13 +45,29 @@ pub enum Halt {
     /// A signal or the scheduler stopped the run.
     Interrupted,
     /// The run stops here; a human is needed.
-    Stop { reason: String },
+    Stop {
+        reason: String,
+        /// The rejection that went over `maxRejections` and stopped the run: counted, never
+        /// applied (the card stays where it is).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rejection: Option<Box<Transition>>,
+    },
     /// The answer broke the output protocol (no outcome, an unknown audit dimension, a bad field):
     /// the agent is asked once to answer again.
     Unusable { problem: String },
     /// The agent wrote nothing for too long and was stopped: the run pauses, and running again
     /// starts the stage afresh.
     Stalled { reason: String },
+}
+
+impl Halt {
+    /// A stop for `reason`.
+    pub fn stop(reason: impl Into<String>) -> Halt {
+        Halt::Stop {
+            reason: reason.into(),
+            rejection: None,
+        }
+    }
 }
 
 /// What happened. `kind` and `payload` in the file.

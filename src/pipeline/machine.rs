@@ -30,7 +30,8 @@ use super::engine::{RunError, RunOptions};
 use super::journal::{AgentStats, Entry, Event, Halt};
 use super::project::Project;
 use super::summary::{
-    AgentLine, CurrentWork, GateRound, Progress, RunEnd, RunFacts, RunSummary, StageMark,
+    AgentLine, CurrentWork, GateRound, Progress, ReviewRejection, RunEnd, RunFacts, RunSummary,
+    StageMark,
 };
 use crate::agent::{AgentRun, Outcome};
 use crate::audit::AuditScore;
@@ -161,6 +162,8 @@ struct Record {
     stopped: bool,
     agents: Vec<AgentLine>,
     gate_rounds: Vec<GateRound>,
+    /// Each time a review stage sent the work back.
+    rejections: Vec<ReviewRejection>,
     warnings: Vec<String>,
     /// The latest head pushed.
     pushed: Option<String>,
@@ -182,6 +185,20 @@ struct Record {
     red: Option<TestEvidence>,
     /// What the last passing `green` gate saw on the head.
     green: Option<TestEvidence>,
+}
+
+impl Record {
+    /// Keep `t` for the live view when a review stage sent the work back with it; its findings
+    /// are the stage's latest outcome's (recorded before the decision).
+    fn note_rejection(&mut self, t: &Transition) {
+        let findings = self
+            .outcomes
+            .get(&t.from)
+            .map_or(&[][..], |o| &o.findings[..]);
+        if let Some(r) = ReviewRejection::of(t, findings) {
+            self.rejections.push(r);
+        }
+    }
 }
 
 /// What this process has learnt and done (not journaled: fetched again on resume).
@@ -257,6 +274,11 @@ impl Machine {
 
     pub fn issue_number(&self) -> u64 {
         self.opts.issue
+    }
+
+    /// Whether the run was admitted (its issue read, trusted and on the board).
+    pub fn admitted(&self) -> bool {
+        self.s.admitted || self.r.column.is_some()
     }
 
     /// The card's column as the run knows it.
@@ -377,9 +399,15 @@ impl Machine {
                 stats,
             } => r.agents.push(agent_line(stage, *attempt, stats)),
             Event::Halted {
-                halt: Halt::Stop { reason },
+                halt: Halt::Stop { reason, rejection },
                 ..
-            } => r.stop = Some(reason.clone()),
+            } => {
+                r.stop = Some(reason.clone());
+                if let Some(t) = rejection {
+                    r.state.count(t);
+                    r.note_rejection(t);
+                }
+            }
             Event::GatesFinished {
                 stage,
                 attempt,
@@ -420,6 +448,7 @@ impl Machine {
             }
             Event::Applied { transition } => {
                 r.state.apply(transition);
+                r.note_rejection(transition);
                 r.transitions.push(transition.clone());
                 r.column = Some(transition.to.clone());
                 r.pending = None;
@@ -601,9 +630,7 @@ impl Machine {
         let stage = self.stage(&w.stage);
         let result = match stage {
             Some(stage) => outcome_of(stage, &w.agent, run),
-            None => Err(Halt::Stop {
-                reason: format!("the workflow has no stage {}", w.stage),
-            }),
+            None => Err(Halt::stop(format!("the workflow has no stage {}", w.stage))),
         };
         events.push(match result {
             Ok(outcome) => Event::Outcome {
@@ -1126,6 +1153,15 @@ impl Machine {
             if let Some(post) = self.score_note(w, outcome, last) {
                 return post;
             }
+            // The rejection that went over the limit counts like every other.
+            return Want::Record(vec![Event::Halted {
+                stage: w.stage.clone(),
+                attempt: w.attempt,
+                halt: Halt::Stop {
+                    reason: reason.to_string(),
+                    rejection: Some(last.clone()),
+                },
+            }]);
         }
         Want::Record(vec![halt(w.stage.clone(), w.attempt, reason.to_string())])
     }
@@ -1486,6 +1522,7 @@ impl Machine {
             gates: self.r.gate_rounds.last().cloned(),
             pr: self.r.pr.as_ref().map(|(_, url, _)| url.clone()),
             end: end.cloned(),
+            rejections: self.r.rejections.clone(),
         })
     }
 
@@ -1704,9 +1741,7 @@ fn halt(stage: String, attempt: u32, reason: impl ToString) -> Event {
     Event::Halted {
         stage,
         attempt,
-        halt: Halt::Stop {
-            reason: reason.to_string(),
-        },
+        halt: Halt::stop(reason.to_string()),
     }
 }
 

@@ -33,6 +33,6 @@ pub use journal::{
 pub use machine::{Machine, Next, Step as MachineStep};
 pub use project::{Project, process_env};
 pub use summary::{
-    AgentLine, CurrentWork, GateRound, Progress, RunEnd, RunFacts, RunSummary, StageMark,
-    StageProgress, exit,
+    AgentLine, CurrentWork, GateRound, Progress, ReviewRejection, RunEnd, RunFacts, RunSummary,
+    StageMark, StageProgress, exit,
 };

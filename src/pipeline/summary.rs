@@ -231,6 +231,45 @@ pub struct CurrentWork {
     pub attempt: u32,
 }
 
+/// A review stage sending the work back (the auditor's rejection, or an approval its score
+/// refused), for a live view.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReviewRejection {
+    pub stage: String,
+    /// The score computed from the review's findings.
+    pub score: Option<AuditScore>,
+    /// The review's first finding that counts against the score (else its first finding).
+    pub finding: Option<String>,
+}
+
+impl ReviewRejection {
+    /// `t`, a rejection or score-gate refusal, with the review's findings; `None` for any other
+    /// transition.
+    pub fn of(t: &Transition, findings: &[crate::agent::AuditFinding]) -> Option<ReviewRejection> {
+        use super::decide::TransitionKind;
+        use crate::agent::Severity;
+        if !matches!(
+            t.kind,
+            TransitionKind::Rejection | TransitionKind::ScoreGate
+        ) {
+            return None;
+        }
+        let first = |sev: Option<Severity>| {
+            findings
+                .iter()
+                .find(|f| sev.is_none_or(|s| f.severity == s))
+                .map(|f| f.message.clone())
+        };
+        Some(ReviewRejection {
+            stage: t.from.clone(),
+            score: t.score.clone(),
+            finding: first(Some(Severity::Critical))
+                .or_else(|| first(Some(Severity::Warning)))
+                .or_else(|| first(None)),
+        })
+    }
+}
+
 /// The run so far, for a live view (the tracking comment): what the journal knows, no clock.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -246,6 +285,8 @@ pub struct Progress {
     pub pr: Option<String>,
     /// How the run ended, once it did.
     pub end: Option<RunEnd>,
+    /// Every time a review stage sent the work back, in order.
+    pub rejections: Vec<ReviewRejection>,
 }
 
 impl Progress {

@@ -115,7 +115,7 @@ fn event_line(event: &Event) -> Option<String> {
         Event::Outcome { stage, outcome, .. } => format!("{stage}: answered {}", outcome.action),
         Event::Halted { stage, halt, .. } => match halt {
             Halt::Interrupted => format!("{stage}: interrupted"),
-            Halt::Stop { reason } => format!("{stage}: halted: {reason}"),
+            Halt::Stop { reason, .. } => format!("{stage}: halted: {reason}"),
             Halt::Unusable { problem } => format!("{stage}: unusable answer: {problem}"),
             Halt::Stalled { reason } => format!("{stage}: {reason}"),
         },

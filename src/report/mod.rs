@@ -30,4 +30,7 @@ pub use progress::{
 };
 pub use summary::{run_map, summary_headline, summary_text};
 pub use task::{MAX_NOTE_CHARS, TaskInput, build_task, task_text};
+/// A run of three stages for tests of live views: at a stage, or ended.
+#[cfg(test)]
+pub(crate) use tracking::tests::progress as test_progress;
 pub use tracking::{TrackingLinks, tracking_text};

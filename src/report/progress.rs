@@ -3,10 +3,9 @@
 
 use super::comments::human_tokens;
 use super::gates::duration_text;
-use super::summary::headline;
 use crate::agent::Pulse;
 use crate::gates::{GateReport, GateStatus, truncate_chars};
-use crate::pipeline::{GateRound, Progress, StageMark};
+use crate::pipeline::{GateRound, Progress, ReviewRejection, StageMark};
 
 /// Whether text on stderr may be coloured: a terminal, and no `NO_COLOR`
 /// (<https://no-color.org>: set and not empty).
@@ -68,7 +67,8 @@ pub fn gate_finished_line(r: &GateReport, colour: bool) -> String {
     )
 }
 
-/// What changed from `prev` (none: the first view) to `next`, one line each.
+/// What changed from `prev` (none: the first view) to `next`, one line each: a stage done or
+/// stopped, a review sending the work back, a gate round, the pull request.
 pub fn progress_lines(prev: Option<&Progress>, next: &Progress) -> Vec<String> {
     let mut lines = Vec::new();
     if prev.is_none() {
@@ -89,6 +89,8 @@ pub fn progress_lines(prev: Option<&Progress>, next: &Progress) -> Vec<String> {
             StageMark::Current | StageMark::Pending => {}
         }
     }
+    let seen = prev.map_or(0, |p| p.rejections.len());
+    lines.extend(next.rejections.iter().skip(seen).map(rejection_line));
     if let Some(g) = next
         .gates
         .as_ref()
@@ -103,14 +105,36 @@ pub fn progress_lines(prev: Option<&Progress>, next: &Progress) -> Vec<String> {
     {
         lines.push(format!("pull request {pr}"));
     }
-    if let Some(end) = next
-        .end
-        .as_ref()
-        .filter(|_| prev.is_none_or(|p| p.end.is_none()))
-    {
-        lines.push(headline(end));
-    }
+    // How the run ended is not among them: the summary printed after the run says it.
     lines
+}
+
+/// A review stage sending the work back: `✘ Audit rejected (score 0.62 < 0.80): README.md …`.
+pub fn rejection_line(r: &ReviewRejection) -> String {
+    let why = match &r.score {
+        Some(s) if !s.critical.is_empty() && s.meets_threshold() => format!(
+            " (critical finding: {})",
+            crate::config::Dimension::list(&s.critical)
+        ),
+        Some(s) => format!(
+            " (score {:.2} {} {:.2})",
+            s.ratio(),
+            if s.meets_threshold() { "≥" } else { "<" },
+            s.threshold
+        ),
+        None => String::new(),
+    };
+    let finding = r
+        .finding
+        .as_deref()
+        .map(|f| {
+            format!(
+                ": {}",
+                truncate_chars(f.lines().next().unwrap_or_default(), 160)
+            )
+        })
+        .unwrap_or_default();
+    format!("✘ {} rejected{why}{finding}", r.stage)
 }
 
 fn gates_line(g: &GateRound) -> String {
@@ -250,9 +274,10 @@ mod tests {
             stage: "Research".into(),
             reason: "why".into(),
         });
+        // The end is the summary's to say: printed once, after the run.
         assert_eq!(
             progress_lines(Some(&third), &last),
-            ["✖ Research · researcher", "✖ stopped in Research: why"]
+            ["✖ Research · researcher"]
         );
         assert_eq!(progress_status(&last, None), None);
         // While the agent works, its stream's counters join the line.

@@ -63,12 +63,12 @@ pub fn tracking_text(p: &Progress, working_ms: Option<u64>, links: &TrackingLink
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::pipeline::{CurrentWork, RunEnd, StageMark};
 
     /// A run of three stages, at `at`, ended with `end`.
-    pub(in crate::report) fn progress(at: Option<&str>, end: Option<RunEnd>) -> Progress {
+    pub(crate) fn progress(at: Option<&str>, end: Option<RunEnd>) -> Progress {
         let stages = [
             ("Research", "researcher"),
             ("Implementation", "developer"),
@@ -93,6 +93,7 @@ pub(super) mod tests {
             gates: None,
             pr: None,
             end,
+            rejections: Vec::new(),
         }
     }
 

@@ -300,22 +300,23 @@ fn touch_checkpoint(checkpoint: &std::sync::Mutex<Option<Checkpoint>>, root: &st
     }
 }
 
-/// Tell the terminal how long the new worktree took to be ready for the first agent (best effort:
-/// stderr may be a closed pipe).
-fn say_ready(wt: &Worktree, took: Duration, dependencies: Option<workspace::Dependencies>) {
-    use std::io::Write;
+/// How long the new worktree took to be ready for the first agent, as the progress shows it.
+fn ready_text(
+    wt: &Worktree,
+    took: Duration,
+    dependencies: Option<workspace::Dependencies>,
+) -> String {
     let how = match dependencies {
         Some(workspace::Dependencies::Cloned) => "the main checkout's, cloned",
         Some(workspace::Dependencies::InstalledOffline) => "npm ci --prefer-offline",
         Some(workspace::Dependencies::SetupCommands) => "npm ci",
         None => "left to the setup commands",
     };
-    let _ = writeln!(
-        std::io::stderr(),
+    format!(
         "worktree {} ready in {:.2} s (time to first agent; dependencies: {how})",
         wt.path.display(),
         took.as_secs_f64()
-    );
+    )
 }
 
 /// Run blocking git work off the async threads; the git processes it starts are killed when
@@ -476,7 +477,7 @@ impl Effects for LiveEffects {
                 if let Err(e) = wt.mark_setup_done() {
                     warnings.push(e.to_string());
                 }
-                say_ready(&wt, started.elapsed(), report.dependencies);
+                (self.console).note(&ready_text(&wt, started.elapsed(), report.dependencies));
             }
         }
         let info = WorktreeInfo {
@@ -768,22 +769,28 @@ impl Effects for LiveEffects {
         }
     }
 
-    /// Show `progress` on the terminal, and in the tracking comment: the one an earlier run of the issue left, found by
-    /// its marker on supervisor's own comments, or a new one.
+    /// Show `progress` on the terminal, and in the tracking comment: the one an earlier run of the
+    /// issue left, found by its marker on supervisor's own comments, or a new one. A revision keeps
+    /// a tracking comment of its own on the pull request it revises: the issue's stays the run's.
     async fn track(&mut self, progress: &Progress) {
         self.console.show(progress);
         if !self.project.settings.tracking_comment {
             return;
         }
         if self.tracker.is_none() {
-            let existing = self.own_comments().into_iter().rev().find(|c| {
-                Marker::parse_all(&c.body)
-                    .iter()
-                    .any(|m| m.kind == TRACKING_KIND)
+            let revising = crate::pipeline::revised_pull(&progress.run_id);
+            let (target, comments) = match revising {
+                Some(pr) => (pr, self.gh.own_comments(pr).await.unwrap_or_default()),
+                None => (self.issue, self.own_comments()),
+            };
+            let existing = comments.into_iter().rev().find(|c| {
+                Marker::parse_all(&c.body).iter().any(|m| {
+                    m.kind == TRACKING_KIND && crate::pipeline::revised_pull(&m.run) == revising
+                })
             });
             self.tracker = Some(Tracker::start(
                 self.gh.clone(),
-                self.issue,
+                target,
                 existing.map(|c| c.id),
                 workflow_run_link(),
             ));

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-pub use console::{Console, ProgressMode};
+pub use console::{Console, LogWriter, ProgressMode, write_stderr};
 pub use live::LiveEffects;
 
 use crate::github::GitHub;

@@ -1207,6 +1207,12 @@ impl Loop {
         };
         self.board_id.get_or_insert(found.project_id);
         self.to_stage(&mut card);
+        tracing::info!(
+            "card of #{} moved to {} by {}",
+            card.issue,
+            card.column.as_deref().unwrap_or("no column"),
+            moved.moved_by
+        );
         let human = match &moved.origin {
             Origin::Webhook { .. } => Some(moved.moved_by.login.as_str()),
             _ => None,

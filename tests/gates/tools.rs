@@ -120,6 +120,25 @@ fn lsp_passes_clean_typescript() {
     assert!(r.summary.contains("2 files, 0 errors"), "{}", r.summary);
 }
 
+/// The pi extension `init --slash-commands` writes type-checks under the project's own lsp gate,
+/// in a project that has neither pi's nor Node's type packages.
+#[test]
+fn the_pi_extension_init_writes_passes_the_lsp_gate() {
+    if !tools_available(&["typescript-language-server", "tsc"]) {
+        return;
+    }
+    let f = Fixture::new("ts-base");
+    f.write(
+        ".pi/extensions/supervisor/index.ts",
+        include_str!("../../config/slash-commands/pi-supervisor.ts"),
+    );
+    f.commit_all("Install /supervisor for pi");
+    let r = run(GateKind::Lsp, &f);
+    assert_status(&r, GateStatus::Pass);
+    assert!(r.findings.is_empty(), "{:?}", r.findings);
+    assert!(r.summary.contains("1 file, 0 errors"), "{}", r.summary);
+}
+
 #[test]
 fn lsp_reports_the_python_error() {
     if !tools_available(&["pylsp"]) {

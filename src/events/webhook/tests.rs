@@ -210,7 +210,7 @@ fn a_status_edit_with_from_and_to_names_both_columns() {
     assert_eq!(moved.field.name.as_deref(), Some("Status"));
     assert_eq!(
         Event::CardMoved(moved).to_string(),
-        "card of issue I_kwDOAWcTxs5ABCDE moved from Backlog to Research on board #3 by wolfy1339"
+        "card of an issue moved from Backlog to Research on board #3 by wolfy1339"
     );
 
     // A card whose status was cleared, or that had none.

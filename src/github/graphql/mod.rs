@@ -38,6 +38,7 @@ operations!("src/github/graphql/trust.graphql": IssueEditors, Viewer);
 // Setting a repository up: owners, users, creating and linking a board, rewriting its options.
 operations!(
     "src/github/graphql/setup.graphql": OwnerKind,
+    OwnerBoards,
     UserExists,
     RepositorySetup,
     CreateBoard,

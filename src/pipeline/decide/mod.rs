@@ -77,7 +77,7 @@ pub struct Transition {
     pub to: String,
     pub kind: TransitionKind,
     pub reason: String,
-    /// The audit score, on every review approval.
+    /// The audit score, on every review approval and rejection.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub score: Option<AuditScore>,
     /// Why the stage was skipped, for `Skip` moves.
@@ -156,9 +156,9 @@ impl fmt::Display for StopReason {
             }
             StopReason::RequiredGatesNotRun { gates } => write!(
                 f,
-                "required gates could not run: {gates}; fix what each reason names (install missing \
-                 tools, which scripts/install-tools.sh pins, or grant the permission named) or mark \
-                 the gates not required, then run again"
+                "required gates could not run: {gates}; fix what each reason names (install the \
+                 missing tools, which `supervisor doctor` names with their install commands, or \
+                 grant the permission named) or mark the gates not required, then run again"
             ),
             StopReason::RequiredGatesUnavailable { gates } => write!(
                 f,
@@ -213,20 +213,12 @@ impl RunState {
     /// Record a transition.
     pub fn apply(&mut self, t: &Transition) {
         self.iteration += 1;
+        self.count(t);
         match t.kind {
-            TransitionKind::Rejection | TransitionKind::ScoreGate => {
-                *self.rejections.entry(t.from.clone()).or_default() += 1;
+            TransitionKind::Rejection | TransitionKind::ScoreGate | TransitionKind::LoopBack => {
                 self.looped_into.insert(t.to.clone());
             }
-            TransitionKind::LoopBack => {
-                self.looped_into.insert(t.to.clone());
-            }
-            TransitionKind::GateBounce => {
-                self.gate_bounces += 1;
-                if t.counted {
-                    *self.rejections.entry(t.from.clone()).or_default() += 1;
-                }
-            }
+            TransitionKind::GateBounce => self.gate_bounces += 1,
             TransitionKind::Skip => {
                 if let Some(SkipReason::AlreadyDone { .. }) = t.skip {
                     self.skipped.insert(t.from.clone());
@@ -242,6 +234,20 @@ impl RunState {
             .iter()
             .filter_map(|s| workflow.stage(s).and_then(|st| st.score_dimension))
             .collect()
+    }
+
+    /// Count `t` against its stage's rejections when it is one: a rejection, a score-gate refusal,
+    /// or a gate bounce counted like one. The one rule for every count of rejections, also for the
+    /// rejection that went over the limit and stopped the run (counted, never applied).
+    pub fn count(&mut self, t: &Transition) {
+        let counts = match t.kind {
+            TransitionKind::Rejection | TransitionKind::ScoreGate => true,
+            TransitionKind::GateBounce => t.counted,
+            _ => false,
+        };
+        if counts {
+            *self.rejections.entry(t.from.clone()).or_default() += 1;
+        }
     }
 
     pub fn total_rejections(&self) -> u32 {
@@ -487,13 +493,20 @@ fn decide_review(
                 if n == 1 { "" } else { "s" }
             );
             let back = back.unwrap_or_else(reject_to);
+            // Scored too, so that the rejection can say how far the work is from the threshold.
+            let score = audit::score(
+                &input.outcome.findings,
+                &input.state.excluded_dimensions(input.workflow),
+                input.threshold,
+                input.outcome.audit_score,
+            );
             Ok(count_rejection(
                 input,
                 stage,
                 back,
                 TransitionKind::Rejection,
                 reason,
-                None,
+                Some(score),
             ))
         }
         (Action::Complete, _) => Err(DecideError::Contradictory(format!(

@@ -142,6 +142,21 @@ pub struct History {
     pub head: Option<String>,
     /// An earlier run already said `maxRevisions` was reached at this many rounds.
     pub exhausted_said: bool,
+    /// The rejections and gate bounces the pull request's body counts (the run that opened it and
+    /// the revisions since), when supervisor wrote the body.
+    pub loops: Option<(u32, u32)>,
+}
+
+/// The rejections and gate bounces of supervisor's pull request body: its "Reviewed by supervisor
+/// after N rejections and M gate bounces" line.
+pub fn loops_in(body: &str) -> Option<(u32, u32)> {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        Regex::new(r"_Reviewed by supervisor after (\d+) rejections? and (\d+) gate bounces?\._")
+            .expect("valid pattern")
+    });
+    let c = re.captures_iter(body).last()?;
+    Some((c[1].parse().ok()?, c[2].parse().ok()?))
 }
 
 fn head_pattern() -> &'static Regex {
@@ -184,6 +199,7 @@ pub fn history(fb: &Feedback, who: &Reviewers<'_>) -> History {
     let mut h = History {
         since: fb.created_at,
         head: body_trusted.then(|| head_in(&fb.body)).flatten(),
+        loops: body_trusted.then(|| loops_in(&fb.body)).flatten(),
         ..History::default()
     };
     let mut said = Vec::new();
@@ -421,6 +437,16 @@ pub fn linked_issue(body: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The counts a revision carries over are those supervisor's own body line says.
+    #[test]
+    fn the_body_says_how_many_rejections_and_bounces_came_before() {
+        let body = "## Audit Report\n\n_Reviewed by supervisor after 1 rejection and 2 gate bounces._\n\nCloses #1\n";
+        assert_eq!(loops_in(body), Some((1, 2)));
+        let body = "_Reviewed by supervisor after 3 rejections and 1 gate bounce._";
+        assert_eq!(loops_in(body), Some((3, 1)));
+        assert_eq!(loops_in("Reviewed after some rejections"), None);
+    }
     use crate::github::{ConversationComment, Review, ReviewComment, ReviewThread};
 
     fn at(minute: u32) -> Option<DateTime<Utc>> {

@@ -13,7 +13,7 @@ use super::{Transition, TransitionKind};
 
 /// The outcome of an agent's run, or why the attempt halts.
 pub fn outcome_of(stage: &Stage, agent: &str, run: &AgentRun) -> Result<Outcome, Halt> {
-    let stop = |reason: String| Halt::Stop { reason };
+    let stop = Halt::stop;
     match &run.exit {
         ExitReason::Completed => {}
         ExitReason::Interrupted => return Err(Halt::Interrupted),

@@ -283,6 +283,14 @@ impl Machine {
             let mut request = self.pr_request(w, outcome, t);
             request.head_sha = Some(sha.clone());
             request.revision = f.round;
+            // The body counts the pull request's whole history: the run that opened it, the
+            // revisions before this one, and this one.
+            let (rejections, bounces) = self
+                .revision_history()
+                .and_then(|h| h.loops)
+                .unwrap_or_default();
+            request.rejections += rejections;
+            request.gate_bounces += bounces;
             if request.proof.is_none() {
                 request.kept_proof = self.kept_proof();
             }
