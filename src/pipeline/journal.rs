@@ -253,6 +253,15 @@ impl std::fmt::Debug for Mirror {
     }
 }
 
+/// What hears of every entry once it is recorded (the live picture of a scheduler's runs).
+pub struct Observer(pub Box<dyn FnMut(&Entry) + Send>);
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Observer")
+    }
+}
+
 /// An open journal, appending.
 #[derive(Debug)]
 pub struct Journal {
@@ -262,6 +271,7 @@ pub struct Journal {
     next_seq: u64,
     entries: Vec<Entry>,
     mirror: Option<Mirror>,
+    observer: Option<Observer>,
 }
 
 impl Journal {
@@ -299,6 +309,7 @@ impl Journal {
             next_seq,
             entries,
             mirror: None,
+            observer: None,
         })
     }
 
@@ -311,6 +322,7 @@ impl Journal {
             next_seq: 1,
             entries: Vec::new(),
             mirror: None,
+            observer: None,
         }
     }
 
@@ -318,6 +330,11 @@ impl Journal {
     /// mirror that fails (a closed pipe) is dropped; the journal goes on.
     pub fn mirror_to(&mut self, mirror: Box<dyn Write + Send>) {
         self.mirror = Some(Mirror(mirror));
+    }
+
+    /// Tell `observer` of every entry recorded from now on, once it is on disk.
+    pub fn observe(&mut self, observer: Box<dyn FnMut(&Entry) + Send>) {
+        self.observer = Some(Observer(observer));
     }
 
     pub fn dir(&self) -> &Path {
@@ -379,6 +396,11 @@ impl Journal {
                     path: self.path.clone(),
                     source,
                 });
+            }
+        }
+        if let Some(Observer(observe)) = self.observer.as_mut() {
+            for entry in &self.entries[first..] {
+                observe(entry);
             }
         }
         Ok(())

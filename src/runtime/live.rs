@@ -53,6 +53,8 @@ pub struct LiveEffects {
     tracker: Option<Tracker>,
     /// The run's progress on the terminal.
     console: super::Console,
+    /// The live picture of the scheduler that started the run.
+    feed: Option<super::Feed>,
     /// The run's gate state (trusted tools, warm language servers, incremental caches); shut down
     /// when the run ends, however it ends.
     gates: gates::GateSession,
@@ -104,6 +106,7 @@ impl LiveEffects {
             checkpoint: Arc::default(),
             tracker: None,
             console: super::Console::new(svc.progress),
+            feed: svc.feed,
             gates,
             git_setup: None,
             git_changed: None,
@@ -772,6 +775,9 @@ impl Effects for LiveEffects {
     /// its marker on supervisor's own comments, or a new one.
     async fn track(&mut self, progress: &Progress) {
         self.console.show(progress);
+        if let Some(feed) = &self.feed {
+            feed.progressed(progress);
+        }
         if !self.project.settings.tracking_comment {
             return;
         }
