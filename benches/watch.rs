@@ -186,6 +186,28 @@ async fn webhook_to_start() {
     let _ = child.start_kill();
 }
 
+/// Wait for child `pid` to end: its wait status and peak RSS in kB.
+async fn reap(pid: libc::pid_t) -> (i32, libc::c_long) {
+    tokio::task::spawn_blocking(move || {
+        let mut status = 0;
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        assert_eq!(r, pid);
+        (status, usage.ru_maxrss)
+    })
+    .await
+    .unwrap()
+}
+
+/// The watcher exited 0, or the bench fails with its log.
+fn succeeded(status: i32, log: &std::path::Path) {
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "watch failed: {}",
+        std::fs::read_to_string(log).unwrap_or_default()
+    );
+}
+
 async fn twenty_runs() {
     const RUNS: u64 = 20;
     let (_d, world) = world(RUNS, "Research", None).await;
@@ -209,21 +231,9 @@ async fn twenty_runs() {
     #[allow(clippy::zombie_processes)]
     let child = cmd.spawn().unwrap();
     let pid = child.id() as libc::pid_t;
-    let (status, rss_kb) = tokio::task::spawn_blocking(move || {
-        let mut status = 0;
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-        assert_eq!(r, pid);
-        (status, usage.ru_maxrss)
-    })
-    .await
-    .unwrap();
+    let (status, rss_kb) = reap(pid).await;
     let wall = started.elapsed();
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "watch failed: {}",
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
+    succeeded(status, &log);
     let prs = world.sandbox.with_state(|s| s.pulls().len());
     let done = world.sandbox.with_state(|s| {
         (1..=RUNS)
@@ -344,20 +354,8 @@ async fn twenty_runs_with_the_dashboard() {
     }
     let wall = started.elapsed();
     unsafe { libc::kill(pid, libc::SIGTERM) };
-    let (status, rss_kb) = tokio::task::spawn_blocking(move || {
-        let mut status = 0;
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-        assert_eq!(r, pid);
-        (status, usage.ru_maxrss)
-    })
-    .await
-    .unwrap();
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "watch failed: {}",
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
+    let (status, rss_kb) = reap(pid).await;
+    succeeded(status, &log);
     latencies.sort_by(f64::total_cmp);
     let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
     println!(

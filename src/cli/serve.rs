@@ -173,17 +173,7 @@ async fn serve(config: ReceiverConfig, args: &ServeArgs) -> u8 {
         crate::serve::SUBSCRIBED_EVENTS.join(", ")
     );
     errln!("  GET /healthz, GET /status");
-    if dashboard {
-        errln!(
-            "  dashboard: {}/dashboard{}, GET /metrics, GET /api/state (`supervisor status`)",
-            StatusFile::url_of(local),
-            if token.is_some() {
-                " (with its token)"
-            } else {
-                ""
-            }
-        );
-    } else {
+    if !dashboard {
         errln!(
             "  no dashboard nor /metrics: on {} they need a token (--dashboard-token-env or watch.dashboardTokenEnv)",
             args.bind
@@ -211,14 +201,24 @@ async fn serve(config: ReceiverConfig, args: &ServeArgs) -> u8 {
     }
 }
 
-/// Say where the dashboard is in `.supervisor/watch/status.json` (for `supervisor status`), until
-/// the returned guard is dropped.
+/// Say where the dashboard is: on stderr, and in `.supervisor/watch/status.json` (for
+/// `supervisor status`) until the returned guard is dropped. `token_env`: the variable holding
+/// the token it asks for.
 pub(super) fn published(
     repo_root: &std::path::Path,
     command: &str,
     local: SocketAddr,
     token_env: Option<&str>,
 ) -> Option<dashboard::StatusGuard> {
+    errln!(
+        "  dashboard: {}/dashboard{}; GET /metrics, GET /api/state (`supervisor status`)",
+        StatusFile::url_of(local),
+        if token_env.is_some() {
+            " (with its token)"
+        } else {
+            ""
+        }
+    );
     let file = StatusFile {
         url: StatusFile::url_of(local),
         pid: std::process::id(),

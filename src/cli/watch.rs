@@ -285,29 +285,30 @@ async fn watch(args: WatchArgs) -> u8 {
         None => None,
     };
     let outcome = scheduler.run(None, engine.shutdown.token()).await;
-    if let Some((stop, server, status_file)) = served {
-        stop.cancel();
-        let _ = server.await;
-        drop(status_file);
+    if let Some(served) = served {
+        served.stop.cancel();
+        let _ = served.server.await;
     }
     exit_code(&outcome)
 }
 
-/// The dashboard of `watch --dashboard PORT`, served until the returned token is cancelled.
+/// The dashboard of `watch --dashboard`, being served.
+struct ServedDashboard {
+    /// Ends the serving.
+    stop: tokio_util::sync::CancellationToken,
+    server: tokio::task::JoinHandle<()>,
+    /// Removes the status file when dropped.
+    _status_file: Option<crate::serve::dashboard::StatusGuard>,
+}
+
+/// The dashboard of `watch --dashboard PORT`, served until its `stop` is cancelled.
 async fn serve_dashboard(
     engine: &Engine,
     scheduler: &Scheduler,
     args: &WatchArgs,
     port: u16,
-) -> Result<
-    (
-        tokio_util::sync::CancellationToken,
-        tokio::task::JoinHandle<()>,
-        Option<crate::serve::dashboard::StatusGuard>,
-    ),
-    u8,
-> {
-    use crate::serve::dashboard::{self, Dashboard, StatusFile, is_loopback, token_from_env};
+) -> Result<ServedDashboard, u8> {
+    use crate::serve::dashboard::{self, Dashboard, is_loopback, token_from_env};
     let bind = args.dashboard_bind;
     let token_env = args.dashboard_token_env.as_deref().or(engine
         .project
@@ -338,20 +339,12 @@ async fn serve_dashboard(
     let router = dashboard::routes(Dashboard {
         monitor: scheduler.monitor(),
         repo_root: engine.project.root.clone(),
-        token: token.clone(),
+        token,
         stop: stop.clone(),
     })
     .route("/healthz", axum::routing::get(|| async { "ok\n" }));
+    errln!("supervisor watch: serving the dashboard");
     let status_file = super::serve::published(&engine.project.root, "watch", local, token_env);
-    errln!(
-        "supervisor watch: dashboard on {}/dashboard{}; GET /metrics, GET /api/state",
-        StatusFile::url_of(local),
-        if token.is_some() {
-            " (with its token)"
-        } else {
-            ""
-        }
-    );
     let until = stop.clone();
     let server = tokio::spawn(async move {
         let served = axum::serve(listener, router)
@@ -361,7 +354,11 @@ async fn serve_dashboard(
             errln!("supervisor watch: the dashboard stopped: {e}");
         }
     });
-    Ok((stop, server, status_file))
+    Ok(ServedDashboard {
+        stop,
+        server,
+        _status_file: status_file,
+    })
 }
 
 /// 0 when the scheduler ended well; 3 when no poll ever succeeded; 1 when a run failed.

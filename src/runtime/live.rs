@@ -67,6 +67,8 @@ pub struct LiveEffects {
 
 /// How often a live run refreshes its checkpoint while an agent works.
 const HEARTBEAT: Duration = Duration::from_secs(60);
+/// How often the agent at work's tokens so far reach the scheduler's picture.
+const PULSE_FEED: Duration = Duration::from_secs(1);
 
 impl LiveEffects {
     pub fn new(
@@ -654,15 +656,25 @@ impl Effects for LiveEffects {
             }
         };
         // On a terminal the live line follows the agent's stream: tokens, tool calls, its tool.
+        // So does the dashboard's picture, at most once a second.
         let (tx, mut pulses) = tokio::sync::watch::channel(agent::Pulse::default());
-        if self.console.wants_pulse() {
+        if self.console.wants_pulse() || self.feed.is_some() {
             req.pulse = Some(tx);
         }
         let console = &mut self.console;
+        let feed = self.feed.clone();
         let live = async move {
+            let mut fed: Option<std::time::Instant> = None;
             while pulses.changed().await.is_ok() {
                 let pulse = pulses.borrow_and_update().clone();
                 console.pulse(&pulse);
+                if let Some(feed) = feed
+                    .as_ref()
+                    .filter(|_| fed.is_none_or(|t| t.elapsed() >= PULSE_FEED))
+                {
+                    feed.pulsed(pulse.tokens);
+                    fed = Some(std::time::Instant::now());
+                }
             }
             std::future::pending::<()>().await
         };

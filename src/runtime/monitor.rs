@@ -59,6 +59,8 @@ pub struct LiveView {
     /// The run's own view, once admitted.
     pub progress: Option<Progress>,
     pub gate_rounds: Vec<RoundView>,
+    /// Tokens the agent at work has used so far (not yet in `progress`).
+    pub working_tokens: u64,
     /// The last journal event: its kind and time.
     pub last_event: Option<(String, DateTime<Utc>)>,
     /// When it last journalled (or started).
@@ -220,6 +222,7 @@ impl Monitor {
                 stopping: None,
                 progress: None,
                 gate_rounds: Vec::new(),
+                working_tokens: 0,
                 last_event: None,
                 heard_at: now,
                 silent: false,
@@ -320,6 +323,13 @@ impl Monitor {
         view.heard_at = at;
         view.silent = false;
         view.last_event = Some((kind.clone(), at));
+        if matches!(
+            entry.event,
+            Event::StageStarted { .. } | Event::AgentFinished { .. }
+        ) {
+            // Its tokens are counted in the progress from now on (or a new agent starts at 0).
+            view.working_tokens = 0;
+        }
         rounds(&mut view.gate_rounds, &entry.event);
         let event = json!({
             "issue": issue,
@@ -329,6 +339,18 @@ impl Monitor {
             "kind": kind,
         });
         self.push(&s, event);
+    }
+
+    fn pulsed(&self, issue: u64, tokens: u64) {
+        let mut s = self.state();
+        let Some(view) = s.live.get_mut(&issue) else {
+            return;
+        };
+        if view.working_tokens == tokens {
+            return;
+        }
+        view.working_tokens = tokens;
+        self.push(&s, Value::Null);
     }
 
     fn progressed(&self, issue: u64, progress: &Progress) {
@@ -362,6 +384,11 @@ impl Feed {
     pub fn progressed(&self, progress: &Progress) {
         self.monitor.progressed(self.issue, progress);
     }
+
+    /// The agent at work has used `tokens` so far.
+    pub fn pulsed(&self, tokens: u64) {
+        self.monitor.pulsed(self.issue, tokens);
+    }
 }
 
 /// Whether a live run last heard from at `heard_at` is silent at `now`: nothing journalled for
@@ -389,7 +416,7 @@ fn live_json(l: &LiveView) -> Value {
         "agent": current.map(|c| c.agent.as_str()),
         "attempt": current.map(|c| c.attempt),
         "stages": p.map(|p| &p.stages),
-        "tokens": p.map_or(0, |p| p.tokens),
+        "tokens": p.map_or(0, |p| p.tokens) + l.working_tokens,
         "cost_usd": p.map_or(0.0, |p| p.cost_usd),
         "pr_url": p.and_then(|p| p.pr.as_deref()),
         "gate_rounds": l.gate_rounds,
@@ -568,6 +595,13 @@ mod tests {
         assert_eq!(journalled["event"]["kind"], "stage-started");
         assert_eq!(journalled["event"]["run_id"], "3-run");
         assert_eq!(journalled["state"]["live"][0]["run_id"], "3-run");
+        // The agent at work's tokens count until its own end is journalled.
+        m.feed(3).pulsed(700);
+        let pulsed: Value = serde_json::from_str(&updates.recv().await.unwrap()).unwrap();
+        assert_eq!(pulsed["state"]["live"][0]["tokens"], 700);
+        m.feed(3).journalled("3-run", &entry(2, at(1)));
+        let next: Value = serde_json::from_str(&updates.recv().await.unwrap()).unwrap();
+        assert_eq!(next["state"]["live"][0]["tokens"], 0);
         m.finished(
             3,
             None,

@@ -36,6 +36,7 @@ use crate::runtime::Monitor;
 
 const DASHBOARD_HTML: &str = include_str!("dashboard.html");
 const RUN_HTML: &str = include_str!("run.html");
+const STYLE_CSS: &str = include_str!("dashboard.css");
 /// The cookie a `?token=` sets.
 const COOKIE: &str = "supervisor_dashboard";
 
@@ -57,6 +58,7 @@ pub fn routes(dashboard: Dashboard) -> Router {
         .route("/", get(|| async { Redirect::to("/dashboard") }))
         .route("/dashboard", get(page))
         .route("/dashboard/events", get(events))
+        .route("/dashboard/style.css", get(style))
         .route("/dashboard/runs/{run_id}", get(run_page))
         .route("/api/state", get(state))
         .route("/api/runs/{run_id}", get(run))
@@ -148,10 +150,11 @@ fn same(a: &str, b: &str) -> bool {
             == 0
 }
 
-fn html(body: &'static str) -> Response {
+/// A file of the binary's, as `content_type`.
+fn file(content_type: &'static str, body: &'static str) -> Response {
     (
         [
-            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CONTENT_TYPE, content_type),
             (header::CACHE_CONTROL, "no-store"),
         ],
         body,
@@ -160,11 +163,15 @@ fn html(body: &'static str) -> Response {
 }
 
 async fn page() -> Response {
-    html(DASHBOARD_HTML)
+    file("text/html; charset=utf-8", DASHBOARD_HTML)
 }
 
 async fn run_page() -> Response {
-    html(RUN_HTML)
+    file("text/html; charset=utf-8", RUN_HTML)
+}
+
+async fn style() -> Response {
+    file("text/css; charset=utf-8", STYLE_CSS)
 }
 
 async fn state(State(d): State<Arc<Dashboard>>) -> Response {
