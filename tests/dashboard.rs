@@ -736,4 +736,43 @@ async fn off_loopback_the_dashboard_needs_its_token() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("TEST_DASHBOARD_TOKEN"), "{err}");
     assert_eq!(bot.stop().await, 0, "{}", bot.stderr());
+
+    // `serve` bound off loopback for webhooks, without a token: the receiver alone, said so.
+    let mut cmd = command(
+        &world,
+        &[
+            "serve",
+            "--webhook-secret-env",
+            "TEST_WEBHOOK_SECRET",
+            "--bind",
+            "0.0.0.0",
+            "--port",
+            "0",
+        ],
+    );
+    cmd.env("TEST_WEBHOOK_SECRET", "a-webhook-secret-of-some-length");
+    let mut serve = Bot::spawn(cmd);
+    serve
+        .wait("the first poll", |v| v["kind"] == "polled")
+        .await;
+    let deadline = tokio::time::Instant::now() + DEADLINE;
+    while !serve.stderr().contains("no dashboard") && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let said = serve.stderr();
+    let port = said
+        .split("listening on http://0.0.0.0:")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .unwrap_or_else(|| panic!("no port in {said}"));
+    let base = format!("http://127.0.0.1:{port}");
+    assert!(said.contains("no dashboard nor /metrics"), "{said}");
+    for path in ["/dashboard", "/metrics", "/api/state"] {
+        let (status, head, _) = get(&base, path, &[]).await;
+        assert_eq!(status, 404, "{path}: {head}");
+    }
+    let (status, _, _) = get(&base, "/healthz", &[]).await;
+    assert_eq!(status, 200);
+    assert!(!world.repo.join(".supervisor/watch/status.json").exists());
+    assert_eq!(serve.stop().await, 0, "{}", serve.stderr());
 }
