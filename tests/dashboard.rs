@@ -20,8 +20,8 @@ use tokio::sync::mpsc;
 mod specs;
 use specs::*;
 
-#[path = "support/browser.rs"]
-mod browser;
+#[path = "support/chromium.rs"]
+mod chromium;
 
 const BIN: &str = env!("CARGO_BIN_EXE_supervisor");
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -145,6 +145,18 @@ impl Bot {
             .expect("the bot ends in time")
             .unwrap();
         status.code().unwrap_or(-1)
+    }
+}
+
+/// Wait (30 s at most) until `expression` is true in the page.
+fn wait_for(b: &mut chromium::Browser, what: &str, expression: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while b.eval(expression) != json!(true) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {what} within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
@@ -330,7 +342,7 @@ fn the_metrics_parser_reads_labels_escapes_and_bare_samples() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_dashboard_shows_a_run_move_through_its_stages_to_its_pull_request() {
-    let Some(chromium) = browser::require("the live dashboard in a browser") else {
+    let Some(browser) = chromium::require("the live dashboard in a browser") else {
         return;
     };
     let mut spec = spec();
@@ -345,9 +357,10 @@ async fn the_dashboard_shows_a_run_move_through_its_stages_to_its_pull_request()
     let (ready, loaded) = tokio::sync::oneshot::channel();
     let page = format!("{url}/dashboard");
     let browsing = tokio::task::spawn_blocking(move || {
-        let mut b = browser::Browser::launch(&chromium, 1280, 900);
+        let mut b = chromium::Browser::launch(&browser, 1280, 900);
         b.open(&page);
-        b.wait_for(
+        wait_for(
+            &mut b,
             "the event stream to open",
             "document.getElementById('conn').textContent === 'live' && window.__updates > 0",
         );
@@ -400,7 +413,8 @@ async fn the_dashboard_shows_a_run_move_through_its_stages_to_its_pull_request()
         // The run's own page: its timeline and map, as `runs show` and the summary have them.
         let run_id = last["run"].as_str().unwrap().to_string();
         b.open(&format!("{page}/runs/{run_id}"));
-        b.wait_for(
+        wait_for(
+            &mut b,
             "the run's timeline",
             "document.getElementById('map').textContent.startsWith('flowchart LR')",
         );
