@@ -18,8 +18,9 @@ apt_install() { # COMMAND PACKAGE WHO-NEEDS-IT
 }
 # The agentSandbox tests run agents in bubblewrap.
 apt_install bwrap bubblewrap "the agentSandbox tests"
-# The web view's tests open the sandbox's pages in headless Chromium (tests/web_view.rs).
-apt_install chromium chromium "the web view's browser tests"
+# The web view's and the dashboard's tests open their pages in headless Chromium
+# (tests/web_view.rs, tests/dashboard.rs).
+apt_install chromium chromium "the browser tests"
 # shellcheck source=scripts/tools-env.sh
 source scripts/tools-env.sh
 cargo test --locked "$@"

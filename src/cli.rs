@@ -15,6 +15,7 @@ mod output;
 mod run;
 mod runs;
 mod serve;
+mod status;
 mod watch;
 
 use number::{ATTEMPT, PORT, number};
@@ -131,6 +132,9 @@ pub enum Command {
     Serve(serve::ServeArgs),
     /// Poll the board and run what arrives in the trigger columns; stop what a human moves away.
     Watch(watch::WatchArgs),
+    /// The queue, live runs and last finished runs of the `serve` or `watch --dashboard` running
+    /// for this repository, asked of it.
+    Status(status::StatusArgs),
     /// The sandbox GitHub.
     Sandbox {
         #[command(subcommand)]
@@ -266,6 +270,7 @@ fn dispatch(cli: Cli) -> u8 {
         } => gates_command(&dir, base, &only, json),
         Command::Serve(args) => serve::run(args),
         Command::Watch(args) => watch::run(args),
+        Command::Status(args) => status::run(args),
         Command::Sandbox {
             command:
                 SandboxCommand::Serve {

@@ -16,6 +16,7 @@ pub mod events;
 pub mod evidence;
 pub mod gates;
 pub mod github;
+pub mod metrics;
 pub mod pipeline;
 pub mod process;
 pub mod report;

@@ -7,15 +7,17 @@ use std::path::Path;
 
 /// Room → the rooms it may use.
 fn allowed() -> BTreeMap<&'static str, Vec<&'static str>> {
-    let base = ["config", "process", "tls", "evidence"];
+    let base = ["config", "process", "tls", "evidence", "metrics"];
     let services = ["agent", "github", "workspace", "gates", "verify", "audit"];
     let mut t: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     t.insert("config", vec![]);
     t.insert("process", vec![]);
     t.insert("tls", vec![]);
+    // The process's metrics: whatever counts, counts into them.
+    t.insert("metrics", vec![]);
     t.insert("evidence", vec!["config"]);
     t.insert("agent", base.to_vec());
-    t.insert("github", vec!["config", "tls"]);
+    t.insert("github", vec!["config", "tls", "metrics"]);
     // Token variables to keep out of setup commands.
     t.insert("workspace", [&base[..], &["agent"]].concat());
     // The agents' environment allowlist, which gate tools get too.

@@ -238,6 +238,7 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
         cancel: shutdown.token(),
         hooks: None,
         progress: args.flags.progress.unwrap_or_else(ProgressMode::for_stderr),
+        feed: None,
     };
     let opts = RunOptions {
         issue: args.issue,

@@ -18,6 +18,7 @@ use crate::events::{CommandSyntax, WebhookOptions, WebhookSecret};
 use crate::pipeline::process_env;
 use crate::report;
 use crate::scheduler::{Mode, Outcome, SchedulerConfig};
+use crate::serve::dashboard::{self, Dashboard, StatusFile, is_loopback, token_from_env};
 use crate::serve::{Receiver, ReceiverConfig};
 
 #[derive(Debug, Args)]
@@ -37,6 +38,11 @@ pub struct ServeArgs {
     /// Print each queued event as a JSON line on stdout.
     #[arg(long)]
     pub json: bool,
+    /// The environment variable holding the dashboard's token [default:
+    /// watch.dashboardTokenEnv]; without one, the dashboard and `/metrics` are served on
+    /// loopback only.
+    #[arg(long, value_name = "NAME")]
+    pub dashboard_token_env: Option<String>,
 }
 
 pub fn run(args: ServeArgs) -> u8 {
@@ -115,6 +121,34 @@ async fn serve(config: ReceiverConfig, args: &ServeArgs) -> u8 {
     );
     let config = config.status_section("scheduler", scheduler.status());
     let (router, mut received) = Receiver::new(config);
+    let stop = engine.shutdown.token();
+    let token_env = args
+        .dashboard_token_env
+        .as_deref()
+        .or(watch.dashboard_token_env.as_deref());
+    let token = match token_env.map(token_from_env).transpose() {
+        Ok(token) => token,
+        Err(e) => {
+            errln!("supervisor serve: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let dashboard = token.is_some() || is_loopback(args.bind);
+    let router = if dashboard {
+        router.merge(dashboard::routes(Dashboard {
+            monitor: scheduler.monitor(),
+            repo_root: engine.project.root.clone(),
+            token: token.clone(),
+            stop: stop.clone(),
+        }))
+    } else {
+        router
+    };
+    let _status_file = if dashboard {
+        published(&engine.project.root, "serve", local, token_env)
+    } else {
+        None
+    };
     // Each event is shown, then handed to the scheduler.
     let (to_scheduler, events) = mpsc::channel(ReceiverConfig::DEFAULT_QUEUE_CAPACITY);
     let json = args.json;
@@ -133,13 +167,18 @@ async fn serve(config: ReceiverConfig, args: &ServeArgs) -> u8 {
             }
         }
     });
-    let stop = engine.shutdown.token();
     errln!("supervisor serve: listening on http://{local}");
     errln!(
         "  webhook URL: http(s)://<this host>/webhook (content type application/json, the secret, events: {})",
         crate::serve::SUBSCRIBED_EVENTS.join(", ")
     );
     errln!("  GET /healthz, GET /status");
+    if !dashboard {
+        errln!(
+            "  no dashboard nor /metrics: on {} they need a token (--dashboard-token-env or watch.dashboardTokenEnv)",
+            args.bind
+        );
+    }
     let scheduling = tokio::spawn(scheduler.run(Some(events), stop.clone()));
     let served = axum::serve(listener, router)
         .with_graceful_shutdown(async move { stop.cancelled().await })
@@ -158,6 +197,43 @@ async fn serve(config: ReceiverConfig, args: &ServeArgs) -> u8 {
         Err(e) => {
             errln!("supervisor serve: {e}");
             EXIT_STOPPED
+        }
+    }
+}
+
+/// Say where the dashboard is: on stderr, and in `.supervisor/watch/status.json` (for
+/// `supervisor status`) until the returned guard is dropped. `token_env`: the variable holding
+/// the token it asks for.
+pub(super) fn published(
+    repo_root: &std::path::Path,
+    command: &str,
+    local: SocketAddr,
+    token_env: Option<&str>,
+) -> Option<dashboard::StatusGuard> {
+    errln!(
+        "  dashboard: {}/dashboard{}; GET /metrics, GET /api/state (`supervisor status`)",
+        StatusFile::url_of(local),
+        if token_env.is_some() {
+            " (with its token)"
+        } else {
+            ""
+        }
+    );
+    let file = StatusFile {
+        url: StatusFile::url_of(local),
+        pid: std::process::id(),
+        command: command.to_string(),
+        started_at: chrono::Utc::now().to_rfc3339(),
+        token_env: token_env.map(str::to_string),
+    };
+    match file.write(repo_root) {
+        Ok(guard) => Some(guard),
+        Err(e) => {
+            errln!(
+                "warning: cannot write {}: {e}; `supervisor status` needs --url",
+                StatusFile::path(repo_root).display()
+            );
+            None
         }
     }
 }

@@ -1,12 +1,13 @@
 //! `supervisor watch`: the board-driven bot, polling. Also the scheduler set-up `serve` shares.
 
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use super::number::number;
+use super::number::{PORT, number};
 use super::output::{err, errln, outln};
 use super::run::{agent_problems, canonical, connect, push_auth};
 use super::{EXIT_GITHUB, EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
@@ -46,6 +47,21 @@ pub struct WatchArgs {
     /// Print what happens as JSON lines on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Serve the live dashboard, `/metrics` and `/api/state` on this port (0 picks a free one;
+    /// the URL is printed and written to .supervisor/watch/status.json for `supervisor status`).
+    #[arg(long, value_name = "PORT", value_parser = number::<u16>(PORT))]
+    pub dashboard: Option<u16>,
+    /// The address the dashboard listens on; any but loopback needs a token.
+    #[arg(
+        long,
+        value_name = "ADDR",
+        default_value = "127.0.0.1",
+        requires = "dashboard"
+    )]
+    pub dashboard_bind: IpAddr,
+    /// The environment variable holding the dashboard's token [default: watch.dashboardTokenEnv].
+    #[arg(long, value_name = "NAME", requires = "dashboard")]
+    pub dashboard_token_env: Option<String>,
 }
 
 /// `30s`, `2m`, `1h`, `500ms`, or seconds.
@@ -217,6 +233,9 @@ fn notice_text(n: &Notice) -> String {
         }
         Notice::Ignored { event, reason } => format!("{event} ignored: {reason}"),
         Notice::Draining { live } if live.is_empty() => "stopping".to_string(),
+        Notice::Silent { issue, minutes, .. } => format!(
+            "#{issue} has journalled nothing for {minutes} min: its agent or a gate may hang"
+        ),
         Notice::Draining { live } => format!(
             "stopping: {} live run(s) stop at their next safe point and start again next time",
             live.len()
@@ -258,8 +277,88 @@ async fn watch(args: WatchArgs) -> u8 {
         config.max_concurrent
     );
     let scheduler = engine.scheduler(config, args.json);
+    let served = match args.dashboard {
+        Some(port) => match serve_dashboard(&engine, &scheduler, &args, port).await {
+            Ok(served) => Some(served),
+            Err(code) => return code,
+        },
+        None => None,
+    };
     let outcome = scheduler.run(None, engine.shutdown.token()).await;
+    if let Some(served) = served {
+        served.stop.cancel();
+        let _ = served.server.await;
+    }
     exit_code(&outcome)
+}
+
+/// The dashboard of `watch --dashboard`, being served.
+struct ServedDashboard {
+    /// Ends the serving.
+    stop: tokio_util::sync::CancellationToken,
+    server: tokio::task::JoinHandle<()>,
+    /// Removes the status file when dropped.
+    _status_file: Option<crate::serve::dashboard::StatusGuard>,
+}
+
+/// The dashboard of `watch --dashboard PORT`, served until its `stop` is cancelled.
+async fn serve_dashboard(
+    engine: &Engine,
+    scheduler: &Scheduler,
+    args: &WatchArgs,
+    port: u16,
+) -> Result<ServedDashboard, u8> {
+    use crate::serve::dashboard::{self, Dashboard, is_loopback, token_from_env};
+    let bind = args.dashboard_bind;
+    let token_env = args.dashboard_token_env.as_deref().or(engine
+        .project
+        .settings
+        .watch
+        .dashboard_token_env
+        .as_deref());
+    let token = match token_env {
+        Some(name) => Some(token_from_env(name).map_err(|e| {
+            errln!("supervisor watch: {e}");
+            EXIT_USAGE
+        })?),
+        None if is_loopback(bind) => None,
+        None => {
+            errln!(
+                "supervisor watch: the dashboard on {bind} would be open to other machines: name the environment variable holding its token with --dashboard-token-env (or watch.dashboardTokenEnv), or leave --dashboard-bind at 127.0.0.1"
+            );
+            return Err(EXIT_USAGE);
+        }
+    };
+    let addr = SocketAddr::new(bind, port);
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        errln!("supervisor watch: cannot serve the dashboard on {addr}: {e}: choose another --dashboard port or --dashboard-bind");
+        EXIT_USAGE
+    })?;
+    let local = listener.local_addr().unwrap_or(addr);
+    let stop = engine.shutdown.token().child_token();
+    let router = dashboard::routes(Dashboard {
+        monitor: scheduler.monitor(),
+        repo_root: engine.project.root.clone(),
+        token,
+        stop: stop.clone(),
+    })
+    .route("/healthz", axum::routing::get(|| async { "ok\n" }));
+    errln!("supervisor watch: serving the dashboard");
+    let status_file = super::serve::published(&engine.project.root, "watch", local, token_env);
+    let until = stop.clone();
+    let server = tokio::spawn(async move {
+        let served = axum::serve(listener, router)
+            .with_graceful_shutdown(async move { until.cancelled().await })
+            .await;
+        if let Err(e) = served {
+            errln!("supervisor watch: the dashboard stopped: {e}");
+        }
+    });
+    Ok(ServedDashboard {
+        stop,
+        server,
+        _status_file: status_file,
+    })
 }
 
 /// 0 when the scheduler ended well; 3 when no poll ever succeeded; 1 when a run failed.

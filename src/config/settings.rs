@@ -210,6 +210,14 @@ settings_block! {
         /// `.github/workflows/` or the workflow's id).
         #[setting(key = "dispatchWorkflow", default = "supervisor-dispatch.yml".into(), example = r#""supervisor-dispatch.yml""#)]
         pub dispatch_workflow: String,
+        /// Minutes a live run may journal nothing before the scheduler reports it silent (its
+        /// agent or a gate may hang); 0: never.
+        #[setting(key = "silentRunMin", default = 30)]
+        pub silent_run_min: u64,
+        /// The environment variable holding the dashboard's token: required when the dashboard
+        /// (and `/metrics`) is served on an address other than loopback.
+        #[setting(key = "dashboardTokenEnv", default = None, example = r#""SUPERVISOR_DASHBOARD_TOKEN""#)]
+        pub dashboard_token_env: Option<String>,
     }
 }
 

@@ -383,6 +383,7 @@ pub async fn run_demo(
         cancel: shutdown.token(),
         hooks: None,
         progress,
+        feed: None,
     };
     let opts = RunOptions {
         issue: world.spec.issue.number,
@@ -555,6 +556,7 @@ async fn review_round(
         cancel: shutdown.token(),
         hooks: None,
         progress,
+        feed: None,
     };
     Ok(run_revision(project, services, pr, RunOptions::default()).await?)
 }

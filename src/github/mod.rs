@@ -40,6 +40,7 @@ pub use poll::{BoardPoll, Card, FoundCard, RateLimit};
 pub use pulls::MergeablePoll;
 pub use references::body_blockers;
 pub use retry::RetryPolicy;
+pub(crate) use retry::http_client;
 pub use reviews::{
     ConversationComment, FEEDBACK_PAGE, Feedback, PullState, Review, ReviewComment, ReviewThread,
 };

@@ -520,6 +520,7 @@ impl Transport {
         let route = "GET /repos/{owner}/{repo}/installation";
         let path = format!("/repos/{}/{}/installation", self.repo.owner, self.repo.name);
         self.sent.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::metrics().github_request("core");
         let resp = self
             .attempt(app, &ApiRequest::get(path, route))
             .await
@@ -675,6 +676,7 @@ impl Transport {
                 None
             };
             self.sent.fetch_add(1, Ordering::Relaxed);
+            crate::metrics::metrics().github_request(resource);
             let outcome = match self.attempt(client, req).await {
                 Ok(resp) => {
                     self.note_quota(resource, &resp.headers);
@@ -830,6 +832,7 @@ impl Transport {
             return;
         };
         let resource = header(headers, "x-ratelimit-resource").unwrap_or(resource);
+        crate::metrics::metrics().rate_limit(resource, remaining);
         if let Ok(mut q) = self.quotas.lock() {
             q.insert(
                 resource.to_string(),
@@ -894,6 +897,7 @@ impl Transport {
 
 /// A secondary limit: wait as long as GitHub asked (or our back-off says).
 fn secondary_wait(route: String, wait: Duration) -> Outcome {
+    crate::metrics::metrics().secondary_limit_waits.inc();
     Outcome::Wait(
         wait,
         GitHubError::RateLimited {

@@ -269,6 +269,15 @@ impl std::fmt::Debug for Mirror {
     }
 }
 
+/// What hears of every entry once it is recorded (the live picture of a scheduler's runs).
+pub struct Observer(pub Box<dyn FnMut(&Entry) + Send>);
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Observer")
+    }
+}
+
 /// An open journal, appending.
 #[derive(Debug)]
 pub struct Journal {
@@ -278,6 +287,7 @@ pub struct Journal {
     next_seq: u64,
     entries: Vec<Entry>,
     mirror: Option<Mirror>,
+    observer: Option<Observer>,
 }
 
 impl Journal {
@@ -315,6 +325,7 @@ impl Journal {
             next_seq,
             entries,
             mirror: None,
+            observer: None,
         })
     }
 
@@ -327,6 +338,7 @@ impl Journal {
             next_seq: 1,
             entries: Vec::new(),
             mirror: None,
+            observer: None,
         }
     }
 
@@ -334,6 +346,11 @@ impl Journal {
     /// mirror that fails (a closed pipe) is dropped; the journal goes on.
     pub fn mirror_to(&mut self, mirror: Box<dyn Write + Send>) {
         self.mirror = Some(Mirror(mirror));
+    }
+
+    /// Tell `observer` of every entry recorded from now on, once it is on disk.
+    pub fn observe(&mut self, observer: Box<dyn FnMut(&Entry) + Send>) {
+        self.observer = Some(Observer(observer));
     }
 
     pub fn dir(&self) -> &Path {
@@ -395,6 +412,11 @@ impl Journal {
                     path: self.path.clone(),
                     source,
                 });
+            }
+        }
+        if let Some(Observer(observe)) = self.observer.as_mut() {
+            for entry in &self.entries[first..] {
+                observe(entry);
             }
         }
         Ok(())

@@ -53,6 +53,8 @@ pub struct LiveEffects {
     tracker: Option<Tracker>,
     /// The run's progress on the terminal.
     console: super::Console,
+    /// The live picture of the scheduler that started the run.
+    feed: Option<super::Feed>,
     /// The run's gate state (trusted tools, warm language servers, incremental caches); shut down
     /// when the run ends, however it ends.
     gates: gates::GateSession,
@@ -65,6 +67,8 @@ pub struct LiveEffects {
 
 /// How often a live run refreshes its checkpoint while an agent works.
 const HEARTBEAT: Duration = Duration::from_secs(60);
+/// How often the agent at work's tokens so far reach the scheduler's picture.
+const PULSE_FEED: Duration = Duration::from_secs(1);
 
 impl LiveEffects {
     pub fn new(
@@ -104,6 +108,7 @@ impl LiveEffects {
             checkpoint: Arc::default(),
             tracker: None,
             console: super::Console::new(svc.progress),
+            feed: svc.feed,
             gates,
             git_setup: None,
             git_changed: None,
@@ -652,15 +657,25 @@ impl Effects for LiveEffects {
             }
         };
         // On a terminal the live line follows the agent's stream: tokens, tool calls, its tool.
+        // So does the dashboard's picture, at most once a second.
         let (tx, mut pulses) = tokio::sync::watch::channel(agent::Pulse::default());
-        if self.console.wants_pulse() {
+        if self.console.wants_pulse() || self.feed.is_some() {
             req.pulse = Some(tx);
         }
         let console = &mut self.console;
+        let feed = self.feed.clone();
         let live = async move {
+            let mut fed: Option<std::time::Instant> = None;
             while pulses.changed().await.is_ok() {
                 let pulse = pulses.borrow_and_update().clone();
                 console.pulse(&pulse);
+                if let Some(feed) = feed
+                    .as_ref()
+                    .filter(|_| fed.is_none_or(|t| t.elapsed() >= PULSE_FEED))
+                {
+                    feed.pulsed(pulse.tokens);
+                    fed = Some(std::time::Instant::now());
+                }
             }
             std::future::pending::<()>().await
         };
@@ -774,6 +789,9 @@ impl Effects for LiveEffects {
     /// a tracking comment of its own on the pull request it revises: the stays the run's.
     async fn track(&mut self, progress: &Progress) {
         self.console.show(progress);
+        if let Some(feed) = &self.feed {
+            feed.progressed(progress);
+        }
         if !self.project.settings.tracking_comment {
             return;
         }

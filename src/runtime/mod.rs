@@ -4,6 +4,7 @@
 
 mod console;
 mod live;
+mod monitor;
 mod tracker;
 
 use std::path::PathBuf;
@@ -14,6 +15,9 @@ use tracing::Instrument;
 
 pub use console::{Console, LogWriter, ProgressMode, write_stderr};
 pub use live::LiveEffects;
+pub use monitor::{
+    Feed, FinishedView, GateMark, LiveView, Monitor, RoundView, Scheduled, is_silent,
+};
 
 use crate::github::GitHub;
 use crate::pipeline::{
@@ -35,6 +39,8 @@ pub struct Services {
     pub hooks: Option<Arc<dyn RunHooks>>,
     /// How the run shows its progress while it moves.
     pub progress: ProgressMode,
+    /// The live picture the run's journal and progress feed (a scheduler's runs).
+    pub feed: Option<Feed>,
 }
 
 /// What a scheduler hears from a run it started, and how it holds one back.
@@ -220,6 +226,10 @@ async fn run_in(
     };
     if svc.progress == ProgressMode::Jsonl {
         journal.mirror_to(Box::new(std::io::stdout()));
+    }
+    if let Some(feed) = svc.feed.clone().filter(|_| !opts.dry_run) {
+        let run_id = run_id.clone();
+        journal.observe(Box::new(move |entry| feed.journalled(&run_id, entry)));
     }
     let mut machine = Machine::new(
         project.clone(),

@@ -170,6 +170,7 @@ impl Claims {
             return Ok(Claimed::Ours(held));
         }
         let stale = self.notes(&comments);
+        let taking_over = stale.last().is_some_and(|old| old.holder != self.holder);
         if let Some(old) = stale.last() {
             tracing::debug!(
                 issue,
@@ -205,6 +206,9 @@ impl Claims {
             }
             _ => {
                 self.gh.add_label(issue, &self.label).await?;
+                if taking_over {
+                    crate::metrics::metrics().claims_taken_over.inc();
+                }
                 Ok(Claimed::Ours(held))
             }
         }

@@ -46,7 +46,9 @@ pub use tracker::Tracker;
 use crate::events::{Command, Event, Origin, ReviewActivity, ReviewKind, ReviewState, Target};
 use crate::github::{BoardRef, Card, GitHub, GitHubError, Marker};
 use crate::pipeline::{Project, RunEnd, RunError, RunOptions, RunSummary, read_runs_where};
-use crate::runtime::{Services, refusal, revised_pull, run_issue, run_revision};
+use crate::runtime::{
+    Monitor, Scheduled, Services, refusal, revised_pull, run_issue, run_revision,
+};
 use crate::workspace::{Checkpoint, PushAuth};
 
 /// Where the work of a ready card is done.
@@ -135,6 +137,12 @@ pub enum Notice {
     Draining {
         live: Vec<u64>,
     },
+    /// A live run has journalled nothing for `watch.silentRunMin`: its agent or gate may hang.
+    Silent {
+        issue: u64,
+        run_id: Option<String>,
+        minutes: i64,
+    },
 }
 
 /// How the scheduler ended.
@@ -168,6 +176,7 @@ pub struct Scheduler {
     config: SchedulerConfig,
     sink: NoticeSink,
     status: Arc<Mutex<Value>>,
+    monitor: Monitor,
 }
 
 impl Scheduler {
@@ -177,13 +186,21 @@ impl Scheduler {
         config: SchedulerConfig,
         sink: NoticeSink,
     ) -> Scheduler {
+        let silent = project.settings.watch.silent_run_min;
+        let silent_after = (silent > 0).then(|| Duration::from_secs(silent * 60));
         Scheduler {
             project,
             access,
             config,
             sink,
             status: Arc::new(Mutex::new(json!({ "live": [], "queue": [] }))),
+            monitor: Monitor::new(silent_after),
         }
+    }
+
+    /// The live picture of the queue and the runs (the dashboard's, `supervisor status`'s).
+    pub fn monitor(&self) -> Monitor {
+        self.monitor.clone()
     }
 
     /// The scheduler's part of `GET /status`: live runs, the queue, the last poll.
@@ -269,6 +286,7 @@ impl Loop {
     fn new(s: Scheduler, shutdown: CancellationToken) -> Loop {
         let settings = &s.project.settings;
         let state = WatchState::load(&s.project.root);
+        s.monitor.set_watcher(&state.watcher);
         let project = s.project.clone();
         let is_codeowner: Arc<dyn Fn(&str) -> bool + Send + Sync> =
             Arc::new(move |l: &str| project.settings.is_codeowner(l));
@@ -385,6 +403,10 @@ impl Loop {
         let mut refresh = tokio::time::interval(self.claims.ttl() / 3);
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         refresh.tick().await;
+        let mut silence = tokio::time::interval(silence_check_every(
+            self.s.project.settings.watch.silent_run_min,
+        ));
+        silence.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 biased;
@@ -403,6 +425,7 @@ impl Loop {
                 }
                 _ = polls.tick(), if !self.draining => self.poll().await,
                 _ = refresh.tick(), if !self.live.is_empty() => self.refresh_claims().await,
+                _ = silence.tick() => self.report_silent(),
             }
             if !self.draining {
                 self.start_queued().await;
@@ -620,6 +643,7 @@ impl Loop {
             hooks: None,
             // Several runs at once: the scheduler's notices say how they go.
             progress: crate::runtime::ProgressMode::Off,
+            feed: None,
         }
     }
 
@@ -635,7 +659,11 @@ impl Loop {
         } else {
             self.tracker.enter_unknown(issue);
         }
-        let svc = self.services(cancel.clone());
+        let svc = Services {
+            feed: Some(self.s.monitor.feed(issue)),
+            ..self.services(cancel.clone())
+        };
+        self.s.monitor.started(issue, column.clone());
         let opts = RunOptions {
             issue,
             ..RunOptions::default()
@@ -738,6 +766,24 @@ impl Loop {
             Err(_) => "error".to_string(),
         };
         self.outcome.runs.push((issue, end.clone()));
+        match &result {
+            Ok(summary) => self.s.monitor.finished(
+                issue,
+                Some(summary.run_id.clone()),
+                &end,
+                match &summary.end {
+                    RunEnd::PullRequest { url, .. } | RunEnd::Revised { url, .. } => {
+                        Some(url.clone())
+                    }
+                    _ => None,
+                },
+                None,
+            ),
+            Err(e) => self
+                .s
+                .monitor
+                .finished(issue, None, &end, None, Some(e.to_string())),
+        }
         match result {
             Ok(summary) => {
                 if let (Some(stop), RunEnd::Interrupted) = (&live.stop, &summary.end) {
@@ -1246,7 +1292,35 @@ impl Loop {
         card.column = card.column.take().map(|option| settings.stage_of(&option));
     }
 
+    /// Report the live runs that have newly gone silent.
+    fn report_silent(&self) {
+        for (issue, run_id, minutes) in self.s.monitor.newly_silent(chrono::Utc::now()) {
+            tracing::warn!(
+                issue,
+                run = run_id.as_deref().unwrap_or("-"),
+                "the run has journalled nothing for {minutes} min (watch.silentRunMin): its agent or a gate may hang"
+            );
+            self.notice(Notice::Silent {
+                issue,
+                run_id,
+                minutes,
+            });
+        }
+    }
+
     fn publish(&self) {
+        self.s.monitor.scheduled(
+            self.queue.iter().map(|q| q.number).collect(),
+            self.live
+                .iter()
+                .map(|(issue, l)| Scheduled {
+                    issue: *issue,
+                    column: self.tracker.position(*issue).and_then(|p| p.column),
+                    stopping: l.stop.as_ref().map(|s| s.reason.clone()),
+                })
+                .collect(),
+            self.draining,
+        );
         let live: Vec<Value> = self
             .live
             .iter()
@@ -1268,11 +1342,20 @@ impl Loop {
             "last_poll": self.last_poll,
             "last_poll_error": self.last_poll_error,
             "draining": self.draining,
+            "silent": self.s.monitor.silent(),
         });
         if let Ok(mut status) = self.s.status.lock() {
             *status = value;
         }
     }
+}
+
+/// How often live runs are checked for silence: a tenth of the limit, between 1 s and a minute.
+fn silence_check_every(silent_run_min: u64) -> Duration {
+    if silent_run_min == 0 {
+        return Duration::from_secs(3600);
+    }
+    Duration::from_secs(silent_run_min * 6).clamp(Duration::from_secs(1), Duration::from_secs(60))
 }
 
 async fn next_event(events: &mut Option<mpsc::Receiver<Event>>) -> Option<Event> {

@@ -7,6 +7,7 @@
 //! sections the queue's consumer adds.
 
 mod body;
+pub mod dashboard;
 mod deliveries;
 mod refusals;
 
@@ -234,6 +235,11 @@ struct Stats {
     last_event: Option<Value>,
 }
 
+/// Count a delivery answered with `outcome` in the metrics.
+fn delivered(outcome: &str) {
+    crate::metrics::metrics().delivery(outcome);
+}
+
 /// An answer: the status and a small JSON body saying what happened.
 fn answer(status: StatusCode, body: Value) -> Response {
     (status, axum::Json(body)).into_response()
@@ -320,6 +326,7 @@ async fn webhook(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bo
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
     if !is_json {
         shared.stats().malformed += 1;
+        delivered("malformed");
         tracing::warn!(
             "webhook delivery refused: its content type is not application/json; set the webhook's content type to application/json in GitHub"
         );
@@ -330,6 +337,7 @@ async fn webhook(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bo
     }
     let Some(event_type) = headers.get("x-github-event").and_then(|v| v.to_str().ok()) else {
         shared.stats().malformed += 1;
+        delivered("malformed");
         tracing::warn!("webhook delivery refused: no X-GitHub-Event header");
         return refuse(StatusCode::BAD_REQUEST, "no X-GitHub-Event header");
     };
@@ -338,6 +346,7 @@ async fn webhook(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bo
         Some(Ok(id)) if !id.is_empty() && id.len() <= MAX_DELIVERY_ID_BYTES => Some(id),
         Some(_) => {
             shared.stats().malformed += 1;
+            delivered("malformed");
             tracing::warn!("webhook delivery refused: unreadable X-GitHub-Delivery header");
             return refuse(
                 StatusCode::BAD_REQUEST,
@@ -348,6 +357,7 @@ async fn webhook(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bo
     match delivery {
         Some(id) if !shared.deliveries().insert(id) => {
             shared.stats().redeliveries += 1;
+            delivered("redelivery");
             tracing::info!(
                 delivery = id,
                 event = event_type,
@@ -366,6 +376,7 @@ async fn webhook(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bo
         Ok(body) => take(&shared, event_type, delivery.unwrap_or(""), &body),
         Err(e) => {
             shared.stats().unstored += 1;
+            delivered("unstored");
             tracing::error!(
                 delivery,
                 event = event_type,
@@ -434,6 +445,7 @@ fn retry_later(shared: &Shared, mut response: Response) -> Response {
 
 /// Refuse a delivery not known to be GitHub's: counted exactly, logged as [`RefusalLog`] says.
 fn refused(shared: &Shared, kind: Refusal, status: StatusCode, message: String) -> Response {
+    delivered(kind.outcome());
     {
         let mut stats = shared.stats();
         *match kind {
@@ -468,12 +480,14 @@ fn take(shared: &Shared, event_type: &str, delivery: &str, body: &[u8]) -> Respo
         Ok(Parsed::Events(events)) => events,
         Ok(Parsed::Ignored(reason)) => {
             shared.stats().ignored += 1;
+            delivered("ignored");
             tracing::info!(delivery, event = event_type, "ignored: {reason}");
             return answer(StatusCode::OK, json!({ "ignored": reason }));
         }
         Ok(Parsed::UnknownEventType) => {
             let mut stats = shared.stats();
             stats.unknown_event_types += 1;
+            delivered("unknown-event");
             if stats.unknown_logged.insert(event_type.to_string()) {
                 tracing::warn!(
                     "webhook event `{event_type}` is not read by supervisor (logged once): unsubscribe the webhook from it"
@@ -486,6 +500,7 @@ fn take(shared: &Shared, event_type: &str, delivery: &str, body: &[u8]) -> Respo
         }
         Err(e) => {
             shared.stats().malformed += 1;
+            delivered("malformed");
             tracing::warn!(delivery, "webhook delivery refused: {e}");
             return refuse(StatusCode::BAD_REQUEST, e.to_string());
         }
@@ -500,12 +515,14 @@ fn take(shared: &Shared, event_type: &str, delivery: &str, body: &[u8]) -> Respo
         shared.stats().last_event = Some(summary(ping, delivery));
     }
     if work.is_empty() {
+        delivered("ping");
         return answer(StatusCode::OK, json!({ "queued": 0 }));
     }
     let permits = match shared.queue.try_reserve_many(work.len()) {
         Ok(permits) => permits,
         Err(e) => {
             shared.stats().queue_full += 1;
+            delivered("queue-full");
             let why = match e {
                 mpsc::error::TrySendError::Full(()) => "the event queue is full",
                 mpsc::error::TrySendError::Closed(()) => "events are no longer taken",
@@ -523,6 +540,7 @@ fn take(shared: &Shared, event_type: &str, delivery: &str, body: &[u8]) -> Respo
         tracing::debug!(delivery, "queued: {event}");
         permit.send(event);
     }
+    delivered("queued");
     let mut stats = shared.stats();
     stats.events_queued += queued as u64;
     stats.last_event = last;

@@ -44,6 +44,18 @@ impl Refusal {
         }
     }
 
+    /// The outcome label of this kind in the metrics.
+    pub(crate) fn outcome(self) -> &'static str {
+        match self {
+            Refusal::BadSignature => "bad-signature",
+            Refusal::TooLarge => "too-large",
+            Refusal::Busy => "busy",
+            Refusal::TooSlow => "too-slow",
+            Refusal::Unreadable => "unreadable",
+            Refusal::Unstored => "unstored",
+        }
+    }
+
     fn index(self) -> usize {
         self as usize
     }
