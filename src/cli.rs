@@ -111,8 +111,7 @@ pub enum Command {
     },
     /// Run the quality gates on a checkout.
     Gates {
-        /// The checkout to check: a directory inside a git working tree (default: the current
-        /// directory).
+        /// The checkout to check: a directory inside a git working tree.
         #[arg(long = "in", value_name = "DIR", default_value = ".")]
         dir: PathBuf,
         /// The branch or revision the change is measured against [default: the settings'

@@ -47,13 +47,14 @@ Environment:
   (GH_TOKEN, GITHUB_TOKEN, GITHUB_PAT, GH_ENTERPRISE_TOKEN, GITHUB_ENTERPRISE_TOKEN).
 
 Exit codes:
-  0  Done: a pull request opened, nothing to do, or stopped by Ctrl-C and cleaned up; `check`,
-     `doctor` found nothing wrong; `gates` blocked nothing.
+  0  Done: a pull request opened, nothing to do, or stopped by Ctrl-C and cleaned up; `check`
+     and `doctor` found nothing wrong; `gates` blocked nothing.
   1  Stopped: the pipeline stopped before Done or refused the issue (the reason is printed);
      `gates` blocked; a second Ctrl-C.
   2  A usage or configuration error: a bad argument, setting, workflow or agent definition
      (`supervisor check` lists every one).
-  3  A GitHub or authentication error, or a stop that running the same command again resumes.";
+  3  A GitHub or authentication error, or a stop that running the same command again resumes
+     (`gates` stopped by Ctrl-C: no verdict).";
 
 /// `supervisor completions SHELL`: the completion script on stdout.
 pub fn completions(shell: Shell) -> u8 {
