@@ -68,6 +68,7 @@ fn main() {
         keep_partial_on_budget: false,
         sandbox: None,
         pulse: None,
+        prices: Default::default(),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)

@@ -47,8 +47,19 @@ pub const EXIT_GITHUB: u8 = crate::pipeline::exit::RESUMABLE;
     after_long_help = help::AFTER_LONG_HELP
 )]
 pub struct Cli {
+    /// How log lines are written on stderr: `text` for people, `json` (one object per line, with
+    /// the run, issue, stage and attempt they belong to) for log shippers.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, value_name = "FORMAT")]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// The form of log lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -212,31 +223,42 @@ pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            init_tracing("warn");
+            init_tracing("warn", LogFormat::Text);
             let code = if e.use_stderr() { EXIT_USAGE } else { EXIT_OK };
             let _ = e.print();
             return ExitCode::from(code);
         }
     };
     // A server says what it receives and why it ignores things; a command speaks up on trouble.
-    init_tracing(match cli.command {
-        Command::Serve(_) | Command::Watch(_) => "warn,supervisor=info",
-        _ => "warn",
-    });
+    init_tracing(
+        match cli.command {
+            Command::Serve(_) | Command::Watch(_) => "warn,supervisor=info",
+            _ => "warn",
+        },
+        cli.log_format,
+    );
     ExitCode::from(dispatch(cli))
 }
 
-/// Logs go to stderr, coloured only on a terminal and without `NO_COLOR`; `RUST_LOG` overrides
-/// `default`.
-fn init_tracing(default: &str) {
+/// Logs go to stderr, coloured only on a terminal and without `NO_COLOR` (text), or one JSON object
+/// a line with the spans each line belongs to (json); `RUST_LOG` overrides `default`.
+fn init_tracing(default: &str, format: LogFormat) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_ansi(crate::report::colour_on_stderr())
-        .with_target(false)
-        .try_init();
+        .with_target(false);
+    let _ = match format {
+        LogFormat::Text => builder
+            .with_ansi(crate::report::colour_on_stderr())
+            .try_init(),
+        LogFormat::Json => builder
+            .json()
+            .with_current_span(true)
+            .with_span_list(true)
+            .try_init(),
+    };
 }
 
 fn dispatch(cli: Cli) -> u8 {

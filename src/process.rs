@@ -422,9 +422,10 @@ pub async fn recording<F: std::future::Future>(
     RUN.scope(groups, f).await
 }
 
-/// `f`, recording its child process groups with the calling run's (for work handed to
-/// `tokio::spawn`, which would otherwise leave the run's record behind).
+/// `f`, recording its child process groups with the calling run's and logging in the caller's
+/// span (for work handed to `tokio::spawn`, which would otherwise leave both behind).
 pub fn in_this_run<F: std::future::Future>(f: F) -> impl std::future::Future<Output = F::Output> {
+    use tracing::Instrument;
     let run = RUN.try_with(|r| r.clone()).ok();
     async move {
         match run {
@@ -432,6 +433,7 @@ pub fn in_this_run<F: std::future::Future>(f: F) -> impl std::future::Future<Out
             None => f.await,
         }
     }
+    .in_current_span()
 }
 
 fn in_run(f: impl FnOnce(&RunGroups)) {
@@ -643,12 +645,14 @@ pub async fn spawn_blocking<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, tokio::task::JoinError> {
     let run = RUN.try_with(|r| r.clone()).ok();
+    // Its log lines belong to the run's span, as the caller's do.
+    let span = tracing::Span::current();
     tokio::task::spawn_blocking(move || {
         BLOCKING_CANCEL.with(|c| *c.borrow_mut() = cancel);
-        let out = match run {
+        let out = span.in_scope(|| match run {
             Some(run) => RUN.sync_scope(run, f),
             None => f(),
-        };
+        });
         BLOCKING_CANCEL.with(|c| *c.borrow_mut() = None);
         out
     })

@@ -1097,3 +1097,52 @@ mod github_expr {
         }
     }
 }
+
+/// `action.yml`'s outputs say what the README's output table says, and `end` names every way a
+/// run ends (`RunEnd::KINDS`) and `error`, in both.
+#[test]
+fn the_actions_outputs_are_described_as_the_readme_describes_them() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let action: Value =
+        serde_norway::from_str(&std::fs::read_to_string(root.join("action.yml")).unwrap()).unwrap();
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let row = |name: &str| {
+        readme
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{name}` |")))
+            .unwrap_or_else(|| panic!("the README's output table has no `{name}` row"))
+            .to_string()
+    };
+    let described = |name: &str| {
+        action["outputs"][name]["description"]
+            .as_str()
+            .unwrap_or_else(|| panic!("action.yml has no output {name}"))
+            .to_string()
+    };
+    for kind in supervisor::pipeline::RunEnd::KINDS.iter().chain(&["error"]) {
+        assert!(
+            described("end").contains(kind),
+            "action.yml's end lacks {kind}"
+        );
+        assert!(
+            row("end").contains(&format!("`{kind}`")),
+            "the README's end lacks {kind}"
+        );
+    }
+    // The pull request of a revision is the output too (`report::actions::action_outputs`).
+    for (name, words) in [
+        ("pr-url", &["opened", "revised"][..]),
+        ("score", &["0.88"][..]),
+        ("verdict", &["pass", "not-blocked", "blocked"][..]),
+        ("journal", &["events.jsonl"][..]),
+        ("summary", &["JSON"][..]),
+    ] {
+        for word in words {
+            assert!(
+                described(name).contains(word),
+                "action.yml's {name}: {word}"
+            );
+            assert!(row(name).contains(word), "the README's {name}: {word}");
+        }
+    }
+}

@@ -410,6 +410,201 @@ async fn codex_token_budget_stops_live() {
     token_budget_stops_live(Cli::Codex).await;
 }
 
+/// Issue 30: Claude Code reports its cost only in its closing `result` event, which an agent stopped
+/// by its budget never writes. The run still costs what it used: the usage seen, at the price
+/// table's prices for its model (the built-in table, then the settings' `prices`).
+#[tokio::test]
+async fn claude_stopped_by_its_budget_costs_the_usage_seen() {
+    let cli = Cli::Claude;
+    let Some(program) = installed(cli) else {
+        return;
+    };
+    let t = [tokens(1000, 30, 200, 50), tokens(1100, 40, 300, 20)];
+    let script = || {
+        vec![
+            turn(vec![Step::Run("echo one > one.txt".into())], t[0]),
+            turn(
+                vec![Step::Run("sleep 8; echo late > late.txt".into())],
+                t[1],
+            ),
+            turn(vec![Step::Text(FINAL.into())], tokens(10, 10, 0, 0)),
+        ]
+    };
+    let budget = [("SUPERVISOR_AGENT_TOKEN_BUDGET", "2000")];
+    let server = FakeModel::start(script()).await;
+    let world = World::new(cli, &program, &server);
+    let run = world.run(cli, "developer", "Do it.", &budget).await;
+    assert!(
+        matches!(run.exit, ExitReason::TokenBudget { .. }),
+        "{run:?}"
+    );
+    let u = run.usage;
+    assert!(u.total > 2000, "{u:?}");
+    // claude-sonnet-4-5: $3 input, $15 output, $0.30 cache reads, $3.75 cache writes per million.
+    let expected = (u.input as f64 * 3.0
+        + u.output as f64 * 15.0
+        + u.cache_read as f64 * 0.3
+        + u.cache_write as f64 * 3.75)
+        / 1_000_000.0;
+    assert!(u.cost_usd > 0.0, "{u:?}");
+    assert!(
+        (u.cost_usd - expected).abs() < 1e-12,
+        "{} vs {expected}",
+        u.cost_usd
+    );
+    assert!(u.cost_estimated, "marked as priced by supervisor: {u:?}");
+    let table = supervisor::agent::Prices::default();
+    assert_eq!(Some(u.cost_usd), table.cost("claude-sonnet-4-5", &u));
+    assert!(run.summary().contains(&format!("cost ~${:.4}", u.cost_usd)));
+
+    // The settings' prices win over the built-in ones.
+    let server = FakeModel::start(script()).await;
+    let world = World::new(cli, &program, &server);
+    let prices = r#"{ "claude-sonnet-4-5": { "inputPerMTok": 100, "outputPerMTok": 1000 } }"#;
+    let run = world
+        .run(
+            cli,
+            "developer",
+            "Do it.",
+            &[budget[0], ("SUPERVISOR_PRICES", prices)],
+        )
+        .await;
+    let u = run.usage;
+    let expected = ((u.input + u.cache_read + u.cache_write) as f64 * 100.0
+        + u.output as f64 * 1000.0)
+        / 1_000_000.0;
+    assert!(
+        (u.cost_usd - expected).abs() < 1e-12,
+        "{} vs {expected}",
+        u.cost_usd
+    );
+}
+
+/// Issue 30: pi's tool-call cap and token budget hold before the tool runs. pi gets supervisor's
+/// limits extension, which refuses the call that would go over a limit: the command of that call
+/// (writing a marker file) never runs, 20 times of 20 for each limit, and the run reports the calls
+/// that ran. (Without the extension, supervisor's SIGTERM landed after pi had started the command.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pi_limits_hold_before_the_tool_runs() {
+    let cli = Cli::Pi;
+    let Some(program) = installed(cli) else {
+        return;
+    };
+    const RUNS: usize = 20;
+    let small = tokens(100, 10, 0, 0);
+    let scenario = |limit: &'static str, sandbox: &'static str| {
+        let program = program.clone();
+        async move {
+            let server = FakeModel::start(vec![]).await;
+            let world = World::new(cli, &program, &server);
+            let marker = world.work.join("crossed.txt").display().to_string();
+            let crossing = Step::Run(format!("echo crossed > {marker}"));
+            let (script, extra) = match limit {
+                // Three commands within the cap, then a fourth.
+                "cap" => (
+                    vec![
+                        turn(vec![Step::Run("echo 1 >> ran.txt".into())], small),
+                        turn(vec![Step::Run("echo 2 >> ran.txt".into())], small),
+                        turn(vec![Step::Run("echo 3 >> ran.txt".into())], small),
+                        turn(vec![crossing], small),
+                        turn(vec![Step::Text(FINAL.into())], small),
+                    ],
+                    ("SUPERVISOR_MAX_TOOL_CALLS", "3"),
+                ),
+                // Two commands within the budget; the call asking for the third crosses it.
+                _ => (
+                    vec![
+                        turn(vec![Step::Run("echo 1 >> ran.txt".into())], small),
+                        turn(vec![Step::Run("echo 2 >> ran.txt".into())], small),
+                        turn(vec![crossing], tokens(1000, 10, 0, 0)),
+                        turn(vec![Step::Text(FINAL.into())], small),
+                    ],
+                    ("SUPERVISOR_AGENT_TOKEN_BUDGET", "1000"),
+                ),
+            };
+            server.set_script(script);
+            let sandbox = ("SUPERVISOR_AGENT_SANDBOX", sandbox);
+            let run = world
+                .run(cli, "developer", "Do it.", &[extra, sandbox])
+                .await;
+            // Whatever was still running is gone once the run ends; a late write would show.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let ran = std::fs::read_to_string(world.work.join("ran.txt")).unwrap_or_default();
+            let crossed = Path::new(&marker).exists();
+            (
+                run,
+                ran.lines().count() as u64,
+                crossed,
+                world.transcripts(),
+            )
+        }
+    };
+    // Four runs at a time: two of each limit; two of the first four inside bwrap (agentSandbox),
+    // where the extension's private directory must still be readable.
+    let sandbox = if bwrap_works() { "bwrap" } else { "none" };
+    let mut results = Vec::new();
+    for round in 0..RUNS / 2 {
+        let confined = if round == 0 { sandbox } else { "none" };
+        let (a, b, c, d) = tokio::join!(
+            scenario("cap", "none"),
+            scenario("budget", "none"),
+            scenario("cap", confined),
+            scenario("budget", confined)
+        );
+        results.extend([(a, b), (c, d)]);
+    }
+    // Every run is judged before anything is asserted, so a failure says how often it happened.
+    let mut problems = Vec::new();
+    let mut crossed = (0, 0);
+    for (i, (cap, budget)) in results.into_iter().enumerate() {
+        let (cap, cap_ran, cap_crossed, cap_log) = cap;
+        let (budget, budget_ran, budget_crossed, budget_log) = budget;
+        if cap_crossed {
+            crossed.0 += 1;
+            problems.push(format!(
+                "cap run {i}: the 4th command ran: {cap:?}\n{cap_log}"
+            ));
+        }
+        if cap.exit != (ExitReason::ToolCallCap { calls: 4, cap: 3 }) || cap_ran != 3 {
+            problems.push(format!("cap run {i}: {cap_ran} commands ran: {cap:?}"));
+        }
+        if cap.tool_calls != cap_ran {
+            problems.push(format!(
+                "cap run {i}: reports {} tool calls, {cap_ran} ran",
+                cap.tool_calls
+            ));
+        }
+        if budget_crossed {
+            crossed.1 += 1;
+            problems.push(format!(
+                "budget run {i}: the 3rd command ran: {budget:?}\n{budget_log}"
+            ));
+        }
+        let over = ExitReason::TokenBudget {
+            used: 1230,
+            budget: 1000,
+        };
+        if budget.exit != over || budget_ran != 2 {
+            problems.push(format!(
+                "budget run {i}: {budget_ran} commands ran: {budget:?}"
+            ));
+        }
+        if budget.tool_calls != budget_ran {
+            problems.push(format!(
+                "budget run {i}: reports {} tool calls, {budget_ran} ran",
+                budget.tool_calls
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "the command over the limit ran in {} of {RUNS} cap runs and {} of {RUNS} budget runs:\n{}",
+        crossed.0,
+        crossed.1,
+        problems.join("\n")
+    );
+}
+
 /// The tool-call cap, and each provider error the CLIs meet (400, 401, 429, 500, 529 and a stream
 /// that fails after it started), ending at once with the provider's message as the reason.
 async fn caps_and_provider_errors(cli: Cli) {

@@ -148,6 +148,7 @@ async fn run_stand_in_with(
         keep_partial_on_budget: true,
         sandbox: None,
         pulse: None,
+        prices: Default::default(),
     };
     let run = tokio::time::timeout(
         Duration::from_secs(30),

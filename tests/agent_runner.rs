@@ -49,6 +49,7 @@ fn request<'a>(role: &'a AgentDefinition, cwd: &Path, backend: Backend) -> Agent
         keep_partial_on_budget: false,
         sandbox: None,
         pulse: None,
+        prices: Default::default(),
     }
 }
 
@@ -154,6 +155,68 @@ async fn timeout_kills_the_whole_group() {
     assert_eq!(run.final_text, "partial thoughts", "the last text is kept");
     let pgid = pgid_of(&dir.path().join("child.pid"));
     eventually("the agent's group to die", || !process_group_alive(pgid)).await;
+}
+
+/// An agent that stops writing is stopped at the stall limit, its whole group with it, while one
+/// that keeps writing runs on past it.
+#[tokio::test]
+async fn a_silent_agent_is_stopped_as_stalled() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = scripted(
+        dir.path(),
+        "developer:\n  - - final: before the silence\n    - run: \"sleep 120 & echo $! > child.pid; wait\"\n",
+    );
+    let r = role("developer");
+    let mut req = request(&r, dir.path(), backend);
+    req.limits.stall = Some(Duration::from_millis(1200));
+    req.limits.timeout = Some(Duration::from_secs(50));
+    let started = Instant::now();
+    let stalled = run(req).await;
+    assert_eq!(
+        stalled.exit,
+        ExitReason::Stalled(Duration::from_millis(1200))
+    );
+    assert!(!stalled.succeeded());
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "stopped at the stall limit, not the timeout"
+    );
+    assert_eq!(stalled.final_text, "before the silence");
+    let pgid = pgid_of(&dir.path().join("child.pid"));
+    eventually("the stalled agent's group to die", || {
+        !process_group_alive(pgid)
+    })
+    .await;
+    let json = serde_json::to_value(&stalled.exit).unwrap();
+    assert_eq!(
+        json,
+        serde_json::json!({ "stalled": 1.2 }),
+        "its own end in the journal"
+    );
+
+    // A command backend that never writes a line (`sleep 1000`) is stopped the same way.
+    let backend = Backend::Command(CommandBackend {
+        command: vec!["sh".into(), "-c".into(), "sleep 1000".into()],
+        prompt_via: PromptVia::Stdin,
+    });
+    let mut req = request(&r, dir.path(), backend);
+    req.limits.stall = Some(Duration::from_secs(1));
+    let run_c = run(req).await;
+    assert_eq!(run_c.exit, ExitReason::Stalled(Duration::from_secs(1)));
+
+    // Output keeps it alive: a line every 300 ms for 2 s, past a 1 s stall limit.
+    let backend = Backend::Command(CommandBackend {
+        command: vec![
+            "sh".into(),
+            "-c".into(),
+            "for i in 1 2 3 4 5 6 7; do echo tick $i; sleep 0.3; done".into(),
+        ],
+        prompt_via: PromptVia::Stdin,
+    });
+    let mut req = request(&r, dir.path(), backend);
+    req.limits.stall = Some(Duration::from_secs(1));
+    let run_t = run(req).await;
+    assert_eq!(run_t.exit, ExitReason::Completed, "{run_t:?}");
 }
 
 #[tokio::test]

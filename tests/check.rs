@@ -302,6 +302,46 @@ fn environment_overrides_apply_and_bad_ones_are_named() {
     assert!(stderr(&out).contains("$SUPERVISOR_AUDIT_SCORE_THRESHOLD"));
 }
 
+/// Issue 30: every agent has a time limit unless the settings remove it, and removing it is a
+/// warning.
+#[test]
+fn agents_without_a_time_limit_are_a_warning() {
+    let out = check("valid", false);
+    let text = stderr(&out);
+    assert!(
+        text.contains("timeout 60 min (developer 30 min); stalled after 600 s without output"),
+        "{text}"
+    );
+    assert!(!text.contains("no time limit"), "{text}");
+
+    let out = supervisor_check(&fixture("valid"))
+        .env("SUPERVISOR_AGENT_TIMEOUT_MIN", "0")
+        .env("SUPERVISOR_AGENT_STALL_SEC", "0")
+        .output()
+        .unwrap();
+    let text = stderr(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "a warning, not an error: {text}"
+    );
+    assert!(text.contains("timeout none (developer 30 min)"), "{text}");
+    assert!(
+        text.contains("stalled after never (agentStallSec 0)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "`supervisor.agentTimeoutMin`: is 0: agent dispatches have no time limit (except the 1 agent(s) agentTimeoutsMin names), and agentStallSec is 0, so an agent that hangs is never stopped"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("ok: configuration is valid (2 warnings)"),
+        "{text}"
+    );
+}
+
 /// A repository in a temporary directory with `settings` as its `.pi/settings.json`.
 fn repo_with_settings(settings: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();

@@ -30,7 +30,8 @@ fn allowed() -> BTreeMap<&'static str, Vec<&'static str>> {
     // The fake GitHub shares GitHub's wire constants with the client, and signs its webhooks
     // the way the receiver checks them.
     t.insert("sandbox", vec!["github", "events"]);
-    let pipeline = [&base[..], &services[..]].concat();
+    // A revision reads `/supervisor revise` commands as the webhook receiver does.
+    let pipeline = [&base[..], &services[..], &["events"]].concat();
     t.insert("pipeline", pipeline.clone());
     let report = [&pipeline[..], &["pipeline"]].concat();
     t.insert("report", report.clone());

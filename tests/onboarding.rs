@@ -142,6 +142,76 @@ async fn a_run_leaves_nothing_untracked_in_the_repository() {
     assert!(runs[0]["ended"].is_string(), "{runs}");
 }
 
+/// Issue 30: an agent stopped by its budget still costs what it used. Its CLI reported no cost (that
+/// would have come at its end), so its usage is priced from the price table (`prices` here; the
+/// built-in table knows the common Claude and OpenAI models), and the run's summary, its timeline
+/// and `supervisor runs` add it in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_agents_cost_adds_into_the_run_and_the_board() {
+    let mut spec = spec();
+    spec.settings
+        .insert("agentTokenBudget".into(), serde_json::json!(2000));
+    spec.settings.insert(
+        "prices".into(),
+        serde_json::json!({ "scripted": { "inputPerMTok": 1000, "outputPerMTok": 2000 } }),
+    );
+    set_role(
+        &mut spec,
+        "developer",
+        vec![serde_json::json!([
+            { "write": { "path": "src/hours.ts", "content": GOOD_CODE } },
+            { "usage": { "input": 1500, "output": 600 } },
+            { "sleep": 5000 }
+        ])],
+    );
+    let (_d, world) = world(spec).await;
+    let r = supervisor(&world, &["run", "1", "--json"]).await;
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let s = summary(&r);
+    let agents = s["agents"].as_array().cloned().unwrap_or_default();
+    let cost = |a: &Value| a["costUsd"].as_f64().unwrap_or_default();
+    let near = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    let developer = agents
+        .iter()
+        .find(|a| a["agent"] == "developer")
+        .cloned()
+        .unwrap_or_default();
+    // 1500 input tokens at $1000 and 600 output tokens at $2000 per million.
+    assert!(near(cost(&developer), 2.7), "{s}");
+    assert!(
+        developer["exit"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("token budget"),
+        "{developer}"
+    );
+    // The three agents before it (1000 in, 200 out each) completed without a cost from their CLI.
+    assert_eq!(agents.len(), 4, "{s}");
+    let total: f64 = agents.iter().map(cost).sum();
+    assert!(near(total, 3.0 * 1.4 + 2.7), "{s}");
+
+    let r = supervisor(&world, &["runs", "--json"]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let runs = summary(&r);
+    assert!(near(cost(&runs["runs"][0]), total), "{runs}");
+    assert!(near(cost(&runs["total"]), total), "{runs}");
+    assert_eq!(runs["total"]["runs"], 1, "{runs}");
+    let r = supervisor(&world, &["runs"]).await;
+    assert!(
+        r.stdout.contains("total: 1 run, 4 agent runs, ") && r.stdout.contains("cost $6.90"),
+        "{}",
+        r.stdout
+    );
+    let r = supervisor(&world, &["runs", "show", "1"]).await;
+    assert!(
+        r.stdout
+            .contains("developer exceeded the token budget (2100 of 2000 tokens) in ")
+            && r.stdout.contains("~$2.7000"),
+        "{}",
+        r.stdout
+    );
+}
+
 /// A stopped run's history: the list, its timeline and its postmortem with the command to go on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_run_is_listed_shown_and_explained() {
@@ -419,6 +489,45 @@ async fn doctor_passes_on_a_ready_repository_and_names_each_check() {
             .as_str()
             .unwrap()
             .contains("supervisor-bot"),
+        "{v}"
+    );
+}
+
+/// doctor says how a codeowner asks for a revision: with a token of their own they cannot request
+/// changes on the pull requests it opens, so the `/supervisor revise` comment is named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_says_how_a_codeowner_asks_for_a_revision() {
+    let (_d, world) = world(spec()).await;
+    let (_, v) = doctor(&world, &[]).await;
+    let revise = check(&v, "revise");
+    assert_eq!(revise["mark"], "ok", "{v}");
+    assert!(
+        revise["detail"]
+            .as_str()
+            .unwrap()
+            .contains("opened by supervisor-bot"),
+        "{v}"
+    );
+
+    let mut own = spec();
+    own.bot = own.codeowner.clone();
+    let (_d2, world) = self::world(own).await;
+    let (r, v) = doctor(&world, &[]).await;
+    assert_eq!(r.code, 0, "a warning fails nothing: {v}");
+    let revise = check(&v, "revise");
+    assert_eq!(revise["mark"], "warn", "{v}");
+    assert!(
+        revise["detail"]
+            .as_str()
+            .unwrap()
+            .contains("alice, a codeowner"),
+        "{v}"
+    );
+    assert!(
+        revise["fix"]
+            .as_str()
+            .unwrap()
+            .contains("/supervisor revise <what to change>"),
         "{v}"
     );
 }
@@ -1192,4 +1301,81 @@ async fn the_gates_command_shows_each_gate_as_it_finishes() {
             "no colour under NO_COLOR: {screen:?}"
         );
     });
+}
+
+/// `--log-format json`: every log line is one JSON object, and each line a run logs carries the
+/// run's id and issue, and the stage it was in (its span list, as log shippers read it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_logs_name_the_run_and_stage_on_every_line_of_it() {
+    let (_d, world) = world(spec_with_gate_rounds()).await;
+    let mut cmd = tokio::process::Command::from(command(
+        &world,
+        &[
+            "run",
+            "1",
+            "--log-format",
+            "json",
+            "--progress",
+            "none",
+            "--json",
+        ],
+    ));
+    cmd.env("RUST_LOG", "supervisor=debug")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .unwrap()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let run_id = summary(&Run {
+        code: 0,
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::new(),
+    })["runId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let lines: Vec<Value> = stderr
+        .lines()
+        // The run's own human output (the summary) is not a log line.
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let in_run: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["spans"].as_array().is_some_and(|s| !s.is_empty()))
+        .collect();
+    assert!(in_run.len() >= 20, "{stderr}");
+    for line in &in_run {
+        let spans = line["spans"].as_array().unwrap();
+        assert_eq!(spans[0]["name"], "run", "{line}");
+        assert_eq!(spans[0]["run"], run_id.as_str(), "{line}");
+        assert_eq!(spans[0]["issue"], 1, "{line}");
+        assert!(
+            spans
+                .iter()
+                .any(|s| s["name"] == "stage" && s.get("stage").is_some()),
+            "{line}"
+        );
+    }
+    // Agents and gates say which attempt they belong to.
+    for what in ["dispatch agent", "run gates"] {
+        let line = in_run
+            .iter()
+            .find(|l| l["fields"]["message"] == what)
+            .unwrap_or_else(|| panic!("no {what} line: {stderr}"));
+        assert!(line["span"]["attempt"].is_u64(), "{line}");
+    }
+    let gate_lines = in_run.iter().filter(|l| {
+        l["spans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["name"] == "gate")
+    });
+    assert!(gate_lines.count() > 0, "{stderr}");
 }

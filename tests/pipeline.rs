@@ -728,6 +728,70 @@ async fn an_agent_timeout_stops_the_pipeline() {
     );
 }
 
+/// Issue 30: an agent that writes nothing for `agentStallSec` is stopped as stalled; the run pauses
+/// (exit 3, resumable) with the stall as its own end in the journal, and running again continues
+/// the same run with a new attempt of the stage, to the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_agent_pauses_the_run_and_running_again_continues_it() {
+    use supervisor::agent::ExitReason;
+    use supervisor::pipeline::Halt;
+    let mut spec = spec();
+    spec.settings.insert("agentStallSec".into(), json!(1));
+    let normal = spec.script["architect"][0].clone();
+    set_role(
+        &mut spec,
+        "architect",
+        vec![json!([{ "sleep": 30000 }, { "final": "late" }]), normal],
+    );
+    let (_d, world) = world(spec).await;
+    let started = std::time::Instant::now();
+    let r = run(&world, &[]).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "the stall limit stopped the agent"
+    );
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert_eq!(r.summary["end"]["kind"], "paused", "{}", r.summary);
+    let reason = r.summary["end"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("architect stalled: no output for 1.0s"),
+        "{reason}"
+    );
+    assert_eq!(column(&world).as_deref(), Some("Architecture"));
+    let entries = journal(&world);
+    assert!(
+        entries.iter().any(|e| matches!(&e.event,
+            Event::AgentFinished { stats, .. } if stats.exit == ExitReason::Stalled(Duration::from_secs(1)))),
+        "the agent's end is in the journal"
+    );
+    assert!(
+        entries.iter().any(|e| matches!(
+            &e.event,
+            Event::Halted {
+                halt: Halt::Stalled { .. },
+                ..
+            }
+        )),
+        "the stage's end is in the journal"
+    );
+    assert!(
+        entries
+            .iter()
+            .any(|e| matches!(&e.event, Event::Paused { .. })),
+        "the run paused"
+    );
+
+    let r = run(&world, &[]).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(column(&world).as_deref(), Some("Done"));
+    assert_eq!(run_dirs(&world).len(), 1, "the same run finished");
+    assert_eq!(
+        starts(&world, "Architecture"),
+        2,
+        "a new attempt of the stage"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_budget_degrades_the_researcher_but_stops_the_developer() {
     let mut spec = spec();

@@ -373,3 +373,58 @@ async fn a_stopped_revision_is_taken_up_again_with_supervisor_revise() {
     );
     world.sandbox.shutdown().await;
 }
+
+/// With a personal token the codeowner owns supervisor's pull requests: GitHub refuses their
+/// "Request changes", so a `/supervisor revise …` comment (or a Comment review) is how they ask, and
+/// it is taken although supervisor posts as the same account.
+#[tokio::test]
+async fn a_codeowner_whose_token_opened_the_pull_request_revises_with_a_comment() {
+    let mut spec = quick_spec();
+    spec.bot = spec.codeowner.clone();
+    spec.script["developer@revision"] = json!([[
+        { "write": { "path": "src/duration.ts", "content": "export const WEEK = 604800;\n" } },
+        { "final": answer("Done.", json!({ "action": "COMPLETE", "agentName": "developer" })) }
+    ]]);
+    spec.script["auditor@revision"] = spec.script["auditor"].clone();
+    let dir = tempfile::tempdir().unwrap();
+    let world = World::build(dir.path(), spec).await.expect("world builds");
+    let (code, summary, stderr) = supervisor(&world, &["run", "1"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let pr = summary["end"]["number"].as_u64().unwrap();
+
+    let owner = GitHub::new(ClientConfig::new(
+        world.sandbox.url(),
+        Some(Token::new(world.token.clone()).unwrap()),
+        supervisor::config::RepoSlug::parse("demo-org/durations").unwrap(),
+    ))
+    .unwrap();
+    let refused = owner
+        .submit_review(pr, "REQUEST_CHANGES", "Add weeks.", &[])
+        .await
+        .expect_err("GitHub refuses changes requested on one's own pull request");
+    assert!(
+        refused.to_string().contains("own pull request"),
+        "{refused}"
+    );
+    owner
+        .create_comment(pr, "/supervisor revise also accept weeks")
+        .await
+        .unwrap();
+
+    let (code, summary, stderr) = supervisor(&world, &["revise", &pr.to_string()]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(summary["end"]["kind"], "revised", "{summary}\n{stderr}");
+    let prompt = std::fs::read_dir(world.runs_dir())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains("-rev"))
+        .flat_map(|e| {
+            std::fs::read_dir(e.path().join("prompts"))
+                .unwrap()
+                .flatten()
+        })
+        .map(|e| std::fs::read_to_string(e.path()).unwrap())
+        .find(|p| p.contains("also accept weeks"));
+    assert!(prompt.is_some(), "the developer's task holds the request");
+    world.sandbox.shutdown().await;
+}

@@ -16,6 +16,8 @@ use supervisor::sandbox::SandboxState;
 
 #[path = "support/browse.rs"]
 mod browse;
+#[path = "support/chromium.rs"]
+mod chromium;
 use browse::browse;
 
 const TOKEN: &str = "sandbox-token-alice";
@@ -220,8 +222,8 @@ fn a_broken_state_file_is_a_usage_error() {
     assert!(err.contains("bad.json") && err.contains("name"), "{err}");
 }
 
-/// A comment written to break out of the page, and one with ordinary Markdown.
-const HOSTILE: &str = "<img src=x onerror=\"document.title='pwned'\"><script>document.title='pwned'</script> [click](javascript:alert(1))";
+/// A comment written to run script and break out of the page, and one with ordinary Markdown.
+const HOSTILE: &str = "<img src=x onerror=\"document.title='pwned'\"><script>document.title='pwned'</script> [click](javascript:alert(1))\n\n<details open onclick=\"document.title='pwned'\"><summary>s</summary>x</details>\n\n<a href=\"javascript:document.title='pwned'\">a</a> <ScRipt>document.title='pwned'</ScRipt> <b onmouseover=\"document.title='pwned'\">b</b></article></div>\n\n<details><summary>unclosed";
 const TABLE: &str =
     "## Research Findings\n\n| unit | seconds |\n|---|---|\n| `h` | 3600 |\n\n- [x] checked";
 
@@ -258,11 +260,15 @@ fn serve_shows_a_read_only_web_view_beside_the_api() {
         assert_eq!(status, 200, "{home}: {page}");
         assert!(kind.starts_with("text/html"), "{kind}");
         assert!(
-            page.contains("<a href=\"/acme/widgets/issues/1\">#1 Add a --verbose flag</a>"),
+            page.contains(
+                "<a class=\"row-title\" href=\"/acme/widgets/issues/1\">Add a --verbose flag</a>"
+            ),
             "{page}"
         );
         assert!(
-            page.contains("<a href=\"/acme/widgets/pull/4\">#4 feat(#1): add --verbose</a>"),
+            page.contains(
+                "<a class=\"row-title\" href=\"/acme/widgets/pull/4\">feat(#1): add --verbose</a>"
+            ),
             "{page}"
         );
         for column in ["Backlog", "Research", "Done", "No status"] {
@@ -282,22 +288,41 @@ fn serve_shows_a_read_only_web_view_beside_the_api() {
         "issue 3 has no status: {board}"
     );
 
-    // The issue: comments rendered as Markdown, raw HTML shown as text, script links dropped.
+    // The issue: comments rendered as Markdown, GitHub's HTML kept bare, other HTML shown as text,
+    // script links dropped, and what a comment opens closed inside it.
     let (status, _, issue) = browse(&format!("{url}/acme/widgets/issues/1"));
     assert_eq!(status, 200, "{issue}");
-    assert!(issue.contains("<h1>Add a --verbose flag"), "{issue}");
+    assert!(
+        issue.contains("<h1 class=\"title\"><bdi>Add a --verbose flag</bdi>"),
+        "{issue}"
+    );
     assert!(issue.contains("<h2>Research Findings</h2>"), "{issue}");
     assert!(issue.contains("<td><code>h</code></td>"), "{issue}");
     assert!(
-        issue.contains("card in <strong>Backlog</strong>"),
+        issue.contains("Status: <strong>Backlog</strong>"),
         "{issue}"
     );
+    let lower = issue.to_ascii_lowercase();
     assert!(
-        !issue.contains("<script") && !issue.contains("<img"),
+        !lower.contains("<script")
+            && !lower.contains("<img")
+            && !lower.contains("<a href=\"javascript"),
         "{issue}"
     );
     assert!(issue.contains("&lt;script&gt;"), "{issue}");
-    assert!(!issue.contains("javascript:"), "{issue}");
+    assert!(!issue.contains("href=\"javascript:"), "{issue}");
+    assert!(
+        issue.contains("<details open><summary>s</summary>x</details>"),
+        "{issue}"
+    );
+    assert!(
+        issue.contains("<b>b</b>&lt;/article&gt;&lt;/div&gt;"),
+        "{issue}"
+    );
+    assert!(
+        issue.contains("<details><summary>unclosed</summary></details></div></article>"),
+        "{issue}"
+    );
 
     // The pull request: body, review, line comment with its hunk (escaped).
     let (status, _, pull) = browse(&format!("{url}/acme/widgets/pull/4"));
@@ -308,7 +333,8 @@ fn serve_shows_a_read_only_web_view_beside_the_api() {
         "{pull}"
     );
     assert!(
-        pull.contains("src/main.rs:3") && pull.contains("+&lt;b&gt;x&lt;/b&gt;"),
+        pull.contains("<code>src/main.rs</code> <span>line 3</span>")
+            && pull.contains("+&lt;b&gt;x&lt;/b&gt;"),
         "{pull}"
     );
     assert!(pull.contains("Name it <code>verbose</code>."), "{pull}");
@@ -330,6 +356,10 @@ fn serve_shows_a_read_only_web_view_beside_the_api() {
     assert_eq!(status, 200);
     let (status, _, _) = browse(&format!("{url}/user"));
     assert_eq!(status, 401, "the API still wants a token");
+    // The icon a browser asks for unprompted is the view's, not an API 404.
+    let (status, kind, icon) = browse(&format!("{url}/favicon.ico"));
+    assert_eq!((status, kind.as_str()), (200, "image/svg+xml"), "{icon}");
+    assert!(icon.starts_with("<svg"), "{icon}");
     // Browsing is not an API request: only the three above are counted.
     let (_, counts) = http(port, "GET", "/_sandbox/requests", None);
     let counts: Value = serde_json::from_str(&counts).unwrap();
@@ -339,51 +369,18 @@ fn serve_shows_a_read_only_web_view_beside_the_api() {
     );
 
     // In a real browser the hostile comment stays text: no script runs, nothing is injected.
-    match chromium() {
-        None => eprintln!("skipped: the headless browser check (no chromium on PATH)"),
-        Some(browser) => {
-            let dom = dump_dom(&browser, &format!("{url}/acme/widgets/issues/1"));
-            assert!(
-                dom.contains("<title>Add a --verbose flag · Issue #1</title>"),
-                "{dom}"
-            );
-            assert!(
-                !dom.contains("pwned</title>") && !dom.contains("<img"),
-                "{dom}"
-            );
-            assert!(dom.contains("<td><code>h</code></td>"), "{dom}");
-        }
+    if let Some(browser) = chromium::require("the headless browser check of a hostile comment") {
+        let dom = chromium::dump_dom(&browser, &format!("{url}/acme/widgets/issues/1"));
+        assert!(
+            dom.contains("<title>Add a --verbose flag · Issue #1</title>"),
+            "{dom}"
+        );
+        assert!(
+            !dom.contains("pwned</title>") && !dom.contains("<img"),
+            "{dom}"
+        );
+        assert!(dom.contains("<td><code>h</code></td>"), "{dom}");
+        assert_eq!(dom.matches("<footer").count(), 1, "{dom}");
     }
     assert!(server.stop().success());
-}
-
-/// Debian's `chromium`, when installed.
-fn chromium() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join("chromium"))
-        .find(|p| p.is_file())
-}
-
-/// The page's DOM after the browser loaded it (and ran whatever scripts it would run).
-fn dump_dom(browser: &Path, url: &str) -> String {
-    let profile = tempfile::tempdir().unwrap();
-    let out = Command::new(browser)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-        ])
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .args(["--dump-dom", url])
-        .stdin(Stdio::null())
-        .output()
-        .expect("chromium starts");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }

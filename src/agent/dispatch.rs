@@ -8,6 +8,7 @@ use crate::config::Settings;
 use super::AgentDefinition;
 use super::backend::Backend;
 use super::error::AgentError;
+use super::prices::Prices;
 use super::run::Limits;
 use super::sandbox::Sandbox;
 use super::stream::Pulse;
@@ -132,6 +133,8 @@ pub struct AgentRequest<'a> {
     pub sandbox: Option<Sandbox>,
     /// Where the stream's counters go as they change, for a live view; `None`: nowhere.
     pub pulse: Option<tokio::sync::watch::Sender<Pulse>>,
+    /// What the usage costs when the CLI reports no cost.
+    pub prices: Prices,
 }
 
 impl<'a> AgentRequest<'a> {
@@ -160,6 +163,7 @@ impl<'a> AgentRequest<'a> {
             keep_partial_on_budget: role.name == DEGRADING_ROLE,
             sandbox: Sandbox::from_settings(settings),
             pulse: None,
+            prices: Prices::new(&settings.prices),
         })
     }
 }

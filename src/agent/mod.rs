@@ -9,6 +9,7 @@ mod definition;
 mod dispatch;
 mod error;
 mod preflight;
+mod prices;
 mod protocol;
 mod run;
 mod runner;
@@ -27,6 +28,7 @@ pub use dispatch::{
 };
 pub use error::AgentError;
 pub use preflight::{BackendCheck, Preflight, find_program, preflight};
+pub use prices::Prices;
 pub use protocol::{
     Action, AuditFinding, ClaimedScore, Evidence, Outcome, ProtocolError, Severity,
     balanced_objects, fenced_json_blocks, parse_outcome, repair_json, strip_ansi,

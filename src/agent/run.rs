@@ -21,6 +21,10 @@ pub struct Usage {
     /// What budgets are checked against: the CLI's own total when it reports one, else the sum of the parts.
     pub total: u64,
     pub cost_usd: f64,
+    /// `cost_usd` is the usage at the price table's prices, the CLI having reported no cost (it was
+    /// stopped before its closing report, or it reports none).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cost_estimated: bool,
 }
 
 impl Usage {
@@ -32,6 +36,13 @@ impl Usage {
         self.cache_write += other.cache_write;
         self.total += other.total;
         self.cost_usd += other.cost_usd;
+        self.cost_estimated |= other.cost_estimated;
+    }
+
+    /// The cost as shown: `$0.0123`, or `~$0.0123` when estimated from the price table.
+    pub fn cost_text(&self) -> String {
+        let mark = if self.cost_estimated { "~" } else { "" };
+        format!("{mark}${:.4}", self.cost_usd)
     }
 
     /// `total` as the sum of the parts, for CLIs that report none.
@@ -52,6 +63,8 @@ pub enum ExitReason {
     Failed(String),
     /// Killed after running longer than its timeout.
     TimedOut(#[serde(with = "duration_secs")] Duration),
+    /// Killed after writing nothing (no line on stdout or stderr) for this long.
+    Stalled(#[serde(with = "duration_secs")] Duration),
     /// Killed when the summed token usage went over the budget.
     TokenBudget { used: u64, budget: u64 },
     /// Killed when the number of tool calls went over the cap.
@@ -77,6 +90,9 @@ impl ExitReason {
             ExitReason::Completed => "completed".into(),
             ExitReason::Failed(message) => format!("failed: {message}"),
             ExitReason::TimedOut(after) => format!("timed out after {}", human_duration(*after)),
+            ExitReason::Stalled(after) => {
+                format!("stalled: no output for {}", human_duration(*after))
+            }
             ExitReason::TokenBudget { used, budget } => {
                 format!("token budget exceeded: {used} tokens used of {budget}")
             }
@@ -173,7 +189,7 @@ impl AgentRun {
             self.exit.describe()
         };
         let mut out = format!(
-            "agent {} via {}: {status}\n  duration {} · tool calls {} · tokens {} (in {}, out {}, cache r/w {}/{}) · cost ${:.4}",
+            "agent {} via {}: {status}\n  duration {} · tool calls {} · tokens {} (in {}, out {}, cache r/w {}/{}) · cost {}",
             self.role,
             self.backend,
             human_duration(self.duration),
@@ -183,7 +199,7 @@ impl AgentRun {
             self.usage.output,
             self.usage.cache_read,
             self.usage.cache_write,
-            self.usage.cost_usd,
+            self.usage.cost_text(),
         );
         if let Some(model) = &self.model {
             out.push_str(&format!(" · model {model}"));
@@ -207,6 +223,8 @@ impl AgentRun {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     pub timeout: Option<Duration>,
+    /// Stop the agent when it writes nothing for this long; `None`: never.
+    pub stall: Option<Duration>,
     /// Summed tokens; 0 = none.
     pub token_budget: u64,
     /// Tool calls; 0 = none.
@@ -224,6 +242,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             timeout: None,
+            stall: None,
             token_budget: 0,
             max_tool_calls: 0,
             kill_grace: DEFAULT_KILL_GRACE,
@@ -237,6 +256,7 @@ impl Limits {
     pub fn for_role(settings: &Settings, role: &str) -> Limits {
         Limits {
             timeout: settings.agent_timeout(role),
+            stall: settings.agent_stall(),
             token_budget: settings.agent_token_budget,
             max_tool_calls: settings.max_tool_calls,
             kill_grace: DEFAULT_KILL_GRACE,
@@ -304,9 +324,40 @@ mod tests {
         s.agent_token_budget = 500;
         s.max_tool_calls = 7;
         s.agent_timeouts_min.insert("developer".into(), 0.5);
+        s.agent_timeouts_min.insert("researcher".into(), 0.0);
         let l = Limits::for_role(&s, "developer");
         assert_eq!(l.timeout, Some(Duration::from_secs(30)));
         assert_eq!((l.token_budget, l.max_tool_calls), (500, 7));
+        assert_eq!(Limits::for_role(&s, "researcher").timeout, None, "0: none");
+        // Without an entry, agentTimeoutMin; 0 there means none.
+        assert_eq!(
+            Limits::for_role(&s, "auditor").timeout,
+            Some(Duration::from_secs(3600))
+        );
+        s.agent_timeout_min = 0.0;
         assert_eq!(Limits::for_role(&s, "auditor").timeout, None);
+        s.agent_timeout_min = 2.0;
+        assert_eq!(
+            Limits::for_role(&s, "auditor").timeout,
+            Some(Duration::from_secs(120))
+        );
+        assert_eq!(l.stall, Some(Duration::from_secs(600)));
+        s.agent_stall_sec = 0;
+        assert_eq!(Limits::for_role(&s, "auditor").stall, None);
+    }
+
+    /// With no settings at all, every dispatch has a finite timeout and stall limit.
+    #[test]
+    fn with_no_settings_every_agent_has_a_timeout() {
+        let s = Settings::minimal(
+            crate::config::RepoSlug::parse("o/r").unwrap(),
+            1,
+            vec!["a".into()],
+        );
+        for role in ["researcher", "developer", "auditor", "anything"] {
+            let l = Limits::for_role(&s, role);
+            assert_eq!(l.timeout, Some(Duration::from_secs(60 * 60)), "{role}");
+            assert_eq!(l.stall, Some(Duration::from_secs(600)), "{role}");
+        }
     }
 }

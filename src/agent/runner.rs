@@ -1,7 +1,10 @@
 //! Runs one agent dispatch: starts the CLI in its own process group, reads its output as it arrives,
-//! enforces the timeout, token budget and tool-call cap, honours cancellation, and stops the whole
-//! group (SIGTERM, then SIGKILL after a grace period) whenever it ends early.
+//! enforces the timeout, the stall limit (no output for too long), the token budget and the tool-call
+//! cap (inside the CLI too, before a tool runs, where the CLI allows it: pi), honours cancellation,
+//! and stops the whole group (SIGTERM, then SIGKILL after a grace period) whenever it ends early. A
+//! CLI that reports no cost is priced from its usage.
 
+use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
@@ -12,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::backend::Invocation;
 use super::dispatch::{AgentRequest, system_prompt};
+use super::prices::Prices;
 use super::run::{AgentRun, ExitReason, Limits, Usage};
 use super::sandbox::Confinement;
 use super::stream::{
@@ -38,7 +42,7 @@ pub async fn run_agent(req: AgentRequest<'_>, cancel: CancellationToken) -> Agen
         attempt: req.attempt,
         env: &req.env,
     };
-    let (launch, mut parser) = req.backend.with_cli(|cli| (cli.launch(&inv), cli.parser()));
+    let (mut launch, mut parser) = req.backend.with_cli(|cli| (cli.launch(&inv), cli.parser()));
     let mut run = AgentRun {
         role: req.role.name.clone(),
         backend: req.backend.name(),
@@ -64,11 +68,21 @@ pub async fn run_agent(req: AgentRequest<'_>, cancel: CancellationToken) -> Agen
         let msg = format!("the working directory {} does not exist", req.cwd.display());
         return finish(run, ExitReason::SpawnFailed(msg));
     }
+    // Limits the CLI enforces itself, before a tool runs; the checks below stay as the backstop.
+    let guard = match req
+        .backend
+        .with_cli(|cli| cli.guard(&mut launch, &req.limits))
+    {
+        Ok(g) => g,
+        Err(msg) => return finish(run, ExitReason::SpawnFailed(msg)),
+    };
+    let guard_dir: Vec<PathBuf> = guard.iter().map(|g| g.dir().to_path_buf()).collect();
     let launch = match &req.sandbox {
         None => launch,
         Some(sandbox) => {
-            let confinement =
+            let mut confinement =
                 Confinement::agent(&req.cwd, req.role.read_only, &req.backend, &req.env);
+            confinement.readable = &guard_dir;
             match sandbox.wrap(launch, &confinement) {
                 Ok(l) => l,
                 Err(msg) => return finish(run, ExitReason::SpawnFailed(msg)),
@@ -118,7 +132,7 @@ pub async fn run_agent(req: AgentRequest<'_>, cancel: CancellationToken) -> Agen
         );
     };
     // Whatever happens to this future, the group does not outlive it.
-    let mut guard = GroupGuard::new(pgid);
+    let mut group = GroupGuard::new(pgid);
     if let (Some(text), Some(mut stdin)) = (launch.stdin, child.stdin.take()) {
         tokio::spawn(async move {
             // A CLI that exits without reading its stdin is not an error of ours.
@@ -140,25 +154,44 @@ pub async fn run_agent(req: AgentRequest<'_>, cancel: CancellationToken) -> Agen
     let mut stop: Option<ExitReason> = None;
     let (mut out_open, mut err_open) = (true, true);
     let deadline = req.limits.timeout.map(|t| Instant::now() + t);
+    let mut last_output = Instant::now();
+    // Over the tool-call cap with the CLI guarding it: until then, its refusal of the call is
+    // awaited (the call did not run); past it, the backstop stops the agent.
+    let mut refusal_due: Option<Instant> = None;
+    let check = |tally: &Tally, refusal_due: &mut Option<Instant>| match limit_check(
+        tally,
+        &req.limits,
+        guard.is_some(),
+    ) {
+        Check::Within => None,
+        Check::Stop(reason) => Some(reason),
+        Check::AwaitRefusal => {
+            refusal_due.get_or_insert_with(|| Instant::now() + REFUSAL_WAIT);
+            None
+        }
+    };
 
     while stop.is_none() && (out_open || err_open || status.is_none()) {
+        let stall_at = req.limits.stall.map(|s| last_output + s);
         tokio::select! {
             r = out.next_line(), if out_open => match r {
                 Ok(true) => {
+                    last_output = Instant::now();
                     stdout_line(&out, parser.as_mut(), &mut tally, &mut transcript);
-                    stop = over_budget(&tally, &req.limits);
+                    stop = check(&tally, &mut refusal_due);
                     send_pulse(req.pulse.as_ref(), &tally);
                 }
                 _ => out_open = false,
             },
             r = err.next_line(), if err_open => match r {
                 Ok(true) => {
+                    last_output = Instant::now();
                     transcript.stderr(err.line());
                     let line = String::from_utf8_lossy(err.line());
                     if !parser.stderr_line(&line, &mut tally) {
                         stderr_tail.push_line(&line);
                     }
-                    stop = over_budget(&tally, &req.limits);
+                    stop = check(&tally, &mut refusal_due);
                     send_pulse(req.pulse.as_ref(), &tally);
                 }
                 _ => err_open = false,
@@ -171,8 +204,19 @@ pub async fn run_agent(req: AgentRequest<'_>, cancel: CancellationToken) -> Agen
             _ = sleep_until(deadline), if deadline.is_some() && status.is_none() => {
                 stop = req.limits.timeout.map(ExitReason::TimedOut);
             },
+            _ = sleep_until(stall_at), if stall_at.is_some() && status.is_none() => {
+                stop = req.limits.stall.map(ExitReason::Stalled);
+            },
+            _ = sleep_until(refusal_due), if refusal_due.is_some() => {
+                stop = over_budget(&tally, &req.limits);
+                refusal_due = None;
+            },
             _ = cancel.cancelled() => stop = Some(ExitReason::Interrupted),
         }
+    }
+    if stop.is_none() && (tally.refused || refusal_due.is_some()) {
+        // The CLI stopped itself at a limit (or ended while its refusal was awaited).
+        stop = refusal_stop(&tally, &req.limits).or_else(|| over_budget(&tally, &req.limits));
     }
     if stop.is_some() {
         if status.is_none() {
@@ -181,7 +225,8 @@ pub async fn run_agent(req: AgentRequest<'_>, cancel: CancellationToken) -> Agen
             stop_survivors(pgid, req.limits.kill_grace).await;
         }
     }
-    guard.armed = false;
+    group.armed = false;
+    drop(guard);
     transcript.finish();
 
     let success = status.is_some_and(|s| s.success());
@@ -192,6 +237,7 @@ pub async fn run_agent(req: AgentRequest<'_>, cancel: CancellationToken) -> Agen
         run.model = tally.model.clone();
     }
     run.stderr_tail = stderr_tail.text().to_string();
+    price_if_unreported(&mut run, &req.prices);
     let exit = match stop {
         Some(reason) => {
             run.final_text = tally.answer();
@@ -257,6 +303,63 @@ fn send_pulse(to: Option<&tokio::sync::watch::Sender<Pulse>>, tally: &Tally) {
             }
             changed
         });
+    }
+}
+
+/// How long a refusal by the CLI's own guard is awaited once a tool call went over the cap.
+const REFUSAL_WAIT: Duration = Duration::from_secs(3);
+
+/// What the limits say about the stream so far.
+#[derive(Debug, PartialEq)]
+enum Check {
+    Within,
+    Stop(ExitReason),
+    /// Over the cap, with the CLI guarding it: its refusal of the call is expected.
+    AwaitRefusal,
+}
+
+/// The limits against the tally. With a `guarded` CLI (one that refuses the tool call crossing a
+/// limit before it runs), the call over the cap is not taken as run until the CLI's refusal says it
+/// was not: the report counts what ran. A budget crossed at a model call's end stops at once: that
+/// call's tools have not started.
+fn limit_check(tally: &Tally, limits: &Limits, guarded: bool) -> Check {
+    if let Some(reason) = refusal_stop(tally, limits) {
+        return Check::Stop(reason);
+    }
+    match over_budget(tally, limits) {
+        Some(ExitReason::ToolCallCap { .. }) if guarded => Check::AwaitRefusal,
+        Some(reason) => Check::Stop(reason),
+        None => Check::Within,
+    }
+}
+
+/// The stop after the CLI refused a tool call at a limit: the budget when the tokens are over it,
+/// else the cap (the refused call was the one over it).
+fn refusal_stop(tally: &Tally, limits: &Limits) -> Option<ExitReason> {
+    if !tally.refused {
+        return None;
+    }
+    if let Some(reason @ ExitReason::TokenBudget { .. }) = over_budget(tally, limits) {
+        return Some(reason);
+    }
+    Some(ExitReason::ToolCallCap {
+        calls: tally.tool_calls + 1,
+        cap: limits.max_tool_calls,
+    })
+}
+
+/// A run whose CLI reported no cost: its usage at its model's prices, when the table knows it.
+fn price_if_unreported(run: &mut AgentRun, prices: &Prices) {
+    if run.usage.cost_usd > 0.0 || run.usage.total == 0 {
+        return;
+    }
+    let cost = run
+        .model
+        .as_deref()
+        .and_then(|model| prices.cost(model, &run.usage));
+    if let Some(cost) = cost {
+        run.usage.cost_usd = cost;
+        run.usage.cost_estimated = true;
     }
 }
 
@@ -406,4 +509,102 @@ fn reads_like_an_error(l: &str) -> bool {
             .expect("valid pattern")
         })
         .is_match(l)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tally(tool_calls: u64, tokens: u64) -> Tally {
+        let mut t = Tally {
+            tool_calls,
+            ..Tally::default()
+        };
+        t.usage.total = tokens;
+        t
+    }
+
+    fn limits(cap: u64, budget: u64) -> Limits {
+        Limits {
+            max_tool_calls: cap,
+            token_budget: budget,
+            ..Limits::default()
+        }
+    }
+
+    #[test]
+    fn a_guarded_cap_waits_for_the_refusal_and_counts_what_ran() {
+        let l = limits(3, 0);
+        assert_eq!(limit_check(&tally(3, 0), &l, true), Check::Within);
+        // The 4th call started: unguarded, stop now; guarded, the CLI is about to refuse it.
+        let over = ExitReason::ToolCallCap { calls: 4, cap: 3 };
+        assert_eq!(
+            limit_check(&tally(4, 0), &l, false),
+            Check::Stop(over.clone())
+        );
+        assert_eq!(limit_check(&tally(4, 0), &l, true), Check::AwaitRefusal);
+        // Its refusal: the call is taken back, the stop names the call that was refused.
+        let mut t = tally(4, 0);
+        t.refused_tool();
+        assert_eq!(t.tool_calls, 3);
+        assert_eq!(limit_check(&t, &l, true), Check::Stop(over));
+    }
+
+    #[test]
+    fn a_budget_stops_at_once_and_a_refusal_over_it_names_the_budget() {
+        let l = limits(10, 1000);
+        let over = ExitReason::TokenBudget {
+            used: 1230,
+            budget: 1000,
+        };
+        assert_eq!(
+            limit_check(&tally(2, 1230), &l, true),
+            Check::Stop(over.clone())
+        );
+        let mut t = tally(3, 1230);
+        t.refused_tool();
+        assert_eq!(refusal_stop(&t, &l), Some(over));
+        assert_eq!(refusal_stop(&tally(3, 1230), &l), None, "no refusal seen");
+    }
+
+    #[test]
+    fn the_clis_own_cost_is_kept_and_a_missing_one_priced() {
+        let mut run = AgentRun {
+            role: "developer".into(),
+            backend: "claude".into(),
+            final_text: String::new(),
+            tool_calls: 0,
+            usage: Usage {
+                input: 1_000_000,
+                output: 100_000,
+                ..Usage::default()
+            }
+            .with_computed_total(),
+            duration: Duration::ZERO,
+            model: Some("claude-sonnet-4-5-20250929".into()),
+            exit: ExitReason::Completed,
+            stderr_tail: String::new(),
+            transcript: None,
+            keep_partial: false,
+        };
+        let prices = Prices::default();
+        let mut reported = run.clone();
+        reported.usage.cost_usd = 0.5;
+        price_if_unreported(&mut reported, &prices);
+        assert_eq!(reported.usage.cost_usd, 0.5, "the CLI's figure wins");
+        assert!(!reported.usage.cost_estimated);
+        price_if_unreported(&mut run, &prices);
+        assert!((run.usage.cost_usd - 4.5).abs() < 1e-9, "{:?}", run.usage);
+        assert!(run.usage.cost_estimated);
+        assert!(run.summary().contains("cost ~$4.5000"), "{}", run.summary());
+        let mut unknown = run.clone();
+        unknown.usage.cost_usd = 0.0;
+        unknown.usage.cost_estimated = false;
+        unknown.model = Some("some-local-model".into());
+        price_if_unreported(&mut unknown, &prices);
+        assert_eq!(
+            unknown.usage.cost_usd, 0.0,
+            "an unknown model stays unpriced"
+        );
+    }
 }

@@ -186,6 +186,9 @@ pub struct Tally {
     /// Lines that were not understood (not JSON, truncated, unknown shape).
     pub skipped_lines: u64,
     pub lines: u64,
+    /// The CLI refused a tool call before it ran because a limit was reached (pi's limits
+    /// extension); that call is not in `tool_calls`.
+    pub refused: bool,
 }
 
 /// An agent's progress while it works, for the live view: what its stream told so far.
@@ -212,6 +215,12 @@ impl Tally {
         if let Some(name) = name.filter(|n| !n.trim().is_empty()) {
             self.tool = Some(name.to_string());
         }
+    }
+
+    /// Record that the CLI refused the last tool call at a limit: it never ran.
+    pub fn refused_tool(&mut self) {
+        self.tool_calls = self.tool_calls.saturating_sub(1);
+        self.refused = true;
     }
 
     /// Record an assistant text as the latest seen.

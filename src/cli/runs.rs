@@ -83,7 +83,10 @@ pub fn run(args: RunsArgs) -> u8 {
         }
     };
     match args.command {
-        None if args.json => outln!("{}", serde_json::json!({ "runs": runs })),
+        None if args.json => outln!(
+            "{}",
+            serde_json::json!({ "runs": runs, "total": crate::pipeline::RunTotals::of(&runs) })
+        ),
         None => out!("{}", report::runs_text(&runs)),
         Some(RunsCommand::Show { run }) => return show(&runs, &run, args.json, false),
         Some(RunsCommand::Why { run }) => return show(&runs, &run, args.json, true),

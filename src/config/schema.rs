@@ -391,6 +391,12 @@ impl<'a> Checker<'a> {
         self.errors.push(issue);
     }
 
+    /// A warning about the value at `path`.
+    pub fn warn(&mut self, path: &str, problem: impl Into<String>, fix: impl Into<String>) {
+        let issue = self.issue(path, problem.into(), fix.into());
+        self.warnings.push(issue);
+    }
+
     /// The line and column of the key or list item at `path`.
     pub fn position(&self, path: &str) -> Option<(usize, usize)> {
         self.index.and_then(|i| i.position(path))

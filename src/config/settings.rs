@@ -105,6 +105,31 @@ settings_block! {
 }
 
 settings_block! {
+    /// What one model costs, in US dollars per million tokens.
+    #[derive(Debug, Clone, PartialEq, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct ModelPrice {
+        /// Input tokens read neither from nor into the prompt cache.
+        #[setting(key = "inputPerMTok", required, example = "3")]
+        pub input: f64,
+        /// Output tokens (reasoning included).
+        #[setting(key = "outputPerMTok", required, example = "15")]
+        pub output: f64,
+        /// Input tokens read from the prompt cache; the input price when absent.
+        #[setting(key = "cacheReadPerMTok", default = None, example = "0.3")]
+        pub cache_read: Option<f64>,
+        /// Input tokens written to the prompt cache; the input price when absent.
+        #[setting(key = "cacheWritePerMTok", default = None, example = "3.75")]
+        pub cache_write: Option<f64>,
+    }
+}
+
+/// `agentTimeoutMin` when the settings name none.
+pub const DEFAULT_AGENT_TIMEOUT_MIN: f64 = 60.0;
+/// `agentStallSec` when the settings name none.
+pub const DEFAULT_AGENT_STALL_SEC: u64 = 600;
+
+settings_block! {
     /// Settings of the quality gates.
     #[derive(Debug, Clone, PartialEq)]
     pub struct GateSettings {
@@ -254,9 +279,26 @@ settings_block! {
         /// Tool calls per agent dispatch; 0 = unlimited.
         #[setting(key = "maxToolCalls", default = 0)]
         pub max_tool_calls: u64,
-        /// Agent name → timeout in minutes.
+        /// Minutes one agent dispatch may run before it is stopped; 0 = no limit.
+        /// `agentTimeoutsMin` overrides it per agent.
+        #[setting(key = "agentTimeoutMin", default = DEFAULT_AGENT_TIMEOUT_MIN, example = "60")]
+        pub agent_timeout_min: f64,
+        /// Agent name → timeout in minutes, overriding `agentTimeoutMin`; 0 = no limit for that agent.
         #[setting(key = "agentTimeoutsMin", default = BTreeMap::new(), example = r#"{ "developer": 30 }"#)]
         pub agent_timeouts_min: BTreeMap<String, f64>,
+        /// Seconds an agent may write nothing (no line on stdout or stderr) before it is stopped as
+        /// stalled; the run pauses and running again continues it. 0 = never.
+        #[setting(key = "agentStallSec", default = DEFAULT_AGENT_STALL_SEC, example = "600")]
+        pub agent_stall_sec: u64,
+        /// Model → prices in US dollars per million tokens, adding to and overriding the built-in
+        /// table; they price the usage of agents whose CLI reports no cost (a stopped Claude Code,
+        /// Codex).
+        #[setting(
+            key = "prices",
+            default = BTreeMap::new(),
+            example = r#"{ "claude-sonnet-4-5": { "inputPerMTok": 3, "outputPerMTok": 15, "cacheReadPerMTok": 0.3, "cacheWritePerMTok": 3.75 } }"#
+        )]
+        pub prices: BTreeMap<String, ModelPrice>,
         /// Ring the terminal bell when a run ends.
         #[setting(key = "bellOnComplete", default = false)]
         pub bell_on_complete: bool,
@@ -581,6 +623,7 @@ impl Settings {
             .block::<Settings>(Value::Object(block), BLOCK)
             .expect("a settings object is always read, its mistakes reported");
         settings.validate(&mut checker);
+        settings.warn_unbounded(&mut checker);
         let (errors, warnings) = checker.finish();
         CheckedSettings {
             loaded: LoadedSettings {
@@ -653,13 +696,35 @@ impl Settings {
                 "use letters, digits, '-', '_' or '/' such as \"supervisor/issue-\"",
             );
         }
-        for (agent, minutes) in &self.agent_timeouts_min {
-            if !(minutes.is_finite() && *minutes > 0.0) {
+        let minutes = std::iter::once(("agentTimeoutMin".to_string(), self.agent_timeout_min))
+            .chain(
+                (self.agent_timeouts_min.iter())
+                    .map(|(agent, m)| (format!("agentTimeoutsMin.{agent}"), *m)),
+            );
+        for (key, minutes) in minutes {
+            if !(minutes.is_finite() && minutes >= 0.0) {
                 err(
-                    &format!("agentTimeoutsMin.{agent}"),
+                    &key,
                     format!("is {minutes}"),
-                    "use a positive number of minutes",
+                    "use a number of minutes, such as 60; 0 means no limit",
                 );
+            }
+        }
+        for (model, price) in &self.prices {
+            let rates = [
+                ("inputPerMTok", Some(price.input)),
+                ("outputPerMTok", Some(price.output)),
+                ("cacheReadPerMTok", price.cache_read),
+                ("cacheWritePerMTok", price.cache_write),
+            ];
+            for (key, rate) in rates {
+                if rate.is_some_and(|r| !(r.is_finite() && r >= 0.0)) {
+                    err(
+                        &format!("prices.{model}.{key}"),
+                        format!("is {}", rate.unwrap_or_default()),
+                        "use US dollars per million tokens, 0 or more, e.g. 3",
+                    );
+                }
             }
         }
         if self.setup_attempts == 0 {
@@ -738,6 +803,40 @@ impl Settings {
                 "use pi, claude, codex or scripted, or define a command line of your own under \"backends\" \
                  (e.g. \"backends\": { \"aider\": { \"command\": [\"aider\", \"--yes\", \"--message\", \"{prompt}\"], \"promptVia\": \"arg\" } }) \
                  and name its key here",
+            );
+        }
+    }
+
+    /// Warnings for agents nothing stops: a timeout of 0 leaves a silent or looping agent holding
+    /// its run (and, under `watch`, its slot) until someone kills it.
+    fn warn_unbounded(&self, checker: &mut Checker) {
+        let stall = if self.agent_stall_sec == 0 {
+            "and agentStallSec is 0, so an agent that hangs is never stopped"
+        } else {
+            "only agentStallSec stops an agent that hangs, not one that keeps working"
+        };
+        if self.agent_timeout_min == 0.0 {
+            let overridden = self
+                .agent_timeouts_min
+                .values()
+                .filter(|m| **m > 0.0)
+                .count();
+            let except = if overridden > 0 {
+                format!(" (except the {overridden} agent(s) agentTimeoutsMin names)")
+            } else {
+                String::new()
+            };
+            checker.warn(
+                &format!("{BLOCK}.agentTimeoutMin"),
+                format!("is 0: agent dispatches have no time limit{except}, {stall}"),
+                format!("set a limit in minutes (default {DEFAULT_AGENT_TIMEOUT_MIN})"),
+            );
+        }
+        for (agent, _) in self.agent_timeouts_min.iter().filter(|(_, m)| **m == 0.0) {
+            checker.warn(
+                &format!("{BLOCK}.agentTimeoutsMin.{agent}"),
+                format!("is 0: {agent} has no time limit, {stall}"),
+                "set a limit in minutes, or remove the entry to use agentTimeoutMin",
             );
         }
     }
@@ -821,11 +920,19 @@ impl Settings {
             .map_or_else(|| option.to_string(), |(stage, _)| stage.clone())
     }
 
-    /// The timeout of one agent dispatch, if configured.
+    /// The timeout of one dispatch of `agent`: its `agentTimeoutsMin` entry, else
+    /// `agentTimeoutMin`; `None` when that is 0.
     pub fn agent_timeout(&self, agent: &str) -> Option<std::time::Duration> {
-        self.agent_timeouts_min
-            .get(agent)
-            .map(|m| std::time::Duration::from_secs_f64(m * 60.0))
+        let minutes =
+            (self.agent_timeouts_min.get(agent).copied()).unwrap_or(self.agent_timeout_min);
+        (minutes > 0.0)
+            .then(|| std::time::Duration::try_from_secs_f64(minutes * 60.0).ok())
+            .flatten()
+    }
+
+    /// How long an agent may write nothing before it is stopped as stalled; `None`: never.
+    pub fn agent_stall(&self) -> Option<std::time::Duration> {
+        (self.agent_stall_sec > 0).then(|| std::time::Duration::from_secs(self.agent_stall_sec))
     }
 
     /// Where the branches are pushed and fetched from: `gitUrl` (a relative path is taken from
@@ -1030,6 +1137,14 @@ mod tests {
         assert_eq!(s.agent_token_budget, 0);
         assert_eq!(s.max_tool_calls, 0);
         assert!(s.agent_timeouts_min.is_empty());
+        assert_eq!(s.agent_timeout_min, 60.0);
+        assert_eq!(
+            s.agent_timeout("developer"),
+            Some(std::time::Duration::from_secs(3600)),
+            "every dispatch has a time limit by default"
+        );
+        assert_eq!(s.agent_stall(), Some(std::time::Duration::from_secs(600)));
+        assert!(s.prices.is_empty());
         assert!(!s.bell_on_complete);
         assert!(!s.enable_experimental_features);
         assert_eq!(s.gates.ci_poll_interval_sec, 15);
@@ -1399,6 +1514,67 @@ mod tests {
         }
         assert_eq!(readme_keys(&readme, "### Required"), required);
         assert_eq!(readme_keys(&readme, "### Optional"), optional);
+    }
+
+    #[test]
+    fn a_dispatch_without_a_time_limit_is_a_warning_and_a_negative_one_an_error() {
+        assert!(load(MINIMAL).unwrap().warnings.is_empty());
+        let text = r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+            "agentTimeoutMin": 0, "agentTimeoutsMin": { "developer": 0, "auditor": 5 } } }"#;
+        let loaded = load(text).unwrap();
+        let s = &loaded.settings;
+        assert_eq!(s.agent_timeout("researcher"), None);
+        assert_eq!(s.agent_timeout("developer"), None);
+        assert_eq!(
+            s.agent_timeout("auditor"),
+            Some(std::time::Duration::from_secs(300))
+        );
+        let fields: Vec<&str> = loaded.warnings.iter().map(|w| w.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "supervisor.agentTimeoutMin",
+                "supervisor.agentTimeoutsMin.developer"
+            ]
+        );
+        assert!(
+            loaded.warnings[0].problem.contains("no time limit")
+                && loaded.warnings[0].problem.contains("agentStallSec stops"),
+            "{}",
+            loaded.warnings[0]
+        );
+        for (key, value) in [
+            ("agentTimeoutMin", "-1"),
+            ("agentTimeoutsMin", r#"{ "developer": -5 }"#),
+            (
+                "prices",
+                r#"{ "m": { "inputPerMTok": -1, "outputPerMTok": 1 } }"#,
+            ),
+        ] {
+            let text = format!(
+                r#"{{ "supervisor": {{ "repo": "o/r", "projectNumber": 1, "codeowners": ["a"], "{key}": {value} }} }}"#
+            );
+            let e = single_error(&text);
+            assert!(e.field.starts_with(&format!("supervisor.{key}")), "{e}");
+            assert!(e.problem.contains("-1") || e.problem.contains("-5"), "{e}");
+        }
+    }
+
+    #[test]
+    fn prices_are_read_per_model() {
+        let text = r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+            "prices": { "my-model": { "inputPerMTok": 2, "outputPerMTok": 8, "cacheReadPerMTok": 0.5 } } } }"#;
+        let s = load(text).unwrap().settings;
+        let p = &s.prices["my-model"];
+        assert_eq!(
+            (p.input, p.output, p.cache_read, p.cache_write),
+            (2.0, 8.0, Some(0.5), None)
+        );
+        let e = single_error(
+            r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+            "prices": { "my-model": { "inputPerMTok": 2 } } } }"#,
+        );
+        assert_eq!(e.field, "supervisor.prices.my-model.outputPerMTok");
     }
 
     #[test]

@@ -263,20 +263,30 @@ async fn github_checks(s: &Subject<'_>, gh: &GitHub, f: &mut Findings) {
             // The repository could not be read: ask who the token is on its own.
             Err(_) => gh.viewer().await,
         };
-        f.checks.push(match viewer {
-            Ok(viewer) => scopes_check(&viewer, uses_ci(s.project)),
-            Err(e) => Check::fail(
+        match viewer {
+            Ok(viewer) => {
+                f.checks.push(scopes_check(&viewer, uses_ci(s.project)));
+                if s.codeowners {
+                    f.checks.push(revise_check(settings, Some(&viewer.login)));
+                }
+            }
+            Err(e) => f.checks.push(Check::fail(
                 "scopes",
                 format!("GitHub refused the token: {e}"),
                 TOKEN_FIX,
-            ),
-        });
-    } else if uses_ci(s.project) {
-        f.checks.push(Check::warn(
-            "scopes",
-            "a GitHub App's permissions are not listed to it; the reads below check most of them",
-            "give the App Issues, Pull requests and Contents write, Projects read and write, and Checks read (the ci gate)",
-        ));
+            )),
+        }
+    } else {
+        if uses_ci(s.project) {
+            f.checks.push(Check::warn(
+                "scopes",
+                "a GitHub App's permissions are not listed to it; the reads below check most of them",
+                "give the App Issues, Pull requests and Contents write, Projects read and write, and Checks read (the ci gate)",
+            ));
+        }
+        if s.codeowners {
+            f.checks.push(revise_check(settings, None));
+        }
     }
     f.checks.push(match repository {
         Ok(info) => match info.permission.as_deref() {
@@ -351,6 +361,33 @@ async fn board_owner_done(s: &Subject<'_>, gh: &GitHub, f: &mut Findings) {
             "list GitHub logins in codeowners (without @), e.g. the output of `gh api user --jq .login`",
         )
     })
+}
+
+/// How a codeowner asks for a revision: supervisor's pull requests are opened by the token's
+/// account, and GitHub refuses a "Request changes" review of one's own pull request. `login` is the
+/// token's account; `None` for a GitHub App, whose bot opens them.
+fn revise_check(settings: &Settings, login: Option<&str>) -> Check {
+    match login {
+        None => Check::ok(
+            "revise",
+            "pull requests are opened by the App's bot: a codeowner's \"Request changes\" review, or `/supervisor revise <what to change>`, asks for a revision",
+        ),
+        Some(login) if settings.is_codeowner(login) => Check::warn(
+            "revise",
+            format!(
+                "pull requests are opened by {login}, a codeowner: GitHub refuses {login}'s \"Request changes\" on them (\"Can not request changes on your own pull request\")"
+            ),
+            format!(
+                "{login} asks for a revision with a comment `/supervisor revise <what to change>` (it starts one under `serve` and the Action's comment workflow) or a \"Comment\" review (read by the next `supervisor revise`); or let a GitHub App open the pull requests"
+            ),
+        ),
+        Some(login) => Check::ok(
+            "revise",
+            format!(
+                "pull requests are opened by {login}: a codeowner's \"Request changes\" review, or `/supervisor revise <what to change>`, asks for a revision"
+            ),
+        ),
+    }
 }
 
 fn uses_ci(project: &Project) -> bool {

@@ -579,6 +579,20 @@ mod tests {
         }
     }
 
+    /// No gate can hold a run for ever: with the default settings every gate has a deadline, at
+    /// most an hour (the oracle's three test runs of 20 minutes each).
+    #[test]
+    fn every_gate_has_a_finite_deadline_by_default() {
+        let ctx = test_context();
+        for kind in GateKind::ALL {
+            let deadline = gate_deadline(&default_hook(kind), &ctx);
+            assert!(
+                deadline > Duration::ZERO && deadline <= Duration::from_secs(3600),
+                "{kind:?}: {deadline:?}"
+            );
+        }
+    }
+
     #[tokio::test]
     async fn a_panicking_gate_is_not_run_and_the_others_still_report() {
         fn resolve(kind: GateKind) -> &'static dyn Gate {

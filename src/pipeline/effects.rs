@@ -235,6 +235,32 @@ pub enum Effect {
 }
 
 impl Effect {
+    /// What the effect does, in a word or two, for the logs.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Effect::FetchIssue => "fetch issue",
+            Effect::FetchContext => "fetch context",
+            Effect::AddToBoard => "add to board",
+            Effect::PrepareWorktree => "prepare worktree",
+            Effect::Dispatch(_) => "dispatch agent",
+            Effect::Commit { .. } => "commit",
+            Effect::Push => "push",
+            Effect::Post { .. } => "post comment",
+            Effect::MoveCard { .. } => "move card",
+            Effect::RunGates { .. } => "run gates",
+            Effect::UndoCommit => "undo commit",
+            Effect::CloseIssue { .. } => "close issue",
+            Effect::OpenPullRequest(_) => "open pull request",
+            Effect::CheckMergeable { .. } => "check mergeable",
+            Effect::MergeBase => "merge base",
+            Effect::Cleanup(_) => "clean up",
+            Effect::FetchFeedback { .. } => "fetch feedback",
+            Effect::PrepareRevision { .. } => "prepare revision",
+            Effect::AnswerThread(_) => "answer thread",
+            Effect::UpdatePullBody { .. } => "update pull request body",
+        }
+    }
+
     /// Effects that start new work: not begun once the run is cancelled.
     pub fn starts_work(&self) -> bool {
         matches!(

@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::effects::{Effect, Effects, Input};
 use super::journal::{Event, Journal, JournalError};
@@ -94,11 +95,38 @@ pub async fn drive<E: Effects>(
         input = if cancel.is_cancelled() && effect.starts_work() {
             Input::Cancelled
         } else {
-            match perform(machine, effects, journal, effect, cancel).await {
+            let span = effect_span(machine, &effect);
+            let name = effect.name();
+            let performed = async {
+                tracing::debug!("{name}");
+                let input = perform(machine, effects, journal, effect, cancel).await;
+                if let Err(e) = &input {
+                    tracing::debug!("{name} failed: {e}");
+                }
+                input
+            };
+            match performed.instrument(span).await {
                 Ok(input) => input,
                 Err(e) => return Err(fail(machine, effects, journal, e).await),
             }
         };
+    }
+}
+
+/// The span of one effect: the stage it works for and, for an agent or a gate round, the attempt
+/// (inside the run's span, which names the run and the issue).
+fn effect_span(machine: &Machine, effect: &Effect) -> tracing::Span {
+    match effect {
+        Effect::Dispatch(d) => tracing::info_span!(
+            "stage",
+            stage = %d.stage,
+            attempt = d.attempt,
+            agent = %d.agent
+        ),
+        Effect::RunGates { stage, attempt, .. } => {
+            tracing::info_span!("stage", stage = %stage, attempt = attempt, gates = true)
+        }
+        _ => tracing::info_span!("stage", stage = machine.column().unwrap_or("-")),
     }
 }
 

@@ -88,6 +88,28 @@ pub struct RunRecord {
     pub journal: PathBuf,
 }
 
+/// What a set of runs (a repository's board) spent together.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunTotals {
+    pub runs: usize,
+    pub agents: u32,
+    pub tokens: u64,
+    /// Agents stopped before their CLI reported a cost are counted at the price table's prices.
+    pub cost_usd: f64,
+}
+
+impl RunTotals {
+    pub fn of(runs: &[RunRecord]) -> RunTotals {
+        runs.iter().fold(RunTotals::default(), |t, r| RunTotals {
+            runs: t.runs + 1,
+            agents: t.agents + r.agents,
+            tokens: t.tokens + r.tokens,
+            cost_usd: t.cost_usd + r.cost_usd,
+        })
+    }
+}
+
 /// The pull request a revision's `run_id` revises; `None` for a run of an issue.
 pub fn revised_pull(run_id: &str) -> Option<u64> {
     run_id.split('-').nth(1)?.strip_prefix("rev")?.parse().ok()
@@ -182,6 +204,7 @@ impl RunRecord {
             Event::Halted { halt, .. } => match halt {
                 Halt::Stop { reason } => self.reason = Some(reason.clone()),
                 Halt::Unusable { problem } => self.reason = Some(problem.clone()),
+                Halt::Stalled { reason } => self.reason = Some(reason.clone()),
                 Halt::Interrupted => {}
             },
             Event::PullRequest { url, .. } => self.pr = Some(url.clone()),

@@ -49,6 +49,9 @@ pub enum Halt {
     /// The answer broke the output protocol (no outcome, an unknown audit dimension, a bad field):
     /// the agent is asked once to answer again.
     Unusable { problem: String },
+    /// The agent wrote nothing for too long and was stopped: the run pauses, and running again
+    /// starts the stage afresh.
+    Stalled { reason: String },
 }
 
 /// What happened. `kind` and `payload` in the file.

@@ -70,6 +70,8 @@ struct Work {
     fix: Option<String>,
     /// The answer broke the output protocol.
     unusable: Option<String>,
+    /// The agent stalled: why (the run pauses).
+    stalled: Option<String>,
     ran: bool,
     outcome: Option<Outcome>,
     /// Commits ahead of the base after the commit (commit stages).
@@ -89,6 +91,7 @@ impl Work {
             attempt,
             fix,
             unusable: None,
+            stalled: None,
             ran: false,
             outcome: None,
             ahead: None,
@@ -113,6 +116,10 @@ impl Work {
                 halt: Halt::Unusable { problem },
                 ..
             } => self.unusable = Some(problem.clone()),
+            Event::Halted {
+                halt: Halt::Stalled { reason },
+                ..
+            } => self.stalled = Some(reason.clone()),
             Event::Committed { ahead, outside, .. } => {
                 self.ahead = Some(*ahead);
                 self.outside = outside.clone();
@@ -1006,6 +1013,10 @@ impl Machine {
             if self.s.started.as_ref() != Some(&(w.stage.clone(), w.attempt)) {
                 // Started before a crash and never finished: a new attempt begins.
                 return self.want_start(&w.stage);
+            }
+            if let Some(reason) = &w.stalled {
+                // A stalled agent: pause; the rerun starts a new attempt (above).
+                return self.want_pause(w, reason.clone());
             }
             if w.ran {
                 // Ran in this process without an outcome: the halt event says why.

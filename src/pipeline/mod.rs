@@ -24,7 +24,8 @@ pub use effects::{
 };
 pub use engine::{RunError, RunOptions, drive};
 pub use history::{
-    LastWord, RunRecord, RunStatus, find_run, prune_runs, read_runs, read_runs_where, revised_pull,
+    LastWord, RunRecord, RunStatus, RunTotals, find_run, prune_runs, read_runs, read_runs_where,
+    revised_pull,
 };
 pub use journal::{
     AgentStats, Entry, Event, FORMAT, Halt, Journal, JournalError, read_entries, runs_dir,

@@ -55,6 +55,37 @@ pub enum RunEnd {
 }
 
 impl RunEnd {
+    /// Every end's `kind`, as `--json`, the journal and the Action's `end` output name it.
+    pub const KINDS: [&'static str; 10] = [
+        "pull-request",
+        "already-done",
+        "closed-as-resolved",
+        "stopped",
+        "refused",
+        "interrupted",
+        "paused",
+        "dry-run",
+        "revised",
+        "nothing-to-revise",
+    ];
+
+    /// This end's `kind`.
+    pub fn kind(&self) -> &'static str {
+        let i = match self {
+            RunEnd::PullRequest { .. } => 0,
+            RunEnd::AlreadyDone => 1,
+            RunEnd::ClosedAsResolved => 2,
+            RunEnd::Stopped { .. } => 3,
+            RunEnd::Refused { .. } => 4,
+            RunEnd::Interrupted => 5,
+            RunEnd::Paused { .. } => 6,
+            RunEnd::DryRun { .. } => 7,
+            RunEnd::Revised { .. } => 8,
+            RunEnd::NothingToRevise { .. } => 9,
+        };
+        Self::KINDS[i]
+    }
+
     /// The exit status this end maps to.
     pub fn exit_code(&self) -> u8 {
         match self {
@@ -244,5 +275,49 @@ impl Progress {
                 })
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_end_is_named_as_it_is_serialized() {
+        let ends = [
+            RunEnd::PullRequest {
+                number: 1,
+                url: String::new(),
+                created: true,
+            },
+            RunEnd::AlreadyDone,
+            RunEnd::ClosedAsResolved,
+            RunEnd::Stopped {
+                stage: String::new(),
+                reason: String::new(),
+            },
+            RunEnd::Refused {
+                reason: String::new(),
+            },
+            RunEnd::Interrupted,
+            RunEnd::Paused {
+                reason: String::new(),
+            },
+            RunEnd::DryRun { plan: vec![] },
+            RunEnd::Revised {
+                number: 1,
+                url: String::new(),
+                round: 1,
+                sha: String::new(),
+            },
+            RunEnd::NothingToRevise {
+                reason: String::new(),
+            },
+        ];
+        let kinds: Vec<&str> = ends.iter().map(RunEnd::kind).collect();
+        assert_eq!(kinds, RunEnd::KINDS);
+        for end in &ends {
+            assert_eq!(serde_json::to_value(end).unwrap()["kind"], end.kind());
+        }
     }
 }

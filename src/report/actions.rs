@@ -198,10 +198,7 @@ pub fn annotations(s: &RunSummary) -> Vec<String> {
 
 /// The step outputs: `end`, `pr-url`, `score`, `verdict`, `journal` and `summary` (JSON).
 pub fn action_outputs(s: &RunSummary) -> Vec<(&'static str, String)> {
-    let end = serde_json::to_value(&s.end)
-        .ok()
-        .and_then(|v| v["kind"].as_str().map(String::from))
-        .unwrap_or_default();
+    let end = s.end.kind().to_string();
     let pr_url = match &s.end {
         RunEnd::PullRequest { url, .. } | RunEnd::Revised { url, .. } => url.clone(),
         _ => String::new(),

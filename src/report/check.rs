@@ -16,6 +16,25 @@ fn unlimited(n: u64) -> String {
     }
 }
 
+/// `60 min (developer 30 min, researcher none)`.
+fn timeouts(s: &crate::config::Settings) -> String {
+    let minutes = |m: f64| {
+        if m > 0.0 {
+            format!("{m} min")
+        } else {
+            "none".to_string()
+        }
+    };
+    let mut text = minutes(s.agent_timeout_min);
+    if !s.agent_timeouts_min.is_empty() {
+        let each: Vec<String> = (s.agent_timeouts_min.iter())
+            .map(|(agent, m)| format!("{agent} {}", minutes(*m)))
+            .collect();
+        text.push_str(&format!(" ({})", each.join(", ")));
+    }
+    text
+}
+
 /// A human summary of a loaded project and of its agent CLIs.
 pub fn check_text(p: &Project, pf: &Preflight) -> String {
     let s = &p.settings;
@@ -61,18 +80,14 @@ pub fn check_text(p: &Project, pf: &Preflight) -> String {
         (
             "agents",
             format!(
-                "backend {}; token budget {}; tool calls {}; timeouts {}",
+                "backend {}; token budget {}; tool calls {}; timeout {}; stalled after {}",
                 s.agent_backend,
                 unlimited(s.agent_token_budget),
                 unlimited(s.max_tool_calls),
-                if s.agent_timeouts_min.is_empty() {
-                    "none".to_string()
-                } else {
-                    s.agent_timeouts_min
-                        .iter()
-                        .map(|(a, m)| format!("{a} {m} min"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                timeouts(s),
+                match s.agent_stall_sec {
+                    0 => "never (agentStallSec 0)".to_string(),
+                    n => format!("{n} s without output"),
                 }
             ),
         ),

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 
 use super::comments::{human_duration, human_tokens};
 use crate::pipeline::decide::work::exit_text;
-use crate::pipeline::{Entry, Event, Halt, RunRecord, RunStatus};
+use crate::pipeline::{Entry, Event, Halt, RunRecord, RunStatus, RunTotals};
 
 fn when(t: Option<DateTime<Utc>>) -> String {
     t.map(|t| t.format("%Y-%m-%d %H:%M").to_string())
@@ -65,6 +65,16 @@ pub fn runs_text(runs: &[RunRecord]) -> String {
     for row in &rows {
         out.push_str(&line(row.iter().map(String::as_str).collect()));
     }
+    let total = RunTotals::of(runs);
+    let _ = writeln!(
+        out,
+        "total: {} run{}, {} agent runs, {} tokens, cost {}",
+        total.runs,
+        if total.runs == 1 { "" } else { "s" },
+        total.agents,
+        human_tokens(total.tokens),
+        cost(total.cost_usd)
+    );
     out
 }
 
@@ -88,19 +98,26 @@ fn event_line(event: &Event) -> Option<String> {
             }
             s
         }
-        Event::AgentFinished { stage, stats, .. } => format!(
-            "{stage}: {} {} in {}, {} tokens, {} tool calls",
-            stats.agent,
-            exit_text(&stats.exit),
-            human_duration(stats.duration_ms),
-            human_tokens(stats.usage.total),
-            stats.tool_calls
-        ),
+        Event::AgentFinished { stage, stats, .. } => {
+            let mut line = format!(
+                "{stage}: {} {} in {}, {} tokens, {} tool calls",
+                stats.agent,
+                exit_text(&stats.exit),
+                human_duration(stats.duration_ms),
+                human_tokens(stats.usage.total),
+                stats.tool_calls
+            );
+            if stats.usage.cost_usd > 0.0 {
+                let _ = write!(line, ", {}", stats.usage.cost_text());
+            }
+            line
+        }
         Event::Outcome { stage, outcome, .. } => format!("{stage}: answered {}", outcome.action),
         Event::Halted { stage, halt, .. } => match halt {
             Halt::Interrupted => format!("{stage}: interrupted"),
             Halt::Stop { reason } => format!("{stage}: halted: {reason}"),
             Halt::Unusable { problem } => format!("{stage}: unusable answer: {problem}"),
+            Halt::Stalled { reason } => format!("{stage}: {reason}"),
         },
         Event::Committed {
             stage, sha, ahead, ..
@@ -307,9 +324,17 @@ mod tests {
             "{timeline}"
         );
         assert!(timeline.contains("stopped: rejected 2 times"), "{timeline}");
-        let table = runs_text(std::slice::from_ref(&r));
+        let table = runs_text(&[r.clone(), r.clone()]);
         assert!(table.starts_with("ISSUE"), "{table}");
         assert!(table.contains("#9     stopped  Audit"), "{table}");
+        assert!(
+            table.ends_with(&format!(
+                "total: 2 runs, {} agent runs, {} tokens, cost -\n",
+                2 * r.agents,
+                human_tokens(2 * r.tokens)
+            )),
+            "{table}"
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 pub use console::{Console, ProgressMode};
 pub use live::LiveEffects;
@@ -189,6 +190,29 @@ pub async fn run_issue(
         let (id, resumed, lock) = claim(&project, &ws, opts.issue, opts.revise)?;
         (id, resumed, Some(lock))
     };
+    // Every log line of the run, down through its agents and gates, names it.
+    let span = tracing::info_span!(
+        "run",
+        run = %run_id,
+        issue = opts.issue,
+        pr = opts.revise.map(tracing::field::display),
+    );
+    let result = run_in(project, svc, opts, ws, run_id, resumed)
+        .instrument(span)
+        .await;
+    drop(lock);
+    result
+}
+
+/// The run `run_id`, claimed.
+async fn run_in(
+    project: Arc<Project>,
+    svc: Services,
+    opts: RunOptions,
+    ws: WorkspaceConfig,
+    run_id: String,
+    resumed: bool,
+) -> Result<RunSummary, RunError> {
     let mut journal = if opts.dry_run {
         Journal::in_memory()
     } else {
@@ -220,13 +244,11 @@ pub async fn run_issue(
     let cancel = effects.cancel_token();
     let groups = effects.group_recorder();
     let gates = effects.gate_session();
-    let result = crate::process::recording(groups, async {
+    crate::process::recording(groups, async {
         let result = drive(&mut machine, &mut effects, &mut journal, &cancel).await;
         // Warm language servers and incremental gate state end with the run, however it ended.
         gates.shutdown().await;
         result
     })
-    .await;
-    drop(lock);
-    result
+    .await
 }

@@ -15,6 +15,58 @@ pub struct CommitInfo {
     pub parents: Vec<String>,
 }
 
+impl CommitInfo {
+    fn of(commit: &git2::Commit<'_>) -> CommitInfo {
+        let author = commit.author();
+        CommitInfo {
+            sha: commit.id().to_string(),
+            message: commit.message().unwrap_or_default().to_string(),
+            author: author.name().unwrap_or_default().to_string(),
+            email: author.email().unwrap_or_default().to_string(),
+            time: commit.time().seconds(),
+            parents: commit.parent_ids().map(|p| p.to_string()).collect(),
+        }
+    }
+}
+
+/// Commits a pull request lists at most (GitHub's pull request commits list stops at 250).
+pub const MAX_PULL_COMMITS: usize = 250;
+
+/// Lines of a pull request's diff kept at most; the files past them show without their lines.
+pub const MAX_DIFF_LINES: usize = 3000;
+
+/// A file of a pull request's diff.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileDiff {
+    pub path: String,
+    /// The path before a rename or copy.
+    pub old_path: Option<String>,
+    /// GitHub's file status: `added`, `removed`, `modified`, `renamed` or `copied`.
+    pub status: &'static str,
+    pub additions: usize,
+    pub deletions: usize,
+    pub binary: bool,
+    pub hunks: Vec<Hunk>,
+    /// Some of its lines are left out ([`MAX_DIFF_LINES`]).
+    pub truncated: bool,
+}
+
+/// A hunk of a file's diff: its `@@` header and its lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hunk {
+    pub header: String,
+    pub lines: Vec<DiffLine>,
+}
+
+/// A line of a hunk: `+` added, `-` removed, ` ` context; its numbers in the old and new file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiffLine {
+    pub origin: char,
+    pub old: Option<u32>,
+    pub new: Option<u32>,
+    pub text: String,
+}
+
 /// How a merge of head into base would go.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mergeability {
@@ -35,6 +87,22 @@ fn resolve<'r>(repo: &'r Repository, spec: &str) -> Option<git2::Commit<'r>> {
             .then(|| repo.revparse_single(spec).ok()?.peel_to_commit().ok())
             .flatten()
     })
+}
+
+/// The diff of a pull request from `head` (a branch or a commit) into branch `base`, as GitHub
+/// computes it: from where `head` left `base` (their merge base) to `head`.
+fn three_dot<'r>(
+    repo: &'r Repository,
+    base: &str,
+    head: &str,
+    opts: &mut git2::DiffOptions,
+) -> Option<git2::Diff<'r>> {
+    let head = resolve(repo, head)?;
+    let base = tip(repo, base).ok()?;
+    let fork = repo.merge_base(base.id(), head.id()).ok()?;
+    let old = repo.find_commit(fork).ok()?.tree().ok()?;
+    repo.diff_tree_to_tree(Some(&old), Some(&head.tree().ok()?), Some(opts))
+        .ok()
 }
 
 /// A bare repository standing for GitHub's copy.
@@ -150,16 +218,107 @@ impl GitRemote {
     /// A commit by sha (full or abbreviated) or branch name.
     pub fn commit(&self, spec: &str) -> Option<CommitInfo> {
         let repo = self.repo()?;
-        let commit = resolve(&repo, spec)?;
-        let author = commit.author();
-        Some(CommitInfo {
-            sha: commit.id().to_string(),
-            message: commit.message().unwrap_or_default().to_string(),
-            author: author.name().unwrap_or_default().to_string(),
-            email: author.email().unwrap_or_default().to_string(),
-            time: commit.time().seconds(),
-            parents: commit.parent_ids().map(|p| p.to_string()).collect(),
-        })
+        Some(CommitInfo::of(&resolve(&repo, spec)?))
+    }
+
+    /// The commits of a pull request from `head` (a branch or a commit) into branch `base`, oldest
+    /// first, as GitHub lists them: those `head` has and `base` lacks, at most [`MAX_PULL_COMMITS`].
+    /// `None` when either is unknown.
+    pub fn pull_commits(&self, base: &str, head: &str) -> Option<Vec<CommitInfo>> {
+        let repo = self.repo()?;
+        let head = resolve(&repo, head)?;
+        let base = tip(&repo, base).ok()?;
+        let mut walk = repo.revwalk().ok()?;
+        walk.push(head.id()).ok()?;
+        walk.hide(base.id()).ok()?;
+        walk.set_sorting(git2::Sort::TOPOLOGICAL | git2::Sort::REVERSE)
+            .ok()?;
+        let commits = walk
+            .filter_map(Result::ok)
+            .take(MAX_PULL_COMMITS)
+            .filter_map(|oid| repo.find_commit(oid).ok())
+            .map(|c| CommitInfo::of(&c))
+            .collect();
+        Some(commits)
+    }
+
+    /// The files a pull request from `head` (a branch or a commit) into branch `base` changes, as
+    /// GitHub's "Files changed" shows them: the diff from where `head` left `base`, renames found,
+    /// at most [`MAX_DIFF_LINES`] lines in all. `None` when either is unknown.
+    pub fn pull_files(&self, base: &str, head: &str) -> Option<Vec<FileDiff>> {
+        let repo = self.repo()?;
+        let mut diff = three_dot(&repo, base, head, &mut git2::DiffOptions::new())?;
+        diff.find_similar(None).ok()?;
+        let mut budget = MAX_DIFF_LINES;
+        let mut files = Vec::new();
+        for i in 0..diff.deltas().len() {
+            let Some(delta) = diff.get_delta(i) else {
+                continue;
+            };
+            let name = |f: git2::DiffFile<'_>| {
+                f.path()
+                    .map(|p| p.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            };
+            let (old_path, path) = (name(delta.old_file()), name(delta.new_file()));
+            let status = match delta.status() {
+                git2::Delta::Added => "added",
+                git2::Delta::Deleted => "removed",
+                git2::Delta::Renamed => "renamed",
+                git2::Delta::Copied => "copied",
+                _ => "modified",
+            };
+            let mut file = FileDiff {
+                old_path: (old_path != path && !old_path.is_empty()).then_some(old_path),
+                path: if path.is_empty() {
+                    name(delta.old_file())
+                } else {
+                    path
+                },
+                status,
+                additions: 0,
+                deletions: 0,
+                binary: delta.flags().is_binary(),
+                hunks: Vec::new(),
+                truncated: false,
+            };
+            if let Ok(Some(patch)) = git2::Patch::from_diff(&diff, i) {
+                let (_, additions, deletions) = patch.line_stats().ok()?;
+                (file.additions, file.deletions) = (additions, deletions);
+                for h in 0..patch.num_hunks() {
+                    let Ok((hunk, count)) = patch.hunk(h) else {
+                        continue;
+                    };
+                    if count > budget {
+                        file.truncated = true;
+                        break;
+                    }
+                    budget -= count;
+                    let lines = (0..count)
+                        .filter_map(|l| patch.line_in_hunk(h, l).ok())
+                        .filter(|l| matches!(l.origin(), '+' | '-' | ' '))
+                        .map(|l| DiffLine {
+                            origin: l.origin(),
+                            old: l.old_lineno(),
+                            new: l.new_lineno(),
+                            text: String::from_utf8_lossy(l.content())
+                                .trim_end_matches(['\n', '\r'])
+                                .to_string(),
+                        })
+                        .collect();
+                    file.hunks.push(Hunk {
+                        header: String::from_utf8_lossy(hunk.header())
+                            .trim_end()
+                            .to_string(),
+                        lines,
+                    });
+                }
+            } else {
+                file.binary = true;
+            }
+            files.push(file);
+        }
+        Some(files)
     }
 
     /// Whether `head` has commits that `base` lacks.
@@ -255,15 +414,9 @@ impl GitRemote {
 
     fn diff_line(&self, base: &str, head: &str, path: &str, line: u64) -> Option<(String, u64)> {
         let repo = self.repo()?;
-        let head = resolve(&repo, head)?;
-        let base = tip(&repo, base).ok()?;
-        let fork = repo.merge_base(base.id(), head.id()).ok()?;
-        let old = repo.find_commit(fork).ok()?.tree().ok()?;
         let mut opts = git2::DiffOptions::new();
         opts.pathspec(path).disable_pathspec_match(true);
-        let diff = repo
-            .diff_tree_to_tree(Some(&old), Some(&head.tree().ok()?), Some(&mut opts))
-            .ok()?;
+        let diff = three_dot(&repo, base, head, &mut opts)?;
         let patch = git2::Patch::from_diff(&diff, 0).ok()??;
         let mut position = 0;
         for h in 0..patch.num_hunks() {
@@ -374,6 +527,59 @@ mod tests {
         assert_eq!(remote.diff_position("main", "topic", "a.txt", 2), Some(3));
         assert_eq!(remote.diff_position("main", "topic", "a.txt", 3), Some(4));
         assert!(remote.diff_hunk("main", "topic", "b.txt", 1).is_none());
+    }
+
+    #[test]
+    fn a_pull_request_lists_its_commits_and_files_from_where_it_left_the_base() {
+        let dir = tempfile::tempdir().unwrap();
+        let remote = GitRemote::create(&dir.path().join("r.git"), "main").unwrap();
+        remote
+            .commit_files("main", None, &[("a.txt", "one\ntwo\n")], "base")
+            .unwrap();
+        let first = remote
+            .commit_files(
+                "topic",
+                Some("main"),
+                &[("a.txt", "one\nTWO\n")],
+                "change a",
+            )
+            .unwrap();
+        let second = remote
+            .commit_files("topic", None, &[("b.txt", "new\n")], "add b")
+            .unwrap();
+        // A later commit on main is not the pull request's, nor is its change in the diff.
+        remote
+            .commit_files("main", None, &[("c.txt", "main only\n")], "main moves on")
+            .unwrap();
+        let commits = remote.pull_commits("main", "topic").unwrap();
+        let shas: Vec<&str> = commits.iter().map(|c| c.sha.as_str()).collect();
+        assert_eq!(shas, [first.as_str(), second.as_str()]);
+        assert_eq!(commits[0].message, "change a");
+        assert_eq!(commits[0].author, "sandbox");
+        let files = remote.pull_files("main", "topic").unwrap();
+        let names: Vec<(&str, &str)> = files.iter().map(|f| (f.path.as_str(), f.status)).collect();
+        assert_eq!(names, [("a.txt", "modified"), ("b.txt", "added")]);
+        let a = &files[0];
+        assert_eq!((a.additions, a.deletions), (1, 1));
+        assert_eq!(a.hunks.len(), 1);
+        assert!(a.hunks[0].header.starts_with("@@ -1,2 +1,2 @@"), "{a:?}");
+        let lines: Vec<(char, Option<u32>, Option<u32>, &str)> = a.hunks[0]
+            .lines
+            .iter()
+            .map(|l| (l.origin, l.old, l.new, l.text.as_str()))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                (' ', Some(1), Some(1), "one"),
+                ('-', Some(2), None, "two"),
+                ('+', None, Some(2), "TWO"),
+            ]
+        );
+        assert!(!a.truncated && !a.binary);
+        assert!(remote.pull_commits("main", "missing").is_none());
+        assert!(remote.pull_files("missing", "topic").is_none());
+        assert_eq!(remote.pull_commits("main", "main").unwrap().len(), 0);
     }
 
     #[test]

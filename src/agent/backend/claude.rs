@@ -135,8 +135,7 @@ impl ClaudeUsage {
             output: self.output_tokens.unwrap_or(0),
             cache_read: self.cache_read_input_tokens.unwrap_or(0),
             cache_write: self.cache_creation_input_tokens.unwrap_or(0),
-            total: 0,
-            cost_usd: 0.0,
+            ..Usage::default()
         }
         .with_computed_total()
     }

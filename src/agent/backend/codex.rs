@@ -171,8 +171,7 @@ fn call_usage(input: u64, cached: u64, cache_write: u64, output: u64) -> Usage {
         output,
         cache_read: cached,
         cache_write,
-        total: 0,
-        cost_usd: 0.0,
+        ..Usage::default()
     }
     .with_computed_total()
 }

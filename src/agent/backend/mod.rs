@@ -14,12 +14,13 @@ use crate::config::{CommandBackend, Settings};
 
 use super::AgentDefinition;
 use super::error::AgentError;
+use super::run::Limits;
 use super::stream::StreamParser;
 
 pub use claude::ClaudeStream;
 pub use codex::CodexStream;
 pub use command::CommandStream;
-pub use pi::{PiEvents, PiStream};
+pub use pi::{LIMITS_EXTENSION, PiEvents, PiStream, REFUSAL};
 pub use scripted::{REVISION_TASK_HEADING, SCRIPT_SUBCOMMAND, Script, ScriptAction, replay};
 
 /// Which agent CLI runs a role.
@@ -94,6 +95,44 @@ pub const MAX_ARG_BYTES: usize = 128 * 1024 - 1;
 pub trait AgentCli {
     fn launch(&self, inv: &Invocation<'_>) -> Launch;
     fn parser(&self) -> Box<dyn StreamParser>;
+
+    /// Have the CLI itself enforce `limits` before a tool runs, where it can: changes `launch` and
+    /// returns what must outlive the process. `Ok(None)`: it cannot, and supervisor's checks of the
+    /// stream are all there is.
+    fn guard(&self, _launch: &mut Launch, _limits: &Limits) -> Result<Option<Guard>, String> {
+        Ok(None)
+    }
+}
+
+/// Files a CLI reads to enforce the limits itself (pi's limits extension), in a private temporary
+/// directory that lives as long as this value.
+#[derive(Debug)]
+pub struct Guard {
+    dir: tempfile::TempDir,
+}
+
+impl Guard {
+    /// A new private directory for the guard's files.
+    fn new(what: &str) -> Result<Guard, String> {
+        tempfile::Builder::new()
+            .prefix("supervisor-guard-")
+            .tempdir()
+            .map(|dir| Guard { dir })
+            .map_err(|e| format!("cannot create a temporary directory for {what}: {e}"))
+    }
+
+    /// Write `contents` to `name` in the guard's directory; its path.
+    fn file(&self, name: &str, contents: &str) -> Result<PathBuf, String> {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, contents)
+            .map(|()| path.clone())
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+
+    /// The directory, which a sandboxed agent must be able to read.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
 }
 
 impl Backend {

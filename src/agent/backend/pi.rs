@@ -13,13 +13,21 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{AgentCli, Invocation, Launch};
-use crate::agent::run::Usage;
+use super::{AgentCli, Guard, Invocation, Launch};
+use crate::agent::run::{Limits, Usage};
 use crate::agent::stream::{
     SkipProbe, StreamParser, Tally, TranscriptLine, event_kind, event_type, parse_event,
 };
 
 pub(super) struct Pi;
+
+/// The pi extension that enforces a dispatch's tool-call cap and token budget before a tool runs.
+pub const LIMITS_EXTENSION: &str = include_str!("../../../config/pi-limits.ts");
+/// How the limits extension's refusal of a tool call begins (the call's result text).
+pub const REFUSAL: &str = "supervisor refused this tool call:";
+/// The variables that give the limits extension its limits (0: none).
+const TOOL_CALLS_VAR: &str = "SUPERVISOR_LIMIT_TOOL_CALLS";
+const TOKENS_VAR: &str = "SUPERVISOR_LIMIT_TOKENS";
 
 impl AgentCli for Pi {
     fn launch(&self, inv: &Invocation<'_>) -> Launch {
@@ -58,6 +66,23 @@ impl AgentCli for Pi {
 
     fn parser(&self) -> Box<dyn StreamParser> {
         Box::new(PiStream)
+    }
+
+    /// The limits extension, in a private directory, loaded with `--extension`.
+    fn guard(&self, launch: &mut Launch, limits: &Limits) -> Result<Option<Guard>, String> {
+        if limits.max_tool_calls == 0 && limits.token_budget == 0 {
+            return Ok(None);
+        }
+        let guard = Guard::new("pi's limits extension")?;
+        let file = guard.file("supervisor-limits.ts", LIMITS_EXTENSION)?;
+        launch
+            .args
+            .extend(["--extension".to_string(), file.display().to_string()]);
+        launch.env.extend([
+            (TOOL_CALLS_VAR.into(), limits.max_tool_calls.to_string()),
+            (TOKENS_VAR.into(), limits.token_budget.to_string()),
+        ]);
+        Ok(Some(guard))
     }
 }
 
@@ -98,6 +123,22 @@ struct PiUsage {
 #[serde(default)]
 struct PiCost {
     total: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolEnd {
+    #[serde(default)]
+    is_error: bool,
+    #[serde(default)]
+    result: Value,
+}
+
+impl ToolEnd {
+    /// Whether the limits extension refused this call before it ran.
+    fn refused(&self) -> bool {
+        self.is_error && text_blocks(&self.result["content"]).starts_with(REFUSAL)
+    }
 }
 
 #[derive(Deserialize)]
@@ -151,6 +192,14 @@ impl StreamParser for PiStream {
                     .and_then(|v| v.get("toolName")?.as_str().map(str::to_string));
                 tally.saw_tool(name.as_deref());
             }
+            "tool_execution_end" => {
+                // Parsed only when it may be a refusal: tool results can be large.
+                let refused = line.contains(REFUSAL)
+                    && serde_json::from_str::<ToolEnd>(line).is_ok_and(|end| end.refused());
+                if refused {
+                    tally.refused_tool();
+                }
+            }
             "message_end" => {
                 if let Some(ev) = parse_event::<MessageEvent>(line, tally) {
                     assistant_message(ev.message, tally);
@@ -192,6 +241,7 @@ fn assistant_message(m: Message, tally: &mut Tally) {
             cache_write: u.cache_write,
             total: u.total_tokens,
             cost_usd: u.cost.map(|c| c.total).unwrap_or(0.0),
+            cost_estimated: false,
         };
         if call.total == 0 {
             call = call.with_computed_total();
@@ -327,6 +377,61 @@ mod tests {
         }
         p.end(&mut t, true);
         t
+    }
+
+    #[test]
+    fn a_call_the_limits_extension_refused_is_not_counted() {
+        let mut ev = PiEvents::default();
+        let mut lines = Vec::new();
+        lines.extend(ev.tool("bash", json!({}), "ran", false));
+        let refusal =
+            format!("{REFUSAL} the tool-call cap is reached (1 calls ran, cap 1); stop now.");
+        lines.extend(ev.tool("bash", json!({}), &refusal, true));
+        let t = tally_of(&lines);
+        assert_eq!(t.tool_calls, 1, "the refused call did not run");
+        assert!(t.refused);
+        // The same words as a command's own failing output are no refusal.
+        let mut ev = PiEvents::default();
+        let t = tally_of(&ev.tool("bash", json!({}), &refusal, false));
+        assert_eq!((t.tool_calls, t.refused), (1, false));
+    }
+
+    #[test]
+    fn the_limits_extension_speaks_as_the_stream_reads_it() {
+        assert!(LIMITS_EXTENSION.contains(&format!("const REFUSAL = \"{REFUSAL}\";")));
+        for var in [TOOL_CALLS_VAR, TOKENS_VAR] {
+            assert!(
+                LIMITS_EXTENSION.contains(&format!("limit(\"{var}\")")),
+                "{var}"
+            );
+        }
+        let role = super::super::test_role("tools: [bash]");
+        let inv = Invocation {
+            role: &role,
+            system_prompt: "Role.",
+            task: "t",
+            attempt: 1,
+            env: &[],
+        };
+        let mut launch = Pi.launch(&inv);
+        let limits = Limits {
+            max_tool_calls: 3,
+            ..Limits::default()
+        };
+        let guard = Pi.guard(&mut launch, &limits).unwrap().expect("a guard");
+        let at = launch.args.iter().position(|a| a == "--extension").unwrap();
+        let file = std::path::Path::new(&launch.args[at + 1]);
+        assert!(file.starts_with(guard.dir()));
+        assert_eq!(std::fs::read_to_string(file).unwrap(), LIMITS_EXTENSION);
+        assert!(launch.env.contains(&(TOOL_CALLS_VAR.into(), "3".into())));
+        assert!(launch.env.contains(&(TOKENS_VAR.into(), "0".into())));
+        let dir = guard.dir().to_path_buf();
+        drop(guard);
+        assert!(!dir.exists(), "the private directory goes with the run");
+        // No limits, no extension.
+        let mut plain = Pi.launch(&inv);
+        assert!(Pi.guard(&mut plain, &Limits::default()).unwrap().is_none());
+        assert!(!plain.args.iter().any(|a| a == "--extension"));
     }
 
     #[test]

@@ -12,6 +12,7 @@ use std::sync::OnceLock;
 use chrono::{DateTime, Utc};
 use regex::Regex;
 
+use crate::events::{Command, CommandSyntax};
 use crate::github::{Feedback, Marker, PullState};
 
 /// The marker kind of the comment that closes a revision.
@@ -34,6 +35,9 @@ pub struct Reviewers<'a> {
     pub is_codeowner: &'a dyn Fn(&str) -> bool,
     /// Text that addresses supervisor in a conversation comment.
     pub mention: &'a str,
+    /// How commands are written (`watch.commandPrefix`): a `revise` command with its note asks
+    /// for a revision, read as the webhook receiver reads it.
+    pub commands: CommandSyntax,
 }
 
 impl Reviewers<'_> {
@@ -45,6 +49,13 @@ impl Reviewers<'_> {
     fn trusted(&self, author: &str, editor: Option<&str>) -> bool {
         (self.is_codeowner)(author)
             && editor.is_none_or(|e| (self.is_codeowner)(e) || self.is_viewer(e))
+    }
+
+    /// A text supervisor wrote: by the login it posts as and — when that login is a codeowner's
+    /// own (a personal token) — carrying one of its markers, which a person's words never carry.
+    fn written_by_supervisor(&self, author: &str, body: &str) -> bool {
+        self.is_viewer(author)
+            && (!(self.is_codeowner)(author) || !Marker::parse_all(body).is_empty())
     }
 
     /// A marker on a comment supervisor wrote (and nobody else edited), from an earlier run.
@@ -210,12 +221,16 @@ pub fn inside_repository(path: &str) -> bool {
         })
 }
 
-/// Whether a conversation comment asks supervisor for a revision.
-fn addressed(body: &str, mention: &str) -> bool {
-    let command = body
-        .lines()
-        .any(|l| l.trim_start().starts_with("/supervisor revise"));
-    command || (!mention.trim().is_empty() && body.contains(mention.trim()))
+/// Whether a conversation comment asks supervisor for a revision: a `revise` command with what
+/// to change (one the webhook receiver would take), or the mention.
+fn addressed(body: &str, who: &Reviewers<'_>) -> bool {
+    let command = who
+        .commands
+        .parse(body)
+        .iter()
+        .any(|c| matches!(c, Ok(Command::Revise { .. })));
+    let mention = who.mention.trim();
+    command || (!mention.is_empty() && body.contains(mention))
 }
 
 fn cut(text: &str) -> String {
@@ -257,7 +272,7 @@ fn thread_notes(fb: &Feedback, who: &Reviewers<'_>, skipped: &mut Skipped) -> Ve
         let after = answered.map_or(0, |i| i + 1);
         let mut comments = Vec::new();
         for c in &t.comments[after..] {
-            if who.is_viewer(&c.author) {
+            if who.written_by_supervisor(&c.author, &c.body) {
                 continue;
             }
             if !who.trusted(&c.author, c.editor.as_deref()) {
@@ -329,7 +344,10 @@ pub fn feedback(fb: &Feedback, who: &Reviewers<'_>, history: &History) -> Revisi
         });
     }
     for c in &fb.conversation {
-        if who.is_viewer(&c.author) || !fresh(c.created_at) || !addressed(&c.body, who.mention) {
+        if who.written_by_supervisor(&c.author, &c.body)
+            || !fresh(c.created_at)
+            || !addressed(&c.body, who)
+        {
             continue;
         }
         if !who.trusted(&c.author, c.editor.as_deref()) {
@@ -461,7 +479,92 @@ mod tests {
             run_id: "run-2",
             is_codeowner: owner,
             mention: "@supervisor",
+            commands: CommandSyntax::default(),
         }
+    }
+
+    fn said(id: u64, author: &str, body: &str) -> ConversationComment {
+        ConversationComment {
+            id,
+            author: author.into(),
+            editor: None,
+            body: body.into(),
+            created_at: at(7),
+            url: String::new(),
+        }
+    }
+
+    fn general_of(fb: &Feedback, w: &Reviewers<'_>) -> Vec<String> {
+        let h = history(fb, w);
+        feedback(fb, w, &h)
+            .general
+            .into_iter()
+            .map(|g| g.body)
+            .collect()
+    }
+
+    /// A conversation comment asks for a revision as the webhook receiver reads commands: a
+    /// `revise` with what to change, at the start of a paragraph's line, with the configured prefix.
+    #[test]
+    fn a_revise_command_counts_only_with_its_note_and_its_prefix() {
+        let owner = |l: &str| l == "alice";
+        let mut fb = pr();
+        fb.conversation = vec![
+            said(30, "alice", "/supervisor revise"),
+            said(31, "alice", "`/supervisor revise add weeks` is how you ask"),
+            said(32, "alice", "> /supervisor revise quoted"),
+            said(33, "alice", "/supervisor revise add weeks"),
+            said(34, "alice", "@acme-bot revise add days"),
+        ];
+        assert_eq!(
+            general_of(&fb, &who(&owner)),
+            ["/supervisor revise add weeks"]
+        );
+        let acme = Reviewers {
+            commands: CommandSyntax::new("@acme-bot").unwrap(),
+            ..who(&owner)
+        };
+        assert_eq!(general_of(&fb, &acme), ["@acme-bot revise add days"]);
+    }
+
+    /// With a personal token supervisor posts as the codeowner who owns it: that person's own words
+    /// (no marker) are feedback, supervisor's comments (with markers) are not; for a login that is
+    /// not a codeowner's, nothing it wrote is.
+    #[test]
+    fn a_codeowner_posting_as_supervisor_is_heard_by_what_carries_no_marker() {
+        let owner = |l: &str| l == "alice" || l == "bot";
+        let marked = format!(
+            "/supervisor revise from the bot\n{}",
+            Marker::new("run-1", "Implementation", 1, "comment").render()
+        );
+        let mut fb = pr();
+        fb.conversation = vec![
+            said(40, "bot", "/supervisor revise also accept weeks"),
+            said(41, "bot", &marked),
+        ];
+        fb.threads = vec![thread(
+            "T1",
+            "src/a.ts",
+            vec![comment(1, "bot", "a week here")],
+        )];
+        let w = who(&owner);
+        let h = history(&fb, &w);
+        let f = feedback(&fb, &w, &h);
+        assert_eq!(
+            f.general
+                .iter()
+                .map(|g| g.body.as_str())
+                .collect::<Vec<_>>(),
+            ["/supervisor revise also accept weeks"]
+        );
+        assert_eq!(f.threads().count(), 1);
+
+        let stranger = |l: &str| l == "alice";
+        let w = who(&stranger);
+        let h = history(&fb, &w);
+        let f = feedback(&fb, &w, &h);
+        assert!(f.general.is_empty() && f.threads().count() == 0, "{f:?}");
+        assert!(f.left_out.is_empty(), "{:?}", f.left_out);
     }
 
     #[test]

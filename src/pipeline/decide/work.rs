@@ -17,6 +17,15 @@ pub fn outcome_of(stage: &Stage, agent: &str, run: &AgentRun) -> Result<Outcome,
     match &run.exit {
         ExitReason::Completed => {}
         ExitReason::Interrupted => return Err(Halt::Interrupted),
+        ExitReason::Stalled(_) => {
+            return Err(Halt::Stalled {
+                reason: format!(
+                    "{agent} {}; it was stopped, and running again starts {} afresh",
+                    exit_text(&run.exit),
+                    stage.status
+                ),
+            });
+        }
         ExitReason::TokenBudget { .. } if run.degraded() => {
             // Graceful degradation: keep the partial findings and go on.
             let mut o = parse_outcome(&run.final_text, stage)
@@ -51,6 +60,7 @@ pub fn exit_text(exit: &ExitReason) -> String {
         ExitReason::Completed => "completed".into(),
         ExitReason::Failed(m) => format!("failed: {m}"),
         ExitReason::TimedOut(d) => format!("timed out after {}", human_duration(*d)),
+        ExitReason::Stalled(d) => format!("stalled: no output for {}", human_duration(*d)),
         ExitReason::TokenBudget { used, budget } => {
             format!("exceeded the token budget ({used} of {budget} tokens)")
         }

@@ -6,6 +6,7 @@
 use super::{Machine, Want, halt, refuse, warning};
 use crate::agent::Outcome;
 use crate::config::BuiltIn;
+use crate::events::CommandSyntax;
 use crate::github::Marker;
 use crate::pipeline::decide::Transition;
 use crate::pipeline::decide::revision::{
@@ -39,6 +40,9 @@ impl Machine {
             run_id: &self.run_id,
             is_codeowner: owner,
             mention: &self.project.settings.revise_mention,
+            // The prefix was checked when the settings were read.
+            commands: CommandSyntax::new(&self.project.settings.watch.command_prefix)
+                .unwrap_or_default(),
         }
     }
 
