@@ -307,7 +307,7 @@ fn environment_overrides_apply_and_bad_ones_are_named() {
 #[test]
 fn agents_without_a_time_limit_are_a_warning() {
     let out = check("valid", false);
-    let text = stderr(&out);
+    let text = stdout(&out);
     assert!(
         text.contains("timeout 60 min (developer 30 min); stalled after 600 s without output"),
         "{text}"
@@ -319,7 +319,7 @@ fn agents_without_a_time_limit_are_a_warning() {
         .env("SUPERVISOR_AGENT_STALL_SEC", "0")
         .output()
         .unwrap();
-    let text = stderr(&out);
+    let text = stdout(&out);
     assert_eq!(
         out.status.code(),
         Some(0),

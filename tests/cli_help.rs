@@ -78,11 +78,14 @@ fn every_argument_of_every_command_is_described() {
 fn variables_read() -> std::collections::BTreeSet<String> {
     let names = regex::Regex::new(r#""((?:GH|GITHUB|SUPERVISOR)_[A-Z_]+|RUST_LOG|NO_COLOR)""#)
         .expect("a valid pattern");
-    // Set by supervisor for the git credential helper it starts, not read from the user.
+    // Set by supervisor for the processes it starts (the git credential helper, pi's limits
+    // extension), not read from the user.
     let set_for_children = [
         "SUPERVISOR_GIT_TOKEN",
         "SUPERVISOR_GIT_HOST",
         "SUPERVISOR_GIT_PROTOCOL",
+        "SUPERVISOR_LIMIT_TOOL_CALLS",
+        "SUPERVISOR_LIMIT_TOKENS",
     ];
     // The settings' overrides are SUPERVISOR_<SETTING>, one line for all of them.
     use supervisor::config::schema::Block;
