@@ -1,17 +1,19 @@
 //! The command line. Thin: parse, call into the rooms, map results to exit codes.
 //!
 //! Exit codes: 0 done (or stopped cleanly by a signal), 1 pipeline stopped, 2 usage or configuration
-//! error, 3 GitHub or auth error. Listings and reports (`runs`) and `--json` output go to stdout;
-//! progress, diagnostics and errors to stderr.
+//! error, 3 GitHub or auth error. Listings and reports (`runs`, `check`, `doctor`, `gates`) and
+//! `--json` output go to stdout; progress, diagnostics and errors to stderr.
 
 mod actions;
 mod agent;
 mod demo;
 mod doctor;
+mod help;
 mod init;
 mod init_prompt;
 mod number;
 mod output;
+mod paths;
 mod run;
 mod runs;
 mod serve;
@@ -19,7 +21,7 @@ mod status;
 mod watch;
 
 use number::{ATTEMPT, PORT, number};
-use output::{err, errln, outln};
+use output::{err, errln, out, outln};
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -42,7 +44,8 @@ pub const EXIT_GITHUB: u8 = crate::pipeline::exit::RESUMABLE;
     name = "supervisor",
     version,
     about = "Walks a GitHub issue across a Projects board through role agents, quality gates and a scored audit to a reviewed pull request",
-    propagate_version = true
+    propagate_version = true,
+    after_long_help = help::AFTER_LONG_HELP
 )]
 pub struct Cli {
     /// How log lines are written on stderr: `text` for people, `json` (one object per line, with
@@ -108,22 +111,30 @@ pub enum Command {
     /// Replay a scripted agent: the process the `scripted` backend starts.
     #[command(name = "agent-script", hide = true)]
     AgentScript {
+        /// The script file (`agentScript` in the settings).
         #[arg(long, value_name = "FILE")]
         script: PathBuf,
+        /// The role whose steps to play.
         #[arg(long)]
         role: String,
+        /// Which dispatch of the role this is.
         #[arg(long, default_value_t = 1, value_parser = number::<u32>(ATTEMPT))]
         attempt: u32,
     },
     /// Run the quality gates on a checkout.
     Gates {
+        /// The checkout to check: a directory inside a git working tree.
         #[arg(long = "in", value_name = "DIR", default_value = ".")]
         dir: PathBuf,
-        #[arg(long)]
+        /// The branch or revision the change is measured against [default: the settings'
+        /// `defaultBranch`, else main].
+        #[arg(long, value_name = "BRANCH")]
         base: Option<String>,
-        /// Comma-separated gate names.
-        #[arg(long, value_delimiter = ',')]
+        /// Run only these gates: gate names (tsc, lsp, dead-code, ...) or the workflow's hook
+        /// names, comma-separated.
+        #[arg(long, value_name = "NAME,...", value_delimiter = ',')]
         only: Vec<String>,
+        /// Print the reports and the verdict as JSON on stdout.
         #[arg(long)]
         json: bool,
     },
@@ -140,14 +151,29 @@ pub enum Command {
         #[command(subcommand)]
         command: SandboxCommand,
     },
+    /// Print the completion script of a shell: `supervisor completions bash >
+    /// ~/.local/share/bash-completion/completions/supervisor`.
+    Completions {
+        /// The shell to complete in.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `supervisor man | man -l -`, or one command's: `supervisor man run`.
+    Man {
+        /// The command whose page to print [default: supervisor's own, which lists every command].
+        command: Option<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
 pub enum SandboxCommand {
     /// Serve the sandbox GitHub on 127.0.0.1.
     Serve {
+        /// The state to serve: a JSON (or .yaml/.yml) file of the repository, board, issues and
+        /// users, such as the one `supervisor demo --dir DIR` leaves in DIR.
         #[arg(long, value_name = "FILE")]
         state: PathBuf,
+        /// Port to listen on; 0 picks a free one.
         #[arg(long, default_value_t = 0, value_parser = number::<u16>(PORT))]
         port: u16,
         /// Write the final state here (JSON, or YAML for .yaml/.yml) when stopped.
@@ -271,6 +297,8 @@ fn dispatch(cli: Cli) -> u8 {
         Command::Serve(args) => serve::run(args),
         Command::Watch(args) => watch::run(args),
         Command::Status(args) => status::run(args),
+        Command::Completions { shell } => help::completions(shell),
+        Command::Man { command } => help::man(command.as_deref()),
         Command::Sandbox {
             command:
                 SandboxCommand::Serve {
@@ -318,7 +346,7 @@ fn check(root: PathBuf, json: bool) -> u8 {
             if json {
                 outln!("{}", report::check_json(&project, &preflight));
             } else {
-                err!("{}", report::check_text(&project, &preflight));
+                out!("{}", report::check_text(&project, &preflight));
             }
             if preflight.ok() { EXIT_OK } else { EXIT_USAGE }
         }
@@ -362,6 +390,18 @@ fn sandbox_serve(
         },
         None => None,
     };
+    if !state.is_file() {
+        errln!(
+            "supervisor sandbox serve: --state {}: {}; give the sandbox's state file (JSON, or YAML for .yaml/.yml), such as the one `supervisor demo --dir DIR` leaves in DIR",
+            state.display(),
+            if state.is_dir() {
+                "is a directory"
+            } else {
+                "does not exist"
+            }
+        );
+        return EXIT_USAGE;
+    }
     let seed = match SandboxState::load(&state) {
         Ok(seed) => seed,
         Err(e) => {

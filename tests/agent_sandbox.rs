@@ -279,9 +279,10 @@ fn check_refuses_a_sandbox_that_cannot_work() {
             .env("HOME", repo.path())
             .output()
             .unwrap();
+        // The report is on stdout.
         (
             out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
         )
     };
     let (code, text) = check("/nonexistent");

@@ -58,11 +58,17 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// The report is the command's output: on stdout, with nothing on stderr.
 #[test]
 fn valid_repository_prints_the_loaded_workflow() {
     let out = check("valid", false);
-    let text = stderr(&out);
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
+    assert_eq!(stderr(&out), "", "the report is on stdout");
     for expected in [
         "acme/widgets",
         "project #4 of acme",
@@ -132,7 +138,7 @@ fn a_missing_agent_cli_is_an_error() {
         .env_remove("OPENAI_API_KEY")
         .output()
         .unwrap();
-    let text = stderr(&out);
+    let text = stdout(&out);
     assert_eq!(out.status.code(), Some(2), "{text}");
     assert!(
         text.contains("claude (auditor): `claude` is not on the agents' PATH (/usr/bin:/bin)"),
@@ -157,7 +163,7 @@ fn a_missing_agent_cli_is_an_error() {
     let set_now = set_now.split("; not set").next().unwrap();
     assert!(set_now.contains("ANTHROPIC_API_KEY"), "{env_line}");
     assert!(!set_now.contains("OPENAI_API_KEY"), "{env_line}");
-    assert!(!text.contains("sk-not-shown"));
+    assert!(!text.contains("sk-not-shown") && !stderr(&out).contains("sk-not-shown"));
     // A model whose provider the backend does not serve is a warning.
     assert!(
         text.contains(
@@ -283,8 +289,8 @@ fn environment_overrides_apply_and_bad_ones_are_named() {
         .env("SUPERVISOR_REPO", "acme/from-env")
         .output()
         .unwrap();
-    let text = stderr(&out);
-    assert_eq!(out.status.code(), Some(0), "{text}");
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}{}", stderr(&out));
     assert!(text.contains("acme/from-env"));
     assert!(text.contains("from env     repo"));
 
@@ -301,7 +307,7 @@ fn environment_overrides_apply_and_bad_ones_are_named() {
 #[test]
 fn agents_without_a_time_limit_are_a_warning() {
     let out = check("valid", false);
-    let text = stderr(&out);
+    let text = stdout(&out);
     assert!(
         text.contains("timeout 60 min (developer 30 min); stalled after 600 s without output"),
         "{text}"
@@ -313,7 +319,7 @@ fn agents_without_a_time_limit_are_a_warning() {
         .env("SUPERVISOR_AGENT_STALL_SEC", "0")
         .output()
         .unwrap();
-    let text = stderr(&out);
+    let text = stdout(&out);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -465,7 +471,7 @@ fn a_closed_output_pipe_ends_every_command_quietly() {
     let cases: [(&[&str], &Path, bool, i32); 8] = [
         (&["check", "--json"], &valid, true, 0),
         (&["check", "--json"], &broken, true, 2),
-        (&["check"], &valid, false, 0),
+        (&["check"], &valid, true, 0),
         (&["check"], &broken, false, 2),
         (
             &["agent", "nobody", "--task", "x", "--in", "."],
@@ -500,4 +506,195 @@ fn a_closed_output_pipe_ends_every_command_quietly() {
         // The command's usual status: the closed pipe changes nothing but what is seen.
         assert_eq!(out.status.code(), Some(status), "{args:?}: {panic_text}");
     }
+}
+
+/// A settings file, a workflow and an agent definition with mistakes of every kind: of types, of
+/// ranges and backends, of globs, of columns the workflow lacks, of the workflow's own keys and
+/// targets, of an agent's frontmatter.
+const MANY_MISTAKES: [(&str, &str); 3] = [
+    (
+        ".supervisor/settings.json",
+        r#"{
+  "supervisor": {
+    "repo": "acme/app",
+    "projectNumber": "4",
+    "codeowners": ["alice", "bad login"],
+    "maxRejections": "three",
+    "auditScoreThreshold": 1.5,
+    "agentBackend": "aider",
+    "workflow": ".supervisor/workflow.json",
+    "statusMapping": { "Reserch": "researcher" },
+    "columns": { "Reveiw": "In review" },
+    "gates": { "exclude": ["dist/", "src/[ab.ts"], "ciPollIntervalSec": 0 },
+    "watch": { "triggerColumns": ["Research", "Triage"], "maxConcurrent": 0 }
+  }
+}
+"#,
+    ),
+    (
+        ".supervisor/workflow.json",
+        r#"{
+  "stages": [
+    { "status": "Backlog", "builtIn": "backlog" },
+    { "status": "Research", "agentName": "researcher", "markerMap": { "DONE": "Reveiw" }, "maxRejections": "2" },
+    { "status": "Build", "agentName": "developer", "commits": true, "hooks": ["tsc", "lnit"], "nxet": "Done" },
+    { "status": "Done", "builtIn": "done" }
+  ],
+  "revision": { "start": "Nowhere" }
+}
+"#,
+    ),
+    (
+        ".supervisor/agents/developer.md",
+        "---\nmodel: [unclosed\n---\nWrite the code.\n",
+    ),
+];
+
+/// (file, line, field) of every mistake in [`MANY_MISTAKES`].
+const EVERY_MISTAKE: [(&str, usize, &str); 17] = [
+    ("settings.json", 4, "supervisor.projectNumber"),
+    ("settings.json", 5, "supervisor.codeowners[1]"),
+    ("settings.json", 6, "supervisor.maxRejections"),
+    ("settings.json", 7, "supervisor.auditScoreThreshold"),
+    ("settings.json", 8, "supervisor.agentBackend"),
+    ("settings.json", 10, "supervisor.statusMapping.Reserch"),
+    ("settings.json", 11, "supervisor.columns.Reveiw"),
+    ("settings.json", 12, "supervisor.gates.exclude[1]"),
+    ("settings.json", 12, "supervisor.gates.ciPollIntervalSec"),
+    ("settings.json", 13, "supervisor.watch.triggerColumns[1]"),
+    ("settings.json", 13, "supervisor.watch.maxConcurrent"),
+    ("workflow.json", 4, "stages[1].maxRejections"),
+    ("workflow.json", 4, "stages[1] (Research).markerMap.DONE"),
+    ("workflow.json", 5, "stages[2] (Build).hooks[1]"),
+    ("workflow.json", 5, "stages[2].nxet"),
+    ("workflow.json", 8, "revision.start"),
+    ("developer.md", 3, "frontmatter"),
+];
+
+fn repo_with(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, text) in files {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    dir
+}
+
+/// One `check` names every mistake of every file, each at its file, line and column with its field
+/// and fix; nothing waits for another round.
+#[test]
+fn one_check_names_every_mistake_at_once() {
+    let dir = repo_with(&MANY_MISTAKES);
+    let out = supervisor_check(dir.path()).output().unwrap();
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.starts_with(&format!("{} configuration errors:", EVERY_MISTAKE.len())),
+        "{text}"
+    );
+    for (file, line, field) in EVERY_MISTAKE {
+        let said = text
+            .lines()
+            .find(|l| l.contains(&format!("`{field}`")))
+            .unwrap_or_else(|| panic!("no error names `{field}` in:\n{text}"));
+        let at = format!("{file}:{line}:");
+        assert!(said.contains(&at), "{said:?} is not at {at}");
+        assert!(said.contains(" — "), "{said:?} gives no fix");
+    }
+    // Where the file is JSON, the column is known too: the key's or the item's.
+    assert!(
+        text.contains(
+            "settings.json:12:37: `supervisor.gates.exclude[1]`: `src/[ab.ts` is not a valid glob"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("settings.json:13:47: `supervisor.watch.triggerColumns[1]`: `Triage` is not a column of the workflow"),
+        "{text}"
+    );
+
+    // `--json` carries the same list.
+    let out = supervisor_check(dir.path()).arg("--json").output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("stdout is JSON");
+    let errors = v["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), EVERY_MISTAKE.len(), "{v}");
+    for (file, line, field) in EVERY_MISTAKE {
+        let e = errors
+            .iter()
+            .find(|e| e["field"] == field)
+            .unwrap_or_else(|| panic!("no error for {field} in {v}"));
+        assert!(e["file"].as_str().unwrap().ends_with(file), "{e}");
+        assert_eq!(e["line"], line, "{e}");
+        assert!(!e["fix"].as_str().unwrap().is_empty(), "{e}");
+    }
+    let glob = errors
+        .iter()
+        .find(|e| e["field"] == "supervisor.gates.exclude[1]")
+        .unwrap();
+    assert_eq!(glob["column"], 37, "{glob}");
+}
+
+/// A `--repo-root`, `--in` or `--state` that names nothing usable is said as such, naming the
+/// argument and what to pass, never with the system's error text.
+#[test]
+fn paths_that_name_nothing_are_said_plainly() {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    let file = file.path().to_str().unwrap();
+    let cases: [(&[&str], &str); 8] = [
+        (
+            &["check", "--repo-root", "/nonexistent"],
+            "/nonexistent: `(repository root)`: does not exist — run supervisor in the repository's directory, or pass --repo-root DIR",
+        ),
+        (
+            &["check", "--repo-root", file],
+            "`(repository root)`: is not a directory",
+        ),
+        (
+            &["run", "1", "--repo-root", "/nonexistent"],
+            "`(repository root)`: does not exist",
+        ),
+        (
+            &["runs", "--repo-root", "/nonexistent"],
+            "supervisor runs: --repo-root /nonexistent: does not exist; pass --repo-root DIR",
+        ),
+        (
+            &["init", "--repo-root", "/nonexistent"],
+            "supervisor init: --repo-root /nonexistent: does not exist; pass --repo-root DIR",
+        ),
+        (
+            &["agent", "researcher", "--task", "x", "--in", "/nonexistent"],
+            "supervisor agent: --in /nonexistent: does not exist; pass --in DIR",
+        ),
+        (
+            &["sandbox", "serve", "--state", "/nonexistent.json"],
+            "supervisor sandbox serve: --state /nonexistent.json: does not exist; give the sandbox's state file",
+        ),
+        (&["demo", "--dir", file], "supervisor demo: --dir "),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for (args, said) in cases {
+        let out = supervisor_in(dir.path()).args(args).output().unwrap();
+        let text = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {text}");
+        assert!(text.contains(said), "{args:?}: {text}");
+        assert!(!text.contains("os error"), "{args:?}: {text}");
+        assert!(!text.contains("no settings file"), "{args:?}: {text}");
+    }
+}
+
+/// `doctor`'s checks are its report: on stdout, each with its fix; exit 2 when one fails.
+#[test]
+fn doctor_prints_its_checks_on_stdout() {
+    let out = supervisor_in(&fixture("valid"))
+        .arg("doctor")
+        .env("PATH", stand_in_clis())
+        .output()
+        .unwrap();
+    let (text, diagnostics) = (stdout(&out), stderr(&out));
+    assert_eq!(out.status.code(), Some(2), "{text}{diagnostics}");
+    assert!(text.contains("✖ token"), "{text}");
+    assert!(text.contains("fix:"), "{text}");
+    assert!(!diagnostics.contains("✖"), "{diagnostics}");
 }

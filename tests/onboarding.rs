@@ -1279,8 +1279,8 @@ async fn on_a_terminal_the_rounds_line_shows_each_gate_as_it_finishes() {
     );
 }
 
-/// `supervisor gates` shows each gate on a line of its own as it finishes, before the report:
-/// its mark coloured on a terminal, not under `NO_COLOR`, nor into a pipe.
+/// `supervisor gates` shows each gate on a line of its own as it finishes (on stderr), before the
+/// report (on stdout): its mark coloured on a terminal, not under `NO_COLOR`, nor into a pipe.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gates_command_shows_each_gate_as_it_finishes() {
     let (_d, world) = world(spec_with_gate_rounds()).await;
@@ -1288,22 +1288,27 @@ async fn the_gates_command_shows_each_gate_as_it_finishes() {
     let args = ["gates", "--only", "check,ci"];
     let r = supervisor(&world, &args).await;
     assert_eq!(r.code, 1, "{}", r.stderr);
-    let lines: Vec<&str> = r.stderr.lines().collect();
-    let check = (lines
-        .iter()
-        .position(|l| l.starts_with("  ✖ check · fail: ")))
-    .unwrap_or_else(|| panic!("{}", r.stderr));
+    let shown = |start: &str| r.stderr.lines().any(|l| l.starts_with(start));
+    assert!(shown("  ✖ check · fail: "), "{}", r.stderr);
     // Without GitHub the CI gate is not run, and says so: never a pass.
-    let ci = (lines
-        .iter()
-        .position(|l| l.starts_with("  ⊘ ci · not run: no GitHub connection")))
-    .unwrap_or_else(|| panic!("{}", r.stderr));
-    let verdict = (lines
-        .iter()
-        .position(|l| l.starts_with("verdict: blocked by check")))
-    .unwrap_or_else(|| panic!("{}", r.stderr));
-    assert!(check.max(ci) < verdict, "{}", r.stderr);
-    assert!(!r.stderr.contains('\u{1b}'), "no colour into a pipe");
+    assert!(
+        shown("  ⊘ ci · not run: no GitHub connection"),
+        "{}",
+        r.stderr
+    );
+    // The report follows them, on stdout: it is the command's output.
+    assert!(
+        r.stdout
+            .lines()
+            .any(|l| l.starts_with("verdict: blocked by check")),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stderr.contains("verdict:"), "{}", r.stderr);
+    assert!(
+        !r.stderr.contains('\u{1b}') && !r.stdout.contains('\u{1b}'),
+        "no colour into a pipe"
+    );
     tokio::task::block_in_place(|| {
         let (status, screen) = on_terminal(&world, &args).finish();
         assert_eq!(status.code(), Some(1), "{screen}");

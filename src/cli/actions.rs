@@ -143,8 +143,9 @@ fn append(path: &Path, text: &str, what: &str) {
         .and_then(|mut f| f.write_all(text.as_bytes()));
     if let Err(e) = written {
         errln!(
-            "supervisor run: cannot write {what} to {}: {e}; check the path (GITHUB_STEP_SUMMARY / GITHUB_OUTPUT or the flag)",
-            path.display()
+            "supervisor run: cannot write {what} to {}: {}; check the path (GITHUB_STEP_SUMMARY / GITHUB_OUTPUT or the flag)",
+            path.display(),
+            crate::config::io_reason(&e)
         );
     }
 }

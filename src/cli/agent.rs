@@ -97,27 +97,29 @@ fn load_project(dir: &Path, json: bool) -> Result<Project, u8> {
 }
 
 async fn run_async(cmd: AgentCommand) -> u8 {
-    let dir = match cmd.dir.canonicalize() {
-        Ok(d) => d,
-        Err(e) => {
-            errln!("supervisor agent: {}: {e}", cmd.dir.display());
-            return EXIT_USAGE;
-        }
-    };
+    let dir =
+        match super::paths::existing_dir("--in", &cmd.dir, "the repository the agent works in") {
+            Ok(d) => d,
+            Err(e) => {
+                errln!("supervisor agent: {e}");
+                return EXIT_USAGE;
+            }
+        };
     let task = match (&cmd.task, &cmd.task_file) {
         (Some(t), _) => t.clone(),
         (None, Some(f)) => match std::fs::read_to_string(f) {
             Ok(t) => t,
             Err(e) => {
-                eprintln!(
-                    "supervisor agent: cannot read the task file {}: {e}",
-                    f.display()
+                errln!(
+                    "supervisor agent: --task-file {}: cannot be read: {}; give a readable file, or the task itself with --task",
+                    f.display(),
+                    crate::config::io_reason(&e)
                 );
                 return EXIT_USAGE;
             }
         },
         (None, None) => {
-            eprintln!("supervisor agent: give the task with --task or --task-file");
+            errln!("supervisor agent: give the task with --task or --task-file");
             return EXIT_USAGE;
         }
     };

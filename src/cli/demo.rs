@@ -80,6 +80,13 @@ pub fn run(json: bool, clean: bool, dir: Option<PathBuf>, watch: bool, serve: Op
         }
     };
     let dir = dir.unwrap_or_else(demo_dir);
+    if dir.exists() && !dir.is_dir() {
+        errln!(
+            "supervisor demo: --dir {}: is not a directory; pass a directory to build the demo in (it is created when missing)",
+            dir.display()
+        );
+        return EXIT_USAGE;
+    }
     if dir.join("repo").exists() {
         errln!(
             "supervisor demo: {} already holds a demo; pick another --dir",

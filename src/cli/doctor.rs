@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::output::{err, errln, outln};
+use super::output::{err, errln, out, outln};
 use super::run::{canonical, runtime};
 use super::{EXIT_OK, EXIT_USAGE};
 use crate::doctor::{Credentials, Findings, PushCheck, Subject, TokenKind, examine};
@@ -62,9 +62,9 @@ pub fn run(args: DoctorArgs) -> u8 {
             serde_json::json!({ "ok": findings.passed(), "checks": findings.checks })
         );
     } else {
-        err!("{}", findings.text());
+        out!("{}", findings.text());
         if findings.passed() {
-            errln!("ready: `supervisor run ISSUE` can start");
+            outln!("ready: `supervisor run ISSUE` can start");
         }
     }
     if findings.passed() {

@@ -6,14 +6,14 @@ use std::time::Duration;
 use crate::agent::Sandbox;
 use crate::config::{GateKind, GateSettings, Hook, SETTINGS_PATHS, Workflow};
 use crate::gates::{
-    ChangeSet, CiContext, ExcludeGlobs, GateContext, GateReport, GateSession, NoCiConnection,
-    ToolEnv, Verdict, default_hook, run_gates_reporting, verdict, worktree_root,
+    ChangeSet, CiContext, GateContext, GateError, GateReport, GateSession, NoCiConnection, ToolEnv,
+    Verdict, default_hook, run_gates_reporting, verdict, worktree_root,
 };
 use crate::pipeline::{Project, process_env};
 use crate::report;
 use crate::workspace::Shutdown;
 
-use super::output::{err, errln, outln};
+use super::output::{err, errln, out, outln};
 use super::{EXIT_GITHUB as EXIT_RESUMABLE, EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
 
 /// What the repository's configuration says about its gates.
@@ -125,6 +125,17 @@ fn select(hooks: Vec<Hook>, only: &[String]) -> Result<Vec<Hook>, String> {
 pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bool) -> u8 {
     let root = match worktree_root(dir) {
         Ok(r) => r,
+        Err(
+            e @ (GateError::Missing { .. }
+            | GateError::NotADirectory { .. }
+            | GateError::NotARepository { .. }
+            | GateError::Bare { .. }),
+        ) => {
+            errln!(
+                "supervisor gates: {e}: run it inside a git checkout, or pass --in DIR with the checkout's directory"
+            );
+            return EXIT_USAGE;
+        }
         Err(e) => {
             errln!("supervisor gates: {e}");
             return EXIT_USAGE;
@@ -141,10 +152,6 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
             return EXIT_USAGE;
         }
     };
-    if let Err(e) = ExcludeGlobs::new(&plan.settings.exclude) {
-        eprintln!("supervisor gates: {e}");
-        return EXIT_USAGE;
-    }
     let base = base.unwrap_or(plan.base);
     let changes = match ChangeSet::compute(&root, &base) {
         Ok(c) => c,
@@ -249,7 +256,7 @@ pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bo
                 .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
         );
     } else {
-        err!("{}", report::gate_reports_text(&reports));
+        out!("{}", report::gate_reports_text(&reports));
     }
     if v == Verdict::Blocked {
         EXIT_STOPPED

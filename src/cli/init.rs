@@ -83,7 +83,7 @@ fn write_new(path: &Path, text: &str, written: &mut Vec<PathBuf>) -> Result<(), 
     path.parent()
         .map_or(Ok(()), std::fs::create_dir_all)
         .and_then(|()| std::fs::write(path, text))
-        .map_err(|e| usage(format!("cannot write {}: {e}", path.display())))?;
+        .map_err(|e| cannot_write(path, &e))?;
     errln!("wrote {}", path.display());
     written.push(path.to_path_buf());
     Ok(())
@@ -223,7 +223,22 @@ fn usage(text: impl Into<String>) -> Refusal {
     Refusal(text.into(), EXIT_USAGE)
 }
 
+/// `path` could not be written: why, and what to do.
+fn cannot_write(path: &Path, e: &std::io::Error) -> Refusal {
+    usage(format!(
+        "cannot write {}: {}; check that the directory is writable",
+        path.display(),
+        crate::config::io_reason(e)
+    ))
+}
+
 pub fn run(args: InitArgs) -> u8 {
+    if let Err(e) =
+        super::paths::existing_dir("--repo-root", &args.repo_root, "the repository's checkout")
+    {
+        errln!("supervisor init: {e}");
+        return EXIT_USAGE;
+    }
     let rt = match runtime("init") {
         Ok(rt) => rt,
         Err(code) => return code,
@@ -685,7 +700,7 @@ fn ask_columns(
 /// Write `block`'s keys into the `supervisor` block of the settings file at `path`, keeping what
 /// else the file holds.
 fn write_settings(path: &Path, block: &Map<String, Value>) -> Result<(), Refusal> {
-    let io = |e: std::io::Error| usage(format!("cannot write {}: {e}", path.display()));
+    let io = |e: std::io::Error| cannot_write(path, &e);
     let mut doc = match std::fs::read_to_string(path) {
         Ok(text) => match serde_json::from_str::<Value>(text.trim_start_matches('\u{feff}')) {
             Ok(Value::Object(doc)) => doc,
@@ -751,8 +766,7 @@ fn ignore_runtime(root: &Path) -> Result<bool, Refusal> {
         out.push_str(dir);
         out.push('\n');
     }
-    std::fs::write(&path, out)
-        .map_err(|e| usage(format!("cannot write {}: {e}", path.display())))?;
+    std::fs::write(&path, out).map_err(|e| cannot_write(&path, &e))?;
     errln!("ignored in .gitignore: {}", missing.join(" "));
     Ok(true)
 }

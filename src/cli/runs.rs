@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 
 use super::output::{errln, out, outln};
-use super::run::canonical;
 use super::{EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
 use crate::pipeline::{RunRecord, find_run, prune_runs, read_entries, read_runs};
 use crate::report;
@@ -61,13 +60,24 @@ fn parse_age(text: &str) -> Result<chrono::Duration, String> {
 }
 
 pub fn run(args: RunsArgs) -> u8 {
-    let root = canonical(&args.repo_root);
+    let root = match super::paths::existing_dir(
+        "--repo-root",
+        &args.repo_root,
+        "the repository's directory",
+    ) {
+        Ok(root) => root,
+        Err(e) => {
+            errln!("supervisor runs: {e}");
+            return EXIT_USAGE;
+        }
+    };
     let runs = match read_runs(&root) {
         Ok(r) => r,
         Err(e) => {
             errln!(
-                "supervisor runs: cannot read {}: {e}",
-                crate::pipeline::runs_dir(&root).display()
+                "supervisor runs: cannot read {}: {}",
+                crate::pipeline::runs_dir(&root).display(),
+                crate::config::io_reason(&e)
             );
             return EXIT_STOPPED;
         }

@@ -10,13 +10,11 @@ use clap::Args;
 use tokio::sync::mpsc;
 
 use super::number::{PORT, number};
-use super::output::{err, errln, outln};
+use super::output::{errln, outln};
 use super::watch::{Engine, exit_code};
 use super::{EXIT_STOPPED, EXIT_USAGE};
-use crate::config::Settings;
 use crate::events::{CommandSyntax, WebhookOptions, WebhookSecret};
-use crate::pipeline::process_env;
-use crate::report;
+use crate::pipeline::Project;
 use crate::scheduler::{Mode, Outcome, SchedulerConfig};
 use crate::serve::dashboard::{self, Dashboard, StatusFile, is_loopback, token_from_env};
 use crate::serve::{Receiver, ReceiverConfig};
@@ -46,13 +44,11 @@ pub struct ServeArgs {
 }
 
 pub fn run(args: ServeArgs) -> u8 {
-    let settings = match Settings::load(&args.repo_root, &process_env) {
-        Ok(loaded) => loaded.settings,
-        Err(e) => {
-            err!("{}", report::errors_text(&e, false));
-            return EXIT_USAGE;
-        }
+    let project = match Engine::load(&args.repo_root) {
+        Ok(project) => project,
+        Err(code) => return code,
     };
+    let settings = &project.settings;
     let value = crate::process::secret(&args.webhook_secret_env).map(str::to_owned);
     let secret = match value
         .ok_or(())
@@ -90,11 +86,11 @@ pub fn run(args: ServeArgs) -> u8 {
         Ok(rt) => rt,
         Err(code) => return code,
     };
-    runtime.block_on(serve(config, &args))
+    runtime.block_on(serve(config, project, &args))
 }
 
-async fn serve(config: ReceiverConfig, args: &ServeArgs) -> u8 {
-    let engine = match Engine::start("serve", &args.repo_root, true).await {
+async fn serve(config: ReceiverConfig, project: Project, args: &ServeArgs) -> u8 {
+    let engine = match Engine::connect("serve", project, true).await {
         Ok(e) => e,
         Err(code) => return code,
     };

@@ -108,6 +108,12 @@ pub(super) struct Engine {
 impl Engine {
     /// Load the project and connect; `local`: runs happen here, so the agent CLIs must be able to run.
     pub async fn start(command: &str, repo_root: &Path, local: bool) -> Result<Engine, u8> {
+        Self::connect(command, Self::load(repo_root)?, local).await
+    }
+
+    /// The project at `repo_root`, checked as `supervisor check` checks it: its errors (and
+    /// warnings) are printed.
+    pub fn load(repo_root: &Path) -> Result<Project, u8> {
         let project = match Project::load(&canonical(repo_root), &process_env) {
             Ok(p) => p,
             Err(e) => {
@@ -118,6 +124,11 @@ impl Engine {
         for w in &project.warnings {
             errln!("warning: {w}");
         }
+        Ok(project)
+    }
+
+    /// Connect a loaded project to GitHub; `local` as for [`Engine::start`].
+    pub async fn connect(command: &str, project: Project, local: bool) -> Result<Engine, u8> {
         if local {
             agent_problems(&project).await.map_err(|text| {
                 errln!("supervisor {command}: {text}");

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 pub struct ConfigIssue {
     pub file: PathBuf,
     /// 1-based line, when known.
-    pub line: Option<usize>,
+    pub line: Option<u32>,
+    /// 1-based column (in characters) of the key or item on that line, when known.
+    pub column: Option<u32>,
     /// Dotted path of the offending field (`supervisor.repo`, `stages[3].markerMap.X`).
     pub field: String,
     pub problem: String,
@@ -26,6 +28,7 @@ impl ConfigIssue {
         ConfigIssue {
             file: file.to_path_buf(),
             line: None,
+            column: None,
             field: field.into(),
             problem: problem.into(),
             fix: fix.into(),
@@ -33,7 +36,14 @@ impl ConfigIssue {
     }
 
     pub fn at_line(mut self, line: Option<usize>) -> Self {
-        self.line = line;
+        self.line = line.and_then(|l| u32::try_from(l).ok());
+        self
+    }
+
+    /// At a line and column, when known.
+    pub fn at(mut self, position: Option<(usize, usize)>) -> Self {
+        self.line = position.and_then(|(line, _)| u32::try_from(line).ok());
+        self.column = position.and_then(|(_, column)| u32::try_from(column).ok());
         self
     }
 }
@@ -43,6 +53,9 @@ impl fmt::Display for ConfigIssue {
         write!(f, "{}", self.file.display())?;
         if let Some(line) = self.line {
             write!(f, ":{line}")?;
+            if let Some(column) = self.column {
+                write!(f, ":{column}")?;
+            }
         }
         write!(f, ": `{}`: {}", self.field, self.problem)?;
         if !self.fix.is_empty() {
@@ -107,22 +120,6 @@ impl fmt::Display for ConfigError {
     }
 }
 
-/// 1-based line of the first occurrence of `"key"` as an object key in JSON text.
-/// Good enough to point a user at the right line; `None` when not found.
-pub fn json_key_line(text: &str, key: &str) -> Option<usize> {
-    let needle = format!("\"{key}\"");
-    let mut search_from = 0;
-    while let Some(pos) = text[search_from..].find(&needle) {
-        let at = search_from + pos;
-        let rest = text[at + needle.len()..].trim_start();
-        if rest.starts_with(':') {
-            return Some(text[..at].matches('\n').count() + 1);
-        }
-        search_from = at + needle.len();
-    }
-    None
-}
-
 /// The known name closest to `unknown`, ignoring case: at most 3 edits (insertions, deletions,
 /// substitutions, adjacent transpositions) and fewer than half its length.
 pub fn did_you_mean<'a>(unknown: &str, known: &[&'a str]) -> Option<&'a str> {
@@ -151,14 +148,6 @@ mod tests {
             Some("passGitHubToken")
         );
         assert_eq!(did_you_mean("x", &["y"]), None);
-    }
-
-    #[test]
-    fn finds_key_lines() {
-        let text = "{\n  \"a\": 1,\n  \"note\": \"repo\",\n  \"repo\": \"x\"\n}";
-        assert_eq!(json_key_line(text, "repo"), Some(4));
-        assert_eq!(json_key_line(text, "a"), Some(2));
-        assert_eq!(json_key_line(text, "missing"), None);
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Settings, the workflow and their validation. Knows no other room.
 
 mod dimension;
+mod globs;
 mod issue;
+mod lenient;
 pub mod schema;
 mod settings;
 mod source;
@@ -9,16 +11,17 @@ mod verify;
 mod workflow;
 
 pub use dimension::Dimension;
-pub use issue::{ConfigError, ConfigIssue, did_you_mean, json_key_line};
+pub use globs::{EXCLUDE_FIX, ExcludeError, ExcludeGlobs};
+pub use issue::{ConfigError, ConfigIssue, did_you_mean};
 pub use settings::{
-    API_URL_ENV, AgentSandbox, CommandBackend, DEFAULT_AGENT_STALL_SEC, DEFAULT_AGENT_TIMEOUT_MIN,
-    GateSettings, LoadedSettings, ModelPrice, PromptVia, RepoSlug, SERVER_URL_ENV, SETTINGS_PATHS,
-    Settings, WatchSettings, command_prefix_problem, env_name,
+    API_URL_ENV, AgentSandbox, CheckedSettings, CommandBackend, DEFAULT_AGENT_STALL_SEC,
+    DEFAULT_AGENT_TIMEOUT_MIN, GateSettings, LoadedSettings, ModelPrice, PromptVia, RepoSlug,
+    SERVER_URL_ENV, SETTINGS_PATHS, Settings, WatchSettings, command_prefix_problem, env_name,
 };
-pub use source::{DuplicateKey, JsonIndex, read_text};
+pub use source::{DuplicateKey, JsonIndex, directory_problem, io_reason, read_text};
 pub use verify::{ReportSpec, VerifyConfig};
 pub use workflow::{
-    BuiltIn, ContractPolicy, DEFAULT_WORKFLOW, Expect, GateKind, Hook, HookObject, HookSpec, Stage,
+    BuiltIn, ContractPolicy, DEFAULT_WORKFLOW, Expect, GateKind, Hook, HookObject, Stage,
     StageSpec, TEST_PATHS, Unverifiable, WORKFLOW_PATH, WORKFLOW_WITHOUT_ORACLE, Workflow,
 };
 

@@ -113,6 +113,11 @@ pub trait Setting: Sized {
     }
     /// Check and convert `value`, found at `path`; every problem goes to `checker`.
     fn parse(value: Value, path: &str, checker: &mut Checker) -> Option<Self>;
+    /// What stands in for a required value that is missing or wrong (the error said), so that the
+    /// rest of the settings can still be checked; `None` when nothing can.
+    fn stand_in() -> Option<Self> {
+        None
+    }
 }
 
 /// A settings object declared with [`settings_block!`].
@@ -127,7 +132,8 @@ pub trait Block: Setting {
     /// The block with every field at its default; `None` when a field is required.
     fn defaults() -> Option<Self> {
         let mut checker = Checker::detached();
-        Self::from_entries(Map::new(), "", &mut checker)
+        let block = Self::from_entries(Map::new(), "", &mut checker);
+        block.filter(|_| checker.errors.is_empty())
     }
 }
 
@@ -217,7 +223,7 @@ pub(crate) use settings_block;
 /// Makes types that serde reads whole into settings types: `Type: Kind;`, or
 /// `Type: Kind, "what a value must be", "the same for several";` where the kind's words say too little.
 macro_rules! leaf_setting {
-    ($($ty:ty: $kind:ident $(, $expected:literal, $plural:literal)?;)*) => {$(
+    ($($ty:ty: $kind:ident $(, $expected:literal, $plural:literal)? $(=> $stand_in:expr)?;)*) => {$(
         impl $crate::config::schema::Setting for $ty {
             const KIND: $crate::config::schema::Kind = $crate::config::schema::Kind::$kind;
             $(
@@ -226,6 +232,11 @@ macro_rules! leaf_setting {
                 }
                 fn plural() -> std::borrow::Cow<'static, str> {
                     $plural.into()
+                }
+            )?
+            $(
+                fn stand_in() -> Option<Self> {
+                    Some($stand_in)
                 }
             )?
             fn parse(
@@ -241,12 +252,12 @@ macro_rules! leaf_setting {
 pub(crate) use leaf_setting;
 
 leaf_setting! {
-    String: Str;
+    String: Str => String::new();
     PathBuf: Str, "a path", "paths";
     bool: Bool;
-    u32: Int;
-    u64: Int;
-    usize: Int;
+    u32: Int => 0;
+    u64: Int => 0;
+    usize: Int => 0;
     f64: Float;
 }
 
@@ -272,6 +283,9 @@ impl<T: Setting> Setting for Vec<T> {
     const KIND: Kind = Kind::List;
     fn expected() -> Cow<'static, str> {
         format!("a list of {}", T::plural()).into()
+    }
+    fn stand_in() -> Option<Self> {
+        Some(Vec::new())
     }
     fn parse(value: Value, path: &str, checker: &mut Checker) -> Option<Self> {
         let Value::Array(items) = value else {
@@ -326,6 +340,8 @@ pub struct Checker<'a> {
     /// The declared field being checked, whose example the fixes show.
     field: Option<&'static Field>,
     typos: Vec<Typo>,
+    /// Paths of values that were wrong or missing, now at their default or a stand-in.
+    substituted: Vec<String>,
 }
 
 impl<'a> Checker<'a> {
@@ -338,6 +354,7 @@ impl<'a> Checker<'a> {
             warnings: Vec::new(),
             field: None,
             typos: Vec::new(),
+            substituted: Vec::new(),
         }
     }
 
@@ -350,6 +367,7 @@ impl<'a> Checker<'a> {
             warnings: Vec::new(),
             field: None,
             typos: Vec::new(),
+            substituted: Vec::new(),
         }
     }
 
@@ -362,8 +380,13 @@ impl<'a> Checker<'a> {
         self.errors.push(issue);
     }
 
-    /// An error about the value at `path`.
+    /// An error about the value at `path`, unless one was already said about it, about a value
+    /// inside it or about the value it is part of: a value whose type is wrong is checked on with
+    /// its default in its place, and that default is not a second mistake.
     pub fn report(&mut self, path: &str, problem: impl Into<String>, fix: impl Into<String>) {
+        if self.substituted.iter().any(|s| related(s, path)) {
+            return;
+        }
         let issue = self.issue(path, problem.into(), fix.into());
         self.errors.push(issue);
     }
@@ -374,13 +397,13 @@ impl<'a> Checker<'a> {
         self.warnings.push(issue);
     }
 
-    /// The line of the key or list item at `path`.
-    pub fn line(&self, path: &str) -> Option<usize> {
-        self.index.and_then(|i| i.line(path))
+    /// The line and column of the key or list item at `path`.
+    pub fn position(&self, path: &str) -> Option<(usize, usize)> {
+        self.index.and_then(|i| i.position(path))
     }
 
     fn issue(&self, path: &str, problem: String, fix: String) -> ConfigIssue {
-        ConfigIssue::new(self.file, path, problem, fix).at_line(self.line(path))
+        ConfigIssue::new(self.file, path, problem, fix).at(self.position(path))
     }
 
     /// Check an object against block `B`: unknown keys are warnings (with the closest known key),
@@ -426,17 +449,26 @@ impl<'a> Checker<'a> {
         default: Option<fn() -> T>,
     ) -> Option<T> {
         let at = join(path, field.key);
-        let outer = self.field.replace(field);
         let value = match (entries.remove(field.key), default) {
-            (Some(value), _) => T::parse(value, &at, self),
-            (None, Some(make)) => Some(make()),
+            (Some(value), _) => {
+                let outer = self.field.replace(field);
+                let parsed = T::parse(value, &at, self);
+                self.field = outer;
+                parsed
+            }
+            (None, Some(make)) => return Some(make()),
             (None, None) => {
                 self.missing(&at, field);
                 None
             }
         };
-        self.field = outer;
-        value
+        if value.is_some() {
+            return value;
+        }
+        // A value that is wrong (said already) is checked on as its default, or as a stand-in when
+        // it has none, so that one mistake does not hide the rest of the file.
+        self.substituted.push(at);
+        default.map(|make| make()).or_else(T::stand_in)
     }
 
     /// A required field is absent: said together with the unknown key that looks like it, if any.
@@ -507,6 +539,13 @@ impl<'a> Checker<'a> {
         );
         self.errors.push(issue);
     }
+}
+
+/// Whether one of two setting paths is the other or holds it (`a.b` and `a.b[1]`, `a` and `a.b`).
+fn related(a: &str, b: &str) -> bool {
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    long.strip_prefix(short)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
 }
 
 /// `supervisor` + `repo` → `supervisor.repo`.

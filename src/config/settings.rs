@@ -85,7 +85,7 @@ pub enum AgentSandbox {
 }
 
 leaf_setting! {
-    RepoSlug: Str;
+    RepoSlug: Str => RepoSlug { owner: String::new(), name: String::new() };
     PromptVia: Str, "\"stdin\" or \"arg\"", "prompt modes";
     AgentSandbox: Str, "\"none\" or \"bwrap\"", "sandbox kinds";
 }
@@ -433,6 +433,52 @@ pub struct LoadedSettings {
     pub warnings: Vec<ConfigIssue>,
     /// Keys set from the environment.
     pub overridden: Vec<String>,
+    /// Where each key of the settings file is.
+    pub index: JsonIndex,
+}
+
+/// Settings read as far as they could be, with every error found in them: a value that is wrong
+/// stands at its default, so the rest of the configuration can still be checked against them.
+#[derive(Debug, Clone)]
+pub struct CheckedSettings {
+    pub loaded: LoadedSettings,
+    pub errors: Vec<ConfigIssue>,
+}
+
+impl CheckedSettings {
+    /// The settings when they have no error.
+    pub fn into_result(self) -> Result<LoadedSettings, ConfigError> {
+        if self.errors.is_empty() {
+            Ok(self.loaded)
+        } else {
+            Err(ConfigError::new(self.errors).with_warnings(self.loaded.warnings))
+        }
+    }
+}
+
+impl LoadedSettings {
+    /// An issue about the settings key at `path` (`supervisor.columns.Research`): in the settings
+    /// file at the key's line and column, or in the environment variable the key was taken from.
+    pub fn issue(
+        &self,
+        path: &str,
+        problem: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> ConfigIssue {
+        let top = path
+            .strip_prefix(BLOCK)
+            .and_then(|p| p.strip_prefix('.'))
+            .and_then(|p| p.split(['.', '[']).next());
+        match top.filter(|key| self.overridden.iter().any(|o| o == key)) {
+            Some(key) => ConfigIssue::new(
+                Path::new(&format!("${}", env_name(key))),
+                path,
+                problem,
+                fix,
+            ),
+            None => ConfigIssue::new(&self.path, path, problem, fix).at(self.index.position(path)),
+        }
+    }
 }
 
 /// The key of the settings block in the settings file.
@@ -444,6 +490,23 @@ impl Settings {
         root: &Path,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<LoadedSettings, ConfigError> {
+        Self::check(root, env)?.into_result()
+    }
+
+    /// Find and read the settings of the repository at `root`, applying `env` overrides, with every
+    /// error in them. `Err` when there are none to read: no file, not JSON, no `supervisor` block.
+    pub fn check(
+        root: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<CheckedSettings, ConfigError> {
+        if let Some(problem) = super::directory_problem(root) {
+            return Err(ConfigError::one(ConfigIssue::new(
+                root,
+                "(repository root)",
+                problem,
+                "run supervisor in the repository's directory, or pass --repo-root DIR with it",
+            )));
+        }
         let Some(path) = SETTINGS_PATHS
             .iter()
             .map(|p| root.join(p))
@@ -468,7 +531,7 @@ impl Settings {
             )));
         };
         let text = read_text(&path).map_err(ConfigError::one)?;
-        Self::from_text(&path, &text, env)
+        Self::check_text(&path, &text, env)
     }
 
     /// Parse settings from the text of a settings file.
@@ -477,6 +540,15 @@ impl Settings {
         text: &str,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<LoadedSettings, ConfigError> {
+        Self::check_text(path, text, env)?.into_result()
+    }
+
+    /// Read settings from the text of a settings file, with every error in them.
+    pub fn check_text(
+        path: &Path,
+        text: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<CheckedSettings, ConfigError> {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let doc: Value = serde_json::from_str(text).map_err(|e| {
             ConfigError::one(
@@ -516,16 +588,16 @@ impl Settings {
                 )));
             }
         };
-        Self::from_block(path, &index, block, env)
+        Ok(Self::from_block(path, index, block, env))
     }
 
     fn from_block(
         path: &Path,
-        index: &JsonIndex,
+        index: JsonIndex,
         mut block: Map<String, Value>,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<LoadedSettings, ConfigError> {
-        let mut checker = Checker::new(path, index);
+    ) -> CheckedSettings {
+        let mut checker = Checker::new(path, &index);
 
         // A key given twice: JSON keeps the last silently, which is never what was meant.
         let in_block = format!("{BLOCK}.");
@@ -554,20 +626,22 @@ impl Settings {
             }
         }
 
-        let settings = checker.block::<Settings>(Value::Object(block), BLOCK);
-        if let Some(settings) = &settings {
-            settings.validate(&mut checker);
-            settings.warn_unbounded(&mut checker);
-        }
+        // Every required field has a stand-in: the block is read whatever its values.
+        let settings = checker
+            .block::<Settings>(Value::Object(block), BLOCK)
+            .expect("a settings object is always read, its mistakes reported");
+        settings.validate(&mut checker);
+        settings.warn_unbounded(&mut checker);
         let (errors, warnings) = checker.finish();
-        match settings {
-            Some(settings) if errors.is_empty() => Ok(LoadedSettings {
+        CheckedSettings {
+            loaded: LoadedSettings {
                 settings,
                 path: path.to_path_buf(),
                 warnings,
                 overridden,
-            }),
-            _ => Err(ConfigError::new(errors).with_warnings(warnings)),
+                index,
+            },
+            errors,
         }
     }
 
@@ -594,8 +668,8 @@ impl Settings {
         for (i, owner) in self.codeowners.iter().enumerate() {
             if !is_github_login(owner) {
                 err(
-                    "codeowners",
-                    format!("entry {i} (`{owner}`) is not a GitHub login"),
+                    &format!("codeowners[{i}]"),
+                    format!("`{owner}` is not a GitHub login"),
                     "use logins such as \"octocat\", without @",
                 );
             }
@@ -663,6 +737,15 @@ impl Settings {
         }
         if self.setup_attempts == 0 {
             err("setupAttempts", "is 0".into(), "use 1 or more (default 2)");
+        }
+        for (i, pattern) in self.gates.exclude.iter().enumerate() {
+            if let Err(e) = super::ExcludeGlobs::glob(pattern) {
+                err(
+                    &format!("gates.exclude[{i}]"),
+                    format!("`{}` {}", e.pattern, e.problem),
+                    super::EXCLUDE_FIX,
+                );
+            }
         }
         for (i, dir) in self.gates.tool_paths.iter().enumerate() {
             if !dir.is_absolute() {

@@ -14,9 +14,52 @@ pub fn read_text(path: &Path) -> Result<String, ConfigIssue> {
             std::io::ErrorKind::IsADirectory => "replace the directory with a file",
             _ => "check that the file exists and can be read",
         };
-        ConfigIssue::new(path, "(file)", format!("cannot be read: {e}"), fix)
+        ConfigIssue::new(
+            path,
+            "(file)",
+            format!("cannot be read: {}", io_reason(&e)),
+            fix,
+        )
     })?;
     decode(path, bytes)
+}
+
+/// Why a file operation failed, in words for a sentence about the path ("cannot read X: it does not
+/// exist"), without the system's error number.
+pub fn io_reason(e: &std::io::Error) -> String {
+    use std::io::ErrorKind as K;
+    match e.kind() {
+        K::NotFound => "it does not exist".into(),
+        K::PermissionDenied => "permission denied".into(),
+        K::AlreadyExists => "it already exists".into(),
+        K::IsADirectory => "it is a directory".into(),
+        K::NotADirectory => "a part of its path is not a directory".into(),
+        K::DirectoryNotEmpty => "the directory is not empty".into(),
+        K::StorageFull => "the disk is full".into(),
+        K::ReadOnlyFilesystem => "the file system is read-only".into(),
+        _ => {
+            let text = e.to_string();
+            let text = match text.rfind(" (os error ") {
+                Some(i) if text.ends_with(')') => text[..i].to_string(),
+                _ => text,
+            };
+            let mut chars = text.chars();
+            chars.next().map_or_else(String::new, |c| {
+                c.to_lowercase().chain(chars).collect::<String>()
+            })
+        }
+    }
+}
+
+/// What keeps `dir` from being used as a directory: "does not exist", "is not a directory".
+pub fn directory_problem(dir: &Path) -> Option<&'static str> {
+    if dir.is_dir() {
+        None
+    } else if dir.exists() {
+        Some("is not a directory")
+    } else {
+        Some("does not exist")
+    }
 }
 
 /// `bytes` as text, or what is wrong with their encoding.
@@ -83,8 +126,45 @@ impl DuplicateKey {
 /// `supervisor.codeowners[1]`), and which keys an object holds twice.
 #[derive(Debug, Clone, Default)]
 pub struct JsonIndex {
-    lines: HashMap<String, usize>,
+    /// Path → (line, column), both 1-based; the column counts characters.
+    positions: HashMap<String, (usize, usize)>,
     pub duplicates: Vec<DuplicateKey>,
+}
+
+/// Where the scanner is: the line, and the column of the last position asked for on it (so that
+/// columns are counted once over a long line, not from its start each time).
+struct Cursor<'t> {
+    text: &'t str,
+    line: usize,
+    /// Byte offset of the current line's start.
+    line_start: usize,
+    /// The last (byte offset, column) computed on the current line.
+    last: (usize, usize),
+}
+
+impl Cursor<'_> {
+    /// A newline at byte `i`.
+    fn newline(&mut self, i: usize) {
+        self.line += 1;
+        self.line_start = i + 1;
+        self.last = (i + 1, 1);
+    }
+
+    /// The position of byte `i` on the current line.
+    fn at(&mut self, i: usize) -> (usize, usize) {
+        let (from, column) = if self.last.0 <= i && self.last.0 >= self.line_start {
+            self.last
+        } else {
+            (self.line_start, 1)
+        };
+        let column = column
+            + self
+                .text
+                .get(from..i)
+                .map_or(i - from, |s| s.chars().count());
+        self.last = (i, column);
+        (self.line, column)
+    }
 }
 
 enum Frame {
@@ -108,20 +188,25 @@ impl JsonIndex {
         let mut index = JsonIndex::default();
         let mut stack: Vec<Frame> = Vec::new();
         let bytes = text.as_bytes();
-        let mut line = 1;
+        let mut at = Cursor {
+            text,
+            line: 1,
+            line_start: 0,
+            last: (0, 1),
+        };
         let mut i = 0;
         while i < bytes.len() {
             match bytes[i] {
-                b'\n' => line += 1,
+                b'\n' => at.newline(i),
                 b' ' | b'\t' | b'\r' | b':' => {}
                 b'"' => {
                     let start = i;
-                    let start_line = line;
+                    let start_at = at.at(i);
                     i += 1;
                     while i < bytes.len() && bytes[i] != b'"' {
                         match bytes[i] {
                             b'\\' => i += 1,
-                            b'\n' => line += 1,
+                            b'\n' => at.newline(i),
                             _ => {}
                         }
                         i += 1;
@@ -135,13 +220,13 @@ impl JsonIndex {
                         let name = serde_json::from_str::<String>(raw)
                             .unwrap_or_else(|_| raw.trim_matches('"').to_string());
                         *key = Some(name);
-                        index.key(&mut stack, start_line);
+                        index.key(&mut stack, start_at);
                     } else {
-                        index.value(&mut stack, start_line);
+                        index.value(&mut stack, start_at);
                     }
                 }
                 b'{' | b'[' => {
-                    let path = index.value(&mut stack, line);
+                    let path = index.value(&mut stack, at.at(i));
                     stack.push(if bytes[i] == b'{' {
                         Frame::Object {
                             path,
@@ -169,7 +254,7 @@ impl JsonIndex {
                 },
                 _ => {
                     // A number, true, false or null.
-                    index.value(&mut stack, line);
+                    index.value(&mut stack, at.at(i));
                     while i + 1 < bytes.len()
                         && !matches!(
                             bytes[i + 1],
@@ -187,28 +272,33 @@ impl JsonIndex {
 
     /// The line of the key or list item at `path`.
     pub fn line(&self, path: &str) -> Option<usize> {
-        self.lines.get(path).copied()
+        self.position(path).map(|(line, _)| line)
+    }
+
+    /// The line and column of the key or list item at `path`.
+    pub fn position(&self, path: &str) -> Option<(usize, usize)> {
+        self.positions.get(path).copied()
     }
 
     /// A key was read into the innermost object.
-    fn key(&mut self, stack: &mut [Frame], line: usize) {
+    fn key(&mut self, stack: &mut [Frame], position: (usize, usize)) {
         let Some(Frame::Object { path, seen, key }) = stack.last_mut() else {
             return;
         };
         let name = key.clone().unwrap_or_default();
         let full = join(path, &name);
-        if let Some(first_line) = seen.insert(name, line) {
+        if let Some(first_line) = seen.insert(name, position.0) {
             self.duplicates.push(DuplicateKey {
                 path: full.clone(),
                 first_line,
-                line,
+                line: position.0,
             });
         }
-        self.lines.insert(full, line);
+        self.positions.insert(full, position);
     }
 
-    /// A value starts: records a list item's line; returns the value's path.
-    fn value(&mut self, stack: &mut [Frame], line: usize) -> String {
+    /// A value starts: records a list item's position; returns the value's path.
+    fn value(&mut self, stack: &mut [Frame], position: (usize, usize)) -> String {
         match stack.last_mut() {
             Some(Frame::Object { path, key, .. }) => join(path, key.as_deref().unwrap_or_default()),
             Some(Frame::Array {
@@ -219,7 +309,7 @@ impl JsonIndex {
                 let item = format!("{path}[{next}]");
                 if !*started {
                     *started = true;
-                    self.lines.entry(item.clone()).or_insert(line);
+                    self.positions.entry(item.clone()).or_insert(position);
                 }
                 item
             }
@@ -272,6 +362,20 @@ mod tests {
     }
 
     #[test]
+    fn columns_count_characters() {
+        let index = JsonIndex::new(TEXT);
+        assert_eq!(index.position("supervisor.repo"), Some((3, 5)));
+        assert_eq!(index.position("supervisor.gates.exclude[0]"), Some((9, 28)));
+        assert_eq!(index.position("supervisor.gates.allowNpx"), Some((9, 38)));
+        assert_eq!(index.position("supervisor.t"), Some((10, 18)));
+        // Characters, not bytes: `é` is two bytes and one column.
+        let index = JsonIndex::new("{\"é\": {\"k\": [1, \"ü\", 3]}}");
+        assert_eq!(index.position("é.k"), Some((1, 8)));
+        assert_eq!(index.position("é.k[1]"), Some((1, 17)));
+        assert_eq!(index.position("é.k[2]"), Some((1, 22)));
+    }
+
+    #[test]
     fn duplicates_in_one_object_only() {
         let text =
             "{\"a\": {\"k\": 1,\n\"k\": 2}, \"b\": {\"k\": 3},\n\"a\": [{\"k\": 1}, {\"k\": 2}]}";
@@ -298,6 +402,31 @@ mod tests {
         let index = JsonIndex::new(r#"{"repo": 1, "re\u0070o": 2}"#);
         assert_eq!(index.duplicates.len(), 1);
         assert_eq!(index.duplicates[0].path, "repo");
+    }
+
+    #[test]
+    fn io_failures_are_said_in_words() {
+        use std::io::{Error, ErrorKind};
+        assert_eq!(
+            io_reason(&Error::from(ErrorKind::NotFound)),
+            "it does not exist"
+        );
+        assert_eq!(
+            io_reason(&Error::from_raw_os_error(libc::EACCES)),
+            "permission denied"
+        );
+        let odd = io_reason(&Error::from_raw_os_error(libc::EMFILE));
+        assert!(!odd.contains("os error"), "{odd}");
+        assert!(odd.starts_with("too many open files"), "{odd}");
+        assert_eq!(directory_problem(Path::new("/")), None);
+        assert_eq!(
+            directory_problem(Path::new("/nonexistent/x")),
+            Some("does not exist")
+        );
+        assert_eq!(
+            directory_problem(Path::new("/proc/self/status")),
+            Some("is not a directory")
+        );
     }
 
     #[test]

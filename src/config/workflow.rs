@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::Dimension;
-use super::issue::{ConfigError, ConfigIssue, did_you_mean, json_key_line};
+use super::issue::{ConfigError, ConfigIssue, did_you_mean};
+use super::lenient::Reader;
 use super::source::{JsonIndex, read_text};
 use super::verify::VerifyConfig;
 
@@ -139,14 +140,6 @@ impl Expect {
     }
 }
 
-/// A hook as written: `"tsc"` or `{ "gate": "command", "name": "tests", "run": "cargo test" }`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum HookSpec {
-    Name(String),
-    Full(HookObject),
-}
-
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct HookObject {
@@ -184,7 +177,9 @@ pub struct StageSpec {
     pub agent_name: Option<String>,
     pub marker_map: BTreeMap<String, String>,
     pub can_loop_back_to: Vec<String>,
-    pub hooks: Vec<HookSpec>,
+    /// The gates before the stage is left, each as written: `"tsc"`, or a [`HookObject`] such as
+    /// `{ "gate": "command", "name": "tests", "run": "cargo test" }`.
+    pub hooks: Vec<serde_json::Value>,
     pub max_rejections: Option<u32>,
     pub built_in: Option<BuiltIn>,
     /// Forward target; when absent, the nearest later marker target, else the next stage.
@@ -204,22 +199,25 @@ pub struct StageSpec {
     pub experimental: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// The workflow file's keys beside `stages` (which are read one by one).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct WorkflowFile {
-    #[serde(default, rename = "$schema", skip_serializing_if = "Option::is_none")]
-    schema: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    description: Option<String>,
-    stages: Vec<StageSpec>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, rename = "$schema")]
+    _schema: Option<String>,
+    #[serde(default, rename = "description")]
+    _description: Option<String>,
+    #[serde(default)]
     revision: Option<RevisionSpec>,
     /// The project's test command, where the oracle does not detect it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     verify: Option<VerifyConfig>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     contract: Option<ContractPolicy>,
 }
+
+/// How the workflow file is written, for fixes that name no better one.
+const FORMAT_FIX: &str = "see config/workflow.json for the format: {\"stages\": [{\"status\": ..., \"agentName\": ..., \"markerMap\": {...}}]}";
 
 /// `contract`: what an acceptance criterion that no test can check does to a run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -334,16 +332,32 @@ impl Workflow {
         status_mapping: &BTreeMap<String, String>,
         settings_path: &Path,
     ) -> Result<Workflow, ConfigError> {
+        let mut errors = Vec::new();
+        let workflow =
+            Self::check_load(root, configured, status_mapping, settings_path, &mut errors);
+        finish(workflow, errors)
+    }
+
+    /// [`Workflow::load`], every error found going to `errors`: the workflow, when its stages could
+    /// be read at all (then other settings can be checked against it even when it has errors).
+    pub fn check_load(
+        root: &Path,
+        configured: Option<&Path>,
+        status_mapping: &BTreeMap<String, String>,
+        settings_path: &Path,
+        errors: &mut Vec<ConfigIssue>,
+    ) -> Option<Workflow> {
         let path: Option<PathBuf> = match configured {
             Some(p) => {
                 let full = root.join(p);
                 if !full.is_file() {
-                    return Err(ConfigError::one(ConfigIssue::new(
+                    errors.push(ConfigIssue::new(
                         settings_path,
                         "supervisor.workflow",
                         format!("names {}, which does not exist", full.display()),
                         "fix the path (relative to the repository root) or remove the setting to use the built-in workflow",
-                    )));
+                    ));
+                    return None;
                 }
                 Some(full)
             }
@@ -351,20 +365,22 @@ impl Workflow {
         };
         match path {
             None => {
-                // The built-in stages, checked against the user's statusMapping.
-                let mut w = Workflow::parse(
+                let mut w = Workflow::check(
                     Path::new("config/workflow.json (built-in)"),
                     DEFAULT_WORKFLOW,
                     status_mapping,
-                )
-                .map_err(|e| remap_mapping_errors(e, settings_path))?;
+                    errors,
+                )?;
                 w.source = "built-in".into();
-                Ok(w)
+                Some(w)
             }
-            Some(path) => {
-                let text = read_text(&path).map_err(ConfigError::one)?;
-                Workflow::parse(&path, &text, status_mapping)
-            }
+            Some(path) => match read_text(&path) {
+                Ok(text) => Workflow::check(&path, &text, status_mapping, errors),
+                Err(issue) => {
+                    errors.push(issue);
+                    None
+                }
+            },
         }
     }
 
@@ -374,29 +390,88 @@ impl Workflow {
         text: &str,
         status_mapping: &BTreeMap<String, String>,
     ) -> Result<Workflow, ConfigError> {
+        let mut errors = Vec::new();
+        let workflow = Self::check(path, text, status_mapping, &mut errors);
+        finish(workflow, errors)
+    }
+
+    /// [`Workflow::parse`], every error found going to `errors`.
+    pub fn check(
+        path: &Path,
+        text: &str,
+        status_mapping: &BTreeMap<String, String>,
+        errors: &mut Vec<ConfigIssue>,
+    ) -> Option<Workflow> {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        let file: WorkflowFile = serde_json::from_str(text).map_err(|e| {
-            ConfigError::one(
-                ConfigIssue::new(
-                    path,
-                    "(file)",
-                    format!("is not a valid workflow: {e}"),
-                    "see config/workflow.json for the format: {\"stages\": [{\"status\": ..., \"agentName\": ..., \"markerMap\": {...}}]}",
-                )
-                .at_line(Some(e.line())),
-            )
-        })?;
-        let duplicates = JsonIndex::new(text).duplicates;
-        if !duplicates.is_empty() {
-            return Err(ConfigError::new(
-                duplicates.iter().map(|d| d.issue(path)).collect(),
-            ));
-        }
-        let mut wf = validate(path, text, file.stages, status_mapping)?;
-        wf.revision = revision_path(path, text, file.revision.unwrap_or_default(), &wf)?;
-        wf.verify = file.verify;
-        wf.contract = file.contract.unwrap_or_default();
-        Ok(wf)
+        let doc: serde_json::Value = match serde_json::from_str(text) {
+            Ok(doc) => doc,
+            Err(e) => {
+                errors.push(
+                    ConfigIssue::new(
+                        path,
+                        "(file)",
+                        format!("is not valid JSON: {e}"),
+                        "fix the JSON syntax",
+                    )
+                    .at(Some((e.line(), e.column()))),
+                );
+                return None;
+            }
+        };
+        let index = JsonIndex::new(text);
+        errors.extend(index.duplicates.iter().map(|d| d.issue(path)));
+        let mut reader = Reader {
+            file: path,
+            index: &index,
+            errors,
+            fix: FORMAT_FIX,
+        };
+        let serde_json::Value::Object(mut doc) = doc else {
+            reader.report(
+                "(file)",
+                "",
+                "is not a JSON object".into(),
+                FORMAT_FIX.into(),
+            );
+            return None;
+        };
+        let stages = doc.remove("stages");
+        let rest: Option<WorkflowFile> = reader.read(serde_json::Value::Object(doc), "");
+        let specs = match stages {
+            Some(serde_json::Value::Array(items)) => {
+                let specs: Vec<Option<StageSpec>> = items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, item)| reader.read(item, &format!("stages[{i}]")))
+                    .collect();
+                // A stage that is not even an object leaves the others' numbering unknown.
+                specs.into_iter().collect::<Option<Vec<StageSpec>>>()?
+            }
+            Some(other) => {
+                reader.report(
+                    "stages",
+                    "stages",
+                    format!("is {}, expected a list of stages", json_kind(&other)),
+                    FORMAT_FIX.into(),
+                );
+                return None;
+            }
+            None => {
+                reader.report(
+                    "stages",
+                    "",
+                    "is missing (required)".into(),
+                    FORMAT_FIX.into(),
+                );
+                return None;
+            }
+        };
+        let rest = rest?;
+        let mut wf = validate(path, &index, specs, status_mapping, errors)?;
+        wf.revision = revision_path(path, &index, rest.revision.unwrap_or_default(), &wf, errors);
+        wf.verify = rest.verify;
+        wf.contract = rest.contract.unwrap_or_default();
+        Some(wf)
     }
 
     pub fn stage(&self, status: &str) -> Option<&Stage> {
@@ -445,18 +520,37 @@ impl Workflow {
     }
 }
 
+/// The workflow when it has no error; every error otherwise.
+fn finish(workflow: Option<Workflow>, errors: Vec<ConfigIssue>) -> Result<Workflow, ConfigError> {
+    match workflow {
+        Some(workflow) if errors.is_empty() => Ok(workflow),
+        _ => Err(ConfigError::new(errors)),
+    }
+}
+
+/// A JSON value's kind, in words.
+fn json_kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "true or false",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "a list",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
 /// The revision path of `spec` over the validated stages.
 fn revision_path(
     path: &Path,
-    text: &str,
+    index: &JsonIndex,
     spec: RevisionSpec,
     wf: &Workflow,
-) -> Result<Revision, ConfigError> {
-    let fail = |field: &str, problem: String, fix: String| {
-        ConfigError::one(
-            ConfigIssue::new(path, format!("revision.{field}"), problem, fix)
-                .at_line(json_key_line(text, field)),
-        )
+    errors: &mut Vec<ConfigIssue>,
+) -> Revision {
+    let mut fail = |field: &str, problem: String, fix: String| {
+        let at = format!("revision.{field}");
+        errors.push(ConfigIssue::new(path, &at, problem, fix).at(index.position(&at)));
     };
     let known = || {
         wf.stages
@@ -465,87 +559,77 @@ fn revision_path(
             .collect::<Vec<_>>()
             .join(", ")
     };
+    // A workflow without a committing stage cannot revise; `supervisor revise` says so.
+    let default_start = || {
+        wf.stages
+            .iter()
+            .find(|s| s.commits && s.agent.is_some() && s.writes.is_none())
+            .map(|s| s.status.clone())
+            .unwrap_or_default()
+    };
     let start = match spec.start {
-        Some(name) => {
-            let Some(stage) = wf.stage(&name) else {
-                return Err(fail(
+        Some(name) => match wf.stage(&name) {
+            None => {
+                fail(
                     "start",
                     format!("names `{name}`, which is not a stage"),
                     format!("use one of: {}", known()),
-                ));
-            };
-            if !stage.commits || stage.agent.is_none() || stage.writes.is_some() {
-                return Err(fail(
+                );
+                default_start()
+            }
+            Some(stage) if !stage.commits || stage.agent.is_none() || stage.writes.is_some() => {
+                fail(
                     "start",
                     format!(
                         "names `{name}`, whose agent does not commit: a revision changes the branch"
                     ),
                     "name a stage with an agent, \"commits\": true and no \"writes\" limit (Implementation)".into(),
-                ));
+                );
+                default_start()
             }
-            stage.status.clone()
-        }
-        None => match wf
-            .stages
-            .iter()
-            .find(|s| s.commits && s.agent.is_some() && s.writes.is_none())
-        {
-            Some(s) => s.status.clone(),
-            // A workflow without a committing stage cannot revise; `supervisor revise` says so.
-            None => String::new(),
+            Some(stage) => stage.status.clone(),
         },
-    };
-    let column = |field: &str, given: Option<String>, default: String| match given {
-        Some(c) if wf.stage(&c).is_none() => Err(fail(
-            field,
-            format!("names `{c}`, which is not a stage"),
-            format!("use one of: {}", known()),
-        )),
-        Some(c) => Ok(c),
-        None => Ok(default),
+        None => default_start(),
     };
     let after = wf
         .stage(&start)
         .and_then(|s| s.forward.clone())
         .unwrap_or_else(|| wf.done().status.clone());
-    Ok(Revision {
-        column: column("column", spec.column, after)?,
-        done_column: column("doneColumn", spec.done_column, wf.done().status.clone())?,
+    let mut column = |field: &str, given: Option<String>, default: String| match given {
+        Some(c) if wf.stage(&c).is_none() => {
+            fail(
+                field,
+                format!("names `{c}`, which is not a stage"),
+                format!("use one of: {}", known()),
+            );
+            default
+        }
+        Some(c) => c,
+        None => default,
+    };
+    Revision {
+        column: column("column", spec.column, after),
+        done_column: column("doneColumn", spec.done_column, wf.done().status.clone()),
         start,
-    })
+    }
 }
 
-fn remap_mapping_errors(e: ConfigError, settings_path: &Path) -> ConfigError {
-    let issues = e
-        .issues
-        .into_iter()
-        .map(|mut i| {
-            if i.field.starts_with("statusMapping") {
-                i.file = settings_path.to_path_buf();
-                i.field = format!("supervisor.{}", i.field);
-                i.line = None;
-            }
-            i
-        })
-        .collect();
-    ConfigError::new(issues).with_warnings(e.warnings)
-}
-
+/// The stages checked against each other; the workflow when they have a backlog and a done stage
+/// (then the errors, if any, are in `errors` too).
 fn validate(
     path: &Path,
-    text: &str,
+    index: &JsonIndex,
     specs: Vec<StageSpec>,
     status_mapping: &BTreeMap<String, String>,
-) -> Result<Workflow, ConfigError> {
-    let mut errors: Vec<ConfigIssue> = Vec::new();
+    errors: &mut Vec<ConfigIssue>,
+) -> Option<Workflow> {
     let statuses: Vec<String> = specs.iter().map(|s| s.status.clone()).collect();
     let status_refs: Vec<&str> = statuses.iter().map(String::as_str).collect();
     let index_of = |s: &str| statuses.iter().position(|x| x == s);
-    let mut err = |field: String, problem: String, fix: String, key: Option<&str>| {
-        errors.push(
-            ConfigIssue::new(path, field, problem, fix)
-                .at_line(key.and_then(|k| json_key_line(text, k))),
-        );
+    // `field` names the mistake for people (`stages[1] (Research).next`); `key` is the JSON path
+    // whose line and column it is shown at.
+    let mut err = |field: String, problem: String, fix: String, key: &str| {
+        errors.push(ConfigIssue::new(path, field, problem, fix).at(index.position(key)));
     };
     let unknown_status_fix = |name: &str| match did_you_mean(name, &status_refs) {
         Some(s) => format!(
@@ -560,19 +644,20 @@ fn validate(
             "stages".into(),
             "is empty".into(),
             "list the stages from Backlog to Done".into(),
-            Some("stages"),
+            "stages",
         );
-        return Err(ConfigError::new(errors));
+        return None;
     }
 
     let mut seen = BTreeSet::new();
     for (i, s) in specs.iter().enumerate() {
+        let key = format!("stages[{i}].status");
         if s.status.trim().is_empty() {
             err(
                 format!("stages[{i}].status"),
                 "is empty".into(),
                 "name the board column".into(),
-                None,
+                &key,
             );
         }
         if !seen.insert(s.status.clone()) {
@@ -580,17 +665,7 @@ fn validate(
                 format!("stages[{i}].status"),
                 format!("`{}` appears twice", s.status),
                 "give each stage its own column".into(),
-                None,
-            );
-        }
-    }
-    for (key, agent) in status_mapping {
-        if index_of(key).is_none() {
-            err(
-                format!("statusMapping.{key}"),
-                format!("names a column the workflow does not have (mapped to `{agent}`)"),
-                unknown_status_fix(key),
-                None,
+                &key,
             );
         }
     }
@@ -607,7 +682,7 @@ fn validate(
             "stages".into(),
             format!("has {backlogs} backlog stages"),
             "mark exactly one stage with \"builtIn\": \"backlog\"".into(),
-            Some("stages"),
+            "stages",
         );
     }
     if dones != 1 {
@@ -615,13 +690,15 @@ fn validate(
             "stages".into(),
             format!("has {dones} done stages"),
             "mark exactly one stage with \"builtIn\": \"done\"".into(),
-            Some("stages"),
+            "stages",
         );
     }
 
     let mut stages = Vec::with_capacity(specs.len());
     for (i, s) in specs.iter().enumerate() {
         let at = |f: &str| format!("stages[{i}] ({}).{f}", s.status);
+        let key = |f: &str| format!("stages[{i}].{f}");
+        let stage_key = format!("stages[{i}]");
         let agent = status_mapping
             .get(&s.status)
             .cloned()
@@ -632,7 +709,7 @@ fn validate(
                     at("builtIn"),
                     "a built-in stage runs no agent, markers or hooks".into(),
                     "remove agentName/markerMap/hooks from it, or remove builtIn".into(),
-                    Some("builtIn"),
+                    &key("builtIn"),
                 );
             }
         } else if agent.is_none() {
@@ -640,16 +717,17 @@ fn validate(
                 at("agentName"),
                 "is missing".into(),
                 "name the agent that works this column (agents/<name>.md), or mark the stage builtIn".into(),
-                None,
+                &stage_key,
             );
         }
         for (marker, target) in &s.marker_map {
+            let marker_key = key(&format!("markerMap.{marker}"));
             if marker.trim().is_empty() {
                 err(
                     at("markerMap"),
                     "has an empty marker".into(),
                     "use a distinctive text such as RESEARCH_COMPLETE".into(),
-                    None,
+                    &marker_key,
                 );
             }
             match index_of(target) {
@@ -657,30 +735,31 @@ fn validate(
                     at(&format!("markerMap.{marker}")),
                     format!("points to unknown status `{target}`"),
                     unknown_status_fix(target),
-                    Some(marker),
+                    &marker_key,
                 ),
                 Some(t) if t < i && !s.can_loop_back_to.contains(target) => err(
                     at(&format!("markerMap.{marker}")),
                     format!("goes back to `{target}`, which canLoopBackTo does not allow"),
                     format!("add \"{target}\" to this stage's canLoopBackTo"),
-                    Some(marker),
+                    &marker_key,
                 ),
                 Some(t) if t == i => err(
                     at(&format!("markerMap.{marker}")),
                     "points to its own stage".into(),
                     "point it to the stage that follows or to a loop-back".into(),
-                    Some(marker),
+                    &marker_key,
                 ),
                 _ => {}
             }
         }
-        for target in &s.can_loop_back_to {
+        for (n, target) in s.can_loop_back_to.iter().enumerate() {
+            let item = key(&format!("canLoopBackTo[{n}]"));
             match index_of(target) {
                 None => err(
                     at("canLoopBackTo"),
                     format!("names unknown status `{target}`"),
                     unknown_status_fix(target),
-                    Some("canLoopBackTo"),
+                    &item,
                 ),
                 Some(t) if t >= i => err(
                     at("canLoopBackTo"),
@@ -690,13 +769,13 @@ fn validate(
                     ),
                     "list only earlier stages here; forward moves come from markerMap or next"
                         .into(),
-                    Some("canLoopBackTo"),
+                    &item,
                 ),
                 Some(t) if specs[t].built_in.is_some() => err(
                     at("canLoopBackTo"),
                     format!("`{target}` is a built-in stage"),
                     "loop back to a stage that runs an agent".into(),
-                    Some("canLoopBackTo"),
+                    &item,
                 ),
                 _ => {}
             }
@@ -707,22 +786,23 @@ fn validate(
                     at("next"),
                     format!("names unknown status `{next}`"),
                     unknown_status_fix(next),
-                    None,
+                    &key("next"),
                 ),
                 Some(t) if t <= i => err(
                     at("next"),
                     format!("`{next}` is not after `{}`", s.status),
                     "next is the forward move; use canLoopBackTo for backward ones".into(),
-                    None,
+                    &key("next"),
                 ),
                 _ => {}
             }
         }
         let mut hooks = Vec::new();
         for (h, spec) in s.hooks.iter().enumerate() {
+            let hook_key = key(&format!("hooks[{h}]"));
             match hook_from_spec(spec) {
                 Ok(hook) => hooks.push(hook),
-                Err((problem, fix)) => err(at(&format!("hooks[{h}]")), problem, fix, Some("hooks")),
+                Err((problem, fix)) => err(at(&format!("hooks[{h}]")), problem, fix, &hook_key),
             }
         }
         if s.review && s.built_in.is_some() {
@@ -730,7 +810,7 @@ fn validate(
                 at("review"),
                 "a built-in stage cannot review".into(),
                 "put review on the auditor's stage".into(),
-                None,
+                &key("review"),
             );
         }
         if s.score_dimension.is_some() && s.skip_when_heading.is_none() {
@@ -738,7 +818,7 @@ fn validate(
                 at("scoreDimension"),
                 "is set but skipWhenHeading is not, so the stage is never skipped".into(),
                 "add skipWhenHeading or remove scoreDimension".into(),
-                None,
+                &key("scoreDimension"),
             );
         }
         let score_dimension = s.score_dimension.as_deref().and_then(|d| {
@@ -748,7 +828,7 @@ fn validate(
                     at("scoreDimension"),
                     format!("`{d}` is not an audit dimension"),
                     format!("use one of {}", Dimension::names()),
-                    None,
+                    &key("scoreDimension"),
                 );
             }
             parsed
@@ -791,7 +871,7 @@ fn validate(
                     at("writes"),
                     "limits where the agent writes, but the stage does not commit".into(),
                     "add \"commits\": true, or remove writes".into(),
-                    Some("writes"),
+                    &key("writes"),
                 );
             }
             if globs.is_empty() {
@@ -799,16 +879,19 @@ fn validate(
                     at("writes"),
                     "is empty: the agent could write nowhere".into(),
                     "list globs such as \"tests\" or \"src/**/*.test.ts\"".into(),
-                    Some("writes"),
+                    &key("writes"),
                 );
             }
             for g in globs {
                 if let Err(e) = globset::Glob::new(g) {
+                    // The item as written (`tests` stands for several globs, all of them valid).
+                    let n = s.writes.iter().flatten().position(|w| w.trim() == g);
+                    let item = n.map_or_else(|| key("writes"), |n| key(&format!("writes[{n}]")));
                     err(
                         at("writes"),
-                        format!("`{g}` is not a glob: {e}"),
+                        format!("`{g}` is not a glob: {}", e.kind()),
                         "write globs such as \"tests/**\" or \"**/*.test.ts\"".into(),
-                        Some("writes"),
+                        &item,
                     );
                 }
             }
@@ -818,7 +901,7 @@ fn validate(
                 at("canLoopBackTo"),
                 "a review stage needs somewhere to send rejected work".into(),
                 "add e.g. \"canLoopBackTo\": [\"Implementation\"]".into(),
-                None,
+                &key("review"),
             );
         }
         stages.push(Stage {
@@ -839,8 +922,8 @@ fn validate(
             experimental: s.experimental,
         });
     }
-    if !errors.is_empty() {
-        return Err(ConfigError::new(errors));
+    if backlogs != 1 || dones != 1 {
+        return None;
     }
 
     let mut wf = Workflow {
@@ -854,8 +937,8 @@ fn validate(
         contract: ContractPolicy::default(),
         source: path.display().to_string(),
     };
-    wf.revision = revision_path(path, text, RevisionSpec::default(), &wf)?;
-    // Done must be reachable from Backlog over the moves the engine can make.
+    // Done must be reachable from Backlog over the moves the engine can make (to statuses that
+    // exist: a move to an unknown one is said above).
     let start = wf.backlog().status.clone();
     let goal = wf.done().status.clone();
     let mut reached = BTreeSet::new();
@@ -864,27 +947,34 @@ fn validate(
         if !reached.insert(status.clone()) {
             continue;
         }
-        let stage = wf.stage(&status).expect("statuses are known");
+        let Some(stage) = wf.stage(&status) else {
+            continue;
+        };
         let mut targets: Vec<String> = stage.forward.iter().cloned().collect();
         targets.extend(stage.marker_map.values().cloned());
         targets.extend(stage.can_loop_back_to.iter().cloned());
-        queue.extend(targets);
+        queue.extend(targets.into_iter().filter(|t| wf.stage(t).is_some()));
     }
     if !reached.contains(&goal) {
-        return Err(ConfigError::one(ConfigIssue::new(
-            path,
-            "stages",
-            format!(
-                "`{goal}` cannot be reached from `{start}` (reachable: {})",
-                reached.into_iter().collect::<Vec<_>>().join(", ")
-            ),
-            "give every stage a forward move (markerMap target or next) towards Done",
-        )));
+        errors.push(
+            ConfigIssue::new(
+                path,
+                "stages",
+                format!(
+                    "`{goal}` cannot be reached from `{start}` (reachable: {})",
+                    reached.into_iter().collect::<Vec<_>>().join(", ")
+                ),
+                "give every stage a forward move (markerMap target or next) towards Done",
+            )
+            .at(index.position("stages")),
+        );
     }
-    Ok(wf)
+    wf.revision = revision_path(path, index, RevisionSpec::default(), &wf, errors);
+    Some(wf)
 }
 
-fn hook_from_spec(spec: &HookSpec) -> Result<Hook, (String, String)> {
+/// A hook as written: a gate's name (`"tsc"`), or a [`HookObject`].
+fn hook_from_spec(spec: &serde_json::Value) -> Result<Hook, (String, String)> {
     let known = || {
         GateKind::ALL
             .iter()
@@ -893,11 +983,26 @@ fn hook_from_spec(spec: &HookSpec) -> Result<Hook, (String, String)> {
             .join(", ")
     };
     let obj = match spec {
-        HookSpec::Name(n) => HookObject {
+        serde_json::Value::String(n) => HookObject {
             gate: n.clone(),
             ..HookObject::default()
         },
-        HookSpec::Full(o) => o.clone(),
+        serde_json::Value::Object(_) => {
+            serde_path_to_error::deserialize::<_, HookObject>(spec).map_err(|e| {
+                let key = e.path().to_string();
+                let (problem, fix) = super::lenient::plain(
+                    &e.into_inner().to_string(),
+                    "write a hook like { \"gate\": \"command\", \"name\": \"tests\", \"run\": \"cargo test\" }",
+                );
+                (format!("`{key}` {problem}"), fix)
+            })?
+        }
+        other => {
+            return Err((
+                format!("is {}, expected a gate's name or a hook object", json_kind(other)),
+                format!("use a gate's name ({}) or {{ \"gate\": ..., ... }}", known()),
+            ));
+        }
     };
     let Some(gate) = GateKind::parse(&obj.gate) else {
         let names: Vec<&str> = GateKind::ALL.iter().map(|g| g.name()).collect();
@@ -907,6 +1012,7 @@ fn hook_from_spec(spec: &HookSpec) -> Result<Hook, (String, String)> {
         };
         return Err((format!("names unknown gate `{}`", obj.gate), fix));
     };
+
     if gate == GateKind::Command && obj.run.as_deref().is_none_or(|r| r.trim().is_empty()) {
         return Err((
             "is a command gate without \"run\"".into(),
@@ -997,11 +1103,15 @@ mod tests {
             (r#""writes": ["tests"],"#, "", "writes"),
             (r#""commits": true, "writes": [],"#, "", "writes"),
             (r#""commits": true, "writes": ["src/[a"],"#, "", "writes"),
-            ("", r#", "contract": { "unverifiable": "maybe" }"#, "(file)"),
+            (
+                "",
+                r#", "contract": { "unverifiable": "maybe" }"#,
+                "contract.unverifiable",
+            ),
             (
                 "",
                 r#", "verify": { "command": "x", "report": "xml" }"#,
-                "(file)",
+                "verify.report",
             ),
         ] {
             let err = parse(&with(td, top)).unwrap_err();
@@ -1227,6 +1337,27 @@ mod tests {
         assert!(problems[0].1.contains("unknown gate `lnit`"));
         assert!(problems[1].1.contains("without \"run\""));
         assert!(problems[2].1.contains("expect `maybe`"));
+
+        // A hook object's keys are checked one by one, each named.
+        let err = parse(&wf_with(
+            r#"{ "status": "Review", "agentName": "auditor", "hooks": [{"gate": "tsc", "requird": true}, {"gate": "tsc", "required": "yes"}, 7] }"#,
+        ))
+        .unwrap_err();
+        let said: Vec<String> = err.issues.iter().map(|i| i.to_string()).collect();
+        assert_eq!(said.len(), 3, "{err}");
+        assert!(
+            said[0]
+                .contains("hooks[0]`: `requird` is not a known key — did you mean \"required\"?"),
+            "{said:?}"
+        );
+        assert!(
+            said[1].contains("hooks[1]`: `required` is the string \"yes\", expected true or false"),
+            "{said:?}"
+        );
+        assert!(
+            said[2].contains("hooks[2]`: is a number, expected a gate's name or a hook object"),
+            "{said:?}"
+        );
     }
 
     #[test]
@@ -1320,25 +1451,15 @@ mod tests {
         assert!(fields.contains(&"stages[3] (Done).builtIn"), "{fields:?}");
     }
 
+    /// (A key that names no stage is the settings' mistake: `Project::load` says so.)
     #[test]
-    fn status_mapping_overrides_agents_and_is_checked() {
+    fn status_mapping_overrides_agents() {
         let mapping = BTreeMap::from([("Research".to_string(), "scout".to_string())]);
         let wf = Workflow::builtin(&mapping);
         assert_eq!(
             wf.stage("Research").unwrap().agent.as_deref(),
             Some("scout")
         );
-        let bad = BTreeMap::from([("Reserch".to_string(), "scout".to_string())]);
-        let err = Workflow::load(
-            Path::new("/nonexistent"),
-            None,
-            &bad,
-            Path::new(".pi/settings.json"),
-        )
-        .unwrap_err();
-        assert_eq!(err.issues[0].field, "supervisor.statusMapping.Reserch");
-        assert_eq!(err.issues[0].file, Path::new(".pi/settings.json"));
-        assert!(err.issues[0].fix.contains("did you mean \"Research\""));
     }
 
     #[test]

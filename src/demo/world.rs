@@ -74,7 +74,7 @@ pub struct World {
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorldError {
-    #[error("cannot prepare {path}: {source}")]
+    #[error("cannot prepare {}: {}", path.display(), crate::config::io_reason(source))]
     Io {
         path: PathBuf,
         source: std::io::Error,

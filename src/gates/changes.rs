@@ -5,10 +5,10 @@
 use std::path::{Path, PathBuf};
 
 use git2::{Delta, DiffFindOptions, DiffOptions, Oid, Repository, Sort};
-use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::{Deserialize, Serialize};
 
 use super::GateError;
+pub use crate::config::{ExcludeError, ExcludeGlobs};
 
 /// How a file changed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,52 +69,6 @@ pub struct ChangeSet {
     pub files: Vec<ChangedFile>,
     /// Commits from the merge base to HEAD, oldest first.
     pub commits: Vec<CommitInfo>,
-}
-
-/// The files `gates.exclude` leaves out of the change: globs as git and most tools read them (`*` and
-/// `?` within a path segment, `**` across segments, `{a,b}` alternatives, `[...]` classes), and a
-/// pattern ending in `/` for everything below that directory.
-#[derive(Debug, Clone)]
-pub struct ExcludeGlobs(GlobSet);
-
-/// A `gates.exclude` pattern that is not a glob.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "gates.exclude: `{pattern}` is not a valid glob ({problem}); correct or remove it in the settings"
-)]
-pub struct ExcludeError {
-    pub pattern: String,
-    pub problem: String,
-}
-
-impl ExcludeGlobs {
-    pub fn new(patterns: &[String]) -> Result<ExcludeGlobs, ExcludeError> {
-        let mut set = GlobSetBuilder::new();
-        for pattern in patterns {
-            let full = match pattern.strip_suffix('/') {
-                Some(dir) => format!("{dir}/**"),
-                None => pattern.clone(),
-            };
-            let glob = GlobBuilder::new(&full)
-                .literal_separator(true)
-                .build()
-                .map_err(|e| ExcludeError {
-                    pattern: pattern.clone(),
-                    problem: e.kind().to_string(),
-                })?;
-            set.add(glob);
-        }
-        let set = set.build().map_err(|e| ExcludeError {
-            pattern: patterns.join(", "),
-            problem: e.to_string(),
-        })?;
-        Ok(ExcludeGlobs(set))
-    }
-
-    /// Whether `path` (relative to the root, `/`-separated) is excluded.
-    pub fn is_match(&self, path: &str) -> bool {
-        self.0.is_match(path)
-    }
 }
 
 impl ChangeSet {
@@ -258,9 +212,17 @@ impl ChangeSet {
 
 /// Open the repository containing `dir`.
 pub fn open_repository(dir: &Path) -> Result<Repository, GateError> {
-    let repo = Repository::discover(dir).map_err(|source| GateError::NotARepository {
-        dir: dir.to_path_buf(),
-        source,
+    let repo = Repository::discover(dir).map_err(|source| {
+        let dir = dir.to_path_buf();
+        if !dir.exists() {
+            GateError::Missing { dir }
+        } else if !dir.is_dir() {
+            GateError::NotADirectory { dir }
+        } else if source.code() == git2::ErrorCode::NotFound {
+            GateError::NotARepository { dir }
+        } else {
+            GateError::Unreadable { dir, source }
+        }
     })?;
     if repo.is_bare() {
         return Err(GateError::Bare {
@@ -393,56 +355,6 @@ fn commits_between(
 #[cfg(test)]
 mod glob_tests {
     use super::{ChangeSet, ChangedFile, ExcludeGlobs, FileStatus};
-
-    fn excludes(pattern: &str, path: &str) -> bool {
-        ExcludeGlobs::new(&[pattern.to_string()])
-            .unwrap()
-            .is_match(path)
-    }
-
-    #[test]
-    fn globs() {
-        let cases = [
-            ("src/*.ts", "src/a.ts", true),
-            ("src/*.ts", "src/x/a.ts", false),
-            ("**/*.generated.ts", "a/b/c.generated.ts", true),
-            ("**/*.generated.ts", "c.generated.ts", true),
-            ("tests/fixtures/", "tests/fixtures/gates/x.ts", true),
-            ("tests/fixtures/", "tests/fixture.ts", false),
-            ("vendor/**", "vendor/lib/a.js", true),
-            ("a?.py", "ab.py", true),
-            ("a?.py", "a/.py", false),
-            ("README.md", "README.md", true),
-            ("README.md", "docs/README.md", false),
-            // Alternatives and classes.
-            ("{dist,build}/**", "dist/a.js", true),
-            ("{dist,build}/**", "build/x/b.js", true),
-            ("{dist,build}/**", "src/dist.js", false),
-            ("src/*.{gen,pb}.ts", "src/api.pb.ts", true),
-            ("src/*.{gen,pb}.ts", "src/api.ts", false),
-            ("src/gen[0-9].ts", "src/gen1.ts", true),
-            ("src/gen[0-9].ts", "src/genx.ts", false),
-            ("src/[!_]*.ts", "src/_private.ts", false),
-            ("src/[!_]*.ts", "src/public.ts", true),
-        ];
-        for (p, s, want) in cases {
-            assert_eq!(excludes(p, s), want, "{p} ~ {s}");
-        }
-    }
-
-    #[test]
-    fn a_pattern_that_is_not_a_glob_is_named() {
-        for bad in ["src/[ab.ts", "{dist,build/**", "src/[z-a].ts", "dist}/*.js"] {
-            let err = ExcludeGlobs::new(&["dist/".into(), bad.into()]).unwrap_err();
-            assert_eq!(err.pattern, bad);
-            let text = err.to_string();
-            assert!(
-                text.starts_with(&format!("gates.exclude: `{bad}` is not a valid glob")),
-                "{text}"
-            );
-            assert!(text.contains("correct or remove it"), "{text}");
-        }
-    }
 
     #[test]
     fn excluded_files_leave_the_change_set() {

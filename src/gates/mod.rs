@@ -112,15 +112,21 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// Why the gates could not be set up at all (as opposed to one gate not running).
 #[derive(Debug, thiserror::Error)]
 pub enum GateError {
-    #[error("{} is not inside a git repository ({source}); run the gates in a git checkout", dir.display())]
-    NotARepository { dir: PathBuf, source: git2::Error },
+    #[error("`{}` does not exist", dir.display())]
+    Missing { dir: PathBuf },
+    #[error("`{}` is not a directory", dir.display())]
+    NotADirectory { dir: PathBuf },
+    #[error("`{}` is not inside a git repository", dir.display())]
+    NotARepository { dir: PathBuf },
+    #[error("the git repository of `{}` cannot be opened: {}", dir.display(), source.message())]
+    Unreadable { dir: PathBuf, source: git2::Error },
     #[error("{} is a bare repository; the gates need a working tree", dir.display())]
     Bare { dir: PathBuf },
     #[error(
         "base `{base}` is neither a local branch, origin/{base}, nor a revision of this repository; fetch it or pass another base (--base)"
     )]
     BaseNotFound { base: String },
-    #[error("git failed while {context}: {source}")]
+    #[error("git failed while {context}: {}", source.message())]
     Git {
         context: String,
         source: git2::Error,

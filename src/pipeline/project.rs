@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::agent::RoleSet;
-use crate::config::{ConfigError, ConfigIssue, LoadedSettings, Settings, Workflow};
+use crate::config::{ConfigError, ConfigIssue, JsonIndex, LoadedSettings, Settings, Workflow};
 
 /// A repository's validated configuration.
 #[derive(Debug, Clone)]
@@ -19,48 +19,63 @@ pub struct Project {
 }
 
 impl Project {
-    /// Load and validate the configuration of the repository at `root`.
+    /// Load and validate the configuration of the repository at `root`: settings, workflow, role
+    /// agents and how they fit together. This is the one check every command makes (`check`, `run`,
+    /// `watch`, `serve`, `gates`, …): the error lists every mistake found, in every file, at once.
     pub fn load(root: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Project, ConfigError> {
-        let LoadedSettings {
-            settings,
-            path,
-            warnings,
-            overridden,
-        } = Settings::load(root, env)?;
-        Self::assemble(root, settings, path, warnings, overridden)
+        let checked = Settings::check(root, env)?;
+        Self::assemble(root, checked.loaded, checked.errors)
     }
 
     /// Validate settings built in code (demo, tests) together with the repository's workflow and agents.
     pub fn from_settings(root: &Path, settings: Settings) -> Result<Project, ConfigError> {
-        let path = root.join(crate::config::SETTINGS_PATHS[0]);
-        Self::assemble(root, settings, path, Vec::new(), Vec::new())
+        let loaded = LoadedSettings {
+            settings,
+            path: root.join(crate::config::SETTINGS_PATHS[0]),
+            warnings: Vec::new(),
+            overridden: Vec::new(),
+            index: JsonIndex::default(),
+        };
+        Self::assemble(root, loaded, Vec::new())
     }
 
+    /// Everything checked against the settings (which may have errors of their own, in `errors`).
     fn assemble(
         root: &Path,
-        settings: Settings,
-        settings_path: PathBuf,
-        mut warnings: Vec<ConfigIssue>,
-        overridden: Vec<String>,
+        loaded: LoadedSettings,
+        mut errors: Vec<ConfigIssue>,
     ) -> Result<Project, ConfigError> {
-        let workflow = Workflow::load(
+        let settings = &loaded.settings;
+        let workflow = Workflow::check_load(
             root,
             settings.workflow.as_deref(),
             &settings.status_mapping,
-            &settings_path,
-        )?;
-        watch_columns(&settings, &workflow, &settings_path)?;
-        ConfigError::check(column_issues(&settings, &workflow, &settings_path))?;
-        let roles = RoleSet::load(root, &settings, &settings_path, &workflow)?;
-        warnings.extend(roles.warnings.iter().cloned());
+            &loaded.path,
+            &mut errors,
+        );
+        let mut warnings = loaded.warnings.clone();
+        let mut roles = None;
+        if let Some(workflow) = &workflow {
+            errors.extend(settings_against_workflow(&loaded, workflow));
+            match RoleSet::load(root, settings, &loaded.path, workflow) {
+                Ok(set) => {
+                    warnings.extend(set.warnings.iter().cloned());
+                    roles = Some(set);
+                }
+                Err(e) => errors.extend(e.issues),
+            }
+        }
+        let (Some(workflow), Some(roles), true) = (workflow, roles, errors.is_empty()) else {
+            return Err(ConfigError::new(in_reading_order(errors)).with_warnings(warnings));
+        };
         Ok(Project {
             root: root.to_path_buf(),
-            settings,
-            settings_path,
+            settings: loaded.settings,
+            settings_path: loaded.path,
             workflow,
             roles,
             warnings,
-            overridden,
+            overridden: loaded.overridden,
         })
     }
 }
@@ -81,54 +96,78 @@ impl Project {
     }
 }
 
-/// `watch.triggerColumns` and `watch.columnLimits` name columns of the workflow.
-fn watch_columns(settings: &Settings, workflow: &Workflow, file: &Path) -> Result<(), ConfigError> {
-    let known: Vec<&str> = workflow.stages.iter().map(|s| s.status.as_str()).collect();
-    let named = settings
-        .watch
-        .trigger_columns
-        .iter()
-        .map(|c| ("triggerColumns", c))
-        .chain(
-            settings
-                .watch
-                .column_limits
-                .keys()
-                .map(|c| ("columnLimits", c)),
-        );
-    let issues = named
-        .filter(|(_, c)| !known.contains(&c.as_str()))
-        .map(|(key, c)| {
-            ConfigIssue::new(
-                file,
-                format!("supervisor.watch.{key}"),
-                format!("`{c}` is not a column of the workflow"),
-                format!("use one of {}", known.join(", ")),
-            )
-        })
-        .collect();
-    ConfigError::check(issues)
+/// Issues file by file (in the order the files were first named), each file's from the top; those
+/// without a line after the others of their file.
+fn in_reading_order(mut issues: Vec<ConfigIssue>) -> Vec<ConfigIssue> {
+    let mut files: Vec<PathBuf> = Vec::new();
+    for issue in &issues {
+        if !files.contains(&issue.file) {
+            files.push(issue.file.clone());
+        }
+    }
+    issues.sort_by_key(|i| {
+        let file = files.iter().position(|f| *f == i.file);
+        (file, i.line.is_none(), i.line, i.column)
+    });
+    issues
 }
 
-/// What is wrong with the `columns` setting against the workflow: a key that is no stage, two
-/// stages on one board option.
-fn column_issues(settings: &Settings, workflow: &Workflow, path: &Path) -> Vec<ConfigIssue> {
+/// What is wrong with the settings that name the workflow's stages: `statusMapping`,
+/// `watch.triggerColumns`, `watch.columnLimits` and `columns`, each at its key in the settings.
+fn settings_against_workflow(loaded: &LoadedSettings, workflow: &Workflow) -> Vec<ConfigIssue> {
+    let settings = &loaded.settings;
     let stages: Vec<&str> = workflow.stages.iter().map(|s| s.status.as_str()).collect();
+    let not_a_stage = |name: &str, what: &str| match crate::config::did_you_mean(name, &stages) {
+        Some(near) => format!("did you mean \"{near}\"? {what}: {}", stages.join(", ")),
+        None => format!("use one of the workflow's stages: {}", stages.join(", ")),
+    };
+    let mut issues = Vec::new();
+    for (column, agent) in &settings.status_mapping {
+        if !stages.contains(&column.as_str()) {
+            issues.push(loaded.issue(
+                &format!("supervisor.statusMapping.{column}"),
+                format!("names a column the workflow does not have (mapped to `{agent}`)"),
+                not_a_stage(column, "Known statuses"),
+            ));
+        }
+    }
+    for (i, column) in settings.watch.trigger_columns.iter().enumerate() {
+        if !column.trim().is_empty() && !stages.contains(&column.as_str()) {
+            issues.push(loaded.issue(
+                &format!("supervisor.watch.triggerColumns[{i}]"),
+                format!("`{column}` is not a column of the workflow"),
+                not_a_stage(column, "The columns"),
+            ));
+        }
+    }
+    for column in settings.watch.column_limits.keys() {
+        if !stages.contains(&column.as_str()) {
+            issues.push(loaded.issue(
+                &format!("supervisor.watch.columnLimits.{column}"),
+                format!("`{column}` is not a column of the workflow"),
+                not_a_stage(column, "The columns"),
+            ));
+        }
+    }
+    issues.extend(column_issues(loaded, &stages));
+    issues
+}
+
+/// What is wrong with the `columns` setting against the workflow's stages: a key that is no stage,
+/// two stages on one board option.
+fn column_issues(loaded: &LoadedSettings, stages: &[&str]) -> Vec<ConfigIssue> {
+    let settings = &loaded.settings;
     let mut issues = Vec::new();
     for (stage, option) in &settings.columns {
+        let at = format!("supervisor.columns.{stage}");
         if !stages.contains(&stage.as_str()) {
-            let fix = match crate::config::did_you_mean(stage, &stages) {
+            let fix = match crate::config::did_you_mean(stage, stages) {
                 Some(near) => {
                     format!("did you mean \"{near}\"? The keys are the workflow's stages")
                 }
                 None => format!("the keys are the workflow's stages: {}", stages.join(", ")),
             };
-            issues.push(ConfigIssue::new(
-                path,
-                format!("supervisor.columns.{stage}"),
-                "is not a stage of the workflow",
-                fix,
-            ));
+            issues.push(loaded.issue(&at, "is not a stage of the workflow", fix));
         }
         let shared: Vec<&str> = stages
             .iter()
@@ -140,9 +179,8 @@ fn column_issues(settings: &Settings, workflow: &Workflow, path: &Path) -> Vec<C
             .iter()
             .find(|o| !settings.columns.contains_key(**o) || **o < stage.as_str())
         {
-            issues.push(ConfigIssue::new(
-                path,
-                format!("supervisor.columns.{stage}"),
+            issues.push(loaded.issue(
+                &at,
                 format!("puts {stage} on the board option \"{option}\", which already holds {other}"),
                 "give every stage a column of its own (`supervisor init` can add the missing options to the board)",
             ));

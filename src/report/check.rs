@@ -277,6 +277,7 @@ fn issue_json(i: &ConfigIssue) -> serde_json::Value {
     json!({
         "file": i.file.display().to_string(),
         "line": i.line,
+        "column": i.column,
         "field": i.field,
         "problem": i.problem,
         "fix": i.fix,

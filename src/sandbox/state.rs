@@ -531,7 +531,7 @@ impl SandboxState {
     pub fn load(path: &Path) -> Result<SandboxState, SandboxError> {
         let text = std::fs::read_to_string(path).map_err(|e| SandboxError::State {
             path: path.to_path_buf(),
-            problem: format!("cannot read it: {e}"),
+            problem: format!("cannot read it ({})", e.kind()),
         })?;
         let yaml = matches!(
             path.extension().and_then(|e| e.to_str()),

@@ -175,7 +175,9 @@ pub enum WorkspaceError {
         fix: &'static str,
     },
     #[error(
-        "{path} is not a git repository ({source}); run supervisor from the repository's root or pass --repo-root"
+        "{} is not a git repository ({}); run supervisor from the repository's root or pass --repo-root",
+        path.display(),
+        source.message()
     )]
     NotARepository { path: PathBuf, source: git2::Error },
     #[error(
@@ -188,14 +190,14 @@ pub enum WorkspaceError {
         "branch `{branch}` is checked out at {path}; switch that checkout to another branch or remove it"
     )]
     BranchCheckedOutElsewhere { branch: String, path: PathBuf },
-    #[error("git {op} failed: {source}")]
+    #[error("git {op} failed: {}", source.message())]
     Git {
         op: &'static str,
         source: git2::Error,
     },
     #[error("`{command}` failed: {detail}")]
     GitCommand { command: String, detail: String },
-    #[error("{op} {path}: {source}")]
+    #[error("{op} {}: {}", path.display(), crate::config::io_reason(source))]
     Io {
         op: &'static str,
         path: PathBuf,

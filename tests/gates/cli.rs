@@ -58,24 +58,26 @@ fn a_type_error_blocks_with_exit_1_and_json_reports() {
     assert_eq!(reports[1]["name"], "traceability");
 }
 
+/// The report is the command's output, on stdout; what it is doing meanwhile goes to stderr.
 #[test]
-fn human_output_goes_to_stderr_and_a_clean_change_exits_0() {
+fn the_report_goes_to_stdout_progress_to_stderr_and_a_clean_change_exits_0() {
     if !tools_available(&["tsc"]) {
         return;
     }
     let f = Fixture::new("ts-base");
     f.apply("ts-clean");
     let out = supervisor(&f, &["--only", "tsc,ci"], tools_path());
+    let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert!(out.stdout.is_empty());
     assert!(stderr.contains("gates of Implementation on"), "{stderr}");
-    assert!(stderr.contains("✅ tsc"), "{stderr}");
-    assert!(stderr.contains("⛔ ci"), "{stderr}");
-    assert!(stderr.contains("no GitHub connection"), "{stderr}");
+    assert!(!stderr.contains("verdict:"), "{stderr}");
+    assert!(stdout.contains("✅ tsc"), "{stdout}");
+    assert!(stdout.contains("⛔ ci"), "{stdout}");
+    assert!(stdout.contains("no GitHub connection"), "{stdout}");
     assert!(
-        stderr.contains("verdict: not-blocked — nothing blocks, but gates warned or did not run"),
-        "{stderr}"
+        stdout.contains("verdict: not-blocked — nothing blocks, but gates warned or did not run"),
+        "{stdout}"
     );
 }
 
@@ -162,30 +164,89 @@ fn a_gate_that_did_not_run_reads_not_blocked_in_json_and_text_alike() {
     assert_eq!(doc["verdict"], "not-blocked");
 
     let out = supervisor(&f, &["--only", "ci"], tools_path());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(
-        stderr
+        stdout
             .lines()
             .any(|l| l.starts_with("verdict: not-blocked")),
-        "the text names the verdict with the JSON's word: {stderr}"
+        "the text names the verdict with the JSON's word, on stdout: {stdout}"
     );
 }
 
+/// `check` and `gates` validate the settings alike: a `gates.exclude` pattern that is not a glob is
+/// the same error, at the same line, in both.
 #[test]
-fn an_exclude_pattern_that_is_not_a_glob_is_a_usage_error_naming_it() {
+fn an_exclude_pattern_that_is_not_a_glob_is_the_same_error_in_check_and_gates() {
     let f = Fixture::new("ts-base");
     f.write(
         ".pi/settings.json",
-        r#"{"supervisor": {"repo": "acme/widgets", "projectNumber": 1, "codeowners": ["alice"], "gates": {"exclude": ["dist/", "src/[ab.ts"]}}}"#,
+        "{\"supervisor\": {\"repo\": \"acme/widgets\", \"projectNumber\": 1, \"codeowners\": [\"alice\"],\n  \"gates\": {\"exclude\": [\"dist/\", \"src/[ab.ts\"]}}}",
     );
-    let out = supervisor(&f, &["--only", "traceability"], tools_path());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let said = |out: &Output| {
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        stderr
+            .lines()
+            .find(|l| l.contains("`supervisor.gates.exclude[1]`"))
+            .unwrap_or_else(|| panic!("no error names gates.exclude[1]:\n{stderr}"))
+            .trim()
+            .to_string()
+    };
+    let in_gates = said(&supervisor(&f, &["--only", "traceability"], tools_path()));
     assert!(
-        stderr.contains("gates.exclude: `src/[ab.ts` is not a valid glob"),
-        "{stderr}"
+        in_gates.contains(
+            "settings.json:2:34: `supervisor.gates.exclude[1]`: `src/[ab.ts` is not a valid glob"
+        ),
+        "{in_gates}"
     );
+    assert!(in_gates.contains("correct or remove it"), "{in_gates}");
+    let in_check = said(
+        &Command::new(env!("CARGO_BIN_EXE_supervisor"))
+            .args(["check", "--repo-root"])
+            .arg(&f.dir)
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(in_check, in_gates);
+}
+
+/// A directory that is not a checkout is named in words, with what to do: never libgit2's text.
+#[test]
+fn a_directory_that_is_no_checkout_is_said_plainly() {
+    let empty = tempfile::tempdir().unwrap();
+    let file = empty.path().join("notes.txt");
+    std::fs::write(&file, "x").unwrap();
+    let cases = [
+        (
+            std::path::PathBuf::from("/nonexistent"),
+            "`/nonexistent` does not exist",
+        ),
+        (empty.path().to_path_buf(), "is not inside a git repository"),
+        (file.clone(), "is not a directory"),
+    ];
+    for (dir, problem) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_supervisor"))
+            .args(["gates", "--in"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.starts_with("supervisor gates: "), "{stderr}");
+        assert!(stderr.contains(problem), "{dir:?}: {stderr}");
+        assert!(
+            stderr.contains("run it inside a git checkout, or pass --in DIR"),
+            "{stderr}"
+        );
+        assert!(!stderr.contains("class="), "{stderr}");
+        assert!(!stderr.contains("os error"), "{stderr}");
+    }
 }
 
 /// Whether any live process is left in process group `pgid`.
