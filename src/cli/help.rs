@@ -26,9 +26,10 @@ Environment:
           Overrides a top-level setting of .supervisor/settings.json: SUPERVISOR_PROJECT_NUMBER=4
           for `projectNumber`, SUPERVISOR_CODEOWNERS=alice,bob for `codeowners` (lists:
           comma-separated or JSON; objects: JSON).
-  SUPERVISOR_WEBHOOK_SECRET
-          The usual home of the webhook secret: `serve --webhook-secret-env NAME` reads the variable
-          NAME.
+  SUPERVISOR_WEBHOOK_SECRET, SUPERVISOR_DASHBOARD_TOKEN
+          The usual homes of the webhook secret and of the dashboard's token: `serve
+          --webhook-secret-env NAME` and `--dashboard-token-env NAME` (or `watch.dashboardTokenEnv`)
+          read the variable NAME.
   SUPERVISOR_TOOLS_DIR
           The gate tools `demo` uses (the .tools/ that scripts/install-tools.sh makes).
   GITHUB_ACTIONS, GITHUB_STEP_SUMMARY, GITHUB_OUTPUT
