@@ -75,7 +75,30 @@ fn target(args: &StatusArgs) -> Result<(String, Option<String>), u8> {
         );
         return Err(EXIT_STOPPED);
     }
+    // The file lies in the checkout, where an agent without a sandbox can write: a token goes only
+    // to this machine from it, and only `--url` sends one elsewhere.
+    if !on_this_machine(&file.url) {
+        errln!(
+            "supervisor status: {} names {}, which is not on this machine: pass --url to ask it",
+            StatusFile::path(&root).display(),
+            file.url
+        );
+        return Err(EXIT_USAGE);
+    }
     Ok((file.url, args.token_env.clone().or(file.token_env)))
+}
+
+/// Whether `url` is served on this machine's loopback.
+fn on_this_machine(url: &str) -> bool {
+    let Ok(url) = url::Url::parse(url) else {
+        return false;
+    };
+    match url.host() {
+        Some(url::Host::Ipv4(a)) => crate::serve::dashboard::is_loopback(a.into()),
+        Some(url::Host::Ipv6(a)) => crate::serve::dashboard::is_loopback(a.into()),
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        None => false,
+    }
 }
 
 async fn status(args: StatusArgs) -> u8 {
@@ -266,6 +289,29 @@ pub fn picture_text(url: &str, p: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The status file is read from the checkout: a URL off this machine in it is refused, so a
+    /// planted file cannot send the dashboard token (or any variable it names) elsewhere.
+    #[test]
+    fn only_a_url_on_this_machine_is_taken_from_the_status_file() {
+        for ok in [
+            "http://127.0.0.1:8080",
+            "http://[::1]:9/",
+            "http://localhost:1",
+            "http://127.9.9.9",
+        ] {
+            assert!(on_this_machine(ok), "{ok}");
+        }
+        for bad in [
+            "http://10.0.0.1:8080",
+            "https://evil.example",
+            "http://127.0.0.1.evil.example",
+            "not a url",
+            "http://0.0.0.0:80",
+        ] {
+            assert!(!on_this_machine(bad), "{bad}");
+        }
+    }
     use serde_json::json;
 
     #[test]
