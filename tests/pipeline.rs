@@ -939,6 +939,17 @@ fn started(stage: &'static str) -> impl Fn(&[Entry]) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_mid_run_stops_cleanly() {
+    a_stop_signal_mid_run_stops_cleanly(libc::SIGTERM).await;
+}
+
+/// The terminal closing (SIGHUP) stops a run as SIGTERM does, cleaning up, instead of killing
+/// supervisor where it stands.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_mid_run_stops_cleanly() {
+    a_stop_signal_mid_run_stops_cleanly(libc::SIGHUP).await;
+}
+
+async fn a_stop_signal_mid_run_stops_cleanly(signal: libc::c_int) {
     let mut spec = spec();
     set_role(
         &mut spec,
@@ -964,7 +975,7 @@ async fn sigterm_mid_run_stops_cleanly() {
         .trim()
         .parse()
         .unwrap();
-    unsafe { libc::kill(pid, libc::SIGTERM) };
+    unsafe { libc::kill(pid, signal) };
     let r = finish(child).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.summary["end"]["kind"], "interrupted");
@@ -980,6 +991,42 @@ async fn sigterm_mid_run_stops_cleanly() {
         "the agent's process group is gone"
     );
     assert_eq!(column(&world).as_deref(), Some("Architecture"));
+}
+
+/// Under `nohup` (SIGHUP ignored) the terminal closing does not stop the run: the SIGTERM after
+/// it is the first stop signal supervisor hears.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ignored_sighup_stays_ignored() {
+    let mut spec = spec();
+    set_role(
+        &mut spec,
+        "architect",
+        vec![json!([{ "sleep": 30000 }, { "final": "late" }])],
+    );
+    let (_d, world) = world(spec).await;
+    let mut cmd = command(&world, 1, &[]);
+    // SAFETY: only signal(2) between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().unwrap();
+    let pid = child.id().unwrap() as i32;
+    wait_for(&world, "the architect to start", started("Architecture")).await;
+    unsafe { libc::kill(pid, libc::SIGHUP) };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let r = finish(child).await;
+    assert_eq!(r.code, 0, "one stop signal was heard: {}", r.stderr);
+    assert_eq!(r.summary["end"]["kind"], "interrupted");
+    assert!(
+        r.stderr.contains("supervisor: SIGTERM: stopping"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("SIGHUP"), "{}", r.stderr);
 }
 
 fn process_running(pid: i32) -> bool {

@@ -158,51 +158,124 @@ async fn pi_loads_the_extension_and_supervisor_runs_the_issue_from_the_session()
     assert_eq!(card(&world).as_deref(), Some("Done"));
 }
 
-/// pi in RPC mode in the world's repository, given `prompts`: what it printed until `until`
-/// accepted a line, whether one was accepted in time, and pi, still running.
-async fn pi_session(
-    pi: &Path,
-    world: &World,
-    home: &Path,
-    prompts: &[&str],
-    until: impl Fn(&Value) -> bool,
-) -> (Vec<Value>, bool, tokio::process::Child) {
-    let agent_dir = home.join("pi-agent");
-    std::fs::create_dir_all(&agent_dir).unwrap();
-    let mut cmd = command(pi, world, home);
-    cmd.args(["--mode", "rpc", "--no-session"])
-        .env("PI_CODING_AGENT_DIR", &agent_dir)
-        .env("PI_OFFLINE", "1");
-    let mut child = cmd.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    for (i, prompt) in prompts.iter().enumerate() {
-        let request =
-            serde_json::json!({ "id": format!("p{i}"), "type": "prompt", "message": prompt });
-        stdin
+/// pi in RPC mode in the world's repository, given `prompts`.
+struct PiSession {
+    child: tokio::process::Child,
+    /// Kept open: pi ends when its input does.
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    /// What pi printed so far.
+    seen: Vec<Value>,
+}
+
+impl PiSession {
+    async fn start(pi: &Path, world: &World, home: &Path, prompts: &[&str]) -> PiSession {
+        let agent_dir = home.join("pi-agent");
+        std::fs::create_dir_all(&agent_dir).unwrap();
+        let mut cmd = command(pi, world, home);
+        cmd.args(["--mode", "rpc", "--no-session"])
+            .env("PI_CODING_AGENT_DIR", &agent_dir)
+            .env("PI_OFFLINE", "1");
+        let mut child = cmd.spawn().unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut session = PiSession {
+            child,
+            stdin,
+            lines,
+            seen: Vec::new(),
+        };
+        for prompt in prompts {
+            session.prompt(prompt).await;
+        }
+        session
+    }
+
+    async fn prompt(&mut self, message: &str) {
+        let request = serde_json::json!({ "id": "p", "type": "prompt", "message": message });
+        self.stdin
             .write_all(format!("{request}\n").as_bytes())
             .await
             .unwrap();
     }
-    // Kept open: pi ends when its input does.
-    std::mem::forget(stdin);
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut seen: Vec<Value> = Vec::new();
-    let found = tokio::time::timeout(TIMEOUT, async {
-        while let Ok(Some(line)) = lines.next_line().await {
-            let Ok(v) = serde_json::from_str::<Value>(&line) else {
-                continue;
-            };
-            let last = until(&v);
-            seen.push(v);
-            if last {
-                return true;
+
+    /// Reads what pi prints until `until` accepts a line: whether one was accepted in time.
+    async fn until(&mut self, until: impl Fn(&Value) -> bool) -> bool {
+        let (lines, seen) = (&mut self.lines, &mut self.seen);
+        tokio::time::timeout(TIMEOUT, async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                let Ok(v) = serde_json::from_str::<Value>(&line) else {
+                    continue;
+                };
+                let last = until(&v);
+                seen.push(v);
+                if last {
+                    return true;
+                }
             }
+            false
+        })
+        .await
+        .unwrap_or(false)
+    }
+
+    /// Goes on reading (and dropping) what pi prints, as a terminal would, while pi lives: pi
+    /// ends on a write to a closed output.
+    fn keep_reading(self) -> tokio::process::Child {
+        let PiSession {
+            child,
+            stdin,
+            mut lines,
+            ..
+        } = self;
+        std::mem::forget(stdin);
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        child
+    }
+}
+
+/// The status line pi shows once the run moved the card to Research.
+fn in_research(v: &Value) -> bool {
+    v["method"] == "setStatus"
+        && v["statusText"]
+            .as_str()
+            .is_some_and(|s| s.contains("→ Research"))
+}
+
+/// The run of issue 1 ends as interrupted within 20 s (its agent sleeps 30 s): its status.
+async fn interrupted_soon(world: &World) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = std::process::Command::new(BIN)
+            .args(["runs", "--json"])
+            .current_dir(&world.repo)
+            .output()
+            .unwrap();
+        let runs: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        let status = runs["runs"][0]["status"].as_str().unwrap_or("").to_string();
+        if status == "interrupted" || std::time::Instant::now() > deadline {
+            return status;
         }
-        false
-    })
-    .await
-    .unwrap_or(false);
-    (seen, found, child)
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A world whose researcher sleeps 30 s, with the slash commands installed.
+async fn sleeping_world(dir: &Path) -> World {
+    let mut spec: WorldSpec = specs::spec();
+    specs::set_role(
+        &mut spec,
+        "researcher",
+        vec![serde_json::json!([{ "sleep": 30000 }, { "final": "late" }])],
+    );
+    let world = World::build(dir, spec).await.expect("world builds");
+    let out = std::process::Command::new(BIN)
+        .args(["init", "--slash-commands"])
+        .current_dir(&world.repo)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    world
 }
 
 /// `/supervisor 1 --dry-run`: the plan reaches the session (a dry run records no journal, so
@@ -211,13 +284,10 @@ async fn pi_session(
 async fn pi_shows_the_plan_of_a_dry_run() {
     let Some(pi) = installed("pi") else { return };
     let (dir, world) = world().await;
-    let (seen, found, mut child) =
-        pi_session(&pi, &world, dir.path(), &["/supervisor 1 --dry-run"], |v| {
-            v["method"] == "notify"
-        })
-        .await;
-    let _ = child.kill().await;
-    let all: Vec<String> = seen.iter().map(Value::to_string).collect();
+    let mut pi = PiSession::start(&pi, &world, dir.path(), &["/supervisor 1 --dry-run"]).await;
+    let found = pi.until(|v| v["method"] == "notify").await;
+    let _ = pi.child.kill().await;
+    let all: Vec<String> = pi.seen.iter().map(Value::to_string).collect();
     assert!(found, "no notification came: {all:#?}");
     let message = all
         .iter()
@@ -237,47 +307,53 @@ async fn pi_shows_the_plan_of_a_dry_run() {
 async fn pi_ending_stops_the_run_it_started() {
     let Some(pi) = installed("pi") else { return };
     let dir = tempfile::tempdir().unwrap();
-    let mut spec: WorldSpec = specs::spec();
-    specs::set_role(
-        &mut spec,
-        "researcher",
-        vec![serde_json::json!([{ "sleep": 30000 }, { "final": "late" }])],
+    let world = sleeping_world(dir.path()).await;
+    let mut session = PiSession::start(&pi, &world, dir.path(), &["/supervisor 1"]).await;
+    assert!(
+        session.until(in_research).await,
+        "the run did not start: {:#?}",
+        session.seen
     );
-    let world = World::build(dir.path(), spec).await.expect("world builds");
-    let out = std::process::Command::new(BIN)
-        .args(["init", "--slash-commands"])
-        .current_dir(&world.repo)
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0));
-    let (seen, found, mut child) = pi_session(&pi, &world, dir.path(), &["/supervisor 1"], |v| {
-        v["method"] == "setStatus"
-            && v["statusText"]
-                .as_str()
-                .is_some_and(|s| s.contains("→ Research"))
-    })
-    .await;
-    assert!(found, "the run did not start: {seen:#?}");
+    let seen = session.seen.clone();
+    let mut child = session.keep_reading();
     // pi is asked to end, as a terminal closing does.
     let pid = child.id().unwrap() as libc::pid_t;
     assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
     let _ = tokio::time::timeout(TIMEOUT, child.wait()).await;
     // supervisor heard it: the run ends as interrupted within moments, not 30 s later.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        let out = std::process::Command::new(BIN)
-            .args(["runs", "--json"])
-            .current_dir(&world.repo)
-            .output()
-            .unwrap();
-        let runs: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-        let status = runs["runs"][0]["status"].as_str().unwrap_or("").to_string();
-        if status == "interrupted" || std::time::Instant::now() > deadline {
-            break status;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    assert_eq!(status, "interrupted", "{seen:#?}");
+    assert_eq!(interrupted_soon(&world).await, "interrupted", "{seen:#?}");
+}
+
+/// pi dying of an error (here: writing to an output nobody reads) stops the run too: nothing of
+/// it goes on alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pi_crashing_stops_the_run_it_started() {
+    let Some(pi) = installed("pi") else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let world = sleeping_world(dir.path()).await;
+    let mut session = PiSession::start(&pi, &world, dir.path(), &["/supervisor 1"]).await;
+    assert!(
+        session.until(in_research).await,
+        "the run did not start: {:#?}",
+        session.seen
+    );
+    let PiSession {
+        mut child,
+        mut stdin,
+        lines,
+        seen,
+    } = session;
+    drop(lines);
+    // A command pi answers on its output, which is closed: pi throws EPIPE and exits.
+    let request = serde_json::json!({ "id": "crash", "type": "get_state" });
+    let _ = stdin.write_all(format!("{request}\n").as_bytes()).await;
+    let status = tokio::time::timeout(TIMEOUT, child.wait()).await;
+    assert!(
+        matches!(&status, Ok(Ok(s)) if !s.success()),
+        "pi did not fail: {status:?}"
+    );
+    assert_eq!(interrupted_soon(&world).await, "interrupted", "{seen:#?}");
+    drop(stdin);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

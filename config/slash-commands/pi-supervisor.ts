@@ -2,7 +2,7 @@
 // `--progress jsonl` and shows its journal's events as they come (footer status, a widget with the
 // stages so far), then puts the outcome into the session. Written by `supervisor init --slash-commands`.
 // SUPERVISOR_BIN names the binary when `supervisor` is not on PATH. Escape (or pi's abort, or pi
-// ending) stops the run: supervisor gets SIGTERM, stops its agent and cleans up.
+// ending, even by a crash) stops the run: supervisor gets SIGTERM, stops its agent and cleans up.
 //
 // It type-checks without pi's or Node's type packages: the few shapes it uses are declared here,
 // and Node's modules are loaded by name.
@@ -44,6 +44,8 @@ type NodeApi = {
   spawn(bin: string, args: string[], options: Record<string, unknown>): Child;
   lines(input: unknown): Lines;
   env: Record<string, string | undefined>;
+  /** Calls `handler` when pi's process exits, however it does (an uncaught error too). */
+  onExit(handler: () => void): void;
 };
 
 /** Node's modules, loaded by name (a name that is not a literal needs no type declarations). */
@@ -58,6 +60,7 @@ async function node(): Promise<NodeApi> {
     spawn: childProcess.spawn,
     lines: (input: unknown) => readline.createInterface({ input }),
     env: (proc.default ?? proc).env,
+    onExit: (handler: () => void) => (proc.default ?? proc).once("exit", handler),
   };
 }
 
@@ -103,11 +106,18 @@ function describe(e: Entry): string | undefined {
 }
 
 export default function (pi: ExtensionAPI) {
-  // The runs under way, stopped when pi ends.
+  // The runs under way not yet asked to stop, stopped when pi ends. Each is signalled once: a
+  // second SIGTERM makes supervisor exit at once, without its clean-up.
   const running = new Set<Child>();
-  pi.on("session_shutdown", () => {
-    for (const child of running) child.kill("SIGTERM");
-  });
+  const stop = (child: Child) => {
+    if (running.delete(child)) child.kill("SIGTERM");
+  };
+  const stopAll = () => {
+    for (const child of [...running]) stop(child);
+  };
+  pi.on("session_shutdown", stopAll);
+  // pi dying without its shutdown (an uncaught error) must not leave a run going on alone.
+  let exitHooked = false;
   pi.registerCommand("supervisor", {
     description: "Walk a GitHub issue through the supervisor pipeline to a reviewed pull request",
     handler: async (args: string, ctx: Context) => {
@@ -117,7 +127,11 @@ export default function (pi: ExtensionAPI) {
         return;
       }
       argv[0] = argv[0].replace(/^#/, "");
-      const { spawn, lines: linesOf, env } = await node();
+      const { spawn, lines: linesOf, env, onExit } = await node();
+      if (!exitHooked) {
+        exitHooked = true;
+        onExit(stopAll);
+      }
       const bin = env.SUPERVISOR_BIN || "supervisor";
       const child = spawn(bin, ["run", ...argv, "--progress", "jsonl"], {
         cwd: ctx.cwd,
@@ -129,7 +143,7 @@ export default function (pi: ExtensionAPI) {
         if (cancelled) return;
         cancelled = true;
         ctx.ui.setStatus("supervisor", `supervisor #${argv[0]}: stopping…`);
-        child.kill("SIGTERM");
+        stop(child);
       };
       // pi's abort, when the command has one, and Escape on pi's terminal.
       ctx.signal?.addEventListener("abort", cancel, { once: true });

@@ -69,7 +69,7 @@ pub enum ExitReason {
     TokenBudget { used: u64, budget: u64 },
     /// Killed when the number of tool calls went over the cap.
     ToolCallCap { calls: u64, cap: u64 },
-    /// Stopped by a shutdown request (SIGINT/SIGTERM).
+    /// Stopped by a shutdown request (SIGINT/SIGTERM/SIGHUP).
     Interrupted,
     /// The CLI could not be started.
     SpawnFailed(String),

@@ -36,7 +36,7 @@ pub enum RunEnd {
     Stopped { stage: String, reason: String },
     /// Refused before anything was written (untrusted author, blockers, …).
     Refused { reason: String },
-    /// SIGINT/SIGTERM: the agent was stopped and the worktree cleaned.
+    /// SIGINT/SIGTERM/SIGHUP: the agent was stopped and the worktree cleaned.
     Interrupted,
     /// Stopped short by something running again fixes (a write GitHub did not confirm, a pull
     /// request GitHub would not open yet): the journal and the worktree are kept for the rerun.

@@ -33,7 +33,7 @@ pub struct Services {
     pub github_token: Option<String>,
     /// Program the scripted backend runs (the supervisor binary); `None` = the current executable.
     pub scripted_program: Option<PathBuf>,
-    /// Cancelled on SIGINT/SIGTERM (or by the scheduler): the run stops at its next safe point.
+    /// Cancelled on SIGINT/SIGTERM/SIGHUP (or by the scheduler): the run stops at its next safe point.
     pub cancel: CancellationToken,
     /// Told of the run's card moves, and may hold a move back (the scheduler's column limits).
     pub hooks: Option<Arc<dyn RunHooks>>,
