@@ -900,6 +900,35 @@ async fn forged_deliveries_and_strangers_commands_start_nothing() {
     assert_eq!(s["receiver"]["deliveries"]["bad_signature"], 1, "{s}");
     assert_eq!(s["scheduler"]["live"], json!([]), "{s}");
     assert_eq!(s["scheduler"]["queue"], json!([]), "{s}");
+    // A malformed command: a stranger's gets no answer, a codeowner's gets the commands' help,
+    // once for its comment.
+    let help = |world: &World| {
+        bodies(world, 1)
+            .iter()
+            .filter(|b| b.contains("unknown command `strat`"))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    act(
+        &world,
+        json!({ "comment": { "issue": 1, "body": "/supervisor strat", "by": "mallory" } }),
+    );
+    bot.wait("the stranger's typo to be ignored", |v| {
+        v["kind"] == "ignored" && v["reason"].as_str().unwrap_or("").contains("mallory")
+    })
+    .await;
+    act(
+        &world,
+        json!({ "comment": { "issue": 1, "body": "/supervisor strat", "by": "alice" } }),
+    );
+    bot.wait("the codeowner's typo to be answered", |v| {
+        v["kind"] == "ignored" && v["reason"].as_str().unwrap_or("").contains("strat")
+    })
+    .await;
+    let answers = help(&world);
+    assert_eq!(answers.len(), 1, "{:#?}", bodies(&world, 1));
+    assert!(answers[0].starts_with("@alice: unknown command `strat`"), "{}", answers[0]);
+    assert!(answers[0].contains("`/supervisor run`"), "{}", answers[0]);
     // A codeowner's command does start the run.
     act(
         &world,

@@ -349,23 +349,12 @@ fn refuse_requester(project: &Project, issue: u64, login: &str) -> Option<RunSum
             project.settings.codeowners.join(", ")
         )
     };
-    Some(RunSummary {
-        run_id: String::new(),
-        repo: project.settings.repo.to_string(),
+    Some(RunSummary::bare(
+        String::new(),
+        project.settings.repo.to_string(),
         issue,
-        title: String::new(),
-        end: RunEnd::Refused { reason },
-        agents: Vec::new(),
-        transitions: Vec::new(),
-        gate_rounds: Vec::new(),
-        gates: Vec::new(),
-        rejections: 0,
-        gate_bounces: 0,
-        score: None,
-        warnings: Vec::new(),
-        journal: String::new(),
-        duration_ms: 0,
-    })
+        RunEnd::Refused { reason },
+    ))
 }
 
 /// The GitHub client of a project, from the environment's credentials and API URL.

@@ -193,6 +193,28 @@ pub struct RunSummary {
 }
 
 impl RunSummary {
+    /// The summary of a run that ended as `end` before it did anything (no agents, no gates,
+    /// no journal).
+    pub fn bare(run_id: String, repo: String, issue: u64, end: RunEnd) -> RunSummary {
+        RunSummary {
+            run_id,
+            repo,
+            issue,
+            title: String::new(),
+            end,
+            agents: Vec::new(),
+            transitions: Vec::new(),
+            gate_rounds: Vec::new(),
+            gates: Vec::new(),
+            rejections: 0,
+            gate_bounces: 0,
+            score: None,
+            warnings: Vec::new(),
+            journal: String::new(),
+            duration_ms: 0,
+        }
+    }
+
     pub fn total_tokens(&self) -> u64 {
         self.agents.iter().map(|a| a.tokens).sum()
     }

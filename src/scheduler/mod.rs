@@ -25,6 +25,7 @@
 
 mod board;
 mod claims;
+mod core;
 mod state;
 mod tracker;
 
@@ -40,11 +41,15 @@ use tokio_util::sync::CancellationToken;
 
 pub use board::{Columns, Verdict, arrived, reconcile, still_due};
 pub use claims::{Claimed, Claims, Held};
+pub use core::{
+    Action, Admission, ClaimAnswer, Core, Input, LiveStatus, Now, PollStatus, Status, WorkKey,
+    authorise,
+};
 pub use state::{Owed, WatchState};
 pub use tracker::Tracker;
 
-use crate::events::{Command, Event, Origin, ReviewActivity, ReviewKind, ReviewState, Target};
-use crate::github::{BoardRef, Card, GitHub, GitHubError, Marker};
+use crate::events::Event;
+use crate::github::{BoardRef, GitHub, Marker};
 use crate::pipeline::{Project, RunEnd, RunError, RunOptions, RunSummary, read_runs_where};
 use crate::runtime::{
     Monitor, Scheduled, Services, refusal, revised_pull, run_issue, run_revision,
@@ -216,74 +221,28 @@ impl Scheduler {
         events: Option<mpsc::Receiver<Event>>,
         shutdown: CancellationToken,
     ) -> Outcome {
-        let mut l = Loop::new(self, shutdown.clone());
-        l.resume_leftovers();
-        l.restore_owed();
-        l.run(events, shutdown).await
+        Driver::new(self, shutdown.clone())
+            .run(events, shutdown)
+            .await
     }
 }
 
-/// Why the scheduler stopped a run.
-#[derive(Debug, Clone)]
-struct StopRequest {
-    reason: String,
-    /// Start it again (from the card's new column) once it has stopped.
-    restart: bool,
-}
-
-/// A start waiting for room.
-struct Queued {
-    number: u64,
-    /// The column whose arrival asked for it: the card must still be there when it starts.
-    column: Option<String>,
-    /// Startable: asked for by name, or its card was read in `column` by this process (a start
-    /// restored from the watch state waits for the first poll to read it).
-    confirmed: bool,
-}
-
-struct Live {
-    cancel: CancellationToken,
-    held: Option<Held>,
-    stop: Option<StopRequest>,
-    since: chrono::DateTime<chrono::Utc>,
-}
-
-/// The scheduler's state while it runs; only its own task touches it.
-struct Loop {
+/// The scheduler's driver: performs [`Core`]'s actions and feeds their answers back; only its
+/// own task touches it.
+struct Driver {
     s: Scheduler,
+    core: Core,
     board: BoardRef,
-    triggers: Vec<String>,
-    state: WatchState,
     claims: Claims,
     tracker: Tracker,
-    live: BTreeMap<u64, Live>,
-    queue: VecDeque<Queued>,
-    /// Issues to queue again at the next poll (a run GitHub's trouble paused).
-    retry: BTreeSet<u64>,
-    /// Issues already tried again in this process (`once`).
-    retried: BTreeSet<u64>,
-    /// Runs an earlier process left: where their cards are is learnt from their own moves.
-    resumed: BTreeSet<u64>,
-    /// Pull requests queued or live for a revision (keyed by their own number, which no issue
-    /// shares), until the revision ends for good.
-    revisions: BTreeSet<u64>,
-    runs: JoinSet<(u64, Result<RunSummary, RunError>)>,
-    /// The board's node, once a poll has read it.
-    board_id: Option<String>,
-    /// New triggers are taken (off after the first poll with `once`, and when draining).
-    accepting: bool,
-    draining: bool,
-    polled: bool,
-    /// The watch state changed since it was last written.
-    dirty: bool,
-    last_poll_error: Option<String>,
-    last_poll: Value,
-    outcome: Outcome,
+    /// The live runs' cancellations.
+    cancels: BTreeMap<WorkKey, CancellationToken>,
+    runs: JoinSet<(WorkKey, Result<RunSummary, RunError>)>,
     shutdown: CancellationToken,
 }
 
-impl Loop {
-    fn new(s: Scheduler, shutdown: CancellationToken) -> Loop {
+impl Driver {
+    fn new(s: Scheduler, shutdown: CancellationToken) -> Driver {
         let settings = &s.project.settings;
         let state = WatchState::load(&s.project.root);
         s.monitor.set_watcher(&state.watcher);
@@ -297,334 +256,149 @@ impl Loop {
             state.watcher.clone(),
             is_codeowner,
         );
-        Loop {
+        let tracker = Tracker::new(settings.watch.column_limits.clone());
+        let core = Core::new(s.project.clone(), s.config.clone(), tracker.clone(), state);
+        Driver {
             board: BoardRef::from_settings(settings),
-            triggers: s.project.trigger_columns(),
-            tracker: Tracker::new(settings.watch.column_limits.clone()),
             claims,
-            state,
-            live: BTreeMap::new(),
-            queue: VecDeque::new(),
-            retry: BTreeSet::new(),
-            resumed: BTreeSet::new(),
-            revisions: BTreeSet::new(),
-            retried: BTreeSet::new(),
+            tracker,
+            core,
+            cancels: BTreeMap::new(),
             runs: JoinSet::new(),
-            board_id: None,
-            accepting: true,
-            draining: false,
-            polled: false,
-            dirty: false,
-            last_poll_error: None,
-            last_poll: Value::Null,
-            outcome: Outcome::default(),
             shutdown,
             s,
         }
     }
 
-    fn notice(&self, n: Notice) {
-        (self.s.sink)(&n);
+    /// Feed `input` to the core and perform what it decides, answers included, until nothing is
+    /// left to do.
+    async fn feed(&mut self, input: Input) {
+        let mut pending: VecDeque<Input> = VecDeque::from([input]);
+        while let Some(input) = pending.pop_front() {
+            for action in self.core.on(input, Now::real()) {
+                // Boxed: an admission's future (a dry run of the run's start) is large.
+                if let Some(answer) = Box::pin(self.perform(action)).await {
+                    pending.push_back(answer);
+                }
+            }
+        }
     }
 
-    /// Runs a dead watcher left (their checkpoints) and runs a drain stopped go first.
-    fn resume_leftovers(&mut self) {
-        if self.s.config.mode != Mode::Local {
-            return;
-        }
-        let mut issues: BTreeSet<u64> = std::mem::take(&mut self.state.resume);
-        for cp in Checkpoint::all(&self.s.project.root) {
-            if cp.process_alive() {
-                continue;
-            }
-            match revised_pull(&cp.run_id) {
-                Some(pr) => {
-                    self.revisions.insert(pr);
-                    issues.insert(pr);
-                }
-                None => {
-                    issues.insert(cp.issue);
+    async fn perform(&mut self, action: Action) -> Option<Input> {
+        match action {
+            Action::Notice(n) => (self.s.sink)(&n),
+            Action::SaveState => {
+                if let Err(e) = self.core.state().save(&self.s.project.root) {
+                    tracing::warn!("could not save the watch state: {e}");
                 }
             }
-        }
-        for issue in issues {
-            self.enqueue(
+            Action::Admit(key) => return Some(self.admission(key).await),
+            Action::Claim(issue) => {
+                let answer = match self.claims.claim(issue).await {
+                    Ok(Claimed::Ours(held)) => ClaimAnswer::Ours(held),
+                    Ok(Claimed::Taken { holder, until }) => ClaimAnswer::Taken {
+                        holder,
+                        until: until.to_rfc3339(),
+                    },
+                    Err(e) => {
+                        tracing::warn!(
+                            issue,
+                            "cannot claim the issue on GitHub: {e}; trying again at the next poll"
+                        );
+                        ClaimAnswer::Unknown(e.to_string())
+                    }
+                };
+                return Some(Input::Claimed { issue, answer });
+            }
+            Action::Start { key, column, .. } => self.spawn(key, column),
+            Action::Dispatch {
                 issue,
-                "resuming the run that was live when the watcher stopped",
-                None,
-            );
-        }
-    }
-
-    /// Queue again what the last process owed and did not start (or started without leaving a
-    /// checkpoint). What a run's journal shows ended since it was asked for is paid; a start its
-    /// card's arrival asked for waits for the first poll to find the card still there.
-    fn restore_owed(&mut self) {
-        if self.state.owed.is_empty() {
-            return;
-        }
-        let owed = self.state.owed.clone();
-        let runs = read_runs_where(&self.s.project.root, |id| owed.iter().any(|o| o.names(id)))
-            .unwrap_or_else(|e| {
-                tracing::warn!("cannot read the run journals: {e}; the owed runs are queued");
-                Vec::new()
-            });
-        for o in owed {
-            if self.is_queued(o.number) || self.live.contains_key(&o.number) {
-                continue;
+                workflow,
+                git_ref,
+            } => {
+                let inputs = json!({ "issue": issue.to_string() });
+                let result = self
+                    .s
+                    .access
+                    .gh
+                    .dispatch_workflow(&workflow, &git_ref, &inputs)
+                    .await
+                    .map_err(|e| (e.to_string(), e.is_transient()));
+                return Some(Input::Dispatched {
+                    issue,
+                    workflow,
+                    result,
+                });
             }
-            if o.paid_by(&runs) {
-                self.forget(o.number);
-                continue;
+            Action::ReadCard(moved) => {
+                let found = self
+                    .s
+                    .access
+                    .gh
+                    .board_card(&moved.item_node_id, &self.board.status_field)
+                    .await
+                    .map_err(|e| e.to_string());
+                return Some(Input::CardRead { moved, found });
             }
-            if o.revision {
-                self.revisions.insert(o.number);
-            }
-            let reason = format!("queued before the watcher stopped: {}", o.reason);
-            self.queue.push_back(Queued {
-                number: o.number,
-                confirmed: o.column.is_none(),
-                column: o.column,
-            });
-            self.notice(Notice::Queued {
-                issue: o.number,
-                reason,
-            });
-        }
-    }
-
-    async fn run(
-        mut self,
-        mut events: Option<mpsc::Receiver<Event>>,
-        shutdown: CancellationToken,
-    ) -> Outcome {
-        let mut polls = tokio::time::interval(self.s.config.poll_interval);
-        polls.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut refresh = tokio::time::interval(self.claims.ttl() / 3);
-        refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        refresh.tick().await;
-        let mut silence = tokio::time::interval(silence_check_every(
-            self.s.project.settings.watch.silent_run_min,
-        ));
-        silence.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                biased;
-                () = shutdown.cancelled(), if !self.draining => self.drain(),
-                Some(done) = self.runs.join_next(), if !self.runs.is_empty() => {
-                    match done {
-                        Ok((issue, result)) => self.finished(issue, result).await,
-                        Err(e) => tracing::error!("a run's task failed: {e}"),
-                    }
+            Action::Stop(key) => {
+                if let Some(cancel) = self.cancels.get(&key) {
+                    cancel.cancel();
                 }
-                event = next_event(&mut events), if events.is_some() && !self.draining => {
-                    match event {
-                        Some(event) => self.event(event).await,
-                        None => events = None,
-                    }
+            }
+            Action::Release { issue, held } => {
+                if let Err(e) = self.claims.release(issue, held).await {
+                    tracing::warn!(issue, "could not release the claim: {e}");
                 }
-                _ = polls.tick(), if !self.draining => self.poll().await,
-                _ = refresh.tick(), if !self.live.is_empty() => self.refresh_claims().await,
-                _ = silence.tick() => self.report_silent(),
             }
-            if !self.draining {
-                self.start_queued().await;
-            }
-            if self.dirty {
-                self.save_state();
-            }
-            self.publish();
-            let running = !self.live.is_empty() || !self.runs.is_empty();
-            if self.draining && self.runs.is_empty() {
-                break;
-            }
-            if self.s.config.once && self.polled && self.queue.is_empty() && !running {
-                break;
-            }
-            let startable = self.queue.iter().any(|q| q.confirmed);
-            if self.s.config.once
-                && !self.polled
-                && self.last_poll_error.is_some()
-                && !startable
-                && !running
-            {
-                // The one poll failed: there is nothing to wait for (what is owed stays owed).
-                break;
-            }
-        }
-        self.save_state();
-        self.outcome.never_polled = !self.polled;
-        self.outcome
-    }
-
-    fn save_state(&mut self) {
-        if let Err(e) = self.state.save(&self.s.project.root) {
-            tracing::warn!("could not save the watch state: {e}");
-        }
-        self.dirty = false;
-    }
-
-    fn is_queued(&self, number: u64) -> bool {
-        self.queue.iter().any(|q| q.number == number)
-    }
-
-    /// Queue a start; `column`: the column whose arrival asks for it (the card must still be
-    /// there when it starts).
-    fn enqueue(&mut self, issue: u64, reason: &str, column: Option<String>) {
-        if self.live.contains_key(&issue) || self.is_queued(issue) {
-            return;
-        }
-        self.owe(Owed::new(
-            issue,
-            self.revisions.contains(&issue),
-            reason,
-            column.clone(),
-        ));
-        self.queue.push_back(Queued {
-            number: issue,
-            column,
-            confirmed: true,
-        });
-        self.notice(Notice::Queued {
-            issue,
-            reason: reason.to_string(),
-        });
-    }
-
-    /// Record a run as owed (the latest ask for it replaces an earlier one).
-    fn owe(&mut self, owed: Owed) {
-        match self.state.owed.iter_mut().find(|o| o.number == owed.number) {
-            Some(o) => *o = owed,
-            None => self.state.owed.push(owed),
-        }
-        self.dirty = true;
-    }
-
-    /// The run of `number` is no longer owed.
-    fn forget(&mut self, number: u64) {
-        self.state.owed.retain(|o| o.number != number);
-        self.dirty = true;
-    }
-
-    /// Check a queued start against its card as now read: one whose card left the column that
-    /// asked for it is dropped, one still there may start.
-    fn recheck_queued(&mut self, number: u64, card: Option<&Card>) {
-        let Some(pos) = self.queue.iter().position(|q| q.number == number) else {
-            return;
-        };
-        let Some(column) = self.queue[pos].column.clone() else {
-            return;
-        };
-        if still_due(&column, card) {
-            self.queue[pos].confirmed = true;
-            return;
-        }
-        self.queue.remove(pos);
-        self.forget(number);
-        self.notice(Notice::Dequeued {
-            issue: number,
-            reason: format!("the card left {column} before its run started"),
-        });
-    }
-
-    /// The column a card was last seen in.
-    fn seen_column(&self, issue: u64) -> Option<String> {
-        self.state
-            .board
-            .as_ref()
-            .and_then(|b| b.get(&issue).cloned())
-            .flatten()
-    }
-
-    /// Start queued issues while there is room.
-    async fn start_queued(&mut self) {
-        let local = self.s.config.mode == Mode::Local;
-        while !local || self.live.len() < self.s.config.max_concurrent {
-            let pos = self.queue.iter().position(|q| {
-                q.confirmed
-                    && (!local
-                        || self
-                            .seen_column(q.number)
-                            .is_none_or(|c| self.tracker.has_room(&c, q.number)))
-            });
-            let Some(issue) = pos.and_then(|p| self.queue.remove(p)).map(|q| q.number) else {
-                return;
-            };
-            if !local {
-                self.dispatch(issue).await;
-                continue;
-            }
-            // A revision is claimed by its issue's local lock; its pull request carries no claim.
-            let held = if self.revisions.contains(&issue) {
-                None
-            } else {
-                if !self.admissible(issue).await {
-                    continue;
+            Action::Post {
+                issue,
+                marker,
+                body,
+                edit,
+            } => {
+                let gh = &self.s.access.gh;
+                let posted = if edit {
+                    gh.post_or_edit(issue, &marker, &body).await.map(|_| ())
+                } else {
+                    gh.post_once(issue, &marker, &body, None).await.map(|_| ())
+                };
+                if let Err(e) = posted {
+                    tracing::warn!(issue, "could not post a comment ({}): {e}", marker.kind);
                 }
-                match self.claim(issue).await {
-                    Some(held) => Some(held),
-                    None => continue,
-                }
-            };
-            self.spawn(issue, held);
+            }
+            Action::AlreadyRunning {
+                issue,
+                by,
+                column,
+                comment,
+            } => {
+                self.already_running(issue, by.as_deref(), column, comment)
+                    .await
+            }
         }
+        None
     }
 
-    /// Whether the run's admission takes `issue`, asked before anything is written to it. A
-    /// refusal is reported and the issue is no longer owed; GitHub's trouble tries again.
-    async fn admissible(&mut self, issue: u64) -> bool {
+    /// Whether the run's admission takes the work, asked before anything is written to it.
+    async fn admission(&mut self, key: WorkKey) -> Input {
+        let issue = key.number();
         let svc = self.services(self.shutdown.child_token());
-        match refusal(self.s.project.clone(), svc, issue).await {
-            Ok(None) => true,
+        let answer = match Box::pin(refusal(self.s.project.clone(), svc, issue)).await {
+            Ok(None) => Admission::Admit,
             Ok(Some(reason)) => {
                 tracing::info!(issue, "not started: {reason}");
-                self.notice(Notice::Refused { issue, reason });
-                self.forget(issue);
-                false
+                Admission::Refused(reason)
             }
             Err(e) if e.is_resumable() => {
                 tracing::warn!(
                     issue,
                     "cannot ask whether the issue may run: {e}; trying again at the next poll"
                 );
-                self.retry.insert(issue);
-                false
+                Admission::Unknown(e.to_string())
             }
-            Err(e) => {
-                self.notice(Notice::Failed {
-                    issue,
-                    error: e.to_string(),
-                    resumable: false,
-                });
-                self.forget(issue);
-                false
-            }
-        }
-    }
-
-    /// Claim `issue` on GitHub; `None` when someone else holds it or GitHub cannot say.
-    async fn claim(&mut self, issue: u64) -> Option<Held> {
-        match self.claims.claim(issue).await {
-            Ok(Claimed::Ours(held)) => Some(held),
-            Ok(Claimed::Taken { holder, until }) => {
-                // The holder runs it.
-                self.forget(issue);
-                self.notice(Notice::Claimed {
-                    issue,
-                    holder,
-                    until: until.to_rfc3339(),
-                });
-                None
-            }
-            Err(e) => {
-                tracing::warn!(
-                    issue,
-                    "cannot claim the issue on GitHub: {e}; trying again at the next poll"
-                );
-                self.retry.insert(issue);
-                None
-            }
-        }
+            Err(e) => Admission::Failed(e.to_string()),
+        };
+        Input::Admission { key, answer }
     }
 
     /// What a run (or an admission check) started here talks to.
@@ -647,130 +421,46 @@ impl Loop {
         }
     }
 
-    fn spawn(&mut self, issue: u64, held: Option<Held>) {
+    fn spawn(&mut self, key: WorkKey, column: Option<String>) {
         let cancel = self.shutdown.child_token();
-        let column = if self.resumed.remove(&issue) {
-            None
-        } else {
-            self.seen_column(issue)
-        };
-        if let Some(c) = &column {
-            self.tracker.enter(issue, c);
-        } else {
-            self.tracker.enter_unknown(issue);
-        }
+        let number = key.number();
         let svc = Services {
-            feed: Some(self.s.monitor.feed(issue)),
+            feed: Some(self.s.monitor.feed(number)),
             ..self.services(cancel.clone())
         };
-        self.s.monitor.started(issue, column.clone());
+        self.s.monitor.started(number, column);
         let opts = RunOptions {
-            issue,
+            issue: number,
             ..RunOptions::default()
         };
         let project = self.s.project.clone();
-        if self.revisions.contains(&issue) {
+        match key {
             // The revision moves its issue's card, which this scheduler does not track by the
             // pull request's number: no column limits for it.
-            self.runs
-                .spawn(async move { (issue, run_revision(project, svc, issue, opts).await) });
-        } else {
-            let svc = Services {
-                hooks: Some(Arc::new(self.tracker.clone())),
-                ..svc
-            };
-            self.runs
-                .spawn(async move { (issue, run_issue(project, svc, opts).await) });
-        }
-        self.live.insert(
-            issue,
-            Live {
-                cancel,
-                held,
-                stop: None,
-                since: chrono::Utc::now(),
-            },
-        );
-        self.notice(Notice::Started { issue, column });
-    }
-
-    async fn dispatch(&mut self, issue: u64) {
-        let Mode::Actions { workflow, git_ref } = self.s.config.mode.clone() else {
-            return;
-        };
-        if !self.admissible(issue).await || self.claim(issue).await.is_none() {
-            return;
-        }
-        let inputs = json!({ "issue": issue.to_string() });
-        match self
-            .s
-            .access
-            .gh
-            .dispatch_workflow(&workflow, &git_ref, &inputs)
-            .await
-        {
-            Ok(()) => {
-                self.forget(issue);
-                self.outcome.dispatched.push(issue);
-                self.notice(Notice::Dispatched { issue, workflow });
+            WorkKey::Revision(pr) => self
+                .runs
+                .spawn(async move { (key, run_revision(project, svc, pr, opts).await) }),
+            WorkKey::Issue(_) => {
+                let svc = Services {
+                    hooks: Some(Arc::new(self.tracker.clone())),
+                    ..svc
+                };
+                self.runs
+                    .spawn(async move { (key, run_issue(project, svc, opts).await) })
             }
-            Err(e) => {
-                self.forget(issue);
-                self.notice(Notice::Failed {
-                    issue,
-                    error: format!("dispatching {workflow}: {e}"),
-                    resumable: e.is_transient(),
-                });
-            }
-        }
+        };
+        self.cancels.insert(key, cancel);
     }
 
-    /// Ask a live run to stop at its next safe point.
-    fn stop(&mut self, issue: u64, request: StopRequest) {
-        let Some(live) = self.live.get_mut(&issue) else {
-            return;
-        };
-        if live.stop.is_some() {
-            return;
-        }
-        live.cancel.cancel();
-        let reason = request.reason.clone();
-        live.stop = Some(request);
-        self.notice(Notice::Stopping { issue, reason });
-    }
-
-    fn drain(&mut self) {
-        self.draining = true;
-        self.accepting = false;
-        // What was queued stays owed: the next start queues it again.
-        self.queue.clear();
-        let live: Vec<u64> = self.live.keys().copied().collect();
-        self.notice(Notice::Draining { live: live.clone() });
-        // Their cancellation comes from the process's token; they are started again next time.
-        self.state.resume.extend(live);
-        self.outcome.drained = true;
-    }
-
-    async fn finished(&mut self, issue: u64, result: Result<RunSummary, RunError>) {
-        self.tracker.leave(issue);
-        let Some(live) = self.live.remove(&issue) else {
-            return;
-        };
-        if let Some(held) = live.held {
-            if let Err(e) = self.claims.release(issue, held).await {
-                tracing::warn!(issue, "could not release the claim: {e}");
-            }
-        }
-        let end = match &result {
-            Ok(summary) => end_name(&summary.end),
-            Err(_) => "error".to_string(),
-        };
-        self.outcome.runs.push((issue, end.clone()));
+    /// A run ended: the picture first, then the core.
+    async fn ended(&mut self, key: WorkKey, result: Result<RunSummary, RunError>) {
+        self.cancels.remove(&key);
+        let issue = key.number();
         match &result {
             Ok(summary) => self.s.monitor.finished(
                 issue,
                 Some(summary.run_id.clone()),
-                &end,
+                summary.end.kind(),
                 match &summary.end {
                     RunEnd::PullRequest { url, .. } | RunEnd::Revised { url, .. } => {
                         Some(url.clone())
@@ -782,369 +472,20 @@ impl Loop {
             Err(e) => self
                 .s
                 .monitor
-                .finished(issue, None, &end, None, Some(e.to_string())),
+                .finished(issue, None, "error", None, Some(e.to_string())),
         }
-        match result {
-            Ok(summary) => {
-                if let (Some(stop), RunEnd::Interrupted) = (&live.stop, &summary.end) {
-                    self.stopped_comment(issue, &summary.run_id, stop).await;
-                    if stop.restart && !self.draining {
-                        self.enqueue(issue, "the card was moved back", None);
-                    }
-                }
-                if summary.end.is_resumable() && !self.draining {
-                    self.retry.insert(issue);
-                }
-                if !self.draining {
-                    self.state.resume.remove(&issue);
-                }
-                let pr_url = match &summary.end {
-                    RunEnd::PullRequest { url, .. } => Some(url.clone()),
-                    _ => None,
-                };
-                self.notice(Notice::Finished {
-                    issue,
-                    run_id: summary.run_id,
-                    end,
-                    pr_url,
-                });
-            }
-            Err(e) => {
-                let resumable = e.is_resumable() && !matches!(e, RunError::Busy { .. });
-                if resumable && !self.draining {
-                    if self.s.config.once && self.retried.insert(issue) {
-                        // No later poll will come: once more now, from its checkpoint.
-                        self.queue.push_back(Queued {
-                            number: issue,
-                            column: None,
-                            confirmed: true,
-                        });
-                    } else {
-                        self.retry.insert(issue);
-                    }
-                }
-                self.notice(Notice::Failed {
-                    issue,
-                    error: e.to_string(),
-                    resumable,
-                });
-            }
-        }
-        let again = self.retry.contains(&issue)
-            || self.state.resume.contains(&issue)
-            || self.is_queued(issue);
-        if !again {
-            self.revisions.remove(&issue);
-            self.forget(issue);
-        }
-    }
-
-    /// The one comment a stopped run gets (its marker makes a retry post nothing).
-    async fn stopped_comment(&self, issue: u64, run_id: &str, stop: &StopRequest) {
-        let next = if stop.restart {
-            "It starts again from there.".to_string()
-        } else {
-            format!(
-                "Move the card into {} or comment `{} run` to continue; the run picks up from the card's column.",
-                self.triggers.join(" or "),
-                self.s.project.settings.watch.command_prefix
-            )
-        };
-        let body = format!(
-            "## Run Stopped\n\n{}: the run stopped at its next safe point (the agent was stopped; commits not yet pushed stay in the worktree).\n\n{next}",
-            capitalise(&stop.reason)
-        );
-        let marker = Marker::new(run_id, "board", 0, "board-stop");
-        if let Err(e) = self
-            .s
-            .access
-            .gh
-            .post_once(issue, &marker, &body, None)
-            .await
-        {
-            tracing::warn!(issue, "could not post why the run stopped: {e}");
-        }
-    }
-
-    async fn refresh_claims(&mut self) {
-        for (issue, live) in &self.live {
-            if let Some(held) = live.held {
-                if let Err(e) = self.claims.refresh(held).await {
-                    tracing::warn!(issue, "could not renew the claim: {e}");
-                }
-            }
-        }
-    }
-
-    async fn poll(&mut self) {
-        let started = Instant::now();
-        let mut poll = match self.s.access.gh.poll_board(&self.board).await {
-            Ok(poll) => poll,
-            Err(e) => return self.poll_failed(e),
-        };
-        for card in &mut poll.cards {
-            self.to_stage(card);
-        }
-        self.last_poll_error = None;
-        let duration_ms = started.elapsed().as_millis() as u64;
-        tracing::debug!(
-            cards = poll.cards.len(),
-            pages = poll.pages,
-            cost = poll.rate.cost,
-            remaining = poll.rate.remaining,
-            reset_at = poll.rate.reset_at.as_deref().unwrap_or(""),
-            "board polled in {duration_ms} ms"
-        );
-        let notice = Notice::Polled {
-            cards: poll.cards.len(),
-            skipped: poll.skipped,
-            pages: poll.pages,
-            cost: poll.rate.cost,
-            remaining: poll.rate.remaining,
-            reset_at: poll.rate.reset_at.clone(),
-            duration_ms,
-        };
-        self.last_poll = json!({ "at": chrono::Utc::now().to_rfc3339(), "poll": notice });
-        self.notice(notice);
-        self.board_id = Some(poll.project_id.clone());
-        if let Some(login) = &poll.viewer {
-            self.claims.set_login(login);
-        }
-        let cards: BTreeMap<u64, &Card> = poll.cards.iter().map(|c| (c.issue, c)).collect();
-        let live: Vec<u64> = self.live.keys().copied().collect();
-        for issue in live {
-            self.reconcile(issue, cards.get(&issue).copied(), None, Some(started));
-        }
-        let queued: Vec<u64> = self.queue.iter().map(|q| q.number).collect();
-        for number in queued {
-            self.recheck_queued(number, cards.get(&number).copied());
-        }
-        if self.accepting {
-            let previous = self.state.board.clone();
-            for card in &poll.cards {
-                if arrived(card, previous.as_ref(), &self.triggers) {
-                    self.arrived(card);
-                }
-            }
-            for issue in std::mem::take(&mut self.retry) {
-                self.enqueue(issue, "trying again", None);
-            }
-        }
-        self.state.board = Some(
-            poll.cards
-                .iter()
-                .map(|c| (c.issue, c.column.clone()))
-                .collect(),
-        );
-        self.state.polled_at = Some(chrono::Utc::now());
-        // The board as seen and what it queued, in one write.
-        self.save_state();
-        self.polled = true;
-        if self.s.config.once {
-            self.accepting = false;
-        }
-    }
-
-    fn poll_failed(&mut self, e: GitHubError) {
-        let text = e.to_string();
-        // Each new reason once; the same trouble again is not repeated at every poll.
-        if self.last_poll_error.as_deref() != Some(text.as_str()) {
-            tracing::error!(
-                "board poll failed: {text}; polling again in {:?}",
-                self.s.config.poll_interval
-            );
-        }
-        self.last_poll_error = Some(text.clone());
-        self.notice(Notice::PollFailed { error: text });
-    }
-
-    /// Compare live run `issue` with its card as now seen; `read_at`: when the card was read
-    /// (a move the run made since then makes the reading too old to judge).
-    fn reconcile(
-        &mut self,
-        issue: u64,
-        card: Option<&Card>,
-        moved_by: Option<&str>,
-        read_at: Option<Instant>,
-    ) {
-        let Some(pos) = self.tracker.position(issue) else {
-            return;
-        };
-        let Some(column) = &pos.column else {
-            return;
-        };
-        if pos.moving_since.is_some() || read_at.is_some_and(|t| t < pos.moved_at) {
-            return;
-        }
-        match reconcile(column, card, &self.s.project.workflow, moved_by) {
-            Verdict::Fine => {}
-            Verdict::Stop(reason) => self.stop(
-                issue,
-                StopRequest {
-                    reason,
-                    restart: false,
-                },
-            ),
-            Verdict::Restart { reason, .. } => self.stop(
-                issue,
-                StopRequest {
-                    reason,
-                    restart: true,
-                },
-            ),
-        }
-    }
-
-    async fn event(&mut self, event: Event) {
-        match event {
-            Event::CardMoved(moved) => self.card_moved(moved).await,
-            Event::Command(c) => {
-                let settings = &self.s.project.settings;
-                let ignore = if c.repository != settings.repo {
-                    Some(format!(
-                        "a command in {}, not {}",
-                        c.repository, settings.repo
-                    ))
-                } else if matches!(c.target, Target::PullRequest(_))
-                    != matches!(c.command, Ok(Command::Revise { .. }))
-                {
-                    Some(
-                        "`revise` is taken on pull requests, `run`, `stop` and `status` on issues"
-                            .to_string(),
-                    )
-                } else if !settings.is_codeowner(&c.author.login)
-                    || !settings.is_codeowner(&c.sender.login)
-                {
-                    Some(format!("@{} is not a codeowner", c.sender.login))
-                } else {
-                    None
-                };
-                if let Some(reason) = ignore {
-                    return self.ignored("command", reason);
-                }
-                match c.command {
-                    Ok(command) => {
-                        let by = c.author.login.clone();
-                        self.command(c.target.number(), command, &by, Some(c.comment_id))
-                            .await;
-                    }
-                    Err(e) => self.ignored("command", e.to_string()),
-                }
-            }
-            Event::Cli(c) => {
-                self.command(c.issue, c.command, "the command line", None)
-                    .await
-            }
-            Event::IssueLabeled(l) => {
-                let settings = &self.s.project.settings;
-                if l.repository != settings.repo {
-                    return self.ignored("label", format!("an issue of {}", l.repository));
-                }
-                if !settings.is_codeowner(&l.labeled_by.login) {
-                    return self.ignored(
-                        "label",
-                        format!("@{} is not a codeowner", l.labeled_by.login),
-                    );
-                }
-                if self.accepting {
-                    self.enqueue(
-                        l.issue,
-                        &format!("labeled `{}` by @{}", l.label, l.labeled_by.login),
-                        None,
-                    );
-                }
-            }
-            Event::Review(r) => self.review(r),
-            Event::Ping(_) => {}
-        }
-    }
-
-    /// A codeowner's review asking for changes sends the pull request back; other review
-    /// activity waits for one (line comments come with their review when it is submitted).
-    fn review(&mut self, r: ReviewActivity) {
-        let settings = &self.s.project.settings;
-        let reason = if r.repository != settings.repo {
-            Some(format!("a review in {}", r.repository))
-        } else if !settings.is_codeowner(&r.author.login) {
-            Some(format!("@{} is not a codeowner", r.author.login))
-        } else if !matches!(
-            r.kind,
-            ReviewKind::Review {
-                state: ReviewState::ChangesRequested,
-                ..
-            }
-        ) {
-            Some(format!(
-                "on pull request #{} only a submitted review requesting changes (or `{} revise`) starts a revision",
-                r.pull_request, settings.watch.command_prefix
-            ))
-        } else {
-            None
-        };
-        match reason {
-            Some(reason) => self.ignored("review", reason),
-            None => self.revise(
-                r.pull_request,
-                &format!("@{} requested changes", r.author.login),
-            ),
-        }
-    }
-
-    /// Queue a revision of pull request `pr`.
-    fn revise(&mut self, pr: u64, why: &str) {
-        if !self.accepting {
-            return self.ignored("revise", "the scheduler is stopping".to_string());
-        }
-        if self.s.config.mode != Mode::Local {
-            return self.ignored(
-                "revise",
-                "revisions run where the scheduler runs, not dispatched".to_string(),
-            );
-        }
-        if self.live.contains_key(&pr) {
-            return self.ignored(
-                "revise",
-                format!("a revision of pull request #{pr} is already live"),
-            );
-        }
-        self.revisions.insert(pr);
-        self.enqueue(pr, &format!("revise pull request #{pr}: {why}"), None);
-    }
-
-    fn ignored(&self, event: &str, reason: String) {
-        tracing::info!(event, "ignored: {reason}");
-        self.notice(Notice::Ignored {
-            event: event.to_string(),
-            reason,
-        });
-    }
-
-    async fn command(&mut self, issue: u64, command: Command, by: &str, comment: Option<u64>) {
-        match command {
-            Command::Run if self.live.contains_key(&issue) => {
-                self.already_running(issue, by, comment).await;
-            }
-            Command::Run => {
-                if self.accepting {
-                    self.enqueue(issue, &format!("`run` by @{by}"), None);
-                }
-            }
-            Command::Stop => self.stop(
-                issue,
-                StopRequest {
-                    reason: format!("@{by} asked it to stop"),
-                    restart: false,
-                },
-            ),
-            Command::Status => self.status_comment(issue, comment).await,
-            // The revision reads the codeowners' feedback, this comment included, itself.
-            Command::Revise { .. } => self.revise(issue, &format!("@{by} asked for a revision")),
-        }
+        self.feed(Input::RunEnded { key, result }).await;
     }
 
     /// A `run` of an issue whose run is live: one line saying which run and where it is, in a
     /// comment of its own edited in place when asked again (for a command made in a comment).
-    async fn already_running(&self, issue: u64, by: &str, comment: Option<u64>) {
+    async fn already_running(
+        &self,
+        issue: u64,
+        by: Option<&str>,
+        column: Option<String>,
+        comment: Option<u64>,
+    ) {
         let run = Checkpoint::all(&self.s.project.root)
             .into_iter()
             .find(|cp| cp.issue == issue)
@@ -1152,16 +493,13 @@ impl Loop {
                 || "of this issue".to_string(),
                 |cp| format!("`{}`", cp.run_id),
             );
-        let column = self
-            .tracker
-            .position(issue)
-            .and_then(|p| p.column)
-            .map_or_else(
-                || "a column not known yet".to_string(),
-                |c| format!("**{c}**"),
-            );
+        let column = column.map_or_else(
+            || "a column not known yet".to_string(),
+            |c| format!("**{c}**"),
+        );
+        let by = by.map(|l| format!("@{l}: ")).unwrap_or_default();
         let line = format!(
-            "@{by}: run {run} is already running, with the card in {column}; nothing new was started (`{} stop` stops it).",
+            "{by}run {run} is already running, with the card in {column}; nothing new was started (`{} stop` stops it).",
             self.s.project.settings.watch.command_prefix
         );
         if comment.is_some() {
@@ -1170,126 +508,129 @@ impl Loop {
                 tracing::warn!(issue, "could not answer the `run`: {e}");
             }
         }
-        self.ignored("run", line);
+        tracing::info!(event = "run", "ignored: {line}");
+        (self.s.sink)(&Notice::Ignored {
+            event: "run".to_string(),
+            reason: line,
+        });
     }
 
-    async fn status_comment(&self, issue: u64, comment: Option<u64>) {
-        let line = match (self.live.get(&issue), self.tracker.position(issue)) {
-            (Some(live), pos) => format!(
-                "A run is live since {} with the card in {}.",
-                live.since
-                    .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                pos.and_then(|p| p.column)
-                    .unwrap_or_else(|| "no known column".into())
-            ),
-            (None, _) if self.is_queued(issue) => {
-                "The issue is queued: it starts when a run slot frees.".to_string()
-            }
-            (None, _) => format!(
-                "No run is live here; {} run(s) are live on this board.",
-                self.live.len()
-            ),
+    /// The keys of the runs a dead watcher left, and of the owed runs whose journals show them
+    /// ended since they were asked for.
+    fn begin(&self) -> Input {
+        let root = &self.s.project.root;
+        let leftovers = if self.s.config.mode == Mode::Local {
+            Checkpoint::all(root)
+                .into_iter()
+                .filter(|cp| !cp.process_alive())
+                .map(|cp| match revised_pull(&cp.run_id) {
+                    Some(pr) => WorkKey::Revision(pr),
+                    None => WorkKey::Issue(cp.issue),
+                })
+                .collect()
+        } else {
+            Vec::new()
         };
-        let body = format!("## Run Status\n\n{line}");
-        let key = comment.map_or_else(
-            || chrono::Utc::now().timestamp().to_string(),
-            |c| c.to_string(),
-        );
-        let marker = Marker::new(format!("status-{key}"), "status", 0, "status");
-        if let Err(e) = self
-            .s
-            .access
-            .gh
-            .post_once(issue, &marker, &body, None)
-            .await
-        {
-            tracing::warn!(issue, "could not post the status: {e}");
+        let owed = &self.core.state().owed;
+        let mut paid = BTreeSet::new();
+        if !owed.is_empty() {
+            let runs =
+                read_runs_where(root, |id| owed.iter().any(|o| o.names(id))).unwrap_or_else(|e| {
+                    tracing::warn!("cannot read the run journals: {e}; the owed runs are queued");
+                    Vec::new()
+                });
+            for o in owed.iter().filter(|o| o.paid_by(&runs)) {
+                paid.insert(if o.revision {
+                    WorkKey::Revision(o.number)
+                } else {
+                    WorkKey::Issue(o.number)
+                });
+            }
         }
+        Input::Begin { leftovers, paid }
     }
 
-    async fn card_moved(&mut self, moved: crate::events::CardMoved) {
-        let number = self.s.project.settings.project_number;
-        let other_board = moved.board.number.is_some_and(|n| n != number)
-            || self
-                .board_id
-                .as_deref()
-                .is_some_and(|id| id != moved.board.node_id);
-        if other_board {
-            return self.ignored(
-                "card",
-                format!("a card of another board ({})", moved.board.node_id),
-            );
+    async fn run(
+        mut self,
+        mut events: Option<mpsc::Receiver<Event>>,
+        shutdown: CancellationToken,
+    ) -> Outcome {
+        let begin = self.begin();
+        self.feed(begin).await;
+        let mut polls = tokio::time::interval(self.s.config.poll_interval);
+        polls.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut refresh = tokio::time::interval(self.claims.ttl() / 3);
+        refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        refresh.tick().await;
+        let mut silence = tokio::time::interval(silence_check_every(
+            self.s.project.settings.watch.silent_run_min,
+        ));
+        silence.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let draining = self.core.draining();
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled(), if !draining => self.feed(Input::Shutdown).await,
+                Some(done) = self.runs.join_next(), if !self.runs.is_empty() => {
+                    match done {
+                        Ok((key, result)) => self.ended(key, result).await,
+                        Err(e) => tracing::error!("a run's task failed: {e}"),
+                    }
+                }
+                event = next_event(&mut events), if events.is_some() && !draining => {
+                    match event {
+                        Some(event) => self.feed(Input::Event(event)).await,
+                        None => events = None,
+                    }
+                }
+                _ = polls.tick(), if !draining => self.poll().await,
+                _ = refresh.tick(), if self.core.has_live() => self.refresh_claims().await,
+                _ = silence.tick() => self.report_silent(),
+            }
+            self.publish();
+            if self.core.done() && (self.core.draining() || self.runs.is_empty()) {
+                break;
+            }
         }
-        let found = match self
-            .s
-            .access
-            .gh
-            .board_card(&moved.item_node_id, &self.board.status_field)
-            .await
-        {
-            Ok(found) => found,
-            Err(e) => {
-                tracing::warn!(
-                    "cannot read card {}: {e}; the next poll sees it",
-                    moved.item_node_id
+        if let Err(e) = self.core.state().save(&self.s.project.root) {
+            tracing::warn!("could not save the watch state: {e}");
+        }
+        self.core.outcome()
+    }
+
+    async fn poll(&mut self) {
+        let started = Instant::now();
+        let input = match self.s.access.gh.poll_board(&self.board).await {
+            Ok(poll) => {
+                let duration_ms = started.elapsed().as_millis() as u64;
+                tracing::debug!(
+                    cards = poll.cards.len(),
+                    pages = poll.pages,
+                    cost = poll.rate.cost,
+                    remaining = poll.rate.remaining,
+                    reset_at = poll.rate.reset_at.as_deref().unwrap_or(""),
+                    "board polled in {duration_ms} ms"
                 );
-                return;
+                if let Some(login) = &poll.viewer {
+                    self.claims.set_login(login);
+                }
+                Input::Polled {
+                    poll,
+                    read_at: started,
+                    duration_ms,
+                }
             }
+            Err(e) => Input::PollFailed(e.to_string()),
         };
-        let Some(found) = found.filter(|f| f.project_number == number) else {
-            return self.ignored(
-                "card",
-                format!("card {} is not on board #{number}", moved.item_node_id),
-            );
-        };
-        let Some(mut card) = found.card else {
-            return self.ignored(
-                "card",
-                format!(
-                    "card {} holds no issue of {}",
-                    moved.item_node_id, self.s.project.settings.repo
-                ),
-            );
-        };
-        self.board_id.get_or_insert(found.project_id);
-        self.to_stage(&mut card);
-        tracing::info!(
-            "card of #{} moved to {} by {}",
-            card.issue,
-            card.column.as_deref().unwrap_or("no column"),
-            moved.moved_by
-        );
-        let human = match &moved.origin {
-            Origin::Webhook { .. } => Some(moved.moved_by.login.as_str()),
-            _ => None,
-        };
-        if self.live.contains_key(&card.issue) {
-            self.reconcile(card.issue, Some(&card), human, None);
-        }
-        self.recheck_queued(card.issue, Some(&card));
-        if self.accepting && arrived(&card, self.state.board.as_ref(), &self.triggers) {
-            self.arrived(&card);
-        }
-        if let Some(board) = &mut self.state.board {
-            board.insert(card.issue, card.column.clone());
-            self.dirty = true;
-        }
+        self.feed(input).await;
     }
 
-    /// Queue the start `card`'s arrival in a trigger column asks for.
-    fn arrived(&mut self, card: &Card) {
-        let column = card.column.clone().unwrap_or_default();
-        self.enqueue(
-            card.issue,
-            &format!("the card arrived in {column}"),
-            card.column.clone(),
-        );
-    }
-
-    /// The card's column as the workflow's stage (`columns` maps stages to board options).
-    fn to_stage(&self, card: &mut Card) {
-        let settings = &self.s.project.settings;
-        card.column = card.column.take().map(|option| settings.stage_of(&option));
+    async fn refresh_claims(&mut self) {
+        for held in self.core.held() {
+            if let Err(e) = self.claims.refresh(held).await {
+                tracing::warn!(comment = held.comment_id, "could not renew the claim: {e}");
+            }
+        }
     }
 
     /// Report the live runs that have newly gone silent.
@@ -1300,7 +641,7 @@ impl Loop {
                 run = run_id.as_deref().unwrap_or("-"),
                 "the run has journalled nothing for {minutes} min (watch.silentRunMin): its agent or a gate may hang"
             );
-            self.notice(Notice::Silent {
+            (self.s.sink)(&Notice::Silent {
                 issue,
                 run_id,
                 minutes,
@@ -1309,43 +650,25 @@ impl Loop {
     }
 
     fn publish(&self) {
+        let live = self.core.live();
         self.s.monitor.scheduled(
-            self.queue.iter().map(|q| q.number).collect(),
-            self.live
-                .iter()
-                .map(|(issue, l)| Scheduled {
+            self.core.queued(),
+            live.iter()
+                .map(|(issue, column, stopping)| Scheduled {
                     issue: *issue,
-                    column: self.tracker.position(*issue).and_then(|p| p.column),
-                    stopping: l.stop.as_ref().map(|s| s.reason.clone()),
+                    column: column.clone(),
+                    stopping: stopping.clone(),
                 })
                 .collect(),
-            self.draining,
+            self.core.draining(),
         );
-        let live: Vec<Value> = self
-            .live
-            .iter()
-            .map(|(issue, l)| {
-                json!({
-                    "issue": issue,
-                    "column": self.tracker.position(*issue).and_then(|p| p.column),
-                    "since": l.since.to_rfc3339(),
-                    "stopping": l.stop.as_ref().map(|s| s.reason.clone()),
-                })
-            })
-            .collect();
-        let value = json!({
-            "watcher": self.state.watcher,
-            "mode": match &self.s.config.mode { Mode::Local => "local", Mode::Actions { .. } => "actions" },
-            "max_concurrent": self.s.config.max_concurrent,
-            "live": live,
-            "queue": self.queue.iter().map(|q| q.number).collect::<Vec<_>>(),
-            "last_poll": self.last_poll,
-            "last_poll_error": self.last_poll_error,
-            "draining": self.draining,
-            "silent": self.s.monitor.silent(),
-        });
-        if let Ok(mut status) = self.s.status.lock() {
-            *status = value;
+        let status = Status {
+            silent: self.s.monitor.silent(),
+            ..self.core.status()
+        };
+        let value = serde_json::to_value(status).unwrap_or(Value::Null);
+        if let Ok(mut s) = self.s.status.lock() {
+            *s = value;
         }
     }
 }
@@ -1362,21 +685,5 @@ async fn next_event(events: &mut Option<mpsc::Receiver<Event>>) -> Option<Event>
     match events {
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,
-    }
-}
-
-/// A run's end as its JSON names it (`pull-request`, `stopped`, …).
-fn end_name(end: &RunEnd) -> String {
-    serde_json::to_value(end)
-        .ok()
-        .and_then(|v| v["kind"].as_str().map(str::to_string))
-        .unwrap_or_else(|| "unknown".to_string())
-}
-
-fn capitalise(s: &str) -> String {
-    let mut chars = s.chars();
-    match chars.next() {
-        Some(c) => c.to_uppercase().chain(chars).collect(),
-        None => String::new(),
     }
 }

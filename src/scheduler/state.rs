@@ -54,14 +54,20 @@ pub struct Owed {
 }
 
 impl Owed {
-    pub fn new(number: u64, revision: bool, reason: &str, column: Option<String>) -> Owed {
+    pub fn new(
+        number: u64,
+        revision: bool,
+        reason: &str,
+        column: Option<String>,
+        at: DateTime<Utc>,
+    ) -> Owed {
         Owed {
             number,
             revision,
             reason: reason.to_string(),
             column,
             // Rounded down: a run that ended in the same millisecond ended before it.
-            queued_at: Utc::now().trunc_subsecs(3),
+            queued_at: at.trunc_subsecs(3),
         }
     }
 
@@ -155,10 +161,15 @@ mod tests {
             false,
             "the card arrived in Research",
             Some("Research".into()),
+            Utc::now(),
         ));
-        state
-            .owed
-            .push(Owed::new(9, true, "revise pull request #9", None));
+        state.owed.push(Owed::new(
+            9,
+            true,
+            "revise pull request #9",
+            None,
+            Utc::now(),
+        ));
         state.save(dir.path()).unwrap();
         assert_eq!(WatchState::load(dir.path()), state);
         std::fs::write(WatchState::path(dir.path()), "{ not json").unwrap();
@@ -175,13 +186,13 @@ mod tests {
 
     #[test]
     fn a_run_is_known_as_its_issues_or_its_pull_requests() {
-        let issue = Owed::new(12, false, "asked", None);
+        let issue = Owed::new(12, false, "asked", None, Utc::now());
         assert!(issue.names("12-20250101T000000.000Z"));
         assert!(!issue.names("1-20250101T000000.000Z"));
         assert!(!issue.names("123-20250101T000000.000Z"));
         // A revision of one of issue 12's pull requests is not a run of the issue.
         assert!(!issue.names("12-rev40-20250101T000000.000Z"));
-        let revision = Owed::new(40, true, "asked", None);
+        let revision = Owed::new(40, true, "asked", None, Utc::now());
         assert!(revision.names("12-rev40-20250101T000000.000Z"));
         assert!(!revision.names("40-20250101T000000.000Z"));
         assert!(!revision.names("12-rev4-20250101T000000.000Z"));
@@ -197,6 +208,7 @@ mod tests {
                 false,
                 "the card arrived in Research",
                 Some("Research".into()),
+                asked,
             )
         };
         let ms = chrono::Duration::milliseconds;
@@ -221,7 +233,7 @@ mod tests {
         assert!(!owed.paid_by(&all[..5]));
         let revision = Owed {
             queued_at: asked,
-            ..Owed::new(40, true, "revise", None)
+            ..Owed::new(40, true, "revise", None, asked)
         };
         assert!(revision.paid_by(&all[4..5]));
     }
