@@ -2,8 +2,10 @@
 //! Implementation → Audit — running a role agent per column, quality gates before the audit, a
 //! deterministic audit score, and a pull request on approval.
 //!
-//! Rooms, each knowing only those listed before it: `config`, `agent`, `github`, `events`,
-//! `workspace`, `gates`, `verify`, `audit`, `pipeline`, `report`, `sandbox`, `serve`; `cli` wires
+//! Rooms, in layers, each using only the rooms below it (`tests/layering.rs` holds the table):
+//! `config`, `process`, `tls`, `metrics`; `evidence`; the services `agent`, `github`, `workspace`,
+//! `gates`, `verify`, `audit` and `epic`; `events`; `sandbox` (GitHub's stand-in, beside the rest);
+//! `pipeline`; `report`; `doctor`; `runtime`; `scheduler`; `serve`; `demo`; and `cli`, which wires
 //! them to the command line.
 
 pub mod agent;
@@ -12,6 +14,7 @@ pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod doctor;
+pub mod epic;
 pub mod events;
 pub mod evidence;
 pub mod gates;

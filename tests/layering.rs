@@ -8,7 +8,15 @@ use std::path::Path;
 /// Room → the rooms it may use.
 fn allowed() -> BTreeMap<&'static str, Vec<&'static str>> {
     let base = ["config", "process", "tls", "evidence", "metrics"];
-    let services = ["agent", "github", "workspace", "gates", "verify", "audit"];
+    let services = [
+        "agent",
+        "github",
+        "workspace",
+        "gates",
+        "verify",
+        "audit",
+        "epic",
+    ];
     let mut t: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     t.insert("config", vec![]);
     t.insert("process", vec![]);
@@ -16,6 +24,8 @@ fn allowed() -> BTreeMap<&'static str, Vec<&'static str>> {
     // The process's metrics: whatever counts, counts into them.
     t.insert("metrics", vec![]);
     t.insert("evidence", vec!["config"]);
+    // An epic's plan: data and decisions only.
+    t.insert("epic", vec![]);
     t.insert("agent", base.to_vec());
     t.insert("github", vec!["config", "tls", "metrics"]);
     // Token variables to keep out of setup commands.

@@ -927,7 +927,11 @@ async fn forged_deliveries_and_strangers_commands_start_nothing() {
     .await;
     let answers = help(&world);
     assert_eq!(answers.len(), 1, "{:#?}", bodies(&world, 1));
-    assert!(answers[0].starts_with("@alice: unknown command `strat`"), "{}", answers[0]);
+    assert!(
+        answers[0].starts_with("@alice: unknown command `strat`"),
+        "{}",
+        answers[0]
+    );
     assert!(answers[0].contains("`/supervisor run`"), "{}", answers[0]);
     // A codeowner's command does start the run.
     act(
