@@ -213,6 +213,65 @@ async fn open_blockers_native_and_from_the_body() {
     .await
 }
 
+/// An epic's pieces: issues opened by the client, linked as sub-issues of a parent, blocked by one
+/// another, listed back; GitHub's refusals (its own sub-issue, a second parent, a loop, an id of
+/// nothing) are 422s the client names.
+#[tokio::test]
+async fn sub_issues_and_dependencies_are_created_linked_and_listed() {
+    within(async {
+        let w = World::new().await;
+        let epic = w.gh.get_issue(1).await.unwrap();
+        let units =
+            w.gh.create_issue("Units", "- [ ] d, w, y", &["supervisor".to_string()])
+                .await
+                .unwrap();
+        let docs =
+            w.gh.create_issue("Docs", "- [ ] README", &[])
+                .await
+                .unwrap();
+        assert!(units.number > 4 && docs.number == units.number + 1);
+        assert!(units.id > 0 && units.id != docs.id);
+        assert_eq!(units.author, w.gh.viewer_login().await.unwrap());
+        assert_eq!(units.labels, ["supervisor"]);
+        w.gh.add_sub_issue(1, &units).await.unwrap();
+        w.gh.add_sub_issue(1, &docs).await.unwrap();
+        w.gh.add_blocked_by(docs.number, &units).await.unwrap();
+        let subs: Vec<u64> =
+            w.gh.sub_issues(1)
+                .await
+                .unwrap()
+                .iter()
+                .map(|i| i.number)
+                .collect();
+        assert_eq!(subs, [units.number, docs.number]);
+        let blockers = w.gh.open_blockers(&docs).await.unwrap();
+        assert_eq!(blockers.len(), 1);
+        assert_eq!(
+            (blockers[0].number, blockers[0].kind),
+            (units.number, BlockerKind::Native)
+        );
+        w.sandbox.with_state(|s| {
+            assert_eq!(s.issue(1).unwrap().sub_issues, [units.number, docs.number]);
+            assert_eq!(s.parent_of(docs.number), Some(1));
+        });
+        // What GitHub refuses.
+        let refused = |r: Result<(), GitHubError>| match r {
+            Err(e) => assert_eq!(e.status(), Some(422), "{e}"),
+            Ok(()) => panic!("accepted"),
+        };
+        refused(w.gh.add_sub_issue(1, &epic).await);
+        refused(w.gh.add_sub_issue(3, &units).await);
+        refused(w.gh.add_sub_issue(units.number, &epic).await);
+        let nothing = supervisor::github::Issue {
+            id: 17,
+            ..units.clone()
+        };
+        refused(w.gh.add_sub_issue(1, &nothing).await);
+        refused(w.gh.add_blocked_by(units.number, &units).await);
+    })
+    .await
+}
+
 #[tokio::test]
 async fn check_runs_are_polled_with_etags() {
     within(async {

@@ -42,7 +42,7 @@ use wiremock::matchers::{method, path, path_regex};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 /// The operations listed above.
-const CLIENT_OPERATIONS: [&str; 21] = [
+const CLIENT_OPERATIONS: [&str; 25] = [
     "users/get-authenticated",
     "apps/get-authenticated",
     "apps/get-repo-installation",
@@ -53,6 +53,10 @@ const CLIENT_OPERATIONS: [&str; 21] = [
     "issues/create-comment",
     "issues/update-comment",
     "issues/list-dependencies-blocked-by",
+    "issues/add-blocked-by-dependency",
+    "issues/create",
+    "issues/list-sub-issues",
+    "issues/add-sub-issue",
     "repos/get-commit",
     "checks/list-for-ref",
     "pulls/list",
@@ -161,6 +165,7 @@ async fn check_requests(server: &MockServer) -> BTreeSet<String> {
 
 fn issue_1347() -> Issue {
     Issue {
+        id: 1,
         number: 1347,
         node_id: "MDU6SXNzdWUx".into(),
         title: "Found a bug".into(),
@@ -184,6 +189,10 @@ async fn every_rest_operation_the_client_uses_reads_githubs_examples() {
         ("issues/create-comment", 201),
         ("issues/update-comment", 200),
         ("issues/list-dependencies-blocked-by", 200),
+        ("issues/add-blocked-by-dependency", 201),
+        ("issues/create", 201),
+        ("issues/list-sub-issues", 200),
+        ("issues/add-sub-issue", 201),
         ("checks/list-for-ref", 200),
         ("pulls/get", 200),
         ("pulls/create", 201),
@@ -225,6 +234,23 @@ async fn every_rest_operation_the_client_uses_reads_githubs_examples() {
     gh.dispatch_workflow("supervisor.yml", "main", &json!({ "issue": "1347" }))
         .await
         .unwrap();
+    // An epic's sub-issues: one opened, linked under its epic, blocked by another.
+    let task = gh
+        .create_issue(
+            "Found a bug",
+            "I'm having a problem with this.",
+            &["bug".to_string()],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (task.id, task.number, task.author.as_str()),
+        (1, 1347, "octocat")
+    );
+    gh.add_sub_issue(1347, &task).await.unwrap();
+    gh.add_blocked_by(1347, &task).await.unwrap();
+    let subs = gh.sub_issues(1347).await.unwrap();
+    assert_eq!((subs[0].id, subs[0].number), (1, 1347));
     let blockers = gh.open_blockers(&issue_1347()).await.unwrap();
     assert_eq!(blockers.len(), 1);
     assert!(

@@ -27,6 +27,8 @@ enum WireLabel {
 
 #[derive(Deserialize)]
 pub(crate) struct WireIssue {
+    #[serde(default)]
+    id: u64,
     number: u64,
     #[serde(default)]
     node_id: String,
@@ -48,6 +50,7 @@ pub(crate) struct WireIssue {
 impl WireIssue {
     fn into_issue(self) -> Issue {
         Issue {
+            id: self.id,
             number: self.number,
             node_id: self.node_id,
             title: self.title,
@@ -284,6 +287,69 @@ impl GitHub {
             "/repos/{owner}/{repo}/issues/{number}",
             json!({ "state": "closed", "state_reason": "completed" }),
             true,
+        );
+        self.t
+            .send(&req)
+            .await
+            .map_err(self.issue_missing(number))?;
+        Ok(())
+    }
+
+    /// Open a new issue, authored by whoever the client acts as. Not resent after a failure
+    /// GitHub may have applied: a caller that must not open it twice looks for its marker first
+    /// (an epic, among its sub-issues).
+    pub async fn create_issue(
+        &self,
+        title: &str,
+        body: &str,
+        labels: &[String],
+    ) -> Result<Issue, GitHubError> {
+        let req = ApiRequest::write(
+            Method::POST,
+            self.repo_path("/issues"),
+            "/repos/{owner}/{repo}/issues",
+            json!({ "title": title, "body": body, "labels": labels }),
+            false,
+        );
+        Ok(self.t.send(&req).await?.json::<WireIssue>()?.into_issue())
+    }
+
+    /// The sub-issues of `parent`, in GitHub's order.
+    pub async fn sub_issues(&self, parent: u64) -> Result<Vec<Issue>, GitHubError> {
+        let list: Vec<WireIssue> = self
+            .get_all(
+                self.repo_path(&format!("/issues/{parent}/sub_issues?per_page=100")),
+                "/repos/{owner}/{repo}/issues/{number}/sub_issues",
+            )
+            .await
+            .map_err(self.issue_missing(parent))?;
+        Ok(list.into_iter().map(WireIssue::into_issue).collect())
+    }
+
+    /// Make `child` a sub-issue of `parent` (GitHub names the child by its database id).
+    pub async fn add_sub_issue(&self, parent: u64, child: &Issue) -> Result<(), GitHubError> {
+        let req = ApiRequest::write(
+            Method::POST,
+            self.repo_path(&format!("/issues/{parent}/sub_issues")),
+            "/repos/{owner}/{repo}/issues/{number}/sub_issues",
+            json!({ "sub_issue_id": child.id }),
+            false,
+        );
+        self.t
+            .send(&req)
+            .await
+            .map_err(self.issue_missing(parent))?;
+        Ok(())
+    }
+
+    /// Record that issue `number` is blocked by `blocker` (a native dependency).
+    pub async fn add_blocked_by(&self, number: u64, blocker: &Issue) -> Result<(), GitHubError> {
+        let req = ApiRequest::write(
+            Method::POST,
+            self.repo_path(&format!("/issues/{number}/dependencies/blocked_by")),
+            "/repos/{owner}/{repo}/issues/{number}/dependencies/blocked_by",
+            json!({ "issue_id": blocker.id }),
+            false,
         );
         self.t
             .send(&req)

@@ -25,6 +25,8 @@ impl IssueState {
 /// An issue (or a pull request seen through the issues API).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Issue {
+    /// GitHub's database id (what linking sub-issues and dependencies names); 0 when unknown.
+    pub id: u64,
     pub number: u64,
     /// GraphQL id, needed to put the issue on a board.
     pub node_id: String,

@@ -25,7 +25,7 @@ use super::graphql::{Exec, GqlRequest, pick_operation};
 use super::hooks::{Act, Hook};
 use super::shapes::{Shapes, iso};
 use super::state::{
-    CommentSeed, DispatchSeed, PullSeed, RenameSeed, SandboxState, SeedState, TokenSeed,
+    CommentSeed, DispatchSeed, IssueSeed, PullSeed, RenameSeed, SandboxState, SeedState, TokenSeed,
 };
 use super::{Caller, Fault, Origin, Shared, ids};
 
@@ -72,9 +72,14 @@ fn api_routes() -> Router<Arc<Shared>> {
             "/repos/{owner}/{repo}/issues/comments/{comment_id}",
             get(get_comment).patch(update_comment),
         )
+        .route("/repos/{owner}/{repo}/issues", post(create_issue))
         .route(
             "/repos/{owner}/{repo}/issues/{number}/dependencies/blocked_by",
-            get(blocked_by),
+            get(blocked_by).post(add_blocked_by),
+        )
+        .route(
+            "/repos/{owner}/{repo}/issues/{number}/sub_issues",
+            get(sub_issues).post(add_sub_issue),
         )
         .route("/repos/{owner}/{repo}/commits/{ref}", get(commit))
         .route(
@@ -369,8 +374,12 @@ fn required_permission(route: &str) -> Option<(&'static str, &'static str)> {
         "GET /repos/{owner}/{repo}/issues/{number}"
         | "GET /repos/{owner}/{repo}/issues/{number}/comments"
         | "GET /repos/{owner}/{repo}/issues/comments/{comment_id}"
-        | "GET /repos/{owner}/{repo}/issues/{number}/dependencies/blocked_by" => ("issues", "read"),
-        "PATCH /repos/{owner}/{repo}/issues/{number}"
+        | "GET /repos/{owner}/{repo}/issues/{number}/dependencies/blocked_by"
+        | "GET /repos/{owner}/{repo}/issues/{number}/sub_issues" => ("issues", "read"),
+        "POST /repos/{owner}/{repo}/issues"
+        | "POST /repos/{owner}/{repo}/issues/{number}/dependencies/blocked_by"
+        | "POST /repos/{owner}/{repo}/issues/{number}/sub_issues"
+        | "PATCH /repos/{owner}/{repo}/issues/{number}"
         | "POST /repos/{owner}/{repo}/issues/{number}/comments"
         | "PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}" => ("issues", "write"),
         "GET /repos/{owner}/{repo}/commits/{ref}" => ("contents", "read"),
@@ -1154,6 +1163,166 @@ async fn blocked_by(call: RepoCall, Query(q): Q) -> Response {
         .collect();
     let rest = format!("/issues/{}/dependencies/blocked_by", call.arg);
     call.paged(&rest, &q, items)
+}
+
+/// The issue a request body names by its database id at `key`; `Err` is GitHub's answer.
+fn issue_named_by_id(
+    st: &SandboxState,
+    input: &Map<String, Value>,
+    key: &str,
+    doc: &str,
+) -> Result<u64, Response> {
+    let Some(id) = input.get(key).and_then(Value::as_u64) else {
+        return Err(validation_failed(
+            json!([{"resource": "Issue", "field": key, "code": "missing_field"}]),
+            doc,
+        ));
+    };
+    match st.issue_by_id(id) {
+        Some(i) => Ok(i.number),
+        None => Err(validation_failed(
+            json!([{"resource": "Issue", "field": key, "code": "invalid",
+                "message": format!("{key} {id} is not an issue of this repository")}]),
+            doc,
+        )),
+    }
+}
+
+async fn create_issue(call: RepoCall, body: Bytes) -> Response {
+    let doc = "https://docs.github.com/rest/issues/issues#create-an-issue";
+    let (mut st, input) = tri!(call.write(&body));
+    let title = match input.get("title") {
+        Some(Value::String(t)) if !t.trim().is_empty() => t.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => {
+            return validation_failed(
+                json!([{"resource": "Issue", "field": "title", "code": "missing_field"}]),
+                doc,
+            );
+        }
+    };
+    let text = text_field(&input, "body").unwrap_or_default();
+    if text.chars().count() > crate::github::MAX_BODY_CHARS {
+        return validation_failed(
+            json!([{"resource": "Issue", "code": "custom", "field": "body",
+                "message": "body is too long (maximum is 65536 characters)"}]),
+            doc,
+        );
+    }
+    let labels: Vec<String> = input
+        .get("labels")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|l| l.as_str().or_else(|| l.get("name")?.as_str()))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let now = chrono::Utc::now();
+    let number = st.next_number();
+    let issue = IssueSeed {
+        labels,
+        created_at: Some(now),
+        updated_at: Some(now),
+        ..IssueSeed::new(number, &title, &text, &author_of(&call.caller, &st))
+    };
+    st.issues.push(issue.clone());
+    let body = call.shapes(&st).issue(&issue);
+    call.created(&st, body, &format!("/issues/{number}"))
+}
+
+async fn sub_issues(call: RepoCall, Query(q): Q) -> Response {
+    let st = tri!(call.state());
+    let doc = "https://docs.github.com/rest/issues/sub-issues#list-sub-issues";
+    let issue = tri!(call.find(doc, |n| st.issue(n)));
+    let items = issue
+        .sub_issues
+        .iter()
+        .filter_map(|s| st.issue(*s))
+        .map(|i| call.shapes(&st).issue(i))
+        .collect();
+    let rest = format!("/issues/{}/sub_issues", call.arg);
+    call.paged(&rest, &q, items)
+}
+
+async fn add_sub_issue(call: RepoCall, body: Bytes) -> Response {
+    let doc = "https://docs.github.com/rest/issues/sub-issues#add-sub-issue";
+    let (mut st, input) = tri!(call.write(&body));
+    let parent = tri!(call.find(doc, |n| st.issue(n).map(|i| i.number)));
+    let child = tri!(issue_named_by_id(&st, &input, "sub_issue_id", doc));
+    let replace = input.get("replace_parent").and_then(Value::as_bool) == Some(true);
+    let invalid = |message: String| {
+        validation_failed(
+            json!([{"resource": "Issue", "field": "sub_issue_id", "code": "invalid", "message": message}]),
+            doc,
+        )
+    };
+    if child == parent {
+        return invalid("an issue cannot be its own sub-issue".into());
+    }
+    // The parent may not sit below its new child.
+    let mut up = Some(parent);
+    while let Some(n) = up {
+        if n == child {
+            return invalid(format!("#{child} is above #{parent}"));
+        }
+        up = st.parent_of(n);
+    }
+    match st.parent_of(child) {
+        Some(p) if p == parent => {
+            return invalid(format!("#{child} is already a sub-issue of #{parent}"));
+        }
+        Some(p) if !replace => {
+            return invalid(format!(
+                "#{child} already has a parent, #{p} (replace_parent moves it)"
+            ));
+        }
+        Some(p) => {
+            if let Some(old) = st.issue_mut(p) {
+                old.sub_issues.retain(|s| *s != child);
+            }
+        }
+        None => {}
+    }
+    let now = chrono::Utc::now();
+    let Some(issue) = st.issue_mut(parent) else {
+        return not_found(doc);
+    };
+    issue.sub_issues.push(child);
+    issue.updated_at = Some(now);
+    let issue = issue.clone();
+    let body = call.shapes(&st).issue(&issue);
+    call.created(&st, body, &format!("/issues/{parent}/sub_issues"))
+}
+
+async fn add_blocked_by(call: RepoCall, body: Bytes) -> Response {
+    let doc = "https://docs.github.com/rest/issues/issue-dependencies#add-a-dependency-an-issue-is-blocked-by";
+    let (mut st, input) = tri!(call.write(&body));
+    let number = tri!(call.find(doc, |n| st.issue(n).map(|i| i.number)));
+    let blocker = tri!(issue_named_by_id(&st, &input, "issue_id", doc));
+    if blocker == number {
+        return validation_failed(
+            json!([{"resource": "Issue", "field": "issue_id", "code": "invalid",
+                "message": "an issue cannot block itself"}]),
+            doc,
+        );
+    }
+    let now = chrono::Utc::now();
+    let Some(issue) = st.issue_mut(number) else {
+        return not_found(doc);
+    };
+    if !issue.blocked_by.contains(&blocker) {
+        issue.blocked_by.push(blocker);
+        issue.updated_at = Some(now);
+    }
+    let issue = issue.clone();
+    let body = call.shapes(&st).issue(&issue);
+    call.created(
+        &st,
+        body,
+        &format!("/issues/{number}/dependencies/blocked_by"),
+    )
 }
 
 fn no_commit(spec: &str) -> Response {

@@ -205,6 +205,9 @@ pub struct IssueSeed {
     /// Issues this one is blocked by (GitHub's issue dependencies).
     #[serde(default)]
     pub blocked_by: Vec<u64>,
+    /// Its sub-issues, in order (GitHub's sub-issues; an issue has at most one parent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sub_issues: Vec<u64>,
     #[serde(default)]
     pub comments: Vec<CommentSeed>,
     /// Who last edited the body, when someone did.
@@ -653,6 +656,24 @@ impl SandboxState {
                     ));
                 }
             }
+            for s in &issue.sub_issues {
+                if !self.issues.iter().any(|i| i.number == *s) || *s == issue.number {
+                    return Err(format!(
+                        "issue #{} has sub-issue #{s}, which is not another issue",
+                        issue.number
+                    ));
+                }
+                if let Some(other) = self
+                    .issues
+                    .iter()
+                    .find(|i| i.number != issue.number && i.sub_issues.contains(s))
+                {
+                    return Err(format!(
+                        "issue #{s} is a sub-issue of both #{} and #{}: an issue has one parent",
+                        issue.number, other.number
+                    ));
+                }
+            }
         }
         for app in &self.apps {
             if app.public_key_pem.is_none() && app.public_key_path.is_none() {
@@ -745,6 +766,21 @@ impl SandboxState {
 
     pub fn issue(&self, number: u64) -> Option<&IssueSeed> {
         self.issues.iter().find(|i| i.number == number)
+    }
+
+    /// The issue whose database id is `id`.
+    pub fn issue_by_id(&self, id: u64) -> Option<&IssueSeed> {
+        self.issues
+            .iter()
+            .find(|i| super::ids::issue_id(i.number) == id)
+    }
+
+    /// The issue `number` is a sub-issue of.
+    pub fn parent_of(&self, number: u64) -> Option<u64> {
+        self.issues
+            .iter()
+            .find(|i| i.sub_issues.contains(&number))
+            .map(|i| i.number)
     }
 
     pub fn issue_mut(&mut self, number: u64) -> Option<&mut IssueSeed> {

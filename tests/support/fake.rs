@@ -615,6 +615,7 @@ impl Effects for FakeEffects {
                 })
             })?;
             Issue {
+                id: 0,
                 number,
                 node_id: format!("I_{number}"),
                 title: i.title.clone(),

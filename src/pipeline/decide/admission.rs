@@ -122,6 +122,7 @@ mod tests {
 
     fn issue(title: &str) -> Issue {
         Issue {
+            id: 0,
             number: 7,
             node_id: String::new(),
             title: title.into(),
