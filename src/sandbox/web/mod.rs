@@ -660,15 +660,31 @@ fn issue_html(st: &SandboxState, i: &IssueSeed) -> String {
         );
     }
     sidebar.push_str(&project_item(st, i.number));
-    if !i.blocked_by.is_empty() {
-        let links: String = i
-            .blocked_by
+    let parent: Vec<u64> = st.parent_of(i.number).into_iter().collect();
+    for (heading, numbers) in [
+        ("Parent issue", &parent),
+        ("Sub-issues", &i.sub_issues),
+        ("Blocked by", &i.blocked_by),
+    ] {
+        if numbers.is_empty() {
+            continue;
+        }
+        let links: String = numbers
             .iter()
-            .map(|b| format!("<p><a href=\"/{slug}/issues/{b}\">#{b}</a></p>"))
+            .map(|n| {
+                let (title, closed) = st.issue(*n).map_or(("", false), |x| {
+                    (x.title.as_str(), x.state == SeedState::Closed)
+                });
+                let state = if closed { " (closed)" } else { "" };
+                format!(
+                    "<p><a href=\"/{slug}/issues/{n}\">#{n}</a> {}{state}</p>",
+                    escape(title)
+                )
+            })
             .collect();
         let _ = write!(
             sidebar,
-            "<div class=\"sidebar-item\"><h3>Blocked by</h3>{links}</div>"
+            "<div class=\"sidebar-item\"><h3>{heading}</h3>{links}</div>"
         );
     }
     format!(
@@ -1116,6 +1132,39 @@ mod tests {
             html.contains("<span class=\"State State--open\">"),
             "{html}"
         );
+    }
+
+    #[test]
+    fn an_epic_shows_its_sub_issues_and_each_sub_issue_its_parent_and_blockers() {
+        let mut st = SandboxState::new("acme", "widgets");
+        let mut epic = IssueSeed::new(1, "Durations", "All of it.", "alice");
+        epic.sub_issues = vec![2, 3];
+        let units = IssueSeed::new(2, "Units <d, w, y>", "- [ ] d", "bot");
+        let mut docs = IssueSeed::new(3, "Docs", "- [ ] README", "bot");
+        docs.blocked_by = vec![2];
+        docs.state = SeedState::Closed;
+        st.issues = vec![epic.clone(), units, docs.clone()];
+        let html = issue_html(&st, &epic);
+        positions(
+            &html,
+            &[
+                "<h3>Sub-issues</h3>",
+                "<a href=\"/acme/widgets/issues/2\">#2</a> Units &lt;d, w, y&gt;",
+                "<a href=\"/acme/widgets/issues/3\">#3</a> Docs (closed)",
+            ],
+        );
+        assert!(!html.contains("Parent issue"), "{html}");
+        let html = issue_html(&st, &docs);
+        let order = positions(
+            &html,
+            &[
+                "<h3>Parent issue</h3>",
+                "#1</a> Durations",
+                "<h3>Blocked by</h3>",
+                "#2</a> Units",
+            ],
+        );
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "{html}");
     }
 
     #[test]
