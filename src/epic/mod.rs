@@ -1,6 +1,9 @@
 //! Epics: one issue a planner fans out into sub-issues the board runs. This room holds what an
-//! epic is made of, decided without I/O: the plan (tasks, dependencies, the order they run in).
+//! epic is made of, decided without I/O: the plan (tasks, dependencies, the order they run in) and
+//! the epic's progress (what happened, folded; what to do next).
 
+mod machine;
 mod plan;
 
+pub use machine::{Epic, Happened, Integration, Limits, Step, TaskState, Verdict};
 pub use plan::{Plan, PlanError, Task};

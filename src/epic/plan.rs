@@ -22,8 +22,10 @@ pub struct Task {
     pub depends_on: Vec<String>,
 }
 
-/// A checked plan: its tasks in the planner's order.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// A checked plan: its tasks in the planner's order. Read back (from a journal) it is checked
+/// again, limits aside.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "Wire")]
 pub struct Plan {
     tasks: Vec<Task>,
 }
@@ -123,6 +125,20 @@ fn is_id(id: &str) -> bool {
 #[serde(deny_unknown_fields)]
 struct Wire {
     tasks: Vec<Task>,
+}
+
+impl TryFrom<Wire> for Plan {
+    type Error = String;
+
+    fn try_from(wire: Wire) -> Result<Plan, String> {
+        Plan::check(wire.tasks, usize::MAX).map_err(|errors| {
+            errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+    }
 }
 
 impl Plan {
