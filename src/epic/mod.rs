@@ -2,8 +2,10 @@
 //! epic is made of, decided without I/O: the plan (tasks, dependencies, the order they run in) and
 //! the epic's progress (what happened, folded; what to do next).
 
+mod answer;
 mod machine;
 mod plan;
 
+pub use answer::{read_plan, read_verdict};
 pub use machine::{Epic, Happened, Integration, Limits, Step, TaskState, Verdict};
 pub use plan::{Plan, PlanError, Task};

@@ -1,0 +1,141 @@
+//! What the planner and the reviewer answer, read from an agent's final text the way the agent
+//! protocol reads the stages' answers: the last JSON object that is the answer (a fenced ```json
+//! block first, else a bare `{…}`), repaired where it is near-JSON. An answer that cannot be read
+//! is an error naming what was expected — never an empty plan, never an acceptance.
+
+use serde_json::{Map, Value};
+
+use super::machine::Verdict;
+use super::plan::{Plan, PlanError};
+use crate::agent::{balanced_objects, fenced_json_blocks, repair_json};
+
+/// The last object in `text` that has `key`: from the fenced blocks, else the bare objects.
+fn last_object_with(text: &str, key: &str) -> Option<Map<String, Value>> {
+    let parse = |s: &str| -> Option<Map<String, Value>> {
+        let value = serde_json::from_str::<Value>(s)
+            .or_else(|_| serde_json::from_str::<Value>(&repair_json(s)))
+            .ok()?;
+        match value {
+            Value::Object(m) if m.contains_key(key) => Some(m),
+            _ => None,
+        }
+    };
+    let fenced = fenced_json_blocks(text);
+    fenced
+        .iter()
+        .rev()
+        .find_map(|b| parse(b))
+        .or_else(|| balanced_objects(text).iter().rev().find_map(|b| parse(b)))
+}
+
+/// The planner's plan, checked (at most `max_tasks` tasks).
+pub fn read_plan(text: &str, max_tasks: usize) -> Result<Plan, Vec<PlanError>> {
+    let Some(answer) = last_object_with(text, "tasks") else {
+        return Err(vec![PlanError::Unreadable(
+            "no JSON object with `tasks` in the planner's answer".into(),
+        )]);
+    };
+    let json = Value::Object(answer).to_string();
+    Plan::parse(&json, max_tasks)
+}
+
+/// The reviewer's verdict: `{"verdict": "accepted"}`, `{"verdict": "needs-revision", "feedback":
+/// "…"}` or `{"verdict": "escalate", "reason": "…"}`.
+pub fn read_verdict(text: &str) -> Result<Verdict, String> {
+    const EXPECTED: &str = "answer {\"verdict\": \"accepted\"}, {\"verdict\": \"needs-revision\", \"feedback\": \"…\"} or {\"verdict\": \"escalate\", \"reason\": \"…\"}";
+    let Some(answer) = last_object_with(text, "verdict") else {
+        return Err(format!("no verdict in the reviewer's answer: {EXPECTED}"));
+    };
+    let words = |key: &str| {
+        answer
+            .get(key)
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    match words("verdict").as_deref() {
+        Some("accepted") => Ok(Verdict::Accepted),
+        Some("needs-revision") => match words("feedback") {
+            Some(feedback) => Ok(Verdict::NeedsRevision { feedback }),
+            None => Err(format!(
+                "a needs-revision verdict without feedback says nothing to change: {EXPECTED}"
+            )),
+        },
+        Some("escalate") => match words("reason") {
+            Some(reason) => Ok(Verdict::Escalate { reason }),
+            None => Err(format!("an escalation without a reason: {EXPECTED}")),
+        },
+        Some(other) => Err(format!(
+            "unknown verdict `{}`: {EXPECTED}",
+            other.chars().take(40).collect::<String>()
+        )),
+        None => Err(format!("the verdict is not a word: {EXPECTED}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_planners_last_plan_is_read_from_its_text() {
+        let text = "I looked around.\n\n```json\n{\"tasks\": [{\"id\": \"old\", \"title\": \"Old\", \"body\": \"x\"}]}\n```\n\
+                    On second thought:\n\n```json\n{\"tasks\": [\n  {\"id\": \"units\", \"title\": \"Units\", \"body\": \"- [ ] d\",},\n  \
+                    {\"id\": \"docs\", \"title\": \"Docs\", \"body\": \"- [ ] README\", \"dependsOn\": [\"units\"]}\n]}\n```\nDone.";
+        let plan = read_plan(text, 8).unwrap();
+        let ids: Vec<&str> = plan.tasks().iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            ["units", "docs"],
+            "the last block, its trailing comma repaired"
+        );
+        let bare = "Plan: {\"tasks\": [{\"id\": \"a\", \"title\": \"A\", \"body\": \"b\"}]} — that is all.";
+        assert_eq!(read_plan(bare, 8).unwrap().tasks().len(), 1);
+    }
+
+    #[test]
+    fn a_planner_without_a_plan_or_with_a_bad_one_is_refused_with_the_reason() {
+        let none = read_plan("I could not decide.", 8).unwrap_err();
+        assert!(matches!(&none[..], [PlanError::Unreadable(_)]), "{none:?}");
+        let cycle = "```json\n{\"tasks\": [{\"id\": \"a\", \"title\": \"A\", \"body\": \"b\", \"dependsOn\": [\"a\"]}]}\n```";
+        let errors = read_plan(cycle, 8).unwrap_err();
+        assert!(
+            matches!(&errors[..], [PlanError::Cycle { .. }]),
+            "{errors:?}"
+        );
+        let empty = read_plan("```json\n{\"tasks\": []}\n```", 8).unwrap_err();
+        assert_eq!(empty, [PlanError::Empty]);
+    }
+
+    #[test]
+    fn a_verdict_is_read_and_nothing_unclear_is_an_acceptance() {
+        assert_eq!(
+            read_verdict("Looks right.\n```json\n{\"verdict\": \"accepted\"}\n```"),
+            Ok(Verdict::Accepted)
+        );
+        assert_eq!(
+            read_verdict("{\"verdict\": \"needs-revision\", \"feedback\": \"handle 0\"}"),
+            Ok(Verdict::NeedsRevision {
+                feedback: "handle 0".into()
+            })
+        );
+        assert_eq!(
+            read_verdict("{\"verdict\": \"escalate\", \"reason\": \"needs a product call\"}"),
+            Ok(Verdict::Escalate {
+                reason: "needs a product call".into()
+            })
+        );
+        for unclear in [
+            "Accepted!",
+            "{\"verdict\": \"approved\"}",
+            "{\"verdict\": \"ACCEPTED \"}",
+            "{\"verdict\": true}",
+            "{\"verdict\": \"needs-revision\"}",
+            "{\"verdict\": \"escalate\", \"reason\": \"  \"}",
+            "```json\n{\"verdict\": \"accepted\"}\n```\nActually:\n```json\n{\"verdict\": \"maybe\"}\n```",
+        ] {
+            assert!(read_verdict(unclear).is_err(), "{unclear}");
+        }
+    }
+}
