@@ -199,7 +199,13 @@ fn unknown_runs_and_damaged_journals_are_named() {
 
     // Neither a run nor --all; a missing settings file.
     let out = isolated(&repo, &["runs", "replay"]);
-    assert_eq!(out.status.code(), Some(2), "{:?}", text(&out));
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("or pass --all"), "{stderr}");
+    let out = isolated(&repo, &["runs", "replay", &ids[0], "--last", "1"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--last N goes with --all"), "{stderr}");
     let out = isolated(
         &repo,
         &["runs", "replay", &ids[0], "--settings", "nope.json"],

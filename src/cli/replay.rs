@@ -16,13 +16,13 @@ use crate::report;
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
     /// A run id, or an issue number (its latest run).
-    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    #[arg(conflicts_with = "all")]
     pub run: Option<String>,
     /// Replay every run under .supervisor/runs and print a summary.
     #[arg(long)]
     pub all: bool,
     /// With --all: only the last N runs (by start time).
-    #[arg(long, value_name = "N", requires = "all")]
+    #[arg(long, value_name = "N")]
     pub last: Option<usize>,
     /// A settings file to decide with instead of the repository's (.supervisor/settings.json).
     #[arg(long, value_name = "FILE")]
@@ -49,6 +49,16 @@ struct Summary {
 }
 
 pub fn run(root: &Path, runs: &[RunRecord], args: ReplayArgs, json: bool) -> u8 {
+    if args.run.is_none() && !args.all {
+        errln!(
+            "supervisor runs replay: name the run to replay (a run id, or an issue number for its latest run; `supervisor runs` lists them), or pass --all"
+        );
+        return EXIT_USAGE;
+    }
+    if args.last.is_some() && !args.all {
+        errln!("supervisor runs replay: --last N goes with --all (the last N runs)");
+        return EXIT_USAGE;
+    }
     let chosen: Vec<RunRecord> = match (&args.run, args.last) {
         (Some(key), _) => match super::runs::found(runs, key) {
             Ok(r) => vec![r],

@@ -34,9 +34,11 @@ pub enum RunsCommand {
         /// A run id, or an issue number (its latest run).
         run: String,
     },
-    /// Take a run's decisions again with today's settings and workflow (or the files given) and
-    /// print each one that would differ: gate verdicts, audit scores against the threshold, moves.
-    /// Reads the journal only: no GitHub, no agent, no git.
+    /// A run's decisions taken again with today's configuration: which would differ.
+    ///
+    /// Takes each decision the run recorded again, with today's settings and workflow (or the
+    /// files given), and prints each one that would differ: gate verdicts, audit scores against
+    /// the threshold, moves. Reads the journal only: no GitHub, no agent, no git.
     Replay(super::replay::ReplayArgs),
     /// Remove the journals of runs that ended longer ago than DURATION (runs that can resume stay).
     Prune {

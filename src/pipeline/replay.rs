@@ -562,3 +562,198 @@ impl Fold<'_> {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::agent::parse_outcome;
+    use crate::config::RepoSlug;
+    use crate::github::Marker;
+
+    fn workflow(text: &str) -> Workflow {
+        Workflow::parse(std::path::Path::new("w.json"), text, &BTreeMap::new()).unwrap()
+    }
+
+    fn settings() -> Settings {
+        Settings::minimal(
+            RepoSlug::parse("acme/widgets").unwrap(),
+            1,
+            vec!["alice".into()],
+        )
+    }
+
+    fn replayed(run: &[Entry], workflow: &Workflow, settings: &Settings) -> Replay {
+        replay("r", run, Config { workflow, settings })
+    }
+
+    fn entries(events: Vec<Event>) -> Vec<Entry> {
+        (events.into_iter().enumerate())
+            .map(|(i, event)| Entry {
+                v: crate::pipeline::FORMAT,
+                seq: i as u64 + 1,
+                time: "2026-01-01T00:00:00.000Z".into(),
+                event,
+            })
+            .collect()
+    }
+
+    /// An attempt of `stage`'s `agent` answering `text`, its comment posted.
+    fn answered(wf: &Workflow, stage: &str, agent: &str, attempt: u32, text: &str) -> Vec<Event> {
+        let outcome = parse_outcome(text, wf.stage(stage).unwrap()).unwrap();
+        vec![
+            Event::StageStarted {
+                stage: stage.into(),
+                agent: agent.into(),
+                attempt,
+                fix: None,
+            },
+            Event::Outcome {
+                stage: stage.into(),
+                attempt,
+                outcome: Box::new(outcome),
+            },
+            Event::Posted {
+                marker: Marker::new("r", stage, attempt, "stage"),
+                comment_id: 1,
+                url: "u".into(),
+                created: true,
+            },
+        ]
+    }
+
+    fn moved(t: Transition) -> Vec<Event> {
+        vec![
+            Event::Decision {
+                transition: t.clone(),
+            },
+            Event::Applied { transition: t },
+        ]
+    }
+
+    const BACK: &str = r#"{"action": "COMPLETE", "targetStatus": "Research"}"#;
+
+    /// The architect sent the work back to research; a workflow without that loop-back refuses it.
+    #[test]
+    fn a_loop_back_today_s_workflow_refuses_is_a_difference() {
+        let wf = workflow(crate::config::WORKFLOW_WITHOUT_ORACLE);
+        let mut events = vec![Event::Admitted {
+            column: "Architecture".into(),
+        }];
+        events.extend(answered(&wf, "Architecture", "architect", 1, BACK));
+        let back = Transition::new(
+            "Architecture",
+            "Research",
+            TransitionKind::LoopBack,
+            "architect sent the issue back to Research",
+        );
+        events.extend(moved(back));
+        let run = entries(events);
+        let settings = settings();
+        let same = replayed(&run, &wf, &settings);
+        assert_eq!((same.replayed, same.differences.len()), (2, 0), "{same:?}");
+
+        let strict = workflow(
+            &crate::config::WORKFLOW_WITHOUT_ORACLE
+                .replacen(
+                    "\"canLoopBackTo\": [\"Research\"]",
+                    "\"canLoopBackTo\": []",
+                    1,
+                )
+                .replacen(", \"FEEDBACK_RESEARCH\": \"Research\"", "", 1),
+        );
+        let r = replayed(&run, &strict, &settings);
+        assert_eq!(r.differences.len(), 1, "{r:?}");
+        let d = &r.differences[0];
+        assert_eq!(
+            (d.stage.as_str(), d.attempt, d.point),
+            ("Architecture", Some(1), DecisionPoint::Outcome)
+        );
+        assert!(matches!(&d.recorded, Choice::Move { to, .. } if to == "Research"));
+        let Choice::Stop { reason } = &d.replayed else {
+            panic!("{d:?}")
+        };
+        assert!(reason.contains("canLoopBackTo"), "{reason}");
+    }
+
+    /// A rejection the run made counts toward today's maxRejections.
+    #[test]
+    fn a_lower_max_rejections_stops_where_the_run_went_back() {
+        let wf = workflow(crate::config::WORKFLOW_WITHOUT_ORACLE);
+        let mut events = vec![Event::Admitted {
+            column: "Audit".into(),
+        }];
+        events.extend(answered(&wf, "Audit", "auditor", 1, "AUDIT_REJECTED"));
+        let mut rejection = Transition::new(
+            "Audit",
+            "Implementation",
+            TransitionKind::Rejection,
+            "auditor rejected the work (0 findings)",
+        );
+        rejection.score = Some(crate::audit::score(&[], &[], 0.75, None));
+        events.extend(moved(rejection));
+        let run = entries(events);
+        let mut settings = settings();
+        let same = replayed(&run, &wf, &settings);
+        assert!(same.differences.is_empty(), "{same:?}");
+        settings.max_rejections = 0;
+        let r = replayed(&run, &wf, &settings);
+        let [d] = &r.differences[..] else {
+            panic!("{r:?}")
+        };
+        let Choice::Stop { reason } = &d.replayed else {
+            panic!("{d:?}")
+        };
+        assert!(reason.contains("maxRejections 0"), "{reason}");
+    }
+
+    /// What the engine never decided is not replayed: an answer whose comment was never posted,
+    /// a halt with no attempt under way. A marker today's markerMap reads otherwise is named.
+    #[test]
+    fn only_what_the_engine_decided_is_replayed_and_markers_read_otherwise_are_named() {
+        let wf = workflow(crate::config::WORKFLOW_WITHOUT_ORACLE);
+        let mut events = vec![Event::Admitted {
+            column: "Architecture".into(),
+        }];
+        let mut attempt = answered(&wf, "Architecture", "architect", 1, "FEEDBACK_RESEARCH");
+        attempt.pop();
+        events.extend(attempt);
+        events.push(Event::Halted {
+            stage: "Architecture".into(),
+            attempt: 1,
+            halt: Halt::stop("posting failed"),
+        });
+        let settings = settings();
+        let r = replayed(&entries(events.clone()), &wf, &settings);
+        assert_eq!((r.replayed, r.differences.len()), (1, 0), "{r:?}");
+        assert!(r.not_replayable.is_empty(), "{r:?}");
+
+        // Posted, then sent back by its marker; today the marker means something else.
+        events.truncate(3);
+        events.push(Event::Posted {
+            marker: Marker::new("r", "Architecture", 1, "stage"),
+            comment_id: 1,
+            url: "u".into(),
+            created: true,
+        });
+        events.extend(moved(Transition::new(
+            "Architecture",
+            "Research",
+            TransitionKind::LoopBack,
+            "architect sent the issue back to Research",
+        )));
+        let renamed = workflow(&crate::config::WORKFLOW_WITHOUT_ORACLE.replacen(
+            "\"FEEDBACK_RESEARCH\": \"Research\"",
+            "\"NEEDS_RESEARCH\": \"Research\"",
+            1,
+        ));
+        let r = replayed(&entries(events), &renamed, &settings);
+        let [n] = &r.not_replayable[..] else {
+            panic!("{r:?}")
+        };
+        assert!(n.why.contains("FEEDBACK_RESEARCH"), "{}", n.why);
+        assert!(n.why.contains("not in the journal"), "{}", n.why);
+        assert!(r.differences.is_empty(), "{r:?}");
+    }
+}
