@@ -375,8 +375,37 @@ async fn new_settings_show_the_approval_refused_and_the_warning_gate_blocking() 
     assert!(stdout.contains("Audit, attempt 1"), "{stdout}");
     assert!(
         stdout.contains(
-            "score     recorded 7/8 (0.88) against the threshold 0.75: approved; replayed 7/8 (0.88) against the threshold 1: refused"
+            "score     recorded 7/8 (0.88) against the threshold 0.75: passes; replayed 7/8 (0.88) against the threshold 1: fails"
         ),
+        "{stdout}"
+    );
+
+    // --all with those settings names the run, and the command that shows its difference.
+    let all = isolated(
+        &repo,
+        &[
+            "runs",
+            "replay",
+            "--all",
+            "--settings",
+            strict.to_str().unwrap(),
+        ],
+    );
+    let (stdout, _) = text(&all);
+    assert_eq!(all.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("1 run replayed with the settings in "),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(": 1 with differences, 0 not replayable"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!(
+            "differs         {id} (1 difference; `supervisor runs replay {id} --settings {}` shows them)",
+            strict.display()
+        )),
         "{stdout}"
     );
 

@@ -95,6 +95,13 @@ pub fn run(root: &Path, runs: &[RunRecord], args: ReplayArgs, json: bool) -> u8 
         workflow: &project.workflow,
         settings: &project.settings,
     };
+    // What `runs replay RUN` needs to show a run's differences as --all found them.
+    let mut flags = String::new();
+    for (flag, file) in [("--settings", &settings), ("--workflow", &workflow)] {
+        if let Some(file) = file {
+            let _ = write!(flags, " {flag} {}", file.display());
+        }
+    }
     let with = format!(
         "the settings in {} and the workflow {}",
         project.settings_path.display(),
@@ -159,7 +166,7 @@ pub fn run(root: &Path, runs: &[RunRecord], args: ReplayArgs, json: bool) -> u8 
             serde_json::json!({ "runs": replays, "summary": summary, "with": with })
         );
     } else {
-        out!("{}", all_text(&replays, &summary, &with));
+        out!("{}", all_text(&replays, &summary, &with, &flags));
     }
     EXIT_OK
 }
@@ -245,11 +252,11 @@ fn score_of(choice: &Choice) -> Option<String> {
         s.total,
         s.ratio(),
         s.threshold,
-        if s.passed { "approved" } else { "refused" }
+        if s.passed { "passes" } else { "fails" }
     ))
 }
 
-fn all_text(replays: &[Replay], summary: &Summary, with: &str) -> String {
+fn all_text(replays: &[Replay], summary: &Summary, with: &str, flags: &str) -> String {
     let mut text = format!(
         "{} replayed with {with}: {} with differences, {} not replayable\n",
         plural(summary.replayed, "run", "runs"),
@@ -259,7 +266,7 @@ fn all_text(replays: &[Replay], summary: &Summary, with: &str) -> String {
     for r in replays.iter().filter(|r| !r.differences.is_empty()) {
         let _ = writeln!(
             text,
-            "  differs         {} ({}; `supervisor runs replay {}` shows them)",
+            "  differs         {} ({}; `supervisor runs replay {}{flags}` shows them)",
             r.run_id,
             plural(r.differences.len(), "difference", "differences"),
             r.run_id

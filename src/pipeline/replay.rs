@@ -110,7 +110,7 @@ impl Choice {
                             s.passing,
                             s.total,
                             s.threshold,
-                            if s.passed { "passed" } else { "refused" }
+                            if s.passed { "passes" } else { "fails" }
                         )
                     })
                     .unwrap_or_default();
