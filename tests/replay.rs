@@ -154,6 +154,10 @@ fn the_demos_runs_replay_with_the_same_settings_without_a_difference_and_touch_n
     // Research, architecture, test design, the gate bounce, the rejection, the approval…
     assert!(replayed >= 8, "{report}");
     assert_eq!(report["replay"]["differences"], json!([]), "{report}");
+    assert_eq!(
+        report["config"]["settings"],
+        json!(settings_file(&repo.canonicalize().unwrap()))
+    );
 
     // Every run: a summary naming none as different.
     let all = json_of(&isolated(&repo, &["runs", "replay", "--all", "--json"]));

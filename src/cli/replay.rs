@@ -102,6 +102,11 @@ pub fn run(root: &Path, runs: &[RunRecord], args: ReplayArgs, json: bool) -> u8 
             let _ = write!(flags, " {flag} {}", file.display());
         }
     }
+    // The files decided with, for --json.
+    let used = serde_json::json!({
+        "settings": project.settings_path,
+        "workflow": project.workflow.source,
+    });
     let with = format!(
         "the settings in {} and the workflow {}",
         project.settings_path.display(),
@@ -113,7 +118,7 @@ pub fn run(root: &Path, runs: &[RunRecord], args: ReplayArgs, json: bool) -> u8 
             Ok(entries) => {
                 let r = replay(&record.run_id, &entries, config);
                 if json {
-                    outln!("{}", serde_json::json!({ "replay": r, "with": with }));
+                    outln!("{}", serde_json::json!({ "replay": r, "config": used }));
                 } else {
                     out!("{}", replay_text(&r, &with));
                 }
@@ -163,7 +168,7 @@ pub fn run(root: &Path, runs: &[RunRecord], args: ReplayArgs, json: bool) -> u8 
     if json {
         outln!(
             "{}",
-            serde_json::json!({ "runs": replays, "summary": summary, "with": with })
+            serde_json::json!({ "runs": replays, "summary": summary, "config": used })
         );
     } else {
         out!("{}", all_text(&replays, &summary, &with, &flags));
