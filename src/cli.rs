@@ -14,6 +14,7 @@ mod init_prompt;
 mod number;
 mod output;
 mod paths;
+mod replay;
 mod run;
 mod runs;
 mod serve;

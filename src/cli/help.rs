@@ -49,9 +49,11 @@ Environment:
 
 Exit codes:
   0  Done: a pull request opened, nothing to do, or stopped by Ctrl-C and cleaned up; `check`
-     and `doctor` found nothing wrong; `gates` blocked nothing.
+     and `doctor` found nothing wrong; `gates` blocked nothing; `runs replay` replayed (with
+     or without differences).
   1  Stopped: the pipeline stopped before Done or refused the issue (the reason is printed);
-     `gates` blocked; a second Ctrl-C.
+     `gates` blocked; a second Ctrl-C; `runs show` or `runs replay` found the run's journal
+     damaged or unreadable.
   2  A usage or configuration error: a bad argument, setting, workflow or agent definition
      (`supervisor check` lists every one).
   3  A GitHub or authentication error, or a stop that running the same command again resumes

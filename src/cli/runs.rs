@@ -34,6 +34,12 @@ pub enum RunsCommand {
         /// A run id, or an issue number (its latest run).
         run: String,
     },
+    /// A run's decisions taken again with today's configuration: which would differ.
+    ///
+    /// Takes each decision the run recorded again, with today's settings and workflow (or the
+    /// files given), and prints each one that would differ: gate verdicts, audit scores against
+    /// the threshold, moves. Reads the journal only: no GitHub, no agent, no git.
+    Replay(super::replay::ReplayArgs),
     /// Remove the journals of runs that ended longer ago than DURATION (runs that can resume stay).
     Prune {
         /// How old a run must be: a number and a unit, `30d`, `12h`, `45m`.
@@ -90,6 +96,9 @@ pub fn run(args: RunsArgs) -> u8 {
         None => out!("{}", report::runs_text(&runs)),
         Some(RunsCommand::Show { run }) => return show(&runs, &run, args.json, false),
         Some(RunsCommand::Why { run }) => return show(&runs, &run, args.json, true),
+        Some(RunsCommand::Replay(replay)) => {
+            return super::replay::run(&root, &runs, replay, args.json);
+        }
         Some(RunsCommand::Prune { older_than }) => {
             return prune(&root, chrono::Utc::now() - older_than, args.json);
         }
@@ -97,7 +106,7 @@ pub fn run(args: RunsArgs) -> u8 {
     EXIT_OK
 }
 
-fn found(runs: &[RunRecord], key: &str) -> Result<RunRecord, u8> {
+pub(super) fn found(runs: &[RunRecord], key: &str) -> Result<RunRecord, u8> {
     find_run(runs, key).ok_or_else(|| {
         errln!(
             "supervisor runs: no run `{key}` here; `supervisor runs` lists them ({} known)",

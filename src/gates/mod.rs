@@ -40,6 +40,7 @@ pub use changes::{
 };
 pub use ci::{CiContext, CiError, CiPoll, CiRun, CiSource, NoCiConnection};
 pub use duplicates::{CloneType, classify_clone};
+pub use package_safety::flagged_status;
 pub use report::{Finding, FindingSeverity, GateReport, GateStatus, NotRunCause, Verdict, verdict};
 pub use session::GateSession;
 pub use tool::{

@@ -177,11 +177,7 @@ async fn run(ctx: &GateContext) -> GateOutcome {
             checked.join(", ")
         ));
     }
-    let status = if blocking {
-        GateStatus::Fail
-    } else {
-        GateStatus::Warn
-    };
+    let status = flagged_status(blocking);
     let flagged = findings.len();
     GateOutcome::new(
         status,
@@ -195,6 +191,15 @@ async fn run(ctx: &GateContext) -> GateOutcome {
             }
         ),
     )
+}
+
+/// How flagged packages end the gate: they block with `gates.packageSafetyBlocking`, else they warn.
+pub fn flagged_status(blocking: bool) -> GateStatus {
+    if blocking {
+        GateStatus::Fail
+    } else {
+        GateStatus::Warn
+    }
 }
 
 /// The 1-based line of `"name":` in the manifest.

@@ -10,6 +10,7 @@ mod history;
 mod journal;
 mod machine;
 mod project;
+pub mod replay;
 mod summary;
 
 pub use checks::GitHubChecks;

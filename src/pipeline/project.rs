@@ -23,7 +23,28 @@ impl Project {
     /// agents and how they fit together. This is the one check every command makes (`check`, `run`,
     /// `watch`, `serve`, `gates`, …): the error lists every mistake found, in every file, at once.
     pub fn load(root: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<Project, ConfigError> {
-        let checked = Settings::check(root, env)?;
+        Self::load_replacing(root, env, None, None)
+    }
+
+    /// [`Project::load`], with the settings read from `settings_file` instead of the repository's
+    /// settings file and the workflow from `workflow_file` instead of the one the settings name,
+    /// when given (`runs replay --settings FILE --workflow FILE`).
+    pub fn load_replacing(
+        root: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+        settings_file: Option<&Path>,
+        workflow_file: Option<&Path>,
+    ) -> Result<Project, ConfigError> {
+        let mut checked = match settings_file {
+            None => Settings::check(root, env)?,
+            Some(path) => {
+                let text = crate::config::read_text(path).map_err(ConfigError::one)?;
+                Settings::check_text(path, &text, env)?
+            }
+        };
+        if let Some(path) = workflow_file {
+            checked.loaded.settings.workflow = Some(path.to_path_buf());
+        }
         Self::assemble(root, checked.loaded, checked.errors)
     }
 

@@ -5,6 +5,7 @@
 //! next transition. Neither does I/O; the engine applies their answers.
 
 pub mod admission;
+pub mod gates;
 pub mod revision;
 pub mod trust;
 pub mod work;
@@ -554,31 +555,22 @@ fn finish_forward(
     let Some(reports) = input.gates else {
         return Ok(Decision::RunGates { transition, hooks });
     };
-    let blocking: Vec<&GateReport> = reports.iter().filter(|r| r.blocks()).collect();
+    let blocking = gates::blocking(reports);
     if blocking.is_empty() {
         return Ok(Decision::Move(transition));
     }
+    let names = gates::labels(&blocking).join(", ");
     let causes: Option<Vec<NotRunCause>> = blocking.iter().map(|r| r.not_run_cause()).collect();
     if let Some(causes) = causes {
-        let gates = blocking
-            .iter()
-            .map(|r| format!("{} ({})", r.name, r.status.label()))
-            .collect::<Vec<_>>()
-            .join(", ");
         // Transient trouble and pending CI pass with time; anything else needs a person.
         return Ok(Decision::Stop(
             if causes.into_iter().all(NotRunCause::is_resumable) {
-                StopReason::RequiredGatesUnavailable { gates }
+                StopReason::RequiredGatesUnavailable { gates: names }
             } else {
-                StopReason::RequiredGatesNotRun { gates }
+                StopReason::RequiredGatesNotRun { gates: names }
             },
         ));
     }
-    let names = blocking
-        .iter()
-        .map(|r| format!("{} ({})", r.name, r.status.label()))
-        .collect::<Vec<_>>()
-        .join(", ");
     let reason = format!(
         "gates blocked: {names}; returning to {}",
         stage.agent.as_deref().unwrap_or("the agent")
