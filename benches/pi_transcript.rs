@@ -65,6 +65,7 @@ fn main() {
         env: vec![("PATH".into(), std::env::var("PATH").unwrap_or_default())],
         transcript: Some(transcript.clone()),
         attempt: 1,
+        revision: false,
         keep_partial_on_budget: false,
         sandbox: None,
         pulse: None,

@@ -145,6 +145,7 @@ async fn run_stand_in_with(
         ],
         transcript: None,
         attempt: 1,
+        revision: false,
         keep_partial_on_budget: true,
         sandbox: None,
         pulse: None,

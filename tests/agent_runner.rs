@@ -46,6 +46,7 @@ fn request<'a>(role: &'a AgentDefinition, cwd: &Path, backend: Backend) -> Agent
         env: base_env(),
         transcript: None,
         attempt: 1,
+        revision: false,
         keep_partial_on_budget: false,
         sandbox: None,
         pulse: None,

@@ -164,7 +164,7 @@ async fn checks_pending_at_the_timeout_are_not_run_and_polls_are_conditional() {
     let s = setup(true).await;
     seed(&s, &[("build", "in_progress", None)]);
     let r = ci_gate(&s, Duration::from_millis(700)).await;
-    assert!(matches!(r.status, GateStatus::NotRun(_)), "{r:?}");
+    assert!(matches!(r.status, GateStatus::NotRun { .. }), "{r:?}");
     assert_eq!(r.not_run_cause(), Some(NotRunCause::Pending));
     assert!(!r.blocks(), "optional: the audit proceeds");
     assert!(
@@ -218,7 +218,7 @@ async fn a_required_ci_gate_blocks_when_the_token_may_not_read_check_runs() {
     );
     let r = ci_gate_for(&s, Duration::from_secs(5), &required_ci()).await;
     assert!(
-        matches!(r.status, GateStatus::NotRun(_)),
+        matches!(r.status, GateStatus::NotRun { .. }),
         "an unreadable CI status is not a verdict: {r:?}"
     );
     assert!(r.blocks(), "required and unknown blocks: {r:?}");
@@ -243,7 +243,7 @@ async fn a_required_ci_gate_blocks_when_the_rate_limit_outlasts_the_wait() {
         .sandbox
         .inject(Fault::secondary_limit(CHECK_RUNS, 3600).times(100));
     let r = ci_gate_for(&s, Duration::from_secs(5), &required_ci()).await;
-    assert!(matches!(r.status, GateStatus::NotRun(_)), "{r:?}");
+    assert!(matches!(r.status, GateStatus::NotRun { .. }), "{r:?}");
     assert!(r.blocks(), "required and unknown blocks: {r:?}");
     assert_eq!(
         r.not_run_cause(),
@@ -263,7 +263,7 @@ async fn a_required_ci_gate_blocks_when_checks_are_pending_at_the_timeout() {
     let s = setup(true).await;
     seed(&s, &[("build", "in_progress", None)]);
     let r = ci_gate_for(&s, Duration::from_millis(500), &required_ci()).await;
-    assert!(matches!(r.status, GateStatus::NotRun(_)), "{r:?}");
+    assert!(matches!(r.status, GateStatus::NotRun { .. }), "{r:?}");
     assert!(r.blocks(), "required and still pending blocks: {r:?}");
     assert_eq!(r.not_run_cause(), Some(NotRunCause::Pending));
     assert!(

@@ -364,7 +364,9 @@ async fn no_change_is_no_resolution_without_proof() {
         RunEnd::Stopped { stage, reason } => {
             assert_eq!(stage, "Implementation");
             assert!(
-                reason.contains("nothing proves the issue already resolved"),
+                reason
+                    .as_str()
+                    .contains("nothing proves the issue already resolved"),
                 "{reason}"
             );
         }
@@ -708,11 +710,9 @@ async fn a_required_gate_whose_tool_is_missing_stops_the_run_and_never_passes() 
         json!([{ "gate": "tsc", "required": true }, "traceability"]),
     ));
     let mut w = FakeWorld::new(s);
-    w.gates = gate_when(
-        GateKind::Tsc,
-        GateStatus::NotRun("tsc not found".into()),
-        |_| true,
-    );
+    w.gates = gate_when(GateKind::Tsc, GateStatus::not_run("tsc not found"), |_| {
+        true
+    });
     let r = w.run(None).await;
     assert_eq!(r.code(), 1);
     assert_eq!(w.starts("Implementation"), 1, "no pointless bounce");
@@ -729,14 +729,20 @@ async fn a_required_gate_whose_tool_is_missing_stops_the_run_and_never_passes() 
 #[tokio::test]
 async fn a_failed_push_stops_keeps_the_work_and_the_next_run_delivers_it() {
     let mut w = FakeWorld::new(spec());
-    w.repo.lock().unwrap().push_fails = Some("pushes are closed".into());
+    let detail = "fatal: unable to access 'https://github.com/acme/widgets.git/': The requested URL returned error: 500";
+    w.repo.lock().unwrap().push_fails = Some(detail.into());
     let r = w.run(None).await;
     assert_eq!(r.code(), 1);
     let stop = w.comments().last().unwrap().1.clone();
     assert!(
-        stop.contains("pushing worktree-git-issue-1 failed: pushes are closed"),
+        stop.contains("pushing worktree-git-issue-1 failed for now"),
         "{stop}"
     );
+    // git's words stay in the journal and the log: the comment is supervisor's own.
+    for part in ["fatal", "github.com", "requested URL", "500"] {
+        assert!(!stop.contains(part), "{part} in {stop}");
+    }
+    assert!(r.summary().warnings.join(" ").contains(detail));
     assert_eq!(w.column().as_deref(), Some("Implementation"));
     assert!(w.worktree_exists(), "the unpushed work is kept");
     assert!(
@@ -1495,7 +1501,10 @@ async fn max_revisions_reached_stops_with_one_clear_comment() {
     let RunEnd::Stopped { reason, .. } = &r.summary().end else {
         panic!("{:?}", r.summary().end);
     };
-    assert!(reason.contains("maxRevisions (1) reached"), "{reason}");
+    assert!(
+        reason.as_str().contains("maxRevisions (1) reached"),
+        "{reason}"
+    );
     let again = revise(&mut w, None).await;
     assert_eq!(again.code(), 1);
     let said: Vec<String> = pr_comments(&w).into_iter().map(|c| c.0).collect();
@@ -1520,7 +1529,7 @@ async fn a_branch_force_pushed_by_someone_else_is_refused_with_the_reason() {
     let RunEnd::Stopped { reason, .. } = &r.summary().end else {
         panic!("{:?}", r.summary().end);
     };
-    assert!(reason.contains("force-pushed"), "{reason}");
+    assert!(reason.as_str().contains("force-pushed"), "{reason}");
     assert_eq!(
         w.repo.lock().unwrap().remote,
         vec!["f".repeat(40)],

@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use supervisor::github::{
     AppCredentials, BlockerKind, ClientConfig, Conditional, GitHub, GitHubError, IssueState,
-    Marker, NewPullRequest,
+    Marker, MarkerKind, NewPullRequest,
 };
 use supervisor::sandbox::{AppSeed, Sandbox};
 
@@ -105,7 +105,7 @@ async fn comments_are_created_listed_and_updated() {
 async fn a_marked_comment_is_not_reposted() {
     within(async {
         let w = World::new().await;
-        let marker = Marker::new("run-1", "Research", 1, "stage");
+        let marker = Marker::new("run-1", "Research", 1, MarkerKind::Stage);
         let first =
             w.gh.post_once(1, &marker, "## Research Findings", None)
                 .await
@@ -129,7 +129,7 @@ async fn a_marked_comment_is_not_reposted() {
         assert!(!third.created);
         assert_eq!(w.sandbox.request_total(), before);
         // A new attempt is a new write: exactly one request.
-        let next = Marker::new("run-1", "Research", 2, "stage");
+        let next = Marker::new("run-1", "Research", 2, MarkerKind::Stage);
         let posted =
             w.gh.post_once(1, &next, "## Research Findings (2)", Some(&known))
                 .await
@@ -154,7 +154,7 @@ async fn a_marked_comment_is_not_reposted() {
 async fn an_overlong_comment_is_cut_to_fit_and_keeps_its_marker() {
     within(async {
         let w = World::new().await;
-        let marker = Marker::new("run-long", "Audit", 1, "stage");
+        let marker = Marker::new("run-long", "Audit", 1, MarkerKind::Stage);
         let long = "x".repeat(70_000);
         let posted = w.gh.post_once(3, &marker, &long, Some(&[])).await.unwrap();
         assert!(marker.is_in(&posted.comment.body));
@@ -172,7 +172,7 @@ async fn an_overlong_comment_is_cut_to_fit_and_keeps_its_marker() {
 async fn closes_an_issue_with_one_comment() {
     within(async {
         let w = World::new().await;
-        let marker = Marker::new("run-9", "Implementation", 1, "close");
+        let marker = Marker::new("run-9", "Implementation", 1, MarkerKind::Stopped);
         w.gh.close_issue(3, Some((&marker, "Already resolved.")))
             .await
             .unwrap();
@@ -652,7 +652,7 @@ async fn a_happy_path_fits_the_request_budget() {
             gh.move_card(&item, column).await.unwrap();
             item.column = Some(column.to_string());
             if column != "Implementation" {
-                let m = Marker::new("run-budget", column, 1, "stage");
+                let m = Marker::new("run-budget", column, 1, MarkerKind::Stage);
                 let posted = gh
                     .post_once(1, &m, &format!("## {column}"), Some(&known))
                     .await

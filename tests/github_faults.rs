@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use supervisor::github::{GitHubError, Marker, Token};
+use supervisor::github::{GitHubError, Marker, MarkerKind, Token};
 use supervisor::sandbox::Fault;
 
 const ISSUE: &str = "GET /repos/{owner}/{repo}/issues/{number}";
@@ -65,7 +65,7 @@ async fn a_timeout_is_retried() {
 async fn a_comment_lost_in_a_502_is_posted_exactly_once() {
     within(async {
         let w = World::new().await;
-        let marker = Marker::new("run-f", "Research", 1, "stage");
+        let marker = Marker::new("run-f", "Research", 1, MarkerKind::Stage);
         // GitHub failed before applying the write: it is sent again.
         w.sandbox.inject(Fault::status(POST_COMMENT, 502));
         let posted =
@@ -85,7 +85,7 @@ async fn a_comment_lost_in_a_502_is_posted_exactly_once() {
         assert_eq!(with_marker(&w), 1);
 
         // GitHub applied the write and still answered 502: found, not repeated.
-        let second = Marker::new("run-f", "Architecture", 1, "stage");
+        let second = Marker::new("run-f", "Architecture", 1, MarkerKind::Stage);
         w.sandbox
             .inject(Fault::status(POST_COMMENT, 502).after_handler());
         let posted =
@@ -174,7 +174,7 @@ async fn a_429_with_retry_after_on_a_write_is_waited_out_without_losing_it() {
         w.sandbox
             .inject(Fault::status(POST_COMMENT, 429).header("retry-after", "1"));
         let start = Instant::now();
-        let marker = Marker::new("run-429", "Audit", 1, "stage");
+        let marker = Marker::new("run-429", "Audit", 1, MarkerKind::Stage);
         let posted =
             w.gh.post_once(3, &marker, "audit", Some(&[]))
                 .await
@@ -192,7 +192,7 @@ async fn a_retry_after_beyond_the_maximum_stops_resumably_at_once() {
         let w = World::new().await;
         let gh = w.client_with(|p| p.max_wait = Duration::from_secs(2));
         w.sandbox.inject(Fault::secondary_limit(POST_COMMENT, 3600));
-        let marker = Marker::new("run-r", "Research", 1, "stage");
+        let marker = Marker::new("run-r", "Research", 1, MarkerKind::Stage);
         let start = Instant::now();
         let e = gh
             .post_once(3, &marker, "text", Some(&[]))
@@ -389,7 +389,7 @@ fn no_token_text_in_trace_logs_debug_output_or_errors() {
         let gh = client(&w.sandbox, Some(SECRET), quick());
         texts.push(format!("{gh:?}"));
         gh.get_issue(1).await.unwrap();
-        let marker = Marker::new("run-log", "Research", 1, "stage");
+        let marker = Marker::new("run-log", "Research", 1, MarkerKind::Stage);
         gh.post_once(1, &marker, "logged", None).await.unwrap();
         w.sandbox.inject(Fault::status(ISSUE, 502));
         gh.get_issue(1).await.unwrap();

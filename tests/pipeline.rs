@@ -1457,6 +1457,116 @@ async fn a_pull_request_that_fails_to_open_is_opened_on_resume() {
     }
 }
 
+const OPEN_PULL: &str = "POST /repos/{owner}/{repo}/pulls";
+
+/// A 401 on opening the pull request is no pause: the same credentials fail the same way on a
+/// rerun. The run stops for the permission, says which one and what to do, and says nothing of
+/// GitHub's answer itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_request_refused_with_401_stops_the_run_for_the_permission() {
+    use supervisor::sandbox::Fault;
+    let (_d, world) = world(spec()).await;
+    world.sandbox.inject(
+        Fault::status(OPEN_PULL, 401)
+            .with_body(json!({
+                "message": "Bad credentials",
+                "documentation_url": "https://docs.github.com/rest",
+                "status": "401"
+            }))
+            .times(5),
+    );
+    let r = run(&world, &[]).await;
+    assert_eq!(r.summary["end"]["kind"], "stopped", "{}", r.summary);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let reason = r.summary["end"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.starts_with("permission:"), "{reason}");
+    assert!(reason.contains("`Pull requests: write`"), "{reason}");
+    assert!(reason.contains("grant it"), "{reason}");
+    assert!(pulls(&world).is_empty());
+    let (_, said) = comments(&world).pop().unwrap();
+    assert!(said.starts_with("## Pipeline Stopped"), "{said}");
+    assert!(
+        said.contains("permission: opening the pull request was refused"),
+        "{said}"
+    );
+    assert!(
+        !said.contains("Bad credentials") && !said.contains("401"),
+        "{said}"
+    );
+}
+
+/// Whatever GitHub answers when the pull request is opened — each status the fault injector
+/// gives, its rate limits, a write applied but reported as failed — no comment supervisor
+/// posts (the tracking comment included) holds the error's text: GitHub's message, the status
+/// line, the API's routes or address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_comment_holds_the_text_of_an_error_whatever_fault_github_answers() {
+    use supervisor::sandbox::Fault;
+    const DETAIL: &str = "SENTINEL-DETAIL";
+    let refusal = |status: u16| {
+        Fault::status(OPEN_PULL, status).with_body(json!({
+            "message": format!("{DETAIL} {status}"),
+            "documentation_url": "https://docs.github.com/sentinel",
+            "status": status.to_string()
+        }))
+    };
+    let mut faults: Vec<(String, Fault)> = [401, 403, 404, 409, 410, 422, 500, 502, 503]
+        .into_iter()
+        .map(|status| (status.to_string(), refusal(status).times(5)))
+        .collect();
+    faults.push((
+        "secondary rate limit".into(),
+        Fault::secondary_limit(OPEN_PULL, 3600).times(5),
+    ));
+    faults.push((
+        "quota exhausted".into(),
+        Fault::quota_exhausted(OPEN_PULL, chrono::Utc::now().timestamp() + 7200).times(5),
+    ));
+    faults.push((
+        "502 after the write".into(),
+        refusal(502).after_handler().times(5),
+    ));
+    let mut leaks = Vec::new();
+    for (name, fault) in faults {
+        let mut spec = spec();
+        spec.settings.insert("trackingComment".into(), json!(true));
+        let (_d, world) = world(spec).await;
+        world.sandbox.inject(fault);
+        let r = run(&world, &[]).await;
+        // The API's address without a route is also the web's, which links may name.
+        let graphql = format!("{}/graphql", world.sandbox.url());
+        let details = [
+            DETAIL,
+            "docs.github.com/sentinel",
+            "/repos/",
+            "GitHub API error",
+            "exceeded a secondary rate limit",
+            "API rate limit exceeded",
+            "rate limit was hit",
+            graphql.as_str(),
+        ];
+        let said: Vec<String> = world.sandbox.with_state(|s| {
+            let pulls: Vec<u64> = s.pulls().iter().map(|p| p.number).collect();
+            std::iter::once(1)
+                .chain(pulls)
+                .flat_map(|n| s.comments_of(n))
+                .filter(|c| c.author == "supervisor-bot")
+                .map(|c| c.body.clone())
+                .collect()
+        });
+        for body in &said {
+            for d in details.iter().filter(|d| body.contains(**d)) {
+                leaks.push(format!(
+                    "{name} (ended {}): `{d}` in {body:?}",
+                    r.summary["end"]["kind"]
+                ));
+            }
+        }
+        assert!(!said.is_empty(), "{name}: supervisor posted nothing");
+    }
+    assert!(leaks.is_empty(), "{}", leaks.join("\n"));
+}
+
 /// Issue 10: a run that dies after the card reached Done leaves its worktree and checkpoint; the
 /// next run, finding the card in Done, cleans them up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -383,7 +383,7 @@ fn tracking_runs(world: &World, number: u64) -> Vec<String> {
             .filter_map(|c| {
                 let m = supervisor::github::Marker::parse_all(&c.body)
                     .into_iter()
-                    .find(|m| m.kind == supervisor::github::TRACKING_KIND)?;
+                    .find(|m| m.kind == supervisor::github::MarkerKind::Tracking)?;
                 Some(m.run)
             })
             .collect()

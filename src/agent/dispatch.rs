@@ -127,6 +127,9 @@ pub struct AgentRequest<'a> {
     pub transcript: Option<PathBuf>,
     /// 1-based: the nth dispatch of this role in the run (the scripted backend plays that attempt).
     pub attempt: u32,
+    /// The task revises a pull request after review (the scripted backend plays the role's
+    /// revision script).
+    pub revision: bool,
     /// Keep the partial text when a budget stops the agent (the researcher's graceful degradation).
     pub keep_partial_on_budget: bool,
     /// Run the agent inside this sandbox (`agentSandbox`); `None`: unconfined.
@@ -160,6 +163,7 @@ impl<'a> AgentRequest<'a> {
             env: agent_env(settings, github_token),
             transcript: None,
             attempt: 1,
+            revision: false,
             keep_partial_on_budget: role.name == DEGRADING_ROLE,
             sandbox: Sandbox::from_settings(settings),
             pulse: None,

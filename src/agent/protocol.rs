@@ -119,6 +119,10 @@ pub struct Outcome {
     /// The test designer says the issue is already resolved: its tests pass on the base.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub already_resolved: bool,
+    /// Set when a budget stopped the agent and its answer was kept as it was (a stage that may
+    /// degrade): how the agent was stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partial: Option<String>,
 }
 
 impl Outcome {
@@ -139,6 +143,7 @@ impl Outcome {
             tests: Vec::new(),
             contract: Vec::new(),
             already_resolved: false,
+            partial: None,
         }
     }
 }

@@ -40,6 +40,7 @@ pub async fn run_agent(req: AgentRequest<'_>, cancel: CancellationToken) -> Agen
         system_prompt: &system,
         task: &req.task,
         attempt: req.attempt,
+        revision: req.revision,
         env: &req.env,
     };
     let (mut launch, mut parser) = req.backend.with_cli(|cli| (cli.launch(&inv), cli.parser()));

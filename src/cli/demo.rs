@@ -296,9 +296,8 @@ mod tests {
     fn gates_not_run_for_want_of_tools_name_them_and_how_to_install() {
         use crate::config::GateKind;
         use crate::gates::{GateReport, GateStatus};
-        let not_run = |kind, name: &str, why: &str| {
-            GateReport::new(kind, name, GateStatus::NotRun(why.into()))
-        };
+        let not_run =
+            |kind, name: &str, why: &str| GateReport::new(kind, name, GateStatus::not_run(why));
         let reports = [
             GateReport::new(GateKind::Ci, "ci", GateStatus::Pass),
             not_run(

@@ -320,21 +320,7 @@ pub enum ReviewKind {
     Conversation { comment_id: u64 },
 }
 
-/// A submitted review's verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReviewState {
-    #[serde(alias = "APPROVED")]
-    Approved,
-    #[serde(alias = "CHANGES_REQUESTED")]
-    ChangesRequested,
-    #[serde(alias = "COMMENTED")]
-    Commented,
-    #[serde(alias = "DISMISSED")]
-    Dismissed,
-    #[serde(other)]
-    Unknown,
-}
+pub use crate::github::ReviewState;
 
 /// A command given on supervisor's command line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

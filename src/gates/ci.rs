@@ -301,7 +301,7 @@ async fn ensure_visible(ci: &CiContext, deadline: Instant) -> Result<(), GateOut
 /// The CI status is unknown because GitHub could not be read: not run, for the error's cause.
 fn unknown(e: &CiError, rule: &str, message: String) -> GateOutcome {
     GateOutcome::new(
-        GateStatus::NotRun(format!("CI status unknown: {e}")),
+        GateStatus::not_run(format!("CI status unknown: {e}")),
         vec![warning(rule, message)],
         format!("CI status unknown: {e}"),
     )
@@ -314,7 +314,7 @@ fn not_pushed(last_push_error: Option<&CiError>, short: &str, message: String) -
     let cause = last_push_error.map_or(NotRunCause::Pending, CiError::cause);
     let reason = format!("CI not checked: {short} never reached the remote");
     GateOutcome::new(
-        GateStatus::NotRun(reason.clone()),
+        GateStatus::not_run(reason.clone()),
         vec![warning("ci-commit-not-pushed", message)],
         reason,
     )
@@ -442,6 +442,6 @@ fn pending_at_timeout(runs: &[CiRun], short: &str, timeout: Duration, polls: u32
         runs.len(),
         timeout.as_secs()
     );
-    GateOutcome::new(GateStatus::NotRun(reason.clone()), findings, reason)
+    GateOutcome::new(GateStatus::not_run(reason.clone()), findings, reason)
         .because(NotRunCause::Pending)
 }

@@ -201,7 +201,7 @@ async fn run(ctx: &GateContext) -> GateOutcome {
     if errors_total > 0 {
         GateOutcome::new(GateStatus::Fail, findings, summary)
     } else if !not_run.is_empty() {
-        GateOutcome::new(GateStatus::NotRun(not_run.join("; ")), findings, summary)
+        GateOutcome::new(GateStatus::not_run(not_run.join("; ")), findings, summary)
     } else {
         GateOutcome::new(GateStatus::Pass, findings, summary)
     }

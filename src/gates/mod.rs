@@ -92,7 +92,7 @@ fn needed_tools(kind: crate::config::GateKind) -> impl Iterator<Item = &'static 
 pub fn missing_tools(reports: &[GateReport]) -> Vec<ToolSpec> {
     let mut missing: Vec<ToolSpec> = Vec::new();
     for r in reports {
-        let GateStatus::NotRun(reason) = &r.status else {
+        let GateStatus::NotRun { reason, .. } = &r.status else {
             continue;
         };
         for spec in needed_tools(r.kind) {
@@ -246,8 +246,6 @@ pub struct GateOutcome {
     pub status: GateStatus,
     pub findings: Vec<Finding>,
     pub summary: String,
-    /// Why a `NotRun` outcome did not run; `None` counts as [`NotRunCause::Setup`].
-    pub cause: Option<NotRunCause>,
     /// What an oracle gate ran and saw.
     pub evidence: Option<Box<crate::evidence::TestEvidence>>,
 }
@@ -258,14 +256,15 @@ impl GateOutcome {
             status,
             findings,
             summary: summary.into(),
-            cause: None,
             evidence: None,
         }
     }
 
-    /// Record why the gate did not run (meaningful only with `NotRun`).
-    pub fn because(mut self, cause: NotRunCause) -> Self {
-        self.cause = Some(cause);
+    /// Record why the gate did not run (changes only a `NotRun` status).
+    pub fn because(mut self, why: NotRunCause) -> Self {
+        if let GateStatus::NotRun { cause, .. } = &mut self.status {
+            *cause = why;
+        }
         self
     }
 
@@ -287,7 +286,11 @@ impl GateOutcome {
     /// The gate could not run, for `cause`; the reason is both the status and the summary.
     pub fn not_run_because(cause: NotRunCause, reason: impl Into<String>) -> Self {
         let reason = reason.into();
-        Self::new(GateStatus::NotRun(reason.clone()), Vec::new(), reason).because(cause)
+        Self::new(
+            GateStatus::not_run_because(cause, reason.clone()),
+            Vec::new(),
+            reason,
+        )
     }
 }
 
@@ -514,15 +517,10 @@ fn gate_deadline(hook: &Hook, ctx: &GateContext) -> Duration {
 }
 
 fn report_from(hook: &Hook, outcome: GateOutcome, elapsed: Duration) -> GateReport {
-    let cause = match outcome.status {
-        GateStatus::NotRun(_) => Some(outcome.cause.unwrap_or(NotRunCause::Setup)),
-        _ => None,
-    };
     GateReport {
         kind: hook.gate,
         name: hook.name.clone(),
         status: outcome.status,
-        cause,
         findings: outcome.findings,
         duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
         required: hook.required,
@@ -645,7 +643,7 @@ mod tests {
         assert_eq!(told, vec![(0, reports[0].clone()), (1, reports[1].clone())]);
         assert_eq!(
             reports[0].status,
-            GateStatus::NotRun("the gate crashed: index out of bounds in the parser".into())
+            GateStatus::not_run("the gate crashed: index out of bounds in the parser")
         );
         assert!(reports[0].required && reports[0].blocks());
         assert_eq!(reports[1].status, GateStatus::Pass);
@@ -708,7 +706,7 @@ mod tests {
         assert_eq!(told, vec![(0, reports[0].status.clone())]);
         let single = run_gate(&required, &ctx).await;
         for r in [&reports[0], &single] {
-            let GateStatus::NotRun(reason) = &r.status else {
+            let GateStatus::NotRun { reason, .. } = &r.status else {
                 panic!("{r:?}")
             };
             assert!(
@@ -729,7 +727,7 @@ mod tests {
         )]));
         assert!(!dead_code_requires_uncommit(&[report(
             GateKind::DeadCode,
-            GateStatus::NotRun("knip missing".into())
+            GateStatus::not_run("knip missing")
         )]));
         assert!(!dead_code_requires_uncommit(&[report(
             GateKind::Tsc,

@@ -6,9 +6,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::GateKind;
 
-/// How a gate ended.
+/// How a gate ended. In JSON (journal format 3): `{"status": "not-run", "cause": "setup",
+/// "reason": "…"}`, the other statuses without fields.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "status", content = "reason", rename_all = "kebab-case")]
+#[serde(tag = "status", rename_all = "kebab-case")]
 pub enum GateStatus {
     Pass,
     /// Blocks the transition.
@@ -18,17 +19,35 @@ pub enum GateStatus {
     /// Nothing to check here (no TypeScript in the change, no CI configured…).
     NotApplicable,
     /// The gate could not run: tool missing, crashed or timed out. Never a pass.
-    NotRun(String),
+    NotRun {
+        /// What decides whether running again, unchanged, can help.
+        cause: NotRunCause,
+        /// Which tool, which permission, which checks.
+        reason: String,
+    },
 }
 
 impl GateStatus {
+    /// A gate that could not run for a set-up reason (what every tool gate reports).
+    pub fn not_run(reason: impl Into<String>) -> GateStatus {
+        GateStatus::not_run_because(NotRunCause::Setup, reason)
+    }
+
+    /// A gate that could not run, for `cause`.
+    pub fn not_run_because(cause: NotRunCause, reason: impl Into<String>) -> GateStatus {
+        GateStatus::NotRun {
+            cause,
+            reason: reason.into(),
+        }
+    }
+
     pub fn label(&self) -> String {
         match self {
             GateStatus::Pass => "pass".into(),
             GateStatus::Fail => "fail".into(),
             GateStatus::Warn => "warn".into(),
             GateStatus::NotApplicable => "n/a".into(),
-            GateStatus::NotRun(reason) => format!("not run: {reason}"),
+            GateStatus::NotRun { reason, .. } => format!("not run: {reason}"),
         }
     }
 }
@@ -111,9 +130,6 @@ pub struct GateReport {
     pub name: String,
     #[serde(flatten)]
     pub status: GateStatus,
-    /// Why the gate did not run; only with `NotRun` (see [`GateReport::not_run_cause`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cause: Option<NotRunCause>,
     pub findings: Vec<Finding>,
     pub duration_ms: u64,
     /// The workflow marked it required: not running blocks.
@@ -132,7 +148,6 @@ impl GateReport {
             kind,
             name: name.into(),
             status,
-            cause: None,
             findings: Vec::new(),
             duration_ms: 0,
             required: false,
@@ -145,7 +160,7 @@ impl GateReport {
     pub fn blocks(&self) -> bool {
         match &self.status {
             GateStatus::Fail => true,
-            GateStatus::NotRun(_) => self.required,
+            GateStatus::NotRun { .. } => self.required,
             _ => false,
         }
     }
@@ -154,11 +169,10 @@ impl GateReport {
         self.status == GateStatus::Pass
     }
 
-    /// Why the gate did not run; `None` when it ran. A not-run report without a recorded cause is a
-    /// set-up problem (what every tool gate reports).
+    /// Why the gate did not run; `None` when it ran.
     pub fn not_run_cause(&self) -> Option<NotRunCause> {
         match self.status {
-            GateStatus::NotRun(_) => Some(self.cause.unwrap_or(NotRunCause::Setup)),
+            GateStatus::NotRun { cause, .. } => Some(cause),
             _ => None,
         }
     }
@@ -256,8 +270,8 @@ mod tests {
 
     #[test]
     fn not_run_is_never_a_pass() {
-        let optional = report(GateStatus::NotRun("tsc not found".into()), false);
-        let required = report(GateStatus::NotRun("tsc not found".into()), true);
+        let optional = report(GateStatus::not_run("tsc not found"), false);
+        let required = report(GateStatus::not_run("tsc not found"), true);
         assert!(!optional.is_pass());
         assert!(!optional.blocks());
         assert!(required.blocks());
@@ -293,19 +307,21 @@ mod tests {
 
     #[test]
     fn serialises_status_inline() {
-        let r = report(GateStatus::NotRun("knip missing".into()), true);
+        let r = report(GateStatus::not_run("knip missing"), true);
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(v["status"], "not-run");
         assert_eq!(v["reason"], "knip missing");
+        assert_eq!(v["cause"], "setup");
         assert_eq!(v["kind"], "tsc");
         assert_eq!(v["name"], "g");
-        assert!(v.get("cause").is_none(), "no cause recorded: {v}");
         let back: GateReport = serde_json::from_value(v).unwrap();
         assert_eq!(back, r);
         assert_eq!(back.not_run_cause(), Some(NotRunCause::Setup));
 
-        let mut transient = r.clone();
-        transient.cause = Some(NotRunCause::Transient);
+        let transient = report(
+            GateStatus::not_run_because(NotRunCause::Transient, "rate limited"),
+            true,
+        );
         let v = serde_json::to_value(&transient).unwrap();
         assert_eq!(v["cause"], "transient");
         let back: GateReport = serde_json::from_value(v).unwrap();
@@ -313,12 +329,17 @@ mod tests {
         assert!(NotRunCause::Transient.is_resumable() && NotRunCause::Pending.is_resumable());
         assert!(!NotRunCause::Setup.is_resumable() && !NotRunCause::Denied.is_resumable());
 
-        let mut passed = report(GateStatus::Pass, true);
-        passed.cause = Some(NotRunCause::Transient);
+        let passed = report(GateStatus::Pass, true);
         assert_eq!(
             passed.not_run_cause(),
             None,
             "a gate that ran has no not-run cause"
+        );
+        assert!(
+            serde_json::to_value(&passed)
+                .unwrap()
+                .get("cause")
+                .is_none()
         );
     }
 

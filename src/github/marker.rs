@@ -4,6 +4,7 @@
 //! resumed run reuses its run id, so a marker equal in all four fields means "already posted".
 //! Values are percent-encoded so they can hold spaces and never end the HTML comment early.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::OnceLock;
 
@@ -11,9 +12,120 @@ use regex::Regex;
 
 use super::types::Comment;
 
-/// The kind of the tracking comment's marker: one comment per issue, edited as runs move (a live
-/// view, never context for an agent).
-pub const TRACKING_KIND: &str = "tracking";
+/// What a marked comment is: every kind supervisor writes, and the only kinds it reads.
+///
+/// There is no catch-all variant: a marker whose kind is none of these (written by a later
+/// version, or typed by hand) does not parse, so it can never be taken for a known kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MarkerKind {
+    /// A stage agent's comment.
+    Stage,
+    /// The combined note of a gate round that blocked.
+    Gates,
+    /// An approval whose score missed the threshold.
+    ScoreGate,
+    /// The run paused (an agent that stalled).
+    Paused,
+    /// The run stopped; a human is needed.
+    Stopped,
+    /// The issue was closed as already resolved.
+    Resolved,
+    /// A revision of a pull request is done.
+    Revised,
+    /// A pull request ran out of revision rounds.
+    RevisionsExhausted,
+    /// The reply in the review thread whose top-level comment has this id.
+    Thread(u64),
+    /// The tracking comment: one per issue, edited as runs move (a live view, never context for
+    /// an agent).
+    Tracking,
+    /// The scheduler's claim on an issue.
+    Claim,
+    /// The scheduler stopped a run from the board.
+    BoardStop,
+    /// The scheduler found a run of the issue already going.
+    AlreadyRunning,
+    /// The scheduler's status comment.
+    Status,
+    /// The scheduler's answer to a command it could not read: the commands there are.
+    CommandHelp,
+}
+
+impl MarkerKind {
+    /// Every kind without data, for round trips and listings.
+    pub const FIXED: [MarkerKind; 14] = [
+        MarkerKind::Stage,
+        MarkerKind::Gates,
+        MarkerKind::ScoreGate,
+        MarkerKind::Paused,
+        MarkerKind::Stopped,
+        MarkerKind::Resolved,
+        MarkerKind::Revised,
+        MarkerKind::RevisionsExhausted,
+        MarkerKind::Tracking,
+        MarkerKind::Claim,
+        MarkerKind::BoardStop,
+        MarkerKind::AlreadyRunning,
+        MarkerKind::Status,
+        MarkerKind::CommandHelp,
+    ];
+
+    /// The kind as the marker spells it (`kind=…`); fixed since markers are on GitHub already.
+    pub fn as_str(&self) -> Cow<'static, str> {
+        Cow::Borrowed(match self {
+            MarkerKind::Stage => "stage",
+            MarkerKind::Gates => "gates",
+            MarkerKind::ScoreGate => "score-gate",
+            MarkerKind::Paused => "paused",
+            MarkerKind::Stopped => "stopped",
+            MarkerKind::Resolved => "resolved",
+            MarkerKind::Revised => "revised",
+            MarkerKind::RevisionsExhausted => "revisions-exhausted",
+            MarkerKind::Thread(id) => return Cow::Owned(format!("thread-{id}")),
+            MarkerKind::Tracking => "tracking",
+            MarkerKind::Claim => "claim",
+            MarkerKind::BoardStop => "board-stop",
+            MarkerKind::AlreadyRunning => "already-running",
+            MarkerKind::Status => "status",
+            MarkerKind::CommandHelp => "command-help",
+        })
+    }
+
+    /// The kind a marker spells; `None` for any other text.
+    pub fn parse(s: &str) -> Option<MarkerKind> {
+        if let Some(id) = s.strip_prefix("thread-") {
+            // Only the digits `as_str` writes: no sign, no leading zero, no spaces.
+            let canonical = !id.is_empty()
+                && id.bytes().all(|b| b.is_ascii_digit())
+                && (id == "0" || !id.starts_with('0'));
+            return canonical
+                .then(|| id.parse().ok().map(MarkerKind::Thread))
+                .flatten();
+        }
+        MarkerKind::FIXED.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+impl fmt::Display for MarkerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.as_str())
+    }
+}
+
+impl serde::Serialize for MarkerKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.as_str())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for MarkerKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<MarkerKind, D::Error> {
+        let s = <Cow<'de, str>>::deserialize(d)?;
+        MarkerKind::parse(&s).ok_or_else(|| {
+            serde::de::Error::custom(format!("`{s}` is not a kind of comment supervisor writes"))
+        })
+    }
+}
 
 /// Identifies one write of one run.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -21,8 +133,8 @@ pub struct Marker {
     pub run: String,
     pub stage: String,
     pub attempt: u32,
-    /// What the comment is: `stage`, `gates`, `score`, `summary`, `close`, …
-    pub kind: String,
+    /// What the comment is.
+    pub kind: MarkerKind,
 }
 
 impl Marker {
@@ -30,19 +142,19 @@ impl Marker {
         run: impl Into<String>,
         stage: impl Into<String>,
         attempt: u32,
-        kind: impl Into<String>,
+        kind: MarkerKind,
     ) -> Marker {
         Marker {
             run: run.into(),
             stage: stage.into(),
             attempt,
-            kind: kind.into(),
+            kind,
         }
     }
 
     /// The marker of `run`'s tracking comment.
     pub fn tracking(run: &str) -> Marker {
-        Marker::new(run, "run", 0, TRACKING_KIND)
+        Marker::new(run, "run", 0, MarkerKind::Tracking)
     }
 
     /// The hidden HTML comment.
@@ -52,7 +164,7 @@ impl Marker {
             encode(&self.run),
             encode(&self.stage),
             self.attempt,
-            encode(&self.kind)
+            encode(&self.kind.as_str())
         )
     }
 
@@ -67,7 +179,7 @@ impl Marker {
         }
     }
 
-    /// Every well-formed marker in `body`, in order.
+    /// Every well-formed marker of a known kind in `body`, in order.
     pub fn parse_all(body: &str) -> Vec<Marker> {
         pattern()
             .captures_iter(body)
@@ -96,7 +208,7 @@ impl Marker {
                 "run" => run = Some(v),
                 "stage" => stage = Some(v),
                 "attempt" => attempt = v.parse().ok(),
-                "kind" => kind = Some(v),
+                "kind" => kind = MarkerKind::parse(&v),
                 _ => {}
             }
         }
@@ -179,7 +291,7 @@ mod tests {
 
     #[test]
     fn renders_and_parses() {
-        let m = Marker::new("20261101-abc", "Test Design", 2, "stage");
+        let m = Marker::new("20261101-abc", "Test Design", 2, MarkerKind::Stage);
         let text = m.render();
         assert_eq!(
             text,
@@ -195,12 +307,12 @@ mod tests {
 
     #[test]
     fn all_four_fields_must_match() {
-        let m = Marker::new("r1", "Audit", 1, "stage");
+        let m = Marker::new("r1", "Audit", 1, MarkerKind::Stage);
         let body = m.stamp("x");
-        assert!(!Marker::new("r1", "Audit", 2, "stage").is_in(&body));
-        assert!(!Marker::new("r2", "Audit", 1, "stage").is_in(&body));
-        assert!(!Marker::new("r1", "Audit", 1, "score").is_in(&body));
-        assert!(!Marker::new("r1", "Research", 1, "stage").is_in(&body));
+        assert!(!Marker::new("r1", "Audit", 2, MarkerKind::Stage).is_in(&body));
+        assert!(!Marker::new("r2", "Audit", 1, MarkerKind::Stage).is_in(&body));
+        assert!(!Marker::new("r1", "Audit", 1, MarkerKind::ScoreGate).is_in(&body));
+        assert!(!Marker::new("r1", "Research", 1, MarkerKind::Stage).is_in(&body));
     }
 
     #[test]
@@ -211,8 +323,76 @@ mod tests {
             Marker::parse_all("<!-- supervisor:run=%ZZ stage=y attempt=1 kind=k -->").is_empty()
         );
         assert_eq!(
-            Marker::parse_all("a <!--supervisor:run=x stage=y attempt=1 kind=k extra=1--> b").len(),
+            Marker::parse_all("a <!--supervisor:run=x stage=y attempt=1 kind=gates extra=1--> b")
+                .len(),
             1
+        );
+    }
+
+    #[test]
+    fn kinds_round_trip() {
+        let mut spelled = std::collections::BTreeSet::new();
+        for kind in MarkerKind::FIXED
+            .into_iter()
+            .chain([MarkerKind::Thread(0), MarkerKind::Thread(4711)])
+        {
+            let s = kind.as_str();
+            assert!(spelled.insert(s.clone()), "{s} is spelled twice");
+            assert_eq!(MarkerKind::parse(&s), Some(kind), "{s}");
+            let json = serde_json::to_string(&kind).unwrap();
+            assert_eq!(json, format!("\"{s}\""));
+            assert_eq!(serde_json::from_str::<MarkerKind>(&json).unwrap(), kind);
+        }
+        // The spellings on GitHub already.
+        assert_eq!(MarkerKind::Tracking.as_str(), "tracking");
+        assert_eq!(MarkerKind::ScoreGate.as_str(), "score-gate");
+        assert_eq!(
+            MarkerKind::RevisionsExhausted.as_str(),
+            "revisions-exhausted"
+        );
+        assert_eq!(MarkerKind::Thread(12).as_str(), "thread-12");
+    }
+
+    #[test]
+    fn unknown_kinds_are_not_known_ones() {
+        for unknown in [
+            "",
+            "k",
+            "summary",
+            "close",
+            "comment",
+            "score",
+            "Stage",
+            "STAGE",
+            " stage",
+            "stage ",
+            "stage-x",
+            "gates2",
+            "thread",
+            "thread-",
+            "thread-x",
+            "thread-+1",
+            "thread--1",
+            "thread-01",
+            "thread- 1",
+            "thread-99999999999999999999",
+            "other",
+            "human",
+        ] {
+            assert_eq!(MarkerKind::parse(unknown), None, "{unknown:?}");
+            let body = format!(
+                "<!-- supervisor:run=r stage=s attempt=1 kind={} -->",
+                encode(unknown)
+            );
+            assert!(Marker::parse_all(&body).is_empty(), "{body}");
+            assert!(serde_json::from_value::<MarkerKind>(serde_json::json!(unknown)).is_err());
+        }
+        // An unknown kind beside a known one: only the known one is read.
+        let body = "<!-- supervisor:run=r stage=s attempt=1 kind=summary -->\n\
+                    <!-- supervisor:run=r stage=s attempt=1 kind=gates -->";
+        assert_eq!(
+            Marker::parse_all(body),
+            vec![Marker::new("r", "s", 1, MarkerKind::Gates)]
         );
     }
 
@@ -238,7 +418,7 @@ mod tests {
 
     #[test]
     fn dashes_never_close_the_comment() {
-        let m = Marker::new("a--b", "x-->", 1, "k");
+        let m = Marker::new("a--b", "x-->", 1, MarkerKind::Thread(7));
         let text = m.render();
         assert!(!text[4..text.len() - 3].contains("--"), "{text}");
         assert_eq!(Marker::parse_all(&text), vec![m]);
@@ -246,8 +426,9 @@ mod tests {
 
     proptest! {
         #[test]
-        fn round_trip(run in ".{0,20}", stage in ".{0,20}", attempt in 0u32..1000, kind in "[a-z]{1,8}") {
+        fn round_trip(run in ".{0,20}", stage in ".{0,20}", attempt in 0u32..1000, k in 0usize..15, id in any::<u64>()) {
             prop_assume!(!run.is_empty() && !stage.is_empty());
+            let kind = MarkerKind::FIXED.get(k).copied().unwrap_or(MarkerKind::Thread(id));
             let m = Marker::new(run, stage, attempt, kind);
             prop_assert_eq!(Marker::parse_all(&m.stamp("body")), vec![m]);
         }
@@ -255,6 +436,18 @@ mod tests {
         #[test]
         fn parsing_never_panics(s in ".{0,200}") {
             let _ = Marker::parse_all(&s);
+        }
+
+        #[test]
+        fn an_unknown_kind_is_never_a_known_one(s in "[a-z0-9+-]{0,24}") {
+            match MarkerKind::parse(&s) {
+                // Whatever parses spells exactly the kind it parsed to.
+                Some(k) => prop_assert_eq!(k.as_str(), s.as_str()),
+                None => {
+                    let body = format!("<!-- supervisor:run=r stage=s attempt=1 kind={s} -->");
+                    prop_assert!(Marker::parse_all(&body).is_empty());
+                }
+            }
         }
     }
 }

@@ -35,14 +35,15 @@ pub use auth::{
 };
 pub use editors::{CommentEdit, Editors, TitleRename};
 pub use error::{GitHubError, PROJECT_SCOPE_HINT};
-pub use marker::{Marker, TRACKING_KIND};
+pub use marker::{Marker, MarkerKind};
 pub use poll::{BoardPoll, Card, FoundCard, RateLimit};
 pub use pulls::MergeablePoll;
 pub use references::body_blockers;
 pub use retry::RetryPolicy;
 pub(crate) use retry::http_client;
 pub use reviews::{
-    ConversationComment, FEEDBACK_PAGE, Feedback, PullState, Review, ReviewComment, ReviewThread,
+    ConversationComment, FEEDBACK_PAGE, Feedback, PullState, Review, ReviewComment, ReviewState,
+    ReviewThread,
 };
 pub use setup::{AccountKind, NewBoard, RepositoryInfo, Viewer};
 pub use types::{

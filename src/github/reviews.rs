@@ -23,12 +23,38 @@ pub enum PullState {
     Merged,
 }
 
+/// A review's verdict: webhooks spell it `changes_requested`, GraphQL `CHANGES_REQUESTED`; both
+/// read as the same state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReviewState {
+    #[serde(alias = "APPROVED")]
+    Approved,
+    #[serde(alias = "CHANGES_REQUESTED")]
+    ChangesRequested,
+    #[serde(alias = "COMMENTED")]
+    Commented,
+    #[serde(alias = "DISMISSED")]
+    Dismissed,
+    #[serde(alias = "PENDING")]
+    Pending,
+    /// A state GitHub added later: never taken for one of the above.
+    #[serde(other)]
+    Unknown,
+}
+
+impl ReviewState {
+    /// Whether a review in this state asks for something a revision can act on.
+    pub fn asks_for_changes(self) -> bool {
+        matches!(self, ReviewState::ChangesRequested | ReviewState::Commented)
+    }
+}
+
 /// A submitted review.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Review {
     pub id: u64,
-    /// `APPROVED`, `CHANGES_REQUESTED`, `COMMENTED`, `DISMISSED`, `PENDING`.
-    pub state: String,
+    pub state: ReviewState,
     pub body: String,
     pub author: String,
     pub editor: Option<String>,
@@ -125,6 +151,18 @@ macro_rules! login {
     };
 }
 
+fn review_state(s: &pull_feedback::PullRequestReviewState) -> ReviewState {
+    use pull_feedback::PullRequestReviewState as R;
+    match s {
+        R::APPROVED => ReviewState::Approved,
+        R::CHANGES_REQUESTED => ReviewState::ChangesRequested,
+        R::COMMENTED => ReviewState::Commented,
+        R::DISMISSED => ReviewState::Dismissed,
+        R::PENDING => ReviewState::Pending,
+        R::Other(_) => ReviewState::Unknown,
+    }
+}
+
 fn number(n: Option<i64>) -> Option<u64> {
     n.and_then(|l| u64::try_from(l).ok())
 }
@@ -140,7 +178,7 @@ fn convert(pr: pull_feedback::PullFeedbackRepositoryPullRequest) -> Feedback {
         .into_iter()
         .map(|r| Review {
             id: big_id(r.full_database_id.as_deref()),
-            state: format!("{:?}", r.state).to_uppercase(),
+            state: review_state(&r.state),
             body: r.body,
             author: login!(r.author),
             editor: r.editor.map(|e| e.login),

@@ -8,6 +8,7 @@
 use crate::agent::AuditFinding;
 use crate::audit::AuditScore;
 use crate::gates::GateReport;
+use crate::github::MarkerKind;
 
 /// The issue, as a codeowner wrote it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,23 +36,12 @@ pub enum NoteKind {
 }
 
 impl NoteKind {
-    /// The marker kind supervisor writes for this note.
-    pub fn marker_kind(self) -> &'static str {
-        match self {
-            NoteKind::Stage => "stage",
-            NoteKind::Gates => "gates",
-            NoteKind::ScoreGate => "score-gate",
-            NoteKind::Other => "other",
-            NoteKind::Human => "human",
-        }
-    }
-
     /// The kind of a supervisor comment from its marker's kind.
-    pub fn from_marker(kind: &str) -> NoteKind {
+    pub fn from_marker(kind: MarkerKind) -> NoteKind {
         match kind {
-            "stage" => NoteKind::Stage,
-            "gates" => NoteKind::Gates,
-            "score-gate" => NoteKind::ScoreGate,
+            MarkerKind::Stage => NoteKind::Stage,
+            MarkerKind::Gates => NoteKind::Gates,
+            MarkerKind::ScoreGate => NoteKind::ScoreGate,
             _ => NoteKind::Other,
         }
     }

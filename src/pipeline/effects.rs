@@ -12,7 +12,9 @@ use tokio_util::sync::CancellationToken;
 use super::context::{IssueContext, Return, TrustedNote};
 use super::decide::revision::RevisionFeedback;
 use super::engine::RunError;
+use super::failure::EffectError;
 use super::summary::{Progress, RunFacts};
+use super::user_text::UserText;
 use crate::agent::{AgentRun, AuditFinding};
 use crate::audit::AuditScore;
 use crate::config::Hook;
@@ -41,7 +43,7 @@ pub enum Text {
         findings: Vec<AuditFinding>,
     },
     /// The run stopped in `stage`; a human is needed.
-    Stopped { stage: String, reason: String },
+    Stopped { stage: String, reason: UserText },
     /// The developer changed nothing and the designated tests pass on the base: the issue is
     /// closed as already resolved.
     Resolved {
@@ -287,13 +289,13 @@ pub enum Input {
         warnings: Vec<String>,
     },
     Agent(Box<AgentRun>),
-    Committed(Result<CommitResult, String>),
-    Pushed(Result<String, String>),
+    Committed(Result<CommitResult, EffectError>),
+    Pushed(Result<String, EffectError>),
     /// The comment, and whether it was created now (`false`: found from an earlier attempt).
     Posted {
         marker: Marker,
         text: Text,
-        result: Result<(Comment, bool), String>,
+        result: Result<(Comment, bool), EffectError>,
     },
     Moved,
     Gates {
@@ -301,11 +303,11 @@ pub enum Input {
         attempt: u32,
         reports: Vec<GateReport>,
     },
-    Undone(Result<(), String>),
+    Undone(Result<(), EffectError>),
     Closed,
-    PullRequest(Result<(PullRequest, bool), String>),
-    Mergeable(Result<Option<bool>, String>),
-    Merged(Result<MergeOutcome, String>),
+    PullRequest(Result<(PullRequest, bool), EffectError>),
+    Mergeable(Result<Option<bool>, EffectError>),
+    Merged(Result<MergeOutcome, EffectError>),
     CleanedUp {
         warnings: Vec<String>,
     },
@@ -316,13 +318,13 @@ pub enum Input {
         viewer: Option<String>,
     },
     /// The revision's worktree, or why the branch cannot be revised.
-    Revision(Result<(WorktreeInfo, Vec<String>), String>),
+    Revision(Result<(WorktreeInfo, Vec<String>), UserText>),
     /// Whether the thread is resolved now.
     Answered {
         thread: String,
-        result: Result<bool, String>,
+        result: Result<bool, EffectError>,
     },
-    BodyUpdated(Result<(), String>),
+    BodyUpdated(Result<(), EffectError>),
 }
 
 /// Where [`Effects::run_gates`] sends each gate's report as it finishes, with the gate's index in
@@ -347,7 +349,7 @@ pub trait Effects: Send {
         issue: u64,
         marker: &Marker,
         text: &Text,
-    ) -> impl Future<Output = Result<(Comment, bool), String>> + Send;
+    ) -> impl Future<Output = Result<(Comment, bool), EffectError>> + Send;
     fn move_card(
         &mut self,
         board: &BoardItem,
@@ -363,12 +365,12 @@ pub trait Effects: Send {
     fn open_pull_request(
         &mut self,
         pr: &PrRequest,
-    ) -> impl Future<Output = Result<(PullRequest, bool), String>> + Send;
+    ) -> impl Future<Output = Result<(PullRequest, bool), EffectError>> + Send;
     /// Whether the PR merges cleanly, once GitHub knows; `None` when it could not tell in time.
     fn mergeable(
         &mut self,
         number: u64,
-    ) -> impl Future<Output = Result<Option<bool>, String>> + Send;
+    ) -> impl Future<Output = Result<Option<bool>, EffectError>> + Send;
 
     fn prepare_worktree(
         &mut self,
@@ -378,11 +380,11 @@ pub trait Effects: Send {
         &mut self,
         message: &str,
         scope: Option<&[String]>,
-    ) -> impl Future<Output = Result<CommitResult, String>> + Send;
-    fn push(&mut self) -> impl Future<Output = Result<String, String>> + Send;
-    fn undo_commit(&mut self) -> impl Future<Output = Result<(), String>> + Send;
+    ) -> impl Future<Output = Result<CommitResult, EffectError>> + Send;
+    fn push(&mut self) -> impl Future<Output = Result<String, EffectError>> + Send;
+    fn undo_commit(&mut self) -> impl Future<Output = Result<(), EffectError>> + Send;
     /// Merge the base branch into the branch and push it, or list the conflicting files.
-    fn merge_base(&mut self) -> impl Future<Output = Result<MergeOutcome, String>> + Send;
+    fn merge_base(&mut self) -> impl Future<Output = Result<MergeOutcome, EffectError>> + Send;
     fn cleanup(&mut self, how: Cleanup) -> impl Future<Output = Vec<String>> + Send;
 
     fn dispatch(
@@ -407,26 +409,26 @@ pub trait Effects: Send {
         pr: u64,
     ) -> impl Future<Output = Result<(Feedback, Option<String>), RunError>> + Send;
     /// The worktree on the pull request's branch, continuing its history at `head` (merged with
-    /// local work not yet pushed); `Ok(Err(reason))` when the branch cannot be revised (it no
+    /// local work not yet pushed); `Ok(Err(reason))` (said publicly) when the branch cannot be revised (it no
     /// longer holds `ours`, or it moved in a way that conflicts).
     fn prepare_revision(
         &mut self,
         head: &str,
         ours: Option<&str>,
         cancel: &CancellationToken,
-    ) -> impl Future<Output = Result<Result<(WorktreeInfo, Vec<String>), String>, RunError>> + Send;
+    ) -> impl Future<Output = Result<Result<(WorktreeInfo, Vec<String>), UserText>, RunError>> + Send;
     /// Reply in the thread of `answer` on pull request `pr` (unless it already replied), then
     /// resolve the thread when asked. `Ok(resolved)`.
     fn answer_thread(
         &mut self,
         pr: u64,
         answer: &ThreadAnswer,
-    ) -> impl Future<Output = Result<bool, String>> + Send;
+    ) -> impl Future<Output = Result<bool, EffectError>> + Send;
     fn update_pull_body(
         &mut self,
         number: u64,
         request: &PrRequest,
-    ) -> impl Future<Output = Result<(), String>> + Send;
+    ) -> impl Future<Output = Result<(), EffectError>> + Send;
     /// Show the run's progress (the tracking comment, when configured): after every step once the
     /// run is admitted, and once more when it ends. Showing it never stops the run.
     fn track(&mut self, progress: &Progress) -> impl Future<Output = ()> + Send;

@@ -7,6 +7,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::effects::{Effect, Effects, Input};
+use super::failure::EffectError;
 use super::journal::{Event, Journal, JournalError};
 use super::machine::{Machine, Next};
 use super::summary::{RunEnd, RunSummary, exit};
@@ -167,9 +168,9 @@ async fn fail<E: Effects>(
 /// The answer to git work: a failure while a stop is under way is the stop (git was killed), not a
 /// fault of the change.
 fn unless_stopped<T>(
-    result: Result<T, String>,
+    result: Result<T, EffectError>,
     cancel: &CancellationToken,
-    answer: fn(Result<T, String>) -> Input,
+    answer: fn(Result<T, EffectError>) -> Input,
 ) -> Input {
     match result {
         Err(_) if cancel.is_cancelled() => Input::Cancelled,

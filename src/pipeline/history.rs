@@ -202,7 +202,7 @@ impl RunRecord {
                 });
             }
             Event::Halted { halt, .. } => match halt {
-                Halt::Stop { reason, .. } => self.reason = Some(reason.clone()),
+                Halt::Stop { reason, .. } => self.reason = Some(reason.to_string()),
                 Halt::Unusable { problem } => self.reason = Some(problem.clone()),
                 Halt::Stalled { reason } => self.reason = Some(reason.clone()),
                 Halt::Interrupted => {}

@@ -12,13 +12,24 @@ use serde::{Deserialize, Serialize};
 
 use super::decide::Transition;
 use super::effects::Text;
+use super::failure::ErrorClass;
+use super::user_text::UserText;
 use crate::agent::{ExitReason, Outcome, Usage};
 use crate::gates::GateReport;
 use crate::github::Marker;
 use crate::workspace::{MergeOutcome, Reuse};
 
-/// The journal format this build writes and reads. Every line carries it as `v`.
-pub const FORMAT: u32 = 2;
+/// The journal format this build writes. Every line carries it as `v`; lines of
+/// [`OLDEST_READ`] and later are read (an older line is converted as it is read, see [`upgrade`]),
+/// so a run started by an earlier version resumes.
+///
+/// Format 3: a gate that did not run is `{"status": "not-run", "cause": …, "reason": …}` with its
+/// cause always there (format 2 left it out for a set-up cause), and an outcome kept short of a
+/// budget says so in `partial` (format 2: a note `partial findings: …`).
+pub const FORMAT: u32 = 3;
+
+/// The oldest journal format this build reads.
+pub const OLDEST_READ: u32 = 2;
 
 /// Where runs of a repository are kept.
 pub fn runs_dir(repo_root: &Path) -> PathBuf {
@@ -46,7 +57,11 @@ pub enum Halt {
     Interrupted,
     /// The run stops here; a human is needed.
     Stop {
-        reason: String,
+        /// Said on GitHub: supervisor's own wording.
+        reason: UserText,
+        /// The class of the failure that stopped the run, when an effect failed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cause: Option<ErrorClass>,
         /// The rejection that went over `maxRejections` and stopped the run: counted, never
         /// applied (the card stays where it is).
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -62,9 +77,10 @@ pub enum Halt {
 
 impl Halt {
     /// A stop for `reason`.
-    pub fn stop(reason: impl Into<String>) -> Halt {
+    pub fn stop(reason: UserText) -> Halt {
         Halt::Stop {
-            reason: reason.into(),
+            reason,
+            cause: None,
             rejection: None,
         }
     }
@@ -241,7 +257,7 @@ pub enum JournalError {
         source: std::io::Error,
     },
     #[error(
-        "the run journal {path} is in format {found}, which this supervisor does not read (it reads format {FORMAT}); \
+        "the run journal {path} is in format {found}, which this supervisor does not read (it reads formats {OLDEST_READ} to {FORMAT}); \
          finish that run with the supervisor version that started it, or remove {dir} to start the issue afresh"
     )]
     Version {
@@ -467,13 +483,14 @@ fn read_journal(path: &Path) -> Result<(Vec<Entry>, u64), JournalError> {
             (Err(e), true) => return Err(damaged(i + 1, e.to_string())),
         };
         let found = value.get("v").and_then(|v| v.as_u64()).unwrap_or(1) as u32;
-        if found != FORMAT {
+        if !(OLDEST_READ..=FORMAT).contains(&found) {
             return Err(JournalError::Version {
                 path: path.to_path_buf(),
                 dir,
                 found,
             });
         }
+        let value = upgrade(value, found);
         let entry =
             serde_json::from_value::<Entry>(value).map_err(|e| damaged(i + 1, e.to_string()))?;
         entries.push(entry);
@@ -482,9 +499,65 @@ fn read_journal(path: &Path) -> Result<(Vec<Entry>, u64), JournalError> {
     Ok((entries, good))
 }
 
+/// A line of format `found` as format [`FORMAT`] writes it.
+fn upgrade(mut line: serde_json::Value, found: u32) -> serde_json::Value {
+    if found < 3 {
+        if let Some(payload) = line.get_mut("payload") {
+            not_run_causes(payload);
+        }
+        partial_note(&mut line);
+        line["v"] = FORMAT.into();
+    }
+    line
+}
+
+/// Format 2 → 3: every gate report that did not run gets its cause; format 2 left a set-up cause
+/// out.
+fn not_run_causes(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            if map.get("status").and_then(|s| s.as_str()) == Some("not-run")
+                && map.contains_key("reason")
+                && !map.contains_key("cause")
+            {
+                map.insert("cause".into(), "setup".into());
+            }
+            map.values_mut().for_each(not_run_causes);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(not_run_causes),
+        _ => {}
+    }
+}
+
+/// How format 2 marked an outcome kept short of a budget: a note.
+const PARTIAL_NOTE: &str = "partial findings: ";
+
+/// Format 2 → 3: an outcome's `partial findings: …` note becomes its `partial`.
+fn partial_note(line: &mut serde_json::Value) {
+    if line.get("kind").and_then(|k| k.as_str()) != Some("outcome") {
+        return;
+    }
+    let Some(outcome) = line.pointer_mut("/payload/outcome") else {
+        return;
+    };
+    let Some(notes) = outcome.get_mut("notes").and_then(|n| n.as_array_mut()) else {
+        return;
+    };
+    let Some(i) = notes
+        .iter()
+        .position(|n| n.as_str().is_some_and(|n| n.starts_with(PARTIAL_NOTE)))
+    else {
+        return;
+    };
+    let note = notes.remove(i);
+    let why = note.as_str().unwrap_or_default()[PARTIAL_NOTE.len()..].to_string();
+    outcome["partial"] = why.into();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gates::GateStatus;
     use crate::pipeline::TransitionKind;
 
     fn t(from: &str, to: &str, kind: TransitionKind) -> Transition {
@@ -632,8 +705,108 @@ mod tests {
         .unwrap();
         let err = Journal::open(dir.path(), "r").unwrap_err().to_string();
         assert!(err.contains("format 1"), "{err}");
+        assert!(err.contains("formats 2 to 3"), "{err}");
         assert!(err.contains(&path.display().to_string()), "{err}");
         assert!(err.contains("remove"), "{err}");
+    }
+
+    #[test]
+    fn a_format_2_journal_is_read_with_its_not_run_gates_and_partial_outcomes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".supervisor/runs/r/events.jsonl");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        // As format 2 wrote them: a set-up cause left out, another cause written beside the reason,
+        // and a partial outcome said by a note.
+        let gate = |seq: u32, name: &str, cause: &str| {
+            format!(
+                "{{\"v\":2,\"seq\":{seq},\"time\":\"t\",\"kind\":\"gate-finished\",\"payload\":{{\"stage\":\"Implementation\",\"attempt\":1,\"report\":{{\"kind\":\"tsc\",\"name\":\"{name}\",\"status\":\"not-run\",\"reason\":\"tsc not found\"{cause},\"findings\":[],\"durationMs\":5,\"required\":true,\"summary\":\"tsc not found\"}}}}}}\n"
+            )
+        };
+        let wf = crate::config::Workflow::parse(
+            Path::new("workflow.json"),
+            crate::config::WORKFLOW_WITHOUT_ORACLE,
+            &std::collections::BTreeMap::new(),
+        )
+        .unwrap();
+        let mut outcome = crate::agent::parse_outcome(
+            r#"{"action": "COMPLETE", "commentBody": "Research findings"}"#,
+            wf.stage("Research").unwrap(),
+        )
+        .unwrap();
+        outcome.notes = vec![
+            "ignored unknown key `x`".into(),
+            "partial findings: researcher stopped when it hit the token budget".into(),
+        ];
+        let mut outcome_line = serde_json::to_value(Entry {
+            v: 2,
+            seq: 3,
+            time: "t".into(),
+            event: Event::Outcome {
+                stage: "Research".into(),
+                attempt: 1,
+                outcome: Box::new(outcome),
+            },
+        })
+        .unwrap();
+        outcome_line["payload"]["outcome"]
+            .as_object_mut()
+            .unwrap()
+            .remove("partial");
+        let text = format!(
+            "{}{}{outcome_line}\n",
+            gate(1, "tsc", ""),
+            gate(2, "ci", ",\"cause\":\"transient\"")
+        );
+        std::fs::write(&path, text).unwrap();
+
+        let entries = read_entries(&path).unwrap();
+        assert_eq!(entries.len(), 3);
+        let causes: Vec<_> = entries[..2]
+            .iter()
+            .map(|e| match &e.event {
+                Event::GateFinished { report, .. } => {
+                    (report.status.clone(), report.not_run_cause())
+                }
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            causes,
+            [
+                (
+                    GateStatus::not_run("tsc not found"),
+                    Some(crate::gates::NotRunCause::Setup)
+                ),
+                (
+                    GateStatus::not_run_because(
+                        crate::gates::NotRunCause::Transient,
+                        "tsc not found"
+                    ),
+                    Some(crate::gates::NotRunCause::Transient)
+                ),
+            ]
+        );
+        let Event::Outcome { outcome, .. } = &entries[2].event else {
+            panic!("{:?}", entries[2]);
+        };
+        assert_eq!(
+            outcome.partial.as_deref(),
+            Some("researcher stopped when it hit the token budget")
+        );
+        assert_eq!(outcome.notes, ["ignored unknown key `x`"]);
+        assert!(
+            entries.iter().all(|e| e.v == FORMAT),
+            "read as format {FORMAT}"
+        );
+
+        // A resumed run appends format 3 lines to it: both are read.
+        let mut j = Journal::open(dir.path(), "r").unwrap();
+        j.record(Event::Warning {
+            message: "resumed".into(),
+        })
+        .unwrap();
+        drop(j);
+        assert_eq!(read_entries(&path).unwrap().len(), 4);
     }
 
     #[test]

@@ -27,18 +27,20 @@ use super::effects::{
     WorktreeInfo,
 };
 use super::engine::{RunError, RunOptions};
+use super::failure::{EffectError, ErrorClass};
 use super::journal::{AgentStats, Entry, Event, Halt};
 use super::project::Project;
 use super::summary::{
     AgentLine, CurrentWork, GateRound, Progress, ReviewRejection, RunEnd, RunFacts, RunSummary,
     StageMark,
 };
+use super::user_text::UserText;
 use crate::agent::{AgentRun, Outcome};
 use crate::audit::AuditScore;
 use crate::config::GateKind;
 use crate::config::{BuiltIn, Stage};
 use crate::gates::{GateReport, IssueText};
-use crate::github::{BoardItem, Comment, GitHubError, Issue, Marker};
+use crate::github::{BoardItem, Comment, GitHubError, Issue, Marker, MarkerKind};
 use crate::verify::{ProofInput, ProofTable, TestEvidence};
 use crate::workspace::MergeOutcome;
 use revise::revision_commit_message;
@@ -158,7 +160,9 @@ struct Record {
     base_merged: bool,
     closed: bool,
     /// Why the run stops (a comment says so, then it ends).
-    stop: Option<String>,
+    stop: Option<UserText>,
+    /// The class of the failed effect that stopped the run.
+    stop_cause: Option<ErrorClass>,
     stopped: bool,
     agents: Vec<AgentLine>,
     gate_rounds: Vec<GateRound>,
@@ -399,10 +403,16 @@ impl Machine {
                 stats,
             } => r.agents.push(agent_line(stage, *attempt, stats)),
             Event::Halted {
-                halt: Halt::Stop { reason, rejection },
+                halt:
+                    Halt::Stop {
+                        reason,
+                        cause,
+                        rejection,
+                    },
                 ..
             } => {
                 r.stop = Some(reason.clone());
+                r.stop_cause = *cause;
                 if let Some(t) = rejection {
                     r.state.count(t);
                     r.note_rejection(t);
@@ -523,6 +533,7 @@ impl Machine {
                         "could not undo the last commit after the dead-code gate: {e}"
                     )));
                 }
+                // Said in the journal and the log only.
                 events.push(Event::CommitUndone { stage, attempt });
                 events
             }
@@ -630,7 +641,10 @@ impl Machine {
         let stage = self.stage(&w.stage);
         let result = match stage {
             Some(stage) => outcome_of(stage, &w.agent, run),
-            None => Err(Halt::stop(format!("the workflow has no stage {}", w.stage))),
+            None => Err(Halt::stop(UserText::ours(format!(
+                "the workflow has no stage {}",
+                w.stage
+            )))),
         };
         events.push(match result {
             Ok(outcome) => Event::Outcome {
@@ -652,35 +666,33 @@ impl Machine {
         events
     }
 
-    fn absorb_commit(&mut self, result: Result<CommitResult, String>) -> Vec<Event> {
+    fn absorb_commit(&mut self, result: Result<CommitResult, EffectError>) -> Vec<Event> {
         let (stage, attempt) = self.attempt_here();
-        vec![match result {
-            Ok(c) => Event::Committed {
+        match result {
+            Ok(c) => vec![Event::Committed {
                 stage,
                 attempt,
                 sha: c.sha.or_else(|| self.unpushed_revision(&c.head)),
                 ahead: c.ahead,
                 outside: c.outside,
-            },
-            Err(e) => halt(
+            }],
+            Err(e) => failed_stop(
                 stage,
                 attempt,
-                format!("committing the developer's work failed: {e}"),
+                "committing the developer's work",
+                &e,
+                "write access to the worktree",
             ),
-        }]
+        }
     }
 
-    fn absorb_push(&mut self, result: Result<String, String>) -> Vec<Event> {
+    fn absorb_push(&mut self, result: Result<String, EffectError>) -> Vec<Event> {
         match result {
             Ok(sha) => vec![Event::Pushed { sha }],
             Err(e) => {
                 let (stage, attempt) = self.attempt_here();
-                let branch = self.branch();
-                vec![halt(
-                    stage,
-                    attempt,
-                    format!("pushing {branch} failed: {e}"),
-                )]
+                let doing = format!("pushing {}", self.branch());
+                failed_stop(stage, attempt, &doing, &e, PUSH_PERMISSION)
             }
         }
     }
@@ -689,7 +701,7 @@ impl Machine {
         &mut self,
         marker: Marker,
         text: Text,
-        result: Result<(Comment, bool), String>,
+        result: Result<(Comment, bool), EffectError>,
     ) -> Vec<Event> {
         self.s.outbox_tried.push(marker.clone());
         match result {
@@ -715,7 +727,7 @@ impl Machine {
                 Event::WriteFailed {
                     marker,
                     text,
-                    error,
+                    error: error.to_string(),
                 },
             ],
         }
@@ -723,7 +735,7 @@ impl Machine {
 
     fn absorb_pull_request(
         &mut self,
-        result: Result<(crate::github::PullRequest, bool), String>,
+        result: Result<(crate::github::PullRequest, bool), EffectError>,
     ) -> Vec<Event> {
         match result {
             Ok((pr, created)) => vec![Event::PullRequest {
@@ -731,17 +743,29 @@ impl Machine {
                 url: pr.html_url,
                 created,
             }],
-            Err(e) => {
+            // Running again may open it: the approved audit is kept for that.
+            Err(e) if matches!(e.class, ErrorClass::Transient | ErrorClass::Cancelled) => {
                 let reason = format!(
                     "opening the pull request failed: {e}; the approved audit is kept, and running again opens it"
                 );
                 self.s.pause = Some(reason.clone());
                 vec![Event::Paused { reason }]
             }
+            // Running again as things are fails the same way: a human is needed first.
+            Err(e) => {
+                let (stage, attempt) = self.attempt_here();
+                failed_stop(
+                    stage,
+                    attempt,
+                    "opening the pull request",
+                    &e,
+                    "Pull requests: write",
+                )
+            }
         }
     }
 
-    fn absorb_mergeable(&mut self, result: Result<Option<bool>, String>) -> Vec<Event> {
+    fn absorb_mergeable(&mut self, result: Result<Option<bool>, EffectError>) -> Vec<Event> {
         match result {
             Ok(mergeable) => vec![Event::Mergeability { mergeable }],
             Err(e) => vec![
@@ -753,7 +777,7 @@ impl Machine {
         }
     }
 
-    fn absorb_merge(&mut self, result: Result<MergeOutcome, String>) -> Vec<Event> {
+    fn absorb_merge(&mut self, result: Result<MergeOutcome, EffectError>) -> Vec<Event> {
         let base = self.project.settings.default_branch.clone();
         let mut events = Vec::new();
         match &result {
@@ -889,8 +913,12 @@ impl Machine {
         if let Some(retry) = self.want_outbox() {
             return retry;
         }
+        // A run stopped for a missing permission stays stopped: its comments fail for the same
+        // reason, and running again helps only once the permission is granted.
+        let permission = self.r.stop_cause == Some(ErrorClass::Permission);
         let end = match (&self.r.outbox[..], end) {
             ([], _) | (_, RunEnd::Paused { .. } | RunEnd::DryRun { .. }) => end.clone(),
+            (_, RunEnd::Stopped { .. }) if permission => end.clone(),
             (unconfirmed, _) => RunEnd::Paused {
                 reason: format!(
                     "GitHub did not confirm {} comment{} ({}); running again posts {}",
@@ -922,15 +950,15 @@ impl Machine {
         Want::End(end, events)
     }
 
-    fn want_stop(&self, reason: &str) -> Want {
+    fn want_stop(&self, reason: &UserText) -> Want {
         let (stage, attempt) = self.column_attempt();
-        let marker = self.marker(&stage, attempt, "stopped");
+        let marker = self.marker(&stage, attempt, MarkerKind::Stopped);
         if !self.handled(&marker) {
             return Want::Do(Effect::Post {
                 marker,
                 text: Text::Stopped {
                     stage,
-                    reason: reason.to_string(),
+                    reason: reason.clone(),
                 },
             });
         }
@@ -941,7 +969,7 @@ impl Machine {
         }
         Want::Finish(RunEnd::Stopped {
             stage,
-            reason: reason.to_string(),
+            reason: reason.clone(),
         })
     }
 
@@ -976,14 +1004,16 @@ impl Machine {
             Err(e) => Want::End(
                 RunEnd::Stopped {
                     stage: column,
-                    reason: e.to_string(),
+                    reason: UserText::ours(e.to_string()),
                 },
                 vec![Event::Stopped {
                     reason: e.to_string(),
                 }],
             ),
             Ok(PlanStep::Finish) => Want::Finish(self.done_end()),
-            Ok(PlanStep::Stop(reason)) => Want::Record(vec![halt(column, attempt, reason)]),
+            Ok(PlanStep::Stop(reason)) => {
+                Want::Record(vec![halt(column, attempt, reason.to_string())])
+            }
             Ok(PlanStep::Move(transition)) => Want::Record(vec![Event::Decision { transition }]),
             Ok(PlanStep::RunAgent) => self.want_start(&column),
         }
@@ -1115,7 +1145,7 @@ impl Machine {
                 Some(_) => None,
             };
         }
-        let marker = self.marker(&w.stage, w.attempt, "stage");
+        let marker = self.marker(&w.stage, w.attempt, MarkerKind::Stage);
         if self.handled(&marker) {
             return None;
         }
@@ -1125,10 +1155,9 @@ impl Machine {
             .or_else(|| outcome.summary.clone())
             .unwrap_or_else(|| format!("{} completed without a comment.", w.agent));
         let note = outcome
-            .notes
-            .iter()
-            .find(|n| n.starts_with("partial"))
-            .cloned();
+            .partial
+            .as_ref()
+            .map(|why| format!("partial findings: {why}"));
         let findings = if stage.review {
             outcome.findings.clone()
         } else {
@@ -1158,7 +1187,8 @@ impl Machine {
                 stage: w.stage.clone(),
                 attempt: w.attempt,
                 halt: Halt::Stop {
-                    reason: reason.to_string(),
+                    reason: UserText::ours(reason.to_string()),
+                    cause: None,
                     rejection: Some(last.clone()),
                 },
             }]);
@@ -1169,13 +1199,13 @@ impl Machine {
     /// Stop short with a comment saying why, keeping everything for a rerun (time, not a human,
     /// fixes the cause); the rerun runs the gates again.
     fn want_pause(&self, w: &Work, reason: String) -> Want {
-        let marker = self.marker(&w.stage, w.attempt, "paused");
+        let marker = self.marker(&w.stage, w.attempt, MarkerKind::Paused);
         if !self.handled(&marker) {
             return Want::Do(Effect::Post {
                 marker,
                 text: Text::Stopped {
                     stage: w.stage.clone(),
-                    reason,
+                    reason: UserText::ours(reason.clone()),
                 },
             });
         }
@@ -1188,7 +1218,7 @@ impl Machine {
             .score
             .clone()
             .filter(|_| t.kind == TransitionKind::ScoreGate)?;
-        let marker = self.marker(&w.stage, w.attempt, "score-gate");
+        let marker = self.marker(&w.stage, w.attempt, MarkerKind::ScoreGate);
         (!self.handled(&marker)).then(|| {
             Want::Do(Effect::Post {
                 marker,
@@ -1202,7 +1232,7 @@ impl Machine {
 
     fn want_move(&self, stage: &Stage, w: &Work, outcome: &Outcome, t: Transition) -> Want {
         let todo = move_work(&self.project.workflow, stage, &t, w.gates.as_deref());
-        let gates_marker = self.marker(&w.stage, w.attempt, "gates");
+        let gates_marker = self.marker(&w.stage, w.attempt, MarkerKind::Gates);
         if todo.gate_note && !self.handled(&gates_marker) {
             return Want::Do(Effect::Post {
                 marker: gates_marker,
@@ -1401,7 +1431,7 @@ impl Machine {
     fn want_resolved(&self, w: &Work, approved: Transition) -> Want {
         if !self.r.closed {
             return Want::Do(Effect::CloseIssue {
-                marker: self.marker(&w.stage, w.attempt, "resolved"),
+                marker: self.marker(&w.stage, w.attempt, MarkerKind::Resolved),
                 text: Text::Resolved {
                     branch: self.branch(),
                     base: self.base(),
@@ -1604,7 +1634,7 @@ impl Machine {
             || self.r.outbox.iter().any(|(m, _)| m == marker)
     }
 
-    fn marker(&self, stage: &str, attempt: u32, kind: &str) -> Marker {
+    fn marker(&self, stage: &str, attempt: u32, kind: MarkerKind) -> Marker {
         Marker::new(self.run_id.clone(), stage, attempt, kind)
     }
 
@@ -1737,12 +1767,38 @@ fn refuse(reason: String) -> Want {
     )
 }
 
-fn halt(stage: String, attempt: u32, reason: impl ToString) -> Event {
+fn halt(stage: String, attempt: u32, reason: impl Into<String>) -> Event {
     Event::Halted {
         stage,
         attempt,
-        halt: Halt::stop(reason.to_string()),
+        halt: Halt::stop(UserText::ours(reason)),
     }
+}
+
+/// What pushing needs of a fine-grained token or a GitHub App.
+const PUSH_PERMISSION: &str = "Contents: write";
+
+/// The stop of a run whose effect (`doing`) failed with `e`: the detail goes to the journal (a
+/// warning) and the log; the stop's reason, said on GitHub, comes from the failure's class.
+fn failed_stop(
+    stage: String,
+    attempt: u32,
+    doing: &str,
+    e: &EffectError,
+    permission: &str,
+) -> Vec<Event> {
+    vec![
+        warning(format!("{doing} failed: {e}")),
+        Event::Halted {
+            stage,
+            attempt,
+            halt: Halt::Stop {
+                reason: UserText::failed(doing, e, permission),
+                cause: Some(e.class),
+                rejection: None,
+            },
+        },
+    ]
 }
 
 fn warning(message: String) -> Event {

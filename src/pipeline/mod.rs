@@ -6,12 +6,14 @@ mod context;
 pub mod decide;
 mod effects;
 mod engine;
+mod failure;
 mod history;
 mod journal;
 mod machine;
 mod project;
 pub mod replay;
 mod summary;
+mod user_text;
 
 pub use checks::GitHubChecks;
 pub use context::{IssueContext, NoteKind, Return, TrustedNote, has_heading};
@@ -24,6 +26,7 @@ pub use effects::{
     TaskSpec, Text, ThreadAnswer, WorktreeInfo,
 };
 pub use engine::{RunError, RunOptions, drive};
+pub use failure::{EffectError, ErrorClass};
 pub use history::{
     LastWord, RunRecord, RunStatus, RunTotals, find_run, prune_runs, read_runs, read_runs_where,
     revised_pull,
@@ -37,3 +40,4 @@ pub use summary::{
     AgentLine, CurrentWork, GateRound, Progress, ReviewRejection, RunEnd, RunFacts, RunSummary,
     StageMark, StageProgress, exit,
 };
+pub use user_text::UserText;

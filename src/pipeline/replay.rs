@@ -21,6 +21,7 @@ use crate::agent::{Evidence, Outcome};
 use crate::audit::AuditScore;
 use crate::config::{Settings, Workflow};
 use crate::gates::{GateReport, Verdict};
+use crate::github::MarkerKind;
 
 /// What a decision chose.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -296,7 +297,7 @@ impl Fold<'_> {
             }
             Event::Posted { marker, .. } => {
                 if let Some(w) = self.work.as_mut() {
-                    if marker.kind == "stage"
+                    if marker.kind == MarkerKind::Stage
                         && marker.stage == w.stage
                         && marker.attempt == w.attempt
                     {
@@ -322,14 +323,16 @@ impl Fold<'_> {
                 }
             }
             Event::Halted {
-                halt: Halt::Stop { reason, rejection },
+                halt: Halt::Stop {
+                    reason, rejection, ..
+                },
                 ..
             } => {
                 // A stop with no attempt under way (the iteration limit, an agent without a
                 // definition) depends on nothing a configuration changes the meaning of.
                 if self.work.is_some() {
                     self.outcome(&Choice::Stop {
-                        reason: reason.clone(),
+                        reason: reason.to_string(),
                     });
                 }
                 if let Some(t) = rejection {
@@ -615,7 +618,7 @@ mod tests {
                 outcome: Box::new(outcome),
             },
             Event::Posted {
-                marker: Marker::new("r", stage, attempt, "stage"),
+                marker: Marker::new("r", stage, attempt, MarkerKind::Stage),
                 comment_id: 1,
                 url: "u".into(),
                 created: true,
@@ -722,7 +725,7 @@ mod tests {
         events.push(Event::Halted {
             stage: "Architecture".into(),
             attempt: 1,
-            halt: Halt::stop("posting failed"),
+            halt: Halt::stop(crate::pipeline::UserText::ours("posting failed")),
         });
         let settings = settings();
         let r = replayed(&entries(events.clone()), &wf, &settings);
@@ -732,7 +735,7 @@ mod tests {
         // Posted, then sent back by its marker; today the marker means something else.
         events.truncate(3);
         events.push(Event::Posted {
-            marker: Marker::new("r", "Architecture", 1, "stage"),
+            marker: Marker::new("r", "Architecture", 1, MarkerKind::Stage),
             comment_id: 1,
             url: "u".into(),
             created: true,

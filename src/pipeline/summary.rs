@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use super::decide::Transition;
+use super::user_text::UserText;
 use crate::audit::AuditScore;
 use crate::gates::{GateReport, GateStatus, Verdict};
 
@@ -33,7 +34,7 @@ pub enum RunEnd {
     /// The developer changed nothing: the issue was closed as already resolved.
     ClosedAsResolved,
     /// Stopped before Done; a human is needed.
-    Stopped { stage: String, reason: String },
+    Stopped { stage: String, reason: UserText },
     /// Refused before anything was written (untrusted author, blockers, …).
     Refused { reason: String },
     /// SIGINT/SIGTERM/SIGHUP: the agent was stopped and the worktree cleaned.
@@ -151,7 +152,7 @@ impl GateRound {
             attempt,
             verdict: Verdict::of(reports),
             failing: names(|s| *s == GateStatus::Fail),
-            not_run: names(|s| matches!(s, GateStatus::NotRun(_))),
+            not_run: names(|s| matches!(s, GateStatus::NotRun { .. })),
             warnings: names(|s| *s == GateStatus::Warn),
         }
     }
@@ -357,7 +358,7 @@ mod tests {
             RunEnd::ClosedAsResolved,
             RunEnd::Stopped {
                 stage: String::new(),
-                reason: String::new(),
+                reason: UserText::default(),
             },
             RunEnd::Refused {
                 reason: String::new(),

@@ -186,7 +186,7 @@ pub fn annotations(s: &RunSummary) -> Vec<String> {
             errors.push(whole(Level::Error));
         } else if !blocks
             && r.findings.is_empty()
-            && matches!(r.status, GateStatus::Warn | GateStatus::NotRun(_))
+            && matches!(r.status, GateStatus::Warn | GateStatus::NotRun { .. })
         {
             warnings.push(whole(Level::Warning));
         }
@@ -330,7 +330,7 @@ fn capped(list: Vec<Annotation>) -> Vec<String> {
 /// `tsc: fail — 2 type errors`.
 fn gate_line(r: &GateReport) -> String {
     let status = match &r.status {
-        GateStatus::NotRun(reason) if r.required => format!("not run (required): {reason}"),
+        GateStatus::NotRun { reason, .. } if r.required => format!("not run (required): {reason}"),
         other => other.label(),
     };
     if r.summary.trim().is_empty() {
@@ -459,13 +459,8 @@ mod tests {
                         FindingSeverity::Error,
                     )],
                 ),
-                report(
-                    "lsp",
-                    GateStatus::NotRun("pylsp not found".into()),
-                    false,
-                    vec![],
-                ),
-                report("ci", GateStatus::NotRun("no token".into()), true, vec![]),
+                report("lsp", GateStatus::not_run("pylsp not found"), false, vec![]),
+                report("ci", GateStatus::not_run("no token"), true, vec![]),
                 report(
                     "traceability",
                     GateStatus::Warn,

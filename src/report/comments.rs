@@ -40,7 +40,7 @@ pub fn comment_text(text: &Text) -> String {
         }
         Text::Stopped { stage, reason } => stopped_comment(
             stage,
-            reason,
+            reason.as_str(),
             "The card stays in its column. Fix the cause, then run supervisor again: it resumes from the board.",
         ),
         Text::Resolved {

@@ -15,14 +15,14 @@ fn icon(r: &GateReport) -> &'static str {
         GateStatus::Fail => "❌",
         GateStatus::Warn => "⚠️",
         GateStatus::NotApplicable => "➖",
-        GateStatus::NotRun(_) => "⛔",
+        GateStatus::NotRun { .. } => "⛔",
     }
 }
 
 /// `fail`, `not run (required): reason`.
 fn status_text(r: &GateReport) -> String {
     match &r.status {
-        GateStatus::NotRun(reason) if r.required => format!("not run (required): {reason}"),
+        GateStatus::NotRun { reason, .. } if r.required => format!("not run (required): {reason}"),
         other => other.label(),
     }
 }
@@ -114,18 +114,18 @@ pub fn combined_gate_note(reports: &[GateReport]) -> String {
     }
     for r in &blocking {
         let heading = match &r.status {
-            GateStatus::NotRun(_) => "not run (required)".to_string(),
+            GateStatus::NotRun { .. } => "not run (required)".to_string(),
             other => other.label(),
         };
         let _ = writeln!(out, "### {} {} — {heading}\n", icon(r), r.name);
         let body = match (&r.status, r.summary.is_empty()) {
-            (GateStatus::NotRun(reason), true) => reason.as_str(),
+            (GateStatus::NotRun { reason, .. }, true) => reason.as_str(),
             _ => r.summary.as_str(),
         };
         if !body.is_empty() {
             let _ = writeln!(out, "{body}\n");
         }
-        if matches!(r.status, GateStatus::NotRun(_)) {
+        if matches!(r.status, GateStatus::NotRun { .. }) {
             let _ = writeln!(
                 out,
                 "This gate is required and could not run, so it cannot vouch for the change: make its tool available or fix what stopped it.\n"
@@ -138,7 +138,7 @@ pub fn combined_gate_note(reports: &[GateReport]) -> String {
     }
     let others: Vec<&GateReport> = reports
         .iter()
-        .filter(|r| !r.blocks() && matches!(r.status, GateStatus::Warn | GateStatus::NotRun(_)))
+        .filter(|r| !r.blocks() && matches!(r.status, GateStatus::Warn | GateStatus::NotRun { .. }))
         .collect();
     if !others.is_empty() {
         let _ = writeln!(out, "### Also reported (not blocking)\n");
@@ -156,7 +156,7 @@ pub fn combined_gate_note(reports: &[GateReport]) -> String {
 /// `- ⚠️ **gate** — status: summary` (a not-run gate's reason is its status).
 fn one_line(r: &GateReport) -> String {
     let summary = match (&r.status, r.summary.is_empty()) {
-        (GateStatus::NotRun(_), _) | (_, true) => String::new(),
+        (GateStatus::NotRun { .. }, _) | (_, true) => String::new(),
         _ => format!(": {}", r.summary),
     };
     format!("- {} **{}** — {}{summary}", icon(r), r.name, status_text(r))
@@ -164,7 +164,7 @@ fn one_line(r: &GateReport) -> String {
 
 fn short_status(r: &GateReport) -> String {
     match &r.status {
-        GateStatus::NotRun(_) => "not run, required".into(),
+        GateStatus::NotRun { .. } => "not run, required".into(),
         other => other.label(),
     }
 }
@@ -258,8 +258,8 @@ pub fn gate_reports_text(reports: &[GateReport]) -> String {
         .unwrap_or(4);
     for r in reports {
         let label = match &r.status {
-            GateStatus::NotRun(_) if r.required => "not run (required)".to_string(),
-            GateStatus::NotRun(_) => "not run".to_string(),
+            GateStatus::NotRun { .. } if r.required => "not run (required)".to_string(),
+            GateStatus::NotRun { .. } => "not run".to_string(),
             other => other.label(),
         };
         let _ = writeln!(
@@ -339,18 +339,32 @@ mod tests {
 
     fn sample() -> Vec<GateReport> {
         vec![
-            report(GateKind::Ci, GateStatus::Pass, false, vec![], "all 2 checks passed on 0123456789", 1200),
+            report(
+                GateKind::Ci,
+                GateStatus::Pass,
+                false,
+                vec![],
+                "all 2 checks passed on 0123456789",
+                1200,
+            ),
             report(
                 GateKind::Tsc,
                 GateStatus::Fail,
                 false,
-                vec![finding(Some("src/index.ts"), Some(3), "TS2345", "Argument of type 'string' is not assignable to parameter of type 'number'.")],
+                vec![finding(
+                    Some("src/index.ts"),
+                    Some(3),
+                    "TS2345",
+                    "Argument of type 'string' is not assignable to parameter of type 'number'.",
+                )],
                 "1 type error (1 in changed files) in .; trend: regression (+1 since the previous run: 0 → 1)",
                 3100,
             ),
             report(
                 GateKind::Lsp,
-                GateStatus::NotRun("typescript-language-server not found in node_modules/.bin or PATH (install typescript-language-server, or set gates.allowNpx)".into()),
+                GateStatus::not_run(
+                    "typescript-language-server not found in node_modules/.bin or PATH (install typescript-language-server, or set gates.allowNpx)",
+                ),
                 true,
                 vec![],
                 "TypeScript/JavaScript: not run — typescript-language-server not found in node_modules/.bin or PATH (install typescript-language-server, or set gates.allowNpx)",
@@ -360,7 +374,12 @@ mod tests {
                 GateKind::DeadCode,
                 GateStatus::Fail,
                 false,
-                vec![finding(Some("src/math.ts"), Some(5), "unused-export", "unused export: `unusedHelper`")],
+                vec![finding(
+                    Some("src/math.ts"),
+                    Some(5),
+                    "unused-export",
+                    "unused export: `unusedHelper`",
+                )],
                 "1 unused export/file/dependency finding in the changed files; the pipeline undoes its last commit so the fix lands cleanly",
                 800,
             ),
@@ -368,19 +387,46 @@ mod tests {
                 GateKind::Duplicates,
                 GateStatus::Warn,
                 false,
-                vec![Finding { severity: FindingSeverity::Warning, ..finding(Some("src/renamed.ts"), Some(7), "type-2-clone", "Type 2 (renamed identifiers/literals) clone of src/orders.ts:7-16 (lines 7-16 here; 10 lines, 106 tokens)") }],
+                vec![Finding {
+                    severity: FindingSeverity::Warning,
+                    ..finding(
+                        Some("src/renamed.ts"),
+                        Some(7),
+                        "type-2-clone",
+                        "Type 2 (renamed identifiers/literals) clone of src/orders.ts:7-16 (lines 7-16 here; 10 lines, 106 tokens)",
+                    )
+                }],
                 "clones touching changed files: 0 Type 1, 1 Type 2, 0 Type 3 (for the auditor; not blocking)",
                 600,
             ),
-            report(GateKind::Traceability, GateStatus::Pass, false, vec![], "checklist: 3/3 items traced; tests: 1/1 changed sources have a changed test", 20),
-            report(GateKind::PackageSafety, GateStatus::NotApplicable, false, vec![], "no package.json in the change", 1),
+            report(
+                GateKind::Traceability,
+                GateStatus::Pass,
+                false,
+                vec![],
+                "checklist: 3/3 items traced; tests: 1/1 changed sources have a changed test",
+                20,
+            ),
+            report(
+                GateKind::PackageSafety,
+                GateStatus::NotApplicable,
+                false,
+                vec![],
+                "no package.json in the change",
+                1,
+            ),
             GateReport {
                 name: "tests".into(),
                 ..report(
                     GateKind::Command,
                     GateStatus::Fail,
                     true,
-                    vec![finding(None, None, "command", "`cargo test` ended with exit status 101; expected exit status 0. Last output:\ntest totals ... FAILED\nerror: test failed, to rerun pass `--lib`")],
+                    vec![finding(
+                        None,
+                        None,
+                        "command",
+                        "`cargo test` ended with exit status 101; expected exit status 0. Last output:\ntest totals ... FAILED\nerror: test failed, to rerun pass `--lib`",
+                    )],
                     "`cargo test` ended with exit status 101 after 12.0 s; expected exit status 0",
                     75_000,
                 )
@@ -415,7 +461,7 @@ mod tests {
         assert!(gate_summary_table(&all_pass).contains("Verdict: **pass**"));
         let not_run = [report(
             GateKind::Lsp,
-            GateStatus::NotRun("pylsp missing".into()),
+            GateStatus::not_run("pylsp missing"),
             false,
             vec![],
             "",

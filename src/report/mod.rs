@@ -29,7 +29,7 @@ pub use progress::{
     colour_on_stderr, gate_finished_line, gate_mark, progress_lines, progress_status,
 };
 pub use summary::{run_map, summary_headline, summary_text};
-pub use task::{MAX_NOTE_CHARS, TaskInput, build_task, task_text};
+pub use task::{MAX_NOTE_CHARS, REVISION_TASK_HEADING, TaskInput, build_task, task_text};
 /// A run of three stages for tests of live views: at a stage, or ended.
 #[cfg(test)]
 pub(crate) use tracking::tests::progress as test_progress;

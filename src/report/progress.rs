@@ -21,7 +21,7 @@ fn mark_of(status: &GateStatus) -> (&'static str, &'static str) {
         GateStatus::Fail => ("✖", "31"),
         GateStatus::Warn => ("!", "33"),
         GateStatus::NotApplicable => ("–", "2"),
-        GateStatus::NotRun(_) => ("⊘", "35"),
+        GateStatus::NotRun { .. } => ("⊘", "35"),
     }
 }
 
@@ -38,7 +38,7 @@ pub fn gate_mark(r: &GateReport, colour: bool) -> String {
     let (mark, code) = mark_of(&r.status);
     let mark = painted(mark, code, colour);
     match &r.status {
-        GateStatus::NotRun(_) => format!("{mark} {} not run", r.name),
+        GateStatus::NotRun { .. } => format!("{mark} {} not run", r.name),
         GateStatus::NotApplicable => format!("{mark} {} n/a", r.name),
         _ => format!("{mark} {} {}", r.name, duration_text(r.duration_ms)),
     }
@@ -49,7 +49,7 @@ pub fn gate_mark(r: &GateReport, colour: bool) -> String {
 pub fn gate_finished_line(r: &GateReport, colour: bool) -> String {
     let (mark, code) = mark_of(&r.status);
     let label = match &r.status {
-        GateStatus::NotRun(reason) if r.required => format!("not run (required): {reason}"),
+        GateStatus::NotRun { reason, .. } if r.required => format!("not run (required): {reason}"),
         GateStatus::Fail | GateStatus::Warn => {
             let why = truncate_chars(r.summary.lines().next().unwrap_or_default(), 160);
             match why.as_str() {
@@ -207,7 +207,7 @@ mod tests {
             gate_finished_line(&fail, false),
             "  ✖ tsc · fail: 3 errors · 2.3 s"
         );
-        let missing = GateStatus::NotRun("tsc not found".into());
+        let missing = GateStatus::not_run("tsc not found");
         let optional = report(missing.clone(), "tsc not found", false);
         assert_eq!(gate_mark(&optional, false), "⊘ tsc not run");
         assert_eq!(

@@ -39,6 +39,15 @@ pub(super) fn headline(end: &RunEnd) -> String {
     }
 }
 
+/// The headline as posted on GitHub (the tracking comment): a pause's reason may hold an error's
+/// detail, which stays in the journal and the log.
+pub(super) fn public_headline(end: &RunEnd) -> String {
+    match end {
+        RunEnd::Paused { .. } => "… paused; run the same command again to resume".into(),
+        other => headline(other),
+    }
+}
+
 /// What the run's agents cost, when their CLIs said.
 pub(super) fn cost(s: &RunSummary) -> Option<String> {
     (s.total_cost() > 0.0).then(|| format!("${:.4}", s.total_cost()))
@@ -282,11 +291,7 @@ mod tests {
         let report = GateReport::new;
         let reports = [
             report(GateKind::Command, "unit tests", GateStatus::Pass),
-            report(
-                GateKind::Lsp,
-                "lsp",
-                GateStatus::NotRun("pylsp missing".into()),
-            ),
+            report(GateKind::Lsp, "lsp", GateStatus::not_run("pylsp missing")),
             report(GateKind::Duplicates, "clones", GateStatus::Warn),
         ];
         let round = GateRound::new("Implementation", 2, &reports);

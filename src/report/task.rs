@@ -11,6 +11,7 @@ use super::gates::{combined_gate_note, gate_findings_for_auditor, gate_summary_t
 use crate::agent::AuditFinding;
 use crate::config::{Stage, Workflow};
 use crate::gates::GateReport;
+use crate::github::ReviewState;
 use crate::pipeline::decide::revision::RevisionFeedback;
 use crate::pipeline::{Dispatch, IssueContext, NoteKind, Return, TrustedNote, has_heading};
 
@@ -256,6 +257,9 @@ pub fn task_text(workflow: &Workflow, dispatch: &Dispatch) -> String {
     })
 }
 
+/// How a revision's task introduces the review feedback.
+pub const REVISION_TASK_HEADING: &str = "## Review feedback (pull request #";
+
 /// The review feedback a revision works on: what reviewers asked in general, then the line
 /// comments grouped by file, each under the diff hunk it was written on.
 pub fn revision_text(f: &RevisionFeedback) -> String {
@@ -264,18 +268,15 @@ pub fn revision_text(f: &RevisionFeedback) -> String {
         out,
         "{}{}, revision {})\n\nThe pull request {} was reviewed. Change the branch so that every \
          point below is addressed; keep what the review did not question.\n",
-        crate::agent::backend::REVISION_TASK_HEADING,
-        f.pr,
-        f.round,
-        f.url
+        REVISION_TASK_HEADING, f.pr, f.round, f.url
     );
     if let Some(audit) = &f.approved_audit {
         let _ = writeln!(out, "### The approved audit\n\n{}\n", clip(audit).trim());
     }
     for g in &f.general {
-        let what = match g.kind.as_str() {
-            "CHANGES_REQUESTED" => "requested changes",
-            "COMMENTED" => "reviewed",
+        let what = match g.review {
+            Some(ReviewState::ChangesRequested) => "requested changes",
+            Some(ReviewState::Commented) => "reviewed",
             _ => "asked",
         };
         let _ = writeln!(out, "@{} {what}:\n\n{}\n", g.author, g.body.trim());
@@ -333,7 +334,9 @@ mod tests {
             kind: if kind == "human" {
                 NoteKind::Human
             } else {
-                NoteKind::from_marker(kind)
+                NoteKind::from_marker(
+                    crate::github::MarkerKind::parse(kind).expect("a marker kind"),
+                )
             },
             author: if kind == "human" {
                 "alice".into()

@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use super::comments::{human_duration, human_tokens};
-use super::summary::headline;
+use super::summary::public_headline;
 use crate::pipeline::{Progress, StageMark};
 
 /// Links the tracking comment shows besides the pull request.
@@ -52,7 +52,7 @@ pub fn tracking_text(p: &Progress, working_ms: Option<u64>, links: &TrackingLink
     }
     let _ = writeln!(out, "\n{}", facts.join(" · "));
     if let Some(end) = &p.end {
-        let _ = writeln!(out, "\n{}", headline(end));
+        let _ = writeln!(out, "\n{}", public_headline(end));
     } else if let Some(pr) = &p.pr {
         let _ = writeln!(out, "\npull request: {pr}");
     }

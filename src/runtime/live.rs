@@ -13,11 +13,12 @@ use crate::agent::{self, AgentRequest, AgentRun, ExitReason};
 use crate::config::Hook;
 use crate::gates::{self, CiContext, CiSource, GateContext, GateReport, IssueText};
 use crate::github::{
-    BoardItem, BoardRef, Comment, GitHub, Issue, Marker, NewPullRequest, PullRequest, TRACKING_KIND,
+    BoardItem, BoardRef, Comment, GitHub, Issue, Marker, MarkerKind, NewPullRequest, PullRequest,
 };
 use crate::pipeline::{
-    Cleanup, CommitResult, Context, Dispatch, Effects, GateFeed, GitHubChecks, PrRequest, Progress,
-    Project, RunError, Text, ThreadAnswer, WorktreeInfo,
+    Cleanup, CommitResult, Context, Dispatch, EffectError, Effects, ErrorClass, GateFeed,
+    GitHubChecks, PrRequest, Progress, Project, RunError, Text, ThreadAnswer, UserText,
+    WorktreeInfo,
 };
 use crate::report;
 use crate::workspace::{
@@ -162,19 +163,19 @@ impl LiveEffects {
         item
     }
 
-    fn worktree(&self) -> Result<Worktree, String> {
+    fn worktree(&self) -> Result<Worktree, EffectError> {
         self.wt
             .clone()
-            .ok_or_else(|| "the worktree is not ready".to_string())
+            .ok_or_else(|| EffectError::new(ErrorClass::NotFound, "the worktree is not ready"))
     }
 
     /// The worktree, for git work that writes or talks to the remote: refused, naming the stage
     /// and the change, once a stage changed the worktree's git set-up.
-    fn worktree_for_git(&self) -> Result<Worktree, String> {
+    fn worktree_for_git(&self) -> Result<Worktree, EffectError> {
         if let Some((stage, what)) = &self.git_changed {
-            return Err(format!(
-                "the {stage} changed the worktree's git set-up ({what}); supervisor commits, pushes and fetches only through the git set-up it made, so nothing was sent: look at what the agent did, undo the change or remove the worktree, then run again"
-            ));
+            return Err(EffectError::workspace(&WorkspaceError::GitChanged {
+                what: format!("the {stage} changed the worktree's git set-up ({what})"),
+            }));
         }
         self.worktree()
     }
@@ -329,11 +330,22 @@ fn ready_text(
 async fn blocking<T: Send + 'static>(
     cancel: &CancellationToken,
     f: impl FnOnce() -> Result<T, WorkspaceError> + Send + 'static,
-) -> Result<T, String> {
-    match crate::process::spawn_blocking(Some(cancel.clone()), f).await {
-        Ok(r) => r.map_err(|e| e.to_string()),
-        Err(e) => Err(format!("the git task failed: {e}")),
-    }
+) -> Result<T, EffectError> {
+    let result = match crate::process::spawn_blocking(Some(cancel.clone()), f).await {
+        Ok(r) => r.map_err(EffectError::from),
+        Err(e) => Err(EffectError::new(
+            ErrorClass::Transient,
+            format!("the git task failed: {e}"),
+        )),
+    };
+    // git killed by a stop failed because of the stop.
+    result.map_err(|e| match cancel.is_cancelled() {
+        true => EffectError {
+            class: ErrorClass::Cancelled,
+            ..e
+        },
+        false => e,
+    })
 }
 
 impl Effects for LiveEffects {
@@ -375,7 +387,7 @@ impl Effects for LiveEffects {
         issue: u64,
         marker: &Marker,
         text: &Text,
-    ) -> Result<(Comment, bool), String> {
+    ) -> Result<(Comment, bool), EffectError> {
         let body = report::comment_text(text);
         // Comments on the pull request (a revision's) are not among the issue's: GitHub is asked.
         let known = (issue == self.issue).then(|| self.own_comments());
@@ -390,7 +402,7 @@ impl Effects for LiveEffects {
                 }
                 Ok((posted.comment, posted.created))
             }
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(EffectError::from(e)),
         }
     }
 
@@ -422,7 +434,10 @@ impl Effects for LiveEffects {
         Ok(self.gh.close_issue(issue, Some((marker, &body))).await?)
     }
 
-    async fn open_pull_request(&mut self, pr: &PrRequest) -> Result<(PullRequest, bool), String> {
+    async fn open_pull_request(
+        &mut self,
+        pr: &PrRequest,
+    ) -> Result<(PullRequest, bool), EffectError> {
         let (title, body) = report::pull_request_text(pr);
         let new = NewPullRequest {
             head: pr.head.clone(),
@@ -431,16 +446,12 @@ impl Effects for LiveEffects {
             body,
             draft: pr.draft,
         };
-        let (pull, created) = self
-            .gh
-            .find_or_create_pr(&new)
-            .await
-            .map_err(|e| e.to_string())?;
+        let (pull, created) = self.gh.find_or_create_pr(&new).await?;
         self.opened = Some((pull.number, pull.head_sha.clone(), pull.base_sha.clone()));
         Ok((pull, created))
     }
 
-    async fn mergeable(&mut self, number: u64) -> Result<Option<bool>, String> {
+    async fn mergeable(&mut self, number: u64) -> Result<Option<bool>, EffectError> {
         // When the base's head GitHub answered with is in the branch, the merge is a fast-forward:
         // clean, whatever GitHub has computed so far.
         if let (Some((n, head, base)), Some(wt)) = (self.opened.clone(), self.wt.clone()) {
@@ -452,10 +463,7 @@ impl Effects for LiveEffects {
         }
         // Otherwise GitHub computes it in the background: read until it is known (bounded).
         let poll = self.gh.mergeable_poll();
-        self.gh
-            .mergeable(number, &poll)
-            .await
-            .map_err(|e| e.to_string())
+        Ok(self.gh.mergeable(number, &poll).await?)
     }
 
     async fn prepare_worktree(
@@ -500,11 +508,13 @@ impl Effects for LiveEffects {
         &mut self,
         message: &str,
         scope: Option<&[String]>,
-    ) -> Result<CommitResult, String> {
+    ) -> Result<CommitResult, EffectError> {
         let wt = self.worktree_for_git()?;
         let message = message.to_string();
         let scope = match scope {
-            Some(globs) => Some(globset_of(globs)?),
+            Some(globs) => {
+                Some(globset_of(globs).map_err(|e| EffectError::new(ErrorClass::Conflict, e))?)
+            }
             None => None,
         };
         blocking(&self.cancel, move || {
@@ -519,7 +529,7 @@ impl Effects for LiveEffects {
         .await
     }
 
-    async fn push(&mut self) -> Result<String, String> {
+    async fn push(&mut self) -> Result<String, EffectError> {
         let wt = self.worktree_for_git()?;
         let auth = self.push_auth.clone();
         let revising = self.revising;
@@ -529,11 +539,10 @@ impl Effects for LiveEffects {
                 // pushed over.
                 wt.fetch_own(&auth, None)?;
                 if let MergeOutcome::Conflicts { files } = wt.merge_own_remote()? {
-                    return Err(WorkspaceError::Task(format!(
-                        "{} moved on GitHub during the revision and conflicts with it in {}; nothing was pushed: merge by hand, then run again",
-                        wt.branch,
-                        files.join(", ")
-                    )));
+                    return Err(WorkspaceError::RemoteMoved {
+                        branch: wt.branch.clone(),
+                        files,
+                    });
                 }
             }
             wt.push(&auth)?;
@@ -542,22 +551,20 @@ impl Effects for LiveEffects {
         .await
     }
 
-    async fn undo_commit(&mut self) -> Result<(), String> {
+    async fn undo_commit(&mut self) -> Result<(), EffectError> {
         let wt = self.worktree()?;
         blocking(&self.cancel, move || wt.undo_last_commit()).await
     }
 
-    async fn merge_base(&mut self) -> Result<MergeOutcome, String> {
+    async fn merge_base(&mut self) -> Result<MergeOutcome, EffectError> {
         let wt = self.worktree_for_git()?;
         let auth = self.push_auth.clone();
         let base = self.ws.default_branch.clone();
         let merged = blocking(&self.cancel, move || {
             let outcome = wt.merge_base_branch_with(&auth)?;
             if let MergeOutcome::Merged { .. } = &outcome {
-                wt.push(&auth).map_err(|e| {
-                    WorkspaceError::Task(format!(
-                        "merged {base} into the branch but the push failed: {e}"
-                    ))
+                wt.push(&auth).inspect_err(|e| {
+                    tracing::warn!("merged {base} into the branch but the push failed: {e}");
                 })?;
             }
             Ok(outcome)
@@ -646,6 +653,7 @@ impl Effects for LiveEffects {
                 .join(format!("{slug}.jsonl")),
         );
         req.attempt = d.attempt;
+        req.revision = d.task.revision.is_some();
         req.keep_partial_on_budget |= d.keep_partial;
         // The checkpoint shows the run alive for as long as the agent works (its start is in the
         // group log already).
@@ -703,59 +711,56 @@ impl Effects for LiveEffects {
         head: &str,
         ours: Option<&str>,
         cancel: &CancellationToken,
-    ) -> Result<Result<(WorktreeInfo, Vec<String>), String>, RunError> {
+    ) -> Result<Result<(WorktreeInfo, Vec<String>), UserText>, RunError> {
         self.revising = true;
         let prepared = self.prepare_worktree(cancel).await?;
-        let wt = self.worktree().map_err(WorkspaceError::Task)?;
+        let wt = self
+            .worktree()
+            .map_err(|e| WorkspaceError::Task(e.detail))?;
         let auth = self.push_auth.clone();
         let (head, ours) = (head.to_string(), ours.map(str::to_string));
         let checked = blocking(&self.cancel, move || {
             if !wt.fetch_own(&auth, ours.as_deref())? {
-                return Ok(Err(format!(
+                return Ok(Err(UserText::ours(format!(
                     "{} no longer holds {}, the commit supervisor last pushed: its history was rewritten (force-pushed) by someone else, and supervisor does not revise over commits it did not make; restore the branch or revise by hand",
                     wt.branch,
                     ours.as_deref().unwrap_or_default()
-                )));
+                ))));
             }
             Ok(match wt.merge_own_remote()? {
-                MergeOutcome::Conflicts { files } => Err(format!(
+                MergeOutcome::Conflicts { files } => Err(UserText::ours(format!(
                     "{} on GitHub ({head}) conflicts with supervisor's unpushed work on it in {}; merge by hand, then run again",
                     wt.branch,
                     files.join(", ")
-                )),
+                ))),
                 _ => Ok(()),
             })
         })
         .await
-        .map_err(|e| RunError::Workspace(WorkspaceError::Task(e)))?;
+        .map_err(|e| RunError::Workspace(WorkspaceError::Task(e.detail)))?;
         self.look_at_worktree(None).await;
         Ok(checked.map(|()| prepared))
     }
 
-    async fn answer_thread(&mut self, pr: u64, a: &ThreadAnswer) -> Result<bool, String> {
+    async fn answer_thread(&mut self, pr: u64, a: &ThreadAnswer) -> Result<bool, EffectError> {
         if !a.replied {
             let body = a.marker.stamp(&report::comment_text(&a.text));
-            self.gh
-                .reply_in_thread(pr, a.reply_to, &body)
-                .await
-                .map_err(|e| e.to_string())?;
+            self.gh.reply_in_thread(pr, a.reply_to, &body).await?;
         }
         if !a.resolve {
             return Ok(false);
         }
-        self.gh
-            .resolve_thread(&a.thread)
-            .await
-            .map(|()| true)
-            .map_err(|e| e.to_string())
+        self.gh.resolve_thread(&a.thread).await?;
+        Ok(true)
     }
 
-    async fn update_pull_body(&mut self, number: u64, request: &PrRequest) -> Result<(), String> {
+    async fn update_pull_body(
+        &mut self,
+        number: u64,
+        request: &PrRequest,
+    ) -> Result<(), EffectError> {
         let (_, body) = report::pull_request_text(request);
-        self.gh
-            .update_pull_body(number, &body)
-            .await
-            .map_err(|e| e.to_string())
+        Ok(self.gh.update_pull_body(number, &body).await?)
     }
 
     async fn run_gates(
@@ -803,7 +808,8 @@ impl Effects for LiveEffects {
             };
             let existing = comments.into_iter().rev().find(|c| {
                 Marker::parse_all(&c.body).iter().any(|m| {
-                    m.kind == TRACKING_KIND && crate::pipeline::revised_pull(&m.run) == revising
+                    m.kind == MarkerKind::Tracking
+                        && crate::pipeline::revised_pull(&m.run) == revising
                 })
             });
             self.tracker = Some(Tracker::start(

@@ -440,7 +440,7 @@ fn mark(status: &GateStatus) -> &'static str {
         GateStatus::Fail => "fail",
         GateStatus::Warn => "warn",
         GateStatus::NotApplicable => "n/a",
-        GateStatus::NotRun(_) => "not-run",
+        GateStatus::NotRun { .. } => "not-run",
     }
 }
 

@@ -113,7 +113,7 @@ impl Claims {
             )
         };
         // The standard marker keeps the note out of agents' prompts.
-        let marker = Marker::new("claim", "claim", 0, "claim");
+        let marker = Marker::new("claim", "claim", 0, crate::github::MarkerKind::Claim);
         format!(
             "{text}\n\n<!-- supervisor:claim holder={} expires={when} -->\n{}",
             self.holder,
@@ -274,6 +274,9 @@ mod tests {
         assert_eq!(notes[0].author, "alice");
         assert!(notes[0].expires > Utc::now());
         // The note carries a standard marker, so it never reaches a prompt as a human's text.
-        assert_eq!(Marker::parse_all(&body)[0].kind, "claim");
+        assert_eq!(
+            Marker::parse_all(&body)[0].kind,
+            crate::github::MarkerKind::Claim
+        );
     }
 }

@@ -884,7 +884,7 @@ impl Core {
         );
         self.out.push(Action::Post {
             issue,
-            marker: Marker::new(run_id, "board", 0, "board-stop"),
+            marker: Marker::new(run_id, "board", 0, crate::github::MarkerKind::BoardStop),
             body,
             edit: false,
         });
@@ -1078,7 +1078,12 @@ impl Core {
         );
         self.out.push(Action::Post {
             issue: number,
-            marker: Marker::new(format!("command-{comment}"), "watch", 0, "command-help"),
+            marker: Marker::new(
+                format!("command-{comment}"),
+                "watch",
+                0,
+                crate::github::MarkerKind::CommandHelp,
+            ),
             body,
             edit: false,
         });
@@ -1209,7 +1214,12 @@ impl Core {
         let key = comment.map_or_else(|| now.wall.timestamp().to_string(), |c| c.to_string());
         self.out.push(Action::Post {
             issue,
-            marker: Marker::new(format!("status-{key}"), "status", 0, "status"),
+            marker: Marker::new(
+                format!("status-{key}"),
+                "status",
+                0,
+                crate::github::MarkerKind::Status,
+            ),
             body: format!("## Run Status\n\n{line}"),
             edit: false,
         });

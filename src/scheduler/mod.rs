@@ -503,7 +503,12 @@ impl Driver {
             self.s.project.settings.watch.command_prefix
         );
         if comment.is_some() {
-            let marker = Marker::new(format!("issue-{issue}"), "watch", 0, "already-running");
+            let marker = Marker::new(
+                format!("issue-{issue}"),
+                "watch",
+                0,
+                crate::github::MarkerKind::AlreadyRunning,
+            );
             if let Err(e) = self.s.access.gh.post_or_edit(issue, &marker, &line).await {
                 tracing::warn!(issue, "could not answer the `run`: {e}");
             }

@@ -217,6 +217,12 @@ pub enum WorkspaceError {
         "{what}; supervisor commits, pushes and fetches only through the git set-up it made for the worktree, so nothing was done: restore it or remove the worktree (git worktree remove --force), then run again"
     )]
     GitChanged { what: String },
+    /// The branch moved on the remote while supervisor worked on it, and conflicts with its work.
+    #[error(
+        "{branch} moved on GitHub during the revision and conflicts with it in {}; nothing was pushed: merge by hand, then run again",
+        .files.join(", ")
+    )]
+    RemoteMoved { branch: String, files: Vec<String> },
 }
 
 /// `map_err` helper for git2 calls.

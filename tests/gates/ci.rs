@@ -244,7 +244,7 @@ fn pending_at_the_timeout_is_not_run_and_blocks_only_when_required() {
         run("e2e", "in_progress", None),
     ]]);
     let (r, _f) = gate(&gh, Duration::from_millis(60));
-    assert!(matches!(r.status, GateStatus::NotRun(_)), "{r:#?}");
+    assert!(matches!(r.status, GateStatus::NotRun { .. }), "{r:#?}");
     assert_eq!(r.not_run_cause(), Some(NotRunCause::Pending));
     assert!(!r.is_pass());
     assert!(!r.blocks(), "an optional CI gate lets the audit proceed");
@@ -318,7 +318,7 @@ fn a_commit_that_never_reaches_the_remote_is_not_run() {
         s.pushes_before_visible = 100;
     }
     let (r, _f) = gate_for(&gh, Duration::from_secs(10), &required_ci());
-    assert!(matches!(r.status, GateStatus::NotRun(_)), "{r:#?}");
+    assert!(matches!(r.status, GateStatus::NotRun { .. }), "{r:#?}");
     assert!(r.blocks(), "required, and CI never saw the commit");
     assert_eq!(
         r.not_run_cause(),
@@ -357,7 +357,7 @@ fn api_errors_are_retried_then_not_run_and_transient() {
     let gh = fake(vec![vec![run("build", "completed", Some("success"))]]);
     gh.0.lock().unwrap().errors_at = (0..100).collect();
     let (r, _f) = gate_for(&gh, Duration::from_secs(10), &required_ci());
-    assert!(matches!(r.status, GateStatus::NotRun(_)), "{r:#?}");
+    assert!(matches!(r.status, GateStatus::NotRun { .. }), "{r:#?}");
     assert_eq!(r.not_run_cause(), Some(NotRunCause::Transient));
     assert!(r.summary.contains("HTTP 502"), "{}", r.summary);
     assert!(r.blocks());
@@ -414,7 +414,7 @@ fn disabled_and_unconnected() {
     let r = run_bounded(10, async {
         run_gate(&default_hook(GateKind::Ci), &ctx).await
     });
-    let GateStatus::NotRun(reason) = &r.status else {
+    let GateStatus::NotRun { reason, .. } = &r.status else {
         panic!("{r:#?}")
     };
     assert!(reason.starts_with("no GitHub connection"), "{reason}");

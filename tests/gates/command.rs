@@ -76,7 +76,7 @@ fn failure_keeps_the_output_tail_and_the_places_it_names() {
 fn a_command_that_overruns_its_timeout_is_not_run() {
     let f = Fixture::new("ts-base");
     let r = gate(&f, &command("sleep 30", Expect::Pass, Some(1)));
-    let GateStatus::NotRun(reason) = &r.status else {
+    let GateStatus::NotRun { reason, .. } = &r.status else {
         panic!("{r:#?}")
     };
     assert!(reason.contains("did not finish within 1 s"), "{reason}");
@@ -87,5 +87,5 @@ fn a_command_hook_without_run_is_not_run() {
     let f = Fixture::new("ts-base");
     let hook = default_hook(GateKind::Command);
     let r = gate(&f, &hook);
-    assert!(matches!(r.status, GateStatus::NotRun(_)), "{r:#?}");
+    assert!(matches!(r.status, GateStatus::NotRun { .. }), "{r:#?}");
 }

@@ -150,7 +150,7 @@ fn confined_lsp_gets_no_text_the_sandbox_hides_and_still_checks() {
     );
     assert!(!text(&confined).contains(MARKER), "{confined:#?}");
     assert!(
-        matches!(&confined.status, GateStatus::NotRun(r) if r.contains("src/config.ts") && r.contains("what the sandbox shows")),
+        matches!(&confined.status, GateStatus::NotRun { reason: r, .. } if r.contains("src/config.ts") && r.contains("what the sandbox shows")),
         "{confined:#?}"
     );
 
@@ -370,7 +370,7 @@ fn a_gate_whose_sandbox_cannot_start_is_not_run() {
             let session = home.session(&f, Some(sandbox_of(program.clone())));
             let r = run(hook, &f, &session);
             assert!(
-                matches!(&r.status, GateStatus::NotRun(reason) if reason.contains(why) && reason.contains("sandbox")),
+                matches!(&r.status, GateStatus::NotRun { reason, .. } if reason.contains(why) && reason.contains("sandbox")),
                 "{}: {r:#?}",
                 hook.name
             );
@@ -393,7 +393,7 @@ fn a_command_whose_sandbox_fails_to_set_up_is_not_run() {
     let session = home.session(&f, Some(sandbox_of(Some(bwrap))));
     let r = run(&command("fails", "false", Expect::Fail), &f, &session);
     assert!(
-        matches!(&r.status, GateStatus::NotRun(reason) if reason.contains("sandbox could not be set up") && reason.contains("No space left")),
+        matches!(&r.status, GateStatus::NotRun { reason, .. } if reason.contains("sandbox could not be set up") && reason.contains("No space left")),
         "{r:#?}"
     );
 }

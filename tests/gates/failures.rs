@@ -33,9 +33,8 @@ fn a_tool_removed_from_path_is_not_run_and_a_required_gate_blocks() {
     let tsc = &reports[0];
     assert_eq!(
         tsc.status,
-        GateStatus::NotRun(
+        GateStatus::not_run(
             "tsc not found in gates.toolPaths, the main checkout's node_modules/.bin or PATH (install typescript, or set gates.allowNpx); a copy inside the checkout is never run"
-                .into()
         )
     );
     assert!(!tsc.is_pass());
@@ -53,7 +52,7 @@ fn a_tool_removed_from_path_is_not_run_and_a_required_gate_blocks() {
     // Optional: reported, not blocking, and still not a pass.
     let hooks = vec![default_hook(GateKind::Tsc)];
     let reports = run_bounded(60, async { run_gates(&hooks, &ctx).await });
-    assert!(matches!(reports[0].status, GateStatus::NotRun(_)));
+    assert!(matches!(reports[0].status, GateStatus::NotRun { .. }));
     assert_eq!(verdict(&reports), Verdict::NotBlocked);
 }
 
@@ -71,7 +70,7 @@ fn lsp_names_each_language_whose_server_is_missing() {
     let r = run_bounded(60, async {
         run_gate(&default_hook(GateKind::Lsp), &ctx).await
     });
-    let GateStatus::NotRun(reason) = &r.status else {
+    let GateStatus::NotRun { reason, .. } = &r.status else {
         panic!("{r:#?}");
     };
     assert!(
@@ -98,7 +97,7 @@ fn a_crashing_tool_is_not_run_with_its_output() {
     let r = run_bounded(60, async {
         run_gate(&default_hook(GateKind::Tsc), &f.context()).await
     });
-    let GateStatus::NotRun(reason) = &r.status else {
+    let GateStatus::NotRun { reason, .. } = &r.status else {
         panic!("{r:#?}");
     };
     assert!(reason.contains("exit status 3"), "{reason}");
@@ -113,7 +112,7 @@ fn unparsable_output_is_not_read_as_no_findings() {
     let r = run_bounded(60, async {
         run_gate(&default_hook(GateKind::DeadCode), &f.context()).await
     });
-    let GateStatus::NotRun(reason) = &r.status else {
+    let GateStatus::NotRun { reason, .. } = &r.status else {
         panic!("{r:#?}");
     };
     assert!(reason.contains("not its JSON report"), "{reason}");
@@ -123,7 +122,7 @@ fn unparsable_output_is_not_read_as_no_findings() {
     let r = run_bounded(60, async {
         run_gate(&default_hook(GateKind::Duplicates), &f.context()).await
     });
-    let GateStatus::NotRun(reason) = &r.status else {
+    let GateStatus::NotRun { reason, .. } = &r.status else {
         panic!("{r:#?}");
     };
     assert!(reason.contains("wrote no jscpd-report.json"), "{reason}");
@@ -141,7 +140,7 @@ fn a_hanging_tool_is_killed_and_not_run() {
         run_gate(&default_hook(GateKind::Tsc), &ctx).await
     });
     assert!(started.elapsed() < std::time::Duration::from_secs(20));
-    let GateStatus::NotRun(reason) = &r.status else {
+    let GateStatus::NotRun { reason, .. } = &r.status else {
         panic!("{r:#?}");
     };
     assert!(reason.contains("did not finish within 1 s"), "{reason}");
@@ -159,9 +158,8 @@ fn npx_is_used_only_when_allowed() {
     });
     assert_eq!(
         r.status,
-        GateStatus::NotRun(
+        GateStatus::not_run(
             "tsc not found in gates.toolPaths, the main checkout's node_modules/.bin or PATH, and npx is not on PATH either (install typescript or Node.js)"
-                .into()
         )
     );
 }
@@ -219,7 +217,7 @@ fn a_language_server_that_keeps_crashing_is_tried_three_times() {
     f.apply("py-error");
     fake_pylsp(&f, "crash");
     let r = lsp_on_python(&f, 30);
-    let GateStatus::NotRun(reason) = &r.status else {
+    let GateStatus::NotRun { reason, .. } = &r.status else {
         panic!("{r:#?}")
     };
     assert!(reason.contains("pylsp failed 3 times"), "{reason}");
@@ -246,7 +244,7 @@ fn a_silent_language_server_is_not_run_not_clean() {
     fake_pylsp(&f, "silent");
     let started = std::time::Instant::now();
     let r = lsp_on_python(&f, 2);
-    let GateStatus::NotRun(reason) = &r.status else {
+    let GateStatus::NotRun { reason, .. } = &r.status else {
         panic!("{r:#?}")
     };
     assert!(

@@ -256,7 +256,7 @@ fn a_warm_server_that_hangs_again_after_its_restart_is_not_run() {
     assert_eq!(first.status, GateStatus::Fail, "{first:#?}");
     let started = Instant::now();
     let second = python_round(&rt, &f, &s, "print(2)\n", 2);
-    let GateStatus::NotRun(reason) = &second.status else {
+    let GateStatus::NotRun { reason, .. } = &second.status else {
         panic!("{second:#?}")
     };
     assert!(
@@ -277,7 +277,7 @@ fn a_server_that_never_says_it_finished_is_not_run_diagnostics_incomplete() {
     let s = session(&f);
     let rt = Runtime::new();
     let r = python_round(&rt, &f, &s, "print(1)\n", 30);
-    let GateStatus::NotRun(reason) = &r.status else {
+    let GateStatus::NotRun { reason, .. } = &r.status else {
         panic!("{r:#?}")
     };
     assert!(
@@ -315,7 +315,7 @@ fn shutting_the_session_down_mid_round_stops_its_servers_and_leaves_nothing() {
         "{:?}",
         started.elapsed()
     );
-    let GateStatus::NotRun(reason) = &report.status else {
+    let GateStatus::NotRun { reason, .. } = &report.status else {
         panic!("{report:#?}")
     };
     assert!(reason.contains("pylsp failed while checking"), "{reason}");

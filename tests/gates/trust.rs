@@ -288,7 +288,7 @@ fn a_main_checkout_tool_that_changed_after_the_session_began_is_not_run() {
     let r = run_bounded(60, async {
         run_gate(&default_hook(GateKind::Tsc), &ctx).await
     });
-    let GateStatus::NotRun(reason) = &r.status else {
+    let GateStatus::NotRun { reason, .. } = &r.status else {
         panic!("{r:#?}")
     };
     assert!(

@@ -19,12 +19,12 @@ use supervisor::gates::{GateReport, GateStatus, IssueText};
 use supervisor::github::{
     Blocker, BlockerKind, BoardItem, ColumnOption, Comment, ConversationComment, Editors, Feedback,
     GitHubError, Issue, IssueState, Marker, PullRequest, PullState, Review, ReviewComment,
-    ReviewThread, body_blockers,
+    ReviewState, ReviewThread, body_blockers,
 };
 use supervisor::pipeline::{
-    Cleanup, CommitResult, Context, Dispatch, Effects, Entry, Event, GateFeed, Journal, Machine,
-    PrRequest, Progress, Project, RunError, RunOptions, RunSummary, Text, ThreadAnswer,
-    WorktreeInfo, drive, read_entries, runs_dir,
+    Cleanup, CommitResult, Context, Dispatch, EffectError, Effects, Entry, ErrorClass, Event,
+    GateFeed, Journal, Machine, PrRequest, Progress, Project, RunError, RunOptions, RunSummary,
+    Text, ThreadAnswer, UserText, WorktreeInfo, drive, read_entries, runs_dir,
 };
 use supervisor::report;
 use supervisor::sandbox::{CommentSeed, PullSeed, ReviewCommentSeed, SandboxState, SeedState};
@@ -557,7 +557,8 @@ fn feedback_of(p: &PullSeed, head_sha: String) -> Feedback {
             .iter()
             .map(|r| Review {
                 id: r.id,
-                state: r.state.clone(),
+                state: serde_json::from_value(Value::String(r.state.clone()))
+                    .unwrap_or(ReviewState::Unknown),
                 body: r.body.clone(),
                 author: r.author.clone(),
                 editor: r.editor.clone(),
@@ -589,6 +590,11 @@ fn comment(c: &CommentSeed) -> Comment {
         created_at: c.created_at.unwrap_or_else(chrono::Utc::now),
         html_url: format!("https://github.invalid/comments/{}", c.id),
     }
+}
+
+/// A failure of the fake world as an effect's: something running again may get past.
+fn transient(message: String) -> EffectError {
+    EffectError::new(ErrorClass::Transient, message)
 }
 
 fn github_error(message: String) -> RunError {
@@ -701,10 +707,10 @@ impl Effects for FakeEffects {
         issue: u64,
         marker: &Marker,
         text: &Text,
-    ) -> Result<(Comment, bool), String> {
+    ) -> Result<(Comment, bool), EffectError> {
         self.enter("post").await;
         if let Some(m) = self.failure("post") {
-            return Err(m);
+            return Err(transient(m));
         }
         let posted = self.post_comment(issue, marker, text);
         self.leave().await;
@@ -739,10 +745,13 @@ impl Effects for FakeEffects {
         Ok(())
     }
 
-    async fn open_pull_request(&mut self, pr: &PrRequest) -> Result<(PullRequest, bool), String> {
+    async fn open_pull_request(
+        &mut self,
+        pr: &PrRequest,
+    ) -> Result<(PullRequest, bool), EffectError> {
         self.enter("pr").await;
         if let Some(m) = self.failure("pr") {
-            return Err(m);
+            return Err(transient(m));
         }
         let (title, body) = report::pull_request_text(pr);
         let (seed, created) = {
@@ -785,7 +794,7 @@ impl Effects for FakeEffects {
         ))
     }
 
-    async fn mergeable(&mut self, _number: u64) -> Result<Option<bool>, String> {
+    async fn mergeable(&mut self, _number: u64) -> Result<Option<bool>, EffectError> {
         self.enter("mergeable").await;
         let conflicts = self.world.repo.lock().unwrap().base_moved.clone();
         self.leave().await;
@@ -824,7 +833,7 @@ impl Effects for FakeEffects {
         &mut self,
         _message: &str,
         _scope: Option<&[String]>,
-    ) -> Result<CommitResult, String> {
+    ) -> Result<CommitResult, EffectError> {
         self.enter("commit").await;
         let result = {
             let mut repo = self.world.repo.lock().unwrap();
@@ -840,12 +849,12 @@ impl Effects for FakeEffects {
         Ok(result)
     }
 
-    async fn push(&mut self) -> Result<String, String> {
+    async fn push(&mut self) -> Result<String, EffectError> {
         self.enter("push").await;
         let result = {
             let mut repo = self.world.repo.lock().unwrap();
             match repo.push_fails.clone() {
-                Some(e) => Err(e),
+                Some(e) => Err(transient(e)),
                 None => {
                     repo.remote = repo.commits.iter().map(|c| c.0.clone()).collect();
                     Ok(repo.head())
@@ -856,14 +865,14 @@ impl Effects for FakeEffects {
         result
     }
 
-    async fn undo_commit(&mut self) -> Result<(), String> {
+    async fn undo_commit(&mut self) -> Result<(), EffectError> {
         self.enter("undo").await;
         self.world.repo.lock().unwrap().commits.pop();
         self.leave().await;
         Ok(())
     }
 
-    async fn merge_base(&mut self) -> Result<MergeOutcome, String> {
+    async fn merge_base(&mut self) -> Result<MergeOutcome, EffectError> {
         self.enter("merge").await;
         let outcome = match self.world.repo.lock().unwrap().base_moved.clone() {
             Some(files) if !files.is_empty() => MergeOutcome::Conflicts { files },
@@ -962,7 +971,7 @@ impl Effects for FakeEffects {
         _head: &str,
         ours: Option<&str>,
         cancel: &CancellationToken,
-    ) -> Result<Result<(WorktreeInfo, Vec<String>), String>, RunError> {
+    ) -> Result<Result<(WorktreeInfo, Vec<String>), UserText>, RunError> {
         let held = {
             let repo = self.world.repo.lock().unwrap();
             ours.is_none_or(|sha| repo.remote.iter().any(|r| r == sha))
@@ -970,33 +979,38 @@ impl Effects for FakeEffects {
         if !held {
             self.enter("worktree").await;
             self.leave().await;
-            return Ok(Err(format!(
+            return Ok(Err(UserText::ours(format!(
                 "the branch no longer holds {}, the commit supervisor last pushed: it was force-pushed by someone else",
                 ours.unwrap_or_default()
-            )));
+            ))));
         }
         self.prepare_worktree(cancel).await.map(Ok)
     }
 
-    async fn answer_thread(&mut self, pr: u64, a: &ThreadAnswer) -> Result<bool, String> {
+    async fn answer_thread(&mut self, pr: u64, a: &ThreadAnswer) -> Result<bool, EffectError> {
         let (thread, reply_to, marker, text, resolve, replied) = (
             &a.thread, a.reply_to, &a.marker, &a.text, a.resolve, a.replied,
         );
         self.enter("answer").await;
         if let Some(m) = self.failure("answer") {
-            return Err(m);
+            return Err(transient(m));
         }
         {
             let mut s = self.state();
             let id = next_id(&s);
             let bot = self.world.bot.clone();
-            let p = s.pull_mut(pr).ok_or("no such pull request")?;
+            let p = s
+                .pull_mut(pr)
+                .ok_or_else(|| transient("no such pull request".into()))?;
             let root: u64 = thread
                 .strip_prefix("PRRT_")
                 .and_then(|n| n.parse().ok())
-                .ok_or("no such thread")?;
+                .ok_or_else(|| transient("no such thread".into()))?;
             if !replied {
-                let first = p.thread_root(reply_to).cloned().ok_or("no such comment")?;
+                let first = p
+                    .thread_root(reply_to)
+                    .cloned()
+                    .ok_or_else(|| transient("no such comment".into()))?;
                 p.review_comments.push(ReviewCommentSeed {
                     id,
                     review_id: None,
@@ -1019,16 +1033,22 @@ impl Effects for FakeEffects {
         Ok(resolve)
     }
 
-    async fn update_pull_body(&mut self, number: u64, request: &PrRequest) -> Result<(), String> {
+    async fn update_pull_body(
+        &mut self,
+        number: u64,
+        request: &PrRequest,
+    ) -> Result<(), EffectError> {
         self.enter("pr-body").await;
         if let Some(m) = self.failure("pr-body") {
-            return Err(m);
+            return Err(transient(m));
         }
         let (_, body) = report::pull_request_text(request);
         {
             let mut s = self.state();
             let bot = self.world.bot.clone();
-            let p = s.pull_mut(number).ok_or("no such pull request")?;
+            let p = s
+                .pull_mut(number)
+                .ok_or_else(|| transient("no such pull request".into()))?;
             p.body = body;
             p.editor = Some(bot);
         }

@@ -120,6 +120,7 @@ mod tests {
             system_prompt: "SYS {prompt}",
             task,
             attempt: 1,
+            revision: false,
             env: &[],
         })
     }

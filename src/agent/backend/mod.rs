@@ -21,7 +21,7 @@ pub use claude::ClaudeStream;
 pub use codex::CodexStream;
 pub use command::CommandStream;
 pub use pi::{LIMITS_EXTENSION, PiEvents, PiStream, REFUSAL};
-pub use scripted::{REVISION_TASK_HEADING, SCRIPT_SUBCOMMAND, Script, ScriptAction, replay};
+pub use scripted::{SCRIPT_SUBCOMMAND, Script, ScriptAction, replay};
 
 /// Which agent CLI runs a role.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,6 +50,8 @@ pub struct Invocation<'a> {
     pub system_prompt: &'a str,
     pub task: &'a str,
     pub attempt: u32,
+    /// The task revises a pull request after review (not a stage of the board).
+    pub revision: bool,
     /// The environment the agent gets (the allowlist), for CLIs whose configuration lives in it.
     pub env: &'a [(String, String)],
 }
@@ -264,6 +266,7 @@ pub(crate) fn test_launch(
         system_prompt: "Role.",
         task: "the task",
         attempt: 1,
+        revision: false,
         env,
     })
 }

@@ -411,6 +411,7 @@ mod tests {
             system_prompt: "Role.",
             task: "t",
             attempt: 1,
+            revision: false,
             env: &[],
         };
         let mut launch = Pi.launch(&inv);

@@ -16,7 +16,7 @@
 //!
 //! The nth dispatch of a role plays attempt n; past the list the last attempt repeats. A role given a
 //! plain list of actions has one attempt. `"*"` serves roles the script does not name. A dispatch
-//! that revises a pull request (its task holds the review feedback) plays `<role>@revision` when the
+//! that revises a pull request (its dispatch says so) plays `<role>@revision` when the
 //! script names it, so a script can tell a revision's attempts from the run's.
 
 use std::collections::BTreeMap;
@@ -34,8 +34,6 @@ use crate::agent::stream::StreamParser;
 
 /// The hidden subcommand that replays a script.
 pub const SCRIPT_SUBCOMMAND: &str = "agent-script";
-/// How a revision's task introduces the review feedback (`report` writes it).
-pub const REVISION_TASK_HEADING: &str = "## Review feedback (pull request #";
 /// The suffix of a script's role key for revision dispatches.
 const REVISION_ROLE: &str = "@revision";
 /// Tool results keep this much of a command's output.
@@ -55,7 +53,7 @@ impl AgentCli for Scripted<'_> {
                 "--script".into(),
                 self.script.display().to_string(),
                 "--role".into(),
-                if inv.task.contains(REVISION_TASK_HEADING) {
+                if inv.revision {
                     format!("{}{REVISION_ROLE}", inv.role.name)
                 } else {
                     inv.role.name.clone()

@@ -69,11 +69,7 @@ mod tests {
     fn hooks_decide_what_is_required_and_which_reports_count() {
         let settings = GateSettings::default();
         let recorded = [
-            report(
-                GateKind::Tsc,
-                GateStatus::NotRun("tsc not found".into()),
-                false,
-            ),
+            report(GateKind::Tsc, GateStatus::not_run("tsc not found"), false),
             report(GateKind::Lsp, GateStatus::Pass, false),
         ];
         let mut tsc = default_hook(GateKind::Tsc);

@@ -748,11 +748,7 @@ mod tests {
         let reports = [
             gate(GateKind::Tsc, GateStatus::Pass, false),
             gate(GateKind::Duplicates, GateStatus::Warn, false),
-            gate(
-                GateKind::Lsp,
-                GateStatus::NotRun("pylsp missing".into()),
-                false,
-            ),
+            gate(GateKind::Lsp, GateStatus::not_run("pylsp missing"), false),
         ];
         let t = moved(run(
             &wf,
@@ -772,7 +768,7 @@ mod tests {
             gate(GateKind::Tsc, GateStatus::Fail, false),
             gate(
                 GateKind::Lsp,
-                GateStatus::NotRun("typescript-language-server missing".into()),
+                GateStatus::not_run("typescript-language-server missing"),
                 true,
             ),
             gate(GateKind::Ci, GateStatus::Pass, false),
@@ -802,10 +798,9 @@ mod tests {
         let wf = wf();
         let state = RunState::default();
         let ci = |cause: NotRunCause| GateReport {
-            cause: Some(cause),
             ..gate(
                 GateKind::Ci,
-                GateStatus::NotRun("CI status unknown: rate limited".into()),
+                GateStatus::not_run_because(cause, "CI status unknown: rate limited"),
                 true,
             )
         };
@@ -839,11 +834,7 @@ mod tests {
         );
         assert!(!reason.is_resumable());
         // A transient CI failure next to a missing tool: a person must act first.
-        let missing = gate(
-            GateKind::Tsc,
-            GateStatus::NotRun("tsc not found".into()),
-            true,
-        );
+        let missing = gate(GateKind::Tsc, GateStatus::not_run("tsc not found"), true);
         let reason = stop(&[ci(NotRunCause::Transient), missing]);
         assert!(!reason.is_resumable(), "{reason:?}");
         // An optional CI gate without a verdict does not block: the audit proceeds.
@@ -865,11 +856,7 @@ mod tests {
     fn required_gates_that_cannot_run_stop_instead_of_bouncing() {
         let wf = wf();
         let state = RunState::default();
-        let missing = gate(
-            GateKind::Tsc,
-            GateStatus::NotRun("tsc not found".into()),
-            true,
-        );
+        let missing = gate(GateKind::Tsc, GateStatus::not_run("tsc not found"), true);
         match run(
             &wf,
             &state,
@@ -1225,6 +1212,7 @@ mod tests {
             tests: vec![],
             contract: vec![],
             already_resolved: false,
+            partial: None,
         };
         let inp = input(&wf, &state, "Audit", &o);
         assert!(matches!(decide(inp), Err(DecideError::Contradictory(_))));

@@ -13,12 +13,8 @@ use chrono::{DateTime, Utc};
 use regex::Regex;
 
 use crate::events::{Command, CommandSyntax};
-use crate::github::{Feedback, Marker, PullState};
+use crate::github::{Feedback, Marker, MarkerKind, PullState, ReviewState};
 
-/// The marker kind of the comment that closes a revision.
-pub const REVISED: &str = "revised";
-/// The marker kind of the comment saying `maxRevisions` was reached.
-pub const EXHAUSTED: &str = "revisions-exhausted";
 /// The stage name revision comments carry in their marker.
 pub const REVISION_STAGE: &str = "Revision";
 /// Most characters of one feedback text given to the developer.
@@ -94,8 +90,8 @@ pub struct FileNotes {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GeneralNote {
     pub author: String,
-    /// `CHANGES_REQUESTED`, `COMMENTED`, or `comment` for a conversation comment.
-    pub kind: String,
+    /// The review's state; `None` for a conversation comment.
+    pub review: Option<ReviewState>,
     pub body: String,
 }
 
@@ -207,8 +203,8 @@ pub fn history(fb: &Feedback, who: &Reviewers<'_>) -> History {
         let Some(m) = who.history_marker(&c.author, c.editor.as_deref(), &c.body) else {
             continue;
         };
-        match m.kind.as_str() {
-            REVISED => {
+        match m.kind {
+            MarkerKind::Revised => {
                 h.rounds += 1;
                 if c.created_at >= h.since {
                     h.since = c.created_at;
@@ -216,7 +212,7 @@ pub fn history(fb: &Feedback, who: &Reviewers<'_>) -> History {
                     h.head = head_in(&c.body).or(h.head);
                 }
             }
-            EXHAUSTED => said.push(m.attempt),
+            MarkerKind::RevisionsExhausted => said.push(m.attempt),
             _ => {}
         }
     }
@@ -343,10 +339,7 @@ pub fn feedback(fb: &Feedback, who: &Reviewers<'_>, history: &History) -> Revisi
     };
     let mut general = Vec::new();
     for r in &fb.reviews {
-        if !matches!(r.state.as_str(), "CHANGES_REQUESTED" | "COMMENTED")
-            || !fresh(r.submitted_at)
-            || r.body.trim().is_empty()
-        {
+        if !r.state.asks_for_changes() || !fresh(r.submitted_at) || r.body.trim().is_empty() {
             continue;
         }
         if !who.trusted(&r.author, r.editor.as_deref()) {
@@ -355,7 +348,7 @@ pub fn feedback(fb: &Feedback, who: &Reviewers<'_>, history: &History) -> Revisi
         }
         general.push(GeneralNote {
             author: r.author.clone(),
-            kind: r.state.clone(),
+            review: Some(r.state),
             body: cut(&r.body),
         });
     }
@@ -372,7 +365,7 @@ pub fn feedback(fb: &Feedback, who: &Reviewers<'_>, history: &History) -> Revisi
         }
         general.push(GeneralNote {
             author: c.author.clone(),
-            kind: "comment".into(),
+            review: None,
             body: cut(&c.body),
         });
     }
@@ -561,7 +554,7 @@ mod tests {
         let owner = |l: &str| l == "alice" || l == "bot";
         let marked = format!(
             "/supervisor revise from the bot\n{}",
-            Marker::new("run-1", "Implementation", 1, "comment").render()
+            Marker::new("run-1", "Implementation", 1, MarkerKind::Stage).render()
         );
         let mut fb = pr();
         fb.conversation = vec![
@@ -617,7 +610,7 @@ mod tests {
         fb.reviews = vec![
             Review {
                 id: 9,
-                state: "CHANGES_REQUESTED".into(),
+                state: ReviewState::ChangesRequested,
                 body: "Please handle negatives".into(),
                 author: "alice".into(),
                 editor: None,
@@ -625,7 +618,7 @@ mod tests {
             },
             Review {
                 id: 10,
-                state: "CHANGES_REQUESTED".into(),
+                state: ReviewState::ChangesRequested,
                 body: "evil".into(),
                 author: "mallory".into(),
                 editor: None,
@@ -633,7 +626,7 @@ mod tests {
             },
             Review {
                 id: 11,
-                state: "APPROVED".into(),
+                state: ReviewState::Approved,
                 body: "ok".into(),
                 author: "alice".into(),
                 editor: None,
@@ -698,7 +691,7 @@ mod tests {
         let w = who(&owner);
         let review = |submitted_at| Review {
             id: 9,
-            state: "CHANGES_REQUESTED".into(),
+            state: ReviewState::ChangesRequested,
             body: "Add weeks".into(),
             author: "alice".into(),
             editor: None,
@@ -712,7 +705,7 @@ mod tests {
             1,
             "GitHub's times are whole seconds"
         );
-        let done = Marker::new("run-1", REVISION_STAGE, 1, REVISED);
+        let done = Marker::new("run-1", REVISION_STAGE, 1, MarkerKind::Revised);
         fb.conversation = vec![ConversationComment {
             id: 30,
             author: "bot".into(),
@@ -734,8 +727,8 @@ mod tests {
         let owner = |l: &str| l == "alice";
         let w = who(&owner);
         let mut fb = pr();
-        let earlier = Marker::new("run-1", REVISION_STAGE, 1, REVISED);
-        let forged = Marker::new("run-0", REVISION_STAGE, 1, REVISED);
+        let earlier = Marker::new("run-1", REVISION_STAGE, 1, MarkerKind::Revised);
+        let forged = Marker::new("run-0", REVISION_STAGE, 1, MarkerKind::Revised);
         fb.conversation = vec![
             ConversationComment {
                 id: 30,
@@ -754,7 +747,7 @@ mod tests {
                 url: String::new(),
             },
         ];
-        let reply = Marker::new("run-1", REVISION_STAGE, 1, "thread");
+        let reply = Marker::new("run-1", REVISION_STAGE, 1, MarkerKind::Thread(1));
         fb.threads = vec![
             thread(
                 "T1",
@@ -776,7 +769,7 @@ mod tests {
         ];
         fb.reviews = vec![Review {
             id: 9,
-            state: "CHANGES_REQUESTED".into(),
+            state: ReviewState::ChangesRequested,
             body: "old".into(),
             author: "alice".into(),
             editor: None,

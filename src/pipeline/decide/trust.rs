@@ -7,7 +7,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::github::{Comment, CommentEdit, Editors, Marker, TRACKING_KIND};
+use crate::github::{Comment, CommentEdit, Editors, Marker, MarkerKind};
 use crate::pipeline::context::{NoteKind, TrustedNote};
 
 /// Who is trusted.
@@ -57,12 +57,12 @@ pub fn trusted_notes(
             if ours {
                 if let Some(m) = Marker::parse_all(&c.body).into_iter().next() {
                     // The tracking comment is a live view of a run, not something said.
-                    if m.kind == TRACKING_KIND {
+                    if m.kind == MarkerKind::Tracking {
                         return None;
                     }
                     return Some(TrustedNote {
                         stage: Some(m.stage),
-                        kind: NoteKind::from_marker(&m.kind),
+                        kind: NoteKind::from_marker(m.kind),
                         author: c.author.clone(),
                         body: c.body.clone(),
                     });

@@ -13,7 +13,7 @@ use super::{Transition, TransitionKind};
 
 /// The outcome of an agent's run, or why the attempt halts.
 pub fn outcome_of(stage: &Stage, agent: &str, run: &AgentRun) -> Result<Outcome, Halt> {
-    let stop = Halt::stop;
+    let stop = |reason: String| Halt::stop(crate::pipeline::UserText::ours(reason));
     match &run.exit {
         ExitReason::Completed => {}
         ExitReason::Interrupted => return Err(Halt::Interrupted),
@@ -30,10 +30,7 @@ pub fn outcome_of(stage: &Stage, agent: &str, run: &AgentRun) -> Result<Outcome,
             // Graceful degradation: keep the partial findings and go on.
             let mut o = parse_outcome(&run.final_text, stage)
                 .unwrap_or_else(|_| partial_outcome(&run.final_text, stage));
-            o.notes.push(format!(
-                "partial findings: {agent} stopped when it {}",
-                exit_text(&run.exit)
-            ));
+            o.partial = Some(format!("{agent} stopped when it {}", exit_text(&run.exit)));
             return Ok(o);
         }
         other => return Err(stop(format!("{agent} {}", exit_text(other)))),

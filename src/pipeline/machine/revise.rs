@@ -3,15 +3,15 @@
 //! request's branch, and approval answers the threads and rewrites the body instead of opening a
 //! pull request. Everything else — stages, gates, scoring, budgets, journal, markers — is the run's.
 
-use super::{Machine, Want, halt, refuse, warning};
+use super::{Machine, Want, refuse, warning};
 use crate::agent::Outcome;
 use crate::config::BuiltIn;
 use crate::events::CommandSyntax;
-use crate::github::Marker;
+use crate::github::{Marker, MarkerKind};
+use crate::pipeline::UserText;
 use crate::pipeline::decide::Transition;
 use crate::pipeline::decide::revision::{
-    EXHAUSTED, History, REVISED, REVISION_STAGE, Reviewers, RevisionFeedback, feedback, history,
-    refuse_pull,
+    History, REVISION_STAGE, Reviewers, RevisionFeedback, feedback, history, refuse_pull,
 };
 use crate::pipeline::effects::{Effect, Text, ThreadAnswer, WorktreeInfo};
 use crate::pipeline::journal::Event;
@@ -126,20 +126,25 @@ impl Machine {
             h.rounds,
             if h.rounds == 1 { "" } else { "s" }
         );
-        let marker = Marker::new(self.run_id.clone(), REVISION_STAGE, h.rounds, EXHAUSTED);
+        let marker = Marker::new(
+            self.run_id.clone(),
+            REVISION_STAGE,
+            h.rounds,
+            MarkerKind::RevisionsExhausted,
+        );
         if !h.exhausted_said && !self.handled(&marker) {
             return Want::Do(Effect::Post {
                 marker,
                 text: Text::Stopped {
                     stage: REVISION_STAGE.into(),
-                    reason,
+                    reason: UserText::ours(reason),
                 },
             });
         }
         Want::End(
             RunEnd::Stopped {
                 stage: REVISION_STAGE.into(),
-                reason: reason.clone(),
+                reason: UserText::ours(reason.clone()),
             },
             vec![Event::Stopped { reason }],
         )
@@ -203,7 +208,7 @@ impl Machine {
 
     pub(super) fn absorb_revision_worktree(
         &mut self,
-        result: Result<(WorktreeInfo, Vec<String>), String>,
+        result: Result<(WorktreeInfo, Vec<String>), UserText>,
     ) -> Vec<Event> {
         match result {
             Ok((info, warnings)) => self.absorb_worktree(info, warnings),
@@ -221,7 +226,11 @@ impl Machine {
                     base: self.project.settings.default_branch.clone(),
                     reused: crate::workspace::Reuse::ExistingBranch,
                 });
-                vec![halt(stage, attempt, reason)]
+                vec![Event::Halted {
+                    stage,
+                    attempt,
+                    halt: crate::pipeline::Halt::stop(reason),
+                }]
             }
         }
     }
@@ -229,7 +238,7 @@ impl Machine {
     pub(super) fn absorb_answer(
         &mut self,
         thread: String,
-        result: Result<bool, String>,
+        result: Result<bool, crate::pipeline::EffectError>,
     ) -> Vec<Event> {
         match result {
             Ok(resolved) => vec![Event::ThreadAnswered { thread, resolved }],
@@ -257,7 +266,7 @@ impl Machine {
             if self.r.answered.contains(&th.thread) {
                 continue;
             }
-            let marker = self.marker(REVISION_STAGE, f.round, &format!("thread-{}", th.reply_to));
+            let marker = self.marker(REVISION_STAGE, f.round, MarkerKind::Thread(th.reply_to));
             let replied = fb
                 .threads
                 .iter()
@@ -299,7 +308,7 @@ impl Machine {
                 request: Box::new(request),
             }));
         }
-        let marker = self.marker(REVISION_STAGE, f.round, REVISED);
+        let marker = self.marker(REVISION_STAGE, f.round, MarkerKind::Revised);
         (!self.handled(&marker)).then(|| {
             Want::Do(Effect::Post {
                 marker,
