@@ -1480,8 +1480,15 @@ async fn a_pull_request_refused_with_401_stops_the_run_for_the_permission() {
     assert_eq!(r.code, 1, "{}", r.stderr);
     let reason = r.summary["end"]["reason"].as_str().unwrap_or_default();
     assert!(reason.starts_with("permission:"), "{reason}");
-    assert!(reason.contains("`Pull requests: write`"), "{reason}");
-    assert!(reason.contains("grant it"), "{reason}");
+    assert!(
+        reason.contains("did not accept the credentials"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("`Pull requests: write` granted"),
+        "{reason}"
+    );
+    assert!(reason.ends_with("then run again"), "{reason}");
     assert!(pulls(&world).is_empty());
     let (_, said) = comments(&world).pop().unwrap();
     assert!(said.starts_with("## Pipeline Stopped"), "{said}");

@@ -50,6 +50,8 @@ pub struct EffectError {
     pub class: ErrorClass,
     /// GitHub's name of the missing permission (`Pull requests: write`), when it named one.
     pub permission: Option<String>,
+    /// GitHub did not accept the credentials at all (401: expired, revoked or none).
+    pub credentials_refused: bool,
     /// The error as it was: internal, never posted.
     pub detail: String,
 }
@@ -59,6 +61,7 @@ impl EffectError {
         EffectError {
             class,
             permission: None,
+            credentials_refused: false,
             detail: detail.into(),
         }
     }
@@ -101,9 +104,17 @@ impl EffectError {
             GitHubError::MissingScope { scope, .. } => Some(scope.clone()),
             _ => None,
         };
+        let credentials_refused = matches!(
+            e,
+            GitHubError::Unauthorized { .. }
+                | GitHubError::NoCredentials
+                | GitHubError::AppAuth { .. }
+                | GitHubError::Api { status: 401, .. }
+        );
         EffectError {
             class,
             permission,
+            credentials_refused,
             detail: e.to_string(),
         }
     }
@@ -264,6 +275,12 @@ mod tests {
         assert_eq!(e.class, ErrorClass::Permission);
         assert_eq!(e.permission_or("x"), "Pull requests: write");
         assert_eq!(EffectError::github(&api(403)).permission_or("x"), "x");
+        assert!(EffectError::github(&api(401)).credentials_refused);
+        assert!(!EffectError::github(&api(403)).credentials_refused);
+        assert!(
+            !e.credentials_refused,
+            "a missing permission is no refused credential"
+        );
     }
 
     #[test]

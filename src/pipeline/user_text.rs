@@ -27,6 +27,10 @@ impl UserText {
     /// The detail is logged here and kept out of the text.
     pub fn failed(doing: &str, e: &EffectError, permission: &str) -> UserText {
         let text = match e.class {
+            ErrorClass::Permission if e.credentials_refused => format!(
+                "{PERMISSION}: {doing} was refused: GitHub did not accept the credentials supervisor uses (expired, revoked or missing); renew them (GH_TOKEN or GITHUB_TOKEN, or the GitHub App's key) with the permission `{}` granted, then run again",
+                e.permission_or(permission)
+            ),
             ErrorClass::Permission => format!(
                 "{PERMISSION}: {doing} was refused: the token or GitHub App supervisor uses lacks the permission `{}`; grant it (or use credentials that have it), then run again",
                 e.permission_or(permission)
@@ -107,6 +111,14 @@ mod tests {
         assert!(text.as_str().contains("grant it"), "{text}");
         e.permission = Some("Contents: write".into());
         let text = UserText::failed("pushing", &e, "Pull requests: write");
+        assert!(text.as_str().contains("Contents: write"), "{text}");
+        e.credentials_refused = true;
+        let text = UserText::failed("pushing", &e, "Pull requests: write");
+        assert!(text.as_str().starts_with("permission: "), "{text}");
+        assert!(
+            text.as_str().contains("did not accept the credentials"),
+            "{text}"
+        );
         assert!(text.as_str().contains("Contents: write"), "{text}");
     }
 }
