@@ -1502,6 +1502,40 @@ async fn a_pull_request_refused_with_401_stops_the_run_for_the_permission() {
     );
 }
 
+/// A comment GitHub refuses for a missing permission stops the run for that permission: every
+/// later comment would be refused the same way, so running again as it is cannot help.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_comment_refused_for_a_missing_permission_stops_the_run_for_it() {
+    use supervisor::sandbox::Fault;
+    let (_d, world) = world(spec()).await;
+    world.sandbox.inject(
+        Fault::status(POST_COMMENT, 403)
+            .header("x-accepted-github-permissions", "issues=write")
+            .with_body(json!({
+                "message": "Resource not accessible by integration",
+                "documentation_url": "https://docs.github.com/rest/issues/comments#create-an-issue-comment",
+                "status": "403"
+            }))
+            .times(20),
+    );
+    let r = run(&world, &[]).await;
+    assert_eq!(r.summary["end"]["kind"], "stopped", "{}", r.summary);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let reason = r.summary["end"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.starts_with("permission: posting the stage comment was refused"),
+        "{reason}"
+    );
+    assert!(reason.contains("`Issues: write`"), "{reason}");
+    assert!(!reason.contains("Resource not accessible"), "{reason}");
+    assert_eq!(r.summary["end"]["stage"], "Research", "{}", r.summary);
+    assert_eq!(
+        starts(&world, "Architecture"),
+        0,
+        "nothing ran after the refusal"
+    );
+}
+
 /// Whatever GitHub answers when the pull request is opened — each status the fault injector
 /// gives, its rate limits, a write applied but reported as failed — no comment supervisor
 /// posts (the tracking comment included) holds the error's text: GitHub's message, the status

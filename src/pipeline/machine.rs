@@ -719,17 +719,31 @@ impl Machine {
                 }
                 vec![event]
             }
-            Err(error) => vec![
-                warning(format!(
-                    "could not post the {} comment: {error}; it is posted when the run resumes",
-                    marker.kind
-                )),
-                Event::WriteFailed {
-                    marker,
-                    text,
-                    error: error.to_string(),
-                },
-            ],
+            Err(error) => {
+                // Refused for a permission, every later comment is refused too: the run stops
+                // (once: not for the stop's own comment, nor while it ends).
+                let stop = (error.class == ErrorClass::Permission
+                    && self.r.stop.is_none()
+                    && self.s.finishing.is_none())
+                .then(|| {
+                    let (stage, attempt) = self.attempt_here();
+                    let doing = format!("posting the {} comment", marker.kind);
+                    failed_stop(stage, attempt, &doing, &error, "Issues: write")
+                });
+                let mut events = vec![
+                    warning(format!(
+                        "could not post the {} comment: {error}; it is posted when the run resumes",
+                        marker.kind
+                    )),
+                    Event::WriteFailed {
+                        marker,
+                        text,
+                        error: error.to_string(),
+                    },
+                ];
+                events.extend(stop.into_iter().flatten());
+                events
+            }
         }
     }
 
