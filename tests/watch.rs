@@ -332,6 +332,45 @@ async fn a_card_moved_into_research_runs_to_a_pull_request() {
     conforms(&world);
 }
 
+/// The scheduler's own work for an issue (its admission, its claim, its release) logs under a
+/// `work` span naming the issue, as the run's lines carry their run span.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_schedulers_log_lines_for_an_issue_name_it() {
+    let (_d, world) = world(spec(), 1, "Research").await;
+    let mut cmd = command(
+        &world,
+        &world.repo,
+        &["watch", "--once", "--log-format", "json"],
+    );
+    cmd.env("RUST_LOG", "supervisor=debug");
+    let mut bot = Bot::spawn(cmd);
+    assert_eq!(bot.exit().await, 0, "{}", bot.stderr());
+    assert_eq!(bot.count("finished", 1), 1, "{:#?}", bot.seen);
+    let lines: Vec<Value> = bot
+        .stderr()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    // The claim's comment and its release are written by the scheduler, not by the run.
+    let claims: Vec<&Value> = lines
+        .iter()
+        .filter(|l| {
+            l["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("GitHub answered"))
+                && l["fields"]["route"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("/issues/{number}/comments"))
+                && l["span"]["name"] != "stage"
+        })
+        .collect();
+    assert!(!claims.is_empty(), "{}", bot.stderr());
+    for line in claims {
+        assert_eq!(line["span"]["name"], "work", "{line}");
+        assert_eq!(line["span"]["issue"], 1, "{line}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_max_concurrent_1_the_second_card_waits_then_runs() {
     let (_d, world) = world(spec(), 2, "Research").await;

@@ -193,6 +193,22 @@ pub enum Action {
     },
 }
 
+impl Action {
+    /// The issue or pull request the action is about, when it is about one.
+    pub fn work(&self) -> Option<WorkKey> {
+        match self {
+            Action::Admit(key) | Action::Stop(key) | Action::Start { key, .. } => Some(*key),
+            Action::Claim(issue)
+            | Action::Dispatch { issue, .. }
+            | Action::Release { issue, .. }
+            | Action::Post { issue, .. }
+            | Action::AlreadyRunning { issue, .. } => Some(WorkKey::Issue(*issue)),
+            Action::ReadCard(moved) => moved.issue.number.map(WorkKey::Issue),
+            Action::Notice(_) | Action::SaveState => None,
+        }
+    }
+}
+
 /// Why the scheduler stopped a run.
 #[derive(Debug, Clone)]
 struct StopRequest {

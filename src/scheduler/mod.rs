@@ -38,6 +38,7 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 pub use board::{Columns, Verdict, arrived, reconcile, still_due};
 pub use claims::{Claimed, Claims, Held};
@@ -276,8 +277,15 @@ impl Driver {
         let mut pending: VecDeque<Input> = VecDeque::from([input]);
         while let Some(input) = pending.pop_front() {
             for action in self.core.on(input, Now::real()) {
+                // Its log lines name the issue (or pull request) it is about.
+                let span = match action.work() {
+                    Some(WorkKey::Issue(n)) => tracing::info_span!("work", issue = n),
+                    Some(WorkKey::Revision(n)) => tracing::info_span!("work", pr = n),
+                    None => tracing::Span::none(),
+                };
                 // Boxed: an admission's future (a dry run of the run's start) is large.
-                if let Some(answer) = Box::pin(self.perform(action)).await {
+                let performed = Box::pin(self.perform(action)).instrument(span);
+                if let Some(answer) = performed.await {
                     pending.push_back(answer);
                 }
             }
