@@ -12,9 +12,8 @@ use serde_json::{Value, json};
 use supervisor::demo::{World, WorldSpec};
 use supervisor::events::WebhookSecret;
 use supervisor::sandbox::{Act, WebhookTarget};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
-use tokio::sync::mpsc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
 
 #[path = "support/specs.rs"]
 mod specs;
@@ -24,7 +23,6 @@ use specs::*;
 mod chromium;
 
 const BIN: &str = env!("CARGO_BIN_EXE_supervisor");
-const DEADLINE: Duration = Duration::from_secs(120);
 const TOKEN: &str = "a-dashboard-token-0123456789abcdef";
 
 /// Each agent first takes `secs` (a command it runs), so its stage shows for that long.
@@ -71,81 +69,14 @@ fn command(world: &World, args: &[&str]) -> Command {
     cmd
 }
 
-/// A running `watch` or `serve`: its JSON notices, its stderr.
-struct Bot {
-    child: Child,
-    lines: mpsc::UnboundedReceiver<Value>,
-    seen: Vec<Value>,
-    stderr: std::sync::Arc<std::sync::Mutex<String>>,
-}
+#[path = "support/bot.rs"]
+mod bot;
+use bot::{Bot, DEADLINE};
 
-impl Bot {
-    fn spawn(mut cmd: Command) -> Bot {
-        cmd.arg("--json")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let mut child = cmd.spawn().expect("spawn supervisor");
-        let (tx, lines) = mpsc::unbounded_channel();
-        let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = out.next_line().await {
-                if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                    let _ = tx.send(v);
-                }
-            }
-        });
-        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        let text = stderr.clone();
-        let mut err = BufReader::new(child.stderr.take().unwrap()).lines();
-        tokio::spawn(async move {
-            while let Ok(Some(line)) = err.next_line().await {
-                let mut t = text.lock().unwrap();
-                t.push_str(&line);
-                t.push('\n');
-            }
-        });
-        Bot {
-            child,
-            lines,
-            seen: Vec::new(),
-            stderr,
-        }
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-
-    async fn wait(&mut self, what: &str, want: impl Fn(&Value) -> bool) -> Value {
-        let deadline = tokio::time::Instant::now() + DEADLINE;
-        loop {
-            match tokio::time::timeout_at(deadline, self.lines.recv()).await {
-                Ok(Some(v)) => {
-                    self.seen.push(v.clone());
-                    if want(&v) {
-                        return v;
-                    }
-                }
-                _ => panic!(
-                    "no {what}; notices {:#?}\nstderr:\n{}",
-                    self.seen,
-                    self.stderr()
-                ),
-            }
-        }
-    }
-
-    async fn stop(&mut self) -> i32 {
-        let pid = self.child.id().expect("running") as i32;
-        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-        let status = tokio::time::timeout(DEADLINE, self.child.wait())
-            .await
-            .expect("the bot ends in time")
-            .unwrap();
-        status.code().unwrap_or(-1)
-    }
+/// `cmd` started with its notices as JSON lines.
+fn spawn(mut cmd: Command) -> Bot {
+    cmd.arg("--json");
+    Bot::spawn(cmd)
 }
 
 /// Wait (30 s at most) until `expression` is true in the page.
@@ -348,7 +279,7 @@ async fn the_dashboard_shows_a_run_move_through_its_stages_to_its_pull_request()
     let mut spec = spec();
     slow(&mut spec, "1");
     let (_d, world) = world(spec, None).await;
-    let mut bot = Bot::spawn(command(
+    let mut bot = spawn(command(
         &world,
         &["watch", "--interval", "200ms", "--dashboard", "0"],
     ));
@@ -503,7 +434,7 @@ async fn serve_metrics_match_the_journal_and_the_sandbox_request_counts() {
         ],
     );
     cmd.env("TEST_WEBHOOK_SECRET", SECRET);
-    let mut bot = Bot::spawn(cmd);
+    let mut bot = spawn(cmd);
     let url = published_url(&world, &bot).await;
     assert_eq!(url, format!("http://127.0.0.1:{port}"));
     bot.wait("the first poll", |v| v["kind"] == "polled").await;
@@ -640,7 +571,7 @@ async fn status_asks_the_running_watcher_and_says_when_none_runs() {
         err.contains("no `supervisor serve` nor `supervisor watch --dashboard` is running"),
         "{err}"
     );
-    let mut bot = Bot::spawn(command(
+    let mut bot = spawn(command(
         &world,
         &["watch", "--interval", "200ms", "--dashboard", "0"],
     ));
@@ -714,7 +645,7 @@ async fn off_loopback_the_dashboard_needs_its_token() {
         ],
     );
     cmd.env("TEST_DASHBOARD_TOKEN", TOKEN);
-    let mut bot = Bot::spawn(cmd);
+    let mut bot = spawn(cmd);
     let url = published_url(&world, &bot).await;
     for path in ["/dashboard", "/api/state", "/metrics", "/dashboard/events"] {
         let (status, head, _) = get(&url, path, &[]).await;
@@ -765,7 +696,7 @@ async fn off_loopback_the_dashboard_needs_its_token() {
         ],
     );
     cmd.env("TEST_WEBHOOK_SECRET", "a-webhook-secret-of-some-length");
-    let mut serve = Bot::spawn(cmd);
+    let mut serve = spawn(cmd);
     serve
         .wait("the first poll", |v| v["kind"] == "polled")
         .await;

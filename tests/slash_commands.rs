@@ -260,6 +260,17 @@ async fn interrupted_soon(world: &World) -> String {
     }
 }
 
+/// pi running `/supervisor 1`, read until the run moved the card to Research.
+async fn running_in_pi(pi: &Path, world: &World, home: &Path) -> PiSession {
+    let mut session = PiSession::start(pi, world, home, &["/supervisor 1"]).await;
+    assert!(
+        session.until(in_research).await,
+        "the run did not start: {:#?}",
+        session.seen
+    );
+    session
+}
+
 /// A world whose researcher sleeps 30 s, with the slash commands installed.
 async fn sleeping_world(dir: &Path) -> World {
     let mut spec: WorldSpec = specs::spec();
@@ -308,12 +319,7 @@ async fn pi_ending_stops_the_run_it_started() {
     let Some(pi) = installed("pi") else { return };
     let dir = tempfile::tempdir().unwrap();
     let world = sleeping_world(dir.path()).await;
-    let mut session = PiSession::start(&pi, &world, dir.path(), &["/supervisor 1"]).await;
-    assert!(
-        session.until(in_research).await,
-        "the run did not start: {:#?}",
-        session.seen
-    );
+    let session = running_in_pi(&pi, &world, dir.path()).await;
     let seen = session.seen.clone();
     let mut child = session.keep_reading();
     // pi is asked to end, as a terminal closing does.
@@ -331,12 +337,7 @@ async fn pi_crashing_stops_the_run_it_started() {
     let Some(pi) = installed("pi") else { return };
     let dir = tempfile::tempdir().unwrap();
     let world = sleeping_world(dir.path()).await;
-    let mut session = PiSession::start(&pi, &world, dir.path(), &["/supervisor 1"]).await;
-    assert!(
-        session.until(in_research).await,
-        "the run did not start: {:#?}",
-        session.seen
-    );
+    let session = running_in_pi(&pi, &world, dir.path()).await;
     let PiSession {
         mut child,
         mut stdin,
