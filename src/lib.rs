@@ -3,7 +3,7 @@
 //! deterministic audit score, and a pull request on approval.
 //!
 //! Rooms, in layers, each using only the rooms below it (`tests/layering.rs` holds the table):
-//! `config`, `process`, `tls`, `metrics`; `evidence`; the services `agent`, `github`, `workspace`,
+//! `ids` (the identities all of them pass each other); `config`, `process`, `tls`, `metrics`; `evidence`; the services `agent`, `github`, `workspace`,
 //! `gates`, `verify`, `audit` and `epic`; `events`; `sandbox` (GitHub's stand-in, beside the rest);
 //! `pipeline`; `report`; `doctor`; `runtime`; `scheduler`; `serve`; `demo`; and `cli`, which wires
 //! them to the command line.
@@ -19,6 +19,7 @@ pub mod events;
 pub mod evidence;
 pub mod gates;
 pub mod github;
+pub mod ids;
 pub mod metrics;
 pub mod pipeline;
 pub mod process;

@@ -410,6 +410,25 @@ async fn untrusted_author_is_refused_with_nothing_posted() {
 }
 
 #[tokio::test]
+async fn a_card_in_a_column_that_holds_no_stage_is_refused_naming_it() {
+    // The board has a column the workflow does not know (and the settings map to no stage): the
+    // run does not take the column's name for a stage's.
+    let w = FakeWorld::new(spec());
+    w.with_state(|st| {
+        let board = st.board.as_mut().unwrap();
+        board.options.push("Triage".into());
+        board.items.insert(1, Some("Triage".into()));
+    });
+    let w = refused(
+        w,
+        1,
+        "the card is in the board's column Triage, which holds no stage of the workflow",
+    )
+    .await;
+    assert_eq!(w.column().as_deref(), Some("Triage"));
+}
+
+#[tokio::test]
 async fn an_open_blocker_stops_the_run() {
     let mut s = spec();
     s.issue.body.push_str("\n\nDepends on #3");
@@ -1211,7 +1230,7 @@ async fn reviewed() -> FakeWorld {
 
 async fn revise(w: &mut FakeWorld, crash: Option<Crash>) -> fake::Ran {
     let opts = RunOptions {
-        revise: Some(the_pr(w)),
+        revise: Some(supervisor::ids::PrNumber::new(the_pr(w))),
         ..RunOptions::default()
     };
     w.run_with(crash, opts, CancellationToken::new()).await

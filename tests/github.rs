@@ -8,6 +8,7 @@ use supervisor::github::{
     AppCredentials, BlockerKind, ClientConfig, Conditional, GitHub, GitHubError, IssueState,
     Marker, MarkerKind, NewPullRequest,
 };
+use supervisor::ids::BoardOption;
 use supervisor::sandbox::{AppSeed, Sandbox};
 
 const ISSUE: &str = "GET /repos/{owner}/{repo}/issues/{number}";
@@ -460,20 +461,27 @@ async fn a_card_is_moved_and_read_back() {
                 .await
                 .unwrap()
                 .expect("on the board");
-        assert_eq!(item.column.as_deref(), Some("Backlog"));
+        assert_eq!(item.column_name(), Some("Backlog"));
         assert_eq!(item.project_number, 7);
         assert_eq!(item.issue, 1);
         let names: Vec<&str> = item.options.iter().map(|o| o.name.as_str()).collect();
         assert_eq!(names, COLUMNS);
         assert_eq!(w.gh.board_columns(&board()).await.unwrap(), item.options);
-        w.gh.move_card(&item, "Research").await.unwrap();
+        w.gh.move_card(&item, &BoardOption::new("Research"))
+            .await
+            .unwrap();
         assert_eq!(w.sandbox.snapshot().column_of(1), Some("Research"));
         let again = w.gh.board_item(&board(), 1).await.unwrap().unwrap();
-        assert_eq!(again.column.as_deref(), Some("Research"));
+        assert_eq!(again.column_name(), Some("Research"));
         // Case does not matter; unknown columns list the options.
-        w.gh.move_card(&again, "testdesign").await.unwrap();
+        w.gh.move_card(&again, &BoardOption::new("testdesign"))
+            .await
+            .unwrap();
         assert_eq!(w.sandbox.snapshot().column_of(1), Some("TestDesign"));
-        let e = w.gh.move_card(&again, "Doing").await.unwrap_err();
+        let e =
+            w.gh.move_card(&again, &BoardOption::new("Doing"))
+                .await
+                .unwrap_err();
         assert!(matches!(e, GitHubError::UnknownColumn { .. }));
         assert!(
             e.to_string().contains("Backlog, Research, Architecture"),
@@ -494,13 +502,15 @@ async fn an_issue_off_the_board_is_added() {
         let item = w.gh.add_to_board(&board(), &issue).await.unwrap();
         assert_eq!(item.column, None);
         assert!(w.sandbox.snapshot().on_board(3));
-        w.gh.move_card(&item, "Backlog").await.unwrap();
+        w.gh.move_card(&item, &BoardOption::new("Backlog"))
+            .await
+            .unwrap();
         let read = w.gh.board_item(&board(), 3).await.unwrap().unwrap();
-        assert_eq!(read.column.as_deref(), Some("Backlog"));
+        assert_eq!(read.column_name(), Some("Backlog"));
         // Adding again returns the same card.
         let same = w.gh.add_to_board(&board(), &issue).await.unwrap();
         assert_eq!(same.item_id, item.item_id);
-        assert_eq!(same.column.as_deref(), Some("Backlog"));
+        assert_eq!(same.column_name(), Some("Backlog"));
         // The board of another owner or number does not exist.
         let mut other = board();
         other.number = 8;
@@ -547,7 +557,10 @@ async fn a_token_without_project_scope_gets_the_actionable_message() {
         assert!(text.contains("gh auth refresh -s project"), "{text}");
         assert!(!e.is_resumable());
         let item = w.gh.board_item(&board(), 1).await.unwrap().unwrap();
-        let e = gh.move_card(&item, "Done").await.unwrap_err();
+        let e = gh
+            .move_card(&item, &BoardOption::new("Done"))
+            .await
+            .unwrap_err();
         assert!(matches!(e, GitHubError::MissingScope { .. }), "{e}");
         assert_eq!(w.sandbox.snapshot().column_of(1), Some("Backlog"));
     })
@@ -597,7 +610,9 @@ async fn a_github_app_gets_an_installation_token() {
         let c = gh.create_comment(1, "from the app").await.unwrap();
         assert_eq!(c.author, "supervisor-bot[bot]");
         let item = gh.board_item(&board(), 1).await.unwrap().unwrap();
-        gh.move_card(&item, "Research").await.unwrap();
+        gh.move_card(&item, &BoardOption::new("Research"))
+            .await
+            .unwrap();
         assert_eq!(w.count("GET /repos/{owner}/{repo}/installation"), 1);
         let token = gh
             .access_token()
@@ -649,8 +664,10 @@ async fn a_happy_path_fits_the_request_budget() {
         .into_iter()
         .enumerate()
         {
-            gh.move_card(&item, column).await.unwrap();
-            item.column = Some(column.to_string());
+            gh.move_card(&item, &BoardOption::new(column))
+                .await
+                .unwrap();
+            item.column = Some(BoardOption::new(column));
             if column != "Implementation" {
                 let m = Marker::new("run-budget", column, 1, MarkerKind::Stage);
                 let posted = gh
@@ -664,7 +681,9 @@ async fn a_happy_path_fits_the_request_budget() {
         let sha = w.sandbox.git().branch_sha("feature").unwrap();
         let _ = gh.check_runs(&sha, None).await.unwrap();
         let (pr, _) = gh.find_or_create_pr(&new_pr("feature")).await.unwrap();
-        gh.move_card(&item, "Done").await.unwrap();
+        gh.move_card(&item, &BoardOption::new("Done"))
+            .await
+            .unwrap();
         let _ = gh.get_pr(pr.number).await.unwrap();
         assert!(gh.requests_sent() <= 25, "{} requests", gh.requests_sent());
         assert_eq!(gh.requests_sent(), w.sandbox.request_total());
@@ -692,7 +711,9 @@ async fn github_enterprise_server_paths_work() {
         assert_eq!(w.count(COMMENTS), 2);
         // GraphQL goes to /api/graphql: the sandbox has no /api/v3/graphql.
         let item = gh.board_item(&board(), 1).await.unwrap().unwrap();
-        gh.move_card(&item, "Research").await.unwrap();
+        gh.move_card(&item, &BoardOption::new("Research"))
+            .await
+            .unwrap();
         assert_eq!(w.sandbox.snapshot().column_of(1), Some("Research"));
         assert_eq!(w.count("POST /graphql UpdateItemStatus"), 1);
     })

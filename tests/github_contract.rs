@@ -37,6 +37,7 @@ use supervisor::github::{
     AppCredentials, BoardItem, ClientConfig, ColumnOption, Conditional, GitHub, GitHubError, Issue,
     IssueState, MergeablePoll, NewPullRequest, RetryPolicy, Token,
 };
+use supervisor::ids::BoardOption;
 use supervisor::sandbox::{check_rest_request, rest_operation_id};
 use wiremock::matchers::{method, path, path_regex};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
@@ -413,7 +414,10 @@ async fn each_graphql_request_carries_only_its_operation() {
         }],
         column: None,
     };
-    client_for(&server).move_card(&item, "Done").await.unwrap();
+    client_for(&server)
+        .move_card(&item, &BoardOption::new("Done"))
+        .await
+        .unwrap();
     let sent = seen.lock().unwrap().clone();
     assert_eq!(sent.len(), 1);
     let doc = graphql_parser::parse_query::<&str>(&sent[0]).unwrap();

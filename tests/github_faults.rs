@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use supervisor::github::{GitHubError, Marker, MarkerKind, Token};
+use supervisor::ids::BoardOption;
 use supervisor::sandbox::Fault;
 
 const ISSUE: &str = "GET /repos/{owner}/{repo}/issues/{number}";
@@ -145,7 +146,9 @@ async fn a_card_move_is_retried_after_a_502() {
         let w = World::new().await;
         let item = w.gh.board_item(&board(), 1).await.unwrap().unwrap();
         w.sandbox.inject(Fault::status("POST /graphql", 502));
-        w.gh.move_card(&item, "Research").await.unwrap();
+        w.gh.move_card(&item, &BoardOption::new("Research"))
+            .await
+            .unwrap();
         assert_eq!(w.sandbox.snapshot().column_of(1), Some("Research"));
         assert_eq!(w.count(MOVE), 2);
     })
@@ -295,7 +298,7 @@ async fn a_graphql_rate_limit_answer_is_waited_out() {
                 })),
         );
         let start = Instant::now();
-        w.gh.move_card(&item, "Audit").await.unwrap();
+        w.gh.move_card(&item, &BoardOption::new("Audit")).await.unwrap();
         assert!(start.elapsed() >= Duration::from_millis(900));
         assert_eq!(w.sandbox.snapshot().column_of(1), Some("Audit"));
         assert_eq!(w.count(MOVE), 2);

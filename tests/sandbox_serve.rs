@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use supervisor::config::RepoSlug;
 use supervisor::github::{BoardRef, ClientConfig, GitHub, Token};
+use supervisor::ids::BoardOption;
 use supervisor::sandbox::SandboxState;
 
 #[path = "support/browse.rs"]
@@ -160,7 +161,9 @@ fn serve_answers_plain_http_and_shows_a_move_made_through_the_client() {
                 .await
                 .unwrap()
                 .expect("on the board");
-            gh.move_card(&item, "Research").await.unwrap();
+            gh.move_card(&item, &BoardOption::new("Research"))
+                .await
+                .unwrap();
         })
         .await
         .expect("the client finishes within 30 s")

@@ -10,6 +10,7 @@ use super::output::{err, errln, outln};
 use super::{EXIT_GITHUB, EXIT_STOPPED, EXIT_USAGE};
 use crate::config::RepoSlug;
 use crate::github::{ClientConfig, GitCredentials, GitHub, GitHubError, Token};
+use crate::ids::{IssueNumber, RunId};
 use crate::pipeline::{Project, RunEnd, RunOptions, RunSummary, process_env};
 use crate::report;
 use crate::runtime::{ProgressMode, Services, run_issue, run_revision};
@@ -241,7 +242,7 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
         feed: None,
     };
     let opts = RunOptions {
-        issue: args.issue,
+        issue: IssueNumber::new(args.issue),
         debug: args.flags.debug,
         dry_run: args.flags.dry_run,
         add_to_board: args.add_to_board,
@@ -350,7 +351,7 @@ fn refuse_requester(project: &Project, issue: u64, login: &str) -> Option<RunSum
         )
     };
     Some(RunSummary::bare(
-        String::new(),
+        RunId::default(),
         project.settings.repo.to_string(),
         issue,
         RunEnd::Refused { reason },

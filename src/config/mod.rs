@@ -21,7 +21,7 @@ pub use settings::{
 pub use source::{DuplicateKey, JsonIndex, directory_problem, io_reason, read_text};
 pub use verify::{ReportSpec, VerifyConfig};
 pub use workflow::{
-    BuiltIn, ContractPolicy, DEFAULT_WORKFLOW, Expect, GateKind, Hook, HookObject, Stage,
+    BuiltIn, ContractPolicy, DEFAULT_WORKFLOW, Expect, GateKind, Hook, HookObject, Stage, StageId,
     StageSpec, TEST_PATHS, Unverifiable, WORKFLOW_PATH, WORKFLOW_WITHOUT_ORACLE, Workflow,
 };
 

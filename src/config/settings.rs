@@ -14,6 +14,8 @@ use serde_json::{Map, Value};
 use super::issue::{ConfigError, ConfigIssue};
 use super::schema::{Block, Checker, Kind, leaf_setting, settings_block};
 use super::source::{JsonIndex, read_text};
+use super::workflow::{StageId, Workflow};
+use crate::ids::BoardOption;
 
 /// Where settings are looked for, relative to the repository root, in order.
 pub const SETTINGS_PATHS: [&str; 2] = [".pi/settings.json", ".supervisor/settings.json"];
@@ -914,18 +916,23 @@ impl Settings {
         }
     }
 
-    /// The board option that holds workflow stage `stage` (`columns`, else the stage's own name).
-    pub fn board_option<'a>(&'a self, stage: &'a str) -> &'a str {
+    /// The name of the board option that holds workflow stage `stage` (`columns`, else the
+    /// stage's own name).
+    pub fn board_option_name<'a>(&'a self, stage: &'a str) -> &'a str {
         self.columns.get(stage).map_or(stage, String::as_str)
     }
 
-    /// The workflow stage a board option stands for: the stage `columns` maps to it (ignoring
-    /// case), else the option's own name.
-    pub fn stage_of(&self, option: &str) -> String {
-        self.columns
-            .iter()
-            .find(|(_, o)| o.eq_ignore_ascii_case(option))
-            .map_or_else(|| option.to_string(), |(stage, _)| stage.clone())
+    /// The board option that holds `stage`.
+    pub fn board_option(&self, stage: &StageId) -> BoardOption {
+        BoardOption::new(self.board_option_name(stage.as_str()))
+    }
+
+    /// The stage of `workflow` a board option stands for: the stage `columns` maps to it
+    /// (ignoring case), else the stage of the option's own name; `None` for a column that is no
+    /// stage of the workflow.
+    pub fn stage_at(&self, workflow: &Workflow, option: &BoardOption) -> Option<StageId> {
+        let mapped = self.columns.iter().find(|(_, o)| option.is(o));
+        workflow.stage_id(mapped.map_or(option.as_str(), |(stage, _)| stage.as_str()))
     }
 
     /// The timeout of one dispatch of `agent`: its `agentTimeoutsMin` entry, else

@@ -269,9 +269,47 @@ struct RevisionSpec {
 /// runs (default: the stage after `start`, Audit) and goes to `done_column` after (default: Done).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Revision {
-    pub start: String,
-    pub column: String,
-    pub done_column: String,
+    pub start: StageId,
+    pub column: StageId,
+    pub done_column: StageId,
+}
+
+/// A stage of a validated workflow, by its name. Only the workflow makes one
+/// ([`Workflow::stage_id`]), so it always names one of the workflow's stages — unlike a
+/// [`BoardOption`](crate::ids::BoardOption), a name on the board, which the settings' `columns`
+/// map to stages ([`Settings::stage_at`](super::Settings::stage_at)).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct StageId(String);
+
+impl StageId {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for StageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl PartialEq<str> for StageId {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for StageId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<String> for StageId {
+    fn eq(&self, other: &String) -> bool {
+        &self.0 == other
+    }
 }
 
 /// A validated stage.
@@ -295,6 +333,13 @@ pub struct Stage {
     pub skip_when_heading: Option<String>,
     pub score_dimension: Option<Dimension>,
     pub experimental: bool,
+}
+
+impl Stage {
+    /// This stage's id.
+    pub fn id(&self) -> StageId {
+        StageId(self.status.clone())
+    }
 }
 
 /// The validated workflow.
@@ -478,6 +523,11 @@ impl Workflow {
         self.stages.iter().find(|s| s.status == status)
     }
 
+    /// The stage named `status`, as an id (`None`: the workflow has no such stage).
+    pub fn stage_id(&self, status: &str) -> Option<StageId> {
+        self.stage(status).map(Stage::id)
+    }
+
     /// Position of a status in stage order.
     pub fn index(&self, status: &str) -> Option<usize> {
         self.stages.iter().position(|s| s.status == status)
@@ -608,9 +658,13 @@ fn revision_path(
         None => default,
     };
     Revision {
-        column: column("column", spec.column, after),
-        done_column: column("doneColumn", spec.done_column, wf.done().status.clone()),
-        start,
+        column: StageId(column("column", spec.column, after)),
+        done_column: StageId(column(
+            "doneColumn",
+            spec.done_column,
+            wf.done().status.clone(),
+        )),
+        start: StageId(start),
     }
 }
 
@@ -929,9 +983,9 @@ fn validate(
     let mut wf = Workflow {
         stages,
         revision: Revision {
-            start: String::new(),
-            column: String::new(),
-            done_column: String::new(),
+            start: StageId(String::new()),
+            column: StageId(String::new()),
+            done_column: StageId(String::new()),
         },
         verify: None,
         contract: ContractPolicy::default(),

@@ -19,6 +19,7 @@ pub use world::{IssueSpec, World, WorldError, WorldSpec, columns, demo_project, 
 
 use crate::config::DEFAULT_WORKFLOW;
 use crate::github::{ClientConfig, GitHub, Token};
+use crate::ids::IssueNumber;
 use crate::pipeline::{Project, RunOptions, RunSummary};
 use crate::report::run_map;
 use crate::runtime::{ProgressMode, Services, run_issue, run_revision};
@@ -386,7 +387,7 @@ pub async fn run_demo(
         feed: None,
     };
     let opts = RunOptions {
-        issue: world.spec.issue.number,
+        issue: IssueNumber::new(world.spec.issue.number),
         ..RunOptions::default()
     };
     let project = std::sync::Arc::new(project);

@@ -476,7 +476,7 @@ fn columns_check(project: &Project, options: &[String]) -> Check {
         .stages
         .iter()
         .filter(|st| !st.experimental || settings.enable_experimental_features)
-        .map(|st| (st.status.as_str(), settings.board_option(&st.status)))
+        .map(|st| (st.status.as_str(), settings.board_option_name(&st.status)))
         .filter(|(_, option)| !options.iter().any(|o| o.eq_ignore_ascii_case(option)))
         .map(|(stage, option)| {
             if stage == option {
@@ -491,8 +491,8 @@ fn columns_check(project: &Project, options: &[String]) -> Check {
             .workflow
             .stages
             .iter()
-            .filter(|st| settings.board_option(&st.status) != st.status)
-            .map(|st| format!("{} → {}", st.status, settings.board_option(&st.status)))
+            .filter(|st| settings.board_option_name(&st.status) != st.status)
+            .map(|st| format!("{} → {}", st.status, settings.board_option_name(&st.status)))
             .collect::<Vec<_>>();
         let detail = if mapped.is_empty() {
             "every stage of the workflow has its column".to_string()

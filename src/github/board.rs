@@ -3,6 +3,8 @@
 use graphql_client::GraphQLQuery;
 use serde::Deserialize;
 
+use crate::ids::BoardOption;
+
 use super::graphql::{
     AddToBoard, IssueBoardItems, ProjectBoard, UpdateItemStatus, add_to_board, issue_board_items,
     project_board, update_item_status,
@@ -283,7 +285,7 @@ impl GitHub {
             issue,
             FieldShape::from(&node.project.status_field),
             item_id,
-            column,
+            column.map(BoardOption::new),
         )
         .map(Some)
     }
@@ -430,13 +432,23 @@ impl GitHub {
             .and_then(|p| p.item)
             .ok_or_else(|| no_item("AddToBoard"))?;
         let (item_id, column) = added::read(&item);
-        board_item(board, issue.number, shape, item_id, column)
+        board_item(
+            board,
+            issue.number,
+            shape,
+            item_id,
+            column.map(BoardOption::new),
+        )
     }
 
     /// Move the card to `column`. An unknown column is an error listing the field's options.
-    pub async fn move_card(&self, item: &BoardItem, column: &str) -> Result<(), GitHubError> {
+    pub async fn move_card(
+        &self,
+        item: &BoardItem,
+        column: &BoardOption,
+    ) -> Result<(), GitHubError> {
         let option = item
-            .option(column)
+            .option(column.as_str())
             .ok_or_else(|| GitHubError::UnknownColumn {
                 column: column.to_string(),
                 field: item.field_name.clone(),
@@ -481,7 +493,7 @@ fn board_item(
     issue: u64,
     shape: FieldShape,
     item_id: String,
-    column: Option<String>,
+    column: Option<BoardOption>,
 ) -> Result<BoardItem, GitHubError> {
     let (field_id, field_name, options) = single_select(board, shape.field)?;
     Ok(BoardItem {

@@ -4,6 +4,8 @@
 
 use serde::Serialize;
 
+use crate::ids::BoardOption;
+
 use super::graphql::{BoardCard, BoardItems, board_card, board_items};
 use super::types::BoardRef;
 use super::{GitHub, GitHubError};
@@ -17,12 +19,17 @@ pub struct Card {
     /// The issue (`I_…`).
     pub issue_node_id: String,
     /// `None`: the status field has no value.
-    pub column: Option<String>,
+    pub column: Option<BoardOption>,
     pub open: bool,
     pub labels: Vec<String>,
 }
 
 impl Card {
+    /// GitHub's name for the card's column.
+    pub fn column_name(&self) -> Option<&str> {
+        self.column.as_ref().map(BoardOption::as_str)
+    }
+
     pub fn has_label(&self, name: &str) -> bool {
         self.labels.iter().any(|l| l.eq_ignore_ascii_case(name))
     }
@@ -119,7 +126,7 @@ impl Polled {
             item_id: self.id,
             issue: number,
             issue_node_id: node,
-            column: self.column,
+            column: self.column.map(BoardOption::new),
             open,
             labels,
         })

@@ -4,6 +4,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::config::Settings;
+use crate::ids::BoardOption;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -173,10 +174,15 @@ pub struct BoardItem {
     pub field_name: String,
     pub options: Vec<ColumnOption>,
     /// The card's column; `None` when its status is empty.
-    pub column: Option<String>,
+    pub column: Option<BoardOption>,
 }
 
 impl BoardItem {
+    /// GitHub's name for the card's column.
+    pub fn column_name(&self) -> Option<&str> {
+        self.column.as_ref().map(BoardOption::as_str)
+    }
+
     /// The option named `column`: exact match first, then ignoring case.
     pub fn option(&self, column: &str) -> Option<&ColumnOption> {
         self.options.iter().find(|o| o.name == column).or_else(|| {

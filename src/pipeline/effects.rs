@@ -17,9 +17,10 @@ use super::summary::{Progress, RunFacts};
 use super::user_text::UserText;
 use crate::agent::{AgentRun, AuditFinding};
 use crate::audit::AuditScore;
-use crate::config::Hook;
+use crate::config::{Hook, StageId};
 use crate::gates::{GateReport, IssueText};
 use crate::github::{Blocker, BoardItem, Comment, Editors, Feedback, Issue, Marker, PullRequest};
+use crate::ids::{CommitSha, IssueNumber, PrNumber};
 use crate::workspace::{MergeOutcome, Reuse};
 
 /// The content of a comment the engine posts, rendered to Markdown by the effects (`report`).
@@ -53,11 +54,11 @@ pub enum Text {
         proof: Option<crate::verify::ProofTable>,
     },
     /// The answer in a review thread a revision addressed.
-    ThreadAnswer { sha: String },
+    ThreadAnswer { sha: CommitSha },
     /// A revision is done: what it addressed and where.
     Revised {
         round: u32,
-        sha: String,
+        sha: CommitSha,
         /// (path, line) of each thread answered.
         threads: Vec<(String, Option<u64>)>,
         /// Review texts and requests it took in.
@@ -102,7 +103,7 @@ pub struct PrRequest {
     pub draft: bool,
     /// The head supervisor pushed, recorded hidden in the body (what a revision checks the
     /// branch against).
-    pub head_sha: Option<String>,
+    pub head_sha: Option<CommitSha>,
     /// The revision this body is written by (0: the run that opened the pull request).
     pub revision: u32,
     /// The designated tests on the base and on the head.
@@ -152,10 +153,10 @@ pub struct WorktreeInfo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommitResult {
     /// The new commit, when there was something to commit.
-    pub sha: Option<String>,
+    pub sha: Option<CommitSha>,
     /// Commits the branch has beyond its base.
     pub ahead: u32,
-    pub head: String,
+    pub head: CommitSha,
     /// Changes outside the stage's `writes`, undone before the commit.
     pub outside: Vec<String>,
 }
@@ -198,8 +199,9 @@ pub enum Effect {
         marker: Marker,
         text: Text,
     },
+    /// Move the card to the board option that holds this stage.
     MoveCard {
-        column: String,
+        to: StageId,
     },
     RunGates {
         stage: String,
@@ -219,7 +221,7 @@ pub enum Effect {
     Cleanup(Cleanup),
     /// Read a pull request and the feedback on it (and who supervisor is).
     FetchFeedback {
-        pr: u64,
+        pr: PrNumber,
     },
     /// The worktree on the pull request's branch at `head`, checked to hold `ours` (the head
     /// supervisor last pushed, when known).
@@ -290,7 +292,7 @@ pub enum Input {
     },
     Agent(Box<AgentRun>),
     Committed(Result<CommitResult, EffectError>),
-    Pushed(Result<String, EffectError>),
+    Pushed(Result<CommitSha, EffectError>),
     /// The comment, and whether it was created now (`false`: found from an earlier attempt).
     Posted {
         marker: Marker,
@@ -334,7 +336,10 @@ pub type GateFeed = tokio::sync::mpsc::UnboundedSender<(usize, GateReport)>;
 /// The world the engine acts on. Fatal failures (the run cannot go on, running again resumes it)
 /// are `Err(RunError)`; failures the engine decides about come back inside the `Ok` value.
 pub trait Effects: Send {
-    fn fetch_issue(&mut self, issue: u64) -> impl Future<Output = Result<Issue, RunError>> + Send;
+    fn fetch_issue(
+        &mut self,
+        issue: IssueNumber,
+    ) -> impl Future<Output = Result<Issue, RunError>> + Send;
     fn fetch_context(
         &mut self,
         issue: &Issue,
@@ -353,7 +358,7 @@ pub trait Effects: Send {
     fn move_card(
         &mut self,
         board: &BoardItem,
-        column: &str,
+        to: &StageId,
     ) -> impl Future<Output = Result<(), RunError>> + Send;
     /// Post the closing comment once and close the issue.
     fn close_issue(
@@ -381,7 +386,7 @@ pub trait Effects: Send {
         message: &str,
         scope: Option<&[String]>,
     ) -> impl Future<Output = Result<CommitResult, EffectError>> + Send;
-    fn push(&mut self) -> impl Future<Output = Result<String, EffectError>> + Send;
+    fn push(&mut self) -> impl Future<Output = Result<CommitSha, EffectError>> + Send;
     fn undo_commit(&mut self) -> impl Future<Output = Result<(), EffectError>> + Send;
     /// Merge the base branch into the branch and push it, or list the conflicting files.
     fn merge_base(&mut self) -> impl Future<Output = Result<MergeOutcome, EffectError>> + Send;
@@ -406,7 +411,7 @@ pub trait Effects: Send {
     /// A pull request with its reviews, threads and conversation, and the login supervisor posts as.
     fn fetch_feedback(
         &mut self,
-        pr: u64,
+        pr: PrNumber,
     ) -> impl Future<Output = Result<(Feedback, Option<String>), RunError>> + Send;
     /// The worktree on the pull request's branch, continuing its history at `head` (merged with
     /// local work not yet pushed); `Ok(Err(reason))` (said publicly) when the branch cannot be revised (it no

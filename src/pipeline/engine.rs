@@ -14,12 +14,14 @@ use super::summary::{RunEnd, RunSummary, exit};
 use crate::config::{ConfigError, Hook};
 use crate::gates::GateReport;
 use crate::github::GitHubError;
+use crate::ids::{IssueNumber, PrNumber};
 use crate::workspace::WorkspaceError;
 
 /// What `supervisor run` was asked to do.
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
-    pub issue: u64,
+    /// The issue the run is about (for a revision: the issue its pull request closes).
+    pub issue: IssueNumber,
     /// Keep the worktree however the run ends.
     pub debug: bool,
     /// Read, plan and print; write nothing.
@@ -27,7 +29,7 @@ pub struct RunOptions {
     /// Add the issue to the board (Backlog) when it is not on it, instead of stopping.
     pub add_to_board: bool,
     /// Revise this pull request (of `issue`) after review feedback instead of running the issue.
-    pub revise: Option<u64>,
+    pub revise: Option<PrNumber>,
 }
 
 /// Errors that end a run before or outside the stages (GitHub, workspace, journal, configuration).
@@ -271,9 +273,9 @@ async fn perform<E: Effects>(
                 result,
             }
         }
-        Effect::MoveCard { column } => {
+        Effect::MoveCard { to } => {
             let board = machine.board().expect("admitted runs have a card");
-            fx.move_card(board, &column).await?;
+            fx.move_card(board, &to).await?;
             Input::Moved
         }
         Effect::RunGates {

@@ -17,6 +17,7 @@ use super::user_text::UserText;
 use crate::agent::{ExitReason, Outcome, Usage};
 use crate::gates::GateReport;
 use crate::github::Marker;
+use crate::ids::CommitSha;
 use crate::workspace::{MergeOutcome, Reuse};
 
 /// The journal format this build writes. Every line carries it as `v`; lines of
@@ -138,14 +139,14 @@ pub enum Event {
     Committed {
         stage: String,
         attempt: u32,
-        sha: Option<String>,
+        sha: Option<CommitSha>,
         ahead: u32,
         /// Changes outside the stage's `writes`, undone before the commit.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         outside: Vec<String>,
     },
     Pushed {
-        sha: String,
+        sha: CommitSha,
     },
     /// One gate of the round under way finished (in the order they finish); the round's
     /// `gates-finished` follows once all have.

@@ -41,6 +41,7 @@ use crate::config::GateKind;
 use crate::config::{BuiltIn, Stage};
 use crate::gates::{GateReport, IssueText};
 use crate::github::{BoardItem, Comment, GitHubError, Issue, Marker, MarkerKind};
+use crate::ids::{CommitSha, IssueNumber, RunId};
 use crate::verify::{ProofInput, ProofTable, TestEvidence};
 use crate::workspace::MergeOutcome;
 use revise::revision_commit_message;
@@ -170,7 +171,7 @@ struct Record {
     rejections: Vec<ReviewRejection>,
     warnings: Vec<String>,
     /// The latest head pushed.
-    pushed: Option<String>,
+    pushed: Option<CommitSha>,
     /// A commit with new work was made in this run.
     new_commit: bool,
     /// Revision: the card is in the revision's column.
@@ -184,7 +185,7 @@ struct Record {
     /// Stages whose agent committed new work in this run.
     committed_by: std::collections::BTreeSet<String>,
     /// The last commit of a stage that writes tests (TestDesign's).
-    tests_commit: Option<String>,
+    tests_commit: Option<CommitSha>,
     /// What the last passing `red` gate saw on the base code.
     red: Option<TestEvidence>,
     /// What the last passing `green` gate saw on the head.
@@ -251,14 +252,14 @@ enum Want {
 pub struct Machine {
     project: Arc<Project>,
     opts: RunOptions,
-    run_id: String,
+    run_id: RunId,
     r: Record,
     s: Session,
 }
 
 impl Machine {
     /// A machine for `run_id`, continuing from its journal's entries (none for a new run).
-    pub fn new(project: Arc<Project>, opts: RunOptions, run_id: String, entries: &[Entry]) -> Self {
+    pub fn new(project: Arc<Project>, opts: RunOptions, run_id: RunId, entries: &[Entry]) -> Self {
         let mut m = Machine {
             project,
             opts,
@@ -272,11 +273,11 @@ impl Machine {
         m
     }
 
-    pub fn run_id(&self) -> &str {
+    pub fn run_id(&self) -> &RunId {
         &self.run_id
     }
 
-    pub fn issue_number(&self) -> u64 {
+    pub fn issue_number(&self) -> IssueNumber {
         self.opts.issue
     }
 
@@ -357,7 +358,7 @@ impl Machine {
         RunSummary {
             run_id: self.run_id.clone(),
             repo: p.settings.repo.to_string(),
-            issue: self.opts.issue,
+            issue: self.opts.issue.get(),
             title: self
                 .s
                 .issue
@@ -596,7 +597,7 @@ impl Machine {
             Input::Moved => match self.r.pending.clone() {
                 Some(transition) => vec![Event::Applied { transition }],
                 None if self.opts.revise.is_some() => vec![Event::CardPlaced {
-                    column: self.project.workflow.revision.column.clone(),
+                    column: self.project.workflow.revision.column.to_string(),
                 }],
                 None => Vec::new(),
             },
@@ -686,7 +687,7 @@ impl Machine {
         }
     }
 
-    fn absorb_push(&mut self, result: Result<String, EffectError>) -> Vec<Event> {
+    fn absorb_push(&mut self, result: Result<CommitSha, EffectError>) -> Vec<Event> {
         match result {
             Ok(sha) => vec![Event::Pushed { sha }],
             Err(e) => {
@@ -795,7 +796,9 @@ impl Machine {
         let base = self.project.settings.default_branch.clone();
         let mut events = Vec::new();
         match &result {
-            Ok(MergeOutcome::Merged { sha }) => events.push(Event::Pushed { sha: sha.clone() }),
+            Ok(MergeOutcome::Merged { sha }) => events.push(Event::Pushed {
+                sha: CommitSha::new(sha),
+            }),
             Ok(MergeOutcome::Conflicts { files }) => events.push(warning(format!(
                 "the pull request conflicts with {base}; resolve by hand: {}",
                 files.join(", ")
@@ -907,7 +910,10 @@ impl Machine {
         if let TitleTrust::Refused(reason) = trusted_title(settings, issue, &ctx.editors) {
             return refuse(reason);
         }
-        Want::Admit(start_column(&self.project.workflow, board))
+        match start_column(settings, &self.project.workflow, board) {
+            Ok(stage) => Want::Admit(stage.to_string()),
+            Err(reason) => refuse(reason),
+        }
     }
 
     /// Post again what GitHub did not confirm, once per round (at the start and at the end).
@@ -996,11 +1002,14 @@ impl Machine {
                 transition: t.clone(),
             }]);
         }
-        let column = self
-            .stage(&t.to)
-            .map(|s| s.status.clone())
-            .unwrap_or_else(|| t.to.clone());
-        Want::Do(Effect::MoveCard { column })
+        match self.stage(&t.to) {
+            Some(stage) => Want::Do(Effect::MoveCard { to: stage.id() }),
+            None => Want::Record(vec![halt(
+                t.from.clone(),
+                self.r.attempts.get(&t.from).copied().unwrap_or(0),
+                format!("the workflow has no stage {}", t.to),
+            )]),
+        }
     }
 
     fn want_plan(&self) -> Want {
@@ -1357,7 +1366,7 @@ impl Machine {
             designated: designated_by(answer),
             criteria,
             test_paths: ts.writes.clone().unwrap_or_default(),
-            tests_commit: self.r.tests_commit.clone(),
+            tests_commit: self.r.tests_commit.clone().map(String::from),
             already_resolved: answer.is_some_and(|o| o.already_resolved),
             outside,
             base: self.r.red.clone(),
@@ -1554,7 +1563,7 @@ impl Machine {
         };
         Some(Progress {
             run_id: self.run_id.clone(),
-            issue: self.opts.issue,
+            issue: self.opts.issue.get(),
             stages,
             current: work.filter(|_| end.is_none()).map(|w| CurrentWork {
                 stage: w.stage.clone(),

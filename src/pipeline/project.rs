@@ -193,7 +193,7 @@ fn column_issues(loaded: &LoadedSettings, stages: &[&str]) -> Vec<ConfigIssue> {
         let shared: Vec<&str> = stages
             .iter()
             .copied()
-            .filter(|s| *s != stage && settings.board_option(s).eq_ignore_ascii_case(option))
+            .filter(|s| *s != stage && settings.board_option_name(s).eq_ignore_ascii_case(option))
             .collect();
         // Reported once: by the later key when both stages are mapped.
         if let Some(other) = shared

@@ -6,6 +6,7 @@ use super::decide::Transition;
 use super::user_text::UserText;
 use crate::audit::AuditScore;
 use crate::gates::{GateReport, GateStatus, Verdict};
+use crate::ids::RunId;
 
 /// Exit status of `supervisor run` (and every command that runs the pipeline).
 pub mod exit {
@@ -174,7 +175,7 @@ pub struct RunFacts {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RunSummary {
-    pub run_id: String,
+    pub run_id: RunId,
     pub repo: String,
     pub issue: u64,
     pub title: String,
@@ -196,7 +197,7 @@ pub struct RunSummary {
 impl RunSummary {
     /// The summary of a run that ended as `end` before it did anything (no agents, no gates,
     /// no journal).
-    pub fn bare(run_id: String, repo: String, issue: u64, end: RunEnd) -> RunSummary {
+    pub fn bare(run_id: RunId, repo: String, issue: u64, end: RunEnd) -> RunSummary {
         RunSummary {
             run_id,
             repo,
@@ -297,7 +298,7 @@ impl ReviewRejection {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Progress {
-    pub run_id: String,
+    pub run_id: RunId,
     pub issue: u64,
     pub stages: Vec<StageProgress>,
     pub current: Option<CurrentWork>,

@@ -416,7 +416,7 @@ mod tests {
         use TransitionKind::*;
         let t = |a: &str, b: &str, k| Transition::new(a, b, k, "r");
         RunSummary {
-            run_id: "1-20261123T100000Z".into(),
+            run_id: crate::ids::RunId::new("1-20261123T100000Z"),
             repo: "acme/widgets".into(),
             issue: 1,
             title: "Accept hours\nin parseDuration".into(),

@@ -223,7 +223,7 @@ mod tests {
     #[test]
     fn summary_text_and_json() {
         let s = RunSummary {
-            run_id: "42-20261122T030000Z".into(),
+            run_id: crate::ids::RunId::new("42-20261122T030000Z"),
             repo: "acme/widgets".into(),
             issue: 42,
             title: "Parse durations".into(),

@@ -80,7 +80,7 @@ pub(crate) mod tests {
             Some(_) => (StageMark::Done, StageMark::Done),
         };
         Progress {
-            run_id: "7-x".into(),
+            run_id: crate::ids::RunId::new("7-x"),
             issue: 7,
             stages: Progress::marks(&stages, at, here, rest),
             current: at.map(|s| CurrentWork {

@@ -10,11 +10,12 @@ use tokio_util::sync::CancellationToken;
 use super::Services;
 use super::tracker::Tracker;
 use crate::agent::{self, AgentRequest, AgentRun, ExitReason};
-use crate::config::Hook;
+use crate::config::{Hook, StageId};
 use crate::gates::{self, CiContext, CiSource, GateContext, GateReport, IssueText};
 use crate::github::{
     BoardItem, BoardRef, Comment, GitHub, Issue, Marker, MarkerKind, NewPullRequest, PullRequest,
 };
+use crate::ids::{CommitSha, IssueNumber, PrNumber, RunId};
 use crate::pipeline::{
     Cleanup, CommitResult, Context, Dispatch, EffectError, Effects, ErrorClass, GateFeed,
     GitHubChecks, PrRequest, Progress, Project, RunError, Text, ThreadAnswer, UserText,
@@ -35,7 +36,7 @@ pub struct LiveEffects {
     cancel: CancellationToken,
     hooks: Option<Arc<dyn super::RunHooks>>,
     ws: WorkspaceConfig,
-    run_id: String,
+    run_id: RunId,
     issue: u64,
     journal_dir: PathBuf,
     /// The issue's comments as last read, with the ones posted since: where a marker is looked
@@ -77,7 +78,7 @@ impl LiveEffects {
         svc: Services,
         ws: WorkspaceConfig,
         issue: u64,
-        run_id: String,
+        run_id: RunId,
         journal_dir: PathBuf,
     ) -> LiveEffects {
         // The main checkout's tools are recorded now, before any agent has run. Gate tools run in
@@ -155,12 +156,6 @@ impl LiveEffects {
 
     fn board_ref(&self) -> BoardRef {
         BoardRef::from_settings(&self.project.settings)
-    }
-
-    /// The card with its column named as the workflow's stage (`columns` maps board options).
-    fn as_stages(&self, mut item: BoardItem) -> BoardItem {
-        item.column = item.column.map(|c| self.project.settings.stage_of(&c));
-        item
     }
 
     fn worktree(&self) -> Result<Worktree, EffectError> {
@@ -349,8 +344,8 @@ async fn blocking<T: Send + 'static>(
 }
 
 impl Effects for LiveEffects {
-    async fn fetch_issue(&mut self, issue: u64) -> Result<Issue, RunError> {
-        Ok(self.gh.get_issue(issue).await?)
+    async fn fetch_issue(&mut self, issue: IssueNumber) -> Result<Issue, RunError> {
+        Ok(self.gh.get_issue(issue.get()).await?)
     }
 
     async fn fetch_context(&mut self, issue: &Issue) -> Result<Context, RunError> {
@@ -362,7 +357,7 @@ impl Effects for LiveEffects {
             self.gh.list_comments(issue.number),
             self.gh.issue_editors(issue.number),
         )?;
-        let board = board.map(|b| self.as_stages(b));
+
         // Asked once per run: only comments by this login are supervisor's.
         if self.viewer.is_none() {
             self.viewer = Some(self.gh.viewer_login().await?);
@@ -379,7 +374,7 @@ impl Effects for LiveEffects {
 
     async fn add_to_board(&mut self, issue: &Issue) -> Result<BoardItem, RunError> {
         let item = self.gh.add_to_board(&self.board_ref(), issue).await?;
-        Ok(self.as_stages(item))
+        Ok(item)
     }
 
     async fn post(
@@ -406,10 +401,11 @@ impl Effects for LiveEffects {
         }
     }
 
-    async fn move_card(&mut self, board: &BoardItem, column: &str) -> Result<(), RunError> {
-        let option = self.project.settings.board_option(column);
+    async fn move_card(&mut self, board: &BoardItem, to: &StageId) -> Result<(), RunError> {
+        let option = self.project.settings.board_option(to);
+        let column = to.as_str();
         let Some(hooks) = self.hooks.clone() else {
-            return Ok(self.gh.move_card(board, option).await?);
+            return Ok(self.gh.move_card(board, &option).await?);
         };
         tokio::select! {
             () = hooks.moving(self.issue, column) => {}
@@ -419,7 +415,7 @@ impl Effects for LiveEffects {
             // Stopped while waiting: the card stays where it is, the run ends at its next step.
             return Ok(());
         }
-        self.gh.move_card(board, option).await?;
+        self.gh.move_card(board, &option).await?;
         hooks.moved(self.issue, column);
         Ok(())
     }
@@ -520,16 +516,16 @@ impl Effects for LiveEffects {
         blocking(&self.cancel, move || {
             let c = wt.commit_within(&message, scope.as_ref())?;
             Ok(CommitResult {
-                sha: c.sha,
+                sha: c.sha.map(CommitSha::new),
                 ahead: c.ahead,
-                head: c.head,
+                head: CommitSha::new(c.head),
                 outside: c.outside,
             })
         })
         .await
     }
 
-    async fn push(&mut self) -> Result<String, EffectError> {
+    async fn push(&mut self) -> Result<CommitSha, EffectError> {
         let wt = self.worktree_for_git()?;
         let auth = self.push_auth.clone();
         let revising = self.revising;
@@ -546,7 +542,7 @@ impl Effects for LiveEffects {
                 }
             }
             wt.push(&auth)?;
-            wt.head_sha()
+            wt.head_sha().map(CommitSha::new)
         })
         .await
     }
@@ -699,9 +695,9 @@ impl Effects for LiveEffects {
 
     async fn fetch_feedback(
         &mut self,
-        pr: u64,
+        pr: PrNumber,
     ) -> Result<(crate::github::Feedback, Option<String>), RunError> {
-        let (feedback, viewer) = self.gh.pull_feedback(pr).await?;
+        let (feedback, viewer) = self.gh.pull_feedback(pr.get()).await?;
         self.viewer = Some(viewer.clone());
         Ok((feedback, Some(viewer)))
     }

@@ -20,6 +20,7 @@ pub use monitor::{
 };
 
 use crate::github::GitHub;
+use crate::ids::{IssueNumber, PrNumber, RunId};
 use crate::pipeline::{
     Event, Journal, Machine, Project, RunEnd, RunError, RunOptions, RunSummary, drive,
 };
@@ -159,8 +160,8 @@ pub async fn run_revision(
             "pull request #{pr} names no issue it closes (`Closes #N` in its description): supervisor revises the pull requests it opened for an issue"
         )));
     };
-    opts.issue = issue;
-    opts.revise = Some(pr);
+    opts.issue = IssueNumber::new(issue);
+    opts.revise = Some(PrNumber::new(pr));
     run_issue(project, svc, opts).await
 }
 
@@ -173,7 +174,7 @@ pub async fn refusal(
     issue: u64,
 ) -> Result<Option<String>, RunError> {
     let opts = RunOptions {
-        issue,
+        issue: IssueNumber::new(issue),
         dry_run: true,
         ..RunOptions::default()
     };
@@ -190,18 +191,20 @@ pub async fn run_issue(
     opts: RunOptions,
 ) -> Result<RunSummary, RunError> {
     let ws = WorkspaceConfig::from_settings(&project.root, &project.settings);
+    let (issue, pr) = (opts.issue.get(), opts.revise.map(PrNumber::get));
     let (run_id, resumed, lock) = if opts.dry_run {
-        (new_run_id(opts.issue, opts.revise), false, None)
+        (new_run_id(issue, pr), false, None)
     } else {
-        let (id, resumed, lock) = claim(&project, &ws, opts.issue, opts.revise)?;
+        let (id, resumed, lock) = claim(&project, &ws, issue, pr)?;
         (id, resumed, Some(lock))
     };
+    let run_id = RunId::new(run_id);
     // Every log line of the run, down through its agents and gates, names it.
     let span = tracing::info_span!(
         "run",
         run = %run_id,
-        issue = opts.issue,
-        pr = opts.revise.map(tracing::field::display),
+        issue,
+        pr = pr.map(tracing::field::display),
     );
     let result = run_in(project, svc, opts, ws, run_id, resumed)
         .instrument(span)
@@ -216,7 +219,7 @@ async fn run_in(
     svc: Services,
     opts: RunOptions,
     ws: WorkspaceConfig,
-    run_id: String,
+    run_id: RunId,
     resumed: bool,
 ) -> Result<RunSummary, RunError> {
     let mut journal = if opts.dry_run {
@@ -238,7 +241,7 @@ async fn run_in(
         journal.entries(),
     );
     journal.record(Event::RunStarted {
-        issue: opts.issue,
+        issue: opts.issue.get(),
         repo: project.settings.repo.to_string(),
         resumed,
         version: env!("CARGO_PKG_VERSION").to_string(),
@@ -247,7 +250,7 @@ async fn run_in(
         project,
         svc,
         ws,
-        opts.issue,
+        opts.issue.get(),
         run_id,
         journal.dir().to_path_buf(),
     );

@@ -361,7 +361,8 @@ impl Monitor {
         if view.progress.as_ref() == Some(progress) {
             return;
         }
-        view.run_id.get_or_insert_with(|| progress.run_id.clone());
+        view.run_id
+            .get_or_insert_with(|| progress.run_id.to_string());
         view.progress = Some(progress.clone());
         self.push(&s, Value::Null);
     }

@@ -4,33 +4,59 @@
 
 use std::collections::BTreeMap;
 
-use crate::config::Workflow;
+use crate::config::{Settings, Workflow};
 use crate::github::Card;
 
-/// The board as last seen: issue → column (`None`: no column).
+/// The board as last seen: issue → where its card was (`None`: no column), in the terms of
+/// [`Sighting::place`].
 pub type Columns = BTreeMap<u64, Option<String>>;
+
+/// A card as read, with where it is in the workflow's terms, resolved once when it is read: the
+/// stage its board column stands for (through the settings' `columns`), else the column's own
+/// name (a column that holds no stage). The card keeps GitHub's name for its column.
+#[derive(Debug, Clone)]
+pub struct Sighting {
+    pub card: Card,
+    /// `None`: the card has no column.
+    pub place: Option<String>,
+}
+
+impl Sighting {
+    pub fn new(card: Card, settings: &Settings, workflow: &Workflow) -> Sighting {
+        let place = card.column.as_ref().map(|option| {
+            settings
+                .stage_at(workflow, option)
+                .map_or_else(|| option.to_string(), |stage| stage.to_string())
+        });
+        Sighting { card, place }
+    }
+
+    pub fn issue(&self) -> u64 {
+        self.card.issue
+    }
+}
 
 /// Whether `card` asks for a run: it is open, in a trigger column, and was not in that column
 /// when the board was last seen (`previous` is `None` before the first poll ever: every card in
 /// a trigger column is then new).
-pub fn arrived(card: &Card, previous: Option<&Columns>, triggers: &[String]) -> bool {
-    let Some(column) = &card.column else {
+pub fn arrived(seen: &Sighting, previous: Option<&Columns>, triggers: &[String]) -> bool {
+    let Some(place) = &seen.place else {
         return false;
     };
-    if !card.open || !triggers.iter().any(|t| t == column) {
+    if !seen.card.open || !triggers.iter().any(|t| t == place) {
         return false;
     }
     match previous {
         None => true,
-        Some(seen) => seen.get(&card.issue) != Some(&card.column),
+        Some(before) => before.get(&seen.issue()) != Some(&seen.place),
     }
 }
 
 /// Whether a start queued by its card's arrival in `column` is still due, with the card as now
 /// read (`None`: not on the board): a card moved out of that column (or closed) before its run
 /// started was taken back by whoever moved it.
-pub fn still_due(column: &str, card: Option<&Card>) -> bool {
-    card.is_some_and(|c| c.open && c.column.as_deref() == Some(column))
+pub fn still_due(column: &str, seen: Option<&Sighting>) -> bool {
+    seen.is_some_and(|s| s.card.open && s.place.as_deref() == Some(column))
 }
 
 /// What to do with a live run, given where its card is now.
@@ -48,18 +74,18 @@ pub enum Verdict {
 /// now (`None`: no longer on the board).
 pub fn reconcile(
     run_column: &str,
-    card: Option<&Card>,
+    seen: Option<&Sighting>,
     workflow: &Workflow,
     moved_by: Option<&str>,
 ) -> Verdict {
     let by = moved_by.map(|l| format!(" by @{l}")).unwrap_or_default();
-    let Some(card) = card else {
+    let Some(seen) = seen else {
         return Verdict::Stop(format!("the card was taken off the board{by}"));
     };
-    if !card.open {
-        return Verdict::Stop(format!("issue #{} was closed{by}", card.issue));
+    if !seen.card.open {
+        return Verdict::Stop(format!("issue #{} was closed{by}", seen.issue()));
     }
-    let Some(column) = &card.column else {
+    let Some(column) = &seen.place else {
         return Verdict::Stop(format!("the card's column was cleared{by}"));
     };
     if column == run_column {
@@ -83,15 +109,33 @@ pub fn reconcile(
 mod tests {
     use super::*;
 
-    fn card(issue: u64, column: Option<&str>, open: bool) -> Card {
-        Card {
+    fn card(issue: u64, column: Option<&str>, open: bool) -> Sighting {
+        let card = Card {
             item_id: format!("PVTI_{issue}"),
             issue,
             issue_node_id: format!("I_{issue}"),
-            column: column.map(str::to_string),
+            column: column.map(crate::ids::BoardOption::new),
             open,
             labels: Vec::new(),
-        }
+        };
+        let repo = crate::config::RepoSlug::parse("o/r").unwrap();
+        let mut settings = Settings::minimal(repo, 1, vec!["o".into()]);
+        settings.columns = [("TestDesign".into(), "Tests first".into())].into();
+        Sighting::new(card, &settings, &Workflow::builtin(&BTreeMap::new()))
+    }
+
+    #[test]
+    fn a_card_is_placed_by_the_stage_its_column_stands_for() {
+        // Mapped: the board's "Tests first" holds TestDesign; the card keeps GitHub's name.
+        let seen = card(1, Some("Tests first"), true);
+        assert_eq!(seen.place.as_deref(), Some("TestDesign"));
+        assert_eq!(seen.card.column.as_ref().unwrap().as_str(), "Tests first");
+        // A column that holds no stage is named as it is.
+        assert_eq!(
+            card(1, Some("Triage"), true).place.as_deref(),
+            Some("Triage")
+        );
+        assert_eq!(card(1, None, true).place, None);
     }
 
     fn triggers() -> Vec<String> {

@@ -21,7 +21,7 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::board::{Verdict, arrived, reconcile, still_due};
+use super::board::{Sighting, Verdict, arrived, reconcile, still_due};
 use super::claims::Held;
 use super::state::{Owed, WatchState};
 use super::tracker::Tracker;
@@ -598,7 +598,7 @@ impl Core {
 
     /// Check a queued start against its card as now read: one whose card left the column that
     /// asked for it is dropped, one still there may start.
-    fn recheck_queued(&mut self, issue: u64, card: Option<&Card>) {
+    fn recheck_queued(&mut self, issue: u64, card: Option<&Sighting>) {
         let key = WorkKey::Issue(issue);
         let Some(pos) = self.queue.iter().position(|q| q.key == key) else {
             return;
@@ -850,7 +850,7 @@ impl Core {
                 };
                 self.notice(Notice::Finished {
                     issue,
-                    run_id: summary.run_id,
+                    run_id: summary.run_id.into(),
                     end,
                     pr_url,
                 });
@@ -907,12 +907,13 @@ impl Core {
     }
 
     fn polled(&mut self, mut poll: BoardPoll, read_at: Instant, duration_ms: u64, now: Now) {
-        for card in &mut poll.cards {
-            self.to_stage(card);
-        }
+        let seen: Vec<Sighting> = std::mem::take(&mut poll.cards)
+            .into_iter()
+            .map(|card| self.sighting(card))
+            .collect();
         self.last_poll_error = None;
         let notice = Notice::Polled {
-            cards: poll.cards.len(),
+            cards: seen.len(),
             skipped: poll.skipped,
             pages: poll.pages,
             cost: poll.rate.cost,
@@ -926,7 +927,7 @@ impl Core {
         });
         self.notice(notice);
         self.board_id = Some(poll.project_id.clone());
-        let cards: BTreeMap<u64, &Card> = poll.cards.iter().map(|c| (c.issue, c)).collect();
+        let cards: BTreeMap<u64, &Sighting> = seen.iter().map(|s| (s.issue(), s)).collect();
         let live: Vec<u64> = self
             .live
             .keys()
@@ -947,7 +948,7 @@ impl Core {
         }
         if self.accepting {
             let previous = self.state.board.clone();
-            for card in &poll.cards {
+            for card in &seen {
                 if arrived(card, previous.as_ref(), &self.triggers) {
                     self.arrived(card, now);
                 }
@@ -956,12 +957,7 @@ impl Core {
                 self.enqueue(key, "trying again", None, now);
             }
         }
-        self.state.board = Some(
-            poll.cards
-                .iter()
-                .map(|c| (c.issue, c.column.clone()))
-                .collect(),
-        );
+        self.state.board = Some(seen.into_iter().map(|s| (s.issue(), s.place)).collect());
         self.state.polled_at = Some(now.wall);
         self.poll_tried = true;
         // The board as seen and what it queued, in one write.
@@ -990,7 +986,7 @@ impl Core {
     fn reconcile(
         &mut self,
         issue: u64,
-        card: Option<&Card>,
+        card: Option<&Sighting>,
         moved_by: Option<&str>,
         read_at: Option<Instant>,
     ) {
@@ -1259,7 +1255,7 @@ impl Core {
                 format!("card {} is not on board #{number}", moved.item_node_id),
             );
         };
-        let Some(mut card) = found.card else {
+        let Some(card) = found.card else {
             let reason = format!(
                 "card {} holds no issue of {}",
                 moved.item_node_id, self.project.settings.repo
@@ -1267,26 +1263,27 @@ impl Core {
             return self.ignored("card", reason);
         };
         self.board_id.get_or_insert(found.project_id);
-        self.to_stage(&mut card);
+        let card = self.sighting(card);
         tracing::info!(
             "card of #{} moved to {} by {}",
-            card.issue,
-            card.column.as_deref().unwrap_or("no column"),
+            card.issue(),
+            card.place.as_deref().unwrap_or("no column"),
             moved.moved_by
         );
         let human = match &moved.origin {
             Origin::Webhook { .. } => Some(moved.moved_by.login.as_str()),
             _ => None,
         };
-        if self.live.contains_key(&WorkKey::Issue(card.issue)) {
-            self.reconcile(card.issue, Some(&card), human, None);
+        let issue = card.issue();
+        if self.live.contains_key(&WorkKey::Issue(issue)) {
+            self.reconcile(issue, Some(&card), human, None);
         }
-        self.recheck_queued(card.issue, Some(&card));
+        self.recheck_queued(issue, Some(&card));
         if self.accepting && arrived(&card, self.state.board.as_ref(), &self.triggers) {
             self.arrived(&card, now);
         }
         if let Some(board) = &mut self.state.board {
-            board.insert(card.issue, card.column.clone());
+            board.insert(issue, card.place.clone());
             self.dirty = true;
         }
     }
@@ -1302,20 +1299,20 @@ impl Core {
     }
 
     /// Queue the start `card`'s arrival in a trigger column asks for.
-    fn arrived(&mut self, card: &Card, now: Now) {
-        let column = card.column.clone().unwrap_or_default();
+    fn arrived(&mut self, card: &Sighting, now: Now) {
+        let column = card.place.clone().unwrap_or_default();
         self.enqueue(
-            WorkKey::Issue(card.issue),
+            WorkKey::Issue(card.issue()),
             &format!("the card arrived in {column}"),
-            card.column.clone(),
+            card.place.clone(),
             now,
         );
     }
 
-    /// The card's column as the workflow's stage (`columns` maps stages to board options).
-    fn to_stage(&self, card: &mut Card) {
-        let settings = &self.project.settings;
-        card.column = card.column.take().map(|option| settings.stage_of(&option));
+    /// The card as read, placed in the workflow's terms once.
+    fn sighting(&self, card: Card) -> Sighting {
+        let p = &self.project;
+        Sighting::new(card, &p.settings, &p.workflow)
     }
 }
 

@@ -191,7 +191,7 @@ fn card(issue: u64, column: Option<&str>, open: bool) -> Card {
         item_id: format!("PVTI_{issue}"),
         issue,
         issue_node_id: format!("I_{issue}"),
-        column: column.map(String::from),
+        column: column.map(crate::ids::BoardOption::new),
         open,
         labels: Vec::new(),
     }
@@ -199,7 +199,12 @@ fn card(issue: u64, column: Option<&str>, open: bool) -> Card {
 
 fn summary(issue: u64, end: RunEnd) -> RunSummary {
     let run_id = format!("{issue}-20261127T090000.000Z");
-    RunSummary::bare(run_id, "acme/widgets".into(), issue, end)
+    RunSummary::bare(
+        crate::ids::RunId::new(run_id),
+        "acme/widgets".into(),
+        issue,
+        end,
+    )
 }
 
 /// The start of issue `issue`'s run with its claim, its card last seen in `column`.

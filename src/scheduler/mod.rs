@@ -51,6 +51,7 @@ pub use tracker::Tracker;
 
 use crate::events::Event;
 use crate::github::{BoardRef, GitHub, Marker};
+use crate::ids::IssueNumber;
 use crate::pipeline::{Project, RunEnd, RunError, RunOptions, RunSummary, read_runs_where};
 use crate::runtime::{
     Monitor, Scheduled, Services, refusal, revised_pull, run_issue, run_revision,
@@ -438,7 +439,7 @@ impl Driver {
         };
         self.s.monitor.started(number, column);
         let opts = RunOptions {
-            issue: number,
+            issue: IssueNumber::new(number),
             ..RunOptions::default()
         };
         let project = self.s.project.clone();
@@ -467,7 +468,7 @@ impl Driver {
         match &result {
             Ok(summary) => self.s.monitor.finished(
                 issue,
-                Some(summary.run_id.clone()),
+                Some(summary.run_id.to_string()),
                 summary.end.kind(),
                 match &summary.end {
                     RunEnd::PullRequest { url, .. } | RunEnd::Revised { url, .. } => {

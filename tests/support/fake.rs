@@ -21,6 +21,7 @@ use supervisor::github::{
     GitHubError, Issue, IssueState, Marker, PullRequest, PullState, Review, ReviewComment,
     ReviewState, ReviewThread, body_blockers,
 };
+use supervisor::ids::{IssueNumber, PrNumber};
 use supervisor::pipeline::{
     Cleanup, CommitResult, Context, Dispatch, EffectError, Effects, Entry, ErrorClass, Event,
     GateFeed, Journal, Machine, PrRequest, Progress, Project, RunError, RunOptions, RunSummary,
@@ -226,7 +227,7 @@ impl FakeWorld {
         mut opts: RunOptions,
         cancel: CancellationToken,
     ) -> Ran {
-        opts.issue = self.spec.issue.number;
+        opts.issue = IssueNumber::new(self.spec.issue.number);
         self.runs += 1;
         let project = self.project();
         let live = self.live_run.lock().unwrap().clone();
@@ -236,7 +237,12 @@ impl FakeWorld {
         } else {
             Journal::open(&self.root, &run_id).expect("journal opens")
         };
-        let mut machine = Machine::new(project.clone(), opts, run_id.clone(), journal.entries());
+        let mut machine = Machine::new(
+            project.clone(),
+            opts,
+            supervisor::ids::RunId::new(run_id.clone()),
+            journal.entries(),
+        );
         let crashed = Arc::new(tokio::sync::Notify::new());
         let mut fx = FakeEffects {
             project,
@@ -465,7 +471,7 @@ impl FakeEffects {
                     name: o.clone(),
                 })
                 .collect(),
-            column,
+            column: column.map(supervisor::ids::BoardOption::new),
         })
     }
 
@@ -607,7 +613,8 @@ fn github_error(message: String) -> RunError {
 }
 
 impl Effects for FakeEffects {
-    async fn fetch_issue(&mut self, number: u64) -> Result<Issue, RunError> {
+    async fn fetch_issue(&mut self, number: IssueNumber) -> Result<Issue, RunError> {
+        let number = number.get();
         self.enter("fetch-issue").await;
         if let Some(m) = self.failure("issue") {
             return Err(github_error(m));
@@ -717,7 +724,11 @@ impl Effects for FakeEffects {
         Ok(posted)
     }
 
-    async fn move_card(&mut self, board: &BoardItem, column: &str) -> Result<(), RunError> {
+    async fn move_card(
+        &mut self,
+        board: &BoardItem,
+        column: &supervisor::config::StageId,
+    ) -> Result<(), RunError> {
         self.enter("move").await;
         if let Some(m) = self.failure("move") {
             return Err(github_error(m));
@@ -839,9 +850,9 @@ impl Effects for FakeEffects {
             let mut repo = self.world.repo.lock().unwrap();
             let sha = repo.commit();
             CommitResult {
-                sha,
+                sha: sha.map(supervisor::ids::CommitSha::new),
                 ahead: repo.commits.len() as u32,
-                head: repo.head(),
+                head: supervisor::ids::CommitSha::new(repo.head()),
                 outside: Vec::new(),
             }
         };
@@ -849,7 +860,7 @@ impl Effects for FakeEffects {
         Ok(result)
     }
 
-    async fn push(&mut self) -> Result<String, EffectError> {
+    async fn push(&mut self) -> Result<supervisor::ids::CommitSha, EffectError> {
         self.enter("push").await;
         let result = {
             let mut repo = self.world.repo.lock().unwrap();
@@ -857,7 +868,7 @@ impl Effects for FakeEffects {
                 Some(e) => Err(transient(e)),
                 None => {
                     repo.remote = repo.commits.iter().map(|c| c.0.clone()).collect();
-                    Ok(repo.head())
+                    Ok(supervisor::ids::CommitSha::new(repo.head()))
                 }
             }
         };
@@ -943,7 +954,11 @@ impl Effects for FakeEffects {
         run
     }
 
-    async fn fetch_feedback(&mut self, pr: u64) -> Result<(Feedback, Option<String>), RunError> {
+    async fn fetch_feedback(
+        &mut self,
+        pr: PrNumber,
+    ) -> Result<(Feedback, Option<String>), RunError> {
+        let pr = pr.get();
         self.enter("fetch-feedback").await;
         if let Some(m) = self.failure("feedback") {
             return Err(github_error(m));

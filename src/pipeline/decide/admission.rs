@@ -1,6 +1,6 @@
 //! Phase 0: whether an issue may run at all. Refusals happen before anything is written.
 
-use crate::config::{Settings, Workflow};
+use crate::config::{Settings, StageId, Workflow};
 use crate::github::{Blocker, BoardItem, Editors, Issue, IssueState};
 
 /// The title an agent may read, when the current one is not it.
@@ -54,12 +54,27 @@ pub fn refuse_context(
     })
 }
 
-/// The column the run starts from: the card's, or Backlog for a card without a status.
-pub fn start_column(workflow: &Workflow, board: &BoardItem) -> String {
-    board
-        .column
-        .clone()
-        .unwrap_or_else(|| workflow.backlog().status.clone())
+/// The stage the run starts from: the one the card's column stands for, or Backlog for a card
+/// without a status. A column that stands for no stage of the workflow is refused, naming it.
+pub fn start_column(
+    settings: &Settings,
+    workflow: &Workflow,
+    board: &BoardItem,
+) -> Result<StageId, String> {
+    let Some(option) = &board.column else {
+        return Ok(workflow.backlog().id());
+    };
+    settings.stage_at(workflow, option).ok_or_else(|| {
+        let stages: Vec<&str> = (workflow.stages.iter())
+            .map(|s| settings.board_option_name(&s.status))
+            .collect();
+        format!(
+            "the card is in the board's column {option}, which holds no stage of the workflow \
+             ({}); move the card to one of them, or map {option} to a stage in the settings' \
+             `columns`",
+            stages.join(", ")
+        )
+    })
 }
 
 /// Which title may reach agents. Renames are held to the rule body edits are: a title set by

@@ -8,6 +8,7 @@ use crate::agent::Outcome;
 use crate::config::BuiltIn;
 use crate::events::CommandSyntax;
 use crate::github::{Marker, MarkerKind};
+use crate::ids::{CommitSha, PrNumber};
 use crate::pipeline::UserText;
 use crate::pipeline::decide::Transition;
 use crate::pipeline::decide::revision::{
@@ -28,10 +29,9 @@ pub(super) fn revision_commit_message(f: &RevisionFeedback, agent: &str, attempt
 impl Machine {
     /// Where comments go: the pull request when revising one, else the issue.
     pub fn post_target(&self) -> u64 {
-        self.opts
-            .revise
+        (self.opts.revise.map(PrNumber::get))
             .or_else(|| self.s.issue.as_ref().map(|i| i.number))
-            .unwrap_or(self.opts.issue)
+            .unwrap_or(self.opts.issue.get())
     }
 
     fn reviewers<'a>(&'a self, owner: &'a dyn Fn(&str) -> bool) -> Reviewers<'a> {
@@ -79,7 +79,7 @@ impl Machine {
             return refuse(reason);
         }
         let wf = &self.project.workflow;
-        if wf.stage(&wf.revision.start).is_none() {
+        if wf.stage(wf.revision.start.as_str()).is_none() {
             return refuse(
                 "the workflow has no stage whose agent commits: a revision needs one (set `revision.start`)".into(),
             );
@@ -88,7 +88,7 @@ impl Machine {
             .r
             .column
             .clone()
-            .unwrap_or_else(|| wf.revision.start.clone());
+            .unwrap_or_else(|| wf.revision.start.to_string());
         if self.r.revising.is_some() {
             // Resumed: admitted before, by the feedback read then.
             return Want::Admit(column);
@@ -155,7 +155,7 @@ impl Machine {
     pub(super) fn revision_plan(&self) -> Option<(String, String)> {
         let pr = self.opts.revise?;
         let r = &self.project.workflow.revision;
-        let card = match self.s.board.as_ref().map(|b| b.column.as_deref()) {
+        let card = match self.s.board.as_ref().map(|b| b.column.as_ref()) {
             Some(Some(now)) => format!("the card (in {now}) goes to {}", r.column),
             Some(None) => format!("the card goes to {}", r.column),
             None => "the issue has no card".to_string(),
@@ -175,11 +175,15 @@ impl Machine {
             return None;
         }
         let board = self.s.board.as_ref()?;
-        let column = self.project.workflow.revision.column.clone();
-        if board.column.as_deref() == Some(column.as_str()) {
-            return Some(Want::Record(vec![Event::CardPlaced { column }]));
+        let p = &self.project;
+        let to = p.workflow.revision.column.clone();
+        let here = (board.column.as_ref()).and_then(|o| p.settings.stage_at(&p.workflow, o));
+        if here.as_ref() == Some(&to) {
+            return Some(Want::Record(vec![Event::CardPlaced {
+                column: to.to_string(),
+            }]));
         }
-        Some(Want::Do(Effect::MoveCard { column }))
+        Some(Want::Do(Effect::MoveCard { to }))
     }
 
     /// A revision's transitions move no card, except the last one, to the revision's done column.
@@ -189,7 +193,7 @@ impl Machine {
             .is_some_and(|s| s.built_in == Some(BuiltIn::Done));
         if to_done && self.s.board.is_some() {
             return Want::Do(Effect::MoveCard {
-                column: self.project.workflow.revision.done_column.clone(),
+                to: self.project.workflow.revision.done_column.clone(),
             });
         }
         Want::Record(vec![Event::Applied {
@@ -261,7 +265,7 @@ impl Machine {
     ) -> Option<Want> {
         let f = self.revision_feedback()?;
         let fb = self.s.feedback.as_ref()?;
-        let sha = self.r.pushed.clone().unwrap_or_else(|| fb.head_sha.clone());
+        let sha = (self.r.pushed.clone()).unwrap_or_else(|| CommitSha::new(&fb.head_sha));
         for (_, th) in f.threads() {
             if self.r.answered.contains(&th.thread) {
                 continue;
@@ -347,9 +351,9 @@ impl Machine {
 
     /// A revision's head that is not the pull request's: work committed by a process that died
     /// before it recorded the commit.
-    pub(super) fn unpushed_revision(&self, head: &str) -> Option<String> {
+    pub(super) fn unpushed_revision(&self, head: &CommitSha) -> Option<CommitSha> {
         let fb = self.s.feedback.as_ref()?;
-        (!self.r.new_commit && head != fb.head_sha).then(|| head.to_string())
+        (!self.r.new_commit && **head != fb.head_sha).then(|| head.clone())
     }
 
     /// How a revision that reached Done ended.
@@ -360,7 +364,9 @@ impl Machine {
             number: fb.number,
             url: fb.url.clone(),
             round: f.round,
-            sha: self.r.pushed.clone().unwrap_or_else(|| fb.head_sha.clone()),
+            sha: (self.r.pushed.as_deref())
+                .unwrap_or(&fb.head_sha)
+                .to_string(),
         })
     }
 }
