@@ -185,8 +185,9 @@ pub struct Cleanup {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     FetchIssue,
-    FetchContext,
-    AddToBoard,
+    /// Read the issue's card, blockers, comments and edits.
+    FetchContext(Box<Issue>),
+    AddToBoard(Box<Issue>),
     PrepareWorktree,
     Dispatch(Box<Dispatch>),
     Commit {
@@ -201,15 +202,19 @@ pub enum Effect {
     },
     /// Move the card to the board option that holds this stage.
     MoveCard {
+        card: Box<BoardItem>,
         to: StageId,
     },
     RunGates {
         stage: String,
         attempt: u32,
         hooks: Vec<Hook>,
+        /// The issue's text, which gates read (trusted: a codeowner's issue).
+        issue: Box<IssueText>,
     },
     UndoCommit,
     CloseIssue {
+        issue: u64,
         marker: Marker,
         text: Text,
     },
@@ -243,8 +248,8 @@ impl Effect {
     pub fn name(&self) -> &'static str {
         match self {
             Effect::FetchIssue => "fetch issue",
-            Effect::FetchContext => "fetch context",
-            Effect::AddToBoard => "add to board",
+            Effect::FetchContext(_) => "fetch context",
+            Effect::AddToBoard(_) => "add to board",
             Effect::PrepareWorktree => "prepare worktree",
             Effect::Dispatch(_) => "dispatch agent",
             Effect::Commit { .. } => "commit",

@@ -12,7 +12,7 @@ use super::journal::{Event, Journal, JournalError};
 use super::machine::{Machine, Next};
 use super::summary::{RunEnd, RunSummary, exit};
 use crate::config::{ConfigError, Hook};
-use crate::gates::GateReport;
+use crate::gates::{GateReport, IssueText};
 use crate::github::GitHubError;
 use crate::ids::{IssueNumber, PrNumber};
 use crate::workspace::WorkspaceError;
@@ -188,10 +188,9 @@ async fn gate_round<E: Effects>(
     machine: &Machine,
     fx: &mut E,
     journal: &mut Journal,
-    (stage, attempt, hooks): (String, u32, Vec<Hook>),
+    (stage, attempt, hooks, text): (String, u32, Vec<Hook>, IssueText),
     cancel: &CancellationToken,
 ) -> Result<Input, RunError> {
-    let text = machine.issue_text().expect("the issue is fetched first");
     let (feed, mut finished) = tokio::sync::mpsc::unbounded_channel();
     let mut told = vec![false; hooks.len()];
     let mut tell = |(i, report): (usize, GateReport)| -> Result<(), JournalError> {
@@ -240,18 +239,10 @@ async fn perform<E: Effects>(
     effect: Effect,
     cancel: &CancellationToken,
 ) -> Result<Input, RunError> {
-    let issue = machine.issue();
-    let number = issue.map(|i| i.number).unwrap_or_default();
     Ok(match effect {
         Effect::FetchIssue => Input::Issue(Box::new(fx.fetch_issue(machine.issue_number()).await?)),
-        Effect::FetchContext => {
-            let issue = issue.expect("the issue is fetched first");
-            Input::Context(Box::new(fx.fetch_context(issue).await?))
-        }
-        Effect::AddToBoard => {
-            let issue = issue.expect("the issue is fetched first");
-            Input::OnBoard(Box::new(fx.add_to_board(issue).await?))
-        }
+        Effect::FetchContext(issue) => Input::Context(Box::new(fx.fetch_context(&issue).await?)),
+        Effect::AddToBoard(issue) => Input::OnBoard(Box::new(fx.add_to_board(&issue).await?)),
         Effect::PrepareWorktree => {
             let (info, warnings) = fx.prepare_worktree(cancel).await?;
             // Setup cut short by a stop is no worktree to work in.
@@ -273,19 +264,26 @@ async fn perform<E: Effects>(
                 result,
             }
         }
-        Effect::MoveCard { to } => {
-            let board = machine.board().expect("admitted runs have a card");
-            fx.move_card(board, &to).await?;
+        Effect::MoveCard { card, to } => {
+            fx.move_card(&card, &to).await?;
             Input::Moved
         }
         Effect::RunGates {
             stage,
             attempt,
             hooks,
-        } => return gate_round(machine, fx, journal, (stage, attempt, hooks), cancel).await,
+            issue,
+        } => {
+            let round = (stage, attempt, hooks, *issue);
+            return gate_round(machine, fx, journal, round, cancel).await;
+        }
         Effect::UndoCommit => unless_stopped(fx.undo_commit().await, cancel, Input::Undone),
-        Effect::CloseIssue { marker, text } => {
-            fx.close_issue(number, &marker, &text).await?;
+        Effect::CloseIssue {
+            issue,
+            marker,
+            text,
+        } => {
+            fx.close_issue(issue, &marker, &text).await?;
             Input::Closed
         }
         Effect::OpenPullRequest(pr) => Input::PullRequest(fx.open_pull_request(&pr).await),

@@ -5,6 +5,43 @@
 //! lasting state is a fold over its journal events, so a run resumed after a crash continues from
 //! exactly what was recorded: whatever was not recorded is done again, and every write it repeats
 //! is idempotent (markers on comments, find-before-create for the pull request).
+//!
+//! This process's own knowledge is a [`Phase`]: *admitting* (reading the issue, its context and
+//! its card; each may still be missing), *working* (admitted: the issue, its context and card are
+//! there for the rest of the run, the worktree once made) and *finishing* (ending as a known
+//! [`RunEnd`]: unconfirmed comments again, then the clean-up). A revision reads its pull request
+//! first; its steps are in `revise`.
+//!
+//! Each effect, the input that answers it, and the events that input makes (every effect may also
+//! be answered by `Input::Cancelled` when a stop is asked: no event, the run finishes as
+//! interrupted):
+//!
+//! | Effect | Input | Events |
+//! |---|---|---|
+//! | `FetchFeedback` (revision) | `Feedback` | — (read again by every process) |
+//! | `FetchIssue` | `Issue` | — |
+//! | `FetchContext` | `Context` | `Warning` when a non-codeowner renamed the issue |
+//! | `AddToBoard` | `OnBoard` | — |
+//! | (admission decided) | — | `Admitted`, `Applied` for a move that reached the board before a crash |
+//! | `PrepareWorktree` | `Worktree` | `Warning` per set-up warning, `WorktreeReady` |
+//! | `PrepareRevision` | `Revision` | `WorktreeReady`, or `Halted` (stop) |
+//! | `Dispatch` | `Agent` | `AgentFinished`, then `Outcome` or `Halted` |
+//! | `Commit` | `Committed` | `Committed`, or `Halted` (stop, by the failure's class) |
+//! | `Push` | `Pushed` | `Pushed`, or `Halted` (stop, by the failure's class) |
+//! | `RunGates` | `Gates` | `GatesFinished` (each `GateFinished` is journaled as its gate ends) |
+//! | `UndoCommit` | `Undone` | `Warning` when it failed, `CommitUndone` |
+//! | `Post` | `Posted` | `Posted`, or `Warning` and `WriteFailed` (and `Halted` for a missing permission) |
+//! | `MoveCard` | `Moved` | `Applied` (a revision's first move: `CardPlaced`) |
+//! | `CloseIssue` | `Closed` | `IssueClosed` |
+//! | `OpenPullRequest` | `PullRequest` | `PullRequest`; `Paused` (transient failure) or `Halted` (any other) |
+//! | `CheckMergeable` | `Mergeable` | `Mergeability` (`Warning` when unreadable) |
+//! | `MergeBase` | `Merged` | `Pushed` when merged, `Warning` on conflicts, `BaseMerged` |
+//! | `AnswerThread` | `Answered` | `Warning` when it failed, `ThreadAnswered` |
+//! | `UpdatePullBody` | `BodyUpdated` | `Warning` when it failed, `PullBodyUpdated` |
+//! | `Cleanup` | `CleanedUp` | `Warning` per problem, then `Finished` (unless paused) |
+//!
+//! Decisions need no effect: `StageStarted`, `Decision`, `Halted`, `Stopped`, `Paused`,
+//! `Revising` and `Finished` are recorded from the state alone.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -133,7 +170,31 @@ impl Work {
             // A pause waits for something outside: the rerun asks the gates again.
             Event::Paused { .. } => self.gates = None,
             Event::CommitUndone { .. } => self.undone = true,
-            _ => {}
+            // The rest concern the run, not the attempt (folded by `Machine::apply`).
+            Event::Halted {
+                halt: Halt::Stop { .. },
+                ..
+            }
+            | Event::RunStarted { .. }
+            | Event::Admitted { .. }
+            | Event::WorktreeReady { .. }
+            | Event::StageStarted { .. }
+            | Event::GateFinished { .. }
+            | Event::Posted { .. }
+            | Event::WriteFailed { .. }
+            | Event::Decision { .. }
+            | Event::Applied { .. }
+            | Event::PullRequest { .. }
+            | Event::Mergeability { .. }
+            | Event::BaseMerged { .. }
+            | Event::IssueClosed
+            | Event::Warning { .. }
+            | Event::Stopped { .. }
+            | Event::Finished { .. }
+            | Event::Revising { .. }
+            | Event::CardPlaced { .. }
+            | Event::ThreadAnswered { .. }
+            | Event::PullBodyUpdated => {}
         }
     }
 }
@@ -206,14 +267,52 @@ impl Record {
     }
 }
 
-/// What this process has learnt and done (not journaled: fetched again on resume).
+/// What admission reads, as far as this process has read it (`None`: still to read).
 #[derive(Debug, Default)]
-struct Session {
+struct Reading {
     issue: Option<Issue>,
     context: Option<Context>,
     board: Option<BoardItem>,
-    admitted: bool,
+}
+
+/// What an admitted run works with, known from its admission to its end.
+#[derive(Debug, Clone)]
+struct Admitted {
+    issue: Issue,
+    context: Context,
+    /// The card (the issue a revision's pull request closes may have none).
+    board: Option<BoardItem>,
+    /// Made (or reused) once admitted.
     worktree: Option<WorktreeInfo>,
+}
+
+/// Where this process is in the run. Not journaled: a resumed run reads the issue, its context
+/// and its card again and is admitted again from them (its journal says where it was).
+#[derive(Debug)]
+enum Phase {
+    Admitting(Box<Reading>),
+    Working(Box<Admitted>),
+    /// Ending as `end`: unconfirmed comments are posted again, then the clean-up.
+    Finishing {
+        at: Box<Admitted>,
+        end: RunEnd,
+        cleaned: bool,
+    },
+}
+
+/// A revision's pull request and its feedback, read before anything else, and the login
+/// supervisor posts as.
+#[derive(Debug)]
+struct PullRead {
+    feedback: crate::github::Feedback,
+    viewer: Option<String>,
+}
+
+/// What this process has learnt and done (not journaled: fetched again on resume).
+#[derive(Debug)]
+struct Session {
+    phase: Phase,
+    pull: Option<PullRead>,
     /// The stage attempt this process started (an attempt started before a crash is not resumed:
     /// a new one begins).
     started: Option<(String, u32)>,
@@ -221,11 +320,19 @@ struct Session {
     outbox_tried: Vec<Marker>,
     interrupted: bool,
     pause: Option<String>,
-    finishing: Option<RunEnd>,
-    cleaned: bool,
-    /// Revision: the pull request and its feedback, and the login supervisor posts as.
-    feedback: Option<crate::github::Feedback>,
-    viewer: Option<String>,
+}
+
+impl Default for Session {
+    fn default() -> Session {
+        Session {
+            phase: Phase::Admitting(Box::default()),
+            pull: None,
+            started: None,
+            outbox_tried: Vec::new(),
+            interrupted: false,
+            pause: None,
+        }
+    }
 }
 
 /// The tests an answer designates: its `tests` and every test its contract names.
@@ -243,7 +350,8 @@ enum Want {
     Finish(RunEnd),
     /// End now, recording these events.
     End(RunEnd, Vec<Event>),
-    Admit(String),
+    /// Admitted, starting from this column, with what admission read.
+    Admit(String, Box<Admitted>),
     Fail(RunError),
 }
 
@@ -283,7 +391,56 @@ impl Machine {
 
     /// Whether the run was admitted (its issue read, trusted and on the board).
     pub fn admitted(&self) -> bool {
-        self.s.admitted || self.r.column.is_some()
+        self.admitted_run().is_some() || self.r.column.is_some()
+    }
+
+    /// What the run works with, once this process admitted it.
+    fn admitted_run(&self) -> Option<&Admitted> {
+        match &self.s.phase {
+            Phase::Admitting(_) => None,
+            Phase::Working(a) | Phase::Finishing { at: a, .. } => Some(a),
+        }
+    }
+
+    fn admitted_run_mut(&mut self) -> Option<&mut Admitted> {
+        match &mut self.s.phase {
+            Phase::Admitting(_) => None,
+            Phase::Working(a) | Phase::Finishing { at: a, .. } => Some(a),
+        }
+    }
+
+    /// The issue, once read.
+    pub fn issue(&self) -> Option<&Issue> {
+        match &self.s.phase {
+            Phase::Admitting(r) => r.issue.as_ref(),
+            Phase::Working(a) | Phase::Finishing { at: a, .. } => Some(&a.issue),
+        }
+    }
+
+    /// The issue's comments, blockers and edits, once read.
+    fn context(&self) -> Option<&Context> {
+        match &self.s.phase {
+            Phase::Admitting(r) => r.context.as_ref(),
+            Phase::Working(a) | Phase::Finishing { at: a, .. } => Some(&a.context),
+        }
+    }
+
+    /// The issue's card, once read.
+    pub fn board(&self) -> Option<&BoardItem> {
+        match &self.s.phase {
+            Phase::Admitting(r) => r.board.as_ref(),
+            Phase::Working(a) | Phase::Finishing { at: a, .. } => a.board.as_ref(),
+        }
+    }
+
+    /// A revision's pull request and its feedback.
+    fn feedback(&self) -> Option<&crate::github::Feedback> {
+        self.s.pull.as_ref().map(|p| &p.feedback)
+    }
+
+    /// The login supervisor posts as (revisions).
+    fn viewer(&self) -> Option<&str> {
+        self.s.pull.as_ref().and_then(|p| p.viewer.as_deref())
     }
 
     /// The card's column as the run knows it.
@@ -302,24 +459,24 @@ impl Machine {
                 Want::Record(more) => {
                     for e in &more {
                         self.apply(e);
-                        match e {
-                            Event::StageStarted { stage, attempt, .. } => {
-                                self.s.started = Some((stage.clone(), *attempt));
-                            }
-                            Event::Paused { reason } => self.s.pause = Some(reason.clone()),
-                            _ => {}
+                        // What this process decided itself (a resumed run starts a new attempt
+                        // and asks again).
+                        if let Event::StageStarted { stage, attempt, .. } = e {
+                            self.s.started = Some((stage.clone(), *attempt));
+                        } else if let Event::Paused { reason } = e {
+                            self.s.pause = Some(reason.clone());
                         }
                     }
                     events.extend(more);
                 }
-                Want::Admit(column) => {
+                Want::Admit(column, admitted) => {
                     let mut more = vec![Event::Admitted { column }];
                     more.extend(self.recovered_move());
                     for e in &more {
                         self.apply(e);
                     }
                     events.extend(more);
-                    self.s.admitted = true;
+                    self.s.phase = Phase::Working(admitted);
                 }
                 Want::Do(effect) => {
                     return Step {
@@ -328,8 +485,25 @@ impl Machine {
                     };
                 }
                 Want::Finish(end) => {
-                    self.s.finishing = Some(end);
-                    self.s.outbox_tried.clear();
+                    let phase =
+                        std::mem::replace(&mut self.s.phase, Phase::Admitting(Box::default()));
+                    match phase {
+                        Phase::Working(at) | Phase::Finishing { at, .. } => {
+                            self.s.phase = Phase::Finishing {
+                                at,
+                                end,
+                                cleaned: false,
+                            };
+                            self.s.outbox_tried.clear();
+                        }
+                        // Before admission nothing was made to clean up, nor posted.
+                        Phase::Admitting(_) => {
+                            return Step {
+                                events,
+                                next: Next::End(end),
+                            };
+                        }
+                    }
                 }
                 Want::End(end, more) => {
                     for e in &more {
@@ -359,12 +533,7 @@ impl Machine {
             run_id: self.run_id.clone(),
             repo: p.settings.repo.to_string(),
             issue: self.opts.issue.get(),
-            title: self
-                .s
-                .issue
-                .as_ref()
-                .map(|i| i.title.clone())
-                .unwrap_or_default(),
+            title: self.issue().map(|i| i.title.clone()).unwrap_or_default(),
             end,
             agents: self.r.agents.clone(),
             transitions: self.r.transitions.clone(),
@@ -491,7 +660,17 @@ impl Machine {
             Event::ThreadAnswered { thread, .. } => r.answered.push(thread.clone()),
             Event::PullBodyUpdated => r.body_updated = true,
             Event::Revising { round, .. } => r.revising = Some(*round),
-            _ => {}
+            // Known again by each process (the worktree, the agents' and gates' own records),
+            // or folded by the attempt in progress (`Work::apply`).
+            Event::Committed { sha: None, .. }
+            | Event::RunStarted { .. }
+            | Event::WorktreeReady { .. }
+            | Event::Halted { .. }
+            | Event::GateFinished { .. }
+            | Event::WriteFailed { .. }
+            | Event::CommitUndone { .. }
+            | Event::Paused { .. }
+            | Event::Finished { .. } => {}
         }
     }
 
@@ -500,12 +679,16 @@ impl Machine {
         match input {
             Input::Start | Input::Closed | Input::Moved => self.absorb_simple(input),
             Input::Issue(issue) => {
-                self.s.issue = Some(*issue);
+                if let Phase::Admitting(r) = &mut self.s.phase {
+                    r.issue = Some(*issue);
+                }
                 Vec::new()
             }
             Input::Context(context) => self.absorb_context(*context),
             Input::OnBoard(board) => {
-                self.s.board = Some(*board);
+                if let Phase::Admitting(r) = &mut self.s.phase {
+                    r.board = Some(*board);
+                }
                 Vec::new()
             }
             Input::Worktree { info, warnings } => self.absorb_worktree(info, warnings),
@@ -542,7 +725,9 @@ impl Machine {
             Input::Mergeable(result) => self.absorb_mergeable(result),
             Input::Merged(result) => self.absorb_merge(result),
             Input::CleanedUp { warnings } => {
-                self.s.cleaned = true;
+                if let Phase::Finishing { cleaned, .. } = &mut self.s.phase {
+                    *cleaned = true;
+                }
                 warnings.into_iter().map(warning).collect()
             }
             Input::Cancelled => {
@@ -550,8 +735,10 @@ impl Machine {
                 Vec::new()
             }
             Input::Feedback { feedback, viewer } => {
-                self.s.feedback = Some(*feedback);
-                self.s.viewer = viewer;
+                self.s.pull = Some(PullRead {
+                    feedback: *feedback,
+                    viewer,
+                });
                 Vec::new()
             }
             Input::Revision(result) => self.absorb_revision_worktree(result),
@@ -569,9 +756,12 @@ impl Machine {
     /// The context; a title renamed by someone who is not a codeowner gives way to the last
     /// title a codeowner set, so that it reaches no agent.
     fn absorb_context(&mut self, context: Context) -> Vec<Event> {
-        self.s.board = context.board.clone();
+        let Phase::Admitting(r) = &mut self.s.phase else {
+            return Vec::new();
+        };
+        r.board = context.board.clone();
         let mut events = Vec::new();
-        if let Some(issue) = self.s.issue.as_mut() {
+        if let Some(issue) = r.issue.as_mut() {
             let settings = &self.project.settings;
             if let TitleTrust::Earlier { title, renamed_by } =
                 trusted_title(settings, issue, &context.editors)
@@ -587,7 +777,7 @@ impl Machine {
                 }
             }
         }
-        self.s.context = Some(context);
+        r.context = Some(context);
         events
     }
 
@@ -606,7 +796,9 @@ impl Machine {
     }
 
     fn absorb_worktree(&mut self, info: WorktreeInfo, warnings: Vec<String>) -> Vec<Event> {
-        self.s.worktree = Some(info.clone());
+        if let Some(a) = self.admitted_run_mut() {
+            a.worktree = Some(info.clone());
+        }
         let mut events: Vec<Event> = warnings
             .iter()
             .map(|w| warning(format!("setup: {w}")))
@@ -713,7 +905,11 @@ impl Machine {
                     url: comment.html_url.clone(),
                     created,
                 };
-                if let Some(ctx) = self.s.context.as_mut() {
+                let ctx = match &mut self.s.phase {
+                    Phase::Admitting(r) => r.context.as_mut(),
+                    Phase::Working(a) | Phase::Finishing { at: a, .. } => Some(&mut a.context),
+                };
+                if let Some(ctx) = ctx {
                     if !ctx.comments.iter().any(|c| c.id == comment.id) {
                         ctx.comments.push(comment);
                     }
@@ -723,14 +919,14 @@ impl Machine {
             Err(error) => {
                 // Refused for a permission, every later comment is refused too: the run stops
                 // (once: not for the stop's own comment, nor while it ends).
-                let stop = (error.class == ErrorClass::Permission
-                    && self.r.stop.is_none()
-                    && self.s.finishing.is_none())
-                .then(|| {
-                    let (stage, attempt) = self.attempt_here();
-                    let doing = format!("posting the {} comment", marker.kind);
-                    failed_stop(stage, attempt, &doing, &error, "Issues: write")
-                });
+                let finishing = matches!(self.s.phase, Phase::Finishing { .. });
+                let stop =
+                    (error.class == ErrorClass::Permission && self.r.stop.is_none() && !finishing)
+                        .then(|| {
+                            let (stage, attempt) = self.attempt_here();
+                            let doing = format!("posting the {} comment", marker.kind);
+                            failed_stop(stage, attempt, &doing, &error, "Issues: write")
+                        });
                 let mut events = vec![
                     warning(format!(
                         "could not post the {} comment: {error}; it is posted when the run resumes",
@@ -829,19 +1025,19 @@ impl Machine {
 
     /// What to do next, from the state alone.
     fn want(&self) -> Want {
-        if let Some(end) = &self.s.finishing {
-            return self.want_finish(end);
+        match &self.s.phase {
+            Phase::Finishing { end, cleaned, .. } => self.want_finish(end, *cleaned),
+            Phase::Admitting(reading) => match (self.opts.revise, &self.s.pull) {
+                (Some(pr), None) => Want::Do(Effect::FetchFeedback { pr }),
+                _ => self.want_admission(reading),
+            },
+            Phase::Working(a) => self.want_working(a),
         }
-        if let (Some(pr), None) = (self.opts.revise, &self.s.feedback) {
-            return Want::Do(Effect::FetchFeedback { pr });
-        }
-        let Some(issue) = &self.s.issue else {
-            return Want::Do(Effect::FetchIssue);
-        };
-        if !self.s.admitted {
-            return self.want_admission(issue);
-        }
-        if let Some(want) = self.want_card_placed() {
+    }
+
+    /// What to do next once admitted.
+    fn want_working(&self, a: &Admitted) -> Want {
+        if let Some(want) = self.want_card_placed(a) {
             return want;
         }
         if self.is_done() {
@@ -858,7 +1054,7 @@ impl Machine {
         if self.s.interrupted {
             return Want::Finish(RunEnd::Interrupted);
         }
-        if self.s.worktree.is_none() {
+        if a.worktree.is_none() {
             return match self.revision_worktree() {
                 Some(effect) => Want::Do(effect),
                 None => Want::Do(Effect::PrepareWorktree),
@@ -876,28 +1072,31 @@ impl Machine {
             return self.want_stop(reason);
         }
         if let Some(t) = &self.r.pending {
-            return self.want_pending(t);
+            return self.want_pending(a, t);
         }
         match &self.r.work {
-            Some(w) => self.want_work(w),
+            Some(w) => self.want_work(a, w),
             None => self.want_plan(),
         }
     }
 
-    fn want_admission(&self, issue: &Issue) -> Want {
+    fn want_admission(&self, reading: &Reading) -> Want {
+        let Some(issue) = &reading.issue else {
+            return Want::Do(Effect::FetchIssue);
+        };
         let settings = &self.project.settings;
         if let Some(reason) = refuse_issue(settings, issue) {
             return refuse(reason);
         }
-        let Some(ctx) = &self.s.context else {
-            return Want::Do(Effect::FetchContext);
+        let Some(ctx) = &reading.context else {
+            return Want::Do(Effect::FetchContext(Box::new(issue.clone())));
         };
-        if self.opts.revise.is_some() {
-            return self.want_revision_admission();
+        if let Some(pull) = &self.s.pull {
+            return self.want_revision_admission(&pull.feedback, issue, ctx, reading);
         }
-        let Some(board) = &self.s.board else {
+        let Some(board) = &reading.board else {
             if self.opts.add_to_board && !self.opts.dry_run {
-                return Want::Do(Effect::AddToBoard);
+                return Want::Do(Effect::AddToBoard(Box::new(issue.clone())));
             }
             return Want::Fail(RunError::GitHub(GitHubError::NotOnBoard {
                 issue: issue.number,
@@ -911,7 +1110,7 @@ impl Machine {
             return refuse(reason);
         }
         match start_column(settings, &self.project.workflow, board) {
-            Ok(stage) => Want::Admit(stage.to_string()),
+            Ok(stage) => admit(stage.to_string(), issue, ctx, reading),
             Err(reason) => refuse(reason),
         }
     }
@@ -929,7 +1128,7 @@ impl Machine {
         }))
     }
 
-    fn want_finish(&self, end: &RunEnd) -> Want {
+    fn want_finish(&self, end: &RunEnd, cleaned: bool) -> Want {
         if let Some(retry) = self.want_outbox() {
             return retry;
         }
@@ -954,7 +1153,7 @@ impl Machine {
             },
         };
         let paused = end.is_resumable();
-        if !self.s.cleaned {
+        if !cleaned {
             return Want::Do(Effect::Cleanup(Cleanup {
                 keep_worktree: paused || self.opts.debug,
                 keep_checkpoint: paused,
@@ -993,22 +1192,24 @@ impl Machine {
         })
     }
 
-    fn want_pending(&self, t: &Transition) -> Want {
+    fn want_pending(&self, a: &Admitted, t: &Transition) -> Want {
         if self.opts.revise.is_some() {
-            return self.want_revision_move(t);
+            return self.want_revision_move(a, t);
         }
         if t.to == t.from {
             return Want::Record(vec![Event::Applied {
                 transition: t.clone(),
             }]);
         }
-        match self.stage(&t.to) {
-            Some(stage) => Want::Do(Effect::MoveCard { to: stage.id() }),
-            None => Want::Record(vec![halt(
-                t.from.clone(),
-                self.r.attempts.get(&t.from).copied().unwrap_or(0),
-                format!("the workflow has no stage {}", t.to),
-            )]),
+        let attempt = self.r.attempts.get(&t.from).copied().unwrap_or(0);
+        let stop = |why: String| Want::Record(vec![halt(t.from.clone(), attempt, why)]);
+        match (self.stage(&t.to), &a.board) {
+            (Some(stage), Some(card)) => Want::Do(Effect::MoveCard {
+                card: Box::new(card.clone()),
+                to: stage.id(),
+            }),
+            (None, _) => stop(format!("the workflow has no stage {}", t.to)),
+            (_, None) => stop(format!("issue #{} has no card to move", a.issue.number)),
         }
     }
 
@@ -1043,9 +1244,12 @@ impl Machine {
     }
 
     fn want_start(&self, column: &str) -> Want {
-        let stage = self.stage(column).expect("plan checked the column");
-        let agent = stage.agent.clone().expect("agent stages name an agent");
-        let attempt = self.r.attempts.get(&stage.status).copied().unwrap_or(0);
+        let attempt = self.r.attempts.get(column).copied().unwrap_or(0);
+        let Some((stage, agent)) = (self.stage(column)).and_then(|s| Some((s, s.agent.clone()?)))
+        else {
+            let why = format!("the workflow has no stage {column} with an agent to run");
+            return Want::Record(vec![halt(column.to_string(), attempt, why)]);
+        };
         if self.project.roles.get(&agent).is_none() {
             return Want::Record(vec![halt(
                 stage.status.clone(),
@@ -1078,7 +1282,7 @@ impl Machine {
         }])
     }
 
-    fn want_work(&self, w: &Work) -> Want {
+    fn want_work(&self, a: &Admitted, w: &Work) -> Want {
         let Some(stage) = self.stage(&w.stage) else {
             return Want::Record(vec![halt(
                 w.stage.clone(),
@@ -1102,9 +1306,9 @@ impl Machine {
                 // Ran in this process without an outcome: the halt event says why.
                 return Want::Finish(RunEnd::Interrupted);
             }
-            return Want::Do(Effect::Dispatch(Box::new(self.dispatch(stage, w))));
+            return Want::Do(Effect::Dispatch(Box::new(self.dispatch(a, stage, w))));
         };
-        if let Some(want) = self.want_delivery(stage, w, outcome) {
+        if let Some(want) = self.want_delivery(a, stage, w, outcome) {
             return want;
         }
         let p = &self.project;
@@ -1133,19 +1337,24 @@ impl Machine {
                     stage: w.stage.clone(),
                     attempt: w.attempt,
                     hooks,
+                    issue: Box::new(issue_text(&a.issue)),
                 })
             }
             Ok(Decision::Stop(reason)) => self.want_stop_decided(w, outcome, reason),
-            Ok(Decision::Move(t)) => self.want_move(stage, w, outcome, t),
+            Ok(Decision::Move(t)) => self.want_move(a, stage, w, outcome, t),
         }
     }
 
     /// Commit and push the work, or post the agent's comment.
-    fn want_delivery(&self, stage: &Stage, w: &Work, outcome: &Outcome) -> Option<Want> {
+    fn want_delivery(
+        &self,
+        a: &Admitted,
+        stage: &Stage,
+        w: &Work,
+        outcome: &Outcome,
+    ) -> Option<Want> {
         if stage.commits {
-            let Some(issue) = &self.s.issue else {
-                return None;
-            };
+            let issue = &a.issue;
             return match w.ahead {
                 None => Some(Want::Do(Effect::Commit {
                     message: match self.revision_feedback() {
@@ -1253,7 +1462,14 @@ impl Machine {
         })
     }
 
-    fn want_move(&self, stage: &Stage, w: &Work, outcome: &Outcome, t: Transition) -> Want {
+    fn want_move(
+        &self,
+        a: &Admitted,
+        stage: &Stage,
+        w: &Work,
+        outcome: &Outcome,
+        t: Transition,
+    ) -> Want {
         let todo = move_work(&self.project.workflow, stage, &t, w.gates.as_deref());
         let gates_marker = self.marker(&w.stage, w.attempt, MarkerKind::Gates);
         if todo.gate_note && !self.handled(&gates_marker) {
@@ -1273,12 +1489,12 @@ impl Machine {
             }
         }
         if todo.pull_request && self.opts.revise.is_none() && self.resolved_without_change() {
-            return self.want_resolved(w, t);
+            return self.want_resolved(a, w, t);
         }
         if todo.pull_request {
             let want = match self.opts.revise {
-                Some(_) => self.want_revision_done(w, outcome, &t),
-                None => self.want_pull_request(w, outcome, &t),
+                Some(_) => self.want_revision_done(a, w, outcome, &t),
+                None => self.want_pull_request(a, w, outcome, &t),
             };
             if let Some(want) = want {
                 return want;
@@ -1287,10 +1503,24 @@ impl Machine {
         Want::Record(vec![Event::Decision { transition: t }])
     }
 
-    fn want_pull_request(&self, w: &Work, outcome: &Outcome, t: &Transition) -> Option<Want> {
+    fn want_pull_request(
+        &self,
+        a: &Admitted,
+        w: &Work,
+        outcome: &Outcome,
+        t: &Transition,
+    ) -> Option<Want> {
         let Some((number, _, _)) = &self.r.pr else {
+            let Some(score) = t.score.clone() else {
+                // Approvals are scored; an unscored one opens nothing.
+                return Some(Want::Record(vec![halt(
+                    w.stage.clone(),
+                    w.attempt,
+                    "the approval carries no audit score: no pull request without one",
+                )]));
+            };
             return Some(Want::Do(Effect::OpenPullRequest(Box::new(
-                self.pr_request(w, outcome, t),
+                self.pr_request(&a.issue, outcome, score),
             ))));
         };
         match self.r.mergeability {
@@ -1300,12 +1530,7 @@ impl Machine {
         }
     }
 
-    fn pr_request(&self, _w: &Work, outcome: &Outcome, t: &Transition) -> PrRequest {
-        let issue = self
-            .s
-            .issue
-            .as_ref()
-            .expect("admitted runs know their issue");
+    fn pr_request(&self, issue: &Issue, outcome: &Outcome, score: AuditScore) -> PrRequest {
         let p = &self.project;
         PrRequest {
             issue: issue.number,
@@ -1318,7 +1543,7 @@ impl Machine {
                 .clone()
                 .unwrap_or_else(|| "## Audit Approved".into()),
             auditor_body: outcome.pr_body.clone(),
-            score: t.score.clone().expect("approvals are scored"),
+            score,
             findings: outcome.findings.clone(),
             gates: self.r.last_gates.clone().unwrap_or_default(),
             rejections: self.r.state.total_rejections(),
@@ -1334,8 +1559,8 @@ impl Machine {
     /// The Proof section of the pull request's body as supervisor wrote it (nobody else edited the
     /// body): a revision keeps it, since its own run proves no designated tests.
     pub(super) fn kept_proof(&self) -> Option<String> {
-        let f = self.s.feedback.as_ref()?;
-        let viewer = self.s.viewer.as_deref()?;
+        let f = self.feedback()?;
+        let viewer = self.viewer()?;
         let ours = |who: &str| who.eq_ignore_ascii_case(viewer);
         if !ours(&f.author) || f.body_editor.as_deref().is_some_and(|e| !ours(e)) {
             return None;
@@ -1451,9 +1676,10 @@ impl Machine {
         !self.r.committed_by.contains(&stage.status) && self.proven_resolved()
     }
 
-    fn want_resolved(&self, w: &Work, approved: Transition) -> Want {
+    fn want_resolved(&self, a: &Admitted, w: &Work, approved: Transition) -> Want {
         if !self.r.closed {
             return Want::Do(Effect::CloseIssue {
+                issue: a.issue.number,
                 marker: self.marker(&w.stage, w.attempt, MarkerKind::Resolved),
                 text: Text::Resolved {
                     branch: self.branch(),
@@ -1473,12 +1699,8 @@ impl Machine {
         }])
     }
 
-    fn dispatch(&self, stage: &Stage, w: &Work) -> Dispatch {
-        let issue = self
-            .s
-            .issue
-            .as_ref()
-            .expect("admitted runs know their issue");
+    fn dispatch(&self, a: &Admitted, stage: &Stage, w: &Work) -> Dispatch {
+        let issue = &a.issue;
         let mut notes = self.trusted_notes();
         if self.opts.revise.is_some() {
             // The approved audit is given as such; the rest of the issue's story stays.
@@ -1523,18 +1745,9 @@ impl Machine {
         }
     }
 
-    /// The issue text the gates may read (trusted: the issue of a codeowner).
-    pub fn issue_text(&self) -> Option<IssueText> {
-        self.s.issue.as_ref().map(|i| IssueText {
-            number: i.number,
-            title: i.title.clone(),
-            body: i.body.clone(),
-        })
-    }
-
     /// The run so far for a live view, once admitted (never for a dry run); `end` once it ended.
     pub fn progress(&self, end: Option<&RunEnd>) -> Option<Progress> {
-        if !self.s.admitted || self.opts.dry_run {
+        if self.admitted_run().is_none() || self.opts.dry_run {
             return None;
         }
         let stages: Vec<(String, Option<String>)> = (self.project.workflow.stages.iter())
@@ -1579,20 +1792,10 @@ impl Machine {
         })
     }
 
-    /// The board card, once admission found it.
-    pub fn board(&self) -> Option<&BoardItem> {
-        self.s.board.as_ref()
-    }
-
-    /// The issue, once fetched.
-    pub fn issue(&self) -> Option<&Issue> {
-        self.s.issue.as_ref()
-    }
-
     /// Comments that may reach an agent, and this run's stage comments GitHub has not confirmed yet
     /// (they are supervisor's own text, waiting in the outbox).
     fn trusted_notes(&self) -> Vec<TrustedNote> {
-        let Some(ctx) = &self.s.context else {
+        let Some(ctx) = self.context() else {
             return Vec::new();
         };
         let ours = self.r.posted.iter().map(|(_, id)| *id).collect();
@@ -1620,10 +1823,7 @@ impl Machine {
     }
 
     fn has_trusted_heading(&self, heading: &str) -> bool {
-        self.s
-            .issue
-            .as_ref()
-            .is_some_and(|i| has_heading(&i.body, heading))
+        self.issue().is_some_and(|i| has_heading(&i.body, heading))
             || self
                 .trusted_notes()
                 .iter()
@@ -1680,18 +1880,18 @@ impl Machine {
         }
     }
 
+    fn worktree(&self) -> Option<&WorktreeInfo> {
+        self.admitted_run().and_then(|a| a.worktree.as_ref())
+    }
+
     fn branch(&self) -> String {
-        self.s
-            .worktree
-            .as_ref()
+        self.worktree()
             .map(|w| w.branch.clone())
             .unwrap_or_default()
     }
 
     fn base(&self) -> String {
-        self.s
-            .worktree
-            .as_ref()
+        self.worktree()
             .map(|w| w.base.clone())
             .unwrap_or_else(|| self.project.settings.default_branch.clone())
     }
@@ -1779,6 +1979,28 @@ impl Machine {
         }
         s
     }
+}
+
+/// The issue text the gates may read (trusted: the issue of a codeowner).
+fn issue_text(i: &Issue) -> IssueText {
+    IssueText {
+        number: i.number,
+        title: i.title.clone(),
+        body: i.body.clone(),
+    }
+}
+
+/// Admitted from what was read, starting from `column`.
+fn admit(column: String, issue: &Issue, context: &Context, reading: &Reading) -> Want {
+    Want::Admit(
+        column,
+        Box::new(Admitted {
+            issue: issue.clone(),
+            context: context.clone(),
+            board: reading.board.clone(),
+            worktree: None,
+        }),
+    )
 }
 
 fn refuse(reason: String) -> Want {

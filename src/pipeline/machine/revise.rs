@@ -3,10 +3,11 @@
 //! request's branch, and approval answers the threads and rewrites the body instead of opening a
 //! pull request. Everything else — stages, gates, scoring, budgets, journal, markers — is the run's.
 
-use super::{Machine, Want, refuse, warning};
+use super::{Admitted, Machine, Reading, Want, admit, refuse, warning};
 use crate::agent::Outcome;
 use crate::config::BuiltIn;
 use crate::events::CommandSyntax;
+use crate::github::{Feedback, Issue};
 use crate::github::{Marker, MarkerKind};
 use crate::ids::{CommitSha, PrNumber};
 use crate::pipeline::UserText;
@@ -14,6 +15,7 @@ use crate::pipeline::decide::Transition;
 use crate::pipeline::decide::revision::{
     History, REVISION_STAGE, Reviewers, RevisionFeedback, feedback, history, refuse_pull,
 };
+use crate::pipeline::effects::Context;
 use crate::pipeline::effects::{Effect, Text, ThreadAnswer, WorktreeInfo};
 use crate::pipeline::journal::Event;
 use crate::pipeline::summary::RunEnd;
@@ -30,13 +32,13 @@ impl Machine {
     /// Where comments go: the pull request when revising one, else the issue.
     pub fn post_target(&self) -> u64 {
         (self.opts.revise.map(PrNumber::get))
-            .or_else(|| self.s.issue.as_ref().map(|i| i.number))
+            .or_else(|| self.issue().map(|i| i.number))
             .unwrap_or(self.opts.issue.get())
     }
 
     fn reviewers<'a>(&'a self, owner: &'a dyn Fn(&str) -> bool) -> Reviewers<'a> {
         Reviewers {
-            viewer: self.s.viewer.as_deref(),
+            viewer: self.viewer(),
             run_id: &self.run_id,
             is_codeowner: owner,
             mention: &self.project.settings.revise_mention,
@@ -47,7 +49,7 @@ impl Machine {
     }
 
     fn revision_history(&self) -> Option<History> {
-        let fb = self.s.feedback.as_ref()?;
+        let fb = self.feedback()?;
         let settings = &self.project.settings;
         let owner = |l: &str| settings.is_codeowner(l);
         Some(history(fb, &self.reviewers(&owner)))
@@ -55,7 +57,7 @@ impl Machine {
 
     /// The trusted feedback this revision works on (`None` when not revising).
     pub(super) fn revision_feedback(&self) -> Option<RevisionFeedback> {
-        let fb = self.s.feedback.as_ref()?;
+        let fb = self.feedback()?;
         let settings = &self.project.settings;
         let owner = |l: &str| settings.is_codeowner(l);
         let who = self.reviewers(&owner);
@@ -64,10 +66,13 @@ impl Machine {
 
     /// Admission of a revision: the pull request is supervisor's and open, there is trusted
     /// feedback, and `maxRevisions` is not reached.
-    pub(super) fn want_revision_admission(&self) -> Want {
-        let (Some(fb), Some(issue)) = (&self.s.feedback, &self.s.issue) else {
-            return refuse("the pull request was not read".into());
-        };
+    pub(super) fn want_revision_admission(
+        &self,
+        fb: &Feedback,
+        issue: &Issue,
+        context: &Context,
+        reading: &Reading,
+    ) -> Want {
         let ws = crate::workspace::WorkspaceConfig::from_settings(
             &self.project.root,
             &self.project.settings,
@@ -91,7 +96,7 @@ impl Machine {
             .unwrap_or_else(|| wf.revision.start.to_string());
         if self.r.revising.is_some() {
             // Resumed: admitted before, by the feedback read then.
-            return Want::Admit(column);
+            return admit(column, issue, context, reading);
         }
         let f = self.revision_feedback().unwrap_or_default();
         if f.is_empty() {
@@ -155,7 +160,7 @@ impl Machine {
     pub(super) fn revision_plan(&self) -> Option<(String, String)> {
         let pr = self.opts.revise?;
         let r = &self.project.workflow.revision;
-        let card = match self.s.board.as_ref().map(|b| b.column.as_ref()) {
+        let card = match self.board().map(|b| b.column.as_ref()) {
             Some(Some(now)) => format!("the card (in {now}) goes to {}", r.column),
             Some(None) => format!("the card goes to {}", r.column),
             None => "the issue has no card".to_string(),
@@ -170,11 +175,11 @@ impl Machine {
     }
 
     /// The card goes to the revision's column first (when it is on the board).
-    pub(super) fn want_card_placed(&self) -> Option<Want> {
+    pub(super) fn want_card_placed(&self, a: &Admitted) -> Option<Want> {
         if self.opts.revise.is_none() || self.r.placed || self.opts.dry_run {
             return None;
         }
-        let board = self.s.board.as_ref()?;
+        let board = a.board.as_ref()?;
         let p = &self.project;
         let to = p.workflow.revision.column.clone();
         let here = (board.column.as_ref()).and_then(|o| p.settings.stage_at(&p.workflow, o));
@@ -183,16 +188,20 @@ impl Machine {
                 column: to.to_string(),
             }]));
         }
-        Some(Want::Do(Effect::MoveCard { to }))
+        Some(Want::Do(Effect::MoveCard {
+            card: Box::new(board.clone()),
+            to,
+        }))
     }
 
     /// A revision's transitions move no card, except the last one, to the revision's done column.
-    pub(super) fn want_revision_move(&self, t: &Transition) -> Want {
+    pub(super) fn want_revision_move(&self, a: &Admitted, t: &Transition) -> Want {
         let to_done = self
             .stage(&t.to)
             .is_some_and(|s| s.built_in == Some(BuiltIn::Done));
-        if to_done && self.s.board.is_some() {
+        if let Some(card) = a.board.as_ref().filter(|_| to_done) {
             return Want::Do(Effect::MoveCard {
+                card: Box::new(card.clone()),
                 to: self.project.workflow.revision.done_column.clone(),
             });
         }
@@ -203,7 +212,7 @@ impl Machine {
 
     /// The worktree of a revision: the pull request's branch at its head.
     pub(super) fn revision_worktree(&self) -> Option<Effect> {
-        let fb = self.s.feedback.as_ref()?;
+        let fb = self.feedback()?;
         Some(Effect::PrepareRevision {
             head: fb.head_sha.clone(),
             ours: self.revision_history().and_then(|h| h.head),
@@ -219,17 +228,15 @@ impl Machine {
             Err(reason) => {
                 // Nothing to work in: the stop is said on the pull request without a worktree.
                 let (stage, attempt) = self.column_attempt();
-                self.s.worktree = Some(WorktreeInfo {
+                let none = WorktreeInfo {
                     path: String::new(),
-                    branch: self
-                        .s
-                        .feedback
-                        .as_ref()
-                        .map(|f| f.head.clone())
-                        .unwrap_or_default(),
+                    branch: self.feedback().map(|f| f.head.clone()).unwrap_or_default(),
                     base: self.project.settings.default_branch.clone(),
                     reused: crate::workspace::Reuse::ExistingBranch,
-                });
+                };
+                if let Some(a) = self.admitted_run_mut() {
+                    a.worktree = Some(none);
+                }
                 vec![Event::Halted {
                     stage,
                     attempt,
@@ -259,12 +266,13 @@ impl Machine {
     /// After approval: answer each thread, rewrite the body, say what the revision did.
     pub(super) fn want_revision_done(
         &self,
+        a: &Admitted,
         w: &super::Work,
         outcome: &Outcome,
         t: &Transition,
     ) -> Option<Want> {
         let f = self.revision_feedback()?;
-        let fb = self.s.feedback.as_ref()?;
+        let fb = self.feedback()?;
         let sha = (self.r.pushed.clone()).unwrap_or_else(|| CommitSha::new(&fb.head_sha));
         for (_, th) in f.threads() {
             if self.r.answered.contains(&th.thread) {
@@ -277,9 +285,7 @@ impl Machine {
                 .filter(|x| x.id == th.thread)
                 .flat_map(|x| &x.comments)
                 .any(|c| {
-                    self.s
-                        .viewer
-                        .as_deref()
+                    self.viewer()
                         .is_some_and(|v| v.eq_ignore_ascii_case(&c.author))
                         && marker.is_in(&c.body)
                 });
@@ -293,7 +299,14 @@ impl Machine {
             }))));
         }
         if !self.r.body_updated {
-            let mut request = self.pr_request(w, outcome, t);
+            let Some(score) = t.score.clone() else {
+                return Some(Want::Record(vec![super::halt(
+                    w.stage.clone(),
+                    w.attempt,
+                    "the approval carries no audit score: the pull request's body is not rewritten without one",
+                )]));
+            };
+            let mut request = self.pr_request(&a.issue, outcome, score);
             request.head_sha = Some(sha.clone());
             request.revision = f.round;
             // The body counts the pull request's whole history: the run that opened it, the
@@ -352,13 +365,13 @@ impl Machine {
     /// A revision's head that is not the pull request's: work committed by a process that died
     /// before it recorded the commit.
     pub(super) fn unpushed_revision(&self, head: &CommitSha) -> Option<CommitSha> {
-        let fb = self.s.feedback.as_ref()?;
+        let fb = self.feedback()?;
         (!self.r.new_commit && **head != fb.head_sha).then(|| head.clone())
     }
 
     /// How a revision that reached Done ended.
     pub(super) fn revised_end(&self) -> Option<RunEnd> {
-        let fb = self.s.feedback.as_ref()?;
+        let fb = self.feedback()?;
         let f = self.revision_feedback()?;
         Some(RunEnd::Revised {
             number: fb.number,
