@@ -1,8 +1,9 @@
 //! Role agents: `agents/<name>.md` files with YAML frontmatter and a role prompt.
 //!
-//! The five default roles are embedded in the binary; a repository overrides any of them by placing a
-//! file of the same name in `.supervisor/agents/` (or `.pi/extensions/supervisor/agents/`, or the
-//! directory its settings name).
+//! The default roles are embedded in the binary: the five stage roles of the built-in workflow and
+//! the two roles of an epic ([`EPIC_ROLES`]). A repository overrides any of them by placing a file of
+//! the same name in `.supervisor/agents/` (or `.pi/extensions/supervisor/agents/`, or the directory
+//! its settings name).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{BUILTIN_BACKENDS, ConfigError, ConfigIssue, Settings, Workflow, did_you_mean};
 
 /// The embedded default roles: (name, text).
-pub const DEFAULT_AGENTS: [(&str, &str); 5] = [
+pub const DEFAULT_AGENTS: [(&str, &str); 7] = [
     ("researcher", include_str!("../../agents/researcher.md")),
     ("architect", include_str!("../../agents/architect.md")),
     (
@@ -21,7 +22,13 @@ pub const DEFAULT_AGENTS: [(&str, &str); 5] = [
     ),
     ("developer", include_str!("../../agents/developer.md")),
     ("auditor", include_str!("../../agents/auditor.md")),
+    ("planner", include_str!("../../agents/planner.md")),
+    ("reviewer", include_str!("../../agents/reviewer.md")),
 ];
+
+/// The roles of an epic, which no workflow stage names: the planner splits the epic into tasks
+/// (answering a plan), the reviewer judges each task's pull request (answering a verdict).
+pub const EPIC_ROLES: [&str; 2] = ["planner", "reviewer"];
 
 /// Directories searched for overrides, relative to the repository root, after the settings' `agentsDir`.
 pub const AGENT_DIRS: [&str; 2] = [".supervisor/agents", ".pi/extensions/supervisor/agents"];
@@ -348,7 +355,32 @@ fn yaml_key_line(yaml: &str, key: &str) -> Option<usize> {
         .map(|i| i + 1)
 }
 
-/// The agents a workflow needs, resolved from overrides and built-ins.
+/// Where overrides of the roles are looked for, in order: the settings' `agentsDir` (which must
+/// exist), then [`AGENT_DIRS`].
+fn search_dirs(
+    root: &Path,
+    settings: &Settings,
+    settings_path: &Path,
+) -> Result<Vec<PathBuf>, ConfigError> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if let Some(d) = &settings.agents_dir {
+        let full = root.join(d);
+        if !full.is_dir() {
+            return Err(ConfigError::one(ConfigIssue::new(
+                settings_path,
+                "supervisor.agentsDir",
+                format!("names {}, which is not a directory", full.display()),
+                "fix the path (relative to the repository root) or remove the setting",
+            )));
+        }
+        dirs.push(full);
+    }
+    dirs.extend(AGENT_DIRS.iter().map(|d| root.join(d)));
+    Ok(dirs)
+}
+
+/// Role agents resolved from overrides and built-ins: those a workflow names ([`RoleSet::load`]), or
+/// the epic's ([`RoleSet::load_epic`]).
 #[derive(Debug, Clone)]
 pub struct RoleSet {
     pub agents: BTreeMap<String, AgentDefinition>,
@@ -364,41 +396,103 @@ impl RoleSet {
         settings_path: &Path,
         workflow: &Workflow,
     ) -> Result<RoleSet, ConfigError> {
-        let mut dirs: Vec<PathBuf> = Vec::new();
-        if let Some(d) = &settings.agents_dir {
-            let full = root.join(d);
-            if !full.is_dir() {
-                return Err(ConfigError::one(ConfigIssue::new(
-                    settings_path,
-                    "supervisor.agentsDir",
-                    format!("names {}, which is not a directory", full.display()),
-                    "fix the path (relative to the repository root) or remove the setting",
-                )));
-            }
-            dirs.push(full);
-        }
-        dirs.extend(AGENT_DIRS.iter().map(|d| root.join(d)));
-
+        let dirs = search_dirs(root, settings, settings_path)?;
         let mut errors = Vec::new();
-        let mut warnings = Vec::new();
-        let mut agents = BTreeMap::new();
+        let mut names = Vec::new();
         for name in workflow.agent_names() {
-            if !is_safe_agent_name(&name) {
+            if is_safe_agent_name(&name) {
+                names.push(name);
+            } else {
                 errors.push(ConfigIssue::new(
                     Path::new(&workflow.source),
                     "agentName",
                     format!("`{name}` is not a valid agent name"),
                     "use letters, digits, '-' and '_' only",
                 ));
-                continue;
             }
+        }
+        let missing = |name: &str| {
+            let (file, field) = match settings.status_mapping.iter().find(|(_, a)| **a == name) {
+                Some((col, _)) => (
+                    settings_path.to_path_buf(),
+                    format!("supervisor.statusMapping.{col}"),
+                ),
+                None => {
+                    let status = workflow
+                        .stages
+                        .iter()
+                        .find(|s| s.agent.as_deref() == Some(name))
+                        .map(|s| s.status.clone())
+                        .unwrap_or_default();
+                    (
+                        PathBuf::from(&workflow.source),
+                        format!("stages ({status}).agentName"),
+                    )
+                }
+            };
+            let built_in: Vec<&str> = DEFAULT_AGENTS.iter().map(|(n, _)| *n).collect();
+            let hint = match did_you_mean(name, &built_in) {
+                Some(s) => format!(" (did you mean `{s}`?)"),
+                None => String::new(),
+            };
+            ConfigIssue::new(
+                &file,
+                field,
+                format!("names agent `{name}`, which has no definition{hint}"),
+                format!(
+                    "create {}/{name}.md with frontmatter and a role prompt, or use a built-in agent: {}",
+                    AGENT_DIRS[0],
+                    built_in.join(", ")
+                ),
+            )
+        };
+        let set = RoleSet::resolve(&dirs, settings, &names, missing, &mut errors);
+        ConfigError::check(errors)?;
+        Ok(set)
+    }
+
+    /// The roles of an epic ([`EPIC_ROLES`]), each from the repository's override where it has
+    /// one (found as the workflow's roles are), else built in.
+    pub fn load_epic(
+        root: &Path,
+        settings: &Settings,
+        settings_path: &Path,
+    ) -> Result<RoleSet, ConfigError> {
+        let dirs = search_dirs(root, settings, settings_path)?;
+        let mut errors = Vec::new();
+        let missing = |name: &str| {
+            ConfigIssue::new(
+                Path::new(AGENT_DIRS[0]),
+                name,
+                "has no definition".to_string(),
+                format!("create {}/{name}.md", AGENT_DIRS[0]),
+            )
+        };
+        let set = RoleSet::resolve(&dirs, settings, &EPIC_ROLES, missing, &mut errors);
+        ConfigError::check(errors)?;
+        Ok(set)
+    }
+
+    /// Each of `names` from the first of `dirs` holding `<name>.md`, else built in; a name with
+    /// neither is `missing`. Problems go to `errors`.
+    fn resolve<N: AsRef<str>>(
+        dirs: &[PathBuf],
+        settings: &Settings,
+        names: &[N],
+        missing: impl Fn(&str) -> ConfigIssue,
+        errors: &mut Vec<ConfigIssue>,
+    ) -> RoleSet {
+        let mut warnings = Vec::new();
+        let mut agents = BTreeMap::new();
+        for name in names {
+            let name = name.as_ref();
             let file = dirs
                 .iter()
                 .map(|d| d.join(format!("{name}.md")))
                 .find(|p| p.is_file());
             let parsed = match file {
                 Some(path) => match std::fs::read_to_string(&path) {
-                    Ok(text) => AgentDefinition::parse(&path, &name, &text),
+                    Ok(text) => AgentDefinition::parse(&path, name, &text),
                     Err(e) => Err(ConfigError::one(ConfigIssue::new(
                         &path,
                         "(file)",
@@ -417,40 +511,7 @@ impl RoleSet {
                         (d, w)
                     }),
                     None => {
-                        let (file, field) =
-                            match settings.status_mapping.iter().find(|(_, a)| **a == name) {
-                                Some((col, _)) => (
-                                    settings_path.to_path_buf(),
-                                    format!("supervisor.statusMapping.{col}"),
-                                ),
-                                None => {
-                                    let status = workflow
-                                        .stages
-                                        .iter()
-                                        .find(|s| s.agent.as_deref() == Some(name.as_str()))
-                                        .map(|s| s.status.clone())
-                                        .unwrap_or_default();
-                                    (
-                                        PathBuf::from(&workflow.source),
-                                        format!("stages ({status}).agentName"),
-                                    )
-                                }
-                            };
-                        let built_in: Vec<&str> = DEFAULT_AGENTS.iter().map(|(n, _)| *n).collect();
-                        let hint = match did_you_mean(&name, &built_in) {
-                            Some(s) => format!(" (did you mean `{s}`?)"),
-                            None => String::new(),
-                        };
-                        errors.push(ConfigIssue::new(
-                            &file,
-                            field,
-                            format!("names agent `{name}`, which has no definition{hint}"),
-                            format!(
-                                "create {}/{name}.md with frontmatter and a role prompt, or use a built-in agent: {}",
-                                AGENT_DIRS[0],
-                                built_in.join(", ")
-                            ),
-                        ));
+                        errors.push(missing(name));
                         continue;
                     }
                 },
@@ -471,13 +532,12 @@ impl RoleSet {
                         ));
                     }
                     warnings.extend(w);
-                    agents.insert(name.clone(), def);
+                    agents.insert(name.to_string(), def);
                 }
                 Err(e) => errors.extend(e.issues),
             }
         }
-        ConfigError::check(errors)?;
-        Ok(RoleSet { agents, warnings })
+        RoleSet { agents, warnings }
     }
 
     pub fn get(&self, name: &str) -> Option<&AgentDefinition> {
@@ -513,9 +573,12 @@ mod tests {
                 def.prompt.contains("```json"),
                 "{name} shows the JSON block"
             );
-            assert!(
-                def.prompt
-                    .contains("\"agentName\": \"{name}\"".replace("{name}", name).as_str()),
+            // The epic's roles answer a plan and a verdict (held to their readers in
+            // `epic::answer`), the stage roles the agent protocol.
+            let protocol = "\"agentName\": \"{name}\"".replace("{name}", name);
+            assert_eq!(
+                def.prompt.contains(protocol.as_str()),
+                !EPIC_ROLES.contains(&name),
                 "{name}"
             );
             assert!(!def.tools.is_empty(), "{name}");
@@ -612,6 +675,79 @@ mod tests {
             let writes = name == "developer" || name == "test-designer";
             assert_eq!(d.read_only, !writes, "{name}");
         }
+    }
+
+    /// A repository with `agentsDir` set as given, and the built-in workflow.
+    fn repository(agents_dir: Option<&str>) -> (tempfile::TempDir, Settings, Workflow) {
+        let dir = tempfile::tempdir().unwrap();
+        let mut settings = Settings::minimal(
+            crate::config::RepoSlug::parse("o/r").unwrap(),
+            1,
+            vec!["a".into()],
+        );
+        settings.agents_dir = agents_dir.map(PathBuf::from);
+        (dir, settings, Workflow::builtin(&BTreeMap::new()))
+    }
+
+    #[test]
+    fn the_epic_roles_are_built_in_beside_the_stage_roles_and_overridable_like_them() {
+        let names: Vec<&str> = DEFAULT_AGENTS.iter().map(|(n, _)| *n).collect();
+        for role in EPIC_ROLES {
+            assert!(names.contains(&role), "{role} is listed with the others");
+        }
+        let (dir, settings, workflow) = repository(None);
+        let settings_path = dir.path().join(".supervisor/settings.json");
+        let stages = RoleSet::load(dir.path(), &settings, &settings_path, &workflow).unwrap();
+        assert!(
+            EPIC_ROLES.iter().all(|r| stages.get(r).is_none()),
+            "a workflow's roles are those its stages name"
+        );
+        let epic = RoleSet::load_epic(dir.path(), &settings, &settings_path).unwrap();
+        assert_eq!(
+            epic.agents.keys().collect::<Vec<_>>(),
+            ["planner", "reviewer"]
+        );
+        for role in EPIC_ROLES {
+            let def = epic.get(role).unwrap();
+            assert_eq!(def.source, "built-in");
+            assert!(def.read_only, "{role} only reads");
+        }
+
+        // An override in .supervisor/agents/ wins, as for any role.
+        let agents = dir.path().join(".supervisor/agents");
+        std::fs::create_dir_all(&agents).unwrap();
+        let file = agents.join("planner.md");
+        std::fs::write(
+            &file,
+            "---\nmodel: big/model\nreadOnly: true\n---\nPlan in our house style.\n",
+        )
+        .unwrap();
+        let epic = RoleSet::load_epic(dir.path(), &settings, &settings_path).unwrap();
+        let planner = epic.get("planner").unwrap();
+        assert_eq!(planner.source, file.display().to_string());
+        assert_eq!(planner.prompt, "Plan in our house style.");
+        assert_eq!(planner.model.as_deref(), Some("big/model"));
+        assert_eq!(epic.get("reviewer").unwrap().source, "built-in");
+
+        // A broken override is an error naming its file, never a silent fall back.
+        std::fs::write(&file, "---\nthinking: extreme\n---\nx\n").unwrap();
+        let err = RoleSet::load_epic(dir.path(), &settings, &settings_path).unwrap_err();
+        assert_eq!(err.issues[0].file, file);
+        assert_eq!(err.issues[0].field, "thinking");
+
+        // So is the settings' agentsDir, searched first.
+        let (dir, settings, _) = repository(Some("roles"));
+        let settings_path = dir.path().join(".supervisor/settings.json");
+        let err = RoleSet::load_epic(dir.path(), &settings, &settings_path).unwrap_err();
+        assert_eq!(err.issues[0].field, "supervisor.agentsDir");
+        std::fs::create_dir_all(dir.path().join("roles")).unwrap();
+        std::fs::write(
+            dir.path().join("roles/reviewer.md"),
+            "---\nreadOnly: true\n---\nJudge strictly.\n",
+        )
+        .unwrap();
+        let epic = RoleSet::load_epic(dir.path(), &settings, &settings_path).unwrap();
+        assert_eq!(epic.get("reviewer").unwrap().prompt, "Judge strictly.");
     }
 
     #[test]

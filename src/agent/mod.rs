@@ -20,7 +20,8 @@ mod transcript;
 pub use crate::process::process_group_alive;
 pub use backend::{AgentCli, Backend, Invocation, Launch};
 pub use definition::{
-    AGENT_DIRS, AgentDefinition, DEFAULT_AGENTS, RoleSet, THINKING_LEVELS, is_safe_agent_name,
+    AGENT_DIRS, AgentDefinition, DEFAULT_AGENTS, EPIC_ROLES, RoleSet, THINKING_LEVELS,
+    is_safe_agent_name,
 };
 pub use dispatch::{
     AgentRequest, BASE_ENV, DEFAULT_AGENT_ENV, DEGRADING_ROLE, GITHUB_TOKEN_VARS, agent_env,

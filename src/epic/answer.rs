@@ -77,6 +77,78 @@ pub fn read_verdict(text: &str) -> Result<Verdict, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agent::{AgentDefinition, DEFAULT_AGENTS};
+
+    /// The prompt of built-in role `role`, as an agent receives it.
+    fn prompt(role: &str) -> String {
+        let (_, text) = DEFAULT_AGENTS.iter().find(|(n, _)| *n == role).unwrap();
+        let (def, _) = AgentDefinition::parse(std::path::Path::new(role), role, text).unwrap();
+        def.prompt
+    }
+
+    #[test]
+    fn the_plan_the_planners_prompt_shows_is_one_its_reader_takes() {
+        let prompt = prompt("planner");
+        assert_eq!(fenced_json_blocks(&prompt).len(), 1, "one example");
+        let plan = read_plan(&prompt, 8).unwrap();
+        assert!(plan.tasks().len() >= 2, "{plan:?}");
+        assert!(
+            plan.tasks().iter().any(|t| !t.depends_on.is_empty()),
+            "the example shows a dependency"
+        );
+        for task in plan.tasks() {
+            assert!(task.body.contains("- [ ] "), "{}: a checklist", task.id);
+            assert!(
+                task.body.contains("Tests first"),
+                "{}: tests first",
+                task.id
+            );
+        }
+        // The rules it states are those the plan is checked against.
+        let id_rule = format!(
+            "letters, digits, `-` and `_` only, at most {} characters",
+            super::super::plan::MAX_ID
+        );
+        assert!(prompt.contains(&id_rule), "{id_rule}");
+        for rule in [
+            "no cycle",
+            "non-empty",
+            "`dependsOn`",
+            "at most the number of tasks",
+        ] {
+            assert!(prompt.contains(rule), "{rule}");
+        }
+        assert!(
+            read_plan(&prompt, 1).is_err(),
+            "and held to the limit given"
+        );
+    }
+
+    #[test]
+    fn each_verdict_the_reviewers_prompt_shows_is_one_its_reader_takes() {
+        let prompt = prompt("reviewer");
+        let verdicts: Vec<Verdict> = fenced_json_blocks(&prompt)
+            .into_iter()
+            .map(|block| read_verdict(block).unwrap_or_else(|e| panic!("{block}: {e}")))
+            .collect();
+        assert!(
+            matches!(
+                &verdicts[..],
+                [
+                    Verdict::Accepted,
+                    Verdict::NeedsRevision { .. },
+                    Verdict::Escalate { .. }
+                ]
+            ),
+            "{verdicts:?}"
+        );
+        assert!(prompt.contains("review criteria"));
+        assert_eq!(
+            read_verdict(&prompt).ok(),
+            verdicts.last().cloned(),
+            "the last block counts"
+        );
+    }
 
     #[test]
     fn the_planners_last_plan_is_read_from_its_text() {

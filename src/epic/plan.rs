@@ -104,7 +104,7 @@ impl fmt::Display for PlanError {
 }
 
 /// Longest task id.
-const MAX_ID: usize = 40;
+pub(super) const MAX_ID: usize = 40;
 
 /// Longest piece of the planner's text an error repeats.
 const QUOTE_CHARS: usize = 40;
