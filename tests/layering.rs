@@ -24,8 +24,9 @@ fn allowed() -> BTreeMap<&'static str, Vec<&'static str>> {
     // The process's metrics: whatever counts, counts into them.
     t.insert("metrics", vec![]);
     t.insert("evidence", vec!["config"]);
-    // An epic's plan and progress: data and decisions, its agents' answers read by their protocol.
-    t.insert("epic", vec!["agent"]);
+    // An epic's plan and progress: data and decisions, its agents' answers read by their protocol,
+    // its limits from the settings.
+    t.insert("epic", vec!["config", "agent"]);
     t.insert("agent", base.to_vec());
     t.insert("github", vec!["config", "tls", "metrics"]);
     // Token variables to keep out of setup commands.

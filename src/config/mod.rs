@@ -15,8 +15,9 @@ pub use globs::{EXCLUDE_FIX, ExcludeError, ExcludeGlobs};
 pub use issue::{ConfigError, ConfigIssue, did_you_mean};
 pub use settings::{
     API_URL_ENV, AgentSandbox, CheckedSettings, CommandBackend, DEFAULT_AGENT_STALL_SEC,
-    DEFAULT_AGENT_TIMEOUT_MIN, GateSettings, LoadedSettings, ModelPrice, PromptVia, RepoSlug,
-    SERVER_URL_ENV, SETTINGS_PATHS, Settings, WatchSettings, command_prefix_problem, env_name,
+    DEFAULT_AGENT_TIMEOUT_MIN, EpicIntegration, EpicSettings, GateSettings, LoadedSettings,
+    MAX_EPIC_TASKS, ModelPrice, PromptVia, RepoSlug, SERVER_URL_ENV, SETTINGS_PATHS, Settings,
+    WatchSettings, command_prefix_problem, env_name,
 };
 pub use source::{DuplicateKey, JsonIndex, directory_problem, io_reason, read_text};
 pub use verify::{ReportSpec, VerifyConfig};

@@ -86,10 +86,23 @@ pub enum AgentSandbox {
     Bwrap,
 }
 
+/// How the work of an epic's tasks comes together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum EpicIntegration {
+    /// Each task builds on an epic branch its accepted predecessors were merged into; one pull
+    /// request from that branch at the end.
+    #[default]
+    Branch,
+    /// Each task's pull request targets the default branch; a person merges them.
+    Independent,
+}
+
 leaf_setting! {
     RepoSlug: Str => RepoSlug { owner: String::new(), name: String::new() };
     PromptVia: Str, "\"stdin\" or \"arg\"", "prompt modes";
     AgentSandbox: Str, "\"none\" or \"bwrap\"", "sandbox kinds";
+    EpicIntegration: Str, "\"branch\" or \"independent\"", "integration kinds";
 }
 
 settings_block! {
@@ -226,6 +239,47 @@ settings_block! {
 impl Default for WatchSettings {
     fn default() -> Self {
         Self::defaults().expect("every watch setting has a default")
+    }
+}
+
+/// Most tasks `epic.maxTasks` may allow.
+pub const MAX_EPIC_TASKS: usize = 50;
+
+/// Longest label name GitHub takes.
+const MAX_LABEL_CHARS: usize = 50;
+
+settings_block! {
+    /// Settings of epics: issues a planner splits into sub-issues that the board runs.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct EpicSettings {
+        /// The label that marks an issue as an epic.
+        #[setting(key = "label", default = "supervisor:epic".into(), example = r#""supervisor:epic""#)]
+        pub label: String,
+        /// Tasks a plan may have, 1 to 50; a plan with more is sent back to the planner.
+        #[setting(key = "maxTasks", default = 8, example = "8")]
+        pub max_tasks: usize,
+        /// Tasks of one epic running at once.
+        #[setting(key = "maxConcurrency", default = 2, example = "2")]
+        pub max_concurrency: usize,
+        /// Reviews of one task's pull request before it is escalated to a person instead of sent
+        /// back again.
+        #[setting(key = "maxIterations", default = 3, example = "3")]
+        pub max_iterations: u32,
+        /// How the tasks' work comes together: `"branch"` (each task's pull request is merged into
+        /// an epic branch the next tasks build on; one pull request from it at the end) or
+        /// `"independent"` (each task's pull request targets the default branch).
+        #[setting(key = "integration", default = EpicIntegration::Branch, example = r#""independent""#)]
+        pub integration: EpicIntegration,
+        /// What the reviewer judges each task's pull request against when the epic has no
+        /// "Review criteria" section.
+        #[setting(key = "reviewCriteria", default = None, example = r#""Every public function is tested; no new dependency.""#)]
+        pub review_criteria: Option<String>,
+    }
+}
+
+impl Default for EpicSettings {
+    fn default() -> Self {
+        Self::defaults().expect("every epic setting has a default")
     }
 }
 
@@ -392,6 +446,9 @@ settings_block! {
         /// Settings of the board-driven modes.
         #[setting(key = "watch", default = WatchSettings::default())]
         pub watch: WatchSettings,
+        /// Settings of epics.
+        #[setting(key = "epic", default = EpicSettings::default())]
+        pub epic: EpicSettings,
     }
 }
 
@@ -785,6 +842,7 @@ impl Settings {
             );
         }
         self.validate_watch(&mut err);
+        self.validate_epic(&mut err);
         for (name, backend) in &self.backends {
             if backend.command.is_empty() {
                 err(
@@ -912,6 +970,55 @@ impl Settings {
                 "watch.triggerColumns",
                 format!("holds an empty column name `{blank}`"),
                 "name board columns, such as [\"Research\"]",
+            );
+        }
+    }
+
+    /// The `epic` block's limits and names.
+    fn validate_epic(&self, err: &mut impl FnMut(&str, String, &str)) {
+        let e = &self.epic;
+        if e.label.trim().is_empty() || e.label.chars().count() > MAX_LABEL_CHARS {
+            err(
+                "epic.label",
+                format!("`{}` is not a label name GitHub takes", e.label),
+                "name a label of 1 to 50 characters, such as \"supervisor:epic\"",
+            );
+        } else if e.label == self.watch.claim_label {
+            err(
+                "epic.label",
+                format!("`{}` is also watch.claimLabel", e.label),
+                "give epics a label of their own, such as \"supervisor:epic\"",
+            );
+        }
+        if !(1..=MAX_EPIC_TASKS).contains(&e.max_tasks) {
+            err(
+                "epic.maxTasks",
+                format!("is {}, outside 1 to {MAX_EPIC_TASKS}", e.max_tasks),
+                "use 1 to 50 (default 8); an epic larger than that is several epics",
+            );
+        }
+        if e.max_concurrency == 0 {
+            err(
+                "epic.maxConcurrency",
+                "is 0: no task of an epic would ever start".into(),
+                "use 1 or more (default 2)",
+            );
+        }
+        if e.max_iterations == 0 {
+            err(
+                "epic.maxIterations",
+                "is 0: no task's pull request would ever be reviewed".into(),
+                "use 1 or more (default 3)",
+            );
+        }
+        if e.review_criteria
+            .as_ref()
+            .is_some_and(|c| c.trim().is_empty())
+        {
+            err(
+                "epic.reviewCriteria",
+                "is empty".into(),
+                "write the criteria every task's pull request is judged against, or remove the key",
             );
         }
     }
@@ -1640,6 +1747,7 @@ mod tests {
         same_keys(&serialized, Settings::FIELDS);
         same_keys(&serialized["gates"], GateSettings::FIELDS);
         same_keys(&serialized["watch"], WatchSettings::FIELDS);
+        same_keys(&serialized["epic"], EpicSettings::FIELDS);
         for field in Settings::FIELDS {
             assert!(
                 !field.summary().is_empty(),
@@ -1693,6 +1801,139 @@ mod tests {
             );
             load(&text).unwrap_or_else(|e| panic!("gates.{}: {e}", field.key));
         }
+        for field in EpicSettings::FIELDS {
+            let example = field.example.expect("every epic setting shows an example");
+            let text = format!(
+                r#"{{ "supervisor": {{ "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+                   "epic": {{ "{}": {example} }} }} }}"#,
+                field.key
+            );
+            let loaded = load(&text).unwrap_or_else(|e| panic!("epic.{}: {e}", field.key));
+            assert!(loaded.warnings.is_empty(), "epic.{}", field.key);
+        }
+    }
+
+    #[test]
+    fn epic_settings_have_defaults_and_are_read() {
+        let e = load(MINIMAL).unwrap().settings.epic;
+        assert_eq!(e, EpicSettings::default());
+        assert_eq!(e.label, "supervisor:epic");
+        assert_eq!(
+            (e.max_tasks, e.max_concurrency, e.max_iterations),
+            (8, 2, 3)
+        );
+        assert_eq!(e.integration, EpicIntegration::Branch);
+        assert_eq!(e.review_criteria, None);
+        let text = r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+            "epic": { "label": "epic", "maxTasks": 50, "maxConcurrency": 1, "maxIterations": 1,
+                      "integration": "independent", "reviewCriteria": "No new dependency." } } }"#;
+        let e = load(text).unwrap().settings.epic;
+        assert_eq!(e.label, "epic");
+        assert_eq!(
+            (e.max_tasks, e.max_concurrency, e.max_iterations),
+            (50, 1, 1)
+        );
+        assert_eq!(e.integration, EpicIntegration::Independent);
+        assert_eq!(e.review_criteria.as_deref(), Some("No new dependency."));
+    }
+
+    #[test]
+    fn every_bad_epic_setting_is_named_at_once_with_what_to_do() {
+        let text = r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+            "epic": { "label": "", "maxTasks": 0, "maxConcurrency": 0, "maxIterations": 0,
+                      "integration": "merged", "reviewCriteria": "  " } } }"#;
+        let err = load(text).unwrap_err();
+        let found: Vec<(&str, &str)> = err
+            .issues
+            .iter()
+            .map(|i| (i.field.as_str(), i.fix.as_str()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (
+                    "supervisor.epic.integration",
+                    r#"write it like "integration": "independent""#
+                ),
+                (
+                    "supervisor.epic.label",
+                    "name a label of 1 to 50 characters, such as \"supervisor:epic\""
+                ),
+                (
+                    "supervisor.epic.maxTasks",
+                    "use 1 to 50 (default 8); an epic larger than that is several epics"
+                ),
+                (
+                    "supervisor.epic.maxConcurrency",
+                    "use 1 or more (default 2)"
+                ),
+                ("supervisor.epic.maxIterations", "use 1 or more (default 3)"),
+                (
+                    "supervisor.epic.reviewCriteria",
+                    "write the criteria every task's pull request is judged against, or remove the key"
+                ),
+            ],
+            "{err}"
+        );
+        assert!(
+            err.issues[0].problem.contains("unknown variant `merged`"),
+            "{err}"
+        );
+        assert_eq!(err.issues[0].line, Some(3), "{err}");
+        assert_eq!(err.issues[2].problem, "is 0, outside 1 to 50");
+        assert!(
+            err.issues[3]
+                .problem
+                .contains("no task of an epic would ever start")
+        );
+
+        for (value, problem) in [
+            ("51", "is 51, outside 1 to 50"),
+            ("-1", "is the number -1, expected a whole number ≥ 0"),
+            (
+                "\"many\"",
+                "is the string \"many\", expected a whole number ≥ 0",
+            ),
+        ] {
+            let e = single_error(&format!(
+                r#"{{ "supervisor": {{ "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+                "epic": {{ "maxTasks": {value} }} }} }}"#
+            ));
+            assert_eq!(e.field, "supervisor.epic.maxTasks", "{value}");
+            assert_eq!(e.problem, problem, "{value}");
+        }
+        let e = single_error(
+            r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+            "watch": { "claimLabel": "ours" }, "epic": { "label": "ours" } } }"#,
+        );
+        assert_eq!(e.field, "supervisor.epic.label");
+        assert!(e.problem.contains("also watch.claimLabel"), "{e}");
+        let e = single_error(
+            r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+            "epic": "on" } }"#,
+        );
+        assert_eq!(e.field, "supervisor.epic");
+        assert_eq!(e.problem, "is the string \"on\", expected an object");
+    }
+
+    #[test]
+    fn an_unknown_epic_key_is_a_warning_with_the_key_it_looks_like() {
+        let text = r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+            "epic": { "maxTask": 4, "colour": "red" } } }"#;
+        let loaded = load(text).unwrap();
+        let warnings: Vec<(&str, &str)> = loaded
+            .warnings
+            .iter()
+            .map(|w| (w.field.as_str(), w.fix.as_str()))
+            .collect();
+        assert_eq!(
+            warnings,
+            [
+                ("supervisor.epic.colour", "remove it; it is ignored"),
+                ("supervisor.epic.maxTask", "did you mean \"maxTasks\"?"),
+            ]
+        );
+        assert_eq!(loaded.settings.epic.max_tasks, 8, "the default stands");
     }
 
     #[test]

@@ -118,6 +118,11 @@ mod tests {
         ] {
             assert!(prompt.contains(rule), "{rule}");
         }
+        let default_limit = format!(
+            "`epic.maxTasks`, {} unless configured",
+            crate::config::EpicSettings::default().max_tasks
+        );
+        assert!(prompt.contains(&default_limit), "{default_limit}");
         assert!(
             read_plan(&prompt, 1).is_err(),
             "and held to the limit given"

@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::plan::Plan;
+use crate::config::{EpicIntegration, EpicSettings};
 
 /// How the tasks' work comes together.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,6 +35,26 @@ pub struct Limits {
     /// Reviews a task may have before it is escalated instead of sent back again.
     pub max_iterations: u32,
     pub integration: Integration,
+}
+
+impl From<EpicIntegration> for Integration {
+    fn from(integration: EpicIntegration) -> Integration {
+        match integration {
+            EpicIntegration::Branch => Integration::Branch,
+            EpicIntegration::Independent => Integration::Independent,
+        }
+    }
+}
+
+/// The limits the repository's `epic` settings set.
+impl From<&EpicSettings> for Limits {
+    fn from(settings: &EpicSettings) -> Limits {
+        Limits {
+            max_concurrency: settings.max_concurrency,
+            max_iterations: settings.max_iterations,
+            integration: settings.integration.into(),
+        }
+    }
 }
 
 /// A reviewer's verdict on a task's pull request.
@@ -418,6 +439,33 @@ mod tests {
             8,
         )
         .unwrap()
+    }
+
+    #[test]
+    fn the_limits_are_the_epic_settings() {
+        let defaults = Limits::from(&EpicSettings::default());
+        assert_eq!(
+            defaults,
+            Limits {
+                max_concurrency: 2,
+                max_iterations: 3,
+                integration: Integration::Branch,
+            }
+        );
+        let settings = EpicSettings {
+            max_concurrency: 5,
+            max_iterations: 1,
+            integration: EpicIntegration::Independent,
+            ..EpicSettings::default()
+        };
+        assert_eq!(
+            Limits::from(&settings),
+            Limits {
+                max_concurrency: 5,
+                max_iterations: 1,
+                integration: Integration::Independent,
+            }
+        );
     }
 
     const BRANCH: Limits = Limits {
