@@ -50,6 +50,7 @@ OPERATIONS = [
     "pulls/create",
     "pulls/get",
     "pulls/update",
+    "pulls/merge",
     "pulls/list-reviews",
     "pulls/get-review",
     "pulls/create-review",

@@ -22,6 +22,7 @@
 //! - `pulls/create`: `find_or_create_pr`
 //! - `pulls/get`: `get_pr`, `mergeable`
 //! - `pulls/update`: `update_pull_body` (a revision rewrites the body)
+//! - `pulls/merge`: `merge_pull` (an epic's accepted task merged into the epic branch)
 //! - `pulls/create-review`: `submit_review`
 //! - `pulls/create-reply-for-review-comment`: `reply_in_thread` (to a thread's top-level comment)
 //! - `issues/add-labels`, `issues/remove-label`: the scheduler's claim label
@@ -35,7 +36,8 @@ use serde_json::{Value, json};
 use supervisor::config::RepoSlug;
 use supervisor::github::{
     AppCredentials, BoardItem, ClientConfig, ColumnOption, Conditional, GitHub, GitHubError, Issue,
-    IssueState, MergeablePoll, NewPullRequest, RetryPolicy, Token,
+    IssueState, MergeError, MergeMethod, MergeResult, MergeablePoll, NewPullRequest, RetryPolicy,
+    Token,
 };
 use supervisor::ids::BoardOption;
 use supervisor::sandbox::{check_rest_request, rest_operation_id};
@@ -43,7 +45,7 @@ use wiremock::matchers::{method, path, path_regex};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 /// The operations listed above.
-const CLIENT_OPERATIONS: [&str; 25] = [
+const CLIENT_OPERATIONS: [&str; 26] = [
     "users/get-authenticated",
     "apps/get-authenticated",
     "apps/get-repo-installation",
@@ -64,6 +66,7 @@ const CLIENT_OPERATIONS: [&str; 25] = [
     "pulls/create",
     "pulls/get",
     "pulls/update",
+    "pulls/merge",
     "pulls/create-review",
     "pulls/create-reply-for-review-comment",
     "issues/add-labels",
@@ -198,6 +201,7 @@ async fn every_rest_operation_the_client_uses_reads_githubs_examples() {
         ("pulls/get", 200),
         ("pulls/create", 201),
         ("pulls/update", 200),
+        ("pulls/merge", 200),
         ("pulls/create-review", 200),
         ("pulls/create-reply-for-review-comment", 201),
         ("issues/add-labels", 200),
@@ -271,6 +275,21 @@ async fn every_rest_operation_the_client_uses_reads_githubs_examples() {
             .await
             .unwrap(),
         Some(true)
+    );
+
+    // An epic's accepted task: its pull request merged while its head is what was reviewed.
+    assert_eq!(
+        gh.merge_pull(
+            1347,
+            MergeMethod::Merge,
+            Some("6dcb09b5b57875f334f61aebed695e2e4193db5e")
+        )
+        .await
+        .unwrap(),
+        MergeResult {
+            sha: "6dcb09b5b57875f334f61aebed695e2e4193db5e".into(),
+            merged: true
+        }
     );
 
     // A revision: the pull request's body rewritten, a reply in a review thread, a review.
@@ -484,6 +503,85 @@ async fn a_403_on_check_runs_is_the_checks_permission() {
         server.received_requests().await.unwrap().len(),
         1,
         "not retried"
+    );
+}
+
+#[tokio::test]
+async fn a_merge_github_refuses_is_not_mergeable_or_its_head_moved_and_never_sent_twice() {
+    const REVIEWED: &str = "6dcb09b5b57875f334f61aebed695e2e4193db5e";
+    for status in [405, 409, 404] {
+        let server = MockServer::start().await;
+        if status == 404 {
+            let (verb, pattern) = path_of("pulls/merge");
+            Mock::given(method(verb.as_str()))
+                .and(path_regex(pattern))
+                .respond_with(ResponseTemplate::new(404).set_body_json(
+                    json!({"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}),
+                ))
+                .mount(&server)
+                .await;
+        } else {
+            serve_example(&server, "pulls/merge", status).await;
+        }
+        let e = client_for(&server)
+            .merge_pull(1347, MergeMethod::Squash, Some(REVIEWED))
+            .await
+            .unwrap_err();
+        assert_eq!(e.status(), Some(status), "{e}");
+        let text = e.to_string();
+        match (status, &e) {
+            (405, MergeError::NotMergeable { number, message }) => {
+                assert_eq!(*number, 1347);
+                assert_eq!(message, "Pull Request is not mergeable");
+                assert!(
+                    text.contains("resolve that on GitHub, then merge again"),
+                    "{text}"
+                );
+            }
+            (
+                409,
+                MergeError::HeadMoved {
+                    number,
+                    expected,
+                    message,
+                },
+            ) => {
+                assert_eq!((*number, expected.as_str()), (1347, REVIEWED));
+                assert!(message.contains("Head branch was modified"), "{message}");
+                assert!(
+                    text.contains("review the new head, then merge it"),
+                    "{text}"
+                );
+            }
+            (404, MergeError::GitHub(GitHubError::PullNotFound { number, .. })) => {
+                assert_eq!(*number, 1347)
+            }
+            _ => panic!("{status}: {e:?}"),
+        }
+        assert_eq!(
+            server.received_requests().await.unwrap().len(),
+            1,
+            "a refused merge is not sent again"
+        );
+        assert_eq!(
+            check_requests(&server).await,
+            BTreeSet::from(["pulls/merge".to_string()])
+        );
+    }
+    let sent = {
+        let server = MockServer::start().await;
+        serve_example(&server, "pulls/merge", 200).await;
+        let gh = client_for(&server);
+        gh.merge_pull(1347, MergeMethod::Rebase, None)
+            .await
+            .unwrap();
+        check_requests(&server).await;
+        server.received_requests().await.unwrap()[0].body.clone()
+    };
+    assert_eq!(
+        serde_json::from_slice::<Value>(&sent).unwrap(),
+        json!({"merge_method": "rebase"}),
+        "no head is asked for when none was given"
     );
 }
 

@@ -15,7 +15,7 @@ use axum::http::{HeaderMap, StatusCode};
 use common::*;
 use serde_json::{Value, json};
 use supervisor::events::WebhookSecret;
-use supervisor::github::GitHub;
+use supervisor::github::{GitHub, MergeError, MergeMethod};
 use supervisor::sandbox::{
     Act, GitRemote, HookKind, PullSeed, Sandbox, SandboxState, TokenSeed, UserSeed, WebhookTarget,
 };
@@ -471,6 +471,127 @@ async fn one_review_and_one_review_comment_are_read_by_id() {
                 "{path}"
             );
         }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_merge_through_the_api_merges_in_the_repository_only_the_head_that_was_reviewed() {
+    within(async {
+        let f = Fixture::new(None).await;
+        let git = f.sandbox.git();
+        let merge = format!("/repos/acme/widgets/pulls/{PR}/merge");
+        // Someone pushed after the review: the head asked for is not the head any more.
+        let reviewed = f.head();
+        git.commit_files(
+            "feature",
+            None,
+            &[("flags.txt", "a\nb\nc\nd\n")],
+            "one more flag",
+        )
+        .unwrap();
+        let main = git.branch_sha("main").unwrap();
+        let e =
+            f.gh.merge_pull(PR, MergeMethod::Merge, Some(&reviewed))
+                .await
+                .unwrap_err();
+        assert!(matches!(e, MergeError::HeadMoved { .. }), "{e}");
+        // Only those who may push merge.
+        let refused = f.call(BOB, "PUT", &merge, &json!({})).await;
+        assert_eq!(refused.status, 403, "{}", refused.body);
+        assert_eq!(git.branch_sha("main").unwrap(), main, "nothing merged yet");
+
+        let head = f.head();
+        let merged =
+            f.gh.merge_pull(PR, MergeMethod::Merge, Some(&head))
+                .await
+                .unwrap();
+        assert!(merged.merged);
+        assert_eq!(git.branch_sha("main").unwrap(), merged.sha, "main moved");
+        let commit = git.commit(&merged.sha).unwrap();
+        assert_eq!(commit.parents, [main, head]);
+        assert_eq!(commit.author, "alice");
+        assert_eq!(
+            commit.message,
+            format!("Merge pull request #{PR} from acme/feature\n\nFlags")
+        );
+        assert!(
+            !git.has_commits_beyond("main", "feature"),
+            "main has the feature's commits"
+        );
+        let pr = f.gh.get_pr(PR).await.unwrap();
+        assert!(pr.merged && pr.state == "closed", "{pr:?}");
+        let raw = f
+            .call(
+                FULL,
+                "GET",
+                &format!("/repos/acme/widgets/pulls/{PR}"),
+                &Value::Null,
+            )
+            .await
+            .json();
+        assert_eq!(raw["merge_commit_sha"], json!(merged.sha));
+        assert_eq!(raw["merged_by"]["login"], "alice");
+        assert!(raw["merged_at"].is_string(), "{raw}");
+
+        // Merged already: GitHub's 405.
+        let again =
+            f.gh.merge_pull(PR, MergeMethod::Merge, None)
+                .await
+                .unwrap_err();
+        assert!(matches!(again, MergeError::NotMergeable { .. }), "{again}");
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_conflicting_or_draft_pull_request_is_not_merged_and_a_squash_is_one_commit() {
+    within(async {
+        let f = Fixture::with(None, |state| {
+            state
+                .pulls
+                .push(PullSeed::new(6, "clash", "main", "Clash", "", "carol"));
+            let mut draft = PullSeed::new(7, "feature", "main", "Draft", "", "carol");
+            draft.draft = true;
+            state.pulls.push(draft);
+        })
+        .await;
+        let git = f.sandbox.git();
+        git.commit_files(
+            "clash",
+            Some("main"),
+            &[("README.md", "theirs\n")],
+            "theirs",
+        )
+        .unwrap();
+        git.commit_files("main", None, &[("README.md", "ours\n")], "ours")
+            .unwrap();
+        let main = git.branch_sha("main").unwrap();
+        for method in [MergeMethod::Merge, MergeMethod::Squash, MergeMethod::Rebase] {
+            let e = f.gh.merge_pull(6, method, None).await.unwrap_err();
+            assert!(
+                matches!(e, MergeError::NotMergeable { .. }),
+                "{method:?}: {e}"
+            );
+        }
+        let e =
+            f.gh.merge_pull(7, MergeMethod::Merge, None)
+                .await
+                .unwrap_err();
+        assert!(
+            matches!(&e, MergeError::NotMergeable { message, .. } if message.contains("draft")),
+            "{e}"
+        );
+        assert_eq!(git.branch_sha("main").unwrap(), main, "nothing merged");
+
+        // The same branch from a pull request that is no draft, squashed.
+        let squashed =
+            f.gh.merge_pull(PR, MergeMethod::Squash, None)
+                .await
+                .unwrap();
+        let commit = git.commit(&squashed.sha).unwrap();
+        assert_eq!(commit.parents, [main], "one commit on main");
+        assert_eq!(commit.message, format!("Flags (#{PR})"));
     })
     .await
 }

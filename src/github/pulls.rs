@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use http::{Method, StatusCode};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::retry::{ApiRequest, ApiResponse};
@@ -105,6 +105,78 @@ fn checks_permission(e: GitHubError) -> GitHubError {
         },
         other => other,
     }
+}
+
+/// How a pull request is merged into its base (GitHub's `merge_method`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MergeMethod {
+    /// A merge commit with the base and the head as its parents.
+    #[default]
+    Merge,
+    /// The pull request's changes as one new commit on the base.
+    Squash,
+    /// Each commit of the pull request replayed onto the base.
+    Rebase,
+}
+
+impl MergeMethod {
+    /// The name GitHub's API gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            MergeMethod::Merge => "merge",
+            MergeMethod::Squash => "squash",
+            MergeMethod::Rebase => "rebase",
+        }
+    }
+}
+
+/// What merging a pull request did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MergeResult {
+    /// The commit the base now points at.
+    pub sha: String,
+    pub merged: bool,
+}
+
+/// Why a pull request was not merged.
+#[derive(Debug, thiserror::Error)]
+pub enum MergeError {
+    #[error(
+        "Pull request #{number} cannot be merged ({message}): it conflicts with its base, is a draft, closed or merged already, or a rule of the base branch (required reviews or checks) is not met yet; resolve that on GitHub, then merge again"
+    )]
+    NotMergeable { number: u64, message: String },
+
+    #[error(
+        "Pull request #{number} was not merged: its head is no longer {expected}, someone pushed to it since ({message}); review the new head, then merge it"
+    )]
+    HeadMoved {
+        number: u64,
+        /// The head commit the merge was asked for.
+        expected: String,
+        message: String,
+    },
+
+    /// Anything else GitHub or the way to it answered.
+    #[error(transparent)]
+    GitHub(#[from] GitHubError),
+}
+
+impl MergeError {
+    /// HTTP status behind the error, when there was one.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            MergeError::NotMergeable { .. } => Some(405),
+            MergeError::HeadMoved { .. } => Some(409),
+            MergeError::GitHub(e) => e.status(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct WireMerge {
+    sha: String,
+    merged: bool,
 }
 
 /// How patiently [`GitHub::mergeable`] waits while GitHub computes a pull request's mergeability
@@ -340,6 +412,64 @@ impl GitHub {
                 documentation_url,
             }),
             Err(e) => Err(e),
+        }
+    }
+
+    /// Merge pull request `number` into its base with `method`. With `expected_head_sha`, GitHub
+    /// merges only while the head is that commit: what was reviewed is what is merged. Not resent
+    /// after a failure GitHub may have applied: a second attempt would find it merged and answer
+    /// as for one that cannot be merged, so a caller reads the pull request again instead.
+    ///
+    /// [`MergeError::NotMergeable`] when GitHub refuses (405: a conflict, a draft, a closed or
+    /// merged pull request, a rule of the base branch), [`MergeError::HeadMoved`] when the head
+    /// is no longer `expected_head_sha` (409).
+    pub async fn merge_pull(
+        &self,
+        number: u64,
+        method: MergeMethod,
+        expected_head_sha: Option<&str>,
+    ) -> Result<MergeResult, MergeError> {
+        let mut body = json!({ "merge_method": method.name() });
+        if let Some(sha) = expected_head_sha {
+            body["sha"] = json!(sha);
+        }
+        let req = ApiRequest::write(
+            Method::PUT,
+            self.repo_path(&format!("/pulls/{number}/merge")),
+            "/repos/{owner}/{repo}/pulls/{number}/merge",
+            body,
+            false,
+        );
+        match self.t.send(&req).await {
+            Ok(resp) => {
+                let merge = resp.json::<WireMerge>()?;
+                Ok(MergeResult {
+                    sha: merge.sha,
+                    merged: merge.merged,
+                })
+            }
+            Err(GitHubError::Api { status: 404, .. }) => Err(GitHubError::PullNotFound {
+                repo: self.t.repo.clone(),
+                number,
+            }
+            .into()),
+            Err(GitHubError::Api {
+                status: 405,
+                message,
+                ..
+            }) => Err(MergeError::NotMergeable { number, message }),
+            Err(GitHubError::Api {
+                status: 409,
+                message,
+                ..
+            }) => Err(MergeError::HeadMoved {
+                number,
+                expected: expected_head_sha
+                    .unwrap_or("the commit it was at")
+                    .to_string(),
+                message,
+            }),
+            Err(e) => Err(e.into()),
         }
     }
 

@@ -76,6 +76,16 @@ pub enum Mergeability {
     Unknown,
 }
 
+/// Why a pull request's branches were not merged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MergeRefusal {
+    /// The head does not merge cleanly into the base (or, rebased, one of its commits does not
+    /// apply).
+    Conflict,
+    /// A branch is missing, or git failed: what went wrong.
+    Failed(String),
+}
+
 /// A commit by branch name or (full or abbreviated) sha.
 fn resolve<'r>(repo: &'r Repository, spec: &str) -> Option<git2::Commit<'r>> {
     if spec.is_empty() || spec.starts_with('-') || spec.contains("..") {
@@ -445,6 +455,85 @@ impl GitRemote {
         None
     }
 
+    /// Merge branch `head` into branch `base` as GitHub's merge button does, and move `base` to
+    /// the result: a merge commit of the two (`Merge`), the head's changes as one commit on the
+    /// base (`Squash`, with `message`), or each of the head's commits replayed onto the base with
+    /// its own message (`Rebase`). `message` is the new commit's message otherwise; `by` its
+    /// committer (and, but for rebased commits, its author). The new tip's sha.
+    pub fn merge(
+        &self,
+        base: &str,
+        head: &str,
+        method: crate::github::MergeMethod,
+        message: &str,
+        by: &str,
+    ) -> Result<String, MergeRefusal> {
+        use crate::github::MergeMethod;
+        let failed = |e: git2::Error| MergeRefusal::Failed(e.message().to_string());
+        let repo = open(&self.path).map_err(failed)?;
+        let onto = tip(&repo, base).map_err(failed)?;
+        let theirs = tip(&repo, head).map_err(failed)?;
+        let sig = Signature::now(by, &format!("{by}@users.noreply.localhost")).map_err(failed)?;
+        // The tree of `index`, unless it conflicts.
+        let tree_of = |mut index: git2::Index| {
+            if index.has_conflicts() {
+                return Err(MergeRefusal::Conflict);
+            }
+            let id = index.write_tree_to(&repo).map_err(failed)?;
+            repo.find_tree(id).map_err(failed)
+        };
+        let new = match method {
+            MergeMethod::Merge | MergeMethod::Squash => {
+                let tree = tree_of(repo.merge_commits(&onto, &theirs, None).map_err(failed)?)?;
+                let parents: Vec<&git2::Commit> = if method == MergeMethod::Merge {
+                    vec![&onto, &theirs]
+                } else {
+                    vec![&onto]
+                };
+                repo.commit(None, &sig, &sig, message, &tree, &parents)
+                    .map_err(failed)?
+            }
+            MergeMethod::Rebase => {
+                let mut walk = repo.revwalk().map_err(failed)?;
+                walk.push(theirs.id()).map_err(failed)?;
+                walk.hide(onto.id()).map_err(failed)?;
+                walk.set_sorting(git2::Sort::TOPOLOGICAL | git2::Sort::REVERSE)
+                    .map_err(failed)?;
+                let mut last = onto.clone();
+                for oid in walk {
+                    let commit = repo.find_commit(oid.map_err(failed)?).map_err(failed)?;
+                    // A merge commit has no single change to replay: GitHub refuses those too.
+                    let index = repo
+                        .cherrypick_commit(&commit, &last, 0, None)
+                        .map_err(|_| MergeRefusal::Conflict)?;
+                    let tree = tree_of(index)?;
+                    let id = repo
+                        .commit(
+                            None,
+                            &commit.author(),
+                            &sig,
+                            commit.message().unwrap_or_default(),
+                            &tree,
+                            &[&last],
+                        )
+                        .map_err(failed)?;
+                    last = repo.find_commit(id).map_err(failed)?;
+                }
+                last.id()
+            }
+        };
+        // Only from the tip merged onto: a push in between is not overwritten.
+        repo.reference_matching(
+            &format!("refs/heads/{base}"),
+            new,
+            true,
+            onto.id(),
+            &format!("merge {head}"),
+        )
+        .map_err(failed)?;
+        Ok(new.to_string())
+    }
+
     /// Merge `head` into `base` in memory.
     pub fn mergeability(&self, base: &str, head: &str) -> Mergeability {
         let merge = || -> Option<Mergeability> {
@@ -466,13 +555,8 @@ impl GitRemote {
 mod tests {
     use super::*;
 
-    #[test]
-    fn merges_and_conflicts() {
-        let dir = tempfile::tempdir().unwrap();
-        let remote = GitRemote::create(&dir.path().join("r.git"), "main").unwrap();
-        remote
-            .commit_files("clean", Some("main"), &[("a.txt", "a\n")], "add a")
-            .unwrap();
+    /// Branch `clash` and then `main` change README.md: they conflict.
+    fn clash(remote: &GitRemote) {
         remote
             .commit_files(
                 "clash",
@@ -484,6 +568,16 @@ mod tests {
         remote
             .commit_files("main", None, &[("README.md", "ours\n")], "ours")
             .unwrap();
+    }
+
+    #[test]
+    fn merges_and_conflicts() {
+        let dir = tempfile::tempdir().unwrap();
+        let remote = GitRemote::create(&dir.path().join("r.git"), "main").unwrap();
+        remote
+            .commit_files("clean", Some("main"), &[("a.txt", "a\n")], "add a")
+            .unwrap();
+        clash(&remote);
         assert_eq!(remote.mergeability("main", "clean"), Mergeability::Clean);
         assert_eq!(
             remote.mergeability("main", "clash"),
@@ -501,6 +595,86 @@ mod tests {
         assert_eq!(remote.commit("clean").unwrap().sha, sha);
         assert!(remote.commit("deadbeef").is_none());
         assert!(remote.commit("--all").is_none());
+    }
+
+    #[test]
+    fn a_merge_moves_the_base_as_each_method_does_and_a_conflict_changes_nothing() {
+        use crate::github::MergeMethod;
+        let dir = tempfile::tempdir().unwrap();
+        let remote = GitRemote::create(&dir.path().join("r.git"), "main").unwrap();
+        for branch in ["merged", "squashed", "rebased"] {
+            remote
+                .commit_files(
+                    branch,
+                    Some("main"),
+                    &[(&format!("{branch}.txt"), "1\n")],
+                    "one",
+                )
+                .unwrap();
+            remote
+                .commit_files(branch, None, &[(&format!("{branch}.txt"), "2\n")], "two")
+                .unwrap();
+        }
+        let before = remote.branch_sha("main").unwrap();
+        let head = remote.branch_sha("merged").unwrap();
+        let sha = remote
+            .merge(
+                "main",
+                "merged",
+                MergeMethod::Merge,
+                "Merge pull request #1",
+                "alice",
+            )
+            .unwrap();
+        assert_eq!(remote.branch_sha("main").unwrap(), sha);
+        let commit = remote.commit(&sha).unwrap();
+        assert_eq!(commit.parents, [before.clone(), head]);
+        assert_eq!(
+            (commit.message.as_str(), commit.author.as_str()),
+            ("Merge pull request #1", "alice")
+        );
+
+        let before = sha;
+        let squashed = remote
+            .merge(
+                "main",
+                "squashed",
+                MergeMethod::Squash,
+                "Squashed (#2)",
+                "alice",
+            )
+            .unwrap();
+        let commit = remote.commit(&squashed).unwrap();
+        assert_eq!(commit.parents, [before], "one commit on the base");
+        assert!(!remote.has_commits_beyond("main", "merged"));
+
+        let sha = remote
+            .merge("main", "rebased", MergeMethod::Rebase, "unused", "alice")
+            .unwrap();
+        let two = remote.commit(&sha).unwrap();
+        let one = remote.commit(&two.parents[0]).unwrap();
+        assert_eq!((one.message.as_str(), two.message.as_str()), ("one", "two"));
+        assert_eq!(one.parents, [squashed], "replayed onto the base");
+        assert_eq!(one.author, "sandbox", "rebased commits keep their author");
+        let files = remote.pull_files("merged", "main").unwrap();
+        let mut names: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["rebased.txt", "squashed.txt"]);
+
+        clash(&remote);
+        let tip = remote.branch_sha("main").unwrap();
+        for method in [MergeMethod::Merge, MergeMethod::Squash, MergeMethod::Rebase] {
+            assert_eq!(
+                remote.merge("main", "clash", method, "m", "alice"),
+                Err(MergeRefusal::Conflict),
+                "{method:?}"
+            );
+        }
+        assert_eq!(remote.branch_sha("main").unwrap(), tip, "nothing moved");
+        assert!(matches!(
+            remote.merge("main", "missing", MergeMethod::Merge, "m", "alice"),
+            Err(MergeRefusal::Failed(_))
+        ));
     }
 
     #[test]

@@ -33,12 +33,12 @@ use tokio::task::JoinHandle;
 
 pub use conformance::{REST_DESCRIPTION, Side, Violation, check_rest_request, rest_operation_id};
 pub use fault::Fault;
-pub use git::GitRemote;
+pub use git::{GitRemote, MergeRefusal};
 pub use hooks::{Act, DeliveryRecord, HookKind, WebhookTarget};
 pub use state::{
     AppSeed, BoardSeed, CheckRunSeed, CommentSeed, DispatchSeed, FIRST_COMMENT_ID, IssueSeed,
-    OwnerType, PullSeed, RenameSeed, RepoSeed, ReviewCommentSeed, ReviewSeed, SandboxState,
-    SeedState, TokenSeed, UserSeed,
+    MergeSeed, OwnerType, PullSeed, RenameSeed, RepoSeed, ReviewCommentSeed, ReviewSeed,
+    SandboxState, SeedState, TokenSeed, UserSeed,
 };
 
 /// Why the sandbox could not start or load.

@@ -16,7 +16,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use graphql_parser::query::{Document, OperationDefinition};
 use serde_json::{Map, Value, json};
 
@@ -93,6 +93,10 @@ fn api_routes() -> Router<Arc<Shared>> {
         .route(
             "/repos/{owner}/{repo}/pulls/{number}",
             get(get_pull).patch(reviews::update_pull),
+        )
+        .route(
+            "/repos/{owner}/{repo}/pulls/{number}/merge",
+            put(merge::merge_pull),
         )
         .route(
             "/repos/{owner}/{repo}/pulls/{number}/reviews",
@@ -388,6 +392,7 @@ fn required_permission(route: &str) -> Option<(&'static str, &'static str)> {
             ("pull_requests", "read")
         }
         "POST /repos/{owner}/{repo}/pulls" => ("pull_requests", "write"),
+        "PUT /repos/{owner}/{repo}/pulls/{number}/merge" => ("contents", "write"),
         _ => return None,
     };
     Some(need)
@@ -1893,4 +1898,5 @@ async fn deliveries(State(s): S) -> Response {
     )
 }
 
+mod merge;
 mod reviews;

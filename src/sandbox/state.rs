@@ -338,6 +338,17 @@ pub struct PullSeed {
     /// the background; a new pull request starts with the state's `mergeable_unknown_reads`.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub mergeable_pending: u32,
+    /// How it was merged, once it was through the API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merge: Option<MergeSeed>,
+}
+
+/// A pull request's merge: the commit its base moved to, who merged it, when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MergeSeed {
+    pub sha: String,
+    pub by: String,
+    pub at: DateTime<Utc>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -374,6 +385,7 @@ impl PullSeed {
             reviews: Vec::new(),
             review_comments: Vec::new(),
             mergeable_pending: 0,
+            merge: None,
         }
     }
 
