@@ -251,3 +251,73 @@ fn agent_command_prints_the_run_as_json_and_sets_the_exit_status() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("known roles: architect"));
 }
+
+/// The epic's roles, which no stage of the workflow names, run as the others do; what they
+/// answer is read as an epic reads it.
+#[test]
+fn the_epic_roles_run_and_their_answers_are_read() {
+    let script = r#"planner:
+  - - final: |
+        Two tasks.
+        ```json
+        {"tasks": [{"id": "units", "title": "Units", "body": "- [ ] d, h"},
+                   {"id": "docs", "title": "Docs", "body": "- [ ] README", "dependsOn": ["units"]}]}
+        ```
+  - - final: '{"tasks": [{"id": "a", "title": "A", "body": "b", "dependsOn": ["a"]}]}'
+reviewer:
+  - - final: '{"verdict": "needs-revision", "feedback": "handle 0"}'
+"#;
+    let (_tmp, repo) = repo_with_script(script);
+    let run = |role: &str, attempt: &str| {
+        let out = supervisor()
+            .args([
+                "agent",
+                role,
+                "--task",
+                "Split #7",
+                "--attempt",
+                attempt,
+                "--in",
+            ])
+            .arg(&repo)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (code, stderr) = run("planner", "1");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("plan: 2 task(s): units, docs"), "{stderr}");
+    let (code, stderr) = run("planner", "2");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("plan refused: the tasks depend on each other in a cycle: a → a"),
+        "{stderr}"
+    );
+    let (code, stderr) = run("reviewer", "1");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("verdict: needs-revision: handle 0"),
+        "{stderr}"
+    );
+
+    // An override in the repository is the role that runs.
+    std::fs::create_dir_all(repo.join(".supervisor/agents")).unwrap();
+    std::fs::write(
+        repo.join(".supervisor/agents/reviewer.md"),
+        "---\nreadOnly: maybe\n---\nJudge.\n",
+    )
+    .unwrap();
+    let (code, stderr) = run("reviewer", "1");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(".supervisor/agents/reviewer.md"),
+        "{stderr}"
+    );
+
+    let (code, stderr) = run("nobody", "1");
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("planner, reviewer"), "{stderr}");
+}

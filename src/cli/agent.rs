@@ -3,8 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::agent::{AgentRequest, AgentRun, ExitReason, parse_outcome, run_agent};
+use crate::agent::{
+    AgentRequest, AgentRun, EPIC_ROLES, ExitReason, RoleSet, parse_outcome, run_agent,
+};
 use crate::config::{SETTINGS_PATHS, Settings};
+use crate::epic::{Verdict, read_plan, read_verdict};
 use crate::pipeline::{Project, process_env};
 use crate::report;
 use crate::workspace::{
@@ -18,7 +21,8 @@ use super::{EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
 /// The arguments of `supervisor agent`.
 #[derive(Debug, clap::Args)]
 pub struct AgentCommand {
-    /// The role agent to run (researcher, architect, test-designer, developer, auditor, ...).
+    /// The role agent to run (researcher, architect, test-designer, developer, auditor, planner,
+    /// reviewer, ...).
     pub role: String,
     /// The directory to run in: the repository whose settings and agents are used.
     #[arg(long = "in", value_name = "DIR", default_value = ".")]
@@ -127,14 +131,38 @@ async fn run_async(cmd: AgentCommand) -> u8 {
         Ok(p) => p,
         Err(code) => return code,
     };
-    let Some(role) = project.roles.get(&cmd.role).cloned() else {
-        let known: Vec<&str> = project.roles.agents.keys().map(String::as_str).collect();
-        errln!(
-            "supervisor agent: no role agent `{}` in this workflow; known roles: {}",
-            cmd.role,
-            known.join(", ")
-        );
-        return EXIT_USAGE;
+    let role = match project.roles.get(&cmd.role) {
+        Some(role) => role.clone(),
+        // The epic's roles, which no stage names: the repository's override, else built in.
+        None if EPIC_ROLES.contains(&cmd.role.as_str()) => {
+            let loaded =
+                RoleSet::load_epic(&project.root, &project.settings, &project.settings_path);
+            match loaded.map(|mut epic| epic.agents.remove(&cmd.role)) {
+                Ok(Some(role)) => role,
+                Ok(None) => {
+                    errln!(
+                        "supervisor agent: the epic role `{}` did not load",
+                        cmd.role
+                    );
+                    return EXIT_USAGE;
+                }
+                Err(e) => {
+                    errln!("supervisor agent: {e}");
+                    return EXIT_USAGE;
+                }
+            }
+        }
+        None => {
+            let known: Vec<&str> = (project.roles.agents.keys().map(String::as_str))
+                .chain(EPIC_ROLES)
+                .collect();
+            errln!(
+                "supervisor agent: no role agent `{}` in this workflow; known roles: {}",
+                cmd.role,
+                known.join(", ")
+            );
+            return EXIT_USAGE;
+        }
     };
     let shutdown = match Shutdown::install() {
         Ok(s) => s,
@@ -222,6 +250,32 @@ fn transcript_path(root: &Path, role: &str) -> PathBuf {
         .join(format!("{role}-{stamp}-{}.jsonl", std::process::id()))
 }
 
+/// The planner's plan or the reviewer's verdict in `text`, read as an epic reads them.
+fn epic_answer(project: &Project, role: &str, text: &str) -> Option<String> {
+    let answer = match role {
+        "planner" => match read_plan(text, project.settings.epic.max_tasks) {
+            Ok(plan) => {
+                let ids: Vec<&str> = plan.tasks().iter().map(|t| t.id.as_str()).collect();
+                format!("plan: {} task(s): {}", ids.len(), ids.join(", "))
+            }
+            Err(errors) => {
+                let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
+                format!("plan refused: {}", errors.join("; "))
+            }
+        },
+        "reviewer" => match read_verdict(text) {
+            Ok(Verdict::Accepted) => "verdict: accepted".to_string(),
+            Ok(Verdict::NeedsRevision { feedback }) => {
+                format!("verdict: needs-revision: {feedback}")
+            }
+            Ok(Verdict::Escalate { reason }) => format!("verdict: escalate: {reason}"),
+            Err(e) => format!("verdict refused: {e}"),
+        },
+        _ => return None,
+    };
+    Some(answer)
+}
+
 fn print_run(project: &Project, run: &AgentRun, json: bool) {
     if json {
         match serde_json::to_string_pretty(run) {
@@ -247,6 +301,8 @@ fn print_run(project: &Project, run: &AgentRun, json: bool) {
             ),
             Err(e) => errln!("  output protocol: {e}"),
         }
+    } else if let Some(answer) = epic_answer(project, &run.role, &run.final_text) {
+        errln!("  {answer}");
     }
     if !json && !run.final_text.is_empty() {
         errln!("--- final text ---\n{}", run.final_text.trim_end());
