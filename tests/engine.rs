@@ -786,6 +786,42 @@ async fn a_failed_push_stops_keeps_the_work_and_the_next_run_delivers_it() {
 }
 
 #[tokio::test]
+async fn what_a_failing_agent_cli_said_stays_out_of_the_stop_comment() {
+    // A provider's error can quote the key the CLI sent; the OS's error names paths of the
+    // machine. The comment says what happened and where to look; the journal keeps the words.
+    let detail = "401 invalid x-api-key: sk-ant-api03-ABCDEF0123456789 (/home/runner/.pi/agent)";
+    let mut s = spec();
+    set_role(
+        &mut s,
+        "developer",
+        vec![json!([{ "fail": { "message": detail } }])],
+    );
+    let mut w = FakeWorld::new(s);
+    let r = w.run(None).await;
+    assert_eq!(r.code(), 1);
+    let stop = w.comments().last().unwrap().1.clone();
+    assert!(
+        stop.contains("developer failed; `supervisor runs why` shows its error"),
+        "{stop}"
+    );
+    for part in ["401", "x-api-key", "sk-ant", "/home/runner"] {
+        assert!(!stop.contains(part), "{part} in {stop}");
+    }
+    for (_, body) in w.comments() {
+        assert!(!body.contains("sk-ant"), "{body}");
+    }
+    // `supervisor runs why` reads it from the journal.
+    let record = supervisor::pipeline::RunRecord::fold("run", "j".into(), &w.journal(), false);
+    let why = supervisor::report::why_text(&record);
+    assert!(
+        why.contains(&format!(
+            "agent:  developer in Implementation (attempt 1): failed: {detail}"
+        )),
+        "{why}"
+    );
+}
+
+#[tokio::test]
 async fn text_edited_by_a_non_codeowner_never_reaches_a_prompt() {
     let mut s = spec();
     s.issue

@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::journal::{Entry, Event, Halt, JournalError, read_entries, runs_dir};
+use crate::agent::ExitReason;
 use crate::workspace::Checkpoint;
 
 /// Where a run stands, as its journal and checkpoint tell it.
@@ -83,6 +84,10 @@ pub struct RunRecord {
     /// Why it stopped or paused.
     pub reason: Option<String>,
     pub last_word: Option<LastWord>,
+    /// How the last agent that did not complete ended, with what its CLI said (kept out of
+    /// comments: shown to whoever reads the journal).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_error: Option<String>,
     /// How many times it was resumed.
     pub resumes: u32,
     pub journal: PathBuf,
@@ -146,6 +151,7 @@ impl RunRecord {
             revises: revised_pull(run_id),
             reason: None,
             last_word: None,
+            agent_error: None,
             resumes: 0,
             journal,
         };
@@ -181,10 +187,21 @@ impl RunRecord {
             }
             Event::Applied { transition } => self.column = Some(transition.to.clone()),
             Event::StageStarted { stage, .. } => self.stage = Some(stage.clone()),
-            Event::AgentFinished { stats, .. } => {
+            Event::AgentFinished {
+                stage,
+                attempt,
+                stats,
+            } => {
                 self.agents += 1;
                 self.tokens += stats.usage.total;
                 self.cost_usd += stats.usage.cost_usd;
+                self.agent_error = (stats.exit != ExitReason::Completed).then(|| {
+                    format!(
+                        "{} in {stage} (attempt {attempt}): {}",
+                        stats.agent,
+                        stats.exit.describe()
+                    )
+                });
             }
             Event::Outcome {
                 stage,

@@ -236,6 +236,9 @@ pub fn why_text(r: &RunRecord) -> String {
     if let Some(reason) = &r.reason {
         let _ = writeln!(out, "why:    {reason}");
     }
+    if let Some(e) = &r.agent_error {
+        let _ = writeln!(out, "agent:  {e}");
+    }
     if let Some(w) = &r.last_word {
         let text: String = w.text.chars().take(600).collect();
         let _ = writeln!(

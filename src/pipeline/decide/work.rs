@@ -33,6 +33,19 @@ pub fn outcome_of(stage: &Stage, agent: &str, run: &AgentRun) -> Result<Outcome,
             o.partial = Some(format!("{agent} stopped when it {}", exit_text(&run.exit)));
             return Ok(o);
         }
+        // What the CLI said (a provider's error, the OS's) stays in the journal and the log: it
+        // may name what only the machine running supervisor should know.
+        ExitReason::Failed(_) => {
+            return Err(stop(format!(
+                "{agent} failed; `supervisor runs why` shows its error, and running again starts {} afresh",
+                stage.status
+            )));
+        }
+        ExitReason::SpawnFailed(_) => {
+            return Err(stop(format!(
+                "{agent} could not be started: its backend's command did not run where supervisor runs; `supervisor doctor` checks it, `supervisor runs why` shows the error"
+            )));
+        }
         other => return Err(stop(format!("{agent} {}", exit_text(other)))),
     }
     parse_outcome(&run.final_text, stage).map_err(|e| match e {
@@ -157,5 +170,56 @@ pub fn move_work(
             && workflow
                 .stage(&t.to)
                 .is_some_and(|s| s.built_in == Some(BuiltIn::Done)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ended(exit: ExitReason) -> AgentRun {
+        AgentRun {
+            role: "developer".into(),
+            backend: "pi".into(),
+            final_text: String::new(),
+            tool_calls: 0,
+            usage: Default::default(),
+            duration: std::time::Duration::from_millis(10),
+            model: None,
+            exit,
+            stderr_tail: String::new(),
+            transcript: None,
+            keep_partial: false,
+        }
+    }
+
+    #[test]
+    fn an_agent_that_failed_or_never_started_is_said_without_what_its_cli_or_the_os_said() {
+        let wf = Workflow::builtin(&BTreeMap::new());
+        let stage = wf.stage("Implementation").unwrap();
+        let said = |exit: ExitReason| match outcome_of(stage, "developer", &ended(exit)) {
+            Err(Halt::Stop { reason, .. }) => reason.to_string(),
+            other => panic!("{other:?}"),
+        };
+        let spawn = said(ExitReason::SpawnFailed(
+            "/opt/ci/secret-runner/bin/pi: No such file or directory (os error 2)".into(),
+        ));
+        assert!(spawn.contains("developer could not be started"), "{spawn}");
+        assert!(spawn.contains("`supervisor doctor`"), "{spawn}");
+        for part in ["/opt/ci", "os error", "No such file"] {
+            assert!(!spawn.contains(part), "{part} in {spawn}");
+        }
+        let failed = said(ExitReason::Failed("403 key sk-live-123 revoked".into()));
+        assert!(failed.contains("developer failed"), "{failed}");
+        assert!(
+            !failed.contains("sk-live") && !failed.contains("403"),
+            "{failed}"
+        );
+        // Supervisor's own limits are said as they are.
+        let timeout = said(ExitReason::TimedOut(std::time::Duration::from_secs(600)));
+        assert!(
+            timeout.contains("developer timed out after 10m"),
+            "{timeout}"
+        );
     }
 }
