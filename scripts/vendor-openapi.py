@@ -42,6 +42,7 @@ OPERATIONS = [
     "issues/list-dependencies-blocked-by",
     "issues/add-blocked-by-dependency",
     "issues/create",
+    "issues/list-for-repo",
     "issues/list-sub-issues",
     "issues/add-sub-issue",
     "repos/get-commit",

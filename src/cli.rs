@@ -8,6 +8,7 @@ mod actions;
 mod agent;
 mod demo;
 mod doctor;
+mod epic;
 mod help;
 mod init;
 mod init_prompt;
@@ -86,6 +87,9 @@ pub enum Command {
     Runs(runs::RunsArgs),
     /// Revise a pull request supervisor opened, after a codeowner's review feedback.
     Revise(run::ReviseArgs),
+    /// Plan an epic: its planner's tasks as sub-issues of it on the board, each blocked by the
+    /// tasks it depends on, and the plan posted on it.
+    Epic(epic::EpicArgs),
     /// Run the whole pipeline against the built-in sandbox GitHub: no token, no network.
     Demo {
         /// Print the summary as JSON on stdout.
@@ -284,6 +288,7 @@ fn dispatch(cli: Cli) -> u8 {
             port,
         } => demo::run(json, clean, dir, watch, serve.then(|| port.unwrap_or(0))),
         Command::Agent(args) => agent::run(args),
+        Command::Epic(args) => epic::run(args),
         Command::AgentScript {
             script,
             role,

@@ -234,9 +234,17 @@ async fn sub_issues_and_dependencies_are_created_linked_and_listed() {
         assert!(units.id > 0 && units.id != docs.id);
         assert_eq!(units.author, w.gh.viewer_login().await.unwrap());
         assert_eq!(units.labels, ["supervisor"]);
-        w.gh.add_sub_issue(1, &units).await.unwrap();
-        w.gh.add_sub_issue(1, &docs).await.unwrap();
-        w.gh.add_blocked_by(docs.number, &units).await.unwrap();
+        // The latest issues supervisor opened, newest first (where it looks for one it opened
+        // just before a crash); nobody else's.
+        let viewer = w.gh.viewer_login().await.unwrap();
+        let mine: Vec<u64> = (w.gh.latest_issues_by(&viewer).await.unwrap().iter())
+            .map(|i| i.number)
+            .collect();
+        assert_eq!(mine[..2], [docs.number, units.number]);
+        assert!(w.gh.latest_issues_by("nobody").await.unwrap().is_empty());
+        w.gh.add_sub_issue(1, units.id).await.unwrap();
+        w.gh.add_sub_issue(1, docs.id).await.unwrap();
+        w.gh.add_blocked_by(docs.number, units.id).await.unwrap();
         let subs: Vec<u64> =
             w.gh.sub_issues(1)
                 .await
@@ -260,15 +268,15 @@ async fn sub_issues_and_dependencies_are_created_linked_and_listed() {
             Err(e) => assert_eq!(e.status(), Some(422), "{e}"),
             Ok(()) => panic!("accepted"),
         };
-        refused(w.gh.add_sub_issue(1, &epic).await);
-        refused(w.gh.add_sub_issue(3, &units).await);
-        refused(w.gh.add_sub_issue(units.number, &epic).await);
+        refused(w.gh.add_sub_issue(1, epic.id).await);
+        refused(w.gh.add_sub_issue(3, units.id).await);
+        refused(w.gh.add_sub_issue(units.number, epic.id).await);
         let nothing = supervisor::github::Issue {
             id: 17,
             ..units.clone()
         };
-        refused(w.gh.add_sub_issue(1, &nothing).await);
-        refused(w.gh.add_blocked_by(units.number, &units).await);
+        refused(w.gh.add_sub_issue(1, nothing.id).await);
+        refused(w.gh.add_blocked_by(units.number, units.id).await);
     })
     .await
 }

@@ -229,18 +229,14 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
             EXIT_USAGE
         };
     }
-    let services = Services {
-        github: gh,
+    let services = Services::command(
+        gh,
         push_auth,
-        github_token: token
-            .filter(|_| project.settings.pass_github_token)
-            .map(|t| t.expose().to_string()),
-        scripted_program: None,
-        cancel: shutdown.token(),
-        hooks: None,
-        progress: args.flags.progress.unwrap_or_else(ProgressMode::for_stderr),
-        feed: None,
-    };
+        token.as_ref(),
+        &project.settings,
+        shutdown.token(),
+        args.flags.progress.unwrap_or_else(ProgressMode::for_stderr),
+    );
     let opts = RunOptions {
         issue: IssueNumber::new(args.issue),
         debug: args.flags.debug,

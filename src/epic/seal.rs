@@ -69,6 +69,14 @@ impl Seal {
         )
     }
 
+    /// The epic `body`'s seal names, verified or not: which parent to read before [`Seal::verify`]
+    /// can be asked. `None`: the body carries no seal.
+    pub fn claimed(body: &str) -> Option<u64> {
+        pattern()
+            .captures(&body.replace("\r\n", "\n"))
+            .and_then(|c| c[1].parse().ok())
+    }
+
     /// The seal of `body`, when it is intact and names `parent` (the issue it is a sub-issue of).
     pub fn verify(body: &str, parent: u64) -> Result<Seal, SealError> {
         // GitHub keeps line ends as they were sent but may give `\r\n` back.
@@ -115,6 +123,14 @@ mod tests {
         // As GitHub may hand it back.
         assert_eq!(Seal::verify(&body.replace('\n', "\r\n"), 12), Ok(seal()));
         assert_eq!(Seal::verify(&format!("{body}\n"), 12), Ok(seal()));
+    }
+
+    #[test]
+    fn the_epic_a_body_claims_is_read_before_it_is_verified() {
+        let body = seal().stamp("Support d, w and y.");
+        assert_eq!(Seal::claimed(&body), Some(12));
+        assert_eq!(Seal::claimed(&body.replace("d, w", "anything")), Some(12));
+        assert_eq!(Seal::claimed("Support d, w and y."), None);
     }
 
     #[test]

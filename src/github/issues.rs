@@ -314,6 +314,24 @@ impl GitHub {
         Ok(self.t.send(&req).await?.json::<WireIssue>()?.into_issue())
     }
 
+    /// The latest issues `creator` opened (open or closed, newest first, pull requests left out):
+    /// up to the last 100 — where a caller looks for one it may have opened just before a crash.
+    pub async fn latest_issues_by(&self, creator: &str) -> Result<Vec<Issue>, GitHubError> {
+        let creator: String = url::form_urlencoded::byte_serialize(creator.as_bytes()).collect();
+        let req = ApiRequest::get(
+            self.repo_path(&format!(
+                "/issues?creator={creator}&state=all&sort=created&direction=desc&per_page=100"
+            )),
+            "/repos/{owner}/{repo}/issues",
+        );
+        let list = self.t.send(&req).await?.json::<Vec<WireIssue>>()?;
+        Ok(list
+            .into_iter()
+            .map(WireIssue::into_issue)
+            .filter(|i| !i.is_pull_request)
+            .collect())
+    }
+
     /// The sub-issues of `parent`, in GitHub's order.
     pub async fn sub_issues(&self, parent: u64) -> Result<Vec<Issue>, GitHubError> {
         let list: Vec<WireIssue> = self
@@ -326,13 +344,14 @@ impl GitHub {
         Ok(list.into_iter().map(WireIssue::into_issue).collect())
     }
 
-    /// Make `child` a sub-issue of `parent` (GitHub names the child by its database id).
-    pub async fn add_sub_issue(&self, parent: u64, child: &Issue) -> Result<(), GitHubError> {
+    /// Make the issue of database id `child` (GitHub names sub-issues by it) a sub-issue of
+    /// `parent`.
+    pub async fn add_sub_issue(&self, parent: u64, child: u64) -> Result<(), GitHubError> {
         let req = ApiRequest::write(
             Method::POST,
             self.repo_path(&format!("/issues/{parent}/sub_issues")),
             "/repos/{owner}/{repo}/issues/{number}/sub_issues",
-            json!({ "sub_issue_id": child.id }),
+            json!({ "sub_issue_id": child }),
             false,
         );
         self.t
@@ -343,12 +362,13 @@ impl GitHub {
     }
 
     /// Record that issue `number` is blocked by `blocker` (a native dependency).
-    pub async fn add_blocked_by(&self, number: u64, blocker: &Issue) -> Result<(), GitHubError> {
+    /// (`blocker`: the blocking issue's database id, which GitHub names it by.)
+    pub async fn add_blocked_by(&self, number: u64, blocker: u64) -> Result<(), GitHubError> {
         let req = ApiRequest::write(
             Method::POST,
             self.repo_path(&format!("/issues/{number}/dependencies/blocked_by")),
             "/repos/{owner}/{repo}/issues/{number}/dependencies/blocked_by",
-            json!({ "issue_id": blocker.id }),
+            json!({ "issue_id": blocker }),
             false,
         );
         self.t
@@ -358,14 +378,13 @@ impl GitHub {
         Ok(())
     }
 
-    /// Open issues and pull requests `issue` waits for: GitHub's native "blocked by" dependencies,
-    /// then "Depends on #N" / "Blocked by #N" references in its body.
-    pub async fn open_blockers(&self, issue: &Issue) -> Result<Vec<Blocker>, GitHubError> {
+    /// The issues `number` is blocked by (GitHub's native dependencies), open or closed; none on
+    /// a server without issue dependencies.
+    pub async fn blocked_by(&self, number: u64) -> Result<Vec<Issue>, GitHubError> {
         let native: Vec<WireIssue> = match self
             .get_all(
                 self.repo_path(&format!(
-                    "/issues/{}/dependencies/blocked_by?per_page=100",
-                    issue.number
+                    "/issues/{number}/dependencies/blocked_by?per_page=100"
                 )),
                 "/repos/{owner}/{repo}/issues/{number}/dependencies/blocked_by",
             )
@@ -375,14 +394,20 @@ impl GitHub {
             // Servers without issue dependencies (older GitHub Enterprise Server) answer 404.
             Err(e) if e.status() == Some(404) => {
                 tracing::info!(
-                    issue = issue.number,
+                    issue = number,
                     "issue dependencies not available on this server"
                 );
                 Vec::new()
             }
             Err(e) => return Err(e),
         };
-        let native: Vec<Issue> = native.into_iter().map(WireIssue::into_issue).collect();
+        Ok(native.into_iter().map(WireIssue::into_issue).collect())
+    }
+
+    /// Open issues and pull requests `issue` waits for: GitHub's native "blocked by" dependencies,
+    /// then "Depends on #N" / "Blocked by #N" references in its body.
+    pub async fn open_blockers(&self, issue: &Issue) -> Result<Vec<Blocker>, GitHubError> {
+        let native = self.blocked_by(issue.number).await?;
         let mut blockers: Vec<Blocker> = native
             .iter()
             .filter(|i| i.state == IssueState::Open)

@@ -49,11 +49,15 @@ pub enum MarkerKind {
     Status,
     /// The scheduler's answer to a command it could not read: the commands there are.
     CommandHelp,
+    /// An epic's plan: its tasks, their sub-issues and the order they run in.
+    EpicPlan,
+    /// Why an epic's plan was refused.
+    EpicRefused,
 }
 
 impl MarkerKind {
     /// Every kind without data, for round trips and listings.
-    pub const FIXED: [MarkerKind; 14] = [
+    pub const FIXED: [MarkerKind; 16] = [
         MarkerKind::Stage,
         MarkerKind::Gates,
         MarkerKind::ScoreGate,
@@ -68,6 +72,8 @@ impl MarkerKind {
         MarkerKind::AlreadyRunning,
         MarkerKind::Status,
         MarkerKind::CommandHelp,
+        MarkerKind::EpicPlan,
+        MarkerKind::EpicRefused,
     ];
 
     /// The kind as the marker spells it (`kind=…`); fixed since markers are on GitHub already.
@@ -88,6 +94,8 @@ impl MarkerKind {
             MarkerKind::AlreadyRunning => "already-running",
             MarkerKind::Status => "status",
             MarkerKind::CommandHelp => "command-help",
+            MarkerKind::EpicPlan => "epic-plan",
+            MarkerKind::EpicRefused => "epic-refused",
         })
     }
 

@@ -170,6 +170,18 @@ pub struct Context {
     pub editors: Editors,
     /// The login supervisor posts as; only its comments' markers count.
     pub viewer: Option<String>,
+    /// The epic a sealed issue names (read only for an issue a codeowner did not open whose body
+    /// carries an epic's seal; `None` also when that epic does not exist).
+    pub epic: Option<EpicParent>,
+}
+
+/// The epic a sealed issue names, as GitHub has it: what decides whether the issue is one of the
+/// epic's tasks, written by supervisor.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpicParent {
+    pub issue: Issue,
+    /// The numbers of the epic's sub-issues.
+    pub sub_issues: Vec<u64>,
 }
 
 /// What to do at the end of a run with the worktree and the checkpoint.

@@ -48,7 +48,7 @@ use std::sync::Arc;
 
 use super::context::{IssueContext, NoteKind, TrustedNote, has_heading};
 use super::decide::admission::{
-    TitleTrust, refuse_context, refuse_issue, start_column, trusted_title,
+    TitleTrust, refuse_context, refuse_issue, sealed_epic, sealed_task, start_column, trusted_title,
 };
 use super::decide::trust::{Authority, trusted_notes};
 use super::decide::work::{
@@ -1085,12 +1085,22 @@ impl Machine {
             return Want::Do(Effect::FetchIssue);
         };
         let settings = &self.project.settings;
-        if let Some(reason) = refuse_issue(settings, issue) {
+        // An issue a codeowner did not open runs only as one of supervisor's sealed sub-issues
+        // of an epic, which its context (the epic) decides.
+        let sealed = sealed_epic(settings, issue).is_some();
+        if let Some(reason) = refuse_issue(settings, issue).filter(|_| !sealed) {
             return refuse(reason);
         }
         let Some(ctx) = &reading.context else {
             return Want::Do(Effect::FetchContext(Box::new(issue.clone())));
         };
+        if sealed {
+            if let Err(reason) =
+                sealed_task(settings, issue, ctx.viewer.as_deref(), ctx.epic.as_ref())
+            {
+                return refuse(reason);
+            }
+        }
         if let Some(pull) = &self.s.pull {
             return self.want_revision_admission(&pull.feedback, issue, ctx, reading);
         }
@@ -1103,7 +1113,7 @@ impl Machine {
                 project: settings.project_number,
             }));
         };
-        if let Some(reason) = refuse_context(settings, issue, &ctx.blockers, &ctx.editors) {
+        if let Some(reason) = refuse_context(settings, issue, &ctx.blockers, &ctx.editors, sealed) {
             return refuse(reason);
         }
         if let TitleTrust::Refused(reason) = trusted_title(settings, issue, &ctx.editors) {

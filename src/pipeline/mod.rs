@@ -22,8 +22,8 @@ pub use decide::{
     Transition, TransitionKind, decide, plan,
 };
 pub use effects::{
-    Cleanup, CommitResult, Context, Dispatch, Effect, Effects, GateFeed, Input, PrRequest,
-    TaskSpec, Text, ThreadAnswer, WorktreeInfo,
+    Cleanup, CommitResult, Context, Dispatch, Effect, Effects, EpicParent, GateFeed, Input,
+    PrRequest, TaskSpec, Text, ThreadAnswer, WorktreeInfo,
 };
 pub use engine::{RunError, RunOptions, drive};
 pub use failure::{EffectError, ErrorClass};

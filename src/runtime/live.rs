@@ -13,12 +13,14 @@ use crate::agent::{self, AgentRequest, AgentRun, ExitReason};
 use crate::config::{Hook, StageId};
 use crate::gates::{self, CiContext, CiSource, GateContext, GateReport, IssueText};
 use crate::github::{
-    BoardItem, BoardRef, Comment, GitHub, Issue, Marker, MarkerKind, NewPullRequest, PullRequest,
+    BoardItem, BoardRef, Comment, GitHub, GitHubError, Issue, Marker, MarkerKind, NewPullRequest,
+    PullRequest,
 };
 use crate::ids::{CommitSha, IssueNumber, PrNumber, RunId};
+use crate::pipeline::decide::admission::sealed_epic;
 use crate::pipeline::{
-    Cleanup, CommitResult, Context, Dispatch, EffectError, Effects, ErrorClass, GateFeed,
-    GitHubChecks, PrRequest, Progress, Project, RunError, Text, ThreadAnswer, UserText,
+    Cleanup, CommitResult, Context, Dispatch, EffectError, Effects, EpicParent, ErrorClass,
+    GateFeed, GitHubChecks, PrRequest, Progress, Project, RunError, Text, ThreadAnswer, UserText,
     WorktreeInfo,
 };
 use crate::report;
@@ -147,6 +149,24 @@ impl LiveEffects {
                 tracing::warn!("the run's process groups are not recorded: {e}");
             }
         })
+    }
+
+    /// The epic `issue`'s seal names, for an issue a codeowner did not open (`None` when it
+    /// carries no seal or the epic does not exist).
+    async fn epic_parent(&self, issue: &Issue) -> Result<Option<EpicParent>, RunError> {
+        let Some(number) = sealed_epic(&self.project.settings, issue) else {
+            return Ok(None);
+        };
+        let epic = match self.gh.get_issue(number).await {
+            Ok(epic) => epic,
+            Err(GitHubError::IssueNotFound { .. }) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let sub_issues = self.gh.sub_issues(number).await?;
+        Ok(Some(EpicParent {
+            issue: epic,
+            sub_issues: sub_issues.iter().map(|i| i.number).collect(),
+        }))
     }
 
     /// The run's cancellation token.
@@ -369,6 +389,7 @@ impl Effects for LiveEffects {
             comments,
             editors,
             viewer: self.viewer.clone(),
+            epic: self.epic_parent(issue).await?,
         })
     }
 

@@ -3,6 +3,7 @@
 //! (checkpoint), opens its journal and drives the engine to its end. Texts are rendered by `report`.
 
 mod console;
+mod epic;
 mod live;
 mod monitor;
 mod tracker;
@@ -14,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 pub use console::{Console, LogWriter, ProgressMode, write_stderr};
+pub use epic::{Planned, plan_epic};
 pub use live::LiveEffects;
 pub use monitor::{
     Feed, FinishedView, GateMark, LiveView, Monitor, RoundView, Scheduled, is_silent,
@@ -42,6 +44,32 @@ pub struct Services {
     pub progress: ProgressMode,
     /// The live picture the run's journal and progress feed (a scheduler's runs).
     pub feed: Option<Feed>,
+}
+
+impl Services {
+    /// The services of a command run from a terminal or a CI job: no scheduler, the agents'
+    /// program their own; `token` reaches agents only when `passGitHubToken` says so.
+    pub fn command(
+        github: GitHub,
+        push_auth: PushAuth,
+        token: Option<&crate::github::Token>,
+        settings: &crate::config::Settings,
+        cancel: CancellationToken,
+        progress: ProgressMode,
+    ) -> Services {
+        Services {
+            github,
+            push_auth,
+            github_token: token
+                .filter(|_| settings.pass_github_token)
+                .map(|t| t.expose().to_string()),
+            scripted_program: None,
+            cancel,
+            hooks: None,
+            progress,
+            feed: None,
+        }
+    }
 }
 
 /// What a scheduler hears from a run it started, and how it holds one back.

@@ -72,7 +72,10 @@ fn api_routes() -> Router<Arc<Shared>> {
             "/repos/{owner}/{repo}/issues/comments/{comment_id}",
             get(get_comment).patch(update_comment),
         )
-        .route("/repos/{owner}/{repo}/issues", post(create_issue))
+        .route(
+            "/repos/{owner}/{repo}/issues",
+            get(list_issues).post(create_issue),
+        )
         .route(
             "/repos/{owner}/{repo}/issues/{number}/dependencies/blocked_by",
             get(blocked_by).post(add_blocked_by),
@@ -1235,6 +1238,61 @@ async fn create_issue(call: RepoCall, body: Bytes) -> Response {
     st.issues.push(issue.clone());
     let body = call.shapes(&st).issue(&issue);
     call.created(&st, body, &format!("/issues/{number}"))
+}
+
+/// The repository's issues and pull requests (GitHub's issues API lists both), as GitHub filters
+/// them: `state` (`open` by default, `closed`, `all`) and `creator`; sorted by `sort` (`created` by
+/// default, `updated`) in `direction` (`desc` by default), paged.
+async fn list_issues(call: RepoCall, Query(q): Q) -> Response {
+    let st = tri!(call.state());
+    let doc = "https://docs.github.com/rest/issues/issues#list-repository-issues";
+    let state = q.get("state").map_or("open", String::as_str);
+    let (sort, direction) = (
+        q.get("sort").map_or("created", String::as_str),
+        q.get("direction").map_or("desc", String::as_str),
+    );
+    if !["open", "closed", "all"].contains(&state)
+        || !["created", "updated", "comments"].contains(&sort)
+        || !["asc", "desc"].contains(&direction)
+    {
+        return validation_failed(
+            json!([{"resource": "Issue", "code": "invalid", "field": "state, sort or direction"}]),
+            doc,
+        );
+    }
+    let by = |login: &str| {
+        q.get("creator")
+            .is_none_or(|c| c.eq_ignore_ascii_case(login))
+    };
+    let shown = |open: bool| state == "all" || (state == "open") == open;
+    let shapes = call.shapes(&st);
+    // (the sort's key, number, answer): numbers are given in the order things are created.
+    let key = |created: Option<chrono::DateTime<chrono::Utc>>,
+               updated: Option<chrono::DateTime<chrono::Utc>>,
+               comments: usize| match sort {
+        "updated" => updated.or(created).map_or(0, |t| t.timestamp()),
+        "comments" => comments as i64,
+        _ => created.map_or(0, |t| t.timestamp()),
+    };
+    let mut items: Vec<(i64, u64, Value)> = Vec::new();
+    for i in st.issues.iter().filter(|i| by(&i.author)) {
+        if shown(i.state == SeedState::Open) {
+            let k = key(i.created_at, i.updated_at, i.comments.len());
+            items.push((k, i.number, shapes.issue(i)));
+        }
+    }
+    for p in st.pulls.iter().filter(|p| by(&p.author)) {
+        if shown(p.state == SeedState::Open && !p.merged) {
+            let k = key(p.created_at, None, p.comments.len());
+            items.push((k, p.number, shapes.pull_as_issue(p)));
+        }
+    }
+    items.sort_by_key(|(k, number, _)| (*k, *number));
+    if direction == "desc" {
+        items.reverse();
+    }
+    let items = items.into_iter().map(|(_, _, v)| v).collect();
+    call.paged("/issues", &q, items)
 }
 
 async fn sub_issues(call: RepoCall, Query(q): Q) -> Response {

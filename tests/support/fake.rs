@@ -22,13 +22,16 @@ use supervisor::github::{
     ReviewState, ReviewThread, body_blockers,
 };
 use supervisor::ids::{IssueNumber, PrNumber};
+use supervisor::pipeline::decide::admission::sealed_epic;
 use supervisor::pipeline::{
-    Cleanup, CommitResult, Context, Dispatch, EffectError, Effects, Entry, ErrorClass, Event,
-    GateFeed, Journal, Machine, PrRequest, Progress, Project, RunError, RunOptions, RunSummary,
-    Text, ThreadAnswer, UserText, WorktreeInfo, drive, read_entries, runs_dir,
+    Cleanup, CommitResult, Context, Dispatch, EffectError, Effects, Entry, EpicParent, ErrorClass,
+    Event, GateFeed, Journal, Machine, PrRequest, Progress, Project, RunError, RunOptions,
+    RunSummary, Text, ThreadAnswer, UserText, WorktreeInfo, drive, read_entries, runs_dir,
 };
 use supervisor::report;
-use supervisor::sandbox::{CommentSeed, PullSeed, ReviewCommentSeed, SandboxState, SeedState};
+use supervisor::sandbox::{
+    CommentSeed, IssueSeed, PullSeed, ReviewCommentSeed, SandboxState, SeedState,
+};
 use supervisor::workspace::{MergeOutcome, Reuse};
 use tokio_util::sync::CancellationToken;
 
@@ -612,6 +615,27 @@ fn github_error(message: String) -> RunError {
     })
 }
 
+/// The issue as GitHub gives it.
+fn issue_of(i: &IssueSeed) -> Issue {
+    let number = i.number;
+    Issue {
+        id: 0,
+        number,
+        node_id: format!("I_{number}"),
+        title: i.title.clone(),
+        body: i.body.clone(),
+        author: i.author.clone(),
+        labels: i.labels.clone(),
+        state: if i.state == SeedState::Closed {
+            IssueState::Closed
+        } else {
+            IssueState::Open
+        },
+        html_url: format!("https://github.invalid/issues/{number}"),
+        is_pull_request: false,
+    }
+}
+
 impl Effects for FakeEffects {
     async fn fetch_issue(&mut self, number: IssueNumber) -> Result<Issue, RunError> {
         let number = number.get();
@@ -627,22 +651,7 @@ impl Effects for FakeEffects {
                     repo: self.project.settings.repo.clone(),
                 })
             })?;
-            Issue {
-                id: 0,
-                number,
-                node_id: format!("I_{number}"),
-                title: i.title.clone(),
-                body: i.body.clone(),
-                author: i.author.clone(),
-                labels: i.labels.clone(),
-                state: if i.state == SeedState::Closed {
-                    IssueState::Closed
-                } else {
-                    IssueState::Open
-                },
-                html_url: format!("https://github.invalid/issues/{number}"),
-                is_pull_request: false,
-            }
+            issue_of(i)
         };
         self.leave().await;
         Ok(issue)
@@ -692,6 +701,13 @@ impl Effects for FakeEffects {
                 comments,
                 editors,
                 viewer: Some(self.world.bot.clone()),
+                epic: sealed_epic(&self.project.settings, issue).and_then(|n| {
+                    let e = s.issue(n)?;
+                    Some(EpicParent {
+                        issue: issue_of(e),
+                        sub_issues: e.sub_issues.clone(),
+                    })
+                }),
             }
         };
         self.leave().await;

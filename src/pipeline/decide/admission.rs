@@ -1,7 +1,9 @@
 //! Phase 0: whether an issue may run at all. Refusals happen before anything is written.
 
 use crate::config::{Settings, StageId, Workflow};
+use crate::epic::Seal;
 use crate::github::{Blocker, BoardItem, Editors, Issue, IssueState};
+use crate::pipeline::effects::EpicParent;
 
 /// The title an agent may read, when the current one is not it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,12 +29,76 @@ pub fn refuse_issue(settings: &Settings, issue: &Issue) -> Option<String> {
     (issue.state == IssueState::Closed).then(|| format!("issue #{} is closed", issue.number))
 }
 
+/// The epic an issue a codeowner did not open names in its seal: such an issue may be one of
+/// supervisor's own sub-issues, which its context decides ([`sealed_task`]).
+pub fn sealed_epic(settings: &Settings, issue: &Issue) -> Option<u64> {
+    (!settings.is_codeowner(&issue.author))
+        .then(|| Seal::claimed(&issue.body))
+        .flatten()
+}
+
+/// Whether an issue a codeowner did not open runs as a task of an epic: supervisor opened it
+/// (`viewer`, the login it posts as), its seal names an open epic a codeowner opened and labelled,
+/// it is one of that epic's sub-issues, and its body is still the one supervisor wrote. Its author
+/// is not what makes it trusted: all of that is. `Err`: why not.
+pub fn sealed_task(
+    settings: &Settings,
+    issue: &Issue,
+    viewer: Option<&str>,
+    epic: Option<&EpicParent>,
+) -> Result<Seal, String> {
+    let n = issue.number;
+    if !viewer.is_some_and(|v| v.eq_ignore_ascii_case(&issue.author)) {
+        return Err(format!(
+            "issue #{n} was opened by @{}, who is not a codeowner ({}), and it is not a sub-issue \
+             supervisor wrote for an epic; nothing was posted",
+            issue.author,
+            settings.codeowners.join(", ")
+        ));
+    }
+    let claimed = Seal::claimed(&issue.body).unwrap_or_default();
+    let Some(epic) = epic.filter(|e| e.issue.number == claimed) else {
+        return Err(format!(
+            "issue #{n} is sealed for epic #{claimed}, which does not exist; nothing was posted"
+        ));
+    };
+    let e = &epic.issue;
+    let label = &settings.epic.label;
+    let problem = if !settings.is_codeowner(&e.author) {
+        Some(format!(
+            "was opened by @{}, who is not a codeowner",
+            e.author
+        ))
+    } else if !e.labels.iter().any(|l| l.eq_ignore_ascii_case(label)) {
+        Some(format!("does not carry the label `{label}`"))
+    } else if e.state == IssueState::Closed {
+        Some("is closed".to_string())
+    } else if !epic.sub_issues.contains(&n) {
+        Some(format!("does not list #{n} among its sub-issues"))
+    } else {
+        None
+    };
+    if let Some(problem) = problem {
+        return Err(format!(
+            "issue #{n} runs only as a task of epic #{claimed}, which {problem}; nothing was posted"
+        ));
+    }
+    let seal = Seal::verify(&issue.body, claimed).map_err(|e| {
+        format!("issue #{n} cannot run as a task of epic #{claimed}: {e}; nothing was posted")
+    })?;
+    if issue.state == IssueState::Closed {
+        return Err(format!("issue #{n} is closed"));
+    }
+    Ok(seal)
+}
+
 /// Why the issue may not run given its blockers and who last edited it.
 pub fn refuse_context(
     settings: &Settings,
     issue: &Issue,
     blockers: &[Blocker],
     editors: &Editors,
+    sealed: bool,
 ) -> Option<String> {
     if !blockers.is_empty() {
         let names = blockers
@@ -44,7 +110,8 @@ pub fn refuse_context(
             "blocked by open {names}; run again when they are closed"
         ));
     }
-    let editor = editors.issue.as_deref()?;
+    // A sealed task's body is the one supervisor wrote, or its seal does not verify.
+    let editor = editors.issue.as_deref().filter(|_| !sealed)?;
     (!settings.is_codeowner(editor)).then(|| {
         format!(
             "the description of issue #{} was last edited by @{editor}, who is not a codeowner; \

@@ -1,0 +1,314 @@
+//! `supervisor epic N` against the sandbox GitHub, through the binary, with a scripted planner:
+//! the plan's tasks become sealed sub-issues of the epic on the board, blocked by the tasks they
+//! depend on, the plan is posted once; a stop at any step resumes without a duplicate; plans and
+//! epics that may not be used are refused with nothing else written.
+
+use std::path::Path;
+use tokio::process::Command;
+
+use serde_json::{Value, json};
+use supervisor::demo::{World, WorldSpec, demo_spec};
+use supervisor::epic::Seal;
+
+#[path = "support/scratch.rs"]
+mod scratch;
+
+const BIN: &str = env!("CARGO_BIN_EXE_supervisor");
+
+/// Issue #1 of the demo world as an epic of a codeowner, with a planner answering `plans` in turn.
+fn epic_spec(plans: &[Value]) -> WorldSpec {
+    let mut spec = demo_spec();
+    spec.issue.title = "Durations in days, weeks and years".into();
+    spec.issue.body = "Support d, w and y in parseDuration, add formatDuration, and document both.\n\n## Review criteria\n\n- every unit has a test".into();
+    spec.script["planner"] = Value::Array(
+        plans
+            .iter()
+            .map(|plan| {
+                let text = format!("Here is the plan.\n\n```json\n{plan}\n```");
+                json!([{ "final": text }])
+            })
+            .collect(),
+    );
+    spec
+}
+
+fn three_tasks() -> Value {
+    json!({ "tasks": [
+        { "id": "units", "title": "Parse d, w and y", "body": "- [ ] `parseDuration(\"2w\")` is 1209600000", "dependsOn": [] },
+        { "id": "format", "title": "Add formatDuration", "body": "- [ ] `formatDuration(90000)` is `1m 30s`", "dependsOn": ["units"] },
+        { "id": "docs", "title": "Document the units", "body": "- [ ] the README lists d, w and y", "dependsOn": ["units", "format"] }
+    ]})
+}
+
+async fn world(spec: WorldSpec) -> (tempfile::TempDir, World) {
+    let dir = tempfile::tempdir_in(scratch::scratch_base()).unwrap();
+    let world = World::build(dir.path(), spec).await.expect("world builds");
+    (dir, world)
+}
+
+/// `supervisor epic 1 --json`: its exit code and JSON answer.
+async fn plan(world: &World) -> (Option<i32>, Value, String) {
+    let out = Command::new(BIN)
+        .args(["epic", "1", "--json"])
+        .current_dir(&world.repo)
+        .env_clear()
+        .envs(world.env())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let answer = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
+    (out.status.code(), answer, stderr)
+}
+
+fn journal(world: &World) -> std::path::PathBuf {
+    world.repo.join(".supervisor/runs/epics/1/events.jsonl")
+}
+
+/// What the sandbox holds of the epic: its sub-issues (number, title, author, sealed task), each
+/// one's blockers and column, and its comments.
+#[derive(Debug, PartialEq)]
+struct Seen {
+    subs: Vec<(u64, String, String, String)>,
+    blockers: Vec<Vec<u64>>,
+    columns: Vec<Option<String>>,
+    comments: Vec<String>,
+    issues: usize,
+    labels: Vec<String>,
+}
+
+fn seen(world: &World) -> Seen {
+    world.sandbox.with_state(|s| {
+        let epic = s.issue(1).unwrap();
+        let subs: Vec<_> = epic
+            .sub_issues
+            .iter()
+            .map(|n| {
+                let i = s.issue(*n).unwrap();
+                let task = Seal::verify(&i.body, 1).map(|s| s.task).unwrap_or_default();
+                (*n, i.title.clone(), i.author.clone(), task)
+            })
+            .collect();
+        Seen {
+            blockers: subs
+                .iter()
+                .map(|(n, ..)| s.issue(*n).unwrap().blocked_by.clone())
+                .collect(),
+            columns: subs
+                .iter()
+                .map(|(n, ..)| s.column_of(*n).map(String::from))
+                .collect(),
+            subs,
+            comments: s.comments_of(1).iter().map(|c| c.body.clone()).collect(),
+            issues: s.issues.len(),
+            labels: epic.labels.clone(),
+        }
+    })
+}
+
+#[tokio::test]
+async fn an_epic_is_planned_into_sealed_sub_issues_on_the_board_blocked_as_planned() {
+    let (_dir, world) = world(epic_spec(&[three_tasks()])).await;
+    let before = world.sandbox.with_state(|s| s.issues.len());
+    let (code, out, stderr) = plan(&world).await;
+    assert_eq!(code, Some(0), "{out}\n{stderr}");
+    assert_eq!(out["end"], "planned", "{out}");
+    let seen = seen(&world);
+    assert_eq!(seen.issues, before + 3);
+    let bot = world.spec.bot.clone();
+    let tasks: Vec<(&str, &str, &str)> = seen
+        .subs
+        .iter()
+        .map(|(_, title, author, task)| (title.as_str(), author.as_str(), task.as_str()))
+        .collect();
+    assert_eq!(
+        tasks,
+        [
+            ("Parse d, w and y", bot.as_str(), "units"),
+            ("Add formatDuration", bot.as_str(), "format"),
+            ("Document the units", bot.as_str(), "docs"),
+        ]
+    );
+    let n: Vec<u64> = seen.subs.iter().map(|s| s.0).collect();
+    assert_eq!(seen.blockers, [vec![], vec![n[0]], vec![n[0], n[1]]]);
+    // On the board, where runs start.
+    assert!(
+        seen.columns
+            .iter()
+            .all(|c| c.as_deref() == Some("Research")),
+        "{:?}",
+        seen.columns
+    );
+    assert!(seen.labels.contains(&"supervisor:epic".to_string()));
+    let plan_comments: Vec<&String> = seen
+        .comments
+        .iter()
+        .filter(|c| c.contains("## Epic Plan"))
+        .collect();
+    assert_eq!(plan_comments.len(), 1);
+    let posted = plan_comments[0];
+    for (id, issue) in [("units", n[0]), ("format", n[1]), ("docs", n[2])] {
+        assert!(
+            posted.contains(id) && posted.contains(&format!("#{issue}")),
+            "{posted}"
+        );
+    }
+    assert!(posted.contains("```mermaid"), "{posted}");
+    let listed: Vec<(String, u64)> = out["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["task"].as_str().unwrap().to_string(),
+                t["issue"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            ("units".to_string(), n[0]),
+            ("format".into(), n[1]),
+            ("docs".into(), n[2])
+        ]
+    );
+    // Running it again changes nothing.
+    let (code, again, _) = plan(&world).await;
+    assert_eq!(code, Some(0));
+    assert_eq!(again["tasks"], out["tasks"]);
+    assert_eq!(self::seen(&world), seen);
+    let violations = world.sandbox.violations();
+    assert!(violations.is_empty(), "{violations:?}");
+}
+
+#[tokio::test]
+async fn a_planning_stopped_after_any_write_resumes_without_a_duplicate() {
+    let (_dir, world) = world(epic_spec(&[three_tasks()])).await;
+    let (code, _, stderr) = plan(&world).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    let done = seen(&world);
+    let lines: Vec<String> = std::fs::read_to_string(journal(&world))
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert!(lines.len() >= 9, "{lines:?}");
+    // Each write reached GitHub, and the process died before journaling it: every prefix of the
+    // journal, and a last line cut in the middle.
+    for keep in (0..lines.len()).rev() {
+        let mut text: String = lines[..keep].iter().map(|l| format!("{l}\n")).collect();
+        text.push_str(&lines[keep][..lines[keep].len() / 2]);
+        std::fs::write(journal(&world), text).unwrap();
+        let (code, _, stderr) = plan(&world).await;
+        assert_eq!(code, Some(0), "kept {keep}: {stderr}");
+        assert_eq!(seen(&world), done, "kept {keep} of {} lines", lines.len());
+    }
+}
+
+#[tokio::test]
+async fn a_sub_issue_opened_just_before_a_crash_is_found_not_opened_again() {
+    // The process that opened task `units`'s sub-issue died before journaling or linking it.
+    let mut spec = epic_spec(&[three_tasks()]);
+    let body = Seal {
+        epic: 1,
+        task: "units".into(),
+    }
+    .stamp("- [ ] `parseDuration(\"2w\")` is 1209600000\n\nTask `units` of epic #1.");
+    spec.extra_issues.push(supervisor::sandbox::IssueSeed {
+        number: 40,
+        title: "Parse d, w and y".into(),
+        body,
+        author: spec.bot.clone(),
+        ..Default::default()
+    });
+    // A copy of the seal in someone else's issue is not supervisor's.
+    let mut copy = spec.extra_issues[spec.extra_issues.len() - 1].clone();
+    copy.number = 41;
+    copy.author = "mallory".into();
+    spec.extra_issues.push(copy);
+    let (_dir, world) = world(spec).await;
+    let (code, out, stderr) = plan(&world).await;
+    assert_eq!(code, Some(0), "{out}\n{stderr}");
+    let seen = seen(&world);
+    assert_eq!(seen.subs[0].0, 40, "{:?}", seen.subs);
+    assert_eq!(seen.subs.len(), 3);
+    let titled = world.sandbox.with_state(|s| {
+        s.issues
+            .iter()
+            .filter(|i| i.title == "Parse d, w and y")
+            .count()
+    });
+    assert_eq!(titled, 2, "the two seeded ones, no third");
+}
+
+#[tokio::test]
+async fn a_plan_that_cannot_be_used_is_refused_on_the_epic_and_nothing_else_is_written() {
+    let cycle = json!({ "tasks": [
+        { "id": "a", "title": "A", "body": "- [ ] a", "dependsOn": ["b"] },
+        { "id": "b", "title": "B", "body": "- [ ] b", "dependsOn": ["a"] }
+    ]});
+    let many: Vec<Value> = (0..9)
+        .map(|i| json!({ "id": format!("t{i}"), "title": "T", "body": "- [ ] t", "dependsOn": [] }))
+        .collect();
+    for (plan_json, expected) in [
+        (cycle, "cycle"),
+        (json!({ "tasks": many }), "more than epic.maxtasks (8)"),
+        (json!({ "tasks": [] }), "the plan has no tasks"),
+    ] {
+        let (_dir, world) = world(epic_spec(&[plan_json])).await;
+        let before = world.sandbox.with_state(|s| s.issues.len());
+        let (code, out, stderr) = plan(&world).await;
+        assert_eq!(code, Some(1), "{out}\n{stderr}");
+        assert_eq!(out["end"], "plan-refused", "{out}");
+        let seen = seen(&world);
+        assert_eq!(seen.issues, before, "no sub-issue");
+        let refusals: Vec<&String> = seen
+            .comments
+            .iter()
+            .filter(|c| c.contains("## Epic Plan Refused"))
+            .collect();
+        assert_eq!(refusals.len(), 1, "{:?}", seen.comments);
+        assert!(
+            refusals[0].to_lowercase().contains(expected),
+            "{expected}: {}",
+            refusals[0]
+        );
+        assert!(!seen.comments.iter().any(|c| c.contains("## Epic Plan\n")));
+    }
+}
+
+#[tokio::test]
+async fn a_strangers_epic_is_refused_and_nothing_is_written() {
+    let mut spec = epic_spec(&[three_tasks()]);
+    spec.issue.author = "mallory".into();
+    let (_dir, world) = world(spec).await;
+    let before = world.sandbox.with_state(|s| {
+        (
+            s.issues.len(),
+            s.comments_of(1).len(),
+            s.issue(1).unwrap().labels.clone(),
+        )
+    });
+    let (code, out, stderr) = plan(&world).await;
+    assert_eq!(code, Some(1), "{out}\n{stderr}");
+    assert_eq!(out["end"], "refused");
+    assert!(
+        out["message"]
+            .as_str()
+            .unwrap()
+            .contains("opened by @mallory, who is not a codeowner"),
+        "{out}"
+    );
+    let after = world.sandbox.with_state(|s| {
+        (
+            s.issues.len(),
+            s.comments_of(1).len(),
+            s.issue(1).unwrap().labels.clone(),
+        )
+    });
+    assert_eq!(after, before);
+    assert!(!Path::new(&journal(&world)).exists());
+}
