@@ -475,6 +475,66 @@ async fn the_action_refuses_bad_inputs_a_bad_checksum_and_a_non_codeowner() {
     assert_conformant(&world);
 }
 
+#[tokio::test]
+async fn the_action_plans_an_epic_for_a_codeowner_only() {
+    let mut s = spec();
+    let plan = json!({ "tasks": [
+        { "id": "units", "title": "Parse d, w and y", "body": "- [ ] weeks", "dependsOn": [] },
+        { "id": "docs", "title": "Document them", "body": "- [ ] README", "dependsOn": ["units"] }
+    ]});
+    s.script["planner"] = json!([[{ "final": format!("```json\n{plan}\n```") }]]);
+    let (dir, world) = world(s).await;
+    let r = runner(&world, dir.path(), "http://127.0.0.1:9");
+    let token = world.token.clone();
+    let subs = || {
+        world
+            .sandbox
+            .with_state(|s| s.issue(1).unwrap().sub_issues.len())
+    };
+    // Someone who is not a codeowner asked: refused before any GitHub call.
+    let before = world.sandbox.request_total();
+    let run = r
+        .run(&[
+            ("issue", "1"),
+            ("command", "epic"),
+            ("github-token", &token),
+            ("binary", BIN),
+            ("requested-by", "mallory"),
+        ])
+        .await;
+    let step = run.step("Run the pipeline");
+    assert_eq!(step.code, Some(1), "{}", step.stderr);
+    assert!(
+        step.stderr
+            .contains("@mallory asked for this run but is not a codeowner")
+    );
+    assert_eq!(
+        world.sandbox.request_total(),
+        before,
+        "nothing reached GitHub"
+    );
+    assert_eq!(subs(), 0);
+    let run = r
+        .run(&[
+            ("issue", "1"),
+            ("command", "epic"),
+            ("github-token", &token),
+            ("binary", BIN),
+            ("requested-by", "alice"),
+        ])
+        .await;
+    let step = run.step("Run the pipeline");
+    assert_eq!(step.code, Some(0), "{}", run.log());
+    assert!(
+        step.stderr.contains("2 task(s) planned as sub-issues"),
+        "{}",
+        step.stderr
+    );
+    assert_eq!(subs(), 2);
+    assert_no_token(&world, &run);
+    assert_conformant(&world);
+}
+
 /// actions/checkout leaves the workflow's token as an `extraheader` (in .git/config up to v5, in
 /// an included file since v6): git would send it and never ask supervisor's credential helper, but
 /// supervisor's push reads no repository configuration.

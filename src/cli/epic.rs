@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::number::number;
 use super::output::{err, errln, outln};
-use super::run::{canonical, connect, runtime};
+use super::run::{canonical, connect, requester_refusal, runtime};
 use super::{EXIT_GITHUB, EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
 use crate::pipeline::{Project, RunError, process_env};
 use crate::report;
@@ -25,6 +25,10 @@ pub struct EpicArgs {
     /// Print the outcome as JSON on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Refuse unless LOGIN is a codeowner: the person who asked for it (a commenter, the actor of
+    /// a workflow).
+    #[arg(long, value_name = "LOGIN")]
+    pub requested_by: Option<String>,
 }
 
 pub fn run(args: EpicArgs) -> u8 {
@@ -45,6 +49,11 @@ async fn run_async(args: EpicArgs) -> u8 {
     };
     for w in &project.warnings {
         errln!("warning: {w}");
+    }
+    if let Some(reason) =
+        (args.requested_by.as_deref()).and_then(|l| requester_refusal(&project, l))
+    {
+        return present(args.issue, &Ok(Planned::Refused { reason }), args.json);
     }
     let gh = match connect(&project) {
         Ok(gh) => gh,

@@ -332,11 +332,22 @@ async fn agents_can_run(
 
 /// A summary refusing the run when `login`, who asked for it, is not a codeowner; `None` when they are.
 fn refuse_requester(project: &Project, issue: u64, login: &str) -> Option<RunSummary> {
+    let reason = requester_refusal(project, login)?;
+    Some(RunSummary::bare(
+        RunId::default(),
+        project.settings.repo.to_string(),
+        issue,
+        RunEnd::Refused { reason },
+    ))
+}
+
+/// Why `--requested-by LOGIN` refuses what was asked: LOGIN is not a codeowner (or is no one).
+pub(super) fn requester_refusal(project: &Project, login: &str) -> Option<String> {
     let login = login.trim().trim_start_matches('@');
     if !login.is_empty() && project.settings.is_codeowner(login) {
         return None;
     }
-    let reason = if login.is_empty() {
+    Some(if login.is_empty() {
         "--requested-by names no one; give the login of the person who asked for the run"
             .to_string()
     } else {
@@ -345,13 +356,7 @@ fn refuse_requester(project: &Project, issue: u64, login: &str) -> Option<RunSum
              so add them to `codeowners` or ask a codeowner to start it",
             project.settings.codeowners.join(", ")
         )
-    };
-    Some(RunSummary::bare(
-        RunId::default(),
-        project.settings.repo.to_string(),
-        issue,
-        RunEnd::Refused { reason },
-    ))
+    })
 }
 
 /// The GitHub client of a project, from the environment's credentials and API URL.
