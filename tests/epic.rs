@@ -180,8 +180,50 @@ async fn an_epic_is_planned_into_sealed_sub_issues_on_the_board_blocked_as_plann
     assert_eq!(code, Some(0));
     assert_eq!(again["tasks"], out["tasks"]);
     assert_eq!(self::seen(&world), seen);
+    // `supervisor runs` lists the epic with its tasks.
+    let runs = supervisor_in(&world, &["runs"]).await;
+    assert!(
+        runs.contains(&format!(
+            "epic #1: planned, 3 task(s): units #{} (no run yet), format #{} (no run yet), docs #{} (no run yet)",
+            n[0], n[1], n[2]
+        )),
+        "{runs}"
+    );
+    // The first task, supervisor's own sub-issue, runs through the pipeline to its pull request;
+    // the second waits for it.
+    let blocked = supervisor_in(&world, &["run", &n[1].to_string()]).await;
+    assert!(
+        blocked.contains(&format!("blocked by open #{}", n[0])),
+        "{blocked}"
+    );
+    let ran = supervisor_in(&world, &["run", &n[0].to_string()]).await;
+    assert!(ran.contains("pull request"), "{ran}");
+    let listed: Value =
+        serde_json::from_str(&supervisor_in(&world, &["runs", "--json"]).await).unwrap();
+    let tasks = &listed["epics"][0]["tasks"];
+    assert_eq!(tasks[0]["status"], "done", "{listed}");
+    assert_eq!(tasks[1]["status"], "stopped", "{listed}");
+    assert_eq!(tasks[2]["status"], Value::Null, "{listed}");
     let violations = world.sandbox.violations();
     assert!(violations.is_empty(), "{violations:?}");
+}
+
+/// What `supervisor ARGS` says (stdout and stderr), run in the world's repository.
+async fn supervisor_in(world: &World, args: &[&str]) -> String {
+    let out = Command::new(BIN)
+        .args(args)
+        .current_dir(&world.repo)
+        .env_clear()
+        .envs(world.env())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }
 
 #[tokio::test]

@@ -88,12 +88,24 @@ pub fn run(args: RunsArgs) -> u8 {
             return EXIT_STOPPED;
         }
     };
+    // Epics planned here, each task with its sub-issue's latest run.
+    let epics = crate::runtime::read_epics(&root).unwrap_or_else(|e| {
+        errln!("supervisor runs: the epics' journals cannot be read: {e}");
+        Vec::new()
+    });
     match args.command {
         None if args.json => outln!(
             "{}",
-            serde_json::json!({ "runs": runs, "total": crate::pipeline::RunTotals::of(&runs) })
+            serde_json::json!({
+                "runs": runs,
+                "total": crate::pipeline::RunTotals::of(&runs),
+                "epics": epics_json(&epics, &runs),
+            })
         ),
-        None => out!("{}", report::runs_text(&runs)),
+        None => {
+            out!("{}", report::runs_text(&runs));
+            out!("{}", epics_text(&epics, &runs));
+        }
         Some(RunsCommand::Show { run }) => return show(&runs, &run, args.json, false),
         Some(RunsCommand::Why { run }) => return show(&runs, &run, args.json, true),
         Some(RunsCommand::Replay(replay)) => {
@@ -104,6 +116,64 @@ pub fn run(args: RunsArgs) -> u8 {
         }
     }
     EXIT_OK
+}
+
+/// The latest run of issue `n`.
+fn latest(runs: &[RunRecord], n: u64) -> Option<&RunRecord> {
+    runs.iter()
+        .rev()
+        .find(|r| r.issue == n && r.revises.is_none())
+}
+
+/// One line per epic: its tasks, each with its sub-issue and where its latest run is.
+fn epics_text(epics: &[crate::runtime::EpicRecord], runs: &[RunRecord]) -> String {
+    let mut out = String::new();
+    for e in epics {
+        if let Some(why) = &e.unreadable {
+            out.push_str(&format!(
+                "epic #{}: its journal cannot be read: {why}\n",
+                e.epic
+            ));
+            continue;
+        }
+        let state = if e.planned {
+            "planned"
+        } else {
+            "being planned"
+        };
+        let tasks: Vec<String> = (e.tasks.iter())
+            .map(|t| match t.issue {
+                None => format!("{} (no sub-issue yet)", t.task),
+                Some(n) => match latest(runs, n) {
+                    Some(r) => format!("{} #{n} ({})", t.task, r.status.as_str()),
+                    None => format!("{} #{n} (no run yet)", t.task),
+                },
+            })
+            .collect();
+        out.push_str(&format!(
+            "epic #{}: {state}, {} task(s): {}\n",
+            e.epic,
+            e.tasks.len(),
+            tasks.join(", ")
+        ));
+    }
+    out
+}
+
+fn epics_json(epics: &[crate::runtime::EpicRecord], runs: &[RunRecord]) -> serde_json::Value {
+    let epics: Vec<serde_json::Value> = epics
+        .iter()
+        .map(|e| {
+            let mut v = serde_json::json!(e);
+            for (t, task) in (e.tasks.iter()).zip(v["tasks"].as_array_mut().into_iter().flatten()) {
+                let run = t.issue.and_then(|n| latest(runs, n));
+                task["run"] = serde_json::json!(run.map(|r| &r.run_id));
+                task["status"] = serde_json::json!(run.map(|r| r.status.as_str()));
+            }
+            v
+        })
+        .collect();
+    serde_json::Value::Array(epics)
 }
 
 pub(super) fn found(runs: &[RunRecord], key: &str) -> Result<RunRecord, u8> {

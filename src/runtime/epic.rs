@@ -67,7 +67,16 @@ impl EpicJournal {
     fn open(root: &Path, epic: u64) -> Result<EpicJournal, String> {
         let dir = EpicJournal::dir(root, epic);
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let path = dir.join("events.jsonl");
+        let happened = EpicJournal::read(root, epic)?;
+        Ok(EpicJournal {
+            path: dir.join("events.jsonl"),
+            happened,
+        })
+    }
+
+    /// What the journal of `epic` holds (nothing when there is none).
+    fn read(root: &Path, epic: u64) -> Result<Vec<Happened>, String> {
+        let path = EpicJournal::dir(root, epic).join("events.jsonl");
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -92,7 +101,7 @@ impl EpicJournal {
             })?;
             happened.push(line.happened);
         }
-        Ok(EpicJournal { path, happened })
+        Ok(happened)
     }
 
     fn record(&mut self, happened: Happened) -> Result<(), String> {
@@ -112,6 +121,72 @@ impl EpicJournal {
         self.happened.push(line.happened);
         Ok(())
     }
+}
+
+/// An epic as its journal tells it, for listings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EpicRecord {
+    pub epic: u64,
+    /// The plan's tasks in order: id and sub-issue (once opened).
+    pub tasks: Vec<EpicTask>,
+    /// The plan is posted: the epic is planned.
+    pub planned: bool,
+    /// Why the journal could not be read, when it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreadable: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EpicTask {
+    pub task: String,
+    pub issue: Option<u64>,
+    pub depends_on: Vec<String>,
+}
+
+/// Every epic planned (or being planned) in the repository at `root`, by number.
+pub fn read_epics(root: &Path) -> std::io::Result<Vec<EpicRecord>> {
+    let dir = root.join(CHECKPOINT_DIR).join("epics");
+    let listing = match std::fs::read_dir(&dir) {
+        Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut epics = Vec::new();
+    for entry in listing {
+        let Some(epic) = entry?.file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        let record = match EpicJournal::read(root, epic) {
+            Ok(happened) => {
+                let state = Epic::fold(&happened);
+                let tasks = (state.plan.as_ref())
+                    .map(|p| p.order())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|t| EpicTask {
+                        task: t.id.clone(),
+                        issue: state.tasks.get(&t.id).and_then(|s| s.issue).map(|i| i.0),
+                        depends_on: t.depends_on.clone(),
+                    })
+                    .collect();
+                EpicRecord {
+                    epic,
+                    tasks,
+                    planned: state.plan_posted,
+                    unreadable: None,
+                }
+            }
+            Err(e) => EpicRecord {
+                epic,
+                tasks: Vec::new(),
+                planned: false,
+                unreadable: Some(e),
+            },
+        };
+        epics.push(record);
+    }
+    epics.sort_by_key(|e| e.epic);
+    Ok(epics)
 }
 
 fn journal_error(e: String) -> RunError {
