@@ -46,17 +46,22 @@ async fn world(spec: WorldSpec) -> (tempfile::TempDir, World) {
     (dir, world)
 }
 
-/// `supervisor epic 1 --json`: its exit code and JSON answer.
-async fn plan(world: &World) -> (Option<i32>, Value, String) {
-    let out = Command::new(BIN)
-        .args(["epic", "1", "--json"])
+/// `supervisor ARGS` in the world's repository, with its environment only.
+async fn supervisor(world: &World, args: &[&str]) -> std::process::Output {
+    Command::new(BIN)
+        .args(args)
         .current_dir(&world.repo)
         .env_clear()
         .envs(world.env())
         .kill_on_drop(true)
         .output()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// `supervisor epic 1 --json`: its exit code and JSON answer.
+async fn plan(world: &World) -> (Option<i32>, Value, String) {
+    let out = supervisor(world, &["epic", "1", "--json"]).await;
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     let answer = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
@@ -210,15 +215,7 @@ async fn an_epic_is_planned_into_sealed_sub_issues_on_the_board_blocked_as_plann
 
 /// What `supervisor ARGS` says (stdout and stderr), run in the world's repository.
 async fn supervisor_in(world: &World, args: &[&str]) -> String {
-    let out = Command::new(BIN)
-        .args(args)
-        .current_dir(&world.repo)
-        .env_clear()
-        .envs(world.env())
-        .kill_on_drop(true)
-        .output()
-        .await
-        .unwrap();
+    let out = supervisor(world, args).await;
     format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
