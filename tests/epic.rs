@@ -138,13 +138,14 @@ async fn an_epic_is_planned_into_sealed_sub_issues_on_the_board_blocked_as_plann
     );
     let n: Vec<u64> = seen.subs.iter().map(|s| s.0).collect();
     assert_eq!(seen.blockers, [vec![], vec![n[0]], vec![n[0], n[1]]]);
-    // On the board, where runs start.
-    assert!(
-        seen.columns
-            .iter()
-            .all(|c| c.as_deref() == Some("Research")),
-        "{:?}",
-        seen.columns
+    // On the board: where runs start for the task that depends on nothing, Backlog for the rest.
+    assert_eq!(
+        seen.columns,
+        [
+            Some("Research".into()),
+            Some("Backlog".into()),
+            Some("Backlog".into())
+        ]
     );
     assert!(seen.labels.contains(&"supervisor:epic".to_string()));
     let plan_comments: Vec<&String> = seen

@@ -412,7 +412,8 @@ impl Planner<'_> {
         })
     }
 
-    /// `task`'s sub-issue linked under the epic and on the board, in the column runs start from.
+    /// `task`'s sub-issue linked under the epic and on the board: in the column runs start from
+    /// when it depends on no other task, else in Backlog until those are done.
     async fn link(&self, state: &Epic, id: &str, number: u64) -> Result<Happened, RunError> {
         let epic = self.epic.number;
         let db = state.tasks.get(id).and_then(|t| t.issue).map_or(0, |i| i.1);
@@ -427,11 +428,15 @@ impl Planner<'_> {
             Some(item) => item,
             None => self.gh().add_to_board(&board, &issue).await?,
         };
-        // The column runs start from: the workflow's first trigger column, else Backlog.
-        let column = p.trigger_columns().into_iter().next();
-        let stage = column
-            .and_then(|c| p.workflow.stage_id(&c))
-            .unwrap_or_else(|| p.workflow.backlog().id());
+        // The column runs start from: the first trigger column (the workflow's first agent stage).
+        let ready = (state.plan.as_ref())
+            .and_then(|plan| plan.task(id))
+            .is_some_and(|t| t.depends_on.is_empty());
+        let start = (p.trigger_columns().into_iter().next()).and_then(|c| p.workflow.stage_id(&c));
+        let stage = match start {
+            Some(stage) if ready => stage,
+            _ => p.workflow.backlog().id(),
+        };
         let option = p.settings.board_option(&stage);
         if item.column.as_ref() != Some(&option) {
             self.gh().move_card(&item, &option).await?;
