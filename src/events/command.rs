@@ -1,5 +1,5 @@
 //! Commands in comments: `/supervisor run`, `/supervisor stop`, `/supervisor status`,
-//! `/supervisor revise <what to change>`.
+//! `/supervisor epic`, `/supervisor revise <what to change>`.
 //!
 //! A comment is read as Markdown, as GitHub shows it. A command is a line of a top-level paragraph
 //! that starts with the prefix: text in code blocks, inline code, block quotes, lists, headings,
@@ -20,6 +20,8 @@ pub enum Command {
     Stop,
     /// Report where the issue's run is.
     Status,
+    /// Plan the issue as an epic: split it into sub-issues that the board runs.
+    Epic,
     /// Send the work back with these instructions: the rest of the command's line and the lines
     /// that follow it in the same paragraph.
     Revise { note: String },
@@ -32,6 +34,7 @@ impl Command {
             Command::Run => "run",
             Command::Stop => "stop",
             Command::Status => "status",
+            Command::Epic => "epic",
             Command::Revise { .. } => "revise",
         }
     }
@@ -61,7 +64,7 @@ pub enum CommandError {
     MissingNote,
 }
 
-const KNOWN: &str = "run, stop, status or revise <what to change>";
+const KNOWN: &str = "run, stop, status, epic or revise <what to change>";
 
 /// Longest piece of someone's text an error repeats.
 const QUOTE_CHARS: usize = 40;
@@ -215,6 +218,7 @@ impl CommandSyntax {
             "run" => no_args(Command::Run),
             "stop" => no_args(Command::Stop),
             "status" => no_args(Command::Status),
+            "epic" => no_args(Command::Epic),
             "revise" => {
                 let note_start = after_prefix + lead + word_len;
                 let note = text[note_start..block_end.max(note_start)].trim();
@@ -274,6 +278,11 @@ mod tests {
         assert_eq!(parse("/supervisor run"), vec![Ok(Command::Run)]);
         assert_eq!(parse("  /supervisor stop  \n"), vec![Ok(Command::Stop)]);
         assert_eq!(parse("/SUPERVISOR Status"), vec![Ok(Command::Status)]);
+        assert_eq!(parse("/supervisor epic"), vec![Ok(Command::Epic)]);
+        assert_eq!(
+            parse("Too big for one pull request.\n/supervisor Epic\n"),
+            vec![Ok(Command::Epic)]
+        );
         assert_eq!(
             parse("Thanks, looks good.\n/supervisor run\nand more text"),
             vec![Ok(Command::Run)],
@@ -318,6 +327,9 @@ mod tests {
             "`/supervisor run`",
             "`/supervisor` run",
             "> /supervisor run",
+            "> /supervisor epic",
+            "`/supervisor epic`",
+            "```\n/supervisor epic\n```",
             "> quoted\n> /supervisor run",
             "- /supervisor run",
             "1. /supervisor run",
@@ -366,6 +378,19 @@ mod tests {
             parse("/supervisor revise"),
             vec![Err(CommandError::MissingNote)]
         );
+        assert_eq!(
+            parse("/supervisor epic in three parts"),
+            vec![Err(CommandError::UnexpectedArguments {
+                command: "epic".into(),
+                rest: "in three parts".into()
+            })]
+        );
+        assert_eq!(
+            parse("/supervisor epics"),
+            vec![Err(CommandError::Unknown {
+                word: "epics".into()
+            })]
+        );
         let long = format!("/supervisor {}", "x".repeat(500));
         let found = parse(&long);
         let [Err(CommandError::Unknown { word })] = found.as_slice() else {
@@ -374,7 +399,14 @@ mod tests {
         assert_eq!(word.chars().count(), QUOTE_CHARS + 1, "quoted, shortened");
         let message = CommandError::Unknown { word: "x".into() }.to_string();
         assert!(message.contains("unknown command `x`"), "{message}");
-        assert!(message.contains("run, stop, status"), "{message}");
+        assert!(
+            message.contains("run, stop, status, epic or revise"),
+            "{message}"
+        );
+        assert!(
+            CommandError::Missing.to_string().contains("epic"),
+            "the help lists every command"
+        );
     }
 
     #[test]
@@ -424,6 +456,7 @@ mod tests {
             " run",
             " revise",
             " stop",
+            " epic",
             "\n",
             "\r\n",
             "```",
@@ -468,7 +501,7 @@ mod tests {
         }
 
         #[test]
-        fn every_known_command_alone_is_found(word in prop::sample::select(vec!["run", "stop", "status"]), lead in "[ ]{0,3}") {
+        fn every_known_command_alone_is_found(word in prop::sample::select(vec!["run", "stop", "status", "epic"]), lead in "[ ]{0,3}") {
             let found = parse(&format!("{lead}/supervisor {word}"));
             prop_assert_eq!(found.len(), 1);
             prop_assert_eq!(found[0].as_ref().map(Command::word), Ok(word));

@@ -1198,6 +1198,7 @@ impl Core {
                 },
             ),
             Command::Status => self.status_comment(issue, comment, now),
+            Command::Epic => self.ignored("epic", format!("epics are not run yet (#{issue})")),
             // The revision reads the codeowners' feedback, this comment included, itself.
             Command::Revise { .. } => {
                 self.revise(issue, &format!("a revision was asked {from}"), now)

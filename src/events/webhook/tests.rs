@@ -409,6 +409,44 @@ fn a_stranger_s_command_is_read_with_its_association() {
 }
 
 #[test]
+fn an_epic_command_is_read_on_an_issue_with_its_authors_association() {
+    let payload = comment("This is too big for one pull request.\n\n/supervisor epic");
+    let Event::Command(command) = one(parse("issue_comment", &payload)) else {
+        panic!("a command");
+    };
+    assert_eq!(command.command, Ok(Command::Epic));
+    assert_eq!(command.target, Target::Issue(1));
+    assert_eq!(command.author, codertocat(AuthorAssociation::Owner));
+
+    // A stranger's is read as well, named as a stranger's: who may ask is decided later.
+    let mut payload = comment("/supervisor epic");
+    payload["comment"]["author_association"] = json!("NONE");
+    payload["comment"]["user"]["login"] = json!("stranger");
+    let Event::Command(command) = one(parse("issue_comment", &payload)) else {
+        panic!("a command");
+    };
+    assert_eq!(command.command, Ok(Command::Epic));
+    assert!(!command.author.is_owner_member_or_collaborator());
+    assert_eq!(
+        Event::Command(command).to_string(),
+        "command `epic` on issue #1 in Codertocat/Hello-World by stranger (NONE)"
+    );
+
+    // Malformed: arguments it does not take.
+    let payload = comment("/supervisor epic please, in 3 tasks");
+    let Event::Command(command) = one(parse("issue_comment", &payload)) else {
+        panic!("a command");
+    };
+    assert_eq!(
+        command.command,
+        Err(CommandError::UnexpectedArguments {
+            command: "epic".into(),
+            rest: "please, in 3 tasks".into()
+        })
+    );
+}
+
+#[test]
 fn several_and_unknown_commands_each_become_an_event() {
     let payload = comment("/supervisor status\n\n```\n/supervisor stop\n```\n\n/supervisor dance");
     let commands: Vec<_> = events(parse("issue_comment", &payload))
