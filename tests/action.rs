@@ -526,7 +526,8 @@ async fn the_action_plans_an_epic_for_a_codeowner_only() {
     let step = run.step("Run the pipeline");
     assert_eq!(step.code, Some(0), "{}", run.log());
     assert!(
-        step.stderr.contains("2 task(s) planned as sub-issues"),
+        step.stderr
+            .contains("epic #1: planned 2 task(s) as sub-issues"),
         "{}",
         step.stderr
     );

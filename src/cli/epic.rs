@@ -95,15 +95,7 @@ fn present(epic: u64, planned: &Result<Planned, RunError>, json: bool) -> u8 {
         Ok(Planned::Ready { tasks }) => (
             EXIT_OK,
             "planned",
-            format!(
-                "epic #{epic}: {} task(s) planned as sub-issues: {}",
-                tasks.len(),
-                tasks
-                    .iter()
-                    .map(|(id, n)| format!("{id} #{n}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+            format!("epic #{epic}: planned {}", report::planned_tasks(tasks)),
             tasks.clone(),
         ),
         Ok(Planned::Refused { reason }) => (

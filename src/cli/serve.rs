@@ -80,6 +80,7 @@ pub fn run(args: ServeArgs) -> u8 {
         commands,
         status_field: settings.status_field.clone(),
         trigger_label: settings.watch.trigger_label.clone(),
+        epic_label: Some(settings.epic.label.clone()),
     };
     let config = ReceiverConfig::new(secret, webhook);
     let runtime = match super::run::runtime("serve") {

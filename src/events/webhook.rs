@@ -26,6 +26,8 @@ pub struct WebhookOptions {
     pub status_field: String,
     /// Adding this label to an issue asks for a run; `None`: labels ask for nothing.
     pub trigger_label: Option<String>,
+    /// Adding this label to an issue asks for it to be planned as an epic (`epic.label`).
+    pub epic_label: Option<String>,
 }
 
 impl Default for WebhookOptions {
@@ -34,6 +36,7 @@ impl Default for WebhookOptions {
             commands: CommandSyntax::default(),
             status_field: "Status".to_string(),
             trigger_label: None,
+            epic_label: None,
         }
     }
 }
@@ -449,18 +452,22 @@ fn issue_labeled(
     let Some(label) = payload.label else {
         return ignored("issues `labeled` without a label");
     };
-    let Some(trigger) = &options.trigger_label else {
-        return ignored(format!(
-            "issues `labeled` `{}`: no trigger label is configured",
-            label.name
-        ));
-    };
     // GitHub treats label names without regard to case.
-    if !label.name.eq_ignore_ascii_case(trigger) {
-        return ignored(format!(
-            "issues `labeled` `{}`, not the trigger label `{trigger}`",
-            label.name
-        ));
+    let is = |l: &Option<String>| {
+        l.as_ref()
+            .is_some_and(|l| label.name.eq_ignore_ascii_case(l))
+    };
+    if !is(&options.trigger_label) && !is(&options.epic_label) {
+        return ignored(match &options.trigger_label {
+            None => format!(
+                "issues `labeled` `{}`: no trigger label is configured",
+                label.name
+            ),
+            Some(trigger) => format!(
+                "issues `labeled` `{}`, not the trigger label `{trigger}`",
+                label.name
+            ),
+        });
     }
     let repository = payload.repository.slug("issues")?;
     Ok(Parsed::Events(vec![Event::IssueLabeled(IssueLabeled {

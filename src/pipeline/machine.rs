@@ -1781,7 +1781,10 @@ impl Machine {
                 Progress::marks(&stages, at, StageMark::Paused, StageMark::Pending)
             }
             Some(
-                RunEnd::Refused { .. } | RunEnd::DryRun { .. } | RunEnd::NothingToRevise { .. },
+                RunEnd::Refused { .. }
+                | RunEnd::DryRun { .. }
+                | RunEnd::NothingToRevise { .. }
+                | RunEnd::Planned { .. },
             ) => Progress::marks(&stages, None, StageMark::Pending, StageMark::Pending),
         };
         Some(Progress {

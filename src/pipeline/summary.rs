@@ -54,11 +54,13 @@ pub enum RunEnd {
     },
     /// No feedback a revision could act on (none, or none from a codeowner): nothing was written.
     NothingToRevise { reason: String },
+    /// An epic was planned: its tasks' sub-issues (task id, issue number), in the plan's order.
+    Planned { tasks: Vec<(String, u64)> },
 }
 
 impl RunEnd {
     /// Every end's `kind`, as `--json`, the journal and the Action's `end` output name it.
-    pub const KINDS: [&'static str; 10] = [
+    pub const KINDS: [&'static str; 11] = [
         "pull-request",
         "already-done",
         "closed-as-resolved",
@@ -69,6 +71,7 @@ impl RunEnd {
         "dry-run",
         "revised",
         "nothing-to-revise",
+        "planned",
     ];
 
     /// This end's `kind`.
@@ -84,6 +87,7 @@ impl RunEnd {
             RunEnd::DryRun { .. } => 7,
             RunEnd::Revised { .. } => 8,
             RunEnd::NothingToRevise { .. } => 9,
+            RunEnd::Planned { .. } => 10,
         };
         Self::KINDS[i]
     }
@@ -97,6 +101,7 @@ impl RunEnd {
             | RunEnd::DryRun { .. }
             | RunEnd::Revised { .. }
             | RunEnd::NothingToRevise { .. }
+            | RunEnd::Planned { .. }
             | RunEnd::Interrupted => exit::OK,
             RunEnd::Stopped { .. } | RunEnd::Refused { .. } => exit::STOPPED,
             RunEnd::Paused { .. } => exit::RESUMABLE,

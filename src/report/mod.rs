@@ -28,7 +28,7 @@ pub use history::{runs_text, timeline_text, why_text};
 pub use progress::{
     colour_on_stderr, gate_finished_line, gate_mark, progress_lines, progress_status,
 };
-pub use summary::{run_map, summary_headline, summary_text};
+pub use summary::{planned_tasks, run_map, summary_headline, summary_text};
 pub use task::{MAX_NOTE_CHARS, REVISION_TASK_HEADING, TaskInput, build_task, task_text};
 /// A run of three stages for tests of live views: at a stage, or ended.
 #[cfg(test)]

@@ -36,7 +36,14 @@ pub(super) fn headline(end: &RunEnd) -> String {
             url, round, sha, ..
         } => format!("✔ revision {round} pushed ({sha}): {url}"),
         RunEnd::NothingToRevise { reason } => format!("✔ nothing to revise: {reason}"),
+        RunEnd::Planned { tasks } => format!("✔ planned: {}", planned_tasks(tasks)),
     }
+}
+
+/// An epic's planned tasks: `3 task(s) as sub-issues: units #40, …`.
+pub fn planned_tasks(tasks: &[(String, u64)]) -> String {
+    let list: Vec<String> = tasks.iter().map(|(id, n)| format!("{id} #{n}")).collect();
+    format!("{} task(s) as sub-issues: {}", tasks.len(), list.join(", "))
 }
 
 /// The headline as posted on GitHub (the tracking comment): a pause's reason may hold an error's

@@ -203,14 +203,7 @@ pub async fn plan_epic(
 ) -> Result<Planned, RunError> {
     let gh = &svc.github;
     let settings = &project.settings;
-    let epic = gh.get_issue(number).await?;
-    let editors = gh.issue_editors(number).await?;
-    let refusal = refuse_issue(settings, &epic)
-        .or_else(|| refuse_context(settings, &epic, &[], &editors, false))
-        .or(match trusted_title(settings, &epic, &editors) {
-            TitleTrust::Refused(reason) => Some(reason),
-            _ => None,
-        });
+    let (epic, refusal) = read_epic(&project, gh, number).await?;
     if let Some(reason) = refusal {
         return Ok(Planned::Refused { reason });
     }
@@ -256,6 +249,61 @@ pub async fn plan_epic(
         };
         journal.record(happened).map_err(journal_error)?;
     }
+}
+
+/// The epic, and why it may not be planned when it may not: a stranger's issue, a description or
+/// title someone else set, a closed one.
+async fn read_epic(
+    project: &Project,
+    gh: &GitHub,
+    number: u64,
+) -> Result<(Issue, Option<String>), RunError> {
+    let settings = &project.settings;
+    let epic = gh.get_issue(number).await?;
+    let editors = gh.issue_editors(number).await?;
+    let refusal = refuse_issue(settings, &epic)
+        .or_else(|| refuse_context(settings, &epic, &[], &editors, false))
+        .or(match trusted_title(settings, &epic, &editors) {
+            TitleTrust::Refused(reason) => Some(reason),
+            _ => None,
+        });
+    Ok((epic, refusal))
+}
+
+/// Why epic `number` may not be planned, asked before anything is written (`None`: it may).
+pub async fn epic_refusal(
+    project: &Project,
+    gh: &GitHub,
+    number: u64,
+) -> Result<Option<String>, RunError> {
+    Ok(read_epic(project, gh, number).await?.1)
+}
+
+/// Plan epic `number` as a run of the scheduler: its end as a run's summary.
+pub async fn plan_epic_run(
+    project: Arc<Project>,
+    svc: Services,
+    number: u64,
+) -> Result<crate::pipeline::RunSummary, RunError> {
+    use crate::pipeline::{RunEnd, RunSummary, UserText};
+    let end = match plan_epic(project.clone(), &svc, number).await? {
+        Planned::Ready { tasks } => RunEnd::Planned { tasks },
+        Planned::Refused { reason } => RunEnd::Refused { reason },
+        Planned::PlanRefused { errors } => RunEnd::Stopped {
+            stage: "planning".into(),
+            reason: UserText::ours(format!(
+                "the planner's plan was refused (said on the epic): {}",
+                errors.join("; ")
+            )),
+        },
+        Planned::Interrupted => RunEnd::Interrupted,
+    };
+    Ok(RunSummary::bare(
+        crate::ids::RunId::new(format!("epic-{number}")),
+        project.settings.repo.to_string(),
+        number,
+        end,
+    ))
 }
 
 /// What performs the planning steps.

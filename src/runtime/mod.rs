@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 pub use console::{Console, LogWriter, ProgressMode, write_stderr};
-pub use epic::{EpicRecord, EpicTask, Planned, plan_epic, read_epics};
+pub use epic::{EpicRecord, EpicTask, Planned, epic_refusal, plan_epic, plan_epic_run, read_epics};
 pub use live::LiveEffects;
 pub use monitor::{
     Feed, FinishedView, GateMark, LiveView, Monitor, RoundView, Scheduled, is_silent,

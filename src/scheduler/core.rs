@@ -34,20 +34,23 @@ use crate::events::{
 use crate::github::{BoardPoll, Card, FoundCard, Marker};
 use crate::pipeline::{Project, RunEnd, RunError, RunSummary};
 
-/// What a unit of the scheduler's work is: an issue's run or a pull request's revision. Issues
-/// and pull requests are numbered apart by their kind here, never by a shared `u64`.
+/// What a unit of the scheduler's work is: an issue's run, a pull request's revision, or the
+/// planning of an epic. Issues and pull requests are numbered apart by their kind here, never by
+/// a shared `u64`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(tag = "kind", content = "number", rename_all = "snake_case")]
 pub enum WorkKey {
     Issue(u64),
     Revision(u64),
+    /// An epic (an issue) planned into its sub-issues: no card moves, no run of its own.
+    Epic(u64),
 }
 
 impl WorkKey {
     /// The issue's or the pull request's number.
     pub fn number(self) -> u64 {
         match self {
-            WorkKey::Issue(n) | WorkKey::Revision(n) => n,
+            WorkKey::Issue(n) | WorkKey::Revision(n) | WorkKey::Epic(n) => n,
         }
     }
 
@@ -55,8 +58,18 @@ impl WorkKey {
         matches!(self, WorkKey::Revision(_))
     }
 
-    fn of(owed: &Owed) -> WorkKey {
-        if owed.revision {
+    /// The issue whose run moves its card across the board (not a revision's, not an epic's).
+    pub fn card_issue(self) -> Option<u64> {
+        match self {
+            WorkKey::Issue(n) => Some(n),
+            WorkKey::Revision(_) | WorkKey::Epic(_) => None,
+        }
+    }
+
+    pub(super) fn of(owed: &Owed) -> WorkKey {
+        if owed.epic {
+            WorkKey::Epic(owed.number)
+        } else if owed.revision {
             WorkKey::Revision(owed.number)
         } else {
             WorkKey::Issue(owed.number)
@@ -474,7 +487,7 @@ impl Core {
     fn column_of(&self, key: WorkKey) -> Option<String> {
         match key {
             WorkKey::Issue(issue) => self.tracker.position(issue).and_then(|p| p.column),
-            WorkKey::Revision(_) => None,
+            WorkKey::Revision(_) | WorkKey::Epic(_) => None,
         }
     }
 
@@ -528,16 +541,9 @@ impl Core {
 
     /// A number the watch state keeps without its kind: a revision when it is owed as one.
     fn key_of_number(&self, number: u64) -> WorkKey {
-        let revision = self
-            .state
-            .owed
-            .iter()
-            .any(|o| o.number == number && o.revision);
-        if revision {
-            WorkKey::Revision(number)
-        } else {
-            WorkKey::Issue(number)
-        }
+        let mut owed = self.state.owed.iter().map(WorkKey::of);
+        owed.find(|k| k.number() == number && k.card_issue().is_none())
+            .unwrap_or(WorkKey::Issue(number))
     }
 
     fn is_queued(&self, key: WorkKey) -> bool {
@@ -556,13 +562,16 @@ impl Core {
         if self.busy(key) {
             return;
         }
-        self.owe(Owed::new(
-            key.number(),
-            key.is_revision(),
-            reason,
-            column.clone(),
-            now.wall,
-        ));
+        self.owe(Owed {
+            epic: matches!(key, WorkKey::Epic(_)),
+            ..Owed::new(
+                key.number(),
+                key.is_revision(),
+                reason,
+                column.clone(),
+                now.wall,
+            )
+        });
         self.queue.push_back(Queued {
             key,
             column,
@@ -580,7 +589,7 @@ impl Core {
             .state
             .owed
             .iter_mut()
-            .find(|o| o.number == owed.number && o.revision == owed.revision)
+            .find(|o| WorkKey::of(o) == WorkKey::of(&owed))
         {
             Some(o) => *o = owed,
             None => self.state.owed.push(owed),
@@ -590,9 +599,7 @@ impl Core {
 
     /// `key`'s run is no longer owed.
     fn forget(&mut self, key: WorkKey) {
-        self.state
-            .owed
-            .retain(|o| !(o.number == key.number() && o.revision == key.is_revision()));
+        self.state.owed.retain(|o| WorkKey::of(o) != key);
         self.dirty = true;
     }
 
@@ -637,10 +644,10 @@ impl Core {
             let pos = self.queue.iter().position(|q| {
                 q.confirmed
                     && (!local
-                        || q.key.is_revision()
-                        || self
-                            .seen_column(q.key.number())
-                            .is_none_or(|c| self.tracker.has_room(&c, q.key.number())))
+                        || q.key.card_issue().is_none_or(|n| {
+                            self.seen_column(n)
+                                .is_none_or(|c| self.tracker.has_room(&c, n))
+                        }))
             });
             let Some(q) = pos.and_then(|p| self.queue.remove(p)) else {
                 return;
@@ -695,14 +702,21 @@ impl Core {
     }
 
     fn claimed(&mut self, issue: u64, answer: ClaimAnswer, now: Now) {
-        let key = WorkKey::Issue(issue);
-        if !self.starting.is_some_and(|s| s.key == key && s.admitted) {
+        // The claim is on the issue: its run's, or its planning as an epic.
+        let Some(key) = (self.starting)
+            .filter(|s| s.admitted && s.key.number() == issue && !s.key.is_revision())
+            .map(|s| s.key)
+        else {
             return;
-        }
+        };
         self.starting = None;
         match answer {
             ClaimAnswer::Ours(held) => match &self.config.mode {
                 Mode::Local => self.start(key, Some(held), now),
+                // Planning runs here: one planner, no worktree, no job of its own.
+                Mode::Actions { .. } if matches!(key, WorkKey::Epic(_)) => {
+                    self.start(key, Some(held), now)
+                }
                 Mode::Actions { workflow, git_ref } => {
                     let (workflow, git_ref) = (workflow.clone(), git_ref.clone());
                     self.starting = Some(Starting {
@@ -751,11 +765,7 @@ impl Core {
     }
 
     fn start(&mut self, key: WorkKey, held: Option<Held>, now: Now) {
-        let column = if key.is_revision() {
-            None
-        } else {
-            self.seen_column(key.number())
-        };
+        let column = key.card_issue().and_then(|n| self.seen_column(n));
         if let WorkKey::Issue(issue) = key {
             match &column {
                 Some(c) => self.tracker.enter(issue, c),
@@ -816,8 +826,8 @@ impl Core {
 
     fn finished(&mut self, key: WorkKey, result: Result<RunSummary, RunError>, now: Now) {
         let issue = key.number();
-        if !key.is_revision() {
-            self.tracker.leave(issue);
+        if let Some(n) = key.card_issue() {
+            self.tracker.leave(n);
         }
         let Some(live) = self.live.remove(&key) else {
             return;
@@ -928,20 +938,14 @@ impl Core {
         self.notice(notice);
         self.board_id = Some(poll.project_id.clone());
         let cards: BTreeMap<u64, &Sighting> = seen.iter().map(|s| (s.issue(), s)).collect();
-        let live: Vec<u64> = self
-            .live
-            .keys()
-            .filter(|k| !k.is_revision())
-            .map(|k| k.number())
-            .collect();
+        let live: Vec<u64> = self.live.keys().filter_map(|k| k.card_issue()).collect();
         for issue in live {
             self.reconcile(issue, cards.get(&issue).copied(), None, Some(read_at));
         }
         let queued: Vec<u64> = self
             .queue
             .iter()
-            .filter(|q| !q.key.is_revision())
-            .map(|q| q.key.number())
+            .filter_map(|q| q.key.card_issue())
             .collect();
         for issue in queued {
             self.recheck_queued(issue, cards.get(&issue).copied());
@@ -1048,7 +1052,7 @@ impl Core {
                 {
                     return self.ignored(
                         "command",
-                        "`revise` is taken on pull requests, `run`, `stop` and `status` on issues"
+                        "`revise` is taken on pull requests, `run`, `stop`, `status` and `epic` on issues"
                             .to_string(),
                     );
                 }
@@ -1069,7 +1073,15 @@ impl Core {
                 }
                 if self.accepting {
                     let reason = format!("labeled `{}` by @{by}", l.label);
-                    self.enqueue(WorkKey::Issue(l.issue), &reason, None, now);
+                    let epic = l
+                        .label
+                        .eq_ignore_ascii_case(&self.project.settings.epic.label);
+                    let key = if epic {
+                        WorkKey::Epic(l.issue)
+                    } else {
+                        WorkKey::Issue(l.issue)
+                    };
+                    self.enqueue(key, &reason, None, now);
                 }
             }
             Event::Review(r) => self.review(r, now),
@@ -1086,6 +1098,7 @@ impl Core {
              - `{prefix} run`: start (or resume) the pipeline for this issue\n\
              - `{prefix} stop`: stop its run at the next safe point\n\
              - `{prefix} status`: say where its run is\n\
+             - `{prefix} epic`: plan this issue as an epic, its tasks as sub-issues\n\
              - `{prefix} revise <what to change>` (on a pull request): send the work back"
         );
         self.out.push(Action::Post {
@@ -1198,7 +1211,11 @@ impl Core {
                 },
             ),
             Command::Status => self.status_comment(issue, comment, now),
-            Command::Epic => self.ignored("epic", format!("epics are not run yet (#{issue})")),
+            Command::Epic => {
+                if self.accepting {
+                    self.enqueue(WorkKey::Epic(issue), &format!("`epic` {from}"), None, now);
+                }
+            }
             // The revision reads the codeowners' feedback, this comment included, itself.
             Command::Revise { .. } => {
                 self.revise(issue, &format!("a revision was asked {from}"), now)

@@ -663,22 +663,24 @@ fn once_whose_one_poll_failed_is_done_with_nothing_started() {
     assert!(w.core.outcome().never_polled);
 }
 
-#[test]
-fn in_actions_mode_each_ready_card_becomes_one_dispatch() {
-    let (_d, project) = project(|_| {});
+/// A begun scheduler of the default project that dispatches its runs to GitHub Actions.
+fn in_actions_mode(once: bool) -> (tempfile::TempDir, Fake) {
+    let (dir, project) = project(|_| {});
     let mode = Mode::Actions {
         workflow: "supervisor.yml".into(),
         git_ref: "main".into(),
     };
-    let mut w = begun(
-        project,
-        SchedulerConfig {
-            mode,
-            once: true,
-            ..config(1)
-        },
-        WatchState::default(),
-    );
+    let config = SchedulerConfig {
+        mode,
+        once,
+        ..config(1)
+    };
+    (dir, begun(project, config, WatchState::default()))
+}
+
+#[test]
+fn in_actions_mode_each_ready_card_becomes_one_dispatch() {
+    let (_d, mut w) = in_actions_mode(true);
     w.cards(&[1, 2, 3], "Research");
     let poll = w.poll();
     let dispatched: Vec<u64> = poll
@@ -899,5 +901,92 @@ fn authorise_names_the_repository_or_the_stranger() {
     assert_eq!(
         authorise(&project, &there, &["alice"], "a command"),
         Err("a command in acme/other, not acme/widgets".to_string())
+    );
+}
+
+fn labeled(issue: u64, label: &str, by: &str) -> Event {
+    Event::IssueLabeled(IssueLabeled {
+        origin: Origin::Webhook {
+            delivery: format!("l-{issue}-{label}"),
+        },
+        repository: slug("acme/widgets"),
+        issue,
+        issue_node_id: format!("I_{issue}"),
+        label: label.into(),
+        labeled_by: actor(by),
+        issue_author: actor("alice"),
+    })
+}
+
+fn epic_started(actions: &[Action]) -> Vec<(WorkKey, Option<String>)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Start { key, column, .. } => Some((*key, column.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_codeowners_epic_label_or_command_plans_the_epic_and_a_strangers_does_nothing() {
+    // Planning takes a slot like a run (its planner is an agent).
+    let (_d, mut w) = fresh(config(3));
+    w.card(7, "Research");
+    w.poll();
+    // The epic's label by a stranger: nothing; by a codeowner: the epic is planned, not run,
+    // and its card (it has one) is not the planning's.
+    assert!(
+        w.feed(Input::Event(labeled(9, "supervisor:epic", "mallory")))
+            .iter()
+            .all(|a| !matches!(a, Action::Admit(_) | Action::Start { .. }))
+    );
+    let actions = w.feed(Input::Event(labeled(9, "Supervisor:Epic", "alice")));
+    assert!(
+        actions.contains(&Action::Admit(WorkKey::Epic(9))),
+        "{actions:?}"
+    );
+    assert!(actions.contains(&Action::Claim(9)), "{actions:?}");
+    assert_eq!(epic_started(&actions), [(WorkKey::Epic(9), None)]);
+    assert!(w.core.state().owed.iter().any(|o| o.number == 9 && o.epic));
+    // `/supervisor epic` by a codeowner on another issue; a stranger's is not taken.
+    let by =
+        |who: &str, id: u64| Input::Event(Event::Command(comment(11, who, id, Ok(Command::Epic))));
+    assert!(epic_started(&w.feed(by("mallory", 1))).is_empty());
+    assert_eq!(
+        epic_started(&w.feed(by("alice", 2))),
+        [(WorkKey::Epic(11), None)]
+    );
+    // Planned: the claim is released, the end said, nothing owed; an issue run of the same
+    // number is still work of its own kind.
+    let tasks = vec![("units".to_string(), 12), ("docs".to_string(), 13)];
+    let ended = w.feed(Input::RunEnded {
+        key: WorkKey::Epic(9),
+        result: Ok(summary(9, RunEnd::Planned { tasks })),
+    });
+    assert!(
+        ended
+            .iter()
+            .any(|a| matches!(a, Action::Release { issue: 9, .. })),
+        "{ended:?}"
+    );
+    let finished = notices(&ended, "finished");
+    assert_eq!(serde_json::to_value(finished[0]).unwrap()["end"], "planned");
+    assert!(w.core.state().owed.iter().all(|o| o.number != 9));
+    assert_eq!(
+        epic_started(&w.feed(Input::Event(labeled(9, "supervisor", "alice")))),
+        [(WorkKey::Issue(9), None)]
+    );
+}
+
+#[test]
+fn an_epic_is_planned_by_the_watcher_itself_in_actions_mode() {
+    let (_d, mut w) = in_actions_mode(false);
+    w.poll();
+    let actions = w.feed(Input::Event(labeled(9, "supervisor:epic", "alice")));
+    assert_eq!(epic_started(&actions), [(WorkKey::Epic(9), None)]);
+    assert!(
+        !actions.iter().any(|a| matches!(a, Action::Dispatch { .. })),
+        "{actions:?}"
     );
 }

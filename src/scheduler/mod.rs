@@ -54,7 +54,8 @@ use crate::github::{BoardRef, GitHub, Marker};
 use crate::ids::IssueNumber;
 use crate::pipeline::{Project, RunEnd, RunError, RunOptions, RunSummary, read_runs_where};
 use crate::runtime::{
-    Monitor, Scheduled, Services, refusal, revised_pull, run_issue, run_revision,
+    Monitor, Scheduled, Services, epic_refusal, plan_epic_run, refusal, revised_pull, run_issue,
+    run_revision,
 };
 use crate::workspace::{Checkpoint, PushAuth};
 
@@ -282,6 +283,7 @@ impl Driver {
                 let span = match action.work() {
                     Some(WorkKey::Issue(n)) => tracing::info_span!("work", issue = n),
                     Some(WorkKey::Revision(n)) => tracing::info_span!("work", pr = n),
+                    Some(WorkKey::Epic(n)) => tracing::info_span!("work", epic = n),
                     None => tracing::Span::none(),
                 };
                 // Boxed: an admission's future (a dry run of the run's start) is large.
@@ -392,7 +394,13 @@ impl Driver {
     async fn admission(&mut self, key: WorkKey) -> Input {
         let issue = key.number();
         let svc = self.services(self.shutdown.child_token());
-        let answer = match Box::pin(refusal(self.s.project.clone(), svc, issue)).await {
+        let asked = match key {
+            WorkKey::Epic(n) => epic_refusal(&self.s.project, &svc.github, n).await,
+            WorkKey::Issue(_) | WorkKey::Revision(_) => {
+                Box::pin(refusal(self.s.project.clone(), svc, issue)).await
+            }
+        };
+        let answer = match asked {
             Ok(None) => Admission::Admit,
             Ok(Some(reason)) => {
                 tracing::info!(issue, "not started: {reason}");
@@ -457,6 +465,10 @@ impl Driver {
                 self.runs
                     .spawn(async move { (key, run_issue(project, svc, opts).await) })
             }
+            // Planning moves only its sub-issues' new cards.
+            WorkKey::Epic(n) => self
+                .runs
+                .spawn(async move { (key, plan_epic_run(project, svc, n).await) }),
         };
         self.cancels.insert(key, cancel);
     }
@@ -554,11 +566,7 @@ impl Driver {
                     Vec::new()
                 });
             for o in owed.iter().filter(|o| o.paid_by(&runs)) {
-                paid.insert(if o.revision {
-                    WorkKey::Revision(o.number)
-                } else {
-                    WorkKey::Issue(o.number)
-                });
+                paid.insert(WorkKey::of(o));
             }
         }
         Input::Begin { leftovers, paid }

@@ -42,6 +42,9 @@ pub struct Owed {
     pub number: u64,
     #[serde(default)]
     pub revision: bool,
+    /// An epic's planning, not a run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub epic: bool,
     /// Why it was queued.
     pub reason: String,
     /// The column whose arrival asked for it: after a restart it is owed only while its card is
@@ -64,6 +67,7 @@ impl Owed {
         Owed {
             number,
             revision,
+            epic: false,
             reason: reason.to_string(),
             column,
             // Rounded down: a run that ended in the same millisecond ended before it.
@@ -73,6 +77,10 @@ impl Owed {
 
     /// Whether `run_id` is a run of this issue (or revision of this pull request).
     pub fn names(&self, run_id: &str) -> bool {
+        if self.epic {
+            // Planning keeps a journal of its own, not a run's: planned again, it goes on.
+            return false;
+        }
         match revised_pull(run_id) {
             Some(pr) => self.revision && pr == self.number,
             None => !self.revision && run_id.split('-').next() == Some(&self.number.to_string()),

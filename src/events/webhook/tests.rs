@@ -564,6 +564,15 @@ fn the_trigger_label_asks_for_a_run() {
         parse_webhook("issues", "d", &body, &upper).unwrap(),
         Parsed::Events(_)
     ));
+    // The epics' label asks for a planning, trigger label or not.
+    let epic = WebhookOptions {
+        epic_label: Some("Bug".into()),
+        ..WebhookOptions::default()
+    };
+    assert!(matches!(
+        parse_webhook("issues", "d", &body, &epic).unwrap(),
+        Parsed::Events(_)
+    ));
     for other_action in ["issues.unlabeled.0.json", "issues.opened.0.json"] {
         ignored_reason(parse("issues", &fixture(other_action)));
     }
