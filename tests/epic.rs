@@ -117,9 +117,15 @@ fn seen(world: &World) -> Seen {
 async fn an_epic_is_planned_into_sealed_sub_issues_on_the_board_blocked_as_planned() {
     let (_dir, world) = world(epic_spec(&[three_tasks()])).await;
     let before = world.sandbox.with_state(|s| s.issues.len());
+    let requests = world.sandbox.request_total();
     let (code, out, stderr) = plan(&world).await;
     assert_eq!(code, Some(0), "{out}\n{stderr}");
     assert_eq!(out["end"], "planned", "{out}");
+    // GitHub requests of the whole planning, per task (the epic's own reads and the plan's
+    // comment included).
+    let per_task = (world.sandbox.request_total() - requests) as f64 / 3.0;
+    eprintln!("planning: {per_task:.1} GitHub requests per task");
+    assert!(per_task <= 15.0, "{per_task}");
     let seen = seen(&world);
     assert_eq!(seen.issues, before + 3);
     let bot = world.spec.bot.clone();

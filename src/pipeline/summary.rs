@@ -383,6 +383,7 @@ mod tests {
             RunEnd::NothingToRevise {
                 reason: String::new(),
             },
+            RunEnd::Planned { tasks: vec![] },
         ];
         let kinds: Vec<&str> = ends.iter().map(RunEnd::kind).collect();
         assert_eq!(kinds, RunEnd::KINDS);
