@@ -21,6 +21,8 @@ use specs::*;
 
 #[path = "support/chromium.rs"]
 mod chromium;
+#[path = "support/ports.rs"]
+mod ports;
 
 const BIN: &str = env!("CARGO_BIN_EXE_supervisor");
 const TOKEN: &str = "a-dashboard-token-0123456789abcdef";
@@ -409,11 +411,7 @@ async fn the_dashboard_shows_a_run_move_through_its_stages_to_its_pull_request()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_metrics_match_the_journal_and_the_sandbox_request_counts() {
     const SECRET: &str = "a-webhook-secret-of-some-length";
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = ports::free_port();
     let target = WebhookTarget::new(
         format!("http://127.0.0.1:{port}/webhook"),
         WebhookSecret::new(SECRET).unwrap(),

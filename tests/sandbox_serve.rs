@@ -19,19 +19,15 @@ use supervisor::sandbox::SandboxState;
 mod browse;
 #[path = "support/chromium.rs"]
 mod chromium;
+#[path = "support/ports.rs"]
+mod ports;
 use browse::browse;
+use ports::free_port;
 
 const TOKEN: &str = "sandbox-token-alice";
 
 fn example() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("config/sandbox.example.json")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 /// The server process; killed if the test fails before stopping it.

@@ -20,7 +20,10 @@ const SECRET: &str = "a-webhook-secret-of-some-length";
 
 #[path = "support/bot.rs"]
 mod bot;
+#[path = "support/ports.rs"]
+mod ports;
 use bot::{Bot, DEADLINE};
+use ports::free_port;
 
 fn is(kind: &'static str, issue: u64) -> impl Fn(&Value) -> bool {
     move |v| v["kind"] == kind && v["issue"] == issue
@@ -688,15 +691,6 @@ async fn watch_once_dispatch_actions_fires_one_workflow_run_per_ready_card() {
 }
 
 // --- serve ------------------------------------------------------------------------------------
-
-/// A free loopback port for `serve`, known before the sandbox that sends to it starts.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 async fn served_world(spec: WorldSpec, column: &str) -> (tempfile::TempDir, World, Bot, u16) {
     let port = free_port();
