@@ -491,17 +491,18 @@ async fn the_action_plans_an_epic_for_a_codeowner_only() {
             .sandbox
             .with_state(|s| s.issue(1).unwrap().sub_issues.len())
     };
-    // Someone who is not a codeowner asked: refused before any GitHub call.
-    let before = world.sandbox.request_total();
-    let run = r
-        .run(&[
+    let epic_asked_by = |login: &'static str| {
+        [
             ("issue", "1"),
             ("command", "epic"),
-            ("github-token", &token),
+            ("github-token", token.as_str()),
             ("binary", BIN),
-            ("requested-by", "mallory"),
-        ])
-        .await;
+            ("requested-by", login),
+        ]
+    };
+    // Someone who is not a codeowner asked: refused before any GitHub call.
+    let before = world.sandbox.request_total();
+    let run = r.run(&epic_asked_by("mallory")).await;
     let step = run.step("Run the pipeline");
     assert_eq!(step.code, Some(1), "{}", step.stderr);
     assert!(
@@ -514,15 +515,7 @@ async fn the_action_plans_an_epic_for_a_codeowner_only() {
         "nothing reached GitHub"
     );
     assert_eq!(subs(), 0);
-    let run = r
-        .run(&[
-            ("issue", "1"),
-            ("command", "epic"),
-            ("github-token", &token),
-            ("binary", BIN),
-            ("requested-by", "alice"),
-        ])
-        .await;
+    let run = r.run(&epic_asked_by("alice")).await;
     let step = run.step("Run the pipeline");
     assert_eq!(step.code, Some(0), "{}", run.log());
     assert!(
