@@ -291,6 +291,66 @@ async fn a_sub_issue_opened_just_before_a_crash_is_found_not_opened_again() {
 }
 
 #[tokio::test]
+async fn a_journal_naming_an_issue_supervisor_did_not_open_links_nothing() {
+    // The journal lies in the checkout: something that writes there names another issue (the
+    // epic itself, a stranger's) as a task's sub-issue.
+    let mut spec = epic_spec(&[three_tasks()]);
+    spec.extra_issues.push(supervisor::sandbox::IssueSeed {
+        number: 40,
+        title: "Unrelated".into(),
+        body: "Someone else's issue.".into(),
+        author: "mallory".into(),
+        ..Default::default()
+    });
+    let (_dir, world) = world(spec).await;
+    let (code, _, stderr) = plan(&world).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    let lines: Vec<String> = std::fs::read_to_string(journal(&world))
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    // Up to the first sub-issue opened, before it was linked.
+    let created = lines
+        .iter()
+        .position(|l| l.contains("sub-issue-created"))
+        .unwrap();
+    for forged in [1, 40] {
+        let mut line: Value = serde_json::from_str(&lines[created]).unwrap();
+        line["number"] = json!(forged);
+        let text: String = lines[..created]
+            .iter()
+            .chain([&line.to_string()])
+            .map(|l| format!("{l}\n"))
+            .collect();
+        std::fs::write(journal(&world), text).unwrap();
+        let before = world.sandbox.request_counts();
+        let column = world
+            .sandbox
+            .with_state(|s| s.column_of(forged).map(String::from));
+        let (code, out, stderr) = plan(&world).await;
+        assert_ne!(code, Some(0), "{out}");
+        assert!(
+            out["message"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("names #{forged} as task `units`'s sub-issue")),
+            "{out}\n{stderr}"
+        );
+        // Nothing written: no REST write, the issue not linked, its card where it was.
+        for (route, n) in world.sandbox.request_counts() {
+            if !route.starts_with("GET") && !route.contains("graphql") {
+                assert_eq!(before.get(&route), Some(&n), "{route}");
+            }
+        }
+        world.sandbox.with_state(|s| {
+            assert!(s.parent_of(forged).is_none());
+            assert_eq!(s.column_of(forged).map(String::from), column);
+        });
+    }
+}
+
+#[tokio::test]
 async fn a_plan_that_cannot_be_used_is_refused_on_the_epic_and_nothing_else_is_written() {
     let cycle = json!({ "tasks": [
         { "id": "a", "title": "A", "body": "- [ ] a", "dependsOn": ["b"] },

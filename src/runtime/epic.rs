@@ -465,13 +465,23 @@ impl Planner<'_> {
     async fn link(&self, state: &Epic, id: &str, number: u64) -> Result<Happened, RunError> {
         let epic = self.epic.number;
         let db = state.tasks.get(id).and_then(|t| t.issue).map_or(0, |i| i.1);
+        // The journal lies in the checkout, where an agent could write: what it names is linked
+        // (and, later, made a blocker) only when it is the sub-issue supervisor opened for `id`.
+        let issue = self.gh().get_issue(number).await?;
+        let sealed = Seal::verify(&issue.body, epic).is_ok_and(|s| s.task == id);
+        if !issue.author.eq_ignore_ascii_case(&self.viewer) || !sealed || issue.id != db {
+            return Err(RunError::Unfinished(format!(
+                "the epic's journal names #{number} as task `{id}`'s sub-issue, which supervisor \
+                 did not open for it; move {} away to plan the epic afresh",
+                EpicJournal::dir(&self.project.root, epic).display()
+            )));
+        }
         let linked = self.gh().sub_issues(epic).await?;
         if !linked.iter().any(|i| i.number == number) {
             self.gh().add_sub_issue(epic, db).await?;
         }
         let p = &self.project;
         let board = BoardRef::from_settings(&p.settings);
-        let issue = self.gh().get_issue(number).await?;
         let item = match self.gh().board_item(&board, number).await? {
             Some(item) => item,
             None => self.gh().add_to_board(&board, &issue).await?,
