@@ -6,12 +6,12 @@ republished with each change), keeps the operations below with every component t
 turns OpenAPI 3.0 schemas into plain JSON Schema (draft 2020-12: `nullable` becomes a `null` type,
 annotations are dropped) and writes two files beside the client:
 
-- src/github/openapi/rest.json      operations (method, path, parameters, body and answer schemas)
+- crates/github/src/github/openapi/rest.json      operations (method, path, parameters, body and answer schemas)
                                      and the schemas they reference; the sandbox validates against it
-- src/github/openapi/examples.json  GitHub's request and response examples of those operations; the
+- crates/github/src/github/openapi/examples.json  GitHub's request and response examples of those operations; the
                                      contract tests serve them to the real client
 
-Usage: scripts/vendor-openapi.py [VERSION]   (then update src/github/openapi/README.md)
+Usage: scripts/vendor-openapi.py [VERSION]   (then update crates/github/src/github/openapi/README.md)
 """
 
 import hashlib

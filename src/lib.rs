@@ -8,26 +8,26 @@
 //! `pipeline`; `report`; `doctor`; `runtime`; `scheduler`; `serve`; `demo`; and `cli`, which wires
 //! them to the command line.
 
-pub mod agent;
-pub mod audit;
+pub use supervisor_services::agent;
+pub use supervisor_services::audit;
 pub mod cli;
-pub mod config;
+pub use supervisor_base::config;
 pub mod demo;
-pub mod doctor;
-pub mod epic;
-pub mod events;
-pub mod evidence;
-pub mod gates;
-pub mod github;
-pub mod ids;
-pub mod metrics;
-pub mod pipeline;
-pub mod process;
-pub mod report;
-pub mod runtime;
-pub mod sandbox;
-pub mod scheduler;
-pub mod serve;
-pub mod tls;
-pub mod verify;
-pub mod workspace;
+pub use supervisor_base::evidence;
+pub use supervisor_base::ids;
+pub use supervisor_base::metrics;
+pub use supervisor_base::process;
+pub use supervisor_base::tls;
+pub use supervisor_engine::doctor;
+pub use supervisor_engine::pipeline;
+pub use supervisor_engine::report;
+pub use supervisor_engine::runtime;
+pub use supervisor_engine::scheduler;
+pub use supervisor_engine::serve;
+pub use supervisor_github::events;
+pub use supervisor_github::github;
+pub use supervisor_sandbox::sandbox;
+pub use supervisor_services::epic;
+pub use supervisor_services::gates;
+pub use supervisor_services::verify;
+pub use supervisor_services::workspace;

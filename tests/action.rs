@@ -974,7 +974,7 @@ mod github_expr {
     }
 
     /// The value of expression `expr` (an `if:`, with or without `${{ }}`) in context `github`.
-    pub fn eval(expr: &str, github: &Value) -> Value {
+    pub(crate) fn eval(expr: &str, github: &Value) -> Value {
         let expr = expr.trim();
         let expr = match expr.strip_prefix("${{").and_then(|e| e.strip_suffix("}}")) {
             Some(inner) => inner,
@@ -990,7 +990,7 @@ mod github_expr {
         v
     }
 
-    pub fn truthy(v: &Value) -> bool {
+    pub(crate) fn truthy(v: &Value) -> bool {
         match v {
             Value::Null => false,
             Value::Bool(b) => *b,

@@ -94,7 +94,14 @@ fn variables_read() -> std::collections::BTreeSet<String> {
         .map(|f| supervisor::config::env_name(f.key))
         .collect();
     let mut found = std::collections::BTreeSet::new();
-    let mut stack = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
+    let mut stack = vec![
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/base/src"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/github/src"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/services/src"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/sandbox/src"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/engine/src"),
+    ];
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap().flatten() {
             let path = entry.path();

@@ -75,8 +75,8 @@ const CLIENT_OPERATIONS: [&str; 27] = [
     "actions/create-workflow-dispatch",
 ];
 
-const EXAMPLES: &str = include_str!("../src/github/openapi/examples.json");
-const REST: &str = include_str!("../src/github/openapi/rest.json");
+const EXAMPLES: &str = include_str!("../crates/github/src/github/openapi/examples.json");
+const REST: &str = include_str!("../crates/github/src/github/openapi/rest.json");
 
 fn examples() -> &'static Value {
     static E: std::sync::OnceLock<Value> = std::sync::OnceLock::new();

@@ -14,7 +14,7 @@ use crate::report;
 
 /// Where the Actions outputs of one run go; all off outside GitHub Actions unless asked for.
 #[derive(Debug, Default)]
-pub struct ActionsOutput {
+pub(super) struct ActionsOutput {
     step_summary: Option<PathBuf>,
     github_output: Option<PathBuf>,
     /// The token that switches workflow commands back on; `Some` when annotations are printed.
@@ -25,7 +25,7 @@ pub struct ActionsOutput {
 impl ActionsOutput {
     /// From the flags, else the runner's environment (`GITHUB_STEP_SUMMARY`, `GITHUB_OUTPUT`,
     /// `GITHUB_ACTIONS=true` for annotations).
-    pub fn new(
+    pub(super) fn new(
         step_summary: Option<PathBuf>,
         github_output: Option<PathBuf>,
         annotations: bool,
@@ -54,27 +54,27 @@ impl ActionsOutput {
     }
 
     /// A token the run uses: blanked out of everything written here.
-    pub fn add_secret(&mut self, secret: &str) {
+    pub(super) fn add_secret(&mut self, secret: &str) {
         add_secret(&mut self.secrets, secret);
     }
 
     /// Before the run: switch workflow commands off in the log (on stderr, the stream the run's
     /// human output uses, so the order holds).
-    pub fn begin(&self) {
+    pub(super) fn begin(&self) {
         if let Some(token) = &self.resume {
             errln!("::stop-commands::{token}");
         }
     }
 
     /// After a run with a summary (printed already): job summary, outputs, annotations.
-    pub fn finished(&self, summary: &RunSummary) {
+    pub(super) fn finished(&self, summary: &RunSummary) {
         self.write_summary(&report::job_summary(summary));
         self.write_outputs(&report::action_outputs(summary));
         self.annotate(&report::annotations(summary));
     }
 
     /// After a run that could not start or failed before it had a summary.
-    pub fn failed(&self, issue: u64, message: &str) {
+    pub(super) fn failed(&self, issue: u64, message: &str) {
         self.write_summary(&report::error_job_summary(issue, message));
         self.write_outputs(&report::error_outputs(message));
         let line = format!(

@@ -58,7 +58,7 @@ pub struct AgentCommand {
 /// Settings used when the directory has none: defaults, with `SUPERVISOR_*` overrides applied.
 const FALLBACK_SETTINGS: &str = r#"{ "supervisor": { "repo": "local/agent-trial", "projectNumber": 1, "codeowners": ["local"] } }"#;
 
-pub fn run(cmd: AgentCommand) -> u8 {
+pub(super) fn run(cmd: AgentCommand) -> u8 {
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -54,7 +54,13 @@ fn path_with_tools(tools: &Path, path: &std::ffi::OsStr) -> Option<std::ffi::OsS
     std::env::join_paths(dirs).ok()
 }
 
-pub fn run(json: bool, clean: bool, dir: Option<PathBuf>, watch: bool, serve: Option<u16>) -> u8 {
+pub(super) fn run(
+    json: bool,
+    clean: bool,
+    dir: Option<PathBuf>,
+    watch: bool,
+    serve: Option<u16>,
+) -> u8 {
     // Where the pinned gate tools exist, the demo uses them; where they don't, those gates show as not run.
     let cwd = std::env::current_dir().unwrap_or_default();
     match tools_dir(std::env::var_os("SUPERVISOR_TOOLS_DIR"), &cwd) {

@@ -24,7 +24,7 @@ pub struct DoctorArgs {
     pub json: bool,
 }
 
-pub fn run(args: DoctorArgs) -> u8 {
+pub(super) fn run(args: DoctorArgs) -> u8 {
     let root = canonical(&args.repo_root);
     let project = match Project::load(&root, &process_env) {
         Ok(p) => p,

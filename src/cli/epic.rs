@@ -31,7 +31,7 @@ pub struct EpicArgs {
     pub requested_by: Option<String>,
 }
 
-pub fn run(args: EpicArgs) -> u8 {
+pub(super) fn run(args: EpicArgs) -> u8 {
     match runtime("epic") {
         Ok(rt) => rt.block_on(run_async(args)),
         Err(code) => code,

@@ -122,7 +122,7 @@ fn select(hooks: Vec<Hook>, only: &[String]) -> Result<Vec<Hook>, String> {
     Ok(selected)
 }
 
-pub fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bool) -> u8 {
+pub(super) fn gates_command(dir: &Path, base: Option<String>, only: &[String], json: bool) -> u8 {
     let root = match worktree_root(dir) {
         Ok(r) => r,
         Err(

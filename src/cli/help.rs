@@ -8,7 +8,7 @@ use super::output::{errln, out};
 use super::{Cli, EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
 
 /// The end of `supervisor --help` (not of `-h`): the variables supervisor reads and its exit codes.
-pub const AFTER_LONG_HELP: &str = "\
+pub(super) const AFTER_LONG_HELP: &str = "\
 Environment:
   GH_TOKEN, GITHUB_TOKEN
           The GitHub token (the first one set is used); without either, `gh auth token`.
@@ -60,7 +60,7 @@ Exit codes:
      (`gates` stopped by Ctrl-C: no verdict).";
 
 /// `supervisor completions SHELL`: the completion script on stdout.
-pub fn completions(shell: Shell) -> u8 {
+pub(super) fn completions(shell: Shell) -> u8 {
     let mut cmd = Cli::command();
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut cmd, "supervisor", &mut script);
@@ -70,7 +70,7 @@ pub fn completions(shell: Shell) -> u8 {
 
 /// `supervisor man [COMMAND]`: the man page, in roff, on stdout: supervisor(1), or that of one
 /// command (supervisor-run(1)).
-pub fn man(command: Option<&str>) -> u8 {
+pub(super) fn man(command: Option<&str>) -> u8 {
     let mut cli = Cli::command();
     // Built, the command holds what clap adds (the `help` command) like the parser does.
     cli.build();

@@ -67,7 +67,7 @@ pub struct InitArgs {
 }
 
 /// The slash commands `--slash-commands` installs: path in the repository, content.
-pub const SLASH_COMMANDS: [(&str, &str); 2] = [
+pub(super) const SLASH_COMMANDS: [(&str, &str); 2] = [
     (
         ".pi/extensions/supervisor/index.ts",
         include_str!("../../config/slash-commands/pi-supervisor.ts"),
@@ -108,7 +108,7 @@ fn sha256_hex(text: &str) -> String {
 }
 
 /// `text` as `init` writes it: with its stamp line.
-pub fn stamped(rel: &str, text: &str) -> String {
+pub(super) fn stamped(rel: &str, text: &str) -> String {
     format!("{text}{}\n", stamp_line(rel, &sha256_hex(text)))
 }
 
@@ -232,7 +232,7 @@ fn cannot_write(path: &Path, e: &std::io::Error) -> Refusal {
     ))
 }
 
-pub fn run(args: InitArgs) -> u8 {
+pub(super) fn run(args: InitArgs) -> u8 {
     if let Err(e) =
         super::paths::existing_dir("--repo-root", &args.repo_root, "the repository's checkout")
     {
@@ -258,7 +258,7 @@ pub fn run(args: InitArgs) -> u8 {
 }
 
 /// `owner/name` of a GitHub remote URL (https, ssh or scp-like).
-pub fn slug_of_remote(url: &str) -> Option<RepoSlug> {
+pub(super) fn slug_of_remote(url: &str) -> Option<RepoSlug> {
     let url = url.trim().trim_end_matches('/').trim_end_matches(".git");
     let path = if let Some((_, rest)) = url.split_once("github.com:") {
         rest
@@ -737,7 +737,7 @@ fn write_settings(path: &Path, block: &Map<String, Value>) -> Result<(), Refusal
 
 /// What supervisor writes under `.supervisor/` while it works, never to be committed: run
 /// journals and checkpoints, gate state, the watcher's state.
-pub const RUNTIME_DIRS: [&str; 3] = [
+pub(super) const RUNTIME_DIRS: [&str; 3] = [
     ".supervisor/runs/",
     ".supervisor/gates/",
     ".supervisor/watch/",

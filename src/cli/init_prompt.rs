@@ -4,14 +4,14 @@
 use std::io::{BufRead, Write};
 
 /// Where answers come from and questions go.
-pub struct Prompt {
+pub(super) struct Prompt {
     input: Box<dyn BufRead>,
     output: Box<dyn Write>,
 }
 
 /// What to do about the board.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BoardChoice {
+pub(super) enum BoardChoice {
     Create,
     Existing(u64),
     /// Leave the board as the settings have it (none yet: set it later).
@@ -20,7 +20,7 @@ pub enum BoardChoice {
 
 impl BoardChoice {
     /// `create`/`c`, a board number (`7` or `#7`), or `skip`/`s`.
-    pub fn parse(answer: &str) -> Option<BoardChoice> {
+    pub(super) fn parse(answer: &str) -> Option<BoardChoice> {
         match answer.trim().to_ascii_lowercase().as_str() {
             "c" | "create" => Some(BoardChoice::Create),
             "s" | "skip" => Some(BoardChoice::Skip),
@@ -35,12 +35,12 @@ impl BoardChoice {
 }
 
 impl Prompt {
-    pub fn new(input: Box<dyn BufRead>, output: Box<dyn Write>) -> Prompt {
+    pub(super) fn new(input: Box<dyn BufRead>, output: Box<dyn Write>) -> Prompt {
         Prompt { input, output }
     }
 
     /// The process's stdin and stderr.
-    pub fn terminal() -> Prompt {
+    pub(super) fn terminal() -> Prompt {
         Prompt::new(
             Box::new(std::io::BufReader::new(std::io::stdin())),
             Box::new(std::io::stderr()),
@@ -49,7 +49,7 @@ impl Prompt {
 
     /// Ask `question` until `read` accepts the answer (an empty one is `default`; with no
     /// default an answer is needed).
-    pub fn ask<T>(
+    pub(super) fn ask<T>(
         &mut self,
         question: &str,
         default: &str,
@@ -87,7 +87,7 @@ impl Prompt {
     }
 
     /// A yes/no question.
-    pub fn confirm(&mut self, question: &str, default: bool) -> Result<bool, String> {
+    pub(super) fn confirm(&mut self, question: &str, default: bool) -> Result<bool, String> {
         let default = if default { "y" } else { "n" };
         self.ask(question, default, |a| {
             match a.to_ascii_lowercase().as_str() {
@@ -99,7 +99,7 @@ impl Prompt {
     }
 
     /// Comma-separated GitHub logins (at least one).
-    pub fn logins(&mut self, question: &str, default: &str) -> Result<Vec<String>, String> {
+    pub(super) fn logins(&mut self, question: &str, default: &str) -> Result<Vec<String>, String> {
         self.ask(question, default, |a| {
             let logins: Vec<String> = a
                 .split([',', ' '])

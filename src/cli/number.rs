@@ -9,26 +9,26 @@ use clap::error::{Error, ErrorKind};
 use clap::{Arg, Command};
 
 /// What a port argument takes.
-pub const PORT: &str = "a port number, 0 to 65535";
+pub(super) const PORT: &str = "a port number, 0 to 65535";
 /// What an `--attempt` takes.
-pub const ATTEMPT: &str = "an attempt number";
+pub(super) const ATTEMPT: &str = "an attempt number";
 
 /// The parser of every numeric argument: `what` is what the argument takes ("an issue number"),
 /// `min` the least value accepted.
 #[derive(Debug, Clone)]
-pub struct Number<T> {
+pub(super) struct Number<T> {
     what: &'static str,
     min: Option<T>,
 }
 
 /// A number argument that takes `what`.
-pub fn number<T>(what: &'static str) -> Number<T> {
+pub(super) fn number<T>(what: &'static str) -> Number<T> {
     Number { what, min: None }
 }
 
 impl<T> Number<T> {
     /// Refuse values below `min` (`what` should say so).
-    pub fn at_least(self, min: T) -> Self {
+    pub(super) fn at_least(self, min: T) -> Self {
         Number {
             min: Some(min),
             ..self

@@ -11,12 +11,12 @@ static STDOUT_GONE: AtomicBool = AtomicBool::new(false);
 static STDERR_GONE: AtomicBool = AtomicBool::new(false);
 
 /// Print on stdout (`--json` output, and listings and reports: `supervisor runs | less`).
-pub fn stdout(args: fmt::Arguments<'_>, newline: bool) {
+pub(super) fn stdout(args: fmt::Arguments<'_>, newline: bool) {
     write(&mut io::stdout().lock(), args, newline, &STDOUT_GONE);
 }
 
 /// Print on stderr (human output).
-pub fn stderr(args: fmt::Arguments<'_>, newline: bool) {
+pub(super) fn stderr(args: fmt::Arguments<'_>, newline: bool) {
     write(&mut io::stderr().lock(), args, newline, &STDERR_GONE);
 }
 

@@ -48,7 +48,7 @@ struct Summary {
     not_replayable: Vec<Unreplayable>,
 }
 
-pub fn run(root: &Path, runs: &[RunRecord], args: ReplayArgs, json: bool) -> u8 {
+pub(super) fn run(root: &Path, runs: &[RunRecord], args: ReplayArgs, json: bool) -> u8 {
     if args.run.is_none() && !args.all {
         errln!(
             "supervisor runs replay: name the run to replay (a run id, or an issue number for its latest run; `supervisor runs` lists them), or pass --all"
@@ -189,7 +189,7 @@ fn place(stage: &str, attempt: Option<u32>, point: DecisionPoint) -> String {
 }
 
 /// One run's replay, for people.
-pub fn replay_text(r: &Replay, with: &str) -> String {
+pub(super) fn replay_text(r: &Replay, with: &str) -> String {
     let mut text = format!(
         "run {}: {} replayed with {with}: {} differ{}, {} not replayable\n",
         r.run_id,

@@ -110,7 +110,7 @@ pub(super) fn runtime(what: &str) -> Result<tokio::runtime::Runtime, u8> {
         })
 }
 
-pub fn run(args: RunArgs) -> u8 {
+pub(super) fn run(args: RunArgs) -> u8 {
     if args.flags.json && args.flags.progress == Some(ProgressMode::Jsonl) {
         errln!(
             "supervisor run: --json and --progress jsonl both write to stdout; choose one (the \

@@ -65,7 +65,7 @@ fn parse_age(text: &str) -> Result<chrono::Duration, String> {
     .ok_or_else(bad)
 }
 
-pub fn run(args: RunsArgs) -> u8 {
+pub(super) fn run(args: RunsArgs) -> u8 {
     let root = match super::paths::existing_dir(
         "--repo-root",
         &args.repo_root,

@@ -43,7 +43,7 @@ pub struct ServeArgs {
     pub dashboard_token_env: Option<String>,
 }
 
-pub fn run(args: ServeArgs) -> u8 {
+pub(super) fn run(args: ServeArgs) -> u8 {
     let project = match Engine::load(&args.repo_root) {
         Ok(project) => project,
         Err(code) => return code,

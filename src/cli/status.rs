@@ -32,7 +32,7 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
-pub fn run(args: StatusArgs) -> u8 {
+pub(super) fn run(args: StatusArgs) -> u8 {
     let runtime = match super::run::runtime("status") {
         Ok(rt) => rt,
         Err(code) => return code,
@@ -187,7 +187,7 @@ fn since_ms(at: &Value, now: &Value) -> u64 {
 }
 
 /// The picture for a terminal.
-pub fn picture_text(url: &str, p: &Value) -> String {
+pub(super) fn picture_text(url: &str, p: &Value) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     let text = |v: &Value| v.as_str().unwrap_or("-").to_string();

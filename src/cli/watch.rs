@@ -65,7 +65,7 @@ pub struct WatchArgs {
 }
 
 /// `30s`, `2m`, `1h`, `500ms`, or seconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(super) fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (digits, unit) = t.split_at(split);
@@ -89,7 +89,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-pub fn run(args: WatchArgs) -> u8 {
+pub(super) fn run(args: WatchArgs) -> u8 {
     match super::run::runtime("watch") {
         Ok(rt) => rt.block_on(watch(args)),
         Err(code) => code,
@@ -107,13 +107,13 @@ pub(super) struct Engine {
 
 impl Engine {
     /// Load the project and connect; `local`: runs happen here, so the agent CLIs must be able to run.
-    pub async fn start(command: &str, repo_root: &Path, local: bool) -> Result<Engine, u8> {
+    pub(super) async fn start(command: &str, repo_root: &Path, local: bool) -> Result<Engine, u8> {
         Self::connect(command, Self::load(repo_root)?, local).await
     }
 
     /// The project at `repo_root`, checked as `supervisor check` checks it: its errors (and
     /// warnings) are printed.
-    pub fn load(repo_root: &Path) -> Result<Project, u8> {
+    pub(super) fn load(repo_root: &Path) -> Result<Project, u8> {
         let project = match Project::load(&canonical(repo_root), &process_env) {
             Ok(p) => p,
             Err(e) => {
@@ -128,7 +128,11 @@ impl Engine {
     }
 
     /// Connect a loaded project to GitHub; `local` as for [`Engine::start`].
-    pub async fn connect(command: &str, project: Project, local: bool) -> Result<Engine, u8> {
+    pub(super) async fn connect(
+        command: &str,
+        project: Project,
+        local: bool,
+    ) -> Result<Engine, u8> {
         if local {
             agent_problems(&project).await.map_err(|text| {
                 errln!("supervisor {command}: {text}");
@@ -157,7 +161,7 @@ impl Engine {
         })
     }
 
-    pub fn scheduler(&self, config: SchedulerConfig, json: bool) -> Scheduler {
+    pub(super) fn scheduler(&self, config: SchedulerConfig, json: bool) -> Scheduler {
         let access = Access {
             gh: self.gh.clone(),
             push_auth: self.push_auth.clone(),

@@ -15,26 +15,26 @@ use supervisor::sandbox::{
 };
 
 /// A token with `repo` and `project`.
-pub const FULL: &str = "tok-full-0123456789";
+pub(crate) const FULL: &str = "tok-full-0123456789";
 /// A token with `repo` only.
-pub const REPO_ONLY: &str = "tok-repo-0123456789";
+pub(crate) const REPO_ONLY: &str = "tok-repo-0123456789";
 
 /// Every test body runs under this limit.
-pub async fn within<F: Future>(f: F) -> F::Output {
+pub(crate) async fn within<F: Future>(f: F) -> F::Output {
     tokio::time::timeout(Duration::from_secs(60), f)
         .await
         .expect("the test did not finish within 60 s")
 }
 
-pub fn issue(number: u64, title: &str, body: &str, author: &str) -> IssueSeed {
+pub(crate) fn issue(number: u64, title: &str, body: &str, author: &str) -> IssueSeed {
     IssueSeed::new(number, title, body, author)
 }
 
-pub fn comment(author: &str, body: &str) -> CommentSeed {
+pub(crate) fn comment(author: &str, body: &str) -> CommentSeed {
     CommentSeed::new(author, body)
 }
 
-pub const COLUMNS: [&str; 7] = [
+pub(crate) const COLUMNS: [&str; 7] = [
     "Backlog",
     "Research",
     "Architecture",
@@ -46,7 +46,7 @@ pub const COLUMNS: [&str; 7] = [
 
 /// acme/widgets: issue 1 on the board in Backlog, issue 2 (closed) and 3 off the board, issue 4
 /// blocked by 1 and 2, branches `feature` (merges cleanly) and `clash` (conflicts with main).
-pub fn seed(git_dir: &std::path::Path) -> SandboxState {
+pub(crate) fn seed(git_dir: &std::path::Path) -> SandboxState {
     let mut s = SandboxState::new("acme", "widgets");
     s.repo.git_dir = Some(git_dir.to_path_buf());
     s.users = vec![UserSeed {
@@ -85,7 +85,7 @@ pub fn seed(git_dir: &std::path::Path) -> SandboxState {
     s
 }
 
-pub fn board() -> BoardRef {
+pub(crate) fn board() -> BoardRef {
     BoardRef {
         owner: "acme".into(),
         number: 7,
@@ -94,18 +94,18 @@ pub fn board() -> BoardRef {
 }
 
 /// The sandbox, its bare repository's directory, and a client with the full token.
-pub struct World {
+pub(crate) struct World {
     pub sandbox: Sandbox,
     pub gh: GitHub,
     pub dir: tempfile::TempDir,
 }
 
 impl World {
-    pub async fn new() -> World {
+    pub(crate) async fn new() -> World {
         World::with(|_| {}).await
     }
 
-    pub async fn with(change: impl FnOnce(&mut SandboxState)) -> World {
+    pub(crate) async fn with(change: impl FnOnce(&mut SandboxState)) -> World {
         let dir = tempfile::tempdir().expect("temp dir");
         let git_dir = dir.path().join("remote.git");
         let git = GitRemote::create(&git_dir, "main").expect("bare repository");
@@ -137,14 +137,14 @@ impl World {
     }
 
     /// A client with the full token and the quick policy changed by `change`.
-    pub fn client_with(&self, change: impl FnOnce(&mut RetryPolicy)) -> GitHub {
+    pub(crate) fn client_with(&self, change: impl FnOnce(&mut RetryPolicy)) -> GitHub {
         let mut policy = quick();
         change(&mut policy);
         client(&self.sandbox, Some(FULL), policy)
     }
 
     /// Requests the sandbox counted for `route`.
-    pub fn count(&self, route: &str) -> u64 {
+    pub(crate) fn count(&self, route: &str) -> u64 {
         self.sandbox
             .request_counts()
             .get(route)
@@ -152,7 +152,7 @@ impl World {
             .unwrap_or(0)
     }
 
-    pub fn check_runs(&self, sha: &str, runs: &[(&str, &str, Option<&str>)]) {
+    pub(crate) fn check_runs(&self, sha: &str, runs: &[(&str, &str, Option<&str>)]) {
         self.sandbox.with_state(|s| {
             s.check_runs.insert(
                 sha.to_string(),
@@ -182,7 +182,7 @@ impl Drop for World {
 }
 
 /// Loopback policy with short waits, so fault tests stay quick.
-pub fn quick() -> RetryPolicy {
+pub(crate) fn quick() -> RetryPolicy {
     RetryPolicy {
         max_attempts: 4,
         base_backoff: Duration::from_millis(10),
@@ -193,7 +193,7 @@ pub fn quick() -> RetryPolicy {
     }
 }
 
-pub fn client(sandbox: &Sandbox, token: Option<&str>, retry: RetryPolicy) -> GitHub {
+pub(crate) fn client(sandbox: &Sandbox, token: Option<&str>, retry: RetryPolicy) -> GitHub {
     let mut cfg = ClientConfig::new(
         sandbox.url(),
         token.map(|t| Token::new(t).expect("token")),
@@ -204,7 +204,7 @@ pub fn client(sandbox: &Sandbox, token: Option<&str>, retry: RetryPolicy) -> Git
 }
 
 /// An answer read off the wire by [`raw`].
-pub struct RawAnswer {
+pub(crate) struct RawAnswer {
     pub status: u16,
     /// Header names in lower case.
     pub headers: BTreeMap<String, String>,
@@ -212,18 +212,18 @@ pub struct RawAnswer {
 }
 
 impl RawAnswer {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).map(String::as_str)
     }
 
-    pub fn json(&self) -> serde_json::Value {
+    pub(crate) fn json(&self) -> serde_json::Value {
         serde_json::from_str(&self.body).expect("a JSON body")
     }
 }
 
 /// One HTTP/1.1 request to `base` (`http://127.0.0.1:PORT`), headers and all, as a client other
 /// than supervisor's would send it (on a blocking thread, so the sandbox keeps serving).
-pub async fn raw(
+pub(crate) async fn raw(
     base: &str,
     method: &str,
     path: &str,

@@ -13,7 +13,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 /// One piece of a model answer.
 #[derive(Debug, Clone)]
-pub enum Step {
+pub(crate) enum Step {
     /// Assistant text.
     Text(String),
     /// A tool call writing `content` to `path` (pi `write`, Claude `Write`; for Codex, a shell command).
@@ -24,7 +24,7 @@ pub enum Step {
 
 /// Tokens one model call reports.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Tokens {
+pub(crate) struct Tokens {
     /// Input tokens not read from or written to the cache.
     pub input: u64,
     pub output: u64,
@@ -34,7 +34,7 @@ pub struct Tokens {
 
 /// The answer to one model request.
 #[derive(Debug, Clone)]
-pub enum Reply {
+pub(crate) enum Reply {
     /// A streamed answer: its steps, in chunks of `delta` characters, then its usage.
     Answer {
         steps: Vec<Step>,
@@ -48,7 +48,7 @@ pub enum Reply {
 }
 
 impl Reply {
-    pub fn answer(steps: Vec<Step>, input: u64, output: u64) -> Reply {
+    pub(crate) fn answer(steps: Vec<Step>, input: u64, output: u64) -> Reply {
         Reply::Answer {
             steps,
             tokens: Tokens {
@@ -63,7 +63,7 @@ impl Reply {
 
 /// A recorded request.
 #[derive(Debug, Clone)]
-pub struct Request {
+pub(crate) struct Request {
     pub method: String,
     pub path: String,
     pub body: String,
@@ -71,7 +71,7 @@ pub struct Request {
 
 impl Request {
     /// Whether this is a model call (not a side request such as `HEAD /api/hello`).
-    pub fn is_model_call(&self) -> bool {
+    pub(crate) fn is_model_call(&self) -> bool {
         self.method == "POST"
             && (self.path.contains("/chat/completions")
                 || self.path.contains("/responses")
@@ -79,7 +79,7 @@ impl Request {
     }
 }
 
-pub struct FakeModel {
+pub(crate) struct FakeModel {
     pub url: String,
     requests: Arc<Mutex<Vec<Request>>>,
     script: Script,
@@ -94,7 +94,7 @@ impl Drop for FakeModel {
 
 impl FakeModel {
     /// Serve `script` on a free port of 127.0.0.1.
-    pub async fn start(script: Vec<Reply>) -> FakeModel {
+    pub(crate) async fn start(script: Vec<Reply>) -> FakeModel {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -121,15 +121,15 @@ impl FakeModel {
     }
 
     /// Replace the script (for scripts that name paths only known once the server runs).
-    pub fn set_script(&self, script: Vec<Reply>) {
+    pub(crate) fn set_script(&self, script: Vec<Reply>) {
         *self.script.lock().unwrap() = (script, 0);
     }
 
-    pub fn requests(&self) -> Vec<Request> {
+    pub(crate) fn requests(&self) -> Vec<Request> {
         self.requests.lock().unwrap().clone()
     }
 
-    pub fn model_calls(&self) -> Vec<Request> {
+    pub(crate) fn model_calls(&self) -> Vec<Request> {
         self.requests()
             .into_iter()
             .filter(Request::is_model_call)

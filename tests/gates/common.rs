@@ -10,17 +10,17 @@ use git2::{Repository, RepositoryInitOptions, Signature};
 use supervisor::config::GateSettings;
 use supervisor::gates::{ChangeSet, GateContext, GateSession, IssueText, ToolEnv};
 
-pub fn manifest_dir() -> PathBuf {
+pub(crate) fn manifest_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-pub fn fixture_dir(name: &str) -> PathBuf {
+pub(crate) fn fixture_dir(name: &str) -> PathBuf {
     manifest_dir().join("tests/fixtures/gates").join(name)
 }
 
 /// The pinned tools (`scripts/install-tools.sh`) first, then the process's PATH — as
 /// `scripts/tools-env.sh` sets it up.
-pub fn tools_path() -> OsString {
+pub(crate) fn tools_path() -> OsString {
     let root = manifest_dir();
     let mut dirs = vec![
         root.join(".tools/node/node_modules/.bin"),
@@ -33,7 +33,7 @@ pub fn tools_path() -> OsString {
 }
 
 /// PATH without any directory that holds one of `tools` (nor the pinned tool directories).
-pub fn path_without(tools: &[&str]) -> OsString {
+pub(crate) fn path_without(tools: &[&str]) -> OsString {
     let root = manifest_dir();
     let dirs: Vec<PathBuf> = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
         .filter(|d| !d.starts_with(root.join(".tools")))
@@ -43,7 +43,7 @@ pub fn path_without(tools: &[&str]) -> OsString {
 }
 
 /// Whether the real tools are installed. Missing tools fail the test in CI and skip it elsewhere.
-pub fn tools_available(tools: &[&str]) -> bool {
+pub(crate) fn tools_available(tools: &[&str]) -> bool {
     let path = tools_path();
     let missing: Vec<&str> = tools
         .iter()
@@ -67,13 +67,13 @@ pub fn tools_available(tools: &[&str]) -> bool {
 }
 
 /// A repository built from fixtures: `base` committed on `main`, then `feature` checked out.
-pub struct Fixture {
+pub(crate) struct Fixture {
     _tmp: tempfile::TempDir,
     pub dir: PathBuf,
     pub repo: Repository,
 }
 
-pub fn copy_tree(from: &Path, to: &Path) {
+pub(crate) fn copy_tree(from: &Path, to: &Path) {
     for entry in std::fs::read_dir(from).unwrap_or_else(|e| panic!("{}: {e}", from.display())) {
         let entry = entry.expect("readable fixture entry");
         let target = to.join(entry.file_name());
@@ -92,7 +92,7 @@ fn signature() -> Signature<'static> {
 
 impl Fixture {
     /// Copy fixture `base` into a fresh repository and commit it on `main`; check out `feature`.
-    pub fn new(base: &str) -> Fixture {
+    pub(crate) fn new(base: &str) -> Fixture {
         let tmp = tempfile::tempdir().expect("temp dir");
         let dir = tmp.path().join("repo");
         std::fs::create_dir_all(&dir).expect("repo dir");
@@ -121,25 +121,25 @@ impl Fixture {
     }
 
     /// Copy fixture `name` over the working tree (uncommitted).
-    pub fn apply(&self, name: &str) -> &Self {
+    pub(crate) fn apply(&self, name: &str) -> &Self {
         copy_tree(&fixture_dir(name), &self.dir);
         self
     }
 
-    pub fn write(&self, rel: &str, text: &str) -> &Self {
+    pub(crate) fn write(&self, rel: &str, text: &str) -> &Self {
         let path = self.dir.join(rel);
         std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
         std::fs::write(path, text).expect("write");
         self
     }
 
-    pub fn remove(&self, rel: &str) -> &Self {
+    pub(crate) fn remove(&self, rel: &str) -> &Self {
         std::fs::remove_file(self.dir.join(rel)).expect("remove");
         self
     }
 
     /// Stage everything (deletions included) and commit on the current branch.
-    pub fn commit_all(&self, message: &str) -> git2::Oid {
+    pub(crate) fn commit_all(&self, message: &str) -> git2::Oid {
         let mut index = self.repo.index().expect("index");
         index
             .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
@@ -158,18 +158,18 @@ impl Fixture {
 
     /// A gate context over this checkout against `main`, with the pinned tools on the search path, in
     /// a gate session of its own.
-    pub fn context(&self) -> GateContext {
+    pub(crate) fn context(&self) -> GateContext {
         let state_dir = self.dir.join(".supervisor/gates");
         let session = GateSession::for_checkout(&self.dir, &state_dir, ToolEnv::base());
         self.context_in(&session)
     }
 
     /// A gate context over this checkout in `session` (warm servers and caches carry over).
-    pub fn context_in(&self, session: &GateSession) -> GateContext {
+    pub(crate) fn context_in(&self, session: &GateSession) -> GateContext {
         context_for(&self.dir, session)
     }
 
-    pub fn context_with_issue(&self, number: u64, title: &str, body: &str) -> GateContext {
+    pub(crate) fn context_with_issue(&self, number: u64, title: &str, body: &str) -> GateContext {
         let mut ctx = self.context();
         ctx.issue = Some(IssueText {
             number,
@@ -182,7 +182,7 @@ impl Fixture {
 
 /// A gate context over the checkout at `dir` against `main` in `session`, with the pinned tools on
 /// the search path.
-pub fn context_for(dir: &Path, session: &GateSession) -> GateContext {
+pub(crate) fn context_for(dir: &Path, session: &GateSession) -> GateContext {
     GateContext {
         dir: dir.to_path_buf(),
         changes: ChangeSet::compute(dir, "main").expect("change set"),
@@ -200,16 +200,16 @@ pub fn context_for(dir: &Path, session: &GateSession) -> GateContext {
 }
 
 /// Run a future on a fresh runtime with a time limit, so no test hangs.
-pub fn run_bounded<F: std::future::Future>(secs: u64, fut: F) -> F::Output {
+pub(crate) fn run_bounded<F: std::future::Future>(secs: u64, fut: F) -> F::Output {
     Runtime::new().run(secs, fut)
 }
 
 /// One runtime for several rounds: what a gate session keeps alive (language servers and their
 /// readers) lives on the runtime that started it, as in a pipeline run.
-pub struct Runtime(tokio::runtime::Runtime);
+pub(crate) struct Runtime(tokio::runtime::Runtime);
 
 impl Runtime {
-    pub fn new() -> Runtime {
+    pub(crate) fn new() -> Runtime {
         Runtime(
             tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -220,7 +220,7 @@ impl Runtime {
     }
 
     /// Run `fut` with a time limit, so no test hangs.
-    pub fn run<F: std::future::Future>(&self, secs: u64, fut: F) -> F::Output {
+    pub(crate) fn run<F: std::future::Future>(&self, secs: u64, fut: F) -> F::Output {
         self.0.block_on(async {
             tokio::time::timeout(std::time::Duration::from_secs(secs), fut)
                 .await

@@ -37,7 +37,7 @@ impl Drop for BusyLoops {
 /// A TypeScript module whose semantic check takes a while (generic intersections to instantiate),
 /// ending in a type error tsserver reports only in its semantic pass. Returns the text and the
 /// error's line.
-pub fn slow_typescript_module(functions: usize) -> (String, u32) {
+pub(crate) fn slow_typescript_module(functions: usize) -> (String, u32) {
     let mut text = String::new();
     for i in 0..functions {
         text.push_str(&format!(

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 /// A value of GitHub's expression language.
 #[derive(Debug, Clone, PartialEq)]
-pub enum V {
+pub(crate) enum V {
     Null,
     Bool(bool),
     Num(f64),
@@ -44,7 +44,7 @@ impl V {
         }
     }
 
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         match self {
             V::Null => String::new(),
             V::Bool(b) => b.to_string(),
@@ -66,7 +66,7 @@ impl V {
 
 /// The contexts an expression reads.
 #[derive(Debug, Default, Clone)]
-pub struct Contexts {
+pub(crate) struct Contexts {
     pub inputs: BTreeMap<String, String>,
     pub github: BTreeMap<String, String>,
     pub runner: BTreeMap<String, String>,
@@ -321,7 +321,7 @@ impl Parser<'_> {
 }
 
 /// Evaluate one expression (the text inside `${{ }}`, or an `if:`).
-pub fn eval(expr: &str, cx: &Contexts) -> V {
+pub(crate) fn eval(expr: &str, cx: &Contexts) -> V {
     let mut p = Parser {
         toks: tokens(expr),
         pos: 0,
@@ -334,7 +334,7 @@ pub fn eval(expr: &str, cx: &Contexts) -> V {
 }
 
 /// A string with its `${{ }}` expressions replaced by their values.
-pub fn interpolate(text: &str, cx: &Contexts) -> String {
+pub(crate) fn interpolate(text: &str, cx: &Contexts) -> String {
     let mut out = String::new();
     let mut rest = text;
     while let Some(start) = rest.find("${{") {
@@ -351,7 +351,7 @@ pub fn interpolate(text: &str, cx: &Contexts) -> String {
 }
 
 /// `name=value` lines and `name<<DELIMITER` blocks, as the runner reads them.
-pub fn parse_file_commands(text: &str) -> Vec<(String, String)> {
+pub(crate) fn parse_file_commands(text: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut lines = text.lines();
     while let Some(line) = lines.next() {
@@ -387,7 +387,7 @@ pub fn parse_file_commands(text: &str) -> Vec<(String, String)> {
 
 /// What one step did.
 #[derive(Debug, Clone)]
-pub struct StepRun {
+pub(crate) struct StepRun {
     pub name: String,
     pub id: Option<String>,
     /// `skipped`, `success`, `failure`, or `uses` (not run: answered as a cache miss).
@@ -402,7 +402,7 @@ pub struct StepRun {
 
 /// What the whole action did.
 #[derive(Debug)]
-pub struct ActionRun {
+pub(crate) struct ActionRun {
     pub steps: Vec<StepRun>,
     pub outputs: BTreeMap<String, String>,
     pub summary: String,
@@ -410,14 +410,14 @@ pub struct ActionRun {
 }
 
 impl ActionRun {
-    pub fn step(&self, name: &str) -> &StepRun {
+    pub(crate) fn step(&self, name: &str) -> &StepRun {
         self.steps
             .iter()
             .find(|s| s.name == name)
             .unwrap_or_else(|| panic!("no step {name:?}: {:?}", self.names()))
     }
 
-    pub fn names(&self) -> Vec<(String, &'static str)> {
+    pub(crate) fn names(&self) -> Vec<(String, &'static str)> {
         self.steps
             .iter()
             .map(|s| (s.name.clone(), s.outcome))
@@ -425,7 +425,7 @@ impl ActionRun {
     }
 
     /// Every line the steps printed, stdout then stderr per step.
-    pub fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         self.steps
             .iter()
             .map(|s| format!("{}{}", s.stdout, s.stderr))
@@ -434,7 +434,7 @@ impl ActionRun {
 }
 
 /// Where and how the action runs.
-pub struct Runner {
+pub(crate) struct Runner {
     pub action_path: PathBuf,
     pub workspace: PathBuf,
     pub temp: PathBuf,
@@ -447,7 +447,7 @@ pub struct Runner {
 
 /// The machine's environment without anything that would point supervisor elsewhere, and without
 /// the gate tools of `.tools/` (the action is to bring them).
-pub fn clean_env() -> BTreeMap<String, String> {
+pub(crate) fn clean_env() -> BTreeMap<String, String> {
     let mut env: BTreeMap<String, String> = std::env::vars()
         .filter(|(k, _)| {
             !(k.starts_with("SUPERVISOR_")
@@ -469,7 +469,7 @@ pub fn clean_env() -> BTreeMap<String, String> {
 
 impl Runner {
     /// Run `action.yml` of `action_path` with `inputs`.
-    pub async fn run(&self, inputs: &[(&str, &str)]) -> ActionRun {
+    pub(crate) async fn run(&self, inputs: &[(&str, &str)]) -> ActionRun {
         let text = std::fs::read_to_string(self.action_path.join("action.yml")).unwrap();
         let action: Value = serde_norway::from_str(&text).expect("action.yml parses");
         assert_eq!(action["runs"]["using"], "composite");
@@ -685,7 +685,7 @@ fn yaml_text(v: &Value) -> String {
 }
 
 /// `runner.arch` of this machine.
-pub fn runner_arch() -> &'static str {
+pub(crate) fn runner_arch() -> &'static str {
     match std::env::consts::ARCH {
         "aarch64" => "ARM64",
         "x86_64" => "X64",
@@ -695,7 +695,7 @@ pub fn runner_arch() -> &'static str {
 }
 
 /// The release target the action picks for this machine.
-pub fn release_target() -> &'static str {
+pub(crate) fn release_target() -> &'static str {
     match std::env::consts::ARCH {
         "aarch64" => "aarch64-unknown-linux-musl",
         _ => "x86_64-unknown-linux-musl",

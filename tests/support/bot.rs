@@ -12,10 +12,10 @@ use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
 /// How long a notice, or the process's end, is waited for.
-pub const DEADLINE: Duration = Duration::from_secs(120);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(120);
 
 /// A running watcher (or server) and what it printed.
-pub struct Bot {
+pub(crate) struct Bot {
     pub child: Child,
     lines: mpsc::UnboundedReceiver<Value>,
     pub seen: Vec<Value>,
@@ -23,7 +23,7 @@ pub struct Bot {
 }
 
 impl Bot {
-    pub fn spawn(mut cmd: Command) -> Bot {
+    pub(crate) fn spawn(mut cmd: Command) -> Bot {
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -58,12 +58,12 @@ impl Bot {
         }
     }
 
-    pub fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         self.stderr.lock().unwrap().clone()
     }
 
     /// The first notice (from now on) that `want` accepts.
-    pub async fn wait(&mut self, what: &str, want: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) async fn wait(&mut self, what: &str, want: impl Fn(&Value) -> bool) -> Value {
         let deadline = tokio::time::Instant::now() + DEADLINE;
         loop {
             match tokio::time::timeout_at(deadline, self.lines.recv()).await {
@@ -88,7 +88,7 @@ impl Bot {
     }
 
     /// Wait for the process to end; its exit code.
-    pub async fn exit(&mut self) -> i32 {
+    pub(crate) async fn exit(&mut self) -> i32 {
         let status = tokio::time::timeout(DEADLINE, self.child.wait())
             .await
             .expect("the bot ends in time")
@@ -105,12 +105,12 @@ impl Bot {
         status.code().unwrap_or(-1)
     }
 
-    pub fn signal(&self, sig: i32) {
+    pub(crate) fn signal(&self, sig: i32) {
         let pid = self.child.id().expect("running") as i32;
         assert_eq!(unsafe { libc::kill(pid, sig) }, 0);
     }
 
-    pub fn count(&self, kind: &str, issue: u64) -> usize {
+    pub(crate) fn count(&self, kind: &str, issue: u64) -> usize {
         self.seen
             .iter()
             .filter(|v| v["kind"] == kind && v["issue"] == issue)
@@ -118,7 +118,7 @@ impl Bot {
     }
 
     /// SIGTERM, then wait for the end; its exit code.
-    pub async fn stop(&mut self) -> i32 {
+    pub(crate) async fn stop(&mut self) -> i32 {
         self.signal(libc::SIGTERM);
         self.exit().await
     }

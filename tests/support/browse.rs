@@ -34,7 +34,7 @@ fn exchange(url: &str, request: impl FnOnce(&str, &str) -> String) -> (u16, Stri
 }
 
 /// GET `url` (`http://host:port/path`): status, content type and body.
-pub fn browse(url: &str) -> (u16, String, String) {
+pub(crate) fn browse(url: &str) -> (u16, String, String) {
     exchange(url, |path, host| {
         format!(
             "GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: Mozilla/5.0\r\nAccept: text/html\r\nConnection: close\r\n\r\n"
@@ -44,7 +44,7 @@ pub fn browse(url: &str) -> (u16, String, String) {
 
 /// POST a JSON body to `url` (no token); the status.
 #[allow(dead_code)]
-pub fn post(url: &str, body: &serde_json::Value) -> u16 {
+pub(crate) fn post(url: &str, body: &serde_json::Value) -> u16 {
     let body = body.to_string();
     let (status, _, _) = exchange(url, |path, host| {
         format!(

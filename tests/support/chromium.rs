@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 /// What Chromium needs to start and stay quiet on a machine with no network: no sandbox (tests
 /// run as root), no GPU, and none of its own connections (QUIC, updates, sync, background fetches).
-pub const FLAGS: &[&str] = &[
+pub(crate) const FLAGS: &[&str] = &[
     "--headless",
     "--no-sandbox",
     "--disable-gpu",
@@ -33,7 +33,7 @@ pub const FLAGS: &[&str] = &[
 const ANSWER: Duration = Duration::from_secs(30);
 
 /// `chromium` on PATH.
-pub fn find() -> Option<PathBuf> {
+pub(crate) fn find() -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|d| d.join("chromium"))
@@ -42,7 +42,7 @@ pub fn find() -> Option<PathBuf> {
 
 /// Chromium for a browser test: in CI (`CI` set) its absence fails the test; elsewhere the test
 /// is skipped with a message naming `what` it would have checked.
-pub fn require(what: &str) -> Option<PathBuf> {
+pub(crate) fn require(what: &str) -> Option<PathBuf> {
     let found = find();
     if found.is_none() {
         let install =
@@ -56,7 +56,7 @@ pub fn require(what: &str) -> Option<PathBuf> {
 }
 
 /// The page's DOM after the browser loaded it and ran whatever scripts it would run.
-pub fn dump_dom(browser: &Path, url: &str) -> String {
+pub(crate) fn dump_dom(browser: &Path, url: &str) -> String {
     let profile = tempfile::tempdir().unwrap();
     let out = Command::new(browser)
         .args(FLAGS)
@@ -74,7 +74,7 @@ pub fn dump_dom(browser: &Path, url: &str) -> String {
 }
 
 /// One Chromium with one page, driven over the DevTools protocol.
-pub struct Browser {
+pub(crate) struct Browser {
     child: Child,
     to: File,
     from: mpsc::Receiver<Value>,
@@ -91,7 +91,7 @@ fn pipe() -> (OwnedFd, OwnedFd) {
 
 impl Browser {
     /// Start `browser` with a window of `width` × `height` CSS pixels and attach to its page.
-    pub fn launch(browser: &Path, width: u32, height: u32) -> Browser {
+    pub(crate) fn launch(browser: &Path, width: u32, height: u32) -> Browser {
         let profile = tempfile::tempdir().unwrap();
         // Chromium reads commands on fd 3 and writes answers on fd 4.
         let (commands_read, commands_write) = pipe();
@@ -168,7 +168,7 @@ impl Browser {
     }
 
     /// Send a command (to the page once attached) and wait for its answer's result.
-    pub fn call(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn call(&mut self, method: &str, params: Value) -> Value {
         self.next += 1;
         let id = self.next;
         let mut message = json!({"id": id, "method": method, "params": params});
@@ -197,7 +197,7 @@ impl Browser {
     }
 
     /// Open `url` and wait until it has loaded.
-    pub fn open(&mut self, url: &str) {
+    pub(crate) fn open(&mut self, url: &str) {
         let nav = self.call("Page.navigate", json!({"url": url}));
         assert!(nav.get("errorText").is_none(), "{url}: {nav}");
         let deadline = Instant::now() + ANSWER;
@@ -208,7 +208,7 @@ impl Browser {
     }
 
     /// The value of a JavaScript expression evaluated in the page.
-    pub fn eval(&mut self, expression: &str) -> Value {
+    pub(crate) fn eval(&mut self, expression: &str) -> Value {
         let r = self.call(
             "Runtime.evaluate",
             json!({"expression": expression, "returnByValue": true}),
@@ -222,7 +222,7 @@ impl Browser {
     }
 
     /// What the window shows, as PNG.
-    pub fn screenshot(&mut self) -> Vec<u8> {
+    pub(crate) fn screenshot(&mut self) -> Vec<u8> {
         use base64::Engine as _;
         let shot = self.call("Page.captureScreenshot", json!({"format": "png"}));
         base64::engine::general_purpose::STANDARD
@@ -239,14 +239,14 @@ impl Drop for Browser {
 }
 
 /// A decoded 8-bit RGB or RGBA PNG (what Chromium writes), as RGB pixels row by row.
-pub struct Image {
+pub(crate) struct Image {
     pub width: usize,
     pub height: usize,
     pub pixels: Vec<[u8; 3]>,
 }
 
 impl Image {
-    pub fn decode(png: &[u8]) -> Image {
+    pub(crate) fn decode(png: &[u8]) -> Image {
         use std::io::Read as _;
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "a PNG");
         let (mut at, mut width, mut height, mut channels) = (8, 0, 0, 0);
@@ -314,7 +314,7 @@ impl Image {
         }
     }
 
-    pub fn at(&self, x: usize, y: usize) -> [u8; 3] {
+    pub(crate) fn at(&self, x: usize, y: usize) -> [u8; 3] {
         self.pixels[y * self.width + x]
     }
 }

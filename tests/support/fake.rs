@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 
 /// The fake repository: the base branch, the worktree's files and commits, the remote.
 #[derive(Debug, Clone, Default)]
-pub struct Repo {
+pub(crate) struct Repo {
     pub base: BTreeMap<String, String>,
     /// The worktree's files, when it exists.
     pub files: Option<BTreeMap<String, String>>,
@@ -78,7 +78,7 @@ impl Repo {
     }
 
     /// Files on the remote branch.
-    pub fn remote_files(&self) -> Vec<String> {
+    pub(crate) fn remote_files(&self) -> Vec<String> {
         self.commits
             .iter()
             .rev()
@@ -90,23 +90,24 @@ impl Repo {
 
 /// Where a crash happens: the nth effect (from 0), before or after it reaches the world.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Crash {
+pub(crate) struct Crash {
     pub at: usize,
     pub after: bool,
 }
 
 /// How gates answer.
-pub type GateRule = Arc<dyn Fn(&Hook, &BTreeMap<String, String>) -> GateReport + Send + Sync>;
+pub(crate) type GateRule =
+    Arc<dyn Fn(&Hook, &BTreeMap<String, String>) -> GateReport + Send + Sync>;
 
 /// GitHub answers that fail, by operation name (`post`, `move`, `pr`, …): the next N calls.
-pub type Failures = BTreeMap<&'static str, (u32, String)>;
+pub(crate) type Failures = BTreeMap<&'static str, (u32, String)>;
 
 /// Every gate passes.
-pub fn passing() -> GateRule {
+pub(crate) fn passing() -> GateRule {
     Arc::new(|hook, _| report(hook, GateStatus::Pass))
 }
 
-pub fn report(hook: &Hook, status: GateStatus) -> GateReport {
+pub(crate) fn report(hook: &Hook, status: GateStatus) -> GateReport {
     GateReport {
         duration_ms: 1,
         required: hook.required,
@@ -116,7 +117,7 @@ pub fn report(hook: &Hook, status: GateStatus) -> GateReport {
 }
 
 /// The world and everything runs leave in it.
-pub struct FakeWorld {
+pub(crate) struct FakeWorld {
     pub dir: tempfile::TempDir,
     pub root: PathBuf,
     pub spec: WorldSpec,
@@ -140,12 +141,12 @@ pub struct FakeWorld {
 }
 
 /// How one run ended.
-pub struct Ran {
+pub(crate) struct Ran {
     pub result: Option<Result<RunSummary, RunError>>,
 }
 
 impl Ran {
-    pub fn summary(&self) -> &RunSummary {
+    pub(crate) fn summary(&self) -> &RunSummary {
         match &self.result {
             Some(Ok(s)) => s,
             Some(Err(e)) => panic!("the run failed: {e}"),
@@ -153,7 +154,7 @@ impl Ran {
         }
     }
 
-    pub fn code(&self) -> u8 {
+    pub(crate) fn code(&self) -> u8 {
         match &self.result {
             Some(Ok(s)) => s.end.exit_code(),
             Some(Err(e)) => e.exit_code(),
@@ -163,7 +164,7 @@ impl Ran {
 }
 
 impl FakeWorld {
-    pub fn new(spec: WorldSpec) -> FakeWorld {
+    pub(crate) fn new(spec: WorldSpec) -> FakeWorld {
         // The journal syncs every event to disk; in memory-backed storage that costs nothing.
         let shm = Path::new("/dev/shm");
         let dir = if shm.is_dir() {
@@ -214,17 +215,17 @@ impl FakeWorld {
         }
     }
 
-    pub fn project(&self) -> Arc<Project> {
+    pub(crate) fn project(&self) -> Arc<Project> {
         Arc::new(Project::load(&self.root, &|_| None).expect("the fake project loads"))
     }
 
     /// Run the issue to its end (or to the crash point).
-    pub async fn run(&mut self, crash: Option<Crash>) -> Ran {
+    pub(crate) async fn run(&mut self, crash: Option<Crash>) -> Ran {
         self.run_with(crash, RunOptions::default(), CancellationToken::new())
             .await
     }
 
-    pub async fn run_with(
+    pub(crate) async fn run_with(
         &mut self,
         crash: Option<Crash>,
         mut opts: RunOptions,
@@ -280,18 +281,18 @@ impl FakeWorld {
     }
 
     /// Fail the next `n` calls of GitHub operation `op` with `message`.
-    pub fn fail(&self, op: &'static str, n: u32, message: &str) {
+    pub(crate) fn fail(&self, op: &'static str, n: u32, message: &str) {
         self.failures
             .lock()
             .unwrap()
             .insert(op, (n, message.to_string()));
     }
 
-    pub fn with_state<R>(&self, f: impl FnOnce(&mut SandboxState) -> R) -> R {
+    pub(crate) fn with_state<R>(&self, f: impl FnOnce(&mut SandboxState) -> R) -> R {
         f(&mut self.github.lock().unwrap())
     }
 
-    pub fn comments(&self) -> Vec<(String, String)> {
+    pub(crate) fn comments(&self) -> Vec<(String, String)> {
         self.with_state(|s| {
             s.comments_of(self.spec.issue.number)
                 .iter()
@@ -301,7 +302,7 @@ impl FakeWorld {
     }
 
     /// The first line of each comment supervisor posted.
-    pub fn posted_headings(&self) -> Vec<String> {
+    pub(crate) fn posted_headings(&self) -> Vec<String> {
         self.comments()
             .into_iter()
             .filter(|(a, _)| *a == self.spec.bot)
@@ -314,11 +315,11 @@ impl FakeWorld {
             .collect()
     }
 
-    pub fn column(&self) -> Option<String> {
+    pub(crate) fn column(&self) -> Option<String> {
         self.with_state(|s| s.column_of(self.spec.issue.number).map(String::from))
     }
 
-    pub fn pulls(&self) -> Vec<(String, String, String)> {
+    pub(crate) fn pulls(&self) -> Vec<(String, String, String)> {
         self.with_state(|s| {
             s.pulls()
                 .iter()
@@ -327,11 +328,11 @@ impl FakeWorld {
         })
     }
 
-    pub fn issue_state(&self) -> SeedState {
+    pub(crate) fn issue_state(&self) -> SeedState {
         self.with_state(|s| s.issue(self.spec.issue.number).unwrap().state)
     }
 
-    pub fn journal(&self) -> Vec<Entry> {
+    pub(crate) fn journal(&self) -> Vec<Entry> {
         let Ok(dirs) = std::fs::read_dir(runs_dir(&self.root)) else {
             return Vec::new();
         };
@@ -346,20 +347,20 @@ impl FakeWorld {
             .collect()
     }
 
-    pub fn run_count(&self) -> usize {
+    pub(crate) fn run_count(&self) -> usize {
         std::fs::read_dir(runs_dir(&self.root))
             .map(|d| d.flatten().filter(|e| e.path().is_dir()).count())
             .unwrap_or(0)
     }
 
-    pub fn starts(&self, stage: &str) -> usize {
+    pub(crate) fn starts(&self, stage: &str) -> usize {
         self.journal()
             .iter()
             .filter(|e| matches!(&e.event, Event::StageStarted { stage: s, .. } if s == stage))
             .count()
     }
 
-    pub fn prompt(&self, name: &str) -> String {
+    pub(crate) fn prompt(&self, name: &str) -> String {
         let prompts = self.prompts.lock().unwrap();
         prompts
             .iter()
@@ -374,11 +375,11 @@ impl FakeWorld {
             })
     }
 
-    pub fn all_prompts(&self) -> Vec<(String, String)> {
+    pub(crate) fn all_prompts(&self) -> Vec<(String, String)> {
         self.prompts.lock().unwrap().clone()
     }
 
-    pub fn worktree_exists(&self) -> bool {
+    pub(crate) fn worktree_exists(&self) -> bool {
         self.repo.lock().unwrap().files.is_some()
     }
 }
@@ -400,7 +401,7 @@ struct Handles {
     issue: u64,
 }
 
-pub struct FakeEffects {
+pub(crate) struct FakeEffects {
     project: Arc<Project>,
     world: Handles,
     run_id: String,
@@ -1214,7 +1215,7 @@ async fn play(
 }
 
 /// A gate rule: hooks of kind `kind` get `status` when `when` holds for the worktree's files.
-pub fn gate_when(
+pub(crate) fn gate_when(
     kind: GateKind,
     status: GateStatus,
     when: impl Fn(&BTreeMap<String, String>) -> bool + Send + Sync + 'static,
@@ -1228,6 +1229,6 @@ pub fn gate_when(
     })
 }
 
-pub fn spec_dir(world: &FakeWorld) -> &Path {
+pub(crate) fn spec_dir(world: &FakeWorld) -> &Path {
     &world.root
 }

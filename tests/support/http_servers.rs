@@ -16,7 +16,7 @@ use tokio::io::AsyncWriteExt;
 
 /// One request the git server received.
 #[derive(Debug, Clone)]
-pub struct GitRequest {
+pub(crate) struct GitRequest {
     pub method: String,
     pub path: String,
     /// The `Authorization` header, as sent.
@@ -33,20 +33,20 @@ struct GitState {
 }
 
 /// `git http-backend` serving the repositories under a directory.
-pub struct GitServer {
+pub(crate) struct GitServer {
     pub url: String,
     state: Arc<GitState>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl GitServer {
-    pub async fn start(root: PathBuf) -> GitServer {
+    pub(crate) async fn start(root: PathBuf) -> GitServer {
         GitServer::start_with(root, |_| true).await
     }
 
     /// A server that answers 401, as GitHub does to a token it no longer accepts, to every request
     /// whose `Authorization` header `admit` refuses.
-    pub async fn start_with(
+    pub(crate) async fn start_with(
         root: PathBuf,
         admit: impl Fn(&str) -> bool + Send + Sync + 'static,
     ) -> GitServer {
@@ -66,7 +66,7 @@ impl GitServer {
         GitServer { url, state, task }
     }
 
-    pub fn requests(&self) -> Vec<GitRequest> {
+    pub(crate) fn requests(&self) -> Vec<GitRequest> {
         self.state.seen.lock().unwrap().clone()
     }
 }
@@ -175,12 +175,12 @@ fn header(headers: &HeaderMap, name: &str) -> Option<String> {
 }
 
 /// `Authorization: Basic` of `user:password`, as git sends it.
-pub fn basic(user: &str, password: &str) -> String {
+pub(crate) fn basic(user: &str, password: &str) -> String {
     format!("Basic {}", base64(format!("{user}:{password}").as_bytes()))
 }
 
 /// Standard base64 with padding.
-pub fn base64(data: &[u8]) -> String {
+pub(crate) fn base64(data: &[u8]) -> String {
     const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
     for chunk in data.chunks(3) {
@@ -207,14 +207,14 @@ struct ReleaseState {
 }
 
 /// A release host: `GET {url}/{path}` answers the file stored under `path`, or 404.
-pub struct ReleaseServer {
+pub(crate) struct ReleaseServer {
     pub url: String,
     state: Arc<ReleaseState>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl ReleaseServer {
-    pub async fn start(files: BTreeMap<String, Vec<u8>>) -> ReleaseServer {
+    pub(crate) async fn start(files: BTreeMap<String, Vec<u8>>) -> ReleaseServer {
         let state = Arc::new(ReleaseState {
             files,
             seen: Mutex::new(Vec::new()),
@@ -231,7 +231,7 @@ impl ReleaseServer {
     }
 
     /// Paths asked for, in order.
-    pub fn requests(&self) -> Vec<String> {
+    pub(crate) fn requests(&self) -> Vec<String> {
         self.state.seen.lock().unwrap().clone()
     }
 }

@@ -15,7 +15,7 @@ fn ephemeral_start() -> u16 {
 }
 
 /// A free loopback port no server binding port 0 will be given.
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     let top = ephemeral_start().clamp(12_000, 65_000);
     for _ in 0..500 {
         let port = fastrand::u16(10_000..top);

@@ -21,7 +21,7 @@ struct Screen {
     closed: bool,
 }
 
-pub struct Pty {
+pub(crate) struct Pty {
     master: File,
     child: Child,
     screen: Arc<(Mutex<Screen>, Condvar)>,
@@ -31,7 +31,7 @@ pub struct Pty {
 
 impl Pty {
     /// Start `cmd` on a new 120×40 terminal.
-    pub fn spawn(mut cmd: Command) -> Pty {
+    pub(crate) fn spawn(mut cmd: Command) -> Pty {
         let (mut master, mut slave) = (0, 0);
         let size = libc::winsize {
             ws_row: 40,
@@ -100,12 +100,12 @@ impl Pty {
     }
 
     /// Everything the program wrote so far, as text.
-    pub fn screen(&self) -> String {
+    pub(crate) fn screen(&self) -> String {
         String::from_utf8_lossy(&self.screen.0.lock().unwrap().bytes).into_owned()
     }
 
     /// Wait until `text` appears after what earlier expectations matched; what came before it.
-    pub fn expect(&mut self, text: &str) -> String {
+    pub(crate) fn expect(&mut self, text: &str) -> String {
         let deadline = Instant::now() + PATIENCE;
         let (lock, ready) = &*self.screen;
         let mut s = lock.lock().unwrap();
@@ -126,25 +126,25 @@ impl Pty {
     }
 
     /// Type `line` and Enter.
-    pub fn type_line(&mut self, line: &str) {
+    pub(crate) fn type_line(&mut self, line: &str) {
         self.master
             .write_all(format!("{line}\r").as_bytes())
             .unwrap();
     }
 
     /// Answer the question ending in `question` with `line`.
-    pub fn answer(&mut self, question: &str, line: &str) {
+    pub(crate) fn answer(&mut self, question: &str, line: &str) {
         self.expect(question);
         self.type_line(line);
     }
 
     /// Ctrl-D: the end of the input.
-    pub fn end_input(&mut self) {
+    pub(crate) fn end_input(&mut self) {
         self.master.write_all(&[4]).unwrap();
     }
 
     /// Wait for the program to exit and for all it wrote; its status and the whole screen.
-    pub fn finish(mut self) -> (ExitStatus, String) {
+    pub(crate) fn finish(mut self) -> (ExitStatus, String) {
         let deadline = Instant::now() + PATIENCE;
         let screen = {
             let (lock, ready) = &*self.screen;

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 /// The build's scratch directory, unless the checkout itself is under /tmp; then one under HOME.
-pub fn scratch_base() -> PathBuf {
+pub(crate) fn scratch_base() -> PathBuf {
     let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     if !target.starts_with(std::env::temp_dir()) && !target.starts_with("/tmp") {
         return target;

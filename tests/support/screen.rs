@@ -6,7 +6,7 @@
 
 /// The rows `bytes` leave on a terminal `width` columns wide (lines longer than that wrap at its
 /// right edge), trailing blanks removed.
-pub fn rows(bytes: &str, width: usize) -> Vec<String> {
+pub(crate) fn rows(bytes: &str, width: usize) -> Vec<String> {
     let mut rows: Vec<Vec<char>> = vec![Vec::new()];
     let (mut row, mut col) = (0usize, 0usize);
     let mut chars = bytes.chars().peekable();

@@ -8,20 +8,20 @@ use std::path::PathBuf;
 
 use supervisor::config::GateSettings;
 use supervisor::gates::{ChangeSet, GateContext, GateSession, ToolEnv};
-pub use supervisor::verify::{
+pub(crate) use supervisor::verify::{
     self, NotRun, Outcome, Project, Repeated, Selection, TestId, TestRun, TestSelector, Totals,
 };
 
 use crate::common;
 
 /// A fixture project copied into a directory of its own (runs write counters and caches into it).
-pub struct Copy {
+pub(crate) struct Copy {
     _tmp: tempfile::TempDir,
     pub dir: PathBuf,
 }
 
 impl Copy {
-    pub fn of(name: &str) -> Copy {
+    pub(crate) fn of(name: &str) -> Copy {
         let tmp = tempfile::tempdir().expect("temp dir");
         let dir = tmp.path().join(name);
         std::fs::create_dir_all(&dir).expect("project dir");
@@ -35,17 +35,17 @@ impl Copy {
         }
     }
 
-    pub fn write(&self, rel: &str, text: &str) {
+    pub(crate) fn write(&self, rel: &str, text: &str) {
         std::fs::write(self.dir.join(rel), text).expect("write");
     }
 
     /// The project, its runner detected.
-    pub fn project(&self) -> Project {
+    pub(crate) fn project(&self) -> Project {
         Project::new(&self.dir, None).expect("a runner is detected")
     }
 
     /// A gate context over the copy with `path` as the search path, in a session of its own.
-    pub fn context_with(&self, path: OsString) -> GateContext {
+    pub(crate) fn context_with(&self, path: OsString) -> GateContext {
         let state_dir = self.dir.join(".supervisor/gates");
         GateContext {
             dir: self.dir.clone(),
@@ -61,18 +61,18 @@ impl Copy {
     }
 
     /// A gate context with the pinned tools on the search path.
-    pub fn context(&self) -> GateContext {
+    pub(crate) fn context(&self) -> GateContext {
         self.context_with(common::tools_path())
     }
 
-    pub fn run(&self, selection: &Selection) -> Result<TestRun, NotRun> {
+    pub(crate) fn run(&self, selection: &Selection) -> Result<TestRun, NotRun> {
         let ctx = self.context();
         let project = self.project();
         common::run_bounded(600, verify::run(&ctx, &project, selection))
     }
 
     /// Run `selection` twice with the pinned tools; both runs must run.
-    pub fn run_twice(&self, selection: &Selection) -> Repeated {
+    pub(crate) fn run_twice(&self, selection: &Selection) -> Repeated {
         let ctx = self.context();
         let project = self.project();
         common::run_bounded(600, verify::run_twice(&ctx, &project, selection))
@@ -81,7 +81,7 @@ impl Copy {
 }
 
 /// The outcome of each result, as `id → outcome` pairs in id order.
-pub fn outcomes(run: &TestRun) -> Vec<(String, Outcome)> {
+pub(crate) fn outcomes(run: &TestRun) -> Vec<(String, Outcome)> {
     run.results
         .iter()
         .map(|r| (r.id.to_string(), r.outcome))
@@ -89,17 +89,17 @@ pub fn outcomes(run: &TestRun) -> Vec<(String, Outcome)> {
 }
 
 /// The result of `file::name`, which must be there.
-pub fn result<'a>(run: &'a TestRun, file: &str, name: &str) -> &'a verify::TestResult {
+pub(crate) fn result<'a>(run: &'a TestRun, file: &str, name: &str) -> &'a verify::TestResult {
     let id = TestId::new(file, name);
     run.get(&id)
         .unwrap_or_else(|| panic!("{id} is not in the run: {:?}", outcomes(run)))
 }
 
-pub fn only(selectors: &[TestSelector]) -> Selection {
+pub(crate) fn only(selectors: &[TestSelector]) -> Selection {
     Selection::Only(selectors.to_vec())
 }
 
-pub fn totals(passed: usize, failed: usize, errors: usize, skipped: usize) -> Totals {
+pub(crate) fn totals(passed: usize, failed: usize, errors: usize, skipped: usize) -> Totals {
     Totals {
         passed,
         failed,

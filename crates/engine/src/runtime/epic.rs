@@ -1,0 +1,554 @@
+//! Planning an epic: the planner's tasks become sub-issues of the epic, each sealed (so it runs as
+//! supervisor's own, [`crate::epic::Seal`]), linked under the epic, blocked by the tasks it depends
+//! on and put on the board; then the plan is posted on the epic.
+//!
+//! Every step is journaled (`.supervisor/runs/epics/<n>/events.jsonl`) after GitHub confirmed it, and
+//! the next step is decided from the journal alone ([`Epic::next`]), so a planning stopped at any
+//! point — a crash, a signal — goes on where it stopped when run again. A step whose write reached
+//! GitHub before the crash but not the journal is found again rather than repeated: a sub-issue by
+//! its seal among the epic's sub-issues and the issues supervisor opened last, a link among the
+//! epic's sub-issues, a dependency among the issue's blockers, the plan's comment by its marker.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::agent::{self, AgentRequest, ExitReason, RoleSet};
+use crate::epic::{Epic, Happened, Limits, Seal, Step, read_plan};
+use crate::github::{BoardRef, GitHub, Issue, Marker, MarkerKind};
+use crate::pipeline::decide::admission::{TitleTrust, refuse_context, refuse_issue, trusted_title};
+use crate::pipeline::{Project, RunError};
+use crate::workspace::CHECKPOINT_DIR;
+
+use super::Services;
+
+/// What planning an epic came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Planned {
+    /// Every task is a sub-issue of the epic, linked, blocked as planned and on the board, and
+    /// the plan is posted: task id → sub-issue number, in the plan's order.
+    Ready { tasks: Vec<(String, u64)> },
+    /// The epic may not be planned (a stranger's issue, an untrusted edit, closed): nothing was
+    /// written.
+    Refused { reason: String },
+    /// The planner's answer was refused (a cycle, too many tasks, none, unreadable, or the
+    /// planner failed): said on the epic, nothing else written.
+    PlanRefused { errors: Vec<String> },
+    /// Stopped by a signal; running again goes on.
+    Interrupted,
+}
+
+/// One journaled step.
+#[derive(Debug, Serialize, Deserialize)]
+struct Line {
+    at: chrono::DateTime<chrono::Utc>,
+    #[serde(flatten)]
+    happened: Happened,
+}
+
+/// An epic's journal: what happened to it, one JSON line each, appended and synced.
+struct EpicJournal {
+    path: PathBuf,
+    happened: Vec<Happened>,
+}
+
+impl EpicJournal {
+    fn dir(root: &Path, epic: u64) -> PathBuf {
+        root.join(CHECKPOINT_DIR)
+            .join("epics")
+            .join(epic.to_string())
+    }
+
+    /// The journal of `epic`, read back (a last line cut short by a crash is left out: its step
+    /// is found again on GitHub).
+    fn open(root: &Path, epic: u64) -> Result<EpicJournal, String> {
+        let dir = EpicJournal::dir(root, epic);
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let happened = EpicJournal::read(root, epic)?;
+        Ok(EpicJournal {
+            path: dir.join("events.jsonl"),
+            happened,
+        })
+    }
+
+    /// What the journal of `epic` holds (nothing when there is none).
+    fn read(root: &Path, epic: u64) -> Result<Vec<Happened>, String> {
+        let path = EpicJournal::dir(root, epic).join("events.jsonl");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        let complete = match text.rfind('\n') {
+            Some(end) => &text[..end],
+            None => "",
+        };
+        let mut happened = Vec::new();
+        for (n, line) in complete
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+        {
+            let line: Line = serde_json::from_str(line).map_err(|e| {
+                format!(
+                    "{} line {}: {e}; move the file away to plan the epic afresh",
+                    path.display(),
+                    n + 1
+                )
+            })?;
+            happened.push(line.happened);
+        }
+        Ok(happened)
+    }
+
+    fn record(&mut self, happened: Happened) -> Result<(), String> {
+        let line = Line {
+            at: chrono::Utc::now(),
+            happened,
+        };
+        let text = serde_json::to_string(&line).map_err(|e| e.to_string())?;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        file.write_all(format!("{text}\n").as_bytes())
+            .and_then(|()| file.sync_data())
+            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        self.happened.push(line.happened);
+        Ok(())
+    }
+}
+
+/// An epic as its journal tells it, for listings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EpicRecord {
+    pub epic: u64,
+    /// The plan's tasks in order: id and sub-issue (once opened).
+    pub tasks: Vec<EpicTask>,
+    /// The plan is posted: the epic is planned.
+    pub planned: bool,
+    /// Why the journal could not be read, when it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unreadable: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EpicTask {
+    pub task: String,
+    pub issue: Option<u64>,
+    pub(crate) depends_on: Vec<String>,
+}
+
+/// Every epic planned (or being planned) in the repository at `root`, by number.
+pub fn read_epics(root: &Path) -> std::io::Result<Vec<EpicRecord>> {
+    let dir = root.join(CHECKPOINT_DIR).join("epics");
+    let listing = match std::fs::read_dir(&dir) {
+        Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut epics = Vec::new();
+    for entry in listing {
+        let Some(epic) = entry?.file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        let record = match EpicJournal::read(root, epic) {
+            Ok(happened) => {
+                let state = Epic::fold(&happened);
+                let tasks = (state.plan.as_ref())
+                    .map(|p| p.order())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|t| EpicTask {
+                        task: t.id.clone(),
+                        issue: state.tasks.get(&t.id).and_then(|s| s.issue).map(|i| i.0),
+                        depends_on: t.depends_on.clone(),
+                    })
+                    .collect();
+                EpicRecord {
+                    epic,
+                    tasks,
+                    planned: state.plan_posted,
+                    unreadable: None,
+                }
+            }
+            Err(e) => EpicRecord {
+                epic,
+                tasks: Vec::new(),
+                planned: false,
+                unreadable: Some(e),
+            },
+        };
+        epics.push(record);
+    }
+    epics.sort_by_key(|e| e.epic);
+    Ok(epics)
+}
+
+fn journal_error(e: String) -> RunError {
+    RunError::Unfinished(format!("the epic's journal: {e}"))
+}
+
+/// Plan epic `number`: its planner's tasks as sealed sub-issues on the board, then the plan on
+/// the epic. Running it again after a stop goes on where it stopped; after it finished it only
+/// reports the tasks.
+pub async fn plan_epic(
+    project: Arc<Project>,
+    svc: &Services,
+    number: u64,
+) -> Result<Planned, RunError> {
+    let gh = &svc.github;
+    let settings = &project.settings;
+    let (epic, refusal) = read_epic(&project, gh, number).await?;
+    if let Some(reason) = refusal {
+        return Ok(Planned::Refused { reason });
+    }
+    let mut journal = EpicJournal::open(&project.root, number).map_err(journal_error)?;
+    let viewer = gh.viewer_login().await?;
+    let limits = Limits::from(&settings.epic);
+    let mut planner = Planner {
+        project: project.clone(),
+        svc,
+        epic,
+        viewer,
+        plans: 0,
+    };
+    loop {
+        if svc.cancel.is_cancelled() {
+            return Ok(Planned::Interrupted);
+        }
+        let state = Epic::fold(&journal.happened);
+        let step = state.next(limits).into_iter().next();
+        let happened = match step {
+            Some(Step::Plan) => match planner.plan().await? {
+                Ok(happened) => happened,
+                Err(outcome) => return Ok(outcome),
+            },
+            Some(Step::CreateSubIssue { task }) => planner.sub_issue(&state, &task).await?,
+            Some(Step::Link { task, number }) => planner.link(&state, &task, number).await?,
+            Some(Step::Block { task, on }) => planner.block(&state, &task, &on).await?,
+            Some(Step::PostPlan) => planner.post_plan(&state).await?,
+            // Planned: what comes next is the tasks' work.
+            _ => {
+                let plan = state.plan.as_ref();
+                let tasks = plan
+                    .map(|p| p.order())
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|t| {
+                        let n = state.tasks.get(&t.id)?.issue?.0;
+                        Some((t.id.clone(), n))
+                    })
+                    .collect();
+                return Ok(Planned::Ready { tasks });
+            }
+        };
+        journal.record(happened).map_err(journal_error)?;
+    }
+}
+
+/// The epic, and why it may not be planned when it may not: a stranger's issue, a description or
+/// title someone else set, a closed one.
+async fn read_epic(
+    project: &Project,
+    gh: &GitHub,
+    number: u64,
+) -> Result<(Issue, Option<String>), RunError> {
+    let settings = &project.settings;
+    let epic = gh.get_issue(number).await?;
+    let editors = gh.issue_editors(number).await?;
+    let refusal = refuse_issue(settings, &epic)
+        .or_else(|| refuse_context(settings, &epic, &[], &editors, false))
+        .or(match trusted_title(settings, &epic, &editors) {
+            TitleTrust::Refused(reason) => Some(reason),
+            _ => None,
+        });
+    Ok((epic, refusal))
+}
+
+/// Why epic `number` may not be planned, asked before anything is written (`None`: it may).
+pub async fn epic_refusal(
+    project: &Project,
+    gh: &GitHub,
+    number: u64,
+) -> Result<Option<String>, RunError> {
+    Ok(read_epic(project, gh, number).await?.1)
+}
+
+/// Plan epic `number` as a run of the scheduler: its end as a run's summary.
+pub async fn plan_epic_run(
+    project: Arc<Project>,
+    svc: Services,
+    number: u64,
+) -> Result<crate::pipeline::RunSummary, RunError> {
+    use crate::pipeline::{RunEnd, RunSummary, UserText};
+    let end = match plan_epic(project.clone(), &svc, number).await? {
+        Planned::Ready { tasks } => RunEnd::Planned { tasks },
+        Planned::Refused { reason } => RunEnd::Refused { reason },
+        Planned::PlanRefused { errors } => RunEnd::Stopped {
+            stage: "planning".into(),
+            reason: UserText::ours(format!(
+                "the planner's plan was refused (said on the epic): {}",
+                errors.join("; ")
+            )),
+        },
+        Planned::Interrupted => RunEnd::Interrupted,
+    };
+    Ok(RunSummary::bare(
+        crate::ids::RunId::new(format!("epic-{number}")),
+        project.settings.repo.to_string(),
+        number,
+        end,
+    ))
+}
+
+/// What performs the planning steps.
+struct Planner<'s> {
+    project: Arc<Project>,
+    svc: &'s Services,
+    epic: Issue,
+    /// The login supervisor posts and opens issues as.
+    viewer: String,
+    /// Plans asked for in this process.
+    plans: u32,
+}
+
+impl Planner<'_> {
+    fn gh(&self) -> &GitHub {
+        &self.svc.github
+    }
+
+    /// The planner's plan, or why it was refused (said on the epic).
+    async fn plan(&mut self) -> Result<Result<Happened, Planned>, RunError> {
+        self.plans += 1;
+        let settings = &self.project.settings;
+        let label = &settings.epic.label;
+        if !self
+            .epic
+            .labels
+            .iter()
+            .any(|l| l.eq_ignore_ascii_case(label))
+        {
+            // The label says which issues are epics: their sub-issues run as supervisor's own.
+            self.gh().add_label(self.epic.number, label).await?;
+        }
+        let errors: Vec<String> = match self.run_planner().await {
+            Err(e) => vec![format!("the planner's definition: {e}")],
+            Ok(run) if run.exit == ExitReason::Interrupted => return Ok(Err(Planned::Interrupted)),
+            // What its CLI said stays in its transcript and the log.
+            Ok(run) if !run.succeeded() => vec![format!(
+                "the planner {}; `supervisor agent planner` runs it alone to see why",
+                match &run.exit {
+                    ExitReason::SpawnFailed(_) => "could not be started".to_string(),
+                    ExitReason::Failed(_) => "failed".to_string(),
+                    other => other.describe(),
+                }
+            )],
+            Ok(run) => match read_plan(&run.final_text, settings.epic.max_tasks) {
+                Ok(plan) => return Ok(Ok(Happened::Planned { plan })),
+                Err(errors) => errors.iter().map(ToString::to_string).collect(),
+            },
+        };
+        let marker = self.marker("plan", MarkerKind::EpicRefused);
+        let body = format!(
+            "## Epic Plan Refused\n\nThe planner's plan for this epic was not used, and nothing else \
+             was written:\n\n{}\n\nEdit the epic (as a codeowner) to make the work clearer, or \
+             change `epic.maxTasks`, then run `supervisor epic {}` again.",
+            errors
+                .iter()
+                .map(|e| format!("- {e}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            self.epic.number
+        );
+        self.gh()
+            .post_once(self.epic.number, &marker, &body, None)
+            .await?;
+        Ok(Err(Planned::PlanRefused { errors }))
+    }
+
+    /// Run the planner in the repository with the epic as its task.
+    async fn run_planner(&self) -> Result<agent::AgentRun, String> {
+        let p = &self.project;
+        let loaded = RoleSet::load_epic(&p.root, &p.settings, &p.settings_path);
+        let role = match loaded.map(|mut r| r.agents.remove("planner")) {
+            Ok(Some(role)) => role,
+            Ok(None) => return Err("it did not load".into()),
+            Err(e) => return Err(e.to_string()),
+        };
+        let task = planner_task(&self.epic, p.settings.epic.max_tasks);
+        let token = self.svc.github_token.as_deref();
+        let mut req = match AgentRequest::for_role(
+            &p.settings,
+            &p.root,
+            &role,
+            task,
+            p.root.clone(),
+            None,
+            token,
+        ) {
+            Ok(r) => r,
+            Err(e) => {
+                let exit = ExitReason::SpawnFailed(e.to_string());
+                return Ok(agent::AgentRun::not_started(&role, exit));
+            }
+        };
+        if let (agent::Backend::Scripted { program, .. }, Some(path)) =
+            (&mut req.backend, &self.svc.scripted_program)
+        {
+            *program = path.clone();
+        }
+        req.attempt = self.plans;
+        req.transcript = Some(
+            EpicJournal::dir(&p.root, self.epic.number)
+                .join("transcripts")
+                .join(format!("planner-{}.jsonl", self.plans)),
+        );
+        Ok(agent::run_agent(req, self.svc.cancel.clone()).await)
+    }
+
+    fn marker(&self, stage: &str, kind: MarkerKind) -> Marker {
+        Marker::new(format!("epic-{}", self.epic.number), stage, 0, kind)
+    }
+
+    /// The sealed body of `task`'s sub-issue.
+    fn sealed_body(&self, task: &crate::epic::Task) -> String {
+        let seal = Seal {
+            epic: self.epic.number,
+            task: task.id.clone(),
+        };
+        seal.stamp(&format!(
+            "{}\n\nTask `{}` of epic #{}.",
+            task.body.trim_end(),
+            task.id,
+            self.epic.number
+        ))
+    }
+
+    /// `task`'s sub-issue: found (opened before a crash, or before a stop) or opened now.
+    async fn sub_issue(&self, state: &Epic, id: &str) -> Result<Happened, RunError> {
+        let task = state
+            .plan
+            .as_ref()
+            .and_then(|p| p.task(id))
+            .ok_or_else(|| RunError::Unfinished(format!("the plan has no task `{id}`")))?;
+        let body = self.sealed_body(task);
+        let epic = self.epic.number;
+        let ours = |i: &Issue| {
+            i.author.eq_ignore_ascii_case(&self.viewer)
+                && Seal::verify(&i.body, epic).is_ok_and(|s| s.task == id)
+        };
+        let linked = self.gh().sub_issues(epic).await?;
+        let found = match linked.into_iter().find(|i| ours(i)) {
+            Some(i) => Some(i),
+            None => (self.gh().latest_issues_by(&self.viewer).await?)
+                .into_iter()
+                .find(|i| ours(i)),
+        };
+        let issue = match found {
+            Some(issue) => issue,
+            None => self.gh().create_issue(&task.title, &body, &[]).await?,
+        };
+        Ok(Happened::SubIssueCreated {
+            task: id.to_string(),
+            number: issue.number,
+            id: issue.id,
+        })
+    }
+
+    /// `task`'s sub-issue linked under the epic and on the board: in the column runs start from
+    /// when it depends on no other task, else in Backlog until those are done.
+    async fn link(&self, state: &Epic, id: &str, number: u64) -> Result<Happened, RunError> {
+        let epic = self.epic.number;
+        let db = state.tasks.get(id).and_then(|t| t.issue).map_or(0, |i| i.1);
+        // The journal lies in the checkout, where an agent could write: what it names is linked
+        // (and, later, made a blocker) only when it is the sub-issue supervisor opened for `id`.
+        let issue = self.gh().get_issue(number).await?;
+        let sealed = Seal::verify(&issue.body, epic).is_ok_and(|s| s.task == id);
+        if !issue.author.eq_ignore_ascii_case(&self.viewer) || !sealed || issue.id != db {
+            return Err(RunError::Unfinished(format!(
+                "the epic's journal names #{number} as task `{id}`'s sub-issue, which supervisor \
+                 did not open for it; move {} away to plan the epic afresh",
+                EpicJournal::dir(&self.project.root, epic).display()
+            )));
+        }
+        let linked = self.gh().sub_issues(epic).await?;
+        if !linked.iter().any(|i| i.number == number) {
+            self.gh().add_sub_issue(epic, db).await?;
+        }
+        let p = &self.project;
+        let board = BoardRef::from_settings(&p.settings);
+        let item = match self.gh().board_item(&board, number).await? {
+            Some(item) => item,
+            None => self.gh().add_to_board(&board, &issue).await?,
+        };
+        // The column runs start from: the first trigger column (the workflow's first agent stage).
+        let ready = (state.plan.as_ref())
+            .and_then(|plan| plan.task(id))
+            .is_some_and(|t| t.depends_on.is_empty());
+        let start = (p.trigger_columns().into_iter().next()).and_then(|c| p.workflow.stage_id(&c));
+        let stage = match start {
+            Some(stage) if ready => stage,
+            _ => p.workflow.backlog().id(),
+        };
+        let option = p.settings.board_option(&stage);
+        if item.column.as_ref() != Some(&option) {
+            self.gh().move_card(&item, &option).await?;
+        }
+        Ok(Happened::Linked {
+            task: id.to_string(),
+        })
+    }
+
+    /// `task`'s sub-issue blocked by the sub-issue of `on`.
+    async fn block(&self, state: &Epic, id: &str, on: &str) -> Result<Happened, RunError> {
+        let issue_of = |t: &str| state.tasks.get(t).and_then(|t| t.issue);
+        let (Some((number, _)), Some((blocker, blocker_id))) = (issue_of(id), issue_of(on)) else {
+            return Err(RunError::Unfinished(format!(
+                "task `{id}` or `{on}` has no sub-issue yet"
+            )));
+        };
+        let known = self.gh().blocked_by(number).await?;
+        if !known.iter().any(|i| i.number == blocker) {
+            self.gh().add_blocked_by(number, blocker_id).await?;
+        }
+        Ok(Happened::Blocked {
+            task: id.to_string(),
+            on: on.to_string(),
+        })
+    }
+
+    /// The plan on the epic: its tasks, their sub-issues and the order they run in.
+    async fn post_plan(&self, state: &Epic) -> Result<Happened, RunError> {
+        let Some(plan) = &state.plan else {
+            return Err(RunError::Unfinished("the epic has no plan".into()));
+        };
+        let issues: BTreeMap<String, u64> = (state.tasks.iter())
+            .filter_map(|(id, t)| Some((id.clone(), t.issue?.0)))
+            .collect();
+        let body = format!(
+            "## Epic Plan\n\n{}\n\nEach task is a sub-issue of this epic, written by supervisor: it \
+             runs through the pipeline like any issue once the tasks it depends on are done.",
+            plan.render(&issues)
+        );
+        let marker = self.marker("plan", MarkerKind::EpicPlan);
+        self.gh()
+            .post_once(self.epic.number, &marker, &body, None)
+            .await?;
+        Ok(Happened::PlanPosted)
+    }
+}
+
+/// The planner's task: the epic as its codeowner wrote it, and the limits of a plan.
+fn planner_task(epic: &Issue, max_tasks: usize) -> String {
+    format!(
+        "Split epic #{} into tasks, at most {max_tasks}.\n\n# {}\n\n{}\n",
+        epic.number,
+        epic.title,
+        epic.body.trim_end()
+    )
+}

@@ -1,0 +1,749 @@
+//! An epic's progress as a fold of what happened to it, and the decision of what comes next —
+//! without I/O, so a driver can journal each [`Happened`] before acting and resume after a crash
+//! by folding its journal again: what was recorded is not done twice.
+//!
+//! The order: the plan; one sub-issue per task, in the plan's order (so a task's blockers exist
+//! before it), each linked under the epic and blocked by the tasks it depends on; the plan posted
+//! on the epic; then tasks start once every task they depend on is accepted, at most
+//! `max_concurrency` at once; each pull request is reviewed — accepted (merged into the epic
+//! branch with `branch` integration), sent back with feedback until `max_iterations`, or
+//! escalated to a person; when every task is accepted or escalated, the epic's pull request (with
+//! `branch` integration) and its summary.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::plan::Plan;
+use crate::config::{EpicIntegration, EpicSettings};
+
+/// How the tasks' work comes together.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Integration {
+    /// Each task builds on an epic branch its accepted predecessors were merged into; one pull
+    /// request from that branch at the end.
+    Branch,
+    /// Each task's pull request targets the default branch; a person merges them.
+    Independent,
+}
+
+/// The limits an epic runs under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub(crate) max_concurrency: usize,
+    /// Reviews a task may have before it is escalated instead of sent back again.
+    pub(crate) max_iterations: u32,
+    pub(crate) integration: Integration,
+}
+
+impl From<EpicIntegration> for Integration {
+    fn from(integration: EpicIntegration) -> Integration {
+        match integration {
+            EpicIntegration::Branch => Integration::Branch,
+            EpicIntegration::Independent => Integration::Independent,
+        }
+    }
+}
+
+/// The limits the repository's `epic` settings set.
+impl From<&EpicSettings> for Limits {
+    fn from(settings: &EpicSettings) -> Limits {
+        Limits {
+            max_concurrency: settings.max_concurrency,
+            max_iterations: settings.max_iterations,
+            integration: settings.integration.into(),
+        }
+    }
+}
+
+/// A reviewer's verdict on a task's pull request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "verdict", rename_all = "kebab-case")]
+pub enum Verdict {
+    Accepted,
+    NeedsRevision { feedback: String },
+    Escalate { reason: String },
+}
+
+/// What happened to the epic (its journal's events).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Happened {
+    Planned {
+        plan: Plan,
+    },
+    SubIssueCreated {
+        task: String,
+        number: u64,
+        id: u64,
+    },
+    Linked {
+        task: String,
+    },
+    Blocked {
+        task: String,
+        on: String,
+    },
+    PlanPosted,
+    Started {
+        task: String,
+    },
+    /// The task's run ended: with its pull request, or without one (`reason`).
+    RunEnded {
+        task: String,
+        pr: Option<u64>,
+        reason: Option<String>,
+    },
+    Reviewed {
+        task: String,
+        verdict: Verdict,
+    },
+    Merged {
+        task: String,
+    },
+    Escalated {
+        task: String,
+        reason: String,
+    },
+    /// A person closed the task's sub-issue (done by hand) or took it off the epic.
+    ClosedByHand {
+        task: String,
+    },
+    EpicPullRequest {
+        number: u64,
+    },
+    Finished,
+}
+
+/// What to do next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Plan,
+    CreateSubIssue {
+        task: String,
+    },
+    Link {
+        task: String,
+        number: u64,
+    },
+    Block {
+        task: String,
+        on: String,
+    },
+    PostPlan,
+    Start {
+        task: String,
+        number: u64,
+    },
+    Review {
+        task: String,
+        pr: u64,
+    },
+    Revise {
+        task: String,
+        pr: u64,
+        feedback: String,
+    },
+    Escalate {
+        task: String,
+        reason: String,
+    },
+    Merge {
+        task: String,
+        pr: u64,
+    },
+    OpenEpicPullRequest,
+    Summarise,
+}
+
+/// Where one task stands.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskState {
+    pub issue: Option<(u64, u64)>,
+    pub(crate) linked: bool,
+    pub(crate) blocked_by: BTreeSet<String>,
+    pub(crate) running: bool,
+    pub(crate) pr: Option<u64>,
+    /// The pull request waits for its review.
+    pub(crate) awaiting_review: bool,
+    pub(crate) reviews: u32,
+    /// Feedback not yet acted on.
+    pub(crate) feedback: Option<String>,
+    pub(crate) accepted: bool,
+    pub(crate) merged: bool,
+    pub(crate) escalated: Option<String>,
+    pub(crate) closed_by_hand: bool,
+}
+
+impl TaskState {
+    /// Nothing more will be done for it.
+    pub(crate) fn settled(&self) -> bool {
+        self.accepted || self.escalated.is_some() || self.closed_by_hand
+    }
+}
+
+/// The epic, folded from what happened.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Epic {
+    pub plan: Option<Plan>,
+    pub tasks: BTreeMap<String, TaskState>,
+    pub plan_posted: bool,
+    pub(crate) epic_pr: Option<u64>,
+    pub(crate) finished: bool,
+}
+
+impl Epic {
+    pub fn fold<'h>(happened: impl IntoIterator<Item = &'h Happened>) -> Epic {
+        let mut epic = Epic::default();
+        for h in happened {
+            epic.apply(h);
+        }
+        epic
+    }
+
+    pub(crate) fn apply(&mut self, h: &Happened) {
+        match h {
+            Happened::Planned { plan } => {
+                // A new plan keeps what its tasks had; tasks it drops are forgotten unless settled.
+                let ids: BTreeSet<&str> = plan.tasks().iter().map(|t| t.id.as_str()).collect();
+                self.tasks
+                    .retain(|id, t| ids.contains(id.as_str()) || t.settled() || t.issue.is_some());
+                for t in plan.tasks() {
+                    self.tasks.entry(t.id.clone()).or_default();
+                }
+                self.plan = Some(plan.clone());
+                self.plan_posted = false;
+            }
+            Happened::SubIssueCreated {
+                task: id,
+                number,
+                id: db,
+            } => {
+                if let Some(t) = self.tasks.get_mut(id) {
+                    t.issue = Some((*number, *db));
+                }
+            }
+            Happened::Linked { task: id } => {
+                if let Some(t) = self.tasks.get_mut(id) {
+                    t.linked = true;
+                }
+            }
+            Happened::Blocked { task: id, on } => {
+                if let Some(t) = self.tasks.get_mut(id) {
+                    t.blocked_by.insert(on.clone());
+                }
+            }
+            Happened::PlanPosted => self.plan_posted = true,
+            Happened::Started { task: id } => {
+                if let Some(t) = self.tasks.get_mut(id) {
+                    t.running = true;
+                    t.feedback = None;
+                }
+            }
+            Happened::RunEnded {
+                task: id,
+                pr,
+                reason,
+            } => {
+                if let Some(t) = self.tasks.get_mut(id) {
+                    t.running = false;
+                    if pr.is_some() {
+                        t.pr = *pr;
+                    }
+                    match (pr, reason) {
+                        (Some(_), _) => t.awaiting_review = true,
+                        (None, Some(reason)) => t.escalated = Some(reason.clone()),
+                        (None, None) => {}
+                    }
+                }
+            }
+            Happened::Reviewed { task: id, verdict } => {
+                if let Some(t) = self.tasks.get_mut(id) {
+                    t.awaiting_review = false;
+                    t.reviews += 1;
+                    match verdict {
+                        Verdict::Accepted => t.accepted = true,
+                        Verdict::NeedsRevision { feedback } => t.feedback = Some(feedback.clone()),
+                        Verdict::Escalate { reason } => t.escalated = Some(reason.clone()),
+                    }
+                }
+            }
+            Happened::Merged { task: id } => {
+                if let Some(t) = self.tasks.get_mut(id) {
+                    t.merged = true;
+                }
+            }
+            Happened::Escalated { task: id, reason } => {
+                if let Some(t) = self.tasks.get_mut(id) {
+                    t.escalated = Some(reason.clone());
+                    t.feedback = None;
+                }
+            }
+            Happened::ClosedByHand { task: id } => {
+                if let Some(t) = self.tasks.get_mut(id) {
+                    t.closed_by_hand = true;
+                    t.running = false;
+                }
+            }
+            Happened::EpicPullRequest { number } => self.epic_pr = Some(*number),
+            Happened::Finished => self.finished = true,
+        }
+    }
+
+    /// Whether `id` counts as done for the tasks that depend on it: accepted (and, with `branch`
+    /// integration, merged into the epic branch), or closed by a person.
+    fn done_for_dependants(&self, id: &str, limits: Limits) -> bool {
+        self.tasks.get(id).is_some_and(|t| {
+            t.closed_by_hand
+                || (t.accepted && (t.merged || limits.integration == Integration::Independent))
+        })
+    }
+
+    /// What to do next, in order: every step that may be taken now (several starts at once,
+    /// within the limits). Empty when the epic is finished or waits for running tasks.
+    pub fn next(&self, limits: Limits) -> Vec<Step> {
+        if self.finished {
+            return Vec::new();
+        }
+        let Some(plan) = &self.plan else {
+            return vec![Step::Plan];
+        };
+        let state = |id: &str| self.tasks.get(id).cloned().unwrap_or_default();
+        // Sub-issues first, one at a time in the plan's order: a task's blockers exist before it.
+        for t in plan.order() {
+            let s = state(&t.id);
+            let Some((number, _)) = s.issue else {
+                return vec![Step::CreateSubIssue { task: t.id.clone() }];
+            };
+            if !s.linked {
+                return vec![Step::Link {
+                    task: t.id.clone(),
+                    number,
+                }];
+            }
+            if let Some(on) = t.depends_on.iter().find(|d| !s.blocked_by.contains(*d)) {
+                return vec![Step::Block {
+                    task: t.id.clone(),
+                    on: on.clone(),
+                }];
+            }
+        }
+        if !self.plan_posted {
+            return vec![Step::PostPlan];
+        }
+        let mut steps = Vec::new();
+        for t in plan.order() {
+            let s = state(&t.id);
+            if s.settled() {
+                if s.accepted && !s.merged && limits.integration == Integration::Branch {
+                    if let Some(pr) = s.pr {
+                        steps.push(Step::Merge {
+                            task: t.id.clone(),
+                            pr,
+                        });
+                    }
+                }
+                continue;
+            }
+            if let (Some(pr), true) = (s.pr, s.awaiting_review) {
+                steps.push(Step::Review {
+                    task: t.id.clone(),
+                    pr,
+                });
+            } else if s.feedback.is_some() && s.reviews >= limits.max_iterations {
+                steps.push(Step::Escalate {
+                    task: t.id.clone(),
+                    reason: format!(
+                        "still needs changes after {} reviews (epic.maxIterations)",
+                        s.reviews
+                    ),
+                });
+            }
+        }
+        // Work takes a worker: a revision of a task sent back, or a task whose dependencies are
+        // done; at most `max_concurrency` at once.
+        let running = self.tasks.values().filter(|t| t.running).count();
+        let mut room = limits.max_concurrency.saturating_sub(running);
+        for t in plan.order() {
+            if room == 0 {
+                break;
+            }
+            let s = state(&t.id);
+            if s.running || s.settled() {
+                continue;
+            }
+            let step = match (s.pr, &s.feedback, s.issue) {
+                (Some(pr), Some(feedback), _) if s.reviews < limits.max_iterations => {
+                    Step::Revise {
+                        task: t.id.clone(),
+                        pr,
+                        feedback: feedback.clone(),
+                    }
+                }
+                (None, _, Some((number, _)))
+                    if t.depends_on
+                        .iter()
+                        .all(|d| self.done_for_dependants(d, limits)) =>
+                {
+                    Step::Start {
+                        task: t.id.clone(),
+                        number,
+                    }
+                }
+                _ => continue,
+            };
+            steps.push(step);
+            room -= 1;
+        }
+        if !steps.is_empty() || running > 0 {
+            return steps;
+        }
+        let all_settled = plan.tasks().iter().all(|t| state(&t.id).settled());
+        if !all_settled {
+            // Waiting on tasks that can never start (their blockers were escalated).
+            return plan
+                .order()
+                .into_iter()
+                .filter(|t| !state(&t.id).settled())
+                .map(|t| Step::Escalate {
+                    task: t.id.clone(),
+                    reason: "a task it depends on was escalated".into(),
+                })
+                .collect();
+        }
+        let any_accepted = plan.tasks().iter().any(|t| state(&t.id).accepted);
+        if limits.integration == Integration::Branch && any_accepted && self.epic_pr.is_none() {
+            return vec![Step::OpenEpicPullRequest];
+        }
+        vec![Step::Summarise]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::epic::Task;
+
+    fn plan(tasks: &[(&str, &[&str])]) -> Plan {
+        Plan::check(
+            tasks
+                .iter()
+                .map(|(id, deps)| Task {
+                    id: id.to_string(),
+                    title: id.to_string(),
+                    body: format!("- [ ] {id}"),
+                    depends_on: deps.iter().map(|d| d.to_string()).collect(),
+                })
+                .collect(),
+            8,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_limits_are_the_epic_settings() {
+        let defaults = Limits::from(&EpicSettings::default());
+        assert_eq!(
+            defaults,
+            Limits {
+                max_concurrency: 2,
+                max_iterations: 3,
+                integration: Integration::Branch,
+            }
+        );
+        let settings = EpicSettings {
+            max_concurrency: 5,
+            max_iterations: 1,
+            integration: EpicIntegration::Independent,
+            ..EpicSettings::default()
+        };
+        assert_eq!(
+            Limits::from(&settings),
+            Limits {
+                max_concurrency: 5,
+                max_iterations: 1,
+                integration: Integration::Independent,
+            }
+        );
+    }
+
+    const BRANCH: Limits = Limits {
+        max_concurrency: 2,
+        max_iterations: 2,
+        integration: Integration::Branch,
+    };
+
+    /// A fake world: performs each step as the driver would, recording what happened, until
+    /// the epic is finished; `review` gives each review's verdict. The steps taken, in order.
+    fn drive(
+        epic: &mut Vec<Happened>,
+        limits: Limits,
+        review: &mut dyn FnMut(&str, u32) -> Verdict,
+    ) -> Vec<Step> {
+        let mut taken = Vec::new();
+        let mut next_number = 10;
+        let mut most_running = 0;
+        for _ in 0..200 {
+            let state = Epic::fold(epic.iter());
+            let running = state.tasks.values().filter(|t| t.running).count();
+            most_running = most_running.max(running);
+            assert!(running <= limits.max_concurrency, "{running} running");
+            let steps = state.next(limits);
+            if steps.is_empty() {
+                // Runs end one at a time, in the plan's order.
+                let id = state
+                    .plan
+                    .as_ref()
+                    .unwrap()
+                    .order()
+                    .into_iter()
+                    .find(|t| state.tasks[&t.id].running)
+                    .map(|t| t.id.clone())
+                    .expect("something runs when there is nothing to do");
+                let pr = 100 + state.tasks[&id].issue.unwrap().0;
+                epic.push(Happened::RunEnded {
+                    task: id,
+                    pr: Some(pr),
+                    reason: None,
+                });
+                continue;
+            }
+            for step in steps {
+                taken.push(step.clone());
+                let happened = match step {
+                    Step::Plan => unreachable!("planned before"),
+                    Step::CreateSubIssue { task } => {
+                        next_number += 1;
+                        Happened::SubIssueCreated {
+                            task,
+                            number: next_number,
+                            id: 9000 + next_number,
+                        }
+                    }
+                    Step::Link { task, .. } => Happened::Linked { task },
+                    Step::Block { task, on } => Happened::Blocked { task, on },
+                    Step::PostPlan => Happened::PlanPosted,
+                    Step::Start { task, .. } => Happened::Started { task },
+                    Step::Review { task, .. } => {
+                        let reviews = Epic::fold(epic.iter()).tasks[&task].reviews;
+                        let verdict = review(&task, reviews);
+                        Happened::Reviewed { task, verdict }
+                    }
+                    // The revision runs like the task's first run: its end is recorded later.
+                    Step::Revise { task, .. } => Happened::Started { task },
+                    Step::Escalate { task, reason } => Happened::Escalated { task, reason },
+                    Step::Merge { task, .. } => Happened::Merged { task },
+                    Step::OpenEpicPullRequest => Happened::EpicPullRequest { number: 500 },
+                    Step::Summarise => Happened::Finished,
+                };
+                epic.push(happened);
+            }
+            if Epic::fold(epic.iter()).finished {
+                return taken;
+            }
+        }
+        panic!("the epic never finished: {taken:#?}");
+    }
+
+    fn kinds(steps: &[Step]) -> Vec<String> {
+        steps
+            .iter()
+            .map(|s| match s {
+                Step::CreateSubIssue { task } => format!("create {task}"),
+                Step::Link { task, .. } => format!("link {task}"),
+                Step::Block { task, on } => format!("block {task} on {on}"),
+                Step::PostPlan => "post plan".into(),
+                Step::Start { task, .. } => format!("start {task}"),
+                Step::Review { task, .. } => format!("review {task}"),
+                Step::Revise { task, .. } => format!("revise {task}"),
+                Step::Escalate { task, .. } => format!("escalate {task}"),
+                Step::Merge { task, .. } => format!("merge {task}"),
+                Step::OpenEpicPullRequest => "epic pr".into(),
+                Step::Summarise => "summary".into(),
+                Step::Plan => "plan".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_demo_epic_runs_its_tasks_in_order_sends_one_back_and_ends_with_one_pull_request() {
+        let mut epic = vec![Happened::Planned {
+            plan: plan(&[("units", &[]), ("format", &["units"]), ("docs", &[])]),
+        }];
+        assert_eq!(Epic::default().next(BRANCH), [Step::Plan]);
+        let steps = drive(&mut epic, BRANCH, &mut |task, reviews| {
+            if task == "format" && reviews == 0 {
+                Verdict::NeedsRevision {
+                    feedback: "handle 0".into(),
+                }
+            } else {
+                Verdict::Accepted
+            }
+        });
+        assert_eq!(
+            kinds(&steps),
+            [
+                "create units",
+                "link units",
+                "create format",
+                "link format",
+                "block format on units",
+                "create docs",
+                "link docs",
+                "post plan",
+                // format waits for units; docs is independent.
+                "start units",
+                "start docs",
+                "review units",
+                "merge units",
+                "start format",
+                // Runs end in the plan's order here: format before docs.
+                "review format",
+                "revise format",
+                "review format",
+                "merge format",
+                "review docs",
+                "merge docs",
+                "epic pr",
+                "summary",
+            ]
+        );
+        let done = Epic::fold(epic.iter());
+        assert!(done.tasks.values().all(|t| t.accepted && t.merged));
+        assert_eq!(done.tasks["format"].reviews, 2);
+    }
+
+    #[test]
+    fn resuming_from_any_point_of_the_journal_repeats_nothing_recorded() {
+        let mut full = vec![Happened::Planned {
+            plan: plan(&[("a", &[]), ("b", &["a"]), ("c", &[])]),
+        }];
+        drive(&mut full, BRANCH, &mut |_, _| Verdict::Accepted);
+        for cut in 1..full.len() {
+            let mut resumed: Vec<Happened> = full[..cut].to_vec();
+            let steps = drive(&mut resumed, BRANCH, &mut |_, _| Verdict::Accepted);
+            let created: Vec<String> = resumed
+                .iter()
+                .filter_map(|h| match h {
+                    Happened::SubIssueCreated { task, .. } => Some(task.clone()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(created, ["a", "b", "c"], "cut at {cut}: {steps:?}");
+            let prs = resumed
+                .iter()
+                .filter(|h| matches!(h, Happened::EpicPullRequest { .. }))
+                .count();
+            assert_eq!(prs, 1, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn never_more_than_max_concurrency_tasks_run_at_once() {
+        let six: Vec<(String, &[&str])> = (1..=6).map(|i| (format!("t{i}"), &[][..])).collect();
+        let six: Vec<(&str, &[&str])> = six.iter().map(|(i, d)| (i.as_str(), *d)).collect();
+        let mut epic = vec![Happened::Planned { plan: plan(&six) }];
+        // `drive` asserts the bound at every step.
+        let steps = drive(&mut epic, BRANCH, &mut |_, _| Verdict::Accepted);
+        assert_eq!(
+            kinds(&steps)
+                .iter()
+                .filter(|k| k.starts_with("start"))
+                .count(),
+            6
+        );
+    }
+
+    #[test]
+    fn a_task_sent_back_too_often_is_escalated_and_its_dependants_with_it() {
+        let mut epic = vec![Happened::Planned {
+            plan: plan(&[("a", &[]), ("b", &["a"])]),
+        }];
+        let steps = drive(&mut epic, BRANCH, &mut |_, _| Verdict::NeedsRevision {
+            feedback: "no".into(),
+        });
+        let k = kinds(&steps);
+        assert_eq!(k.iter().filter(|s| *s == "revise a").count(), 1, "{k:?}");
+        assert!(k.contains(&"escalate a".to_string()), "{k:?}");
+        assert!(k.contains(&"escalate b".to_string()), "{k:?}");
+        assert!(!k.contains(&"start b".to_string()), "{k:?}");
+        // Nothing was accepted: no epic pull request.
+        assert!(!k.contains(&"epic pr".to_string()), "{k:?}");
+        assert_eq!(k.last().unwrap(), "summary");
+    }
+
+    #[test]
+    fn with_independent_integration_nothing_is_merged_and_no_epic_pull_request_opens() {
+        let limits = Limits {
+            integration: Integration::Independent,
+            ..BRANCH
+        };
+        let mut epic = vec![Happened::Planned {
+            plan: plan(&[("a", &[]), ("b", &["a"])]),
+        }];
+        let k = kinds(&drive(&mut epic, limits, &mut |_, _| Verdict::Accepted));
+        assert!(
+            !k.iter().any(|s| s.starts_with("merge") || s == "epic pr"),
+            "{k:?}"
+        );
+        assert_eq!(k.last().unwrap(), "summary");
+    }
+
+    #[test]
+    fn a_sub_issue_closed_by_hand_counts_as_done_for_its_dependants() {
+        let mut epic = vec![Happened::Planned {
+            plan: plan(&[("a", &[]), ("b", &["a"])]),
+        }];
+        let mut state = Epic::fold(epic.iter());
+        while state.next(BRANCH)
+            != [Step::Start {
+                task: "a".into(),
+                number: state.tasks["a"].issue.map_or(0, |i| i.0),
+            }]
+        {
+            let h = match state.next(BRANCH).remove(0) {
+                Step::CreateSubIssue { task } => Happened::SubIssueCreated {
+                    number: if task == "a" { 1 } else { 2 },
+                    id: 7,
+                    task,
+                },
+                Step::Link { task, .. } => Happened::Linked { task },
+                Step::Block { task, on } => Happened::Blocked { task, on },
+                Step::PostPlan => Happened::PlanPosted,
+                other => panic!("{other:?}"),
+            };
+            epic.push(h);
+            state = Epic::fold(epic.iter());
+        }
+        epic.push(Happened::ClosedByHand { task: "a".into() });
+        let next = Epic::fold(epic.iter()).next(BRANCH);
+        assert_eq!(
+            next,
+            [Step::Start {
+                task: "b".into(),
+                number: 2
+            }]
+        );
+    }
+
+    #[test]
+    fn the_journal_of_an_epic_round_trips_as_json() {
+        let events = vec![
+            Happened::Planned {
+                plan: plan(&[("a", &[])]),
+            },
+            Happened::Reviewed {
+                task: "a".into(),
+                verdict: Verdict::NeedsRevision {
+                    feedback: "x".into(),
+                },
+            },
+        ];
+        let text = serde_json::to_string(&events).unwrap();
+        assert!(text.contains(r#""kind":"reviewed""#), "{text}");
+        assert!(text.contains(r#""verdict":"needs-revision""#), "{text}");
+        let back: Vec<Happened> = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, events);
+    }
+}
