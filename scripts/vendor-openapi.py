@@ -52,6 +52,9 @@ OPERATIONS = [
     "pulls/get",
     "pulls/update",
     "pulls/merge",
+    "pulls/list-files",
+    "git/get-ref",
+    "git/create-ref",
     "pulls/list-reviews",
     "pulls/get-review",
     "pulls/create-review",
@@ -72,7 +75,7 @@ KEEP = {
 }
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-OUT = os.path.join(ROOT, "src", "github", "openapi")
+OUT = os.path.join(ROOT, "crates", "github", "src", "github", "openapi")
 
 
 def download():
