@@ -70,8 +70,11 @@ impl fmt::Display for Violation {
 struct Operation {
     id: String,
     method: String,
-    /// Path segments; `None` stands for a parameter.
+    /// Path segments; `Err` stands for a parameter (its name).
     segments: Vec<Result<String, String>>,
+    /// The last segment is a git reference (`/git/ref/{ref}`: `heads/<branch>`), whose value
+    /// spans the path's remaining segments.
+    spans: bool,
     parameters: Vec<Parameter>,
     body: Option<(bool, boon::SchemaIndex)>,
     responses: HashMap<String, Option<boon::SchemaIndex>>,
@@ -131,7 +134,9 @@ impl RestContract {
                         None => Ok(s.to_string()),
                     },
                 )
-                .collect();
+                .collect::<Vec<_>>();
+            let spans = matches!(segments.last(), Some(Err(name)) if name == "ref")
+                && segments.iter().any(|s| s.as_deref() == Ok("git"));
             let mut parameters = Vec::new();
             for (i, p) in op["parameters"]
                 .as_array()
@@ -166,6 +171,7 @@ impl RestContract {
                 id: id.clone(),
                 method: op["method"].as_str().unwrap_or_default().to_string(),
                 segments,
+                spans,
                 parameters,
                 body,
                 responses,
@@ -181,17 +187,25 @@ impl RestContract {
     fn operation(&self, method: &str, path: &str) -> Option<(&Operation, Vec<(&str, String)>)> {
         let parts: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
         self.operations.iter().find_map(|op| {
-            if !op.method.eq_ignore_ascii_case(method) || op.segments.len() != parts.len() {
+            let n = op.segments.len();
+            let fits = n == parts.len() || (op.spans && parts.len() > n);
+            if !op.method.eq_ignore_ascii_case(method) || !fits {
                 return None;
             }
             let mut params = Vec::new();
-            for (seg, part) in op.segments.iter().zip(&parts) {
+            for (i, seg) in op.segments.iter().enumerate() {
+                // The last segment of a spanning operation takes the rest of the path.
+                let part = if i + 1 == n {
+                    parts[i..].join("/")
+                } else {
+                    parts[i].to_string()
+                };
                 match seg {
-                    Ok(fixed) if fixed == part => {}
+                    Ok(fixed) if *fixed == part => {}
                     Ok(_) => return None,
                     Err(name) => params.push((
                         name.as_str(),
-                        percent_encoding::percent_decode_str(part)
+                        percent_encoding::percent_decode_str(&part)
                             .decode_utf8_lossy()
                             .into_owned(),
                     )),
@@ -685,6 +699,17 @@ mod tests {
             Some("checks/list-for-ref")
         );
         assert_eq!(c.operation_id("DELETE", "/repos/o/r/issues/5"), None);
+        // A git reference spans segments (`heads/<branch>`); other parameters do not.
+        assert_eq!(
+            c.operation_id("GET", "/repos/o/r/git/ref/heads/feature/x"),
+            Some("git/get-ref")
+        );
+        assert!(
+            c.check_request("GET", "/repos/o/r/git/ref/heads/feature/x", None, b"")
+                .is_empty()
+        );
+        assert_eq!(c.operation_id("GET", "/repos/o/r/issues/5/x"), None);
+        assert_eq!(c.operation_id("GET", "/repos/o/r/commits/feature/x"), None);
     }
 
     #[test]

@@ -43,12 +43,42 @@ pub(crate) struct FileDiff {
     pub(crate) old_path: Option<String>,
     /// GitHub's file status: `added`, `removed`, `modified`, `renamed` or `copied`.
     pub(crate) status: &'static str,
+    /// The file's blob at the head; `None` for a removed file.
+    pub(crate) sha: Option<String>,
     pub(crate) additions: usize,
     pub(crate) deletions: usize,
     pub(crate) binary: bool,
     pub(crate) hunks: Vec<Hunk>,
     /// Some of its lines are left out ([`MAX_DIFF_LINES`]).
     pub(crate) truncated: bool,
+}
+
+impl FileDiff {
+    /// The file's unified diff as GitHub's `patch` shows it: each hunk's `@@` header and its
+    /// lines. `None` where GitHub leaves it out: a binary file, one without changed lines, or one
+    /// whose lines were cut ([`MAX_DIFF_LINES`]).
+    pub(crate) fn patch(&self) -> Option<String> {
+        if self.binary || self.truncated || self.hunks.is_empty() {
+            return None;
+        }
+        let mut out = Vec::new();
+        for hunk in &self.hunks {
+            out.push(hunk.header.clone());
+            out.extend(hunk.lines.iter().map(|l| format!("{}{}", l.origin, l.text)));
+        }
+        Some(out.join("\n"))
+    }
+}
+
+/// Why a reference was not created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RefRefusal {
+    /// A reference of that name is there already.
+    Exists,
+    /// The sha is not a commit of the repository.
+    UnknownCommit,
+    /// Git refused the name, or failed: what went wrong.
+    Failed(String),
 }
 
 /// A hunk of a file's diff: its `@@` header and its lines.
@@ -225,6 +255,33 @@ impl GitRemote {
         b.get().target().map(|o| o.to_string())
     }
 
+    /// The commit reference `name` (`refs/heads/main`, `refs/tags/v1`) points at.
+    pub(crate) fn ref_sha(&self, name: &str) -> Option<String> {
+        let repo = self.repo()?;
+        let commit = repo.find_reference(name).ok()?.peel_to_commit().ok()?;
+        Some(commit.id().to_string())
+    }
+
+    /// Create reference `name` (`refs/heads/topic`) at commit `sha` (its 40 hex digits), as
+    /// GitHub's `POST /git/refs` does.
+    pub(crate) fn create_ref(&self, name: &str, sha: &str) -> Result<(), RefRefusal> {
+        let fail = |e: git2::Error| RefRefusal::Failed(e.message().to_string());
+        let repo = open(&self.path).map_err(fail)?;
+        if repo.find_reference(name).is_ok() {
+            return Err(RefRefusal::Exists);
+        }
+        let commit = (sha.len() == 40)
+            .then(|| Oid::from_str(sha).ok())
+            .flatten()
+            .and_then(|oid| repo.find_commit(oid).ok())
+            .ok_or(RefRefusal::UnknownCommit)?;
+        match repo.reference(name, commit.id(), false, "created through the API") {
+            Ok(_) => Ok(()),
+            Err(e) if e.code() == git2::ErrorCode::Exists => Err(RefRefusal::Exists),
+            Err(e) => Err(fail(e)),
+        }
+    }
+
     /// A commit by sha (full or abbreviated) or branch name.
     pub fn commit(&self, spec: &str) -> Option<CommitInfo> {
         let repo = self.repo()?;
@@ -286,6 +343,9 @@ impl GitRemote {
                     path
                 },
                 status,
+                sha: Some(delta.new_file().id())
+                    .filter(|id| !id.is_zero())
+                    .map(|id| id.to_string()),
                 additions: 0,
                 deletions: 0,
                 binary: delta.flags().is_binary(),
@@ -763,6 +823,17 @@ mod tests {
             ]
         );
         assert!(!a.truncated && !a.binary);
+        assert_eq!(
+            a.patch().unwrap(),
+            format!("{}\n one\n-two\n+TWO", a.hunks[0].header)
+        );
+        let b = &files[1];
+        assert_eq!(b.patch().unwrap(), "@@ -0,0 +1 @@\n+new");
+        // The head's blob of each file.
+        assert_eq!(
+            b.sha.as_deref(),
+            Some("3e757656cf36eca53338e520d134963a44f793f8")
+        );
         assert!(remote.pull_commits("main", "missing").is_none());
         assert!(remote.pull_files("missing", "topic").is_none());
         assert_eq!(remote.pull_commits("main", "main").unwrap().len(), 0);
@@ -794,6 +865,41 @@ mod tests {
         assert!(remote.reaches("topic", &second));
         assert!(!remote.reaches("main", &first));
         assert!(!remote.reaches("topic", "0123abcd"));
+    }
+
+    #[test]
+    fn references_are_created_once_at_a_known_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let remote = GitRemote::create(&dir.path().join("r.git"), "main").unwrap();
+        let main = remote.branch_sha("main").unwrap();
+        assert_eq!(
+            remote.ref_sha("refs/heads/main").as_deref(),
+            Some(main.as_str())
+        );
+        assert!(remote.ref_sha("refs/heads/topic").is_none());
+        assert_eq!(remote.create_ref("refs/heads/topic/a", &main), Ok(()));
+        assert_eq!(remote.branch_sha("topic/a").as_deref(), Some(main.as_str()));
+        assert_eq!(
+            remote.create_ref("refs/heads/topic/a", &main),
+            Err(RefRefusal::Exists)
+        );
+        // Not a commit of the repository, or not a whole sha.
+        for sha in [
+            "0123456789012345678901234567890123456789",
+            &main[..7],
+            "main",
+        ] {
+            assert_eq!(
+                remote.create_ref("refs/heads/other", sha),
+                Err(RefRefusal::UnknownCommit),
+                "{sha}"
+            );
+        }
+        assert!(matches!(
+            remote.create_ref("refs/heads/a..b", &main),
+            Err(RefRefusal::Failed(_))
+        ));
+        assert!(remote.branch_sha("other").is_none());
     }
 
     #[test]

@@ -102,6 +102,13 @@ fn api_routes() -> Router<Arc<Shared>> {
             put(merge::merge_pull),
         )
         .route(
+            "/repos/{owner}/{repo}/pulls/{number}/files",
+            get(refs::list_files),
+        )
+        // A reference spans segments: `heads/feature/x`.
+        .route("/repos/{owner}/{repo}/git/ref/{*ref}", get(refs::get_ref))
+        .route("/repos/{owner}/{repo}/git/refs", post(refs::create_ref))
+        .route(
             "/repos/{owner}/{repo}/pulls/{number}/reviews",
             get(reviews::list_reviews).post(reviews::create_review),
         )
@@ -260,7 +267,8 @@ async fn gate(State(s): S, mut req: Request, next: Next) -> Response {
             t.strip_prefix(GHES_PREFIX)
                 .filter(|rest| rest.starts_with('/'))
                 .unwrap_or(if t == "/api/graphql" { "/graphql" } else { t })
-                .to_string()
+                // A parameter spanning segments is named as GitHub's description names it.
+                .replace("{*", "{")
         },
     );
     let route = format!("{} {template}", req.method());
@@ -389,11 +397,14 @@ fn required_permission(route: &str) -> Option<(&'static str, &'static str)> {
         | "PATCH /repos/{owner}/{repo}/issues/{number}"
         | "POST /repos/{owner}/{repo}/issues/{number}/comments"
         | "PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}" => ("issues", "write"),
-        "GET /repos/{owner}/{repo}/commits/{ref}" => ("contents", "read"),
-        "GET /repos/{owner}/{repo}/commits/{ref}/check-runs" => ("checks", "read"),
-        "GET /repos/{owner}/{repo}/pulls" | "GET /repos/{owner}/{repo}/pulls/{number}" => {
-            ("pull_requests", "read")
+        "GET /repos/{owner}/{repo}/commits/{ref}" | "GET /repos/{owner}/{repo}/git/ref/{ref}" => {
+            ("contents", "read")
         }
+        "POST /repos/{owner}/{repo}/git/refs" => ("contents", "write"),
+        "GET /repos/{owner}/{repo}/commits/{ref}/check-runs" => ("checks", "read"),
+        "GET /repos/{owner}/{repo}/pulls"
+        | "GET /repos/{owner}/{repo}/pulls/{number}"
+        | "GET /repos/{owner}/{repo}/pulls/{number}/files" => ("pull_requests", "read"),
         "POST /repos/{owner}/{repo}/pulls" => ("pull_requests", "write"),
         "PUT /repos/{owner}/{repo}/pulls/{number}/merge" => ("contents", "write"),
         _ => return None,
@@ -1957,4 +1968,5 @@ async fn deliveries(State(s): S) -> Response {
 }
 
 mod merge;
+mod refs;
 mod reviews;

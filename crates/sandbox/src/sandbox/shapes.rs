@@ -7,7 +7,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
-use super::git::{CommitInfo, GitRemote, Mergeability};
+use super::git::{CommitInfo, FileDiff, GitRemote, Mergeability};
 use super::state::{
     AppSeed, CheckRunSeed, CommentSeed, IssueSeed, PullSeed, ReviewCommentSeed, ReviewSeed,
     SandboxState, SeedState,
@@ -673,6 +673,49 @@ impl<'a> Shapes<'a> {
             "stats": { "additions": 0, "deletions": 0, "total": 0 },
             "files": [],
         })
+    }
+
+    /// A git reference (`refs/heads/main`) at commit `sha`, as `GET /git/ref/{ref}` shows it.
+    pub(crate) fn git_ref(&self, name: &str, sha: &str) -> Value {
+        json!({
+            "ref": name,
+            "node_id": format!("REF_{:08x}", ids::fnv(name)),
+            "url": self.api(&format!("/git/{name}")),
+            "object": {
+                "type": "commit",
+                "sha": sha,
+                "url": self.api(&format!("/git/commits/{sha}")),
+            },
+        })
+    }
+
+    /// A file a pull request changes, as `GET /pulls/{number}/files` lists it; `head_sha` is the
+    /// commit its URLs point at.
+    pub(crate) fn diff_entry(&self, head_sha: &str, f: &FileDiff) -> Value {
+        let path = f
+            .path
+            .split('/')
+            .map(super::rest::path_segment)
+            .collect::<Vec<_>>()
+            .join("/");
+        let mut entry = json!({
+            "sha": f.sha,
+            "filename": f.path,
+            "status": f.status,
+            "additions": f.additions,
+            "deletions": f.deletions,
+            "changes": f.additions + f.deletions,
+            "blob_url": self.web(&format!("/blob/{head_sha}/{path}")),
+            "raw_url": self.web(&format!("/raw/{head_sha}/{path}")),
+            "contents_url": self.api(&format!("/contents/{path}?ref={head_sha}")),
+        });
+        if let Some(patch) = f.patch() {
+            entry["patch"] = json!(patch);
+        }
+        if let Some(old) = &f.old_path {
+            entry["previous_filename"] = json!(old);
+        }
+        entry
     }
 
     /// The App's installation on the repository's owner.
