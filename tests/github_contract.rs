@@ -23,6 +23,9 @@
 //! - `pulls/get`: `get_pr`, `mergeable`
 //! - `pulls/update`: `update_pull_body` (a revision rewrites the body)
 //! - `pulls/merge`: `merge_pull` (an epic's accepted task merged into the epic branch)
+//! - `pulls/list-files`: `pull_files`
+//! - `git/get-ref`: `branch_head`
+//! - `git/create-ref`: `create_branch`
 //! - `pulls/create-review`: `submit_review`
 //! - `pulls/create-reply-for-review-comment`: `reply_in_thread` (to a thread's top-level comment)
 //! - `issues/add-labels`, `issues/remove-label`: the scheduler's claim label
@@ -36,8 +39,8 @@ use serde_json::{Value, json};
 use supervisor::config::RepoSlug;
 use supervisor::github::{
     AppCredentials, BoardItem, ClientConfig, ColumnOption, Conditional, GitHub, GitHubError, Issue,
-    IssueState, MergeError, MergeMethod, MergeResult, MergeablePoll, NewPullRequest, RetryPolicy,
-    Token,
+    IssueState, MAX_PULL_FILES, MergeError, MergeMethod, MergeResult, MergeablePoll,
+    NewPullRequest, PullFile, RetryPolicy, Token,
 };
 use supervisor::ids::BoardOption;
 use supervisor::sandbox::{check_rest_request, rest_operation_id};
@@ -45,7 +48,7 @@ use wiremock::matchers::{method, path, path_regex};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 /// The operations listed above.
-const CLIENT_OPERATIONS: [&str; 27] = [
+const CLIENT_OPERATIONS: [&str; 30] = [
     "users/get-authenticated",
     "apps/get-authenticated",
     "apps/get-repo-installation",
@@ -68,6 +71,9 @@ const CLIENT_OPERATIONS: [&str; 27] = [
     "pulls/get",
     "pulls/update",
     "pulls/merge",
+    "pulls/list-files",
+    "git/get-ref",
+    "git/create-ref",
     "pulls/create-review",
     "pulls/create-reply-for-review-comment",
     "issues/add-labels",
@@ -204,6 +210,8 @@ async fn every_rest_operation_the_client_uses_reads_githubs_examples() {
         ("pulls/create", 201),
         ("pulls/update", 200),
         ("pulls/merge", 200),
+        ("pulls/list-files", 200),
+        ("git/create-ref", 201),
         ("pulls/create-review", 200),
         ("pulls/create-reply-for-review-comment", 201),
         ("issues/add-labels", 200),
@@ -220,6 +228,12 @@ async fn every_rest_operation_the_client_uses_reads_githubs_examples() {
                 .set_body_string("6dcb09b5b57875f334f61aebed695e2e4193db5e")
                 .insert_header("content-type", "application/vnd.github.sha; charset=utf-8"),
         )
+        .mount(&server)
+        .await;
+    // A reference spans segments (`heads/<branch>`), which the template's pattern does not.
+    Mock::given(method("GET"))
+        .and(path_regex("^/repos/[^/]+/[^/]+/git/ref/heads/.+$"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(example("git/get-ref", "200")))
         .mount(&server)
         .await;
     let gh = client_for(&server);
@@ -297,6 +311,24 @@ async fn every_rest_operation_the_client_uses_reads_githubs_examples() {
         }
     );
 
+    // An epic's branch: created at a commit, then read; the files a pull request changes.
+    let sha = "aa218f56b14c9653891f9e74264a383fa43fefbd";
+    assert!(gh.create_branch("epic/featureA", sha).await.unwrap());
+    assert_eq!(
+        gh.branch_head("epic/featureA").await.unwrap().as_deref(),
+        Some(sha)
+    );
+    assert_eq!(
+        gh.pull_files(1347).await.unwrap(),
+        vec![PullFile {
+            filename: "file1.txt".into(),
+            status: "added".into(),
+            additions: 103,
+            deletions: 21,
+            patch: Some("@@ -132,7 +132,7 @@ module Test @@ -1000,7 +1000,7 @@ module Test".into()),
+        }]
+    );
+
     // A revision: the pull request's body rewritten, a reply in a review thread, a review.
     gh.update_pull_body(1347, "Audit: 8/8").await.unwrap();
     assert_eq!(
@@ -351,6 +383,56 @@ async fn every_rest_operation_the_client_uses_reads_githubs_examples() {
     assert_eq!(
         hit, listed,
         "every operation the client uses, and only those, was exercised"
+    );
+}
+
+/// Pages of 100 files without end, each linking the next.
+struct EndlessFiles(String);
+
+impl Respond for EndlessFiles {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let page: usize = request
+            .url
+            .query_pairs()
+            .find(|(k, _)| k == "page")
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(1);
+        let file = example("pulls/list-files", "200")[0].clone();
+        let files: Vec<Value> = (0..100)
+            .map(|i| {
+                let mut f = file.clone();
+                f["filename"] = json!(format!("f{}.txt", (page - 1) * 100 + i));
+                f
+            })
+            .collect();
+        let next = format!(
+            "<{}/repos/octocat/Hello-World/pulls/1347/files?per_page=100&page={}>; rel=\"next\"",
+            self.0,
+            page + 1
+        );
+        ResponseTemplate::new(200)
+            .set_body_json(files)
+            .insert_header("link", next.as_str())
+    }
+}
+
+#[tokio::test]
+async fn a_pull_requests_files_stop_at_githubs_3000() {
+    let server = MockServer::start().await;
+    Mock::given(method("GET"))
+        .and(path_regex("^/repos/[^/]+/[^/]+/pulls/1347/files$"))
+        .respond_with(EndlessFiles(server.uri()))
+        .mount(&server)
+        .await;
+    let files = client_for(&server).pull_files(1347).await.unwrap();
+    assert_eq!(files.len(), MAX_PULL_FILES);
+    assert_eq!(MAX_PULL_FILES, 3000);
+    assert_eq!(files[2999].filename, "f2999.txt");
+    let requests = server.received_requests().await.unwrap();
+    assert_eq!(requests.len(), 30, "30 pages of 100, no more");
+    assert_eq!(
+        check_requests(&server).await,
+        BTreeSet::from(["pulls/list-files".to_string()])
     );
 }
 

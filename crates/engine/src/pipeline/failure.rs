@@ -86,7 +86,7 @@ impl EffectError {
             | GitHubError::Network { .. }
             | GitHubError::InvalidResponse { .. } => ErrorClass::Transient,
             // A setting GitHub cannot be asked with: running again as it is fails the same way.
-            GitHubError::Config(_) => ErrorClass::NotFound,
+            GitHubError::Config(_) | GitHubError::UnsafeBranch { .. } => ErrorClass::NotFound,
             GitHubError::Api { status, .. } => match status {
                 401 | 403 => ErrorClass::Permission,
                 404 | 410 => ErrorClass::NotFound,

@@ -121,6 +121,11 @@ pub enum GitHubError {
 
     #[error("Invalid GitHub configuration: {0}")]
     Config(String),
+
+    #[error(
+        "`{branch}` is not a safe branch name, so it was not sent to GitHub: use letters, digits, `-`, `_`, `.` and `/`, without `..`, `//` or `@{{`, not starting with `-`, `/` or `.` and not ending with `/`, `.` or `.lock`"
+    )]
+    UnsafeBranch { branch: String },
 }
 
 fn rate_limit_text(

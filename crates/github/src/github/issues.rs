@@ -110,10 +110,21 @@ impl GitHub {
         first: String,
         route: &str,
     ) -> Result<Vec<T>, GitHubError> {
+        self.get_up_to(first, route, usize::MAX).await
+    }
+
+    /// The pages of a list, following `Link: rel="next"`, until it ends or `limit` items were
+    /// read (the rest of the last page read is dropped).
+    pub(crate) async fn get_up_to<T: serde::de::DeserializeOwned>(
+        &self,
+        first: String,
+        route: &str,
+        limit: usize,
+    ) -> Result<Vec<T>, GitHubError> {
         let mut items = Vec::new();
         let mut path = Some(first);
         let mut seen = Vec::new();
-        while let Some(p) = path.take() {
+        while let Some(p) = path.take().filter(|_| items.len() < limit) {
             if seen.len() >= MAX_PAGES || seen.contains(&p) {
                 return Err(GitHubError::InvalidResponse {
                     route: format!("GET {route}"),
@@ -125,6 +136,7 @@ impl GitHub {
             path = resp.next_page(&self.t.base)?;
             seen.push(p);
         }
+        items.truncate(limit);
         Ok(items)
     }
 

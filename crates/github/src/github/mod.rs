@@ -37,7 +37,7 @@ pub use editors::{CommentEdit, Editors, TitleRename};
 pub use error::{GitHubError, PROJECT_SCOPE_HINT};
 pub use marker::{Marker, MarkerKind};
 pub use poll::{BoardPoll, Card, FoundCard, RateLimit};
-pub use pulls::{MergeError, MergeMethod, MergeResult, MergeablePoll};
+pub use pulls::{MAX_PULL_FILES, MergeError, MergeMethod, MergeResult, MergeablePoll, PullFile};
 pub use references::body_blockers;
 pub use retry::RetryPolicy;
 pub use retry::http_client;

@@ -9,6 +9,63 @@ use serde_json::json;
 use super::retry::{ApiRequest, ApiResponse};
 use super::types::{CheckRun, Conditional, NewPullRequest, PullRequest};
 use super::{GitHub, GitHubError, MAX_BODY_CHARS, fit_body, url_encode};
+use crate::config::is_safe_ref_component;
+
+/// Files GitHub lists of a pull request at most.
+pub const MAX_PULL_FILES: usize = 3000;
+
+/// A file a pull request changes, as its "Files changed" lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct PullFile {
+    pub filename: String,
+    /// `added`, `removed`, `modified`, `renamed`, `copied`, `changed` or `unchanged`.
+    pub status: String,
+    pub additions: u64,
+    pub deletions: u64,
+    /// The file's unified diff; GitHub leaves it out for binary files and very large diffs.
+    #[serde(default)]
+    pub patch: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireRefObject {
+    sha: String,
+}
+
+#[derive(Deserialize)]
+struct WireGitRef {
+    object: WireRefObject,
+}
+
+/// A 422 (GitHub refused the request's content) with `hint`, what to check, after its message;
+/// any other error as it is.
+fn with_422_hint(e: GitHubError, hint: &str) -> GitHubError {
+    match e {
+        GitHubError::Api {
+            status: 422,
+            route,
+            message,
+            documentation_url,
+        } => GitHubError::Api {
+            status: 422,
+            route,
+            message: format!("{message}: {hint}"),
+            documentation_url,
+        },
+        other => other,
+    }
+}
+
+/// `branch`, when it is safe to send as a branch name.
+fn safe_branch(branch: &str) -> Result<&str, GitHubError> {
+    if is_safe_ref_component(branch) {
+        Ok(branch)
+    } else {
+        Err(GitHubError::UnsafeBranch {
+            branch: branch.to_string(),
+        })
+    }
+}
 
 #[derive(Deserialize)]
 struct WireRef {
@@ -397,21 +454,13 @@ impl GitHub {
                     documentation_url: None,
                 }),
             },
-            Err(GitHubError::Api {
-                status: 422,
-                route,
-                message,
-                documentation_url,
-            }) => Err(GitHubError::Api {
-                status: 422,
-                route,
-                message: format!(
-                    "{message}: is branch `{}` pushed, with commits that `{}` does not have?",
+            Err(e) => Err(with_422_hint(
+                e,
+                &format!(
+                    "is branch `{}` pushed, with commits that `{}` does not have?",
                     pr.head, pr.base
                 ),
-                documentation_url,
-            }),
-            Err(e) => Err(e),
+            )),
         }
     }
 
@@ -471,6 +520,80 @@ impl GitHub {
             }),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// The commit branch `branch` points at on GitHub; `None` when there is no such branch.
+    /// [`GitHubError::UnsafeBranch`], with nothing sent, for a name that is not a safe branch name.
+    pub async fn branch_head(&self, branch: &str) -> Result<Option<String>, GitHubError> {
+        let branch = safe_branch(branch)?;
+        let req = ApiRequest::get(
+            self.repo_path(&format!("/git/ref/heads/{branch}")),
+            "/repos/{owner}/{repo}/git/ref/{ref}",
+        );
+        match self.t.send(&req).await {
+            Ok(resp) => Ok(Some(resp.json::<WireGitRef>()?.object.sha)),
+            Err(e) if e.status() == Some(404) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Create branch `branch` at commit `sha` (its 40 hex digits) on GitHub: `true` when this
+    /// call created it, `false` when the branch exists already (wherever it points: read it with
+    /// [`GitHub::branch_head`]). [`GitHubError::UnsafeBranch`], with nothing sent, for a name
+    /// that is not a safe branch name.
+    pub async fn create_branch(&self, branch: &str, sha: &str) -> Result<bool, GitHubError> {
+        let branch = safe_branch(branch)?;
+        let req = ApiRequest::write(
+            Method::POST,
+            self.repo_path("/git/refs"),
+            "/repos/{owner}/{repo}/git/refs",
+            json!({ "ref": format!("refs/heads/{branch}"), "sha": sha }),
+            false,
+        );
+        // After a failure that may have landed, a branch at `sha` is this call's.
+        let created = self
+            .t
+            .create(
+                &req,
+                |_| Ok(true),
+                || async move {
+                    let head = self.branch_head(branch).await?;
+                    Ok(head.is_some_and(|h| h == sha).then_some(true))
+                },
+            )
+            .await;
+        match created {
+            Ok(created) => Ok(created),
+            Err(GitHubError::Api {
+                status: 422,
+                message,
+                ..
+            }) if message.contains("Reference already exists") => Ok(false),
+            Err(e) => Err(with_422_hint(
+                e,
+                &format!(
+                    "branch `{branch}` was not created; is {sha} a whole commit sha that GitHub has (pushed)?"
+                ),
+            )),
+        }
+    }
+
+    /// The files pull request `number` changes, every page, at most [`MAX_PULL_FILES`] (GitHub
+    /// lists no more).
+    pub async fn pull_files(&self, number: u64) -> Result<Vec<PullFile>, GitHubError> {
+        self.get_up_to(
+            self.repo_path(&format!("/pulls/{number}/files?per_page=100")),
+            "/repos/{owner}/{repo}/pulls/{number}/files",
+            MAX_PULL_FILES,
+        )
+        .await
+        .map_err(|e| match e.status() {
+            Some(404) => GitHubError::PullNotFound {
+                repo: self.t.repo.clone(),
+                number,
+            },
+            _ => e,
+        })
     }
 
     /// A pull request by number, with its mergeability (`None` while GitHub computes it).
