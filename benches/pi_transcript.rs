@@ -66,6 +66,7 @@ fn main() {
         transcript: Some(transcript.clone()),
         attempt: 1,
         revision: false,
+        subject: None,
         keep_partial_on_budget: false,
         sandbox: None,
         pulse: None,

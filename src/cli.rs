@@ -104,6 +104,10 @@ pub enum Command {
         /// The board-driven mode: the scheduler watches the board, a maintainer drags the card.
         #[arg(long)]
         watch: bool,
+        /// An epic: issue #1 planned into three tasks that run, are reviewed (one is sent back
+        /// once), merged into the epic branch and end in one pull request.
+        #[arg(long, conflicts_with = "watch")]
+        epic: bool,
         /// Keep the sandbox GitHub up after the run, with its web view, until Ctrl-C.
         #[arg(long, conflicts_with = "watch")]
         serve: bool,
@@ -284,9 +288,16 @@ fn dispatch(cli: Cli) -> u8 {
             clean,
             dir,
             watch,
+            epic,
             serve,
             port,
-        } => demo::run(json, clean, dir, watch, serve.then(|| port.unwrap_or(0))),
+        } => demo::run(
+            json,
+            clean,
+            dir,
+            demo::Mode::of(watch, epic),
+            serve.then(|| port.unwrap_or(0)),
+        ),
         Command::Agent(args) => agent::run(args),
         Command::Epic(args) => epic::run(args),
         Command::AgentScript {

@@ -495,6 +495,7 @@ async fn the_action_plans_an_epic_for_a_codeowner_only() {
         [
             ("issue", "1"),
             ("command", "epic"),
+            ("args", "--plan-only"),
             ("github-token", token.as_str()),
             ("binary", BIN),
             ("requested-by", login),

@@ -146,6 +146,7 @@ async fn run_stand_in_with(
         transcript: None,
         attempt: 1,
         revision: false,
+        subject: None,
         keep_partial_on_budget: true,
         sandbox: None,
         pulse: None,

@@ -47,6 +47,7 @@ fn request<'a>(role: &'a AgentDefinition, cwd: &Path, backend: Backend) -> Agent
         transcript: None,
         attempt: 1,
         revision: false,
+        subject: None,
         keep_partial_on_budget: false,
         sandbox: None,
         pulse: None,

@@ -61,7 +61,7 @@ async fn supervisor(world: &World, args: &[&str]) -> std::process::Output {
 
 /// `supervisor epic 1 --json`: its exit code and JSON answer.
 async fn plan(world: &World) -> (Option<i32>, Value, String) {
-    let out = supervisor(world, &["epic", "1", "--json"]).await;
+    let out = supervisor(world, &["epic", "1", "--json", "--plan-only"]).await;
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     let answer = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
@@ -144,15 +144,8 @@ async fn an_epic_is_planned_into_sealed_sub_issues_on_the_board_blocked_as_plann
     );
     let n: Vec<u64> = seen.subs.iter().map(|s| s.0).collect();
     assert_eq!(seen.blockers, [vec![], vec![n[0]], vec![n[0], n[1]]]);
-    // On the board: where runs start for the task that depends on nothing, Backlog for the rest.
-    assert_eq!(
-        seen.columns,
-        [
-            Some("Research".into()),
-            Some("Backlog".into()),
-            Some("Backlog".into())
-        ]
-    );
+    // On the board, in Backlog: the epic's work starts each task's run when its time comes.
+    assert_eq!(seen.columns, vec![Some("Backlog".to_string()); 3]);
     assert!(seen.labels.contains(&"supervisor:epic".to_string()));
     let plan_comments: Vec<&String> = seen
         .comments
@@ -196,7 +189,7 @@ async fn an_epic_is_planned_into_sealed_sub_issues_on_the_board_blocked_as_plann
     let runs = supervisor_in(&world, &["runs"]).await;
     assert!(
         runs.contains(&format!(
-            "epic #1: planned, 3 task(s): units #{} (no run yet), format #{} (no run yet), docs #{} (no run yet)",
+            "epic #1: planned, 3 task(s): units #{} (waiting, no run yet), format #{} (waiting, no run yet), docs #{} (waiting, no run yet)",
             n[0], n[1], n[2]
         )),
         "{runs}"
@@ -417,4 +410,337 @@ async fn a_strangers_epic_is_refused_and_nothing_is_written() {
     });
     assert_eq!(after, before);
     assert!(!Path::new(&journal(&world)).exists());
+}
+
+/// The journal's events of epic #1, by kind and task (`started units`, `merged units`, …).
+fn journal_events(world: &World) -> Vec<String> {
+    let text = std::fs::read_to_string(journal(world)).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|v| {
+            let kind = v["kind"].as_str().unwrap_or_default().to_string();
+            match v["task"].as_str() {
+                Some(task) => format!("{kind} {task}"),
+                None => kind,
+            }
+        })
+        .collect()
+}
+
+/// The demo epic worked to its end through the binary: three tasks, `format` depending on
+/// `units` and sent back once by the reviewer; every task is accepted and merged into `epic-1`,
+/// and one pull request from `epic-1` carries the combined report.
+#[tokio::test]
+async fn an_epic_is_worked_to_one_pull_request_its_tasks_reviewed_revised_and_merged() {
+    let spec = supervisor::demo::epic_spec(
+        &[("units", &[]), ("format", &["units"]), ("docs", &[])],
+        &["format"],
+    );
+    let (_dir, world) = world(spec).await;
+    let out = supervisor(&world, &["epic", "1", "--json"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let answer: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(out.status.code(), Some(0), "{answer}\n{stderr}");
+    assert_eq!(answer["end"], "finished", "{answer}");
+    let outcomes: Vec<(String, String, u64)> = answer["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["task"].as_str().unwrap().to_string(),
+                t["outcome"].as_str().unwrap().to_string(),
+                t["reviews"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("units".to_string(), "accepted".to_string(), 1),
+            ("format".to_string(), "accepted".to_string(), 2),
+            ("docs".to_string(), "accepted".to_string(), 1),
+        ]
+    );
+    let epic_pr = answer["pullRequest"]
+        .as_u64()
+        .expect("the epic's pull request");
+    let task_prs: Vec<u64> = (answer["tasks"].as_array().unwrap().iter())
+        .map(|t| t["pullRequest"].as_u64().unwrap())
+        .collect();
+    world.sandbox.with_state(|s| {
+        let pr = s.pull(epic_pr).unwrap();
+        assert_eq!((pr.head.as_str(), pr.base.as_str()), ("epic-1", "main"));
+        assert!(
+            !pr.merged && pr.body.starts_with("Closes #1"),
+            "{}",
+            pr.body
+        );
+        assert!(pr.body.contains("| `format` | #3 |"), "{}", pr.body);
+        for n in &task_prs {
+            let p = s.pull(*n).unwrap();
+            assert!(p.merged, "#{n} is merged");
+            assert_eq!(p.base, "epic-1", "#{n} targets the epic branch");
+        }
+        for sub in 2..=4 {
+            assert_eq!(
+                s.issue(sub).unwrap().state,
+                supervisor::sandbox::SeedState::Closed
+            );
+        }
+        let reviews = |n: u64| {
+            (s.pull(n).unwrap().comments.iter())
+                .filter(|c| c.body.contains("## Epic review: changes needed"))
+                .count()
+        };
+        assert_eq!(reviews(task_prs[1]), 1, "format was sent back once");
+        assert_eq!(reviews(task_prs[0]), 0);
+        let summaries = (s.comments_of(1).iter())
+            .filter(|c| c.body.contains("## Epic Summary"))
+            .count();
+        assert_eq!(summaries, 1);
+    });
+    // `format` started once `units` was merged; `docs` did not wait.
+    let events = journal_events(&world);
+    let at = |e: &str| {
+        events
+            .iter()
+            .position(|x| x == e)
+            .unwrap_or_else(|| panic!("{e}: {events:?}"))
+    };
+    assert!(at("merged units") < at("started format"), "{events:?}");
+    assert!(at("started docs") < at("merged units"), "{events:?}");
+    // The epic branch holds every task's work and the revision.
+    let tree = supervisor::demo::git(&world.remote, &["ls-tree", "-r", "--name-only", "epic-1"])
+        .expect("the epic branch");
+    for file in [
+        "src/units.ts",
+        "src/format.ts",
+        "src/format.revised.ts",
+        "src/docs.ts",
+    ] {
+        assert!(tree.lines().any(|l| l == file), "{file} in\n{tree}");
+    }
+    // Running it again after the end writes nothing.
+    let written = || {
+        world
+            .sandbox
+            .with_state(|s| (s.issues.len(), s.pulls().len(), s.comments_of(1).len()))
+    };
+    let before = written();
+    let again = supervisor(&world, &["epic", "1", "--json"]).await;
+    assert_eq!(
+        again.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert_eq!(written(), before);
+    let violations = world.sandbox.violations();
+    assert!(violations.is_empty(), "{violations:?}");
+}
+
+/// Every marker supervisor left twice on one issue or pull request: a write repeated.
+fn repeated_markers(world: &World) -> Vec<String> {
+    let re = regex::Regex::new(r"<!-- supervisor:[^>]*-->").unwrap();
+    world.sandbox.with_state(|s| {
+        let mut lists: Vec<(String, Vec<String>)> = Vec::new();
+        for i in &s.issues {
+            let bodies = s
+                .comments_of(i.number)
+                .iter()
+                .map(|c| c.body.clone())
+                .collect();
+            lists.push((format!("#{}", i.number), bodies));
+        }
+        for p in s.pulls() {
+            let bodies = p.comments.iter().map(|c| c.body.clone()).collect();
+            lists.push((format!("pull #{}", p.number), bodies));
+        }
+        let mut repeated = Vec::new();
+        for (on, bodies) in lists {
+            let mut seen = std::collections::BTreeSet::new();
+            for body in bodies {
+                for m in re.find_iter(&body) {
+                    if !seen.insert(m.as_str().to_string()) {
+                        repeated.push(format!("{on}: {}", m.as_str()));
+                    }
+                }
+            }
+        }
+        repeated
+    })
+}
+
+/// kill -9 of `supervisor epic` while a task's run goes on, once a task's pull request waits for
+/// its review, and once the reviewer sent a task back: running it again ends the epic with the
+/// same sub-issues, one pull request per task and one for the epic, and no comment twice.
+#[tokio::test]
+async fn an_epic_killed_during_its_work_resumes_without_a_duplicate() {
+    for (point, count) in [
+        ("started units", 1),
+        ("run-ended units", 1),
+        ("reviewed format", 1),
+    ] {
+        let mut spec = supervisor::demo::epic_spec(
+            &[("units", &[]), ("format", &["units"]), ("docs", &[])],
+            &["format"],
+        );
+        // The developers and the reviewer take a moment, so that the kill lands inside their work.
+        for (role, attempts) in spec.script.as_object_mut().unwrap() {
+            if role.starts_with("developer@") || role.starts_with("reviewer") {
+                for attempt in attempts.as_array_mut().unwrap() {
+                    attempt
+                        .as_array_mut()
+                        .unwrap()
+                        .insert(0, json!({ "sleep": 300 }));
+                }
+            }
+        }
+        let (_dir, world) = world(spec).await;
+        let mut child = Command::new(BIN)
+            .args(["epic", "1", "--json"])
+            .current_dir(&world.repo)
+            .env_clear()
+            .envs(world.env())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(world.dir.join("killed.log")).unwrap())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let log = || std::fs::read_to_string(world.dir.join("killed.log")).unwrap_or_default();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        loop {
+            let seen = journal_events(&world)
+                .iter()
+                .filter(|e| *e == point)
+                .count();
+            if seen >= count {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{point}: never reached"
+            );
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "{point}: it ended first: {}",
+                log()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        child.start_kill().unwrap();
+        child.wait().await.unwrap();
+        let out = supervisor(&world, &["epic", "1", "--json"]).await;
+        let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        assert_eq!(
+            answer["end"],
+            "finished",
+            "{point}: {answer}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (subs, pulls) = world
+            .sandbox
+            .with_state(|s| (s.issue(1).unwrap().sub_issues.len(), s.pulls().len()));
+        assert_eq!((subs, pulls), (3, 4), "{point}");
+        let repeated = repeated_markers(&world);
+        assert!(repeated.is_empty(), "{point}: {repeated:?}");
+        let outcomes: Vec<&str> = (answer["tasks"].as_array().unwrap().iter())
+            .map(|t| t["outcome"].as_str().unwrap())
+            .collect();
+        assert_eq!(outcomes, ["accepted"; 3], "{point}");
+    }
+}
+
+/// Six independent tasks with `epic.maxConcurrency: 2`: two run at once, never more.
+#[tokio::test]
+async fn never_more_than_max_concurrency_tasks_of_an_epic_run_at_once() {
+    let ids = ["a", "b", "c", "d", "e", "f"];
+    let tasks: Vec<(&str, &[&str])> = ids.iter().map(|id| (*id, &[][..])).collect();
+    let mut spec = supervisor::demo::epic_spec(&tasks, &[]);
+    spec.settings
+        .insert("epic".into(), json!({ "maxConcurrency": 2 }));
+    let (_dir, world) = world(spec).await;
+    let out = supervisor(&world, &["epic", "1", "--json"]).await;
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(
+        answer["end"],
+        "finished",
+        "{answer}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (mut running, mut most) = (0, 0);
+    for e in journal_events(&world) {
+        if e.starts_with("started ") {
+            running += 1;
+        } else if e.starts_with("run-ended ") {
+            running -= 1;
+        }
+        most = most.max(running);
+    }
+    assert_eq!(most, 2, "{:?}", journal_events(&world));
+}
+
+/// The reviewer escalates `units`: its sub-issue gets the escalation label and a comment naming
+/// the codeowners, `format` (which depends on it) is escalated without running, `docs` is
+/// accepted, and the epic's pull request carries only what was accepted.
+#[tokio::test]
+async fn an_escalated_task_goes_to_the_codeowners_and_its_dependants_with_it() {
+    let mut spec = supervisor::demo::epic_spec(
+        &[("units", &[]), ("format", &["units"]), ("docs", &[])],
+        &[],
+    );
+    spec.script["reviewer@2"] = json!([[{ "final": "```json\n{\"verdict\": \"escalate\", \"reason\": \"the epic's criteria contradict the task\"}\n```" }]]);
+    let (_dir, world) = world(spec).await;
+    let out = supervisor(&world, &["epic", "1", "--json"]).await;
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(
+        answer["end"],
+        "finished",
+        "{answer}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let outcomes: Vec<(&str, &str)> = (answer["tasks"].as_array().unwrap().iter())
+        .map(|t| (t["task"].as_str().unwrap(), t["outcome"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("units", "escalated"),
+            ("format", "escalated"),
+            ("docs", "accepted")
+        ]
+    );
+    assert_eq!(
+        answer["tasks"][1]["pullRequest"],
+        Value::Null,
+        "format never ran"
+    );
+    world.sandbox.with_state(|s| {
+        let units = s.issue(2).unwrap();
+        assert!(units.labels.contains(&"supervisor:escalated".to_string()));
+        let said: Vec<&str> = s.comments_of(2).iter().map(|c| c.body.as_str()).collect();
+        assert!(
+            said.iter().any(|c| c.contains("## Escalated")
+                && c.contains("@alice")
+                && c.contains("the epic's criteria contradict the task")),
+            "{said:?}"
+        );
+        assert!(
+            s.issue(3)
+                .unwrap()
+                .labels
+                .contains(&"supervisor:escalated".to_string())
+        );
+        let epic_pr = answer["pullRequest"].as_u64().unwrap();
+        let body = &s.pull(epic_pr).unwrap().body;
+        assert!(
+            body.contains("| `docs` | #4 |") && body.contains("escalated"),
+            "{body}"
+        );
+        // The escalated task's pull request was not merged.
+        let units_pr = answer["tasks"][0]["pullRequest"].as_u64().unwrap();
+        assert!(!s.pull(units_pr).unwrap().merged);
+    });
 }

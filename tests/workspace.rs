@@ -930,3 +930,44 @@ fn a_commit_within_test_paths_undoes_the_rest() {
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "untouched\n");
     assert_eq!(status(&wt), "");
 }
+
+/// A cleanup that a stop cut short — its directory moved aside but its record not yet pruned, or
+/// (as earlier versions cleaned up) its record pruned but its directory left — does not block the
+/// next worktree of the issue: the next one is made, and the leftover is gone.
+#[test]
+fn a_cleanup_cut_short_leaves_the_worktrees_path_usable() {
+    let w = World::new();
+    let wt = ensure_worktree(&w.cfg, 31).unwrap();
+    std::fs::write(wt.path.join("work.txt"), "work\n").unwrap();
+    // Stopped after the move aside.
+    let aside = wt.path.with_file_name(format!(
+        "{}.removing",
+        wt.path.file_name().unwrap().to_string_lossy()
+    ));
+    std::fs::rename(&wt.path, &aside).unwrap();
+    let again = ensure_worktree(&w.cfg, 31).unwrap();
+    assert_eq!(status(&again), "");
+    assert!(!aside.exists(), "what was moved aside is removed");
+
+    // Stopped after the record was pruned, with the directory still there.
+    std::fs::write(again.path.join("work.txt"), "work\n").unwrap();
+    let record = w
+        .repo
+        .join(".git/worktrees")
+        .join(again.path.file_name().unwrap());
+    std::fs::remove_dir_all(&record).unwrap();
+    let third = ensure_worktree(&w.cfg, 31).unwrap();
+    assert_eq!(status(&third), "");
+    assert!(!third.path.join("work.txt").exists());
+
+    // A whole cleanup leaves nothing, the moved-aside directory included.
+    cleanup(&w.cfg, &third).unwrap();
+    assert!(!third.path.exists() && !aside.exists());
+    // A directory that is no worktree of this repository is still never taken.
+    std::fs::create_dir_all(&third.path).unwrap();
+    std::fs::write(third.path.join("mine.txt"), "mine\n").unwrap();
+    assert!(matches!(
+        ensure_worktree(&w.cfg, 31),
+        Err(WorkspaceError::PathOccupied { .. })
+    ));
+}

@@ -6,10 +6,11 @@ use super::output::{errln, outln};
 use super::run::{present, runtime};
 use super::{EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
 use crate::demo::{
-    DemoError, DemoReport, WorldError, demo_dir, demo_spec, run_demo, run_demo_watch,
+    DemoError, DemoReport, WorldError, demo_dir, demo_spec, run_demo, run_demo_epic, run_demo_watch,
 };
 use crate::pipeline::RunEnd;
 use crate::report;
+use crate::runtime::EpicEnd;
 use crate::sandbox::{Sandbox, SandboxError};
 use crate::workspace::Shutdown;
 
@@ -54,11 +55,32 @@ fn path_with_tools(tools: &Path, path: &std::ffi::OsStr) -> Option<std::ffi::OsS
     std::env::join_paths(dirs).ok()
 }
 
+/// Which demo runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    /// One issue through the pipeline, and a review round.
+    Run,
+    /// The scheduler on the board.
+    Watch,
+    /// An epic worked to its pull request.
+    Epic,
+}
+
+impl Mode {
+    pub(super) fn of(watch: bool, epic: bool) -> Mode {
+        match (watch, epic) {
+            (true, _) => Mode::Watch,
+            (false, true) => Mode::Epic,
+            (false, false) => Mode::Run,
+        }
+    }
+}
+
 pub(super) fn run(
     json: bool,
     clean: bool,
     dir: Option<PathBuf>,
-    watch: bool,
+    mode: Mode,
     serve: Option<u16>,
 ) -> u8 {
     // Where the pinned gate tools exist, the demo uses them; where they don't, those gates show as not run.
@@ -116,8 +138,10 @@ pub(super) fn run(
             "supervisor demo: building a repository, a bare remote and the sandbox GitHub in {}",
             dir.display()
         );
-        if watch {
-            return watch_demo(&dir, json, clean, &shutdown).await;
+        match mode {
+            Mode::Watch => return watch_demo(&dir, json, clean, &shutdown).await,
+            Mode::Epic => return epic_demo(&dir, json, clean, program, &shutdown, serve).await,
+            Mode::Run => {}
         }
         // The demo shows the live tracking comment, as the Action does.
         let mut spec = demo_spec();
@@ -186,6 +210,73 @@ fn missing_tools_line(reports: &[crate::gates::GateReport], cwd: &Path) -> Optio
         tools.join(", "),
         crate::gates::install_hint(&missing, cwd)
     ))
+}
+
+/// `demo --epic`: an epic of three tasks worked to its pull request.
+async fn epic_demo(
+    dir: &Path,
+    json: bool,
+    clean: bool,
+    program: PathBuf,
+    shutdown: &Shutdown,
+    serve: Option<u16>,
+) -> u8 {
+    errln!(
+        "supervisor demo --epic: issue #1 is an epic; the planner splits it into units, format (after units) and docs, the reviewer sends format back once"
+    );
+    match run_demo_epic(dir, program, shutdown, serve.unwrap_or(0)).await {
+        Ok((end, report, sandbox)) => {
+            let (code, line) = match &end {
+                EpicEnd::Finished {
+                    tasks,
+                    pull_request,
+                } => {
+                    let list: Vec<String> = (tasks.iter())
+                        .map(|t| {
+                            format!(
+                                "{} #{} {} after {} review(s)",
+                                t.task, t.issue, t.outcome, t.reviews
+                            )
+                        })
+                        .collect();
+                    let pr = pull_request.map_or(String::new(), |n| {
+                        format!("; the epic's pull request: #{n}")
+                    });
+                    (EXIT_OK, format!("epic #1 done: {}{pr}", list.join(", ")))
+                }
+                other => (EXIT_STOPPED, format!("epic #1 did not finish: {other:?}")),
+            };
+            errln!("{line}");
+            if json {
+                let tasks = match &end {
+                    EpicEnd::Finished { tasks, .. } => serde_json::to_value(tasks).expect("json"),
+                    _ => serde_json::Value::Null,
+                };
+                let pr = match &end {
+                    EpicEnd::Finished { pull_request, .. } => *pull_request,
+                    _ => None,
+                };
+                outln!(
+                    "{}",
+                    serde_json::to_string_pretty(&serde_json::json!({
+                        "epic": 1, "tasks": tasks, "pullRequest": pr, "demo": report
+                    }))
+                    .expect("json")
+                );
+            }
+            where_to_look(&report, None, Some(&sandbox), serve.is_some(), clean);
+            if serve.is_some() && !shutdown.requested() {
+                errln!("\nserving the sandbox GitHub until Ctrl-C");
+                shutdown.token().cancelled().await;
+            }
+            sandbox.shutdown().await;
+            code
+        }
+        Err(e) => {
+            errln!("supervisor demo: {e}");
+            EXIT_STOPPED
+        }
+    }
 }
 
 /// `demo --watch`: the board-driven mode on the demo's board.

@@ -1,5 +1,6 @@
 //! `supervisor epic <issue>`: plan an epic — its planner's tasks as sealed sub-issues of it on the
-//! board, blocked by the tasks they depend on, and the plan posted on it.
+//! board, blocked by the tasks they depend on, and the plan posted on it — then work it: the tasks
+//! run, are reviewed, revised, merged into the epic branch, and the epic's pull request opens.
 
 use std::path::PathBuf;
 
@@ -7,11 +8,11 @@ use clap::Args;
 
 use super::number::number;
 use super::output::{err, errln, outln};
-use super::run::{canonical, connect, requester_refusal, runtime};
+use super::run::{canonical, connect, push_auth, requester_refusal, runtime};
 use super::{EXIT_GITHUB, EXIT_OK, EXIT_STOPPED, EXIT_USAGE};
 use crate::pipeline::{Project, RunError, process_env};
 use crate::report;
-use crate::runtime::{Planned, ProgressMode, Services, plan_epic};
+use crate::runtime::{EpicEnd, Planned, ProgressMode, Services, plan_epic, run_epic, waiting_text};
 use crate::workspace::{PushAuth, Shutdown};
 
 #[derive(Debug, Args)]
@@ -29,6 +30,9 @@ pub struct EpicArgs {
     /// a workflow).
     #[arg(long, value_name = "LOGIN")]
     pub requested_by: Option<String>,
+    /// Plan the epic (its sub-issues on the board and the plan on it) and stop there.
+    #[arg(long)]
+    pub plan_only: bool,
 }
 
 pub(super) fn run(args: EpicArgs) -> u8 {
@@ -53,7 +57,8 @@ async fn run_async(args: EpicArgs) -> u8 {
     if let Some(reason) =
         (args.requested_by.as_deref()).and_then(|l| requester_refusal(&project, l))
     {
-        return present(args.issue, &Ok(Planned::Refused { reason }), args.json);
+        let refused = Ended::Epic(EpicEnd::Refused { reason });
+        return present(args.issue, &Ok(refused), args.json);
     }
     let gh = match connect(&project) {
         Ok(gh) => gh,
@@ -76,48 +81,113 @@ async fn run_async(args: EpicArgs) -> u8 {
             return EXIT_GITHUB;
         }
     };
-    // Planning pushes nothing.
+    // Planning pushes nothing; the tasks' runs push their branches.
+    let push_auth = if args.plan_only {
+        PushAuth::None
+    } else {
+        match push_auth(&gh, token.is_some()).await {
+            Ok(auth) => auth,
+            Err(e) => {
+                errln!("supervisor epic: {e}");
+                return EXIT_GITHUB;
+            }
+        }
+    };
     let svc = Services::command(
         gh,
-        PushAuth::None,
+        push_auth,
         token.as_ref(),
         &project.settings,
         shutdown.token(),
         ProgressMode::Off,
     );
-    let planned = plan_epic(std::sync::Arc::new(project), &svc, args.issue).await;
-    present(args.issue, &planned, args.json)
+    let project = std::sync::Arc::new(project);
+    let end = if args.plan_only {
+        plan_epic(project, &svc, args.issue)
+            .await
+            .map(|planned| match planned {
+                Planned::Ready { tasks } => Ended::Planned(tasks),
+                Planned::Refused { reason } => Ended::Epic(EpicEnd::Refused { reason }),
+                Planned::PlanRefused { errors } => Ended::Epic(EpicEnd::PlanRefused { errors }),
+                Planned::Interrupted => Ended::Epic(EpicEnd::Interrupted),
+            })
+    } else {
+        run_epic(project, &svc, args.issue).await.map(Ended::Epic)
+    };
+    present(args.issue, &end, args.json)
 }
 
-/// Print what planning came to; the exit code it maps to.
-fn present(epic: u64, planned: &Result<Planned, RunError>, json: bool) -> u8 {
-    let (code, kind, text, tasks): (u8, &str, String, Vec<(String, u64)>) = match planned {
-        Ok(Planned::Ready { tasks }) => (
-            EXIT_OK,
-            "planned",
-            format!("epic #{epic}: planned {}", report::planned_tasks(tasks)),
-            tasks.clone(),
+/// How `supervisor epic` ended.
+enum Ended {
+    /// `--plan-only`: the tasks' sub-issues.
+    Planned(Vec<(String, u64)>),
+    Epic(EpicEnd),
+}
+
+/// Print what the epic came to; the exit code it maps to.
+fn present(epic: u64, end: &Result<Ended, RunError>, json: bool) -> u8 {
+    let again = format!("run `supervisor epic {epic}` again to go on");
+    let mut tasks: Vec<serde_json::Value> = Vec::new();
+    let mut pull_request = None;
+    let (code, kind, text) = match end {
+        Ok(Ended::Planned(planned)) => {
+            tasks = (planned.iter())
+                .map(|(id, n)| serde_json::json!({ "task": id, "issue": n }))
+                .collect();
+            (
+                EXIT_OK,
+                "planned",
+                format!("epic #{epic}: planned {}", report::planned_tasks(planned)),
+            )
+        }
+        Ok(Ended::Epic(EpicEnd::Finished {
+            tasks: outcomes,
+            pull_request: pr,
+        })) => {
+            tasks = (outcomes.iter())
+                .map(|t| serde_json::to_value(t).unwrap_or_default())
+                .collect();
+            pull_request = *pr;
+            let list: Vec<String> = (outcomes.iter())
+                .map(|t| format!("{} #{} {}", t.task, t.issue, t.outcome))
+                .collect();
+            (
+                EXIT_OK,
+                "finished",
+                format!(
+                    "epic #{epic}: done: {}{}",
+                    list.join(", "),
+                    pr.map_or(String::new(), |n| format!("; its pull request: #{n}"))
+                ),
+            )
+        }
+        Ok(Ended::Epic(EpicEnd::Waiting { pulls })) => (
+            EXIT_GITHUB,
+            "waiting",
+            format!("epic #{epic}: {}; then {again}", waiting_text(pulls)),
         ),
-        Ok(Planned::Refused { reason }) => (
+        Ok(Ended::Epic(EpicEnd::Paused { reason })) => (
+            EXIT_GITHUB,
+            "paused",
+            format!("epic #{epic} paused: {reason}; {again}"),
+        ),
+        Ok(Ended::Epic(EpicEnd::Refused { reason })) => (
             EXIT_STOPPED,
             "refused",
             format!("epic #{epic} refused: {reason}"),
-            Vec::new(),
         ),
-        Ok(Planned::PlanRefused { errors }) => (
+        Ok(Ended::Epic(EpicEnd::PlanRefused { errors })) => (
             EXIT_STOPPED,
             "plan-refused",
             format!(
                 "epic #{epic}: the planner's plan was refused (said on the epic): {}",
                 errors.join("; ")
             ),
-            Vec::new(),
         ),
-        Ok(Planned::Interrupted) => (
+        Ok(Ended::Epic(EpicEnd::Interrupted)) => (
             EXIT_STOPPED,
             "interrupted",
-            format!("epic #{epic}: stopped; run `supervisor epic {epic}` again to go on"),
-            Vec::new(),
+            format!("epic #{epic}: stopped; {again}"),
         ),
         Err(e) => (
             if e.is_resumable() {
@@ -126,18 +196,14 @@ fn present(epic: u64, planned: &Result<Planned, RunError>, json: bool) -> u8 {
                 EXIT_STOPPED
             },
             "error",
-            format!("epic #{epic}: {e}; run `supervisor epic {epic}` again to go on"),
-            Vec::new(),
+            format!("epic #{epic}: {e}; {again}"),
         ),
     };
     if json {
-        let tasks: Vec<serde_json::Value> = tasks
-            .iter()
-            .map(|(id, n)| serde_json::json!({ "task": id, "issue": n }))
-            .collect();
         outln!(
             "{}",
-            serde_json::json!({ "epic": epic, "end": kind, "message": text, "tasks": tasks })
+            serde_json::json!({ "epic": epic, "end": kind, "message": text, "tasks": tasks,
+                "pullRequest": pull_request })
         );
     } else {
         errln!("{text}");

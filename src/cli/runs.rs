@@ -136,17 +136,18 @@ fn epics_text(epics: &[crate::runtime::EpicRecord], runs: &[RunRecord]) -> Strin
             ));
             continue;
         }
-        let state = if e.planned {
-            "planned"
-        } else {
-            "being planned"
+        let state = match (e.finished, e.pull_request, e.planned) {
+            (true, Some(pr), _) => format!("done, pull request #{pr}"),
+            (true, None, _) => "done".to_string(),
+            (false, _, true) => "planned".to_string(),
+            (false, _, false) => "being planned".to_string(),
         };
         let tasks: Vec<String> = (e.tasks.iter())
             .map(|t| match t.issue {
                 None => format!("{} (no sub-issue yet)", t.task),
                 Some(n) => match latest(runs, n) {
-                    Some(r) => format!("{} #{n} ({})", t.task, r.status.as_str()),
-                    None => format!("{} #{n} (no run yet)", t.task),
+                    Some(r) => format!("{} #{n} ({}, run {})", t.task, t.stage, r.status.as_str()),
+                    None => format!("{} #{n} ({}, no run yet)", t.task, t.stage),
                 },
             })
             .collect();

@@ -298,6 +298,53 @@ pub fn demo_spec() -> WorldSpec {
     }
 }
 
+/// An epic in the demo's world, with instant agents: issue #1 is a codeowner's epic whose planner
+/// answers `tasks` (id, the ids it depends on; listed so that each comes after those), each
+/// task's developer adds `src/<id>.ts`, and the reviewer sends each task of `sent_back` back once
+/// (its revision adds `src/<id>.revised.ts`) and accepts every other pull request.
+pub fn epic_spec(tasks: &[(&str, &[&str])], sent_back: &[&str]) -> WorldSpec {
+    let mut spec = quick_spec();
+    spec.issue.title = "Durations in days, weeks and years".into();
+    spec.issue.body = "Support d, w and y in parseDuration, add formatDuration, and document both.\n\n## Review criteria\n\n- every unit has a test\n- no new dependency".into();
+    spec.issue.comments.clear();
+    let plan = json!({ "tasks": tasks.iter().map(|(id, deps)| json!({
+        "id": id,
+        "title": format!("Task {id}"),
+        "body": format!("- [ ] `src/{id}.ts` exports `{}`", identifier(id)),
+        "dependsOn": deps,
+    })).collect::<Vec<_>>() });
+    spec.script["planner"] = json!([[{ "final": format!("The plan.\n\n```json\n{plan}\n```") }]]);
+    let done = |what: &str| json!({ "final": answer("Done.", json!({ "action": "COMPLETE", "agentName": "developer", "commentBody": format!("## Implementation\n\n{what}") })) });
+    let verdict = |v: Value| json!({ "final": answer("I read the change.", v) });
+    spec.script["reviewer"] = json!([[verdict(json!({ "verdict": "accepted" }))]]);
+    // Sub-issues are opened after the epic, in the plan's order: #2, #3, …
+    for (i, (id, _)) in tasks.iter().enumerate() {
+        let issue = i + 2;
+        let file = format!("src/{id}.ts");
+        let content = format!("export const {} = \"{id}\";\n", identifier(id));
+        spec.script[format!("developer@{issue}")] = json!([[{ "write": { "path": file, "content": content } }, done(&format!("Added `{file}`."))]]);
+        if sent_back.contains(id) {
+            spec.script[format!("reviewer@{issue}")] = json!([
+                [verdict(
+                    json!({ "verdict": "needs-revision", "feedback": format!("- [ ] `{file}` needs its revision file beside it") })
+                )],
+                [verdict(json!({ "verdict": "accepted" }))]
+            ]);
+        }
+    }
+    // A revision (only the tasks sent back have one) adds the file its reviewer asked for.
+    spec.script["developer@revision"] = json!([[
+        { "run": "f=$(git log --no-merges -1 --name-only --format= -- 'src/*.ts' | head -n 1); echo 'export {};' > \"${f%.ts}.revised.ts\"" },
+        done("Added the revision file.")
+    ]]);
+    spec
+}
+
+/// A task id as a TypeScript identifier.
+fn identifier(id: &str) -> String {
+    format!("task_{}", id.replace('-', "_"))
+}
+
 /// Where the demo puts its world.
 pub fn demo_dir() -> PathBuf {
     std::env::temp_dir().join(format!(
@@ -409,6 +456,36 @@ fn write(path: &Path, text: &str) -> Result<(), DemoError> {
         path: path.to_path_buf(),
         source,
     })
+}
+
+/// The epic of the demo: issue #1 planned into `units`, `format` (after `units`) and `docs`, each
+/// worked to its pull request, `format` sent back once by the reviewer, all merged into `epic-1`,
+/// and the epic's pull request. The sandbox is handed back still serving.
+pub async fn run_demo_epic(
+    dir: &Path,
+    program: PathBuf,
+    shutdown: &Shutdown,
+    port: u16,
+) -> Result<(crate::runtime::EpicEnd, DemoReport, Sandbox), DemoError> {
+    let spec = epic_spec(
+        &[("units", &[]), ("format", &["units"]), ("docs", &[])],
+        &["format"],
+    );
+    let (world, project, github) = build(dir, spec, port).await?;
+    let services = Services {
+        github,
+        push_auth: PushAuth::None,
+        github_token: None,
+        scripted_program: Some(program),
+        cancel: shutdown.token(),
+        hooks: None,
+        progress: ProgressMode::Off,
+        feed: None,
+    };
+    let end = crate::runtime::run_epic(std::sync::Arc::new(project), &services, 1).await?;
+    let journal = world.repo.join(".supervisor/runs/epics/1/events.jsonl");
+    let (report, sandbox) = report(world, journal.display().to_string(), None, None)?;
+    Ok((end, report, sandbox))
 }
 
 /// Keep the sandbox's final state beside the demo and say where to look; the sandbox, still

@@ -274,6 +274,10 @@ settings_block! {
         /// "Review criteria" section.
         #[setting(key = "reviewCriteria", default = None, example = r#""Every public function is tested; no new dependency.""#)]
         pub review_criteria: Option<String>,
+        /// The label a task handed to a person gets (its reviewer escalated it, it was sent back
+        /// `maxIterations` times, or a task it depends on was escalated).
+        #[setting(key = "escalationLabel", default = "supervisor:escalated".into(), example = r#""supervisor:escalated""#)]
+        pub escalation_label: String,
     }
 }
 
@@ -988,6 +992,25 @@ impl Settings {
                 "epic.label",
                 format!("`{}` is also watch.claimLabel", e.label),
                 "give epics a label of their own, such as \"supervisor:epic\"",
+            );
+        }
+        let taken = [&e.label, &self.watch.claim_label];
+        if e.escalation_label.trim().is_empty()
+            || e.escalation_label.chars().count() > MAX_LABEL_CHARS
+        {
+            err(
+                "epic.escalationLabel",
+                format!("`{}` is not a label name GitHub takes", e.escalation_label),
+                "name a label of 1 to 50 characters, such as \"supervisor:escalated\"",
+            );
+        } else if taken.contains(&&e.escalation_label) {
+            err(
+                "epic.escalationLabel",
+                format!(
+                    "`{}` is also epic.label or watch.claimLabel",
+                    e.escalation_label
+                ),
+                "give escalated tasks a label of their own, such as \"supervisor:escalated\"",
             );
         }
         if !(1..=MAX_EPIC_TASKS).contains(&e.max_tasks) {
@@ -1909,6 +1932,12 @@ mod tests {
         );
         assert_eq!(e.field, "supervisor.epic.label");
         assert!(e.problem.contains("also watch.claimLabel"), "{e}");
+        let e = single_error(
+            r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
+            "epic": { "label": "big", "escalationLabel": "big" } } }"#,
+        );
+        assert_eq!(e.field, "supervisor.epic.escalationLabel");
+        assert!(e.problem.contains("also epic.label"), "{e}");
         let e = single_error(
             r#"{ "supervisor": { "repo": "o/r", "projectNumber": 1, "codeowners": ["a"],
             "epic": "on" } }"#,

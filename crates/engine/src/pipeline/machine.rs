@@ -1784,7 +1784,8 @@ impl Machine {
                 RunEnd::Refused { .. }
                 | RunEnd::DryRun { .. }
                 | RunEnd::NothingToRevise { .. }
-                | RunEnd::Planned { .. },
+                | RunEnd::Planned { .. }
+                | RunEnd::EpicFinished { .. },
             ) => Progress::marks(&stages, None, StageMark::Pending, StageMark::Pending),
         };
         Some(Progress {

@@ -56,11 +56,17 @@ pub enum RunEnd {
     NothingToRevise { reason: String },
     /// An epic was planned: its tasks' sub-issues (task id, issue number), in the plan's order.
     Planned { tasks: Vec<(String, u64)> },
+    /// An epic's work ended: every task accepted, escalated or closed (task id, sub-issue,
+    /// outcome), and the epic's pull request when one opened.
+    EpicFinished {
+        tasks: Vec<(String, u64, String)>,
+        pull_request: Option<u64>,
+    },
 }
 
 impl RunEnd {
     /// Every end's `kind`, as `--json`, the journal and the Action's `end` output name it.
-    pub const KINDS: [&'static str; 11] = [
+    pub const KINDS: [&'static str; 12] = [
         "pull-request",
         "already-done",
         "closed-as-resolved",
@@ -72,6 +78,7 @@ impl RunEnd {
         "revised",
         "nothing-to-revise",
         "planned",
+        "epic-finished",
     ];
 
     /// This end's `kind`.
@@ -88,6 +95,7 @@ impl RunEnd {
             RunEnd::Revised { .. } => 8,
             RunEnd::NothingToRevise { .. } => 9,
             RunEnd::Planned { .. } => 10,
+            RunEnd::EpicFinished { .. } => 11,
         };
         Self::KINDS[i]
     }
@@ -102,6 +110,7 @@ impl RunEnd {
             | RunEnd::Revised { .. }
             | RunEnd::NothingToRevise { .. }
             | RunEnd::Planned { .. }
+            | RunEnd::EpicFinished { .. }
             | RunEnd::Interrupted => exit::OK,
             RunEnd::Stopped { .. } | RunEnd::Refused { .. } => exit::STOPPED,
             RunEnd::Paused { .. } => exit::RESUMABLE,
@@ -384,6 +393,10 @@ mod tests {
                 reason: String::new(),
             },
             RunEnd::Planned { tasks: vec![] },
+            RunEnd::EpicFinished {
+                tasks: vec![],
+                pull_request: None,
+            },
         ];
         let kinds: Vec<&str> = ends.iter().map(RunEnd::kind).collect();
         assert_eq!(kinds, RunEnd::KINDS);

@@ -37,6 +37,17 @@ pub(super) fn headline(end: &RunEnd) -> String {
         } => format!("✔ revision {round} pushed ({sha}): {url}"),
         RunEnd::NothingToRevise { reason } => format!("✔ nothing to revise: {reason}"),
         RunEnd::Planned { tasks } => format!("✔ planned: {}", planned_tasks(tasks)),
+        RunEnd::EpicFinished {
+            tasks,
+            pull_request,
+        } => format!(
+            "✔ epic done: {}{}",
+            (tasks.iter())
+                .map(|(task, n, outcome)| format!("{task} #{n} {outcome}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            pull_request.map_or(String::new(), |n| format!("; pull request #{n}"))
+        ),
     }
 }
 

@@ -671,6 +671,7 @@ impl Effects for LiveEffects {
         );
         req.attempt = d.attempt;
         req.revision = d.task.revision.is_some();
+        req.subject = Some(self.issue.to_string());
         req.keep_partial_on_budget |= d.keep_partial;
         // The checkpoint shows the run alive for as long as the agent works (its start is in the
         // group log already).

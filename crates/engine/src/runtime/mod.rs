@@ -15,7 +15,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 pub use console::{Console, LogWriter, ProgressMode, write_stderr};
-pub use epic::{EpicRecord, EpicTask, Planned, epic_refusal, plan_epic, plan_epic_run, read_epics};
+pub use epic::{
+    EpicEnd, EpicRecord, EpicTask, Planned, TaskOutcome, epic_branch, epic_refusal, plan_epic,
+    read_epics, run_epic, run_epic_run, waiting_text,
+};
 pub(crate) use live::LiveEffects;
 pub use monitor::{
     Feed, FinishedView, GateMark, LiveView, Monitor, RoundView, Scheduled, is_silent,
@@ -47,6 +50,21 @@ pub struct Services {
 }
 
 impl Services {
+    /// The services of one task's run of an epic worked by this process: the same GitHub,
+    /// credentials and agents, cancelled with it; its progress shows through the epic's.
+    pub fn for_task(&self) -> Services {
+        Services {
+            github: self.github.clone(),
+            push_auth: self.push_auth.clone(),
+            github_token: self.github_token.clone(),
+            scripted_program: self.scripted_program.clone(),
+            cancel: self.cancel.child_token(),
+            hooks: None,
+            progress: ProgressMode::Off,
+            feed: None,
+        }
+    }
+
     /// The services of a command run from a terminal or a CI job: no scheduler, the agents'
     /// program their own; `token` reaches agents only when `passGitHubToken` says so.
     pub fn command(

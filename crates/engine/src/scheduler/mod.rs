@@ -54,7 +54,7 @@ use crate::github::{BoardRef, GitHub, Marker};
 use crate::ids::IssueNumber;
 use crate::pipeline::{Project, RunEnd, RunError, RunOptions, RunSummary, read_runs_where};
 use crate::runtime::{
-    Monitor, Scheduled, Services, epic_refusal, plan_epic_run, refusal, revised_pull, run_issue,
+    Monitor, Scheduled, Services, epic_refusal, refusal, revised_pull, run_epic_run, run_issue,
     run_revision,
 };
 use crate::workspace::{Checkpoint, PushAuth};
@@ -468,7 +468,7 @@ impl Driver {
             // Planning moves only its sub-issues' new cards.
             WorkKey::Epic(n) => self
                 .runs
-                .spawn(async move { (key, plan_epic_run(project, svc, n).await) }),
+                .spawn(async move { (key, run_epic_run(project, svc, n).await) }),
         };
         self.cancels.insert(key, cancel);
     }

@@ -53,11 +53,20 @@ pub enum MarkerKind {
     EpicPlan,
     /// Why an epic's plan was refused.
     EpicRefused,
+    /// The epic's reviewer sends a task's pull request back: its feedback, which the revision
+    /// acts on.
+    EpicReview,
+    /// A task of an epic handed to a person.
+    EpicEscalated,
+    /// A task of an epic accepted and merged into the epic branch.
+    EpicAccepted,
+    /// The epic's summary: its tasks, their verdicts and pull requests.
+    EpicSummary,
 }
 
 impl MarkerKind {
     /// Every kind without data, for round trips and listings.
-    pub(crate) const FIXED: [MarkerKind; 16] = [
+    pub(crate) const FIXED: [MarkerKind; 20] = [
         MarkerKind::Stage,
         MarkerKind::Gates,
         MarkerKind::ScoreGate,
@@ -74,6 +83,10 @@ impl MarkerKind {
         MarkerKind::CommandHelp,
         MarkerKind::EpicPlan,
         MarkerKind::EpicRefused,
+        MarkerKind::EpicReview,
+        MarkerKind::EpicEscalated,
+        MarkerKind::EpicAccepted,
+        MarkerKind::EpicSummary,
     ];
 
     /// The kind as the marker spells it (`kind=…`); fixed since markers are on GitHub already.
@@ -96,6 +109,10 @@ impl MarkerKind {
             MarkerKind::CommandHelp => "command-help",
             MarkerKind::EpicPlan => "epic-plan",
             MarkerKind::EpicRefused => "epic-refused",
+            MarkerKind::EpicReview => "epic-review",
+            MarkerKind::EpicEscalated => "epic-escalated",
+            MarkerKind::EpicAccepted => "epic-accepted",
+            MarkerKind::EpicSummary => "epic-summary",
         })
     }
 

@@ -130,6 +130,9 @@ pub struct AgentRequest<'a> {
     /// The task revises a pull request after review (the scripted backend plays the role's
     /// revision script).
     pub revision: bool,
+    /// The issue the dispatch is about (a run's, or an epic's sub-issue its reviewer judges): the
+    /// scripted backend plays `<role>@<subject>` when the script names it.
+    pub subject: Option<String>,
     /// Keep the partial text when a budget stops the agent (the researcher's graceful degradation).
     pub keep_partial_on_budget: bool,
     /// Run the agent inside this sandbox (`agentSandbox`); `None`: unconfined.
@@ -164,6 +167,7 @@ impl<'a> AgentRequest<'a> {
             transcript: None,
             attempt: 1,
             revision: false,
+            subject: None,
             keep_partial_on_budget: role.name == DEGRADING_ROLE,
             sandbox: Sandbox::from_settings(settings),
             pulse: None,

@@ -41,6 +41,7 @@ pub async fn run_agent(req: AgentRequest<'_>, cancel: CancellationToken) -> Agen
         task: &req.task,
         attempt: req.attempt,
         revision: req.revision,
+        subject: req.subject.as_deref(),
         env: &req.env,
     };
     let (mut launch, mut parser) = req.backend.with_cli(|cli| (cli.launch(&inv), cli.parser()));

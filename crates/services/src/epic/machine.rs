@@ -31,10 +31,10 @@ pub enum Integration {
 /// The limits an epic runs under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    pub(crate) max_concurrency: usize,
+    pub max_concurrency: usize,
     /// Reviews a task may have before it is escalated instead of sent back again.
-    pub(crate) max_iterations: u32,
-    pub(crate) integration: Integration,
+    pub max_iterations: u32,
+    pub integration: Integration,
 }
 
 impl From<EpicIntegration> for Integration {
@@ -86,6 +86,8 @@ pub enum Happened {
         on: String,
     },
     PlanPosted,
+    /// The epic branch (`epic-<n>`) exists on GitHub, made from the default branch.
+    BranchCreated,
     Started {
         task: String,
     },
@@ -94,6 +96,9 @@ pub enum Happened {
         task: String,
         pr: Option<u64>,
         reason: Option<String>,
+        /// Tokens its agents used.
+        #[serde(default)]
+        tokens: u64,
     },
     Reviewed {
         task: String,
@@ -132,6 +137,8 @@ pub enum Step {
         on: String,
     },
     PostPlan,
+    /// Make the epic branch the tasks' pull requests target (`branch` integration).
+    CreateBranch,
     Start {
         task: String,
         number: u64,
@@ -153,6 +160,12 @@ pub enum Step {
         task: String,
         pr: u64,
     },
+    /// `independent` integration: a task others depend on waits until a person merges its pull
+    /// request into the default branch.
+    AwaitMerge {
+        task: String,
+        pr: u64,
+    },
     OpenEpicPullRequest,
     Summarise,
 }
@@ -161,24 +174,31 @@ pub enum Step {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TaskState {
     pub issue: Option<(u64, u64)>,
-    pub(crate) linked: bool,
-    pub(crate) blocked_by: BTreeSet<String>,
-    pub(crate) running: bool,
-    pub(crate) pr: Option<u64>,
+    pub linked: bool,
+    pub blocked_by: BTreeSet<String>,
+    pub running: bool,
+    pub pr: Option<u64>,
     /// The pull request waits for its review.
-    pub(crate) awaiting_review: bool,
-    pub(crate) reviews: u32,
+    pub awaiting_review: bool,
+    pub reviews: u32,
     /// Feedback not yet acted on.
-    pub(crate) feedback: Option<String>,
-    pub(crate) accepted: bool,
-    pub(crate) merged: bool,
-    pub(crate) escalated: Option<String>,
-    pub(crate) closed_by_hand: bool,
+    pub feedback: Option<String>,
+    /// Tokens the task's runs used.
+    pub tokens: u64,
+    /// The feedback the running revision acts on (`None`: the task's first run, or nothing runs).
+    pub revising: Option<String>,
+    pub accepted: bool,
+    pub merged: bool,
+    pub escalated: Option<String>,
+    /// Why it is to be handed to a person (its run ended without a pull request, or its reviewer
+    /// escalated it), until the escalation is said on GitHub.
+    pub escalation: Option<String>,
+    pub closed_by_hand: bool,
 }
 
 impl TaskState {
     /// Nothing more will be done for it.
-    pub(crate) fn settled(&self) -> bool {
+    pub fn settled(&self) -> bool {
         self.accepted || self.escalated.is_some() || self.closed_by_hand
     }
 }
@@ -189,8 +209,9 @@ pub struct Epic {
     pub plan: Option<Plan>,
     pub tasks: BTreeMap<String, TaskState>,
     pub plan_posted: bool,
-    pub(crate) epic_pr: Option<u64>,
-    pub(crate) finished: bool,
+    pub branch_created: bool,
+    pub epic_pr: Option<u64>,
+    pub finished: bool,
 }
 
 impl Epic {
@@ -235,25 +256,29 @@ impl Epic {
                 }
             }
             Happened::PlanPosted => self.plan_posted = true,
+            Happened::BranchCreated => self.branch_created = true,
             Happened::Started { task: id } => {
                 if let Some(t) = self.tasks.get_mut(id) {
                     t.running = true;
-                    t.feedback = None;
+                    t.revising = t.feedback.take();
                 }
             }
             Happened::RunEnded {
                 task: id,
                 pr,
                 reason,
+                tokens,
             } => {
                 if let Some(t) = self.tasks.get_mut(id) {
                     t.running = false;
+                    t.tokens += tokens;
+                    t.revising = None;
                     if pr.is_some() {
                         t.pr = *pr;
                     }
                     match (pr, reason) {
                         (Some(_), _) => t.awaiting_review = true,
-                        (None, Some(reason)) => t.escalated = Some(reason.clone()),
+                        (None, Some(reason)) => t.escalation = Some(reason.clone()),
                         (None, None) => {}
                     }
                 }
@@ -265,7 +290,7 @@ impl Epic {
                     match verdict {
                         Verdict::Accepted => t.accepted = true,
                         Verdict::NeedsRevision { feedback } => t.feedback = Some(feedback.clone()),
-                        Verdict::Escalate { reason } => t.escalated = Some(reason.clone()),
+                        Verdict::Escalate { reason } => t.escalation = Some(reason.clone()),
                     }
                 }
             }
@@ -277,6 +302,7 @@ impl Epic {
             Happened::Escalated { task: id, reason } => {
                 if let Some(t) = self.tasks.get_mut(id) {
                     t.escalated = Some(reason.clone());
+                    t.escalation = None;
                     t.feedback = None;
                 }
             }
@@ -284,6 +310,7 @@ impl Epic {
                 if let Some(t) = self.tasks.get_mut(id) {
                     t.closed_by_hand = true;
                     t.running = false;
+                    t.revising = None;
                 }
             }
             Happened::EpicPullRequest { number } => self.epic_pr = Some(*number),
@@ -291,13 +318,13 @@ impl Epic {
         }
     }
 
-    /// Whether `id` counts as done for the tasks that depend on it: accepted (and, with `branch`
-    /// integration, merged into the epic branch), or closed by a person.
-    fn done_for_dependants(&self, id: &str, limits: Limits) -> bool {
-        self.tasks.get(id).is_some_and(|t| {
-            t.closed_by_hand
-                || (t.accepted && (t.merged || limits.integration == Integration::Independent))
-        })
+    /// Whether `id` counts as done for the tasks that depend on it: accepted and merged (by
+    /// supervisor into the epic branch, or by a person into the default branch), or closed by a
+    /// person.
+    fn done_for_dependants(&self, id: &str) -> bool {
+        self.tasks
+            .get(id)
+            .is_some_and(|t| t.closed_by_hand || (t.accepted && t.merged))
     }
 
     /// What to do next, in order: every step that may be taken now (several starts at once,
@@ -332,21 +359,43 @@ impl Epic {
         if !self.plan_posted {
             return vec![Step::PostPlan];
         }
+        if limits.integration == Integration::Branch && !self.branch_created {
+            return vec![Step::CreateBranch];
+        }
         let mut steps = Vec::new();
         for t in plan.order() {
             let s = state(&t.id);
             if s.settled() {
-                if s.accepted && !s.merged && limits.integration == Integration::Branch {
-                    if let Some(pr) = s.pr {
+                let waited_on = || {
+                    plan.tasks()
+                        .iter()
+                        .any(|d| d.depends_on.contains(&t.id) && !state(&d.id).settled())
+                };
+                match (s.pr, limits.integration) {
+                    (Some(pr), Integration::Branch) if s.accepted && !s.merged => {
                         steps.push(Step::Merge {
                             task: t.id.clone(),
                             pr,
                         });
                     }
+                    (Some(pr), Integration::Independent)
+                        if s.accepted && !s.merged && waited_on() =>
+                    {
+                        steps.push(Step::AwaitMerge {
+                            task: t.id.clone(),
+                            pr,
+                        });
+                    }
+                    _ => {}
                 }
                 continue;
             }
-            if let (Some(pr), true) = (s.pr, s.awaiting_review) {
+            if let Some(reason) = &s.escalation {
+                steps.push(Step::Escalate {
+                    task: t.id.clone(),
+                    reason: reason.clone(),
+                });
+            } else if let (Some(pr), true) = (s.pr, s.awaiting_review) {
                 steps.push(Step::Review {
                     task: t.id.clone(),
                     pr,
@@ -370,7 +419,7 @@ impl Epic {
                 break;
             }
             let s = state(&t.id);
-            if s.running || s.settled() {
+            if s.running || s.settled() || s.escalation.is_some() {
                 continue;
             }
             let step = match (s.pr, &s.feedback, s.issue) {
@@ -382,9 +431,7 @@ impl Epic {
                     }
                 }
                 (None, _, Some((number, _)))
-                    if t.depends_on
-                        .iter()
-                        .all(|d| self.done_for_dependants(d, limits)) =>
+                    if t.depends_on.iter().all(|d| self.done_for_dependants(d)) =>
                 {
                     Step::Start {
                         task: t.id.clone(),
@@ -506,6 +553,7 @@ mod tests {
                     task: id,
                     pr: Some(pr),
                     reason: None,
+                    tokens: 0,
                 });
                 continue;
             }
@@ -534,6 +582,9 @@ mod tests {
                     Step::Revise { task, .. } => Happened::Started { task },
                     Step::Escalate { task, reason } => Happened::Escalated { task, reason },
                     Step::Merge { task, .. } => Happened::Merged { task },
+                    Step::CreateBranch => Happened::BranchCreated,
+                    // A person merges the pull request.
+                    Step::AwaitMerge { task, .. } => Happened::Merged { task },
                     Step::OpenEpicPullRequest => Happened::EpicPullRequest { number: 500 },
                     Step::Summarise => Happened::Finished,
                 };
@@ -559,6 +610,8 @@ mod tests {
                 Step::Revise { task, .. } => format!("revise {task}"),
                 Step::Escalate { task, .. } => format!("escalate {task}"),
                 Step::Merge { task, .. } => format!("merge {task}"),
+                Step::CreateBranch => "branch".into(),
+                Step::AwaitMerge { task, .. } => format!("await merge of {task}"),
                 Step::OpenEpicPullRequest => "epic pr".into(),
                 Step::Summarise => "summary".into(),
                 Step::Plan => "plan".into(),
@@ -592,6 +645,7 @@ mod tests {
                 "create docs",
                 "link docs",
                 "post plan",
+                "branch",
                 // format waits for units; docs is independent.
                 "start units",
                 "start docs",
@@ -673,6 +727,69 @@ mod tests {
         assert_eq!(k.last().unwrap(), "summary");
     }
 
+    /// An escalation by the reviewer, or a run that ended without a pull request, is a step of
+    /// its own (the label and the comment on GitHub) before the task counts as escalated.
+    #[test]
+    fn an_escalation_is_said_before_the_task_counts_as_escalated() {
+        let mut epic = vec![Happened::Planned {
+            plan: plan(&[("a", &[]), ("b", &["a"]), ("c", &[])]),
+        }];
+        let k = kinds(&drive(&mut epic, BRANCH, &mut |task, _| {
+            if task == "a" {
+                Verdict::Escalate {
+                    reason: "a person decides".into(),
+                }
+            } else {
+                Verdict::Accepted
+            }
+        }));
+        let at = |step: &str| k.iter().position(|s| s == step);
+        assert!(at("review a") < at("escalate a"), "{k:?}");
+        assert!(
+            at("escalate b").is_some() && at("start b").is_none(),
+            "{k:?}"
+        );
+        let done = Epic::fold(epic.iter());
+        assert_eq!(
+            done.tasks["a"].escalated.as_deref(),
+            Some("a person decides")
+        );
+        assert_eq!(done.tasks["a"].escalation, None);
+
+        let mut state = Epic::default();
+        state.apply(&Happened::Planned {
+            plan: plan(&[("a", &[])]),
+        });
+        for h in [
+            Happened::SubIssueCreated {
+                task: "a".into(),
+                number: 2,
+                id: 9,
+            },
+            Happened::Linked { task: "a".into() },
+            Happened::PlanPosted,
+            Happened::BranchCreated,
+            Happened::Started { task: "a".into() },
+            Happened::RunEnded {
+                task: "a".into(),
+                pr: None,
+                reason: Some("its run stopped".into()),
+                tokens: 7,
+            },
+        ] {
+            state.apply(&h);
+        }
+        assert!(!state.tasks["a"].settled());
+        assert_eq!(
+            state.next(BRANCH),
+            [Step::Escalate {
+                task: "a".into(),
+                reason: "its run stopped".into()
+            }]
+        );
+        assert_eq!(state.tasks["a"].tokens, 7);
+    }
+
     #[test]
     fn with_independent_integration_nothing_is_merged_and_no_epic_pull_request_opens() {
         let limits = Limits {
@@ -684,10 +801,16 @@ mod tests {
         }];
         let k = kinds(&drive(&mut epic, limits, &mut |_, _| Verdict::Accepted));
         assert!(
-            !k.iter().any(|s| s.starts_with("merge") || s == "epic pr"),
+            !k.iter()
+                .any(|s| s.starts_with("merge") || s == "epic pr" || s == "branch"),
             "{k:?}"
         );
+        // b waits until a person merged a's pull request into the default branch.
+        let at = |step: &str| k.iter().position(|s| s == step).unwrap();
+        assert!(at("await merge of a") < at("start b"), "{k:?}");
         assert_eq!(k.last().unwrap(), "summary");
+        // An accepted task nothing depends on is not waited for.
+        assert!(!k.contains(&"await merge of b".to_string()), "{k:?}");
     }
 
     #[test]
@@ -711,6 +834,7 @@ mod tests {
                 Step::Link { task, .. } => Happened::Linked { task },
                 Step::Block { task, on } => Happened::Blocked { task, on },
                 Step::PostPlan => Happened::PlanPosted,
+                Step::CreateBranch => Happened::BranchCreated,
                 other => panic!("{other:?}"),
             };
             epic.push(h);

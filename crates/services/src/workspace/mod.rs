@@ -30,7 +30,7 @@ pub use setup::{Dependencies, SetupReport, SetupStep, setup, setup_staged};
 pub use shutdown::Shutdown;
 pub use worktree::{
     Committed, MergeOutcome, cleanup, ensure_worktree, ensure_worktree_with, existing_worktree,
-    push_probe,
+    fetch_base, push_probe,
 };
 
 /// Where and how worktrees are made.

@@ -119,6 +119,35 @@ fn fetch_remote_branch<'r>(
     repo.find_commit(tip).ok()
 }
 
+/// Where [`cleanup`] moves a worktree's directory before removing it.
+fn moved_aside(path: &Path) -> PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+    path.with_file_name(format!("{}.removing", name.unwrap_or_default()))
+}
+
+/// Remove what a cleanup that a stop cut short left moved aside beside `path`.
+fn remove_moved_aside(path: &Path) -> Result<(), WorkspaceError> {
+    let aside = moved_aside(path);
+    if aside.symlink_metadata().is_ok() {
+        std::fs::remove_dir_all(&aside).map_err(io_err("cannot remove", &aside))?;
+    }
+    Ok(())
+}
+
+/// Fetch the default branch from the destination into `refs/remotes/<remote>/<branch>`, where a
+/// new worktree starts from when there is no local branch of that name: an epic's tasks start from
+/// the epic branch as it is now, with the tasks merged into it so far.
+pub fn fetch_base(cfg: &WorkspaceConfig, auth: &PushAuth) -> Result<(), WorkspaceError> {
+    let repo = open(&cfg.repo_root)?;
+    let tracking = format!("refs/remotes/{}/{}", cfg.remote, cfg.default_branch);
+    RemoteGit::new(repo.commondir(), &cfg.push_url, auth, &cfg.git_config)?.fetch(
+        &repo,
+        &cfg.default_branch,
+        &tracking,
+    )?;
+    Ok(())
+}
+
 /// Make (or find) the worktree of `issue`: at `<worktree_root>/<branch>` on branch
 /// `<branch_prefix><issue>` from the default branch. An existing branch is reused; an existing
 /// directory is reused when it is that worktree and refused when it is anything else.
@@ -202,6 +231,15 @@ pub(super) fn ensure_worktree_then(
         });
     }
 
+    remove_moved_aside(&path)?;
+    // What a cleanup of an earlier version cut short between pruning the worktree's record and
+    // removing its directory: a checkout naming a record of this repository that is gone.
+    if path.is_dir()
+        && is_worktree_of(&repo, &path)
+        && record_of(&path).is_some_and(|r| !r.exists())
+    {
+        std::fs::remove_dir_all(&path).map_err(io_err("cannot remove", &path))?;
+    }
     if path.exists() {
         let empty = path.is_dir()
             && std::fs::read_dir(&path)
@@ -350,21 +388,30 @@ fn canonical(p: &Path) -> PathBuf {
 /// already gone are fine. A directory that is not a worktree of this repository is never deleted.
 pub fn cleanup(cfg: &WorkspaceConfig, wt: &Worktree) -> Result<(), WorkspaceError> {
     let repo = open(&cfg.repo_root)?;
-    let mut removed = false;
-    for (name, path, valid) in registered(&repo)? {
-        if same_dir(&path, &wt.path) {
-            prune(&repo, &name, valid)?;
-            removed = valid;
-        }
-    }
+    let records: Vec<String> = (registered(&repo)?.into_iter())
+        .filter(|(_, path, _)| same_dir(path, &wt.path))
+        .map(|(name, _, _)| name)
+        .collect();
     if wt.path.exists() {
-        if !removed && !is_worktree_of(&repo, &wt.path) {
+        if records.is_empty() && !is_worktree_of(&repo, &wt.path) {
             return Err(WorkspaceError::RefuseToDelete {
                 path: wt.path.clone(),
                 reason: "it is not a worktree of this repository".into(),
             });
         }
-        std::fs::remove_dir_all(&wt.path).map_err(io_err("cannot remove", &wt.path))?;
+        // Moved aside in one step first: a stop from here on leaves the worktree's path free
+        // (its record is pruned where it is next used) and a directory nothing uses.
+        let aside = moved_aside(&wt.path);
+        remove_moved_aside(&wt.path)?;
+        std::fs::rename(&wt.path, &aside).map_err(io_err("cannot move aside", &wt.path))?;
+        for name in &records {
+            prune(&repo, name, false)?;
+        }
+        std::fs::remove_dir_all(&aside).map_err(io_err("cannot remove", &aside))?;
+    } else {
+        for name in &records {
+            prune(&repo, name, false)?;
+        }
     }
     // What a crash left of a dependency clone beside it.
     let staging = super::deps::staging_dir(&wt.path);

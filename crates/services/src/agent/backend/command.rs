@@ -121,6 +121,7 @@ mod tests {
             task,
             attempt: 1,
             revision: false,
+            subject: None,
             env: &[],
         })
     }

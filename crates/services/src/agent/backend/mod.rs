@@ -52,6 +52,8 @@ pub struct Invocation<'a> {
     pub attempt: u32,
     /// The task revises a pull request after review (not a stage of the board).
     pub revision: bool,
+    /// The issue the dispatch is about (a run's, or an epic's sub-issue its reviewer judges).
+    pub subject: Option<&'a str>,
     /// The environment the agent gets (the allowlist), for CLIs whose configuration lives in it.
     pub(crate) env: &'a [(String, String)],
 }
@@ -267,6 +269,7 @@ pub(crate) fn test_launch(
         task: "the task",
         attempt: 1,
         revision: false,
+        subject: None,
         env,
     })
 }

@@ -418,6 +418,7 @@ mod tests {
             task: "t",
             attempt: 1,
             revision: false,
+            subject: None,
             env: &[],
         };
         let mut launch = Pi.launch(&inv);

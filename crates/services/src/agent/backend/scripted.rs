@@ -17,7 +17,9 @@
 //! The nth dispatch of a role plays attempt n; past the list the last attempt repeats. A role given a
 //! plain list of actions has one attempt. `"*"` serves roles the script does not name. A dispatch
 //! that revises a pull request (its dispatch says so) plays `<role>@revision` when the
-//! script names it, so a script can tell a revision's attempts from the run's.
+//! script names it, so a script can tell a revision's attempts from the run's; any other dispatch
+//! about issue N (a run's, or the reviewer's of an epic's sub-issue) plays `<role>@N` when the
+//! script names it, so one script can play several issues.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -53,10 +55,10 @@ impl AgentCli for Scripted<'_> {
                 "--script".into(),
                 self.script.display().to_string(),
                 "--role".into(),
-                if inv.revision {
-                    format!("{}{REVISION_ROLE}", inv.role.name)
-                } else {
-                    inv.role.name.clone()
+                match (inv.revision, inv.subject) {
+                    (true, _) => format!("{}{REVISION_ROLE}", inv.role.name),
+                    (false, Some(subject)) => format!("{}@{subject}", inv.role.name),
+                    (false, None) => inv.role.name.clone(),
                 },
                 "--attempt".into(),
                 inv.attempt.max(1).to_string(),
@@ -178,7 +180,8 @@ impl Script {
 
     /// The actions of `role`'s `attempt` (1-based); past the list the last attempt repeats.
     pub fn attempt(&self, role: &str, attempt: u32) -> Option<&[ScriptAction]> {
-        let base = role.strip_suffix(REVISION_ROLE);
+        // `<role>@revision`, `<role>@<subject>`: the role's own attempts when not named.
+        let base = role.split_once('@').map(|(base, _)| base);
         let attempts = self
             .roles
             .get(role)

@@ -25,6 +25,10 @@ use crate::workspace::CHECKPOINT_DIR;
 
 use super::Services;
 
+mod work;
+
+pub use work::{EpicEnd, TaskOutcome, epic_branch, run_epic};
+
 /// What planning an epic came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Planned {
@@ -53,6 +57,8 @@ struct Line {
 struct EpicJournal {
     path: PathBuf,
     happened: Vec<Happened>,
+    /// When its first line was written.
+    started: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl EpicJournal {
@@ -67,8 +73,11 @@ impl EpicJournal {
     fn open(root: &Path, epic: u64) -> Result<EpicJournal, String> {
         let dir = EpicJournal::dir(root, epic);
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let happened = EpicJournal::read(root, epic)?;
+        let lines = EpicJournal::lines(root, epic)?;
+        let started = lines.first().map(|l| l.at);
+        let happened = lines.into_iter().map(|l| l.happened).collect();
         Ok(EpicJournal {
+            started,
             path: dir.join("events.jsonl"),
             happened,
         })
@@ -76,6 +85,18 @@ impl EpicJournal {
 
     /// What the journal of `epic` holds (nothing when there is none).
     fn read(root: &Path, epic: u64) -> Result<Vec<Happened>, String> {
+        Ok((EpicJournal::lines(root, epic)?)
+            .into_iter()
+            .map(|l| l.happened)
+            .collect())
+    }
+
+    /// When the first step was journaled.
+    fn started(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        self.started
+    }
+
+    fn lines(root: &Path, epic: u64) -> Result<Vec<Line>, String> {
         let path = EpicJournal::dir(root, epic).join("events.jsonl");
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
@@ -99,7 +120,7 @@ impl EpicJournal {
                     n + 1
                 )
             })?;
-            happened.push(line.happened);
+            happened.push(line);
         }
         Ok(happened)
     }
@@ -118,6 +139,7 @@ impl EpicJournal {
         file.write_all(format!("{text}\n").as_bytes())
             .and_then(|()| file.sync_data())
             .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        self.started.get_or_insert(line.at);
         self.happened.push(line.happened);
         Ok(())
     }
@@ -131,6 +153,11 @@ pub struct EpicRecord {
     pub tasks: Vec<EpicTask>,
     /// The plan is posted: the epic is planned.
     pub planned: bool,
+    /// Its work is done: the summary is posted.
+    pub finished: bool,
+    /// The epic's pull request, once open.
+    #[serde(rename = "pullRequest")]
+    pub pull_request: Option<u64>,
     /// Why the journal could not be read, when it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unreadable: Option<String>,
@@ -141,6 +168,23 @@ pub struct EpicTask {
     pub task: String,
     pub issue: Option<u64>,
     pub(crate) depends_on: Vec<String>,
+    /// Where the epic's work has it: `waiting`, `running`, `in review`, `sent back`, `accepted`,
+    /// `merged`, `escalated` or `closed`.
+    pub stage: &'static str,
+}
+
+/// Where the epic's work has a task.
+fn task_stage(t: &crate::epic::TaskState) -> &'static str {
+    match t {
+        t if t.escalated.is_some() => "escalated",
+        t if t.closed_by_hand => "closed",
+        t if t.merged => "merged",
+        t if t.accepted => "accepted",
+        t if t.running => "running",
+        t if t.awaiting_review => "in review",
+        t if t.feedback.is_some() => "sent back",
+        _ => "waiting",
+    }
 }
 
 /// Every epic planned (or being planned) in the repository at `root`, by number.
@@ -167,12 +211,15 @@ pub fn read_epics(root: &Path) -> std::io::Result<Vec<EpicRecord>> {
                         task: t.id.clone(),
                         issue: state.tasks.get(&t.id).and_then(|s| s.issue).map(|i| i.0),
                         depends_on: t.depends_on.clone(),
+                        stage: state.tasks.get(&t.id).map_or("waiting", task_stage),
                     })
                     .collect();
                 EpicRecord {
                     epic,
                     tasks,
                     planned: state.plan_posted,
+                    finished: state.finished,
+                    pull_request: state.epic_pr,
                     unreadable: None,
                 }
             }
@@ -180,6 +227,8 @@ pub fn read_epics(root: &Path) -> std::io::Result<Vec<EpicRecord>> {
                 epic,
                 tasks: Vec::new(),
                 planned: false,
+                finished: false,
+                pull_request: None,
                 unreadable: Some(e),
             },
         };
@@ -201,54 +250,51 @@ pub async fn plan_epic(
     svc: &Services,
     number: u64,
 ) -> Result<Planned, RunError> {
+    let (mut planner, mut journal) = match open_epic(project, svc, number).await? {
+        Ok(opened) => opened,
+        Err(reason) => return Ok(Planned::Refused { reason }),
+    };
+    planner.plan_all(&mut journal).await
+}
+
+/// The epic's planner and journal, or why the epic may not be planned (nothing written).
+async fn open_epic(
+    project: Arc<Project>,
+    svc: &Services,
+    number: u64,
+) -> Result<Result<(Planner<'_>, EpicJournal), String>, RunError> {
     let gh = &svc.github;
-    let settings = &project.settings;
     let (epic, refusal) = read_epic(&project, gh, number).await?;
     if let Some(reason) = refusal {
-        return Ok(Planned::Refused { reason });
+        return Ok(Err(reason));
     }
-    let mut journal = EpicJournal::open(&project.root, number).map_err(journal_error)?;
+    let journal = EpicJournal::open(&project.root, number).map_err(journal_error)?;
     let viewer = gh.viewer_login().await?;
-    let limits = Limits::from(&settings.epic);
-    let mut planner = Planner {
-        project: project.clone(),
-        svc,
-        epic,
-        viewer,
-        plans: 0,
-    };
-    loop {
-        if svc.cancel.is_cancelled() {
-            return Ok(Planned::Interrupted);
-        }
-        let state = Epic::fold(&journal.happened);
-        let step = state.next(limits).into_iter().next();
-        let happened = match step {
-            Some(Step::Plan) => match planner.plan().await? {
-                Ok(happened) => happened,
-                Err(outcome) => return Ok(outcome),
-            },
-            Some(Step::CreateSubIssue { task }) => planner.sub_issue(&state, &task).await?,
-            Some(Step::Link { task, number }) => planner.link(&state, &task, number).await?,
-            Some(Step::Block { task, on }) => planner.block(&state, &task, &on).await?,
-            Some(Step::PostPlan) => planner.post_plan(&state).await?,
-            // Planned: what comes next is the tasks' work.
-            _ => {
-                let plan = state.plan.as_ref();
-                let tasks = plan
-                    .map(|p| p.order())
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter_map(|t| {
-                        let n = state.tasks.get(&t.id)?.issue?.0;
-                        Some((t.id.clone(), n))
-                    })
-                    .collect();
-                return Ok(Planned::Ready { tasks });
-            }
-        };
-        journal.record(happened).map_err(journal_error)?;
-    }
+    let limits = Limits::from(&project.settings.epic);
+    Ok(Ok((
+        Planner {
+            project,
+            svc,
+            epic,
+            viewer,
+            plans: 0,
+            limits,
+        },
+        journal,
+    )))
+}
+
+/// The tasks of a planned epic with their sub-issues, in the plan's order.
+fn planned_tasks(state: &Epic) -> Vec<(String, u64)> {
+    (state.plan.as_ref())
+        .map(|p| p.order())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|t| {
+            let n = state.tasks.get(&t.id)?.issue?.0;
+            Some((t.id.clone(), n))
+        })
+        .collect()
 }
 
 /// The epic, and why it may not be planned when it may not: a stranger's issue, a description or
@@ -279,24 +325,36 @@ pub async fn epic_refusal(
     Ok(read_epic(project, gh, number).await?.1)
 }
 
-/// Plan epic `number` as a run of the scheduler: its end as a run's summary.
-pub async fn plan_epic_run(
+/// Plan and work epic `number` as a run of the scheduler: its end as a run's summary.
+pub async fn run_epic_run(
     project: Arc<Project>,
     svc: Services,
     number: u64,
 ) -> Result<crate::pipeline::RunSummary, RunError> {
     use crate::pipeline::{RunEnd, RunSummary, UserText};
-    let end = match plan_epic(project.clone(), &svc, number).await? {
-        Planned::Ready { tasks } => RunEnd::Planned { tasks },
-        Planned::Refused { reason } => RunEnd::Refused { reason },
-        Planned::PlanRefused { errors } => RunEnd::Stopped {
+    let end = match run_epic(project.clone(), &svc, number).await? {
+        EpicEnd::Finished {
+            tasks,
+            pull_request,
+        } => RunEnd::EpicFinished {
+            tasks: (tasks.into_iter())
+                .map(|t| (t.task, t.issue, t.outcome.to_string()))
+                .collect(),
+            pull_request,
+        },
+        EpicEnd::Waiting { pulls } => RunEnd::Paused {
+            reason: waiting_text(&pulls),
+        },
+        EpicEnd::Paused { reason } => RunEnd::Paused { reason },
+        EpicEnd::Refused { reason } => RunEnd::Refused { reason },
+        EpicEnd::PlanRefused { errors } => RunEnd::Stopped {
             stage: "planning".into(),
             reason: UserText::ours(format!(
                 "the planner's plan was refused (said on the epic): {}",
                 errors.join("; ")
             )),
         },
-        Planned::Interrupted => RunEnd::Interrupted,
+        EpicEnd::Interrupted => RunEnd::Interrupted,
     };
     Ok(RunSummary::bare(
         crate::ids::RunId::new(format!("epic-{number}")),
@@ -304,6 +362,16 @@ pub async fn plan_epic_run(
         number,
         end,
     ))
+}
+
+/// What an epic waits for when it waits on people merging its tasks' pull requests.
+pub fn waiting_text(pulls: &[u64]) -> String {
+    let list: Vec<String> = pulls.iter().map(|n| format!("#{n}")).collect();
+    format!(
+        "waiting for {} to be merged (`epic.integration` is `independent`): the tasks that depend \
+         on them start then",
+        list.join(", ")
+    )
 }
 
 /// What performs the planning steps.
@@ -315,11 +383,40 @@ struct Planner<'s> {
     viewer: String,
     /// Plans asked for in this process.
     plans: u32,
+    limits: Limits,
 }
 
 impl Planner<'_> {
     fn gh(&self) -> &GitHub {
         &self.svc.github
+    }
+
+    /// Take the planning steps (the plan, the sub-issues, their links and blockers, the plan's
+    /// comment) until the epic is planned.
+    async fn plan_all(&mut self, journal: &mut EpicJournal) -> Result<Planned, RunError> {
+        loop {
+            if self.svc.cancel.is_cancelled() {
+                return Ok(Planned::Interrupted);
+            }
+            let state = Epic::fold(&journal.happened);
+            let happened = match state.next(self.limits).into_iter().next() {
+                Some(Step::Plan) => match self.plan().await? {
+                    Ok(happened) => happened,
+                    Err(outcome) => return Ok(outcome),
+                },
+                Some(Step::CreateSubIssue { task }) => self.sub_issue(&state, &task).await?,
+                Some(Step::Link { task, number }) => self.link(&state, &task, number).await?,
+                Some(Step::Block { task, on }) => self.block(&state, &task, &on).await?,
+                Some(Step::PostPlan) => self.post_plan(&state).await?,
+                // Planned: what comes next is the tasks' work.
+                _ => {
+                    return Ok(Planned::Ready {
+                        tasks: planned_tasks(&state),
+                    });
+                }
+            };
+            journal.record(happened).map_err(journal_error)?;
+        }
     }
 
     /// The planner's plan, or why it was refused (said on the epic).
@@ -374,39 +471,47 @@ impl Planner<'_> {
     /// Run the planner in the repository with the epic as its task.
     async fn run_planner(&self) -> Result<agent::AgentRun, String> {
         let p = &self.project;
+        let task = planner_task(&self.epic, p.settings.epic.max_tasks);
+        let dispatch = Dispatch {
+            role: "planner",
+            task,
+            cwd: p.root.clone(),
+            attempt: self.plans,
+            subject: None,
+            transcript: format!("planner-{}.jsonl", self.plans),
+        };
+        self.run_role(dispatch).await
+    }
+
+    /// Run one of the epic's roles; `Err` when its definition does not load.
+    async fn run_role(&self, d: Dispatch) -> Result<agent::AgentRun, String> {
+        let p = &self.project;
         let loaded = RoleSet::load_epic(&p.root, &p.settings, &p.settings_path);
-        let role = match loaded.map(|mut r| r.agents.remove("planner")) {
+        let role = match loaded.map(|mut r| r.agents.remove(d.role)) {
             Ok(Some(role)) => role,
             Ok(None) => return Err("it did not load".into()),
             Err(e) => return Err(e.to_string()),
         };
-        let task = planner_task(&self.epic, p.settings.epic.max_tasks);
         let token = self.svc.github_token.as_deref();
-        let mut req = match AgentRequest::for_role(
-            &p.settings,
-            &p.root,
-            &role,
-            task,
-            p.root.clone(),
-            None,
-            token,
-        ) {
-            Ok(r) => r,
-            Err(e) => {
-                let exit = ExitReason::SpawnFailed(e.to_string());
-                return Ok(agent::AgentRun::not_started(&role, exit));
-            }
-        };
+        let mut req =
+            match AgentRequest::for_role(&p.settings, &p.root, &role, d.task, d.cwd, None, token) {
+                Ok(r) => r,
+                Err(e) => {
+                    let exit = ExitReason::SpawnFailed(e.to_string());
+                    return Ok(agent::AgentRun::not_started(&role, exit));
+                }
+            };
         if let (agent::Backend::Scripted { program, .. }, Some(path)) =
             (&mut req.backend, &self.svc.scripted_program)
         {
             *program = path.clone();
         }
-        req.attempt = self.plans;
+        req.attempt = d.attempt;
+        req.subject = d.subject;
         req.transcript = Some(
             EpicJournal::dir(&p.root, self.epic.number)
                 .join("transcripts")
-                .join(format!("planner-{}.jsonl", self.plans)),
+                .join(d.transcript),
         );
         Ok(agent::run_agent(req, self.svc.cancel.clone()).await)
     }
@@ -460,8 +565,8 @@ impl Planner<'_> {
         })
     }
 
-    /// `task`'s sub-issue linked under the epic and on the board: in the column runs start from
-    /// when it depends on no other task, else in Backlog until those are done.
+    /// `task`'s sub-issue linked under the epic and on the board, in Backlog: the epic's work
+    /// starts its run when the tasks it depends on are done, and the run moves its card.
     async fn link(&self, state: &Epic, id: &str, number: u64) -> Result<Happened, RunError> {
         let epic = self.epic.number;
         let db = state.tasks.get(id).and_then(|t| t.issue).map_or(0, |i| i.1);
@@ -486,16 +591,7 @@ impl Planner<'_> {
             Some(item) => item,
             None => self.gh().add_to_board(&board, &issue).await?,
         };
-        // The column runs start from: the first trigger column (the workflow's first agent stage).
-        let ready = (state.plan.as_ref())
-            .and_then(|plan| plan.task(id))
-            .is_some_and(|t| t.depends_on.is_empty());
-        let start = (p.trigger_columns().into_iter().next()).and_then(|c| p.workflow.stage_id(&c));
-        let stage = match start {
-            Some(stage) if ready => stage,
-            _ => p.workflow.backlog().id(),
-        };
-        let option = p.settings.board_option(&stage);
+        let option = p.settings.board_option(&p.workflow.backlog().id());
         if item.column.as_ref() != Some(&option) {
             self.gh().move_card(&item, &option).await?;
         }
@@ -541,6 +637,17 @@ impl Planner<'_> {
             .await?;
         Ok(Happened::PlanPosted)
     }
+}
+
+/// One dispatch of an epic's role.
+struct Dispatch {
+    role: &'static str,
+    task: String,
+    cwd: PathBuf,
+    attempt: u32,
+    subject: Option<String>,
+    /// The transcript's file name in the epic's `transcripts/`.
+    transcript: String,
 }
 
 /// The planner's task: the epic as its codeowner wrote it, and the limits of a plan.
