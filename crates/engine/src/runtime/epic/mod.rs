@@ -483,37 +483,8 @@ impl Planner<'_> {
         self.run_role(dispatch).await
     }
 
-    /// Run one of the epic's roles; `Err` when its definition does not load.
     async fn run_role(&self, d: Dispatch) -> Result<agent::AgentRun, String> {
-        let p = &self.project;
-        let loaded = RoleSet::load_epic(&p.root, &p.settings, &p.settings_path);
-        let role = match loaded.map(|mut r| r.agents.remove(d.role)) {
-            Ok(Some(role)) => role,
-            Ok(None) => return Err("it did not load".into()),
-            Err(e) => return Err(e.to_string()),
-        };
-        let token = self.svc.github_token.as_deref();
-        let mut req =
-            match AgentRequest::for_role(&p.settings, &p.root, &role, d.task, d.cwd, None, token) {
-                Ok(r) => r,
-                Err(e) => {
-                    let exit = ExitReason::SpawnFailed(e.to_string());
-                    return Ok(agent::AgentRun::not_started(&role, exit));
-                }
-            };
-        if let (agent::Backend::Scripted { program, .. }, Some(path)) =
-            (&mut req.backend, &self.svc.scripted_program)
-        {
-            *program = path.clone();
-        }
-        req.attempt = d.attempt;
-        req.subject = d.subject;
-        req.transcript = Some(
-            EpicJournal::dir(&p.root, self.epic.number)
-                .join("transcripts")
-                .join(d.transcript),
-        );
-        Ok(agent::run_agent(req, self.svc.cancel.clone()).await)
+        run_role(&self.project, self.svc, self.epic.number, d).await
     }
 
     fn marker(&self, stage: &str, kind: MarkerKind) -> Marker {
@@ -637,6 +608,43 @@ impl Planner<'_> {
             .await?;
         Ok(Happened::PlanPosted)
     }
+}
+
+/// Run one of epic `epic`'s roles; `Err` when its definition does not load.
+async fn run_role(
+    p: &Project,
+    svc: &Services,
+    epic: u64,
+    d: Dispatch,
+) -> Result<agent::AgentRun, String> {
+    let loaded = RoleSet::load_epic(&p.root, &p.settings, &p.settings_path);
+    let role = match loaded.map(|mut r| r.agents.remove(d.role)) {
+        Ok(Some(role)) => role,
+        Ok(None) => return Err("it did not load".into()),
+        Err(e) => return Err(e.to_string()),
+    };
+    let token = svc.github_token.as_deref();
+    let mut req =
+        match AgentRequest::for_role(&p.settings, &p.root, &role, d.task, d.cwd, None, token) {
+            Ok(r) => r,
+            Err(e) => {
+                let exit = ExitReason::SpawnFailed(e.to_string());
+                return Ok(agent::AgentRun::not_started(&role, exit));
+            }
+        };
+    if let (agent::Backend::Scripted { program, .. }, Some(path)) =
+        (&mut req.backend, &svc.scripted_program)
+    {
+        *program = path.clone();
+    }
+    req.attempt = d.attempt;
+    req.subject = d.subject;
+    req.transcript = Some(
+        EpicJournal::dir(&p.root, epic)
+            .join("transcripts")
+            .join(d.transcript),
+    );
+    Ok(agent::run_agent(req, svc.cancel.clone()).await)
 }
 
 /// One dispatch of an epic's role.

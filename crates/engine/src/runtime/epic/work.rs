@@ -99,12 +99,19 @@ pub async fn run_epic(
         task_project,
         runs: JoinSet::new(),
         running: BTreeSet::new(),
+        reviews: JoinSet::new(),
+        reviewing: BTreeSet::new(),
     };
     let end = worker.work().await;
     // However it ended, the runs started here end first (a signal reaches them through the
     // same cancellation; an error leaves them to finish their step).
     while let Some(joined) = worker.runs.join_next().await {
         if let Err(e) = worker.ended(joined).await {
+            tracing::warn!("epic #{number}: {e}");
+        }
+    }
+    while let Some(joined) = worker.reviews.join_next().await {
+        if let Err(e) = worker.reviewed(joined) {
             tracing::warn!("epic #{number}: {e}");
         }
     }
@@ -123,7 +130,13 @@ struct Worker<'s> {
     runs: JoinSet<(String, Result<RunSummary, RunError>)>,
     /// Tasks whose run this process started and which have not ended.
     running: BTreeSet<String>,
+    reviews: JoinSet<(String, Reviewed)>,
+    /// Tasks whose review this process started and which has not ended.
+    reviewing: BTreeSet<String>,
 }
+
+/// A review's end: the verdict to journal, or why the work pauses.
+type Reviewed = Result<Result<Happened, String>, RunError>;
 
 /// Why the work waits.
 enum Wait {
@@ -146,6 +159,11 @@ impl Worker<'_> {
         loop {
             while let Some(joined) = self.runs.try_join_next() {
                 if let Some(reason) = self.ended(joined).await? {
+                    paused.get_or_insert(reason);
+                }
+            }
+            while let Some(joined) = self.reviews.try_join_next() {
+                if let Some(reason) = self.reviewed(joined)? {
                     paused.get_or_insert(reason);
                 }
             }
@@ -193,7 +211,7 @@ impl Worker<'_> {
             if self.journal.happened.len() > before || paused.is_some() {
                 continue;
             }
-            if self.runs.is_empty() {
+            if self.runs.is_empty() && self.reviews.is_empty() {
                 let pulls: Vec<u64> = waits.into_iter().map(|Wait::Merge(pr)| pr).collect();
                 if pulls.is_empty() {
                     return Err(RunError::Unfinished(format!(
@@ -205,10 +223,15 @@ impl Worker<'_> {
                 }
                 return Ok(EpicEnd::Waiting { pulls });
             }
-            // Nothing to do until a run ends (or a signal).
+            // Nothing to do until a run or a review ends (or a signal).
             tokio::select! {
-                Some(joined) = self.runs.join_next() => {
+                Some(joined) = self.runs.join_next(), if !self.runs.is_empty() => {
                     if let Some(reason) = self.ended(joined).await? {
+                        paused = Some(reason);
+                    }
+                }
+                Some(joined) = self.reviews.join_next(), if !self.reviews.is_empty() => {
+                    if let Some(reason) = self.reviewed(joined)? {
                         paused = Some(reason);
                     }
                 }
@@ -310,6 +333,24 @@ impl Worker<'_> {
         Ok(None)
     }
 
+    /// What a review came to, journaled; `Some(reason)` when the work pauses (the reviewer failed:
+    /// running again asks it again).
+    fn reviewed(
+        &mut self,
+        joined: Result<(String, Reviewed), tokio::task::JoinError>,
+    ) -> Result<Option<String>, RunError> {
+        let (task, reviewed) =
+            joined.map_err(|e| RunError::Unfinished(format!("a review ended abnormally: {e}")))?;
+        self.reviewing.remove(&task);
+        match reviewed? {
+            Ok(happened) => {
+                self.journal.record(happened).map_err(journal_error)?;
+                Ok(None)
+            }
+            Err(reason) => Ok(Some(reason)),
+        }
+    }
+
     /// The open pull request of `task`'s branch, when it has one.
     async fn open_pull(&self, task: &TaskState) -> Result<Option<u64>, RunError> {
         let Some((number, _)) = task.issue else {
@@ -352,10 +393,16 @@ impl Worker<'_> {
                 self.post_feedback(&task, pr, reviews, &feedback).await?;
                 Happened::Started { task }
             }
-            Step::Review { task, pr } => match self.review(state, &task, pr).await? {
-                Ok(happened) => happened,
-                Err(reason) => return Ok(Err(Err(reason))),
-            },
+            // Reviews run beside the rest: a reviewer taking its time holds up no other task.
+            Step::Review { task, pr } => {
+                if self.reviewing.insert(task.clone()) {
+                    let job = self.review_job(state, &task, pr);
+                    let span = tracing::info_span!("review", epic = self.number(), task = %task);
+                    self.reviews
+                        .spawn(async move { (task, job.run().await) }.instrument(span));
+                }
+                return Ok(Ok(None));
+            }
             Step::Escalate { task, reason } => self.escalate(state, &task, &reason).await?,
             Step::Merge { task, pr } => self.merge(state, &task, pr).await?,
             Step::AwaitMerge { task, pr } => {
@@ -414,108 +461,18 @@ impl Worker<'_> {
         Ok(())
     }
 
-    /// The sub-issue supervisor opened for `task`, read from GitHub and held to its seal: its
-    /// body is the task's text a reviewer may read. `Err` with the reason when it no longer is.
-    async fn sealed_task(
-        &self,
-        state: &Epic,
-        task: &str,
-    ) -> Result<Result<crate::github::Issue, String>, RunError> {
-        let Some((number, _)) = state.tasks.get(task).and_then(|t| t.issue) else {
-            return Ok(Err(format!("task `{task}` has no sub-issue")));
-        };
-        let issue = self.planner.gh().get_issue(number).await?;
-        let editors = self.planner.gh().issue_editors(number).await?;
-        let settings = &self.planner.project.settings;
-        let viewer = &self.planner.viewer;
-        let edited_by_stranger = (editors.issue.as_deref())
-            .is_some_and(|e| !e.eq_ignore_ascii_case(viewer) && !settings.is_codeowner(e));
-        let sealed = Seal::verify(&issue.body, self.number()).is_ok_and(|s| s.task == task);
-        if !issue.author.eq_ignore_ascii_case(viewer) || !sealed || edited_by_stranger {
-            return Ok(Err(format!(
-                "its sub-issue #{number} is no longer the text supervisor wrote for it"
-            )));
+    /// A job that reviews `task`'s pull request `pr` beside the epic's other work.
+    fn review_job(&self, state: &Epic, task: &str, pr: u64) -> ReviewJob {
+        ReviewJob {
+            project: self.planner.project.clone(),
+            task_project: self.task_project.clone(),
+            svc: self.svc().for_task(),
+            epic: self.planner.epic.clone(),
+            viewer: self.planner.viewer.clone(),
+            task: task.to_string(),
+            state: state.tasks.get(task).cloned().unwrap_or_default(),
+            pr,
         }
-        Ok(Ok(issue))
-    }
-
-    /// The reviewer's verdict on `task`'s pull request `pr`, run in a worktree of its branch;
-    /// `Err(reason)` pauses the work (the reviewer failed: running again asks it again).
-    async fn review(
-        &self,
-        state: &Epic,
-        task: &str,
-        pr: u64,
-    ) -> Result<Result<Happened, String>, RunError> {
-        let reviewed = |verdict| {
-            Ok(Ok(Happened::Reviewed {
-                task: task.to_string(),
-                verdict,
-            }))
-        };
-        let sub = match self.sealed_task(state, task).await? {
-            Ok(issue) => issue,
-            Err(reason) => return reviewed(Verdict::Escalate { reason }),
-        };
-        let gh = self.planner.gh();
-        let files = gh.pull_files(pr).await?;
-        let tp = &self.task_project;
-        let ws = WorkspaceConfig::from_settings(&tp.root, &tp.settings);
-        let auth = self.svc().push_auth.clone();
-        let (ws2, n) = (ws.clone(), sub.number);
-        let cancel = Some(self.svc().cancel.clone());
-        let wt = crate::process::spawn_blocking(cancel.clone(), move || {
-            workspace::ensure_worktree_with(&ws2, n, &auth)
-        })
-        .await
-        .map_err(|e| RunError::Unfinished(format!("the reviewer's worktree: {e}")))??;
-        let reviews = state.tasks.get(task).map_or(0, |t| t.reviews);
-        let dispatch = Dispatch {
-            role: "reviewer",
-            task: reviewer_task(
-                &self.planner.epic,
-                &self.planner.project.settings,
-                &sub,
-                pr,
-                &ws.default_branch,
-                &files,
-            ),
-            cwd: wt.path.clone(),
-            attempt: reviews + 1,
-            subject: Some(sub.number.to_string()),
-            transcript: format!("reviewer-{task}-{}.jsonl", reviews + 1),
-        };
-        let run = self.planner.run_role(dispatch).await;
-        // The worktree was the reviewer's alone: a revision makes its own.
-        match crate::process::spawn_blocking(cancel, move || workspace::cleanup(&ws, &wt)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!("the reviewer's worktree was not removed: {e}"),
-            Err(e) => tracing::warn!("the reviewer's worktree was not removed: {e}"),
-        }
-        let run = match run {
-            Ok(run) => run,
-            Err(e) => return Ok(Err(format!("the reviewer's definition: {e}"))),
-        };
-        match &run.exit {
-            ExitReason::Interrupted => return Ok(Err("interrupted".into())),
-            _ if !run.succeeded() => {
-                return Ok(Err(format!(
-                    "the reviewer of task `{task}` {}; `supervisor agent reviewer` runs it alone \
-                     to see why",
-                    match &run.exit {
-                        ExitReason::SpawnFailed(_) => "could not be started".to_string(),
-                        ExitReason::Failed(_) => "failed".to_string(),
-                        other => other.describe(),
-                    }
-                )));
-            }
-            _ => {}
-        }
-        // An answer that cannot be read is never an acceptance.
-        let verdict = read_verdict(&run.final_text).unwrap_or_else(|e| Verdict::Escalate {
-            reason: format!("the reviewer's verdict could not be read ({e})"),
-        });
-        reviewed(verdict)
     }
 
     /// Hand `task` to a person: the escalation label on its sub-issue and a comment naming the
@@ -636,6 +593,118 @@ impl Worker<'_> {
             tasks: outcomes(state),
             pull_request: state.epic_pr,
         }
+    }
+}
+
+/// What a review needs, owned: it runs beside the epic's other work.
+struct ReviewJob {
+    project: Arc<Project>,
+    /// The project the tasks run in (their base is the epic branch with `branch` integration).
+    task_project: Arc<Project>,
+    svc: Services,
+    epic: crate::github::Issue,
+    /// The login supervisor opens issues as.
+    viewer: String,
+    task: String,
+    state: TaskState,
+    pr: u64,
+}
+
+impl ReviewJob {
+    /// The sub-issue supervisor opened for `task`, read from GitHub and held to its seal: its
+    /// body is the task's text a reviewer may read. `Err` with the reason when it no longer is.
+    async fn sealed_task(&self) -> Result<Result<crate::github::Issue, String>, RunError> {
+        let task = &self.task;
+        let Some((number, _)) = self.state.issue else {
+            return Ok(Err(format!("task `{task}` has no sub-issue")));
+        };
+        let issue = self.svc.github.get_issue(number).await?;
+        let editors = self.svc.github.issue_editors(number).await?;
+        let settings = &self.project.settings;
+        let viewer = &self.viewer;
+        let edited_by_stranger = (editors.issue.as_deref())
+            .is_some_and(|e| !e.eq_ignore_ascii_case(viewer) && !settings.is_codeowner(e));
+        let sealed = Seal::verify(&issue.body, self.epic.number).is_ok_and(|s| &s.task == task);
+        if !issue.author.eq_ignore_ascii_case(viewer) || !sealed || edited_by_stranger {
+            return Ok(Err(format!(
+                "its sub-issue #{number} is no longer the text supervisor wrote for it"
+            )));
+        }
+        Ok(Ok(issue))
+    }
+
+    /// The reviewer's verdict on `task`'s pull request `pr`, run in a worktree of its branch;
+    /// `Err(reason)` pauses the work (the reviewer failed: running again asks it again).
+    async fn run(self) -> Result<Result<Happened, String>, RunError> {
+        let (task, pr) = (self.task.as_str(), self.pr);
+        let reviewed = |verdict| {
+            Ok(Ok(Happened::Reviewed {
+                task: task.to_string(),
+                verdict,
+            }))
+        };
+        let sub = match self.sealed_task().await? {
+            Ok(issue) => issue,
+            Err(reason) => return reviewed(Verdict::Escalate { reason }),
+        };
+        let files = self.svc.github.pull_files(pr).await?;
+        let tp = &self.task_project;
+        let ws = WorkspaceConfig::from_settings(&tp.root, &tp.settings);
+        let auth = self.svc.push_auth.clone();
+        let (ws2, n) = (ws.clone(), sub.number);
+        let cancel = Some(self.svc.cancel.clone());
+        let wt = crate::process::spawn_blocking(cancel.clone(), move || {
+            workspace::ensure_worktree_with(&ws2, n, &auth)
+        })
+        .await
+        .map_err(|e| RunError::Unfinished(format!("the reviewer's worktree: {e}")))??;
+        let reviews = self.state.reviews;
+        let dispatch = Dispatch {
+            role: "reviewer",
+            task: reviewer_task(
+                &self.epic,
+                &self.project.settings,
+                &sub,
+                pr,
+                &ws.default_branch,
+                &files,
+            ),
+            cwd: wt.path.clone(),
+            attempt: reviews + 1,
+            subject: Some(sub.number.to_string()),
+            transcript: format!("reviewer-{task}-{}.jsonl", reviews + 1),
+        };
+        let run = super::run_role(&self.project, &self.svc, self.epic.number, dispatch).await;
+        // The worktree was the reviewer's alone: a revision makes its own.
+        match crate::process::spawn_blocking(cancel, move || workspace::cleanup(&ws, &wt)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("the reviewer's worktree was not removed: {e}"),
+            Err(e) => tracing::warn!("the reviewer's worktree was not removed: {e}"),
+        }
+        let run = match run {
+            Ok(run) => run,
+            Err(e) => return Ok(Err(format!("the reviewer's definition: {e}"))),
+        };
+        match &run.exit {
+            ExitReason::Interrupted => return Ok(Err("interrupted".into())),
+            _ if !run.succeeded() => {
+                return Ok(Err(format!(
+                    "the reviewer of task `{task}` {}; `supervisor agent reviewer` runs it alone \
+                     to see why",
+                    match &run.exit {
+                        ExitReason::SpawnFailed(_) => "could not be started".to_string(),
+                        ExitReason::Failed(_) => "failed".to_string(),
+                        other => other.describe(),
+                    }
+                )));
+            }
+            _ => {}
+        }
+        // An answer that cannot be read is never an acceptance.
+        let verdict = read_verdict(&run.final_text).unwrap_or_else(|e| Verdict::Escalate {
+            reason: format!("the reviewer's verdict could not be read ({e})"),
+        });
+        reviewed(verdict)
     }
 }
 
