@@ -971,3 +971,26 @@ fn a_cleanup_cut_short_leaves_the_worktrees_path_usable() {
         Err(WorkspaceError::PathOccupied { .. })
     ));
 }
+
+/// Worktrees of several issues made at once in one repository (an epic's tasks, a watcher's runs,
+/// a reviewer's): `git worktree add` reads every other worktree's record and failed on one another
+/// add was still writing; each is made, every time.
+#[test]
+fn worktrees_made_at_once_are_all_made() {
+    let w = World::new();
+    for round in 0..3u64 {
+        let made: Vec<Result<Worktree, WorkspaceError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8u64)
+                .map(|i| {
+                    let cfg = w.cfg.clone();
+                    s.spawn(move || ensure_worktree(&cfg, 100 + round * 10 + i))
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for (i, wt) in made.into_iter().enumerate() {
+            let wt = wt.unwrap_or_else(|e| panic!("round {round}, worktree {i}: {e}"));
+            assert_eq!(status(&wt), "");
+        }
+    }
+}

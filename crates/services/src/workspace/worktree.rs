@@ -119,6 +119,26 @@ fn fetch_remote_branch<'r>(
     repo.find_commit(tip).ok()
 }
 
+/// The repository's worktree registry, held by this process until the returned file is dropped:
+/// `git worktree add` reads every other worktree's record, and fails on one another add (a run
+/// beside this one, in this process or another) is still writing.
+fn registry_lock(repo: &Repository) -> Result<std::fs::File, WorkspaceError> {
+    use std::os::fd::AsRawFd;
+    let path = repo.commondir().join("supervisor-worktrees.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io_err("cannot open", &path))?;
+    // SAFETY: flock(2) on a file descriptor this function owns.
+    let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+    if r != 0 {
+        return Err(io_err("cannot lock", &path)(std::io::Error::last_os_error()));
+    }
+    Ok(file)
+}
+
 /// Where [`cleanup`] moves a worktree's directory before removing it.
 fn moved_aside(path: &Path) -> PathBuf {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
@@ -177,6 +197,7 @@ pub(super) fn ensure_worktree_then(
     let branch = cfg.branch_for(issue)?;
     let path = cfg.worktree_path(issue)?;
     let repo = open(&cfg.repo_root)?;
+    let _registry = registry_lock(&repo)?;
     let records = repo.commondir().join("worktrees");
     // A `git worktree add` of this path that a crash cut short would make every add fail.
     remove_unfinished_add(&records, &path);
@@ -388,6 +409,7 @@ fn canonical(p: &Path) -> PathBuf {
 /// already gone are fine. A directory that is not a worktree of this repository is never deleted.
 pub fn cleanup(cfg: &WorkspaceConfig, wt: &Worktree) -> Result<(), WorkspaceError> {
     let repo = open(&cfg.repo_root)?;
+    let _registry = registry_lock(&repo)?;
     let records: Vec<String> = (registered(&repo)?.into_iter())
         .filter(|(_, path, _)| same_dir(path, &wt.path))
         .map(|(name, _, _)| name)
