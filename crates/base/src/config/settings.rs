@@ -278,6 +278,10 @@ settings_block! {
         /// `maxIterations` times, or a task it depends on was escalated).
         #[setting(key = "escalationLabel", default = "supervisor:escalated".into(), example = r#""supervisor:escalated""#)]
         pub escalation_label: String,
+        /// A board column that holds no stage: a codeowner's card moved into it has the watcher
+        /// plan and work its issue as an epic.
+        #[setting(key = "column", default = None, example = r#""Epics""#)]
+        pub column: Option<String>,
     }
 }
 

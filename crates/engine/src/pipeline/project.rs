@@ -170,6 +170,26 @@ fn settings_against_workflow(loaded: &LoadedSettings, workflow: &Workflow) -> Ve
             ));
         }
     }
+    if let Some(column) = &settings.epic.column {
+        let stage = (workflow.stages.iter()).find(|s| {
+            settings
+                .board_option_name(&s.status)
+                .eq_ignore_ascii_case(column)
+        });
+        if column.trim().is_empty() {
+            issues.push(loaded.issue(
+                "supervisor.epic.column",
+                "is empty",
+                "name the board column where a card is planned as an epic, such as \"Epics\"",
+            ));
+        } else if let Some(stage) = stage {
+            issues.push(loaded.issue(
+                "supervisor.epic.column",
+                format!("`{column}` is the column of the stage {}", stage.status),
+                "name a board column of its own, which holds no stage, such as \"Epics\"",
+            ));
+        }
+    }
     issues.extend(column_issues(loaded, &stages));
     issues
 }
@@ -216,4 +236,45 @@ pub fn process_env(key: &str) -> Option<String> {
     crate::process::secret(key)
         .map(str::to_string)
         .or_else(|| std::env::var(key).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::RepoSlug;
+
+    fn with_epic_column(column: &str) -> Result<Project, ConfigError> {
+        let dir = tempfile::tempdir().unwrap();
+        let mut settings = Settings::minimal(
+            RepoSlug::parse("acme/widgets").unwrap(),
+            1,
+            vec!["alice".into()],
+        );
+        settings.epic.column = Some(column.into());
+        Project::from_settings(dir.path(), settings)
+    }
+
+    /// `epic.column` is a column of its own: one holding a stage (its name, in any case) or an
+    /// empty name is an error naming the setting and what to do.
+    #[test]
+    fn the_epic_column_holds_no_stage() {
+        assert!(with_epic_column("Epics").is_ok());
+        for (column, problem) in [
+            ("research", "is the column of the stage Research"),
+            (" ", "is empty"),
+        ] {
+            let e = with_epic_column(column).unwrap_err();
+            let issue = e
+                .issues
+                .iter()
+                .find(|i| i.field.ends_with("epic.column"))
+                .unwrap_or_else(|| panic!("{column}: {e}"));
+            assert!(
+                issue.problem.contains(problem),
+                "{column}: {}",
+                issue.problem
+            );
+            assert!(issue.fix.contains("Epics"), "{}", issue.fix);
+        }
+    }
 }

@@ -21,7 +21,7 @@ use std::time::Instant;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use super::board::{Sighting, Verdict, arrived, reconcile, still_due};
+use super::board::{Columns, Sighting, Verdict, arrived, reconcile, still_due};
 use super::claims::Held;
 use super::state::{Owed, WatchState};
 use super::tracker::Tracker;
@@ -953,8 +953,8 @@ impl Core {
         if self.accepting {
             let previous = self.state.board.clone();
             for card in &seen {
-                if arrived(card, previous.as_ref(), &self.triggers) {
-                    self.arrived(card, now);
+                if let Some(epic) = self.arrival(card, previous.as_ref()) {
+                    self.take_arrival(card, epic, now);
                 }
             }
             for key in std::mem::take(&mut self.retry) {
@@ -1297,8 +1297,10 @@ impl Core {
             self.reconcile(issue, Some(&card), human, None);
         }
         self.recheck_queued(issue, Some(&card));
-        if self.accepting && arrived(&card, self.state.board.as_ref(), &self.triggers) {
-            self.arrived(&card, now);
+        if self.accepting {
+            if let Some(epic) = self.arrival(&card, self.state.board.as_ref()) {
+                self.take_arrival(&card, epic, now);
+            }
         }
         if let Some(board) = &mut self.state.board {
             board.insert(issue, card.place.clone());
@@ -1314,6 +1316,33 @@ impl Core {
                 .board_id
                 .as_deref()
                 .is_some_and(|id| id != moved.board.node_id)
+    }
+
+    /// Whether `card` just arrived where it asks for work: `Some(false)` in a trigger column (a
+    /// run), `Some(true)` in `epic.column` (an epic).
+    fn arrival(&self, card: &Sighting, previous: Option<&Columns>) -> Option<bool> {
+        if arrived(card, previous, &self.triggers) {
+            return Some(false);
+        }
+        let epics = self.project.settings.epic.column.as_ref();
+        epics
+            .is_some_and(|c| arrived(card, previous, std::slice::from_ref(c)))
+            .then_some(true)
+    }
+
+    /// Queue what `card`'s arrival asks for: a run, or (`epic`) the epic's planning and work.
+    fn take_arrival(&mut self, card: &Sighting, epic: bool, now: Now) {
+        if !epic {
+            self.arrived(card, now);
+            return;
+        }
+        let column = card.place.clone().unwrap_or_default();
+        self.enqueue(
+            WorkKey::Epic(card.issue()),
+            &format!("the card arrived in {column}"),
+            None,
+            now,
+        );
     }
 
     /// Queue the start `card`'s arrival in a trigger column asks for.

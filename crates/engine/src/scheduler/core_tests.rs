@@ -990,3 +990,28 @@ fn an_epic_is_planned_by_the_watcher_itself_in_actions_mode() {
         "{actions:?}"
     );
 }
+
+/// With `epic.column`, a card arriving there has its issue planned and worked as an epic (not
+/// run); a card already there at the previous poll asks for nothing again, and the trigger
+/// columns still start runs.
+#[test]
+fn a_card_arriving_in_the_epic_column_works_its_issue_as_an_epic() {
+    let (dir, project) = project(|s| s.epic.column = Some("Epics".into()));
+    let mut w = begun(project, config(3), WatchState::default());
+    w.card(5, "Backlog");
+    w.card(6, "Research");
+    let first = w.poll();
+    assert_eq!(
+        epic_started(&first),
+        [(WorkKey::Issue(6), Some("Research".into()))]
+    );
+    w.card(5, "Epics");
+    let moved = w.poll();
+    assert_eq!(
+        epic_started(&moved),
+        [(WorkKey::Epic(5), None)],
+        "{moved:?}"
+    );
+    assert!(w.poll().iter().all(|a| !matches!(a, Action::Start { .. })));
+    drop(dir);
+}
