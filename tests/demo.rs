@@ -378,3 +378,46 @@ fn a_cleaned_demo_names_no_file_it_removed() {
     }
     assert!(tail.contains("card in Done"), "{tail}");
 }
+
+/// `supervisor demo --epic`: issue #1 worked as an epic of three tasks to the epic's pull request,
+/// one task sent back once, every exchange within GitHub's published description.
+#[test]
+fn demo_epic_works_an_epic_to_its_pull_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = dir.path().join("demo");
+    let out = Command::new(env!("CARGO_BIN_EXE_supervisor"))
+        .args(["demo", "--epic", "--json", "--dir"])
+        .arg(&demo)
+        .env_remove("GH_TOKEN")
+        .env_remove("GITHUB_TOKEN")
+        .env_remove("GITHUB_API_URL")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let tasks: Vec<(String, String, u64)> = (doc["tasks"].as_array().unwrap().iter())
+        .map(|t| {
+            (
+                t["task"].as_str().unwrap().to_string(),
+                t["outcome"].as_str().unwrap().to_string(),
+                t["reviews"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        tasks,
+        [
+            ("units".to_string(), "accepted".to_string(), 1),
+            ("format".to_string(), "accepted".to_string(), 2),
+            ("docs".to_string(), "accepted".to_string(), 1),
+        ]
+    );
+    assert!(doc["pullRequest"].as_u64().is_some(), "{doc}");
+    assert_eq!(doc["demo"]["descriptionViolations"], serde_json::json!([]));
+    assert!(stderr.contains("epic #1 done:"), "{stderr}");
+    assert!(
+        demo.join("repo/.supervisor/runs/epics/1/events.jsonl")
+            .is_file()
+    );
+}
