@@ -351,6 +351,33 @@ impl Worker<'_> {
         }
     }
 
+    /// Pull request `pr`, when it is `task`'s: from its sub-issue's branch into the tasks' base.
+    /// The journal lies in the checkout, where an agent could write: a pull request it names is
+    /// merged (or waited for) only when it is the one supervisor's run of the task opened.
+    async fn task_pull(
+        &self,
+        state: &Epic,
+        task: &str,
+        pr: u64,
+    ) -> Result<crate::github::PullRequest, RunError> {
+        let pull = self.planner.gh().get_pr(pr).await?;
+        let settings = &self.task_project.settings;
+        let issue = state.tasks.get(task).and_then(|t| t.issue).map(|i| i.0);
+        let head = issue.map(|n| format!("{}{n}", settings.branch_prefix));
+        if head.as_deref() != Some(pull.head.as_str()) || pull.base != settings.default_branch {
+            return Err(RunError::Unfinished(format!(
+                "the epic's journal names pull request #{pr} (`{}` into `{}`) as task `{task}`'s, \
+                 which is not the pull request of its branch into `{}`; move {} away to work \
+                 the epic afresh",
+                pull.head,
+                pull.base,
+                settings.default_branch,
+                self.journal.path.display()
+            )));
+        }
+        Ok(pull)
+    }
+
     /// The open pull request of `task`'s branch, when it has one.
     async fn open_pull(&self, task: &TaskState) -> Result<Option<u64>, RunError> {
         let Some((number, _)) = task.issue else {
@@ -406,7 +433,7 @@ impl Worker<'_> {
             Step::Escalate { task, reason } => self.escalate(state, &task, &reason).await?,
             Step::Merge { task, pr } => self.merge(state, &task, pr).await?,
             Step::AwaitMerge { task, pr } => {
-                if !self.planner.gh().get_pr(pr).await?.merged {
+                if !self.task_pull(state, &task, pr).await?.merged {
                     return Ok(Err(Ok(Wait::Merge(pr))));
                 }
                 Happened::Merged { task }
@@ -510,7 +537,7 @@ impl Worker<'_> {
     /// request that cannot be merged (a conflict) escalates the task.
     async fn merge(&self, state: &Epic, task: &str, pr: u64) -> Result<Happened, RunError> {
         let gh = self.planner.gh();
-        let pull = gh.get_pr(pr).await?;
+        let pull = self.task_pull(state, task, pr).await?;
         if !pull.merged {
             match (gh.merge_pull(pr, MergeMethod::Merge, Some(&pull.head_sha))).await {
                 Ok(_) => {}
