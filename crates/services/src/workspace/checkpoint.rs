@@ -260,26 +260,9 @@ pub struct RunLock {
 impl RunLock {
     /// Take the lock of `issue`'s run; `None` when another process holds it.
     pub fn acquire(repo_root: &Path, issue: u64) -> Result<Option<RunLock>, WorkspaceError> {
-        use std::os::fd::AsRawFd;
         let path = Checkpoint::lock_path(repo_root, issue);
         runs_dir(repo_root)?;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(io_err("cannot open", &path))?;
-        // SAFETY: flock(2) on a file descriptor this function owns.
-        let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if r == 0 {
-            return Ok(Some(RunLock { _file: file }));
-        }
-        let e = std::io::Error::last_os_error();
-        if e.kind() == std::io::ErrorKind::WouldBlock {
-            Ok(None)
-        } else {
-            Err(io_err("cannot lock", &path)(e))
-        }
+        Ok(super::lock_file(&path, false)?.map(|file| RunLock { _file: file }))
     }
 }
 

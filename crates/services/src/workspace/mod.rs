@@ -231,6 +231,33 @@ pub(crate) fn git_err(op: &'static str) -> impl FnOnce(git2::Error) -> Workspace
 }
 
 /// `map_err` helper for file-system calls.
+/// An exclusive lock (flock) on the file at `path`, made when missing, held until the returned file
+/// is dropped (the kernel releases it when the process dies). `wait`: until it is free; else
+/// `None` when another holds it.
+pub(crate) fn lock_file(path: &Path, wait: bool) -> Result<Option<std::fs::File>, WorkspaceError> {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .map_err(io_err("cannot open", path))?;
+    let mode = if wait {
+        libc::LOCK_EX
+    } else {
+        libc::LOCK_EX | libc::LOCK_NB
+    };
+    // SAFETY: flock(2) on a file descriptor this function owns.
+    if unsafe { libc::flock(file.as_raw_fd(), mode) } == 0 {
+        return Ok(Some(file));
+    }
+    let e = std::io::Error::last_os_error();
+    if !wait && e.kind() == std::io::ErrorKind::WouldBlock {
+        return Ok(None);
+    }
+    Err(io_err("cannot lock", path)(e))
+}
+
 pub(crate) fn io_err(
     op: &'static str,
     path: &Path,

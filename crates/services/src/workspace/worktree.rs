@@ -122,21 +122,8 @@ fn fetch_remote_branch<'r>(
 /// The repository's worktree registry, held by this process until the returned file is dropped:
 /// `git worktree add` reads every other worktree's record, and fails on one another add (a run
 /// beside this one, in this process or another) is still writing.
-fn registry_lock(repo: &Repository) -> Result<std::fs::File, WorkspaceError> {
-    use std::os::fd::AsRawFd;
-    let path = repo.commondir().join("supervisor-worktrees.lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(io_err("cannot open", &path))?;
-    // SAFETY: flock(2) on a file descriptor this function owns.
-    let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-    if r != 0 {
-        return Err(io_err("cannot lock", &path)(std::io::Error::last_os_error()));
-    }
-    Ok(file)
+fn registry_lock(repo: &Repository) -> Result<Option<std::fs::File>, WorkspaceError> {
+    super::lock_file(&repo.commondir().join("supervisor-worktrees.lock"), true)
 }
 
 /// Where [`cleanup`] moves a worktree's directory before removing it.
