@@ -6,8 +6,8 @@ use std::process::Command;
 
 use supervisor::workspace::{
     Checkpoint, Dependencies, MergeOutcome, PushAuth, Reuse, WorkspaceConfig, WorkspaceError,
-    Worktree, cleanup, ensure_worktree, ensure_worktree_staged, prune_stale, push_probe, setup,
-    setup_staged,
+    Worktree, cleanup, ensure_worktree, ensure_worktree_staged, fetch_base, prune_stale,
+    push_probe, setup, setup_staged,
 };
 
 /// Run git for test set-up; panics with git's message on failure.
@@ -993,4 +993,32 @@ fn worktrees_made_at_once_are_all_made() {
             assert_eq!(status(&wt), "");
         }
     }
+}
+
+/// A ref's lock file left by a process killed while it updated the ref refused every later update
+/// of it: the base could never be fetched again. A lock older than a minute is removed; a fresh
+/// one (an update going on) is left alone.
+#[test]
+fn a_stale_lock_of_the_remote_tracking_ref_does_not_stop_the_fetch() {
+    let w = World::new();
+    w.upstream_commit("later.txt", "later\n");
+    let lock = w.repo.join(".git/refs/remotes/origin/main.lock");
+    std::fs::write(&lock, "").unwrap();
+    assert!(
+        fetch_base(&w.cfg, &PushAuth::None).is_err(),
+        "a fresh lock is held"
+    );
+    assert!(lock.exists());
+    let old = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
+    std::fs::File::options()
+        .write(true)
+        .open(&lock)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    fetch_base(&w.cfg, &PushAuth::None).unwrap();
+    assert!(!lock.exists());
+    let fetched = git(&w.repo, &["rev-parse", "origin/main"]);
+    let upstream = git(&w.root.join("other"), &["rev-parse", "HEAD"]);
+    assert_eq!(fetched, upstream);
 }

@@ -23,6 +23,21 @@ use git2::{Oid, Repository};
 
 use super::{WorkspaceError, git_err, io_err};
 
+/// How old a ref's lock file is when a killed process left it: an update holds it for milliseconds.
+const STALE_LOCK: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Remove `lock` when it is older than [`STALE_LOCK`]: what a git or supervisor killed in the
+/// middle of updating the ref left, which would refuse every later update of it.
+fn remove_stale_lock(lock: &Path) {
+    let age = (lock.metadata().and_then(|m| m.modified()).ok()).and_then(|t| t.elapsed().ok());
+    if age.is_some_and(|age| age > STALE_LOCK) && std::fs::remove_file(lock).is_ok() {
+        tracing::warn!(
+            "removed {}, left by an update a stop cut short",
+            lock.display()
+        );
+    }
+}
+
 /// Credentials for push and fetch.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub enum PushAuth {
@@ -310,6 +325,7 @@ impl RemoteGit {
             .ok_or_else(|| {
                 WorkspaceError::Task(format!("git fetch of {branch} left no commit to read"))
             })?;
+        remove_stale_lock(&repo.commondir().join(format!("{tracking}.lock")));
         repo.reference(tracking, tip, true, "supervisor: fetch")
             .map_err(git_err("update the remote-tracking branch"))?;
         Ok(tip)
