@@ -1496,8 +1496,13 @@ async fn a_pull_request_refused_with_401_stops_the_run_for_the_permission() {
         said.contains("permission: opening the pull request was refused"),
         "{said}"
     );
+    // The marker's run id holds the time, whose digits may spell 401: its line is left out.
+    let words: Vec<&str> = (said.lines())
+        .filter(|l| !l.starts_with("<!-- supervisor:"))
+        .collect();
+    let words = words.join("\n");
     assert!(
-        !said.contains("Bad credentials") && !said.contains("401"),
+        !words.contains("Bad credentials") && !words.contains("401"),
         "{said}"
     );
 }
