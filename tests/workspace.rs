@@ -1022,3 +1022,40 @@ fn a_stale_lock_of_the_remote_tracking_ref_does_not_stop_the_fetch() {
     let upstream = git(&w.root.join("other"), &["rev-parse", "HEAD"]);
     assert_eq!(fetched, upstream);
 }
+
+/// An agent that controls a worktree's path plants a symlink there (and one where a cleanup moves
+/// a worktree aside) to a directory of its choosing, with a `.git` file naming a record of this
+/// repository that is gone: the next worktree of the issue removes the links, never what they
+/// point at.
+#[test]
+fn a_symlink_planted_at_a_worktrees_path_is_removed_not_followed() {
+    let w = World::new();
+    let path = w.cfg.worktree_path(41).unwrap();
+    let victim = w.root.join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    std::fs::write(victim.join("precious.txt"), "keep\n").unwrap();
+    let ghost = w.repo.join(".git/worktrees/ghost");
+    std::fs::write(
+        victim.join(".git"),
+        format!("gitdir: {}\n", ghost.display()),
+    )
+    .unwrap();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&victim, &path).unwrap();
+    let aside = path.with_file_name(format!(
+        "{}.removing",
+        path.file_name().unwrap().to_string_lossy()
+    ));
+    std::os::unix::fs::symlink(&victim, &aside).unwrap();
+    let wt = ensure_worktree(&w.cfg, 41).unwrap();
+    assert_eq!(status(&wt), "");
+    assert!(!path.symlink_metadata().unwrap().file_type().is_symlink());
+    assert!(
+        aside.symlink_metadata().is_err(),
+        "the planted link is gone"
+    );
+    assert_eq!(
+        std::fs::read_to_string(victim.join("precious.txt")).unwrap(),
+        "keep\n"
+    );
+}
