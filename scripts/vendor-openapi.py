@@ -41,6 +41,7 @@ OPERATIONS = [
     "issues/update-comment",
     "issues/list-dependencies-blocked-by",
     "issues/add-blocked-by-dependency",
+    "issues/remove-dependency-blocked-by",
     "issues/create",
     "issues/list-for-repo",
     "issues/list-sub-issues",
