@@ -5,8 +5,8 @@ mod common;
 
 use common::*;
 use supervisor::github::{
-    AppCredentials, BlockerKind, ClientConfig, Conditional, GitHub, GitHubError, IssueState,
-    Marker, MarkerKind, NewPullRequest,
+    AppCredentials, BlockerKind, ClientConfig, CloseReason, Conditional, GitHub, GitHubError,
+    IssueState, Marker, MarkerKind, NewPullRequest,
 };
 use supervisor::ids::BoardOption;
 use supervisor::sandbox::{AppSeed, Sandbox};
@@ -277,6 +277,222 @@ async fn sub_issues_and_dependencies_are_created_linked_and_listed() {
         };
         refused(w.gh.add_sub_issue(1, nothing.id).await);
         refused(w.gh.add_blocked_by(units.number, units.id).await);
+    })
+    .await
+}
+
+/// An epic's re-planning: a task's title and body rewritten (by whoever sends the edit, which
+/// `issue_editors` then names), a task dropped as not planned, a task's pull request closed
+/// unmerged, a dependency removed.
+#[tokio::test]
+async fn an_issue_is_rewritten_and_the_editor_is_who_sent_it() {
+    within(async {
+        let w = World::with(|s| {
+            s.tokens.push(supervisor::sandbox::TokenSeed::classic(
+                "tok-mallory-0123456789",
+                "mallory",
+                &["repo"],
+            ));
+        })
+        .await;
+        assert_eq!(w.gh.issue_editors(3).await.unwrap().issue, None);
+        let mallory = client(&w.sandbox, Some("tok-mallory-0123456789"), quick());
+        let edited = mallory
+            .update_issue(3, "Docs for --verbose", "- [ ] README\n- [ ] man page")
+            .await
+            .unwrap();
+        assert_eq!(
+            (edited.number, edited.title.as_str(), edited.author.as_str()),
+            (3, "Docs for --verbose", "alice")
+        );
+        assert_eq!(edited.body, "- [ ] README\n- [ ] man page");
+        let read = w.gh.get_issue(3).await.unwrap();
+        assert_eq!(read, edited);
+        let editors = w.gh.issue_editors(3).await.unwrap();
+        assert_eq!(editors.issue.as_deref(), Some("mallory"));
+        let renames: Vec<(&str, &str, &str)> = editors
+            .renames
+            .iter()
+            .map(|r| (r.actor.as_str(), r.from.as_str(), r.to.as_str()))
+            .collect();
+        assert_eq!(renames, [("mallory", "Docs", "Docs for --verbose")]);
+        // The same title and body again are no edit: mallory stays the last editor.
+        w.gh.update_issue(3, "Docs for --verbose", "- [ ] README\n- [ ] man page")
+            .await
+            .unwrap();
+        let editors = w.gh.issue_editors(3).await.unwrap();
+        assert_eq!(editors.issue.as_deref(), Some("mallory"));
+        assert_eq!(
+            editors.renames.len(),
+            1,
+            "the same title again is no rename"
+        );
+        // Rewritten again by the client's own login: the last editor is named.
+        w.gh.update_issue(3, "Docs for --verbose", "- [ ] README")
+            .await
+            .unwrap();
+        let editors = w.gh.issue_editors(3).await.unwrap();
+        assert_eq!(editors.issue.as_deref(), Some("alice"));
+        let e = w.gh.update_issue(99, "t", "b").await.unwrap_err();
+        assert!(
+            matches!(e, GitHubError::IssueNotFound { number: 99, .. }),
+            "{e}"
+        );
+    })
+    .await
+}
+
+#[tokio::test]
+async fn an_issue_closed_as_not_planned_keeps_its_reason() {
+    within(async {
+        let w = World::new().await;
+        let marker = Marker::new("run-9", "Epic", 1, MarkerKind::Stopped);
+        w.gh.close_issue_as(
+            3,
+            CloseReason::NotPlanned,
+            Some((&marker, "Dropped from the plan.")),
+        )
+        .await
+        .unwrap();
+        let snap = w.sandbox.snapshot();
+        let issue = snap.issue(3).unwrap();
+        assert_eq!(issue.state, supervisor::sandbox::SeedState::Closed);
+        assert_eq!(issue.state_reason.as_deref(), Some("not_planned"));
+        assert_eq!(issue.comments.len(), 1);
+        assert!(marker.is_in(&issue.comments[0].body));
+        assert_eq!(w.gh.get_issue(3).await.unwrap().state, IssueState::Closed);
+        let answer = raw(
+            &w.sandbox.url(),
+            "GET",
+            "/repos/acme/widgets/issues/3",
+            &[],
+            "",
+        )
+        .await
+        .json();
+        assert_eq!(
+            (&answer["state"], &answer["state_reason"]),
+            (
+                &serde_json::json!("closed"),
+                &serde_json::json!("not_planned")
+            )
+        );
+        // `close_issue` still closes as completed.
+        w.gh.close_issue(1, None).await.unwrap();
+        assert_eq!(
+            w.sandbox
+                .snapshot()
+                .issue(1)
+                .unwrap()
+                .state_reason
+                .as_deref(),
+            Some("completed")
+        );
+        let e =
+            w.gh.close_issue_as(99, CloseReason::NotPlanned, None)
+                .await
+                .unwrap_err();
+        assert!(matches!(e, GitHubError::IssueNotFound { .. }), "{e}");
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_closed_pull_request_is_unmerged_and_no_longer_found_open() {
+    within(async {
+        let w = World::new().await;
+        let (pr, _) = w.gh.find_or_create_pr(&new_pr("feature")).await.unwrap();
+        let main = w.sandbox.git().branch_sha("main").unwrap();
+        w.gh.close_pull(pr.number).await.unwrap();
+        let snap = w.sandbox.snapshot();
+        let pull = snap.pull(pr.number).unwrap();
+        assert_eq!(pull.state, supervisor::sandbox::SeedState::Closed);
+        assert!(!pull.merged);
+        assert_eq!(
+            w.sandbox.git().branch_sha("main").unwrap(),
+            main,
+            "nothing merged"
+        );
+        let read = w.gh.get_pr(pr.number).await.unwrap();
+        assert_eq!(read.state, "closed");
+        assert!(w.gh.find_open_pr("feature").await.unwrap().is_none());
+        // Closing it again changes nothing; a pull request that does not exist is named.
+        w.gh.close_pull(pr.number).await.unwrap();
+        let e = w.gh.close_pull(99).await.unwrap_err();
+        assert!(
+            matches!(e, GitHubError::PullNotFound { number: 99, .. }),
+            "{e}"
+        );
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_removed_dependency_no_longer_blocks() {
+    within(async {
+        let w = World::new().await;
+        let one = w.gh.get_issue(1).await.unwrap();
+        let two = w.gh.get_issue(2).await.unwrap();
+        let four = w.gh.get_issue(4).await.unwrap();
+        let native = |list: Vec<supervisor::github::Issue>| -> Vec<u64> {
+            list.iter().map(|i| i.number).collect()
+        };
+        assert_eq!(native(w.gh.blocked_by(4).await.unwrap()), [1, 2]);
+        assert!(
+            w.gh.open_blockers(&four)
+                .await
+                .unwrap()
+                .iter()
+                .any(|b| b.number == 1)
+        );
+        w.gh.remove_blocked_by(4, one.id).await.unwrap();
+        assert_eq!(native(w.gh.blocked_by(4).await.unwrap()), [2]);
+        assert_eq!(w.sandbox.snapshot().issue(4).unwrap().blocked_by, [2]);
+        let left: Vec<(u64, BlockerKind)> = (w.gh.open_blockers(&four).await.unwrap().iter())
+            .map(|b| (b.number, b.kind))
+            .collect();
+        assert_eq!(left, [(3, BlockerKind::BodyReference)]);
+        // GitHub answers 404 for a dependency that is not there; the client takes it as removed.
+        let path = format!(
+            "/repos/acme/widgets/issues/4/dependencies/blocked_by/{}",
+            one.id
+        );
+        let auth = format!("Bearer {FULL}");
+        let a = raw(
+            &w.sandbox.url(),
+            "DELETE",
+            &path,
+            &[("Authorization", &auth)],
+            "",
+        )
+        .await;
+        assert_eq!(a.status, 404, "{}", a.body);
+        assert_eq!(a.json()["message"], "Not Found");
+        w.gh.remove_blocked_by(4, one.id).await.unwrap();
+        // The answer is the issue, as GitHub's description says.
+        let path = format!(
+            "/repos/acme/widgets/issues/4/dependencies/blocked_by/{}",
+            two.id
+        );
+        let a = raw(
+            &w.sandbox.url(),
+            "DELETE",
+            &path,
+            &[("Authorization", &auth)],
+            "",
+        )
+        .await;
+        assert_eq!(a.status, 200, "{}", a.body);
+        assert_eq!(a.json()["number"], 4);
+        assert!(w.gh.blocked_by(4).await.unwrap().is_empty());
+        // Anonymous callers may not; an issue that does not exist is named.
+        let a = raw(&w.sandbox.url(), "DELETE", &path, &[], "").await;
+        assert_eq!(a.status, 401, "{}", a.body);
+        let e = w.gh.remove_blocked_by(99, one.id).await.unwrap_err();
+        assert!(
+            matches!(e, GitHubError::IssueNotFound { number: 99, .. }),
+            "{e}"
+        );
     })
     .await
 }

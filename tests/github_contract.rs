@@ -11,17 +11,19 @@
 //! - `apps/get-repo-installation` (`GET /repos/{owner}/{repo}/installation`): finding the App's installation
 //! - `apps/create-installation-access-token` (`POST /app/installations/{id}/access_tokens`): App tokens
 //! - `issues/get`: `get_issue`
-//! - `issues/update`: `close_issue`
+//! - `issues/update`: `close_issue`, `close_issue_as`, `update_issue`
 //! - `issues/list-comments`: `list_comments`
 //! - `issues/create-comment`: `create_comment`, `post_once`
 //! - `issues/update-comment`: `update_comment`
 //! - `issues/list-dependencies-blocked-by`: `open_blockers`
+//! - `issues/add-blocked-by-dependency`, `issues/remove-dependency-blocked-by`: `add_blocked_by`,
+//!   `remove_blocked_by` (an epic's tasks and their re-planning)
 //! - `repos/get-commit`: `commit_exists`
 //! - `checks/list-for-ref`: `check_runs`
 //! - `pulls/list`: `find_open_pr`
 //! - `pulls/create`: `find_or_create_pr`
 //! - `pulls/get`: `get_pr`, `mergeable`
-//! - `pulls/update`: `update_pull_body` (a revision rewrites the body)
+//! - `pulls/update`: `update_pull_body` (a revision rewrites the body), `close_pull`
 //! - `pulls/merge`: `merge_pull` (an epic's accepted task merged into the epic branch)
 //! - `pulls/list-files`: `pull_files`
 //! - `git/get-ref`: `branch_head`
@@ -38,9 +40,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use supervisor::config::RepoSlug;
 use supervisor::github::{
-    AppCredentials, BoardItem, ClientConfig, ColumnOption, Conditional, GitHub, GitHubError, Issue,
-    IssueState, MAX_PULL_FILES, MergeError, MergeMethod, MergeResult, MergeablePoll,
-    NewPullRequest, PullFile, RetryPolicy, Token,
+    AppCredentials, BoardItem, ClientConfig, CloseReason, ColumnOption, Conditional, GitHub,
+    GitHubError, Issue, IssueState, MAX_PULL_FILES, MergeError, MergeMethod, MergeResult,
+    MergeablePoll, NewPullRequest, PullFile, RetryPolicy, Token,
 };
 use supervisor::ids::BoardOption;
 use supervisor::sandbox::{check_rest_request, rest_operation_id};
@@ -48,7 +50,7 @@ use wiremock::matchers::{method, path, path_regex};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 /// The operations listed above.
-const CLIENT_OPERATIONS: [&str; 30] = [
+const CLIENT_OPERATIONS: [&str; 31] = [
     "users/get-authenticated",
     "apps/get-authenticated",
     "apps/get-repo-installation",
@@ -60,6 +62,7 @@ const CLIENT_OPERATIONS: [&str; 30] = [
     "issues/update-comment",
     "issues/list-dependencies-blocked-by",
     "issues/add-blocked-by-dependency",
+    "issues/remove-dependency-blocked-by",
     "issues/create",
     "issues/list-for-repo",
     "issues/list-sub-issues",
@@ -201,6 +204,7 @@ async fn every_rest_operation_the_client_uses_reads_githubs_examples() {
         ("issues/update-comment", 200),
         ("issues/list-dependencies-blocked-by", 200),
         ("issues/add-blocked-by-dependency", 201),
+        ("issues/remove-dependency-blocked-by", 200),
         ("issues/create", 201),
         ("issues/list-for-repo", 200),
         ("issues/list-sub-issues", 200),
@@ -270,6 +274,19 @@ async fn every_rest_operation_the_client_uses_reads_githubs_examples() {
     );
     gh.add_sub_issue(1347, task.id).await.unwrap();
     gh.add_blocked_by(1347, task.id).await.unwrap();
+    // Re-planning an epic: a task rewritten, one dropped, a dependency removed.
+    let edited = gh
+        .update_issue(1347, "Found a bug", "I'm having a problem with this.")
+        .await
+        .unwrap();
+    assert_eq!(
+        (edited.number, edited.title.as_str()),
+        (1347, "Found a bug")
+    );
+    gh.close_issue_as(1347, CloseReason::NotPlanned, None)
+        .await
+        .unwrap();
+    gh.remove_blocked_by(1347, task.id).await.unwrap();
     // Looking for one opened before a crash: the issues API lists pull requests too (GitHub's
     // example is one), which are left out.
     assert!(gh.latest_issues_by("octocat").await.unwrap().is_empty());
@@ -331,6 +348,7 @@ async fn every_rest_operation_the_client_uses_reads_githubs_examples() {
 
     // A revision: the pull request's body rewritten, a reply in a review thread, a review.
     gh.update_pull_body(1347, "Audit: 8/8").await.unwrap();
+    gh.close_pull(1347).await.unwrap();
     assert_eq!(
         gh.reply_in_thread(1347, 10, "Addressed in 6dcb09b")
             .await
@@ -820,4 +838,152 @@ async fn truncated_bodies_are_retried_then_named() {
     let e = raw_client(&url).get_issue(1347).await.unwrap_err();
     assert!(matches!(e, GitHubError::Network { .. }), "{e}");
     assert!(e.to_string().contains("/issues/{number}"), "{e}");
+}
+
+/// The request bodies (and paths) of the writes an epic's re-planning sends.
+async fn sent_writes(server: &MockServer) -> Vec<(String, String, Value)> {
+    server
+        .received_requests()
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.method.as_str() != "GET")
+        .map(|r| {
+            let body = if r.body.is_empty() {
+                Value::Null
+            } else {
+                serde_json::from_slice(&r.body).unwrap()
+            };
+            (r.method.to_string(), r.url.path().to_string(), body)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn re_planning_writes_send_what_githubs_description_asks() {
+    let server = MockServer::start().await;
+    for (op, status) in [
+        ("issues/update", 200),
+        ("pulls/update", 200),
+        ("issues/remove-dependency-blocked-by", 200),
+    ] {
+        serve_example(&server, op, status).await;
+    }
+    let gh = client_for(&server);
+    let issue = gh
+        .update_issue(1347, "New title", "New body")
+        .await
+        .unwrap();
+    assert_eq!(issue.author, "octocat");
+    gh.close_issue_as(1347, CloseReason::NotPlanned, None)
+        .await
+        .unwrap();
+    gh.close_issue(1347, None).await.unwrap();
+    gh.close_pull(1347).await.unwrap();
+    gh.remove_blocked_by(1347, 42).await.unwrap();
+    assert_eq!(
+        check_requests(&server).await,
+        BTreeSet::from([
+            "issues/update".to_string(),
+            "pulls/update".to_string(),
+            "issues/remove-dependency-blocked-by".to_string(),
+        ])
+    );
+    let issue = "/repos/octocat/Hello-World/issues/1347";
+    assert_eq!(
+        sent_writes(&server).await,
+        vec![
+            (
+                "PATCH".into(),
+                issue.into(),
+                json!({"title": "New title", "body": "New body"})
+            ),
+            (
+                "PATCH".into(),
+                issue.into(),
+                json!({"state": "closed", "state_reason": "not_planned"})
+            ),
+            (
+                "PATCH".into(),
+                issue.into(),
+                json!({"state": "closed", "state_reason": "completed"})
+            ),
+            (
+                "PATCH".into(),
+                "/repos/octocat/Hello-World/pulls/1347".into(),
+                json!({"state": "closed"})
+            ),
+            (
+                "DELETE".into(),
+                format!("{issue}/dependencies/blocked_by/42"),
+                Value::Null
+            ),
+        ]
+    );
+    assert_eq!(
+        serde_json::to_value(CloseReason::NotPlanned).unwrap(),
+        json!("not_planned")
+    );
+}
+
+#[tokio::test]
+async fn a_404_removing_a_dependency_is_no_error_unless_the_issue_is_missing() {
+    let not_found = || {
+        ResponseTemplate::new(404).set_body_json(
+            json!({"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}),
+        )
+    };
+    // The dependency is not there (or the server has no issue dependencies); the issue is.
+    let server = MockServer::start().await;
+    let (verb, pattern) = path_of("issues/remove-dependency-blocked-by");
+    Mock::given(method(verb.as_str()))
+        .and(path_regex(pattern.clone()))
+        .respond_with(not_found())
+        .mount(&server)
+        .await;
+    serve_example(&server, "issues/get", 200).await;
+    client_for(&server)
+        .remove_blocked_by(1347, 42)
+        .await
+        .unwrap();
+    assert_eq!(
+        check_requests(&server).await,
+        BTreeSet::from([
+            "issues/remove-dependency-blocked-by".to_string(),
+            "issues/get".to_string(),
+        ])
+    );
+    // The issue itself is missing: named.
+    let server = MockServer::start().await;
+    Mock::given(method(verb.as_str()))
+        .and(path_regex(pattern))
+        .respond_with(not_found())
+        .mount(&server)
+        .await;
+    let (verb, pattern) = path_of("issues/get");
+    Mock::given(method(verb.as_str()))
+        .and(path_regex(pattern))
+        .respond_with(not_found())
+        .mount(&server)
+        .await;
+    let e = client_for(&server)
+        .remove_blocked_by(1347, 42)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e, GitHubError::IssueNotFound { number: 1347, .. }),
+        "{e}"
+    );
+    // Closing a pull request that does not exist names it.
+    let (verb, pattern) = path_of("pulls/update");
+    Mock::given(method(verb.as_str()))
+        .and(path_regex(pattern))
+        .respond_with(not_found())
+        .mount(&server)
+        .await;
+    let e = client_for(&server).close_pull(1347).await.unwrap_err();
+    assert!(
+        matches!(e, GitHubError::PullNotFound { number: 1347, .. }),
+        "{e}"
+    );
 }

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::retry::{ApiRequest, ApiResponse};
-use super::types::{Blocker, BlockerKind, Comment, Issue, IssueState, Posted};
+use super::types::{Blocker, BlockerKind, CloseReason, Comment, Issue, IssueState, Posted};
 use super::{GitHub, GitHubError, MAX_BODY_CHARS, Marker, body_blockers, fit_body};
 
 /// Pages followed at most, against a server that keeps answering "next".
@@ -290,21 +290,56 @@ impl GitHub {
         number: u64,
         comment: Option<(&Marker, &str)>,
     ) -> Result<(), GitHubError> {
+        self.close_issue_as(number, CloseReason::Completed, comment)
+            .await
+    }
+
+    /// Close an issue for `reason` (GitHub's `state_reason`), after posting `comment` (once, by
+    /// its marker) when given.
+    pub async fn close_issue_as(
+        &self,
+        number: u64,
+        reason: CloseReason,
+        comment: Option<(&Marker, &str)>,
+    ) -> Result<(), GitHubError> {
         if let Some((marker, body)) = comment {
             self.post_once(number, marker, body, None).await?;
         }
+        self.patch_issue(
+            number,
+            json!({ "state": "closed", "state_reason": reason.as_str() }),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Replace an issue's title and body; the edit is made by the login this client acts as.
+    pub async fn update_issue(
+        &self,
+        number: u64,
+        title: &str,
+        body: &str,
+    ) -> Result<Issue, GitHubError> {
+        let resp = self
+            .patch_issue(number, json!({ "title": title, "body": body }))
+            .await?;
+        Ok(resp.json::<WireIssue>()?.into_issue())
+    }
+
+    /// `PATCH` an issue with `fields` (setting them again changes nothing, so it may be resent).
+    async fn patch_issue(
+        &self,
+        number: u64,
+        fields: serde_json::Value,
+    ) -> Result<ApiResponse, GitHubError> {
         let req = ApiRequest::write(
             Method::PATCH,
             self.repo_path(&format!("/issues/{number}")),
             "/repos/{owner}/{repo}/issues/{number}",
-            json!({ "state": "closed", "state_reason": "completed" }),
+            fields,
             true,
         );
-        self.t
-            .send(&req)
-            .await
-            .map_err(self.issue_missing(number))?;
-        Ok(())
+        self.t.send(&req).await.map_err(self.issue_missing(number))
     }
 
     /// Open a new issue, authored by whoever the client acts as. Not resent after a failure
@@ -388,6 +423,36 @@ impl GitHub {
             .await
             .map_err(self.issue_missing(number))?;
         Ok(())
+    }
+
+    /// Record that issue `number` is no longer blocked by `blocker` (the blocking issue's
+    /// database id). A dependency that is not there (already removed, or a server without issue
+    /// dependencies, which answers 404 too) is no error; an issue `number` that does not exist is.
+    pub async fn remove_blocked_by(&self, number: u64, blocker: u64) -> Result<(), GitHubError> {
+        let mut req = ApiRequest::write(
+            Method::DELETE,
+            self.repo_path(&format!(
+                "/issues/{number}/dependencies/blocked_by/{blocker}"
+            )),
+            "/repos/{owner}/{repo}/issues/{number}/dependencies/blocked_by/{issue_id}",
+            serde_json::Value::Null,
+            true,
+        );
+        req.body = None;
+        match self.t.send(&req).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.status() == Some(404) => {
+                // Tell a missing issue from a missing dependency.
+                self.get_issue(number).await?;
+                tracing::info!(
+                    issue = number,
+                    blocker,
+                    "no such dependency to remove (or issue dependencies are not available on this server)"
+                );
+                Ok(())
+            }
+            Err(e) => Err(self.issue_missing(number)(e)),
+        }
     }
 
     /// The issues `number` is blocked by (GitHub's native dependencies), open or closed; none on

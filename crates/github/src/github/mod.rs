@@ -47,8 +47,8 @@ pub use reviews::{
 };
 pub use setup::{AccountKind, NewBoard, RepositoryInfo, Viewer};
 pub use types::{
-    Blocker, BlockerKind, BoardItem, BoardRef, CheckRun, ColumnOption, Comment, Conditional, Issue,
-    IssueState, NewPullRequest, Posted, PullRequest,
+    Blocker, BlockerKind, BoardItem, BoardRef, CheckRun, CloseReason, ColumnOption, Comment,
+    Conditional, Issue, IssueState, NewPullRequest, Posted, PullRequest,
 };
 
 use crate::config::RepoSlug;

@@ -587,13 +587,7 @@ impl GitHub {
             MAX_PULL_FILES,
         )
         .await
-        .map_err(|e| match e.status() {
-            Some(404) => GitHubError::PullNotFound {
-                repo: self.t.repo.clone(),
-                number,
-            },
-            _ => e,
-        })
+        .map_err(self.pull_missing(number))
     }
 
     /// A pull request by number, with its mergeability (`None` while GitHub computes it).
@@ -602,13 +596,31 @@ impl GitHub {
             self.repo_path(&format!("/pulls/{number}")),
             "/repos/{owner}/{repo}/pulls/{number}",
         );
-        match self.t.send(&req).await {
-            Ok(resp) => pull_of(&resp),
-            Err(e) if e.status() == Some(404) => Err(GitHubError::PullNotFound {
+        let resp = self.t.send(&req).await.map_err(self.pull_missing(number))?;
+        pull_of(&resp)
+    }
+
+    /// Close pull request `number` without merging it (closing a closed one changes nothing).
+    pub async fn close_pull(&self, number: u64) -> Result<(), GitHubError> {
+        let req = ApiRequest::write(
+            Method::PATCH,
+            self.repo_path(&format!("/pulls/{number}")),
+            "/repos/{owner}/{repo}/pulls/{number}",
+            json!({ "state": "closed" }),
+            true,
+        );
+        self.t.send(&req).await.map_err(self.pull_missing(number))?;
+        Ok(())
+    }
+
+    /// Map a 404 on a pull request route to [`GitHubError::PullNotFound`].
+    fn pull_missing(&self, number: u64) -> impl Fn(GitHubError) -> GitHubError + '_ {
+        move |e| match e.status() {
+            Some(404) => GitHubError::PullNotFound {
                 repo: self.t.repo.clone(),
                 number,
-            }),
-            Err(e) => Err(e),
+            },
+            _ => e,
         }
     }
 }

@@ -23,6 +23,26 @@ impl IssueState {
     }
 }
 
+/// Why an issue was closed (GitHub's `state_reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CloseReason {
+    /// Done: what GitHub assumes when no reason is given.
+    Completed,
+    /// Dropped: it will not be done.
+    NotPlanned,
+}
+
+impl CloseReason {
+    /// GitHub's spelling (`completed`, `not_planned`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CloseReason::Completed => "completed",
+            CloseReason::NotPlanned => "not_planned",
+        }
+    }
+}
+
 /// An issue (or a pull request seen through the issues API).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Issue {

@@ -81,6 +81,10 @@ fn api_routes() -> Router<Arc<Shared>> {
             get(blocked_by).post(add_blocked_by),
         )
         .route(
+            "/repos/{owner}/{repo}/issues/{number}/dependencies/blocked_by/{issue_id}",
+            delete(remove_blocked_by),
+        )
+        .route(
             "/repos/{owner}/{repo}/issues/{number}/sub_issues",
             get(sub_issues).post(add_sub_issue),
         )
@@ -393,6 +397,7 @@ fn required_permission(route: &str) -> Option<(&'static str, &'static str)> {
         | "GET /repos/{owner}/{repo}/issues/{number}/sub_issues" => ("issues", "read"),
         "POST /repos/{owner}/{repo}/issues"
         | "POST /repos/{owner}/{repo}/issues/{number}/dependencies/blocked_by"
+        | "DELETE /repos/{owner}/{repo}/issues/{number}/dependencies/blocked_by/{issue_id}"
         | "POST /repos/{owner}/{repo}/issues/{number}/sub_issues"
         | "PATCH /repos/{owner}/{repo}/issues/{number}"
         | "POST /repos/{owner}/{repo}/issues/{number}/comments"
@@ -1056,7 +1061,8 @@ async fn patch_issue(call: RepoCall, body: Bytes) -> Response {
                 created_at: Some(now),
             });
         }
-        if let Some(b) = text_field(&input, "body") {
+        // The same body again is no edit: GitHub keeps the last editor.
+        if let Some(b) = text_field(&input, "body").filter(|b| *b != issue.body) {
             issue.body = b;
             issue.editor = Some(editor.clone());
         }
@@ -1397,6 +1403,30 @@ async fn add_blocked_by(call: RepoCall, body: Bytes) -> Response {
         body,
         &format!("/issues/{number}/dependencies/blocked_by"),
     )
+}
+
+/// GitHub answers with the issue, no longer blocked by the one of database id `{issue_id}`; 404
+/// when that issue does not block it.
+async fn remove_blocked_by(call: RepoCall) -> Response {
+    let doc = "https://docs.github.com/rest/issues/issue-dependencies#remove-dependency-an-issue-is-blocked-by";
+    let mut st = tri!(call.state());
+    tri!(require_auth(&call.caller));
+    let n = tri!(call.find(doc, |n| st.issue(n).map(|i| i.number)));
+    let blocker = (call.more.first())
+        .and_then(|id| number(id))
+        .and_then(|id| st.issue_by_id(id))
+        .map(|i| i.number);
+    let now = chrono::Utc::now();
+    let Some(issue) = st.issue_mut(n) else {
+        return not_found(doc);
+    };
+    let Some(pos) = blocker.and_then(|b| issue.blocked_by.iter().position(|x| *x == b)) else {
+        return not_found(doc);
+    };
+    issue.blocked_by.remove(pos);
+    issue.updated_at = Some(now);
+    let issue = issue.clone();
+    call.ok(call.shapes(&st).issue(&issue))
 }
 
 fn no_commit(spec: &str) -> Response {
