@@ -45,6 +45,9 @@ async fn work(concurrency: usize) -> Worked {
         "epic".into(),
         json!({ "maxConcurrency": concurrency, "maxTasks": TASKS }),
     );
+    // The tasks are the process's runs: its own cap is raised with the epic's.
+    spec.settings
+        .insert("watch".into(), json!({ "maxConcurrent": concurrency }));
     let dir = tempfile::tempdir().unwrap();
     let world = World::build(dir.path(), spec).await.unwrap();
     let log = world.dir.join("epic.log");

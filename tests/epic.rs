@@ -787,3 +787,237 @@ async fn a_journal_naming_a_strangers_pull_request_merges_nothing() {
         "{answer}"
     );
 }
+
+/// The demo epic whose `format` review asks for a new plan: the planner's second plan adds
+/// `labels` (which `format` now depends on), changes `format`'s text and drops `extra`, which the
+/// reviewer had sent back. `epic.maxConcurrency: 1`, so the order is the plan's.
+fn replan_spec() -> WorldSpec {
+    let tasks: [(&str, &[&str]); 4] = [
+        ("units", &[]),
+        ("format", &["units"]),
+        ("extra", &["units"]),
+        ("docs", &["format"]),
+    ];
+    let mut spec = supervisor::demo::epic_spec(&tasks, &[]);
+    spec.settings
+        .insert("epic".into(), json!({ "maxConcurrency": 1 }));
+    let verdict = |v: Value| json!({ "final": format!("I read it.\n\n```json\n{v}\n```") });
+    // #3 is format's sub-issue, #4 extra's.
+    spec.script["reviewer@3"] = json!([
+        [verdict(json!({ "verdict": "replan", "reason": "formatting needs a table of unit labels, which no task makes" }))],
+        [verdict(json!({ "verdict": "accepted" }))]
+    ]);
+    spec.script["reviewer@4"] = json!([
+        [verdict(json!({ "verdict": "needs-revision", "feedback": "- [ ] not needed as it is" }))],
+        [verdict(json!({ "verdict": "needs-revision", "feedback": "- [ ] still not needed" }))]
+    ]);
+    let task = |id: &str, body: &str, deps: &[&str]| {
+        json!({ "id": id, "title": format!("Task {id}"), "body": body, "dependsOn": deps })
+    };
+    let second = json!({ "tasks": [
+        task("units", "- [ ] `src/units.ts` exports `task_units`", &[]),
+        task("labels", "- [ ] `src/labels.ts` lists the unit labels", &["units"]),
+        task("format", "- [ ] `src/format.ts` exports `task_format`, using the unit labels", &["units", "labels"]),
+        task("docs", "- [ ] `src/docs.ts` exports `task_docs`", &["format"]),
+    ]});
+    let first = spec.script["planner"][0].clone();
+    spec.script["planner"] = json!([
+        first,
+        [{ "sleep": 300 }, { "final": format!("A new plan.\n\n```json\n{second}\n```") }]
+    ]);
+    spec
+}
+
+/// What a re-planned epic ended with: every task's outcome and reviews, and what GitHub holds.
+async fn assert_replanned(world: &World, answer: &Value) {
+    assert_eq!(answer["end"], "finished", "{answer}");
+    let outcomes: Vec<(String, String)> = (answer["tasks"].as_array().unwrap().iter())
+        .map(|t| {
+            let task = t["task"].as_str().unwrap().to_string();
+            (task, t["outcome"].as_str().unwrap().to_string())
+        })
+        .collect();
+    let expected: Vec<(String, String)> = [
+        ("units", "accepted"),
+        ("labels", "accepted"),
+        ("format", "accepted"),
+        ("docs", "accepted"),
+        ("extra", "dropped"),
+    ]
+    .iter()
+    .map(|(t, o)| (t.to_string(), o.to_string()))
+    .collect();
+    assert_eq!(outcomes, expected, "{answer}");
+    let task = |id: &str| {
+        (answer["tasks"].as_array().unwrap().iter())
+            .find(|t| t["task"] == id)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(task("format")["reviews"], 2, "{answer}");
+    let extra_pr = task("extra")["pullRequest"].as_u64().expect("extra's pull request");
+    let labels = task("labels")["issue"].as_u64().unwrap();
+    world.sandbox.with_state(|s| {
+        // extra: its pull request closed unmerged, its sub-issue closed as not planned.
+        let pr = s.pull(extra_pr).unwrap();
+        assert!(!pr.merged && pr.state == supervisor::sandbox::SeedState::Closed, "#{extra_pr}");
+        assert!(pr.comments.iter().any(|c| c.body.contains("## Dropped")));
+        let sub = s.issue(4).unwrap();
+        assert_eq!(sub.state, supervisor::sandbox::SeedState::Closed);
+        assert_eq!(sub.state_reason.as_deref(), Some("not_planned"));
+        // format's sub-issue says the new text, sealed by supervisor; it waits on labels.
+        let format = s.issue(3).unwrap();
+        assert!(format.body.contains("using the unit labels"), "{}", format.body);
+        assert_eq!(Seal::verify(&format.body, 1).unwrap().task, "format");
+        assert!(format.blocked_by.contains(&labels), "{:?}", format.blocked_by);
+        assert!(s.issue(1).unwrap().sub_issues.contains(&labels));
+        // One plan comment, edited: the new plan and what changed.
+        let plans: Vec<&str> = (s.comments_of(1).iter())
+            .filter(|c| c.body.contains("## Epic Plan"))
+            .map(|c| c.body.as_str())
+            .collect();
+        assert_eq!(plans.len(), 1, "{plans:?}");
+        for said in [
+            "### Changes",
+            "asked by the review of `format`",
+            "added `labels`",
+            "changed `format`",
+            "dropped `extra`",
+            "#labels",
+        ] {
+            let said = said.replace("#labels", &format!("#{labels}"));
+            assert!(plans[0].contains(&said), "{said}: {}", plans[0]);
+        }
+        // format's pull request was revised to its new text once.
+        let format_pr = task("format")["pullRequest"].as_u64().unwrap();
+        let feedback = (s.pull(format_pr).unwrap().comments.iter())
+            .filter(|c| c.body.contains("## Epic review: changes needed"))
+            .count();
+        assert_eq!(feedback, 1);
+    });
+    let repeated = repeated_markers(world);
+    assert!(repeated.is_empty(), "{repeated:?}");
+    let violations = world.sandbox.violations();
+    assert!(violations.is_empty(), "{violations:?}");
+}
+
+/// A review asks for a new plan: once nothing runs, the planner plans again; the new task is
+/// opened and run, the changed one resealed and revised, the dropped one closed with its pull
+/// request, and the plan's comment says what changed.
+#[tokio::test]
+async fn a_review_asking_for_a_new_plan_changes_adds_and_drops_tasks() {
+    let (_dir, world) = world(replan_spec()).await;
+    let out = supervisor(&world, &["epic", "1", "--json"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let answer: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(out.status.code(), Some(0), "{answer}\n{stderr}");
+    assert_replanned(&world, &answer).await;
+    let events = journal_events(&world);
+    let at = |e: &str| {
+        events
+            .iter()
+            .position(|x| x == e)
+            .unwrap_or_else(|| panic!("{e}: {events:?}"))
+    };
+    assert!(at("replanned") < at("resealed format"), "{events:?}");
+    assert!(at("dropped extra") < at("started labels"), "{events:?}");
+    assert!(at("merged labels") < events.iter().rposition(|e| e == "started format").unwrap());
+}
+
+/// kill -9 while the planner plans again, once the new plan is journaled, and once a changed
+/// task's sub-issue says its new text: running again ends the same, nothing written twice.
+#[tokio::test]
+async fn an_epic_killed_while_it_is_planned_again_resumes_without_a_duplicate() {
+    for point in ["reviewed format", "replanned", "resealed format", "dropped extra"] {
+        let (_dir, world) = world(replan_spec()).await;
+        let mut child = Command::new(BIN)
+            .args(["epic", "1", "--json"])
+            .current_dir(&world.repo)
+            .env_clear()
+            .envs(world.env())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while !journal_events(&world).iter().any(|e| e == point) {
+            assert!(std::time::Instant::now() < deadline, "{point}: never reached");
+            assert!(child.try_wait().unwrap().is_none(), "{point}: it ended first");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        child.start_kill().unwrap();
+        child.wait().await.unwrap();
+        let out = supervisor(&world, &["epic", "1", "--json"]).await;
+        let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("{point}: {e}: {}", String::from_utf8_lossy(&out.stderr))
+        });
+        assert_replanned(&world, &answer).await;
+        let subs = world
+            .sandbox
+            .with_state(|s| s.issue(1).unwrap().sub_issues.len());
+        assert_eq!(subs, 5, "{point}");
+    }
+}
+
+/// With `epic.column` set, the epic's card sits there while the epic is worked and moves to Done
+/// once its work is done; a second `supervisor epic` meanwhile is refused, naming the process
+/// that works it.
+#[tokio::test]
+async fn the_epics_card_moves_with_its_work_and_one_process_works_it_at_a_time() {
+    let mut spec = supervisor::demo::epic_spec(&[("units", &[]), ("docs", &["units"])], &[]);
+    spec.settings
+        .insert("epic".into(), json!({ "column": "Epics" }));
+    spec.script["reviewer"] = json!([[{ "sleep": 500 }, { "final": "```json\n{\"verdict\": \"accepted\"}\n```" }]]);
+    let (_dir, world) = world(spec).await;
+    world.sandbox.with_state(|s| {
+        s.board.as_mut().unwrap().options.push("Epics".into());
+    });
+    let child = Command::new(BIN)
+        .args(["epic", "1", "--json"])
+        .current_dir(&world.repo)
+        .env_clear()
+        .envs(world.env())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !journal_events(&world).iter().any(|e| e == "started units") {
+        assert!(std::time::Instant::now() < deadline, "never started");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let column = world.sandbox.with_state(|s| s.column_of(1).map(String::from));
+    assert_eq!(column.as_deref(), Some("Epics"));
+    let second = supervisor(&world, &["epic", "1", "--json"]).await;
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&second.stdout),
+        String::from_utf8_lossy(&second.stderr)
+    );
+    assert_ne!(second.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains(&format!("another supervisor (pid {pid}) is running issue #1")),
+        "{said}"
+    );
+    let out = child.wait_with_output().await.unwrap();
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(
+        answer["end"],
+        "finished",
+        "{answer}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let column = world.sandbox.with_state(|s| s.column_of(1).map(String::from));
+    assert_eq!(column.as_deref(), Some("Done"));
+    // The tasks' cards went their own way: each run moved its own.
+    let tasks = world.sandbox.with_state(|s| {
+        (s.issue(1).unwrap().sub_issues.iter())
+            .map(|n| s.column_of(*n).map(String::from))
+            .collect::<Vec<_>>()
+    });
+    assert!(tasks.iter().all(|c| c.as_deref() != Some("Epics")), "{tasks:?}");
+}

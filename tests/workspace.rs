@@ -1059,3 +1059,25 @@ fn a_symlink_planted_at_a_worktrees_path_is_removed_not_followed() {
         "keep\n"
     );
 }
+
+/// A worktree starts from the fetched default branch when the local one is behind it (pull
+/// requests merged since the checkout was last updated: an epic's dependant must see its merged
+/// blockers), and from the local one when that has commits of its own.
+#[test]
+fn a_worktree_starts_from_the_fetched_default_branch_when_the_local_one_is_behind_it() {
+    let w = World::new();
+    w.upstream_commit("merged.txt", "a blocker's work\n");
+    fetch_base(&w.cfg, &PushAuth::None).unwrap();
+    let wt = ensure_worktree(&w.cfg, 7).unwrap();
+    assert!(
+        wt.path.join("merged.txt").exists(),
+        "starts from the remote's main, which the local main is behind"
+    );
+    // A local commit not on the remote: the local main is not behind, it has diverged.
+    std::fs::write(w.repo.join("local.txt"), "mine\n").unwrap();
+    git(&w.repo, &["add", "local.txt"]);
+    git(&w.repo, &["commit", "-qm", "local"]);
+    let wt = ensure_worktree(&w.cfg, 8).unwrap();
+    assert!(wt.path.join("local.txt").exists());
+    assert!(!wt.path.join("merged.txt").exists());
+}

@@ -269,6 +269,7 @@ fn epic_answer(project: &Project, role: &str, text: &str) -> Option<String> {
                 format!("verdict: needs-revision: {feedback}")
             }
             Ok(Verdict::Escalate { reason }) => format!("verdict: escalate: {reason}"),
+            Ok(Verdict::Replan { reason }) => format!("verdict: replan: {reason}"),
             Err(e) => format!("verdict refused: {e}"),
         },
         _ => return None,

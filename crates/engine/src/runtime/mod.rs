@@ -51,7 +51,8 @@ pub struct Services {
 
 impl Services {
     /// The services of one task's run of an epic worked by this process: the same GitHub,
-    /// credentials and agents, cancelled with it; its progress shows through the epic's.
+    /// credentials and agents, cancelled with it, under the same column limits; its progress
+    /// shows through the epic's.
     pub fn for_task(&self) -> Services {
         Services {
             github: self.github.clone(),
@@ -59,7 +60,7 @@ impl Services {
             github_token: self.github_token.clone(),
             scripted_program: self.scripted_program.clone(),
             cancel: self.cancel.child_token(),
-            hooks: None,
+            hooks: self.hooks.clone(),
             progress: ProgressMode::Off,
             feed: None,
         }
@@ -98,6 +99,11 @@ pub trait RunHooks: Send + Sync {
     fn moving(&self, issue: u64, column: &str) -> futures_util::future::BoxFuture<'static, ()>;
     /// The run moved `issue`'s card to `column`.
     fn moved(&self, issue: u64, column: &str);
+    /// A run of `issue` started inside another run (a task of an epic): its card counts in the
+    /// column limits from its first move until [`RunHooks::ended`].
+    fn started(&self, _issue: u64) {}
+    /// The run of `issue` [`RunHooks::started`] ended.
+    fn ended(&self, _issue: u64) {}
 }
 
 /// A new run id: `<issue>-<UTC timestamp>`, or `<issue>-rev<pr>-<UTC timestamp>` for a revision.

@@ -121,6 +121,14 @@ impl RunHooks for Tracker {
             p.moved_at = Instant::now();
         }
     }
+
+    fn started(&self, issue: u64) {
+        self.enter_unknown(issue);
+    }
+
+    fn ended(&self, issue: u64) {
+        self.leave(issue);
+    }
 }
 
 #[cfg(test)]

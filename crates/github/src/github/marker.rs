@@ -62,11 +62,13 @@ pub enum MarkerKind {
     EpicAccepted,
     /// The epic's summary: its tasks, their verdicts and pull requests.
     EpicSummary,
+    /// A task of an epic a new plan dropped: why its sub-issue (or pull request) was closed.
+    EpicDropped,
 }
 
 impl MarkerKind {
     /// Every kind without data, for round trips and listings.
-    pub(crate) const FIXED: [MarkerKind; 20] = [
+    pub(crate) const FIXED: [MarkerKind; 21] = [
         MarkerKind::Stage,
         MarkerKind::Gates,
         MarkerKind::ScoreGate,
@@ -87,6 +89,7 @@ impl MarkerKind {
         MarkerKind::EpicEscalated,
         MarkerKind::EpicAccepted,
         MarkerKind::EpicSummary,
+        MarkerKind::EpicDropped,
     ];
 
     /// The kind as the marker spells it (`kind=…`); fixed since markers are on GitHub already.
@@ -113,6 +116,7 @@ impl MarkerKind {
             MarkerKind::EpicEscalated => "epic-escalated",
             MarkerKind::EpicAccepted => "epic-accepted",
             MarkerKind::EpicSummary => "epic-summary",
+            MarkerKind::EpicDropped => "epic-dropped",
         })
     }
 

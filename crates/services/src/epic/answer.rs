@@ -40,9 +40,9 @@ pub fn read_plan(text: &str, max_tasks: usize) -> Result<Plan, Vec<PlanError>> {
 }
 
 /// The reviewer's verdict: `{"verdict": "accepted"}`, `{"verdict": "needs-revision", "feedback":
-/// "…"}` or `{"verdict": "escalate", "reason": "…"}`.
+/// "…"}`, `{"verdict": "escalate", "reason": "…"}` or `{"verdict": "replan", "reason": "…"}`.
 pub fn read_verdict(text: &str) -> Result<Verdict, String> {
-    const EXPECTED: &str = "answer {\"verdict\": \"accepted\"}, {\"verdict\": \"needs-revision\", \"feedback\": \"…\"} or {\"verdict\": \"escalate\", \"reason\": \"…\"}";
+    const EXPECTED: &str = "answer {\"verdict\": \"accepted\"}, {\"verdict\": \"needs-revision\", \"feedback\": \"…\"}, {\"verdict\": \"escalate\", \"reason\": \"…\"} or {\"verdict\": \"replan\", \"reason\": \"…\"}";
     let Some(answer) = last_object_with(text, "verdict") else {
         return Err(format!("no verdict in the reviewer's answer: {EXPECTED}"));
     };
@@ -65,6 +65,12 @@ pub fn read_verdict(text: &str) -> Result<Verdict, String> {
         Some("escalate") => match words("reason") {
             Some(reason) => Ok(Verdict::Escalate { reason }),
             None => Err(format!("an escalation without a reason: {EXPECTED}")),
+        },
+        Some("replan") => match words("reason") {
+            Some(reason) => Ok(Verdict::Replan { reason }),
+            None => Err(format!(
+                "a replan verdict without a reason says nothing the planner can change: {EXPECTED}"
+            )),
         },
         Some(other) => Err(format!(
             "unknown verdict `{}`: {EXPECTED}",
@@ -142,7 +148,8 @@ mod tests {
                 [
                     Verdict::Accepted,
                     Verdict::NeedsRevision { .. },
-                    Verdict::Escalate { .. }
+                    Verdict::Escalate { .. },
+                    Verdict::Replan { .. }
                 ]
             ),
             "{verdicts:?}"
@@ -203,6 +210,12 @@ mod tests {
                 reason: "needs a product call".into()
             })
         );
+        assert_eq!(
+            read_verdict("{\"verdict\": \"replan\", \"reason\": \"the units task must come first\"}"),
+            Ok(Verdict::Replan {
+                reason: "the units task must come first".into()
+            })
+        );
         for unclear in [
             "Accepted!",
             "{\"verdict\": \"approved\"}",
@@ -210,6 +223,8 @@ mod tests {
             "{\"verdict\": true}",
             "{\"verdict\": \"needs-revision\"}",
             "{\"verdict\": \"escalate\", \"reason\": \"  \"}",
+            "{\"verdict\": \"replan\"}",
+            "{\"verdict\": \"re-plan\", \"reason\": \"x\"}",
             "```json\n{\"verdict\": \"accepted\"}\n```\nActually:\n```json\n{\"verdict\": \"maybe\"}\n```",
         ] {
             assert!(read_verdict(unclear).is_err(), "{unclear}");

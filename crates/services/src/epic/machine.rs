@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::plan::Plan;
+use super::plan::{Plan, PlanError, Task};
 use crate::config::{EpicIntegration, EpicSettings};
 
 /// How the tasks' work comes together.
@@ -64,6 +64,24 @@ pub enum Verdict {
     Accepted,
     NeedsRevision { feedback: String },
     Escalate { reason: String },
+    /// The plan is wrong for this task (a task missing, a wrong cut, a dependency it lacks): the
+    /// planner plans the tasks not yet accepted again.
+    Replan { reason: String },
+}
+
+/// What a new plan changed, as the plan's comment tells it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Revision {
+    /// The task whose review asked for the new plan.
+    pub task: String,
+    pub reason: String,
+    pub added: Vec<String>,
+    /// Tasks whose title or body changed.
+    pub changed: Vec<String>,
+    pub dropped: Vec<String>,
+    /// Tasks done with (accepted, escalated, closed) that the planner's answer changed or left
+    /// out: kept as they were.
+    pub kept: Vec<String>,
 }
 
 /// What happened to the epic (its journal's events).
@@ -72,6 +90,17 @@ pub enum Verdict {
 pub enum Happened {
     Planned {
         plan: Plan,
+    },
+    /// The planner planned again, as a review asked: the new plan and what it changed.
+    Replanned {
+        plan: Plan,
+        revision: Revision,
+    },
+    /// The new plan a review asked for was refused (said on the epic): the task that asked is
+    /// handed to a person.
+    ReplanRefused {
+        task: String,
+        errors: Vec<String>,
     },
     SubIssueCreated {
         task: String,
@@ -84,6 +113,19 @@ pub enum Happened {
     Blocked {
         task: String,
         on: String,
+    },
+    /// A dependency a new plan no longer has was taken off the task's sub-issue.
+    Unblocked {
+        task: String,
+        on: String,
+    },
+    /// A task a new plan changed: its sub-issue says (and is sealed for) the new text.
+    Resealed {
+        task: String,
+    },
+    /// A task a new plan dropped: its sub-issue (and pull request) closed as not planned.
+    Dropped {
+        task: String,
     },
     PlanPosted,
     /// The epic branch (`epic-<n>`) exists on GitHub, made from the default branch.
@@ -136,6 +178,17 @@ pub enum Step {
         task: String,
         on: String,
     },
+    Unblock {
+        task: String,
+        on: String,
+    },
+    Reseal {
+        task: String,
+        number: u64,
+    },
+    Drop {
+        task: String,
+    },
     PostPlan,
     /// Make the epic branch the tasks' pull requests target (`branch` integration).
     CreateBranch,
@@ -166,6 +219,11 @@ pub enum Step {
         task: String,
         pr: u64,
     },
+    /// Ask the planner for a new plan: `task`'s review found the plan wrong.
+    Replan {
+        task: String,
+        reason: String,
+    },
     OpenEpicPullRequest,
     Summarise,
 }
@@ -194,12 +252,17 @@ pub struct TaskState {
     /// escalated it), until the escalation is said on GitHub.
     pub escalation: Option<String>,
     pub closed_by_hand: bool,
+    /// A new plan changed its text: its sub-issue is to say the new one.
+    pub changed: bool,
+    /// A new plan dropped it: its sub-issue is to be closed.
+    pub dropping: bool,
+    pub dropped: bool,
 }
 
 impl TaskState {
     /// Nothing more will be done for it.
     pub fn settled(&self) -> bool {
-        self.accepted || self.escalated.is_some() || self.closed_by_hand
+        self.accepted || self.escalated.is_some() || self.closed_by_hand || self.dropped
     }
 }
 
@@ -212,6 +275,12 @@ pub struct Epic {
     pub branch_created: bool,
     pub epic_pr: Option<u64>,
     pub finished: bool,
+    /// A review asked for a new plan: the task and why, until the planner answered.
+    pub replan: Option<(String, String)>,
+    /// New plans asked for (answered or refused).
+    pub replans: u32,
+    /// What each new plan changed, in order.
+    pub revisions: Vec<Revision>,
 }
 
 impl Epic {
@@ -235,6 +304,76 @@ impl Epic {
                 }
                 self.plan = Some(plan.clone());
                 self.plan_posted = false;
+            }
+            Happened::Replanned { plan, revision } => {
+                for id in &revision.dropped {
+                    if let Some(t) = self.tasks.get_mut(id) {
+                        t.dropping = true;
+                        t.awaiting_review = false;
+                        t.feedback = None;
+                    }
+                }
+                for id in &revision.changed {
+                    if let Some(t) = self.tasks.get_mut(id) {
+                        t.changed = true;
+                    }
+                }
+                for t in plan.tasks() {
+                    self.tasks.entry(t.id.clone()).or_default();
+                }
+                // The task that asked, left as it was: its pull request is judged again under
+                // the new plan.
+                if let Some(t) = self.tasks.get_mut(&revision.task) {
+                    if !t.settled() && !t.dropping && !t.changed && t.pr.is_some() {
+                        t.awaiting_review = t.feedback.is_none();
+                    }
+                }
+                self.plan = Some(plan.clone());
+                self.plan_posted = false;
+                self.replan = None;
+                self.replans += 1;
+                self.revisions.push(revision.clone());
+            }
+            Happened::ReplanRefused { task, errors } => {
+                if let Some(t) = self.tasks.get_mut(task) {
+                    t.escalation = Some(format!(
+                        "it asked for a new plan, and the planner's was refused: {}",
+                        errors.join("; ")
+                    ));
+                }
+                self.replan = None;
+                self.replans += 1;
+            }
+            Happened::Unblocked { task: id, on } => {
+                if let Some(t) = self.tasks.get_mut(id) {
+                    t.blocked_by.remove(on);
+                }
+            }
+            Happened::Resealed { task: id } => {
+                let body = (self.plan.as_ref())
+                    .and_then(|p| p.task(id))
+                    .map(|t| t.body.trim().to_string());
+                if let Some(t) = self.tasks.get_mut(id) {
+                    t.changed = false;
+                    // Work already done for it is revised to the new text.
+                    if let (Some(_), Some(body), false) = (t.pr, body, t.settled()) {
+                        let note = format!(
+                            "The epic's new plan changed this task. Its sub-issue now reads:\n\n{body}\n\nMake the pull request do what it says now."
+                        );
+                        t.feedback = Some(match t.feedback.take() {
+                            Some(feedback) => format!("{feedback}\n\n{note}"),
+                            None => note,
+                        });
+                    }
+                }
+            }
+            Happened::Dropped { task: id } => {
+                if let Some(t) = self.tasks.get_mut(id) {
+                    t.dropping = false;
+                    t.dropped = true;
+                    t.running = false;
+                    t.revising = None;
+                }
             }
             Happened::SubIssueCreated {
                 task: id,
@@ -291,6 +430,9 @@ impl Epic {
                         Verdict::Accepted => t.accepted = true,
                         Verdict::NeedsRevision { feedback } => t.feedback = Some(feedback.clone()),
                         Verdict::Escalate { reason } => t.escalation = Some(reason.clone()),
+                        Verdict::Replan { reason } => {
+                            self.replan = Some((id.clone(), reason.clone()));
+                        }
                     }
                 }
             }
@@ -305,6 +447,9 @@ impl Epic {
                     t.escalation = None;
                     t.feedback = None;
                 }
+                if self.replan.as_ref().is_some_and(|(task, _)| task == id) {
+                    self.replan = None;
+                }
             }
             Happened::ClosedByHand { task: id } => {
                 if let Some(t) = self.tasks.get_mut(id) {
@@ -316,6 +461,74 @@ impl Epic {
             Happened::EpicPullRequest { number } => self.epic_pr = Some(*number),
             Happened::Finished => self.finished = true,
         }
+    }
+
+    /// The new plan `answer` makes of this one, asked for by `task`'s review (`reason`): tasks
+    /// done with (accepted, escalated, closed) stay as they were whatever the answer says; the
+    /// others are changed, added or dropped as it says. `Err`: what is wrong with it.
+    pub fn revise(
+        &self,
+        answer: &Plan,
+        task: &str,
+        reason: &str,
+        max_tasks: usize,
+    ) -> Result<Happened, Vec<PlanError>> {
+        let Some(old) = &self.plan else {
+            return Err(vec![PlanError::Unreadable("the epic has no plan yet".into())]);
+        };
+        let state = |id: &str| self.tasks.get(id);
+        let settled = |id: &str| state(id).is_some_and(TaskState::settled);
+        let mut kept = Vec::new();
+        let mut tasks: Vec<Task> = Vec::new();
+        let mut reused = Vec::new();
+        for t in answer.tasks() {
+            match old.task(&t.id) {
+                Some(before) if settled(&t.id) => {
+                    if before != t {
+                        kept.push(t.id.clone());
+                    }
+                    tasks.push(before.clone());
+                }
+                None if state(&t.id).is_some() => reused.push(PlanError::Reused { id: t.id.clone() }),
+                _ => tasks.push(t.clone()),
+            }
+        }
+        if !reused.is_empty() {
+            return Err(reused);
+        }
+        for before in old.tasks() {
+            if settled(&before.id) && answer.task(&before.id).is_none() {
+                kept.push(before.id.clone());
+                tasks.push(before.clone());
+            }
+        }
+        // What a task done with depended on no longer matters: only tasks of the plan stay.
+        let ids: BTreeSet<String> = tasks.iter().map(|t| t.id.clone()).collect();
+        for t in tasks.iter_mut().filter(|t| settled(&t.id)) {
+            t.depends_on.retain(|d| ids.contains(d));
+        }
+        let plan = Plan::check(tasks, max_tasks)?;
+        let revision = Revision {
+            task: task.to_string(),
+            reason: reason.to_string(),
+            added: (plan.tasks().iter())
+                .filter(|t| old.task(&t.id).is_none())
+                .map(|t| t.id.clone())
+                .collect(),
+            changed: (plan.tasks().iter())
+                .filter(|t| {
+                    old.task(&t.id)
+                        .is_some_and(|o| o.title != t.title || o.body != t.body)
+                })
+                .map(|t| t.id.clone())
+                .collect(),
+            dropped: (old.tasks().iter())
+                .filter(|t| plan.task(&t.id).is_none())
+                .map(|t| t.id.clone())
+                .collect(),
+            kept,
+        };
+        Ok(Happened::Replanned { plan, revision })
     }
 
     /// Whether `id` counts as done for the tasks that depend on it: accepted and merged (by
@@ -355,6 +568,23 @@ impl Epic {
                     on: on.clone(),
                 }];
             }
+            // A dependency a new plan took away would keep the sub-issue from running.
+            let dropped_dependency = s.blocked_by.iter().find(|b| !t.depends_on.contains(*b));
+            if let (Some(on), false) = (dropped_dependency, s.settled()) {
+                return vec![Step::Unblock {
+                    task: t.id.clone(),
+                    on: on.clone(),
+                }];
+            }
+            if s.changed {
+                return vec![Step::Reseal {
+                    task: t.id.clone(),
+                    number,
+                }];
+            }
+        }
+        if let Some((id, _)) = self.tasks.iter().find(|(_, t)| t.dropping) {
+            return vec![Step::Drop { task: id.clone() }];
         }
         if !self.plan_posted {
             return vec![Step::PostPlan];
@@ -410,9 +640,30 @@ impl Epic {
                 });
             }
         }
+        let running = self.tasks.values().filter(|t| t.running).count();
+        // A new plan is asked for once nothing runs and every review is in: meanwhile no work
+        // starts that the new plan may change.
+        if let Some((task, reason)) = &self.replan {
+            if !steps.is_empty() || running > 0 {
+                return steps;
+            }
+            if self.replans >= limits.max_iterations {
+                return vec![Step::Escalate {
+                    task: task.clone(),
+                    reason: format!(
+                        "its review asked for a new plan after {} new plans (epic.maxIterations): \
+                         {reason}",
+                        self.replans
+                    ),
+                }];
+            }
+            return vec![Step::Replan {
+                task: task.clone(),
+                reason: reason.clone(),
+            }];
+        }
         // Work takes a worker: a revision of a task sent back, or a task whose dependencies are
         // done; at most `max_concurrency` at once.
-        let running = self.tasks.values().filter(|t| t.running).count();
         let mut room = limits.max_concurrency.saturating_sub(running);
         for t in plan.order() {
             if room == 0 {
@@ -422,17 +673,17 @@ impl Epic {
             if s.running || s.settled() || s.escalation.is_some() {
                 continue;
             }
+            // A revision too waits for what it depends on: a new plan may have added to it.
+            let ready = t.depends_on.iter().all(|d| self.done_for_dependants(d));
             let step = match (s.pr, &s.feedback, s.issue) {
-                (Some(pr), Some(feedback), _) if s.reviews < limits.max_iterations => {
+                (Some(pr), Some(feedback), _) if s.reviews < limits.max_iterations && ready => {
                     Step::Revise {
                         task: t.id.clone(),
                         pr,
                         feedback: feedback.clone(),
                     }
                 }
-                (None, _, Some((number, _)))
-                    if t.depends_on.iter().all(|d| self.done_for_dependants(d)) =>
-                {
+                (None, _, Some((number, _))) if ready => {
                     Step::Start {
                         task: t.id.clone(),
                         number,
@@ -528,6 +779,16 @@ mod tests {
         limits: Limits,
         review: &mut dyn FnMut(&str, u32) -> Verdict,
     ) -> Vec<Step> {
+        drive_with(epic, limits, review, &mut |_| panic!("no new plan was asked for"))
+    }
+
+    /// [`drive`], with `planner` answering when a new plan is asked for.
+    fn drive_with(
+        epic: &mut Vec<Happened>,
+        limits: Limits,
+        review: &mut dyn FnMut(&str, u32) -> Verdict,
+        planner: &mut dyn FnMut(&Epic) -> Plan,
+    ) -> Vec<Step> {
         let mut taken = Vec::new();
         let mut next_number = 10;
         let mut most_running = 0;
@@ -557,7 +818,10 @@ mod tests {
                 });
                 continue;
             }
-            for step in steps {
+            // A review's verdict comes after the steps taken beside it (reviews run on their own).
+            let (reviews, others): (Vec<Step>, Vec<Step>) = (steps.into_iter())
+                .partition(|s| matches!(s, Step::Review { .. }));
+            for step in others.into_iter().chain(reviews) {
                 taken.push(step.clone());
                 let happened = match step {
                     Step::Plan => unreachable!("planned before"),
@@ -571,6 +835,19 @@ mod tests {
                     }
                     Step::Link { task, .. } => Happened::Linked { task },
                     Step::Block { task, on } => Happened::Blocked { task, on },
+                    Step::Unblock { task, on } => Happened::Unblocked { task, on },
+                    Step::Reseal { task, .. } => Happened::Resealed { task },
+                    Step::Drop { task } => Happened::Dropped { task },
+                    Step::Replan { task, reason } => {
+                        let state = Epic::fold(epic.iter());
+                        let answer = planner(&state);
+                        state
+                            .revise(&answer, &task, &reason, 8)
+                            .unwrap_or_else(|errors| Happened::ReplanRefused {
+                                task,
+                                errors: errors.iter().map(ToString::to_string).collect(),
+                            })
+                    }
                     Step::PostPlan => Happened::PlanPosted,
                     Step::Start { task, .. } => Happened::Started { task },
                     Step::Review { task, .. } => {
@@ -604,6 +881,10 @@ mod tests {
                 Step::CreateSubIssue { task } => format!("create {task}"),
                 Step::Link { task, .. } => format!("link {task}"),
                 Step::Block { task, on } => format!("block {task} on {on}"),
+                Step::Unblock { task, on } => format!("unblock {task} from {on}"),
+                Step::Reseal { task, .. } => format!("reseal {task}"),
+                Step::Drop { task } => format!("drop {task}"),
+                Step::Replan { task, .. } => format!("replan for {task}"),
                 Step::PostPlan => "post plan".into(),
                 Step::Start { task, .. } => format!("start {task}"),
                 Step::Review { task, .. } => format!("review {task}"),
@@ -849,6 +1130,248 @@ mod tests {
                 number: 2
             }]
         );
+    }
+
+    /// A plan's task with a body of its own.
+    fn task(id: &str, body: &str, deps: &[&str]) -> Task {
+        Task {
+            id: id.into(),
+            title: id.into(),
+            body: body.into(),
+            depends_on: deps.iter().map(|d| d.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_review_asking_for_a_new_plan_is_answered_once_nothing_runs_and_the_plan_changes_the_work()
+    {
+        let mut epic = vec![Happened::Planned {
+            plan: plan(&[
+                ("units", &[]),
+                ("format", &["units"]),
+                ("docs", &[]),
+                ("extra", &["docs"]),
+            ]),
+        }];
+        let mut asked = 0;
+        let steps = drive_with(
+            &mut epic,
+            BRANCH,
+            &mut |task, reviews| match (task, reviews) {
+                ("units", 0) => Verdict::Replan {
+                    reason: "units must take days too; format does not need units".into(),
+                },
+                _ => Verdict::Accepted,
+            },
+            &mut |state| {
+                asked += 1;
+                assert!(
+                    state.tasks.values().all(|t| !t.running && !t.awaiting_review),
+                    "asked while work went on: {state:?}"
+                );
+                Plan::check(
+                    vec![
+                        task("units", "- [ ] units, with days", &[]),
+                        task("format", "- [ ] format, on its own", &[]),
+                        // Accepted before the new plan: its change is not taken.
+                        task("docs", "- [ ] docs, rewritten", &[]),
+                        task("examples", "- [ ] examples", &["docs"]),
+                    ],
+                    8,
+                )
+                .unwrap()
+            },
+        );
+        assert_eq!(asked, 1);
+        let k = kinds(&steps);
+        let at = |what: &str| {
+            k.iter()
+                .position(|s| s == what)
+                .unwrap_or_else(|| panic!("no `{what}` in {k:#?}"))
+        };
+        // Nothing started between the request and the new plan.
+        let asked_at = epic
+            .iter()
+            .position(|h| matches!(h, Happened::Reviewed { verdict: Verdict::Replan { .. }, .. }))
+            .unwrap();
+        let replanned_at = (epic.iter())
+            .position(|h| matches!(h, Happened::Replanned { .. }))
+            .unwrap();
+        assert!(
+            !epic[asked_at..replanned_at]
+                .iter()
+                .any(|h| matches!(h, Happened::Started { .. })),
+            "{:#?}",
+            &epic[asked_at..replanned_at]
+        );
+        // The new plan's work: units says its new text and its pull request is revised to it;
+        // format no longer waits on units; examples created and blocked on docs; extra dropped;
+        // then the plan's comment, then the work.
+        for (before, after) in [
+            ("review units", "merge docs"),
+            ("merge docs", "replan for units"),
+            ("replan for units", "reseal units"),
+            ("reseal units", "unblock format from units"),
+            ("unblock format from units", "reseal format"),
+            ("reseal format", "create examples"),
+            ("block examples on docs", "drop extra"),
+            ("replan for units", "revise units"),
+            ("replan for units", "start format"),
+            ("replan for units", "start examples"),
+        ] {
+            assert!(at(before) < at(after), "{before} before {after}: {k:#?}");
+        }
+        assert_eq!(k.iter().filter(|s| *s == "post plan").count(), 2);
+        let plan_again = k.iter().rposition(|s| s == "post plan").unwrap();
+        assert!(at("drop extra") < plan_again && plan_again < at("revise units"));
+        assert!(!k.contains(&"start extra".to_string()), "{k:#?}");
+        let state = Epic::fold(epic.iter());
+        assert_eq!(state.replans, 1);
+        assert!(state.tasks["extra"].dropped && state.tasks["extra"].pr.is_none());
+        for id in ["units", "format", "docs", "examples"] {
+            assert!(state.tasks[id].accepted && state.tasks[id].merged, "{id}");
+        }
+        assert_eq!(state.tasks["units"].reviews, 2, "revised to the new text, judged again");
+        assert_eq!(
+            state.revisions,
+            [Revision {
+                task: "units".into(),
+                reason: "units must take days too; format does not need units".into(),
+                added: vec!["examples".into()],
+                changed: vec!["units".into(), "format".into()],
+                dropped: vec!["extra".into()],
+                kept: vec!["docs".into()],
+            }]
+        );
+        assert!(state.finished);
+    }
+
+    #[test]
+    fn a_new_plan_keeps_tasks_done_with_and_refuses_an_id_an_earlier_plan_dropped() {
+        let mut epic = vec![Happened::Planned {
+            plan: plan(&[("units", &[]), ("format", &["units"]), ("docs", &[])]),
+        }];
+        for (n, id) in ["units", "format", "docs"].iter().enumerate() {
+            let number = 10 + n as u64;
+            epic.push(Happened::SubIssueCreated {
+                task: id.to_string(),
+                number,
+                id: number,
+            });
+        }
+        epic.push(Happened::ClosedByHand {
+            task: "units".into(),
+        });
+        let state = Epic::fold(epic.iter());
+        // The planner drops units (closed by a person) and changes format: units stays, and
+        // format's dependency on it does too.
+        let answer = Plan::check(vec![task("format", "- [ ] new", &["units"])], 8);
+        assert!(answer.is_err(), "units is no task of the answer");
+        let answer = Plan::check(vec![task("format", "- [ ] new", &[])], 8).unwrap();
+        let Ok(Happened::Replanned { plan, revision }) = state.revise(&answer, "docs", "why", 8)
+        else {
+            panic!()
+        };
+        let ids: Vec<&str> = plan.tasks().iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(ids, ["format", "units"]);
+        assert_eq!(revision.kept, ["units"]);
+        assert_eq!(revision.changed, ["format"]);
+        assert_eq!(revision.dropped, ["docs"]);
+        // Once docs is dropped, a later plan may not bring its id back.
+        let mut after = epic.clone();
+        after.push(Happened::Replanned { plan, revision });
+        after.push(Happened::Dropped {
+            task: "docs".into(),
+        });
+        let state = Epic::fold(after.iter());
+        let answer = Plan::check(vec![task("docs", "- [ ] again", &[])], 8).unwrap();
+        assert_eq!(
+            state.revise(&answer, "format", "why", 8),
+            Err(vec![PlanError::Reused { id: "docs".into() }])
+        );
+        // Nor may it exceed the limit with the tasks kept.
+        let answer = Plan::check(vec![task("a", "x", &[]), task("b", "y", &[])], 8).unwrap();
+        assert!(matches!(
+            &state.revise(&answer, "format", "why", 2).unwrap_err()[..],
+            [PlanError::TooMany { count: 3, max: 2 }]
+        ));
+    }
+
+    #[test]
+    fn a_refused_new_plan_hands_the_task_that_asked_to_a_person_and_new_plans_are_bounded() {
+        // A task judged again under a new plan that left it as it was.
+        let mut epic = vec![Happened::Planned {
+            plan: plan(&[("units", &[]), ("format", &["units"])]),
+        }];
+        let k = kinds(&drive_with(
+            &mut epic,
+            BRANCH,
+            &mut |task, reviews| match (task, reviews) {
+                ("units", 0) => Verdict::Replan {
+                    reason: "split it".into(),
+                },
+                _ => Verdict::Accepted,
+            },
+            &mut |_| {
+                Plan::check(
+                    vec![task("units", "- [ ] units", &[]), task("format", "- [ ] format", &["units"])],
+                    8,
+                )
+                .unwrap()
+            },
+        ));
+        assert!(k.contains(&"replan for units".to_string()), "{k:?}");
+        let state = Epic::fold(epic.iter());
+        assert_eq!(state.tasks["units"].reviews, 2, "an unchanged task is judged again");
+        assert!(state.tasks["units"].accepted);
+
+        // The new plan, with the task kept, has more tasks than epic.maxTasks: refused, and the
+        // task that asked is handed to a person with its dependants.
+        let mut epic = vec![Happened::Planned {
+            plan: plan(&[("units", &[]), ("other", &[]), ("format", &["units"])]),
+        }];
+        drive_with(
+            &mut epic,
+            BRANCH,
+            &mut |task, _| match task {
+                "units" => Verdict::Replan {
+                    reason: "split it in eight".into(),
+                },
+                _ => Verdict::Accepted,
+            },
+            &mut |_| {
+                let mut tasks = vec![task("units", "u", &[]), task("format", "f", &["units"])];
+                tasks.extend((1..=6).map(|n| task(&format!("part{n}"), "p", &[])));
+                Plan::check(tasks, 8).unwrap()
+            },
+        );
+        let state = Epic::fold(epic.iter());
+        let refused = epic
+            .iter()
+            .filter(|h| matches!(h, Happened::ReplanRefused { .. }))
+            .count();
+        assert_eq!(refused, 1);
+        let reason = state.tasks["units"].escalated.clone().unwrap();
+        assert!(reason.contains("refused") && reason.contains("9 tasks"), "{reason}");
+        assert!(state.tasks["format"].escalated.is_some(), "its dependant with it");
+        assert!(state.tasks["other"].accepted);
+
+        // A reviewer asking again and again: at most `max_iterations` new plans.
+        let mut epic = vec![Happened::Planned {
+            plan: plan(&[("units", &[])]),
+        }];
+        drive_with(
+            &mut epic,
+            BRANCH,
+            &mut |_, _| Verdict::Replan {
+                reason: "again".into(),
+            },
+            &mut |_| Plan::check(vec![task("units", "- [ ] units", &[])], 8).unwrap(),
+        );
+        let state = Epic::fold(epic.iter());
+        assert_eq!(state.replans, BRANCH.max_iterations);
+        let reason = state.tasks["units"].escalated.clone().unwrap();
+        assert!(reason.contains("epic.maxIterations"), "{reason}");
     }
 
     #[test]

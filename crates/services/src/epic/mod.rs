@@ -9,6 +9,6 @@ mod plan;
 mod seal;
 
 pub use answer::{read_plan, read_verdict};
-pub use machine::{Epic, Happened, Integration, Limits, Step, TaskState, Verdict};
+pub use machine::{Epic, Happened, Integration, Limits, Revision, Step, TaskState, Verdict};
 pub use plan::{Plan, PlanError, Task};
 pub use seal::{Seal, SealError};

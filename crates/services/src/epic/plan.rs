@@ -60,6 +60,10 @@ pub enum PlanError {
     Cycle {
         path: Vec<String>,
     },
+    /// A new plan names a task an earlier plan dropped (its sub-issue is closed).
+    Reused {
+        id: String,
+    },
 }
 
 impl fmt::Display for PlanError {
@@ -99,6 +103,10 @@ impl fmt::Display for PlanError {
                     path.join(" → ")
                 )
             }
+            PlanError::Reused { id } => write!(
+                f,
+                "task `{id}` was dropped by an earlier plan of this epic (its sub-issue is closed): give the new task another id"
+            ),
         }
     }
 }

@@ -77,6 +77,16 @@ impl Seal {
             .and_then(|c| c[1].parse().ok())
     }
 
+    /// The epic and task `body`'s seal names, verified or not (`None`: it carries no seal).
+    pub fn read(body: &str) -> Option<Seal> {
+        let body = body.replace("\r\n", "\n");
+        let c = pattern().captures(&body)?;
+        Some(Seal {
+            epic: c[1].parse().ok()?,
+            task: c[2].to_string(),
+        })
+    }
+
     /// The seal of `body`, when it is intact and names `parent` (the issue it is a sub-issue of).
     pub fn verify(body: &str, parent: u64) -> Result<Seal, SealError> {
         // GitHub keeps line ends as they were sent but may give `\r\n` back.

@@ -230,11 +230,10 @@ pub(crate) fn git_err(op: &'static str) -> impl FnOnce(git2::Error) -> Workspace
     move |source| WorkspaceError::Git { op, source }
 }
 
-/// `map_err` helper for file-system calls.
 /// An exclusive lock (flock) on the file at `path`, made when missing, held until the returned file
 /// is dropped (the kernel releases it when the process dies). `wait`: until it is free; else
 /// `None` when another holds it.
-pub(crate) fn lock_file(path: &Path, wait: bool) -> Result<Option<std::fs::File>, WorkspaceError> {
+pub fn lock_file(path: &Path, wait: bool) -> Result<Option<std::fs::File>, WorkspaceError> {
     use std::os::fd::AsRawFd;
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -258,6 +257,7 @@ pub(crate) fn lock_file(path: &Path, wait: bool) -> Result<Option<std::fs::File>
     Err(io_err("cannot lock", path)(e))
 }
 
+/// `map_err` helper for file-system calls.
 pub(crate) fn io_err(
     op: &'static str,
     path: &Path,

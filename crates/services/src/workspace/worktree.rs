@@ -89,17 +89,30 @@ fn base_commit<'r>(
     repo: &'r Repository,
     cfg: &WorkspaceConfig,
 ) -> Result<git2::Commit<'r>, WorkspaceError> {
-    let local = format!("refs/heads/{}", cfg.default_branch);
-    let remote = format!("refs/remotes/{}/{}", cfg.remote, cfg.default_branch);
-    for name in [local, remote] {
-        if let Ok(r) = repo.find_reference(&name) {
-            return r.peel_to_commit().map_err(git_err("base lookup"));
+    let commit = |name: String| -> Result<Option<git2::Commit<'r>>, WorkspaceError> {
+        match repo.find_reference(&name) {
+            Ok(r) => r.peel_to_commit().map(Some).map_err(git_err("base lookup")),
+            Err(_) => Ok(None),
         }
+    };
+    let local = commit(format!("refs/heads/{}", cfg.default_branch))?;
+    let remote = commit(format!("refs/remotes/{}/{}", cfg.remote, cfg.default_branch))?;
+    match (local, remote) {
+        // The local branch, unless the remote's is further along it (pull requests merged since
+        // it was updated): then the remote's, so the work starts from what was merged.
+        (Some(local), Some(remote)) => {
+            let behind = local.id() != remote.id()
+                && repo
+                    .graph_descendant_of(remote.id(), local.id())
+                    .map_err(git_err("base lookup"))?;
+            Ok(if behind { remote } else { local })
+        }
+        (Some(only), None) | (None, Some(only)) => Ok(only),
+        (None, None) => Err(WorkspaceError::BaseNotFound {
+            base: cfg.default_branch.clone(),
+            remote: cfg.remote.clone(),
+        }),
     }
-    Err(WorkspaceError::BaseNotFound {
-        base: cfg.default_branch.clone(),
-        remote: cfg.remote.clone(),
-    })
 }
 
 /// The branch as the destination has it, fetched into `refs/remotes/<remote>/<branch>`;

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::agent::{self, AgentRequest, ExitReason, RoleSet};
 use crate::epic::{Epic, Happened, Limits, Seal, Step, read_plan};
 use crate::github::{BoardRef, GitHub, Issue, Marker, MarkerKind};
+use crate::ids::BoardOption;
 use crate::pipeline::decide::admission::{TitleTrust, refuse_context, refuse_issue, trusted_title};
 use crate::pipeline::{Project, RunError};
 use crate::workspace::CHECKPOINT_DIR;
@@ -56,6 +57,8 @@ struct Line {
 /// An epic's journal: what happened to it, one JSON line each, appended and synced.
 struct EpicJournal {
     path: PathBuf,
+    /// Held while this process works the epic: another is refused meanwhile.
+    _lock: std::fs::File,
     happened: Vec<Happened>,
     /// When its first line was written.
     started: Option<chrono::DateTime<chrono::Utc>>,
@@ -69,14 +72,29 @@ impl EpicJournal {
     }
 
     /// The journal of `epic`, read back (a last line cut short by a crash is left out: its step
-    /// is found again on GitHub).
-    fn open(root: &Path, epic: u64) -> Result<EpicJournal, String> {
+    /// is found again on GitHub), and held by this process: `Busy` when another process works
+    /// the epic.
+    fn open(root: &Path, epic: u64) -> Result<EpicJournal, RunError> {
         let dir = EpicJournal::dir(root, epic);
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let lines = EpicJournal::lines(root, epic)?;
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| journal_error(format!("{}: {e}", dir.display())))?;
+        let path = dir.join("lock");
+        let Some(mut lock) = crate::workspace::lock_file(&path, false)? else {
+            let pid = std::fs::read_to_string(&path).unwrap_or_default();
+            return Err(RunError::Busy {
+                pid: pid.trim().parse().unwrap_or_default(),
+                issue: epic,
+            });
+        };
+        // Who holds it, for the process refused.
+        let _ = lock
+            .set_len(0)
+            .and_then(|()| write!(lock, "{}", std::process::id()));
+        let lines = EpicJournal::lines(root, epic).map_err(journal_error)?;
         let started = lines.first().map(|l| l.at);
         let happened = lines.into_iter().map(|l| l.happened).collect();
         Ok(EpicJournal {
+            _lock: lock,
             started,
             path: dir.join("events.jsonl"),
             happened,
@@ -176,6 +194,7 @@ pub struct EpicTask {
 /// Where the epic's work has a task.
 fn task_stage(t: &crate::epic::TaskState) -> &'static str {
     match t {
+        t if t.dropped || t.dropping => "dropped",
         t if t.escalated.is_some() => "escalated",
         t if t.closed_by_hand => "closed",
         t if t.merged => "merged",
@@ -203,7 +222,7 @@ pub fn read_epics(root: &Path) -> std::io::Result<Vec<EpicRecord>> {
         let record = match EpicJournal::read(root, epic) {
             Ok(happened) => {
                 let state = Epic::fold(&happened);
-                let tasks = (state.plan.as_ref())
+                let mut tasks: Vec<EpicTask> = (state.plan.as_ref())
                     .map(|p| p.order())
                     .unwrap_or_default()
                     .into_iter()
@@ -214,6 +233,13 @@ pub fn read_epics(root: &Path) -> std::io::Result<Vec<EpicRecord>> {
                         stage: state.tasks.get(&t.id).map_or("waiting", task_stage),
                     })
                     .collect();
+                // Tasks a new plan dropped, after the plan's.
+                tasks.extend(dropped_tasks(&state).map(|(id, t)| EpicTask {
+                    task: id.clone(),
+                    issue: t.issue.map(|i| i.0),
+                    depends_on: Vec::new(),
+                    stage: task_stage(t),
+                }));
                 EpicRecord {
                     epic,
                     tasks,
@@ -236,6 +262,12 @@ pub fn read_epics(root: &Path) -> std::io::Result<Vec<EpicRecord>> {
     }
     epics.sort_by_key(|e| e.epic);
     Ok(epics)
+}
+
+/// The tasks a new plan dropped (no longer in the plan), by id.
+fn dropped_tasks(state: &Epic) -> impl Iterator<Item = (&String, &crate::epic::TaskState)> {
+    let plan = state.plan.as_ref();
+    (state.tasks.iter()).filter(move |(id, _)| plan.is_some_and(|p| p.task(id).is_none()))
 }
 
 fn journal_error(e: String) -> RunError {
@@ -268,9 +300,11 @@ async fn open_epic(
     if let Some(reason) = refusal {
         return Ok(Err(reason));
     }
-    let journal = EpicJournal::open(&project.root, number).map_err(journal_error)?;
+    let journal = EpicJournal::open(&project.root, number)?;
     let viewer = gh.viewer_login().await?;
-    let limits = Limits::from(&project.settings.epic);
+    let mut limits = Limits::from(&project.settings.epic);
+    // The tasks are runs of this process: never more at once than it runs at most.
+    limits.max_concurrency = (limits.max_concurrency).min(project.settings.watch.max_concurrent);
     Ok(Ok((
         Planner {
             project,
@@ -406,7 +440,7 @@ impl Planner<'_> {
                 },
                 Some(Step::CreateSubIssue { task }) => self.sub_issue(&state, &task).await?,
                 Some(Step::Link { task, number }) => self.link(&state, &task, number).await?,
-                Some(Step::Block { task, on }) => self.block(&state, &task, &on).await?,
+                Some(Step::Block { task, on }) => self.block(&state, &task, &on, true).await?,
                 Some(Step::PostPlan) => self.post_plan(&state).await?,
                 // Planned: what comes next is the tasks' work.
                 _ => {
@@ -557,22 +591,46 @@ impl Planner<'_> {
             self.gh().add_sub_issue(epic, db).await?;
         }
         let p = &self.project;
-        let board = BoardRef::from_settings(&p.settings);
-        let item = match self.gh().board_item(&board, number).await? {
-            Some(item) => item,
-            None => self.gh().add_to_board(&board, &issue).await?,
-        };
         let option = p.settings.board_option(&p.workflow.backlog().id());
-        if item.column.as_ref() != Some(&option) {
-            self.gh().move_card(&item, &option).await?;
-        }
+        self.place(&issue, &option).await?;
         Ok(Happened::Linked {
             task: id.to_string(),
         })
     }
 
-    /// `task`'s sub-issue blocked by the sub-issue of `on`.
-    async fn block(&self, state: &Epic, id: &str, on: &str) -> Result<Happened, RunError> {
+    /// `issue`'s card on the board in column `option` (put on the board when it is not).
+    async fn place(&self, issue: &Issue, option: &BoardOption) -> Result<(), RunError> {
+        let board = BoardRef::from_settings(&self.project.settings);
+        let item = match self.gh().board_item(&board, issue.number).await? {
+            Some(item) => item,
+            None => self.gh().add_to_board(&board, issue).await?,
+        };
+        if item.column.as_ref() != Some(option) {
+            self.gh().move_card(&item, option).await?;
+        }
+        Ok(())
+    }
+
+    /// The epic's own card: in `epic.column` (when set) while it is worked, in Done once its
+    /// work is done.
+    async fn place_epic(&self, done: bool) -> Result<(), RunError> {
+        let p = &self.project;
+        let option = match (done, &p.settings.epic.column) {
+            (true, _) => p.settings.board_option(&p.workflow.done().id()),
+            (false, Some(column)) => BoardOption::new(column),
+            (false, None) => return Ok(()),
+        };
+        self.place(&self.epic, &option).await
+    }
+
+    /// `task`'s sub-issue blocked by the sub-issue of `on` (`blocked`), or no longer.
+    async fn block(
+        &self,
+        state: &Epic,
+        id: &str,
+        on: &str,
+        blocked: bool,
+    ) -> Result<Happened, RunError> {
         let issue_of = |t: &str| state.tasks.get(t).and_then(|t| t.issue);
         let (Some((number, _)), Some((blocker, blocker_id))) = (issue_of(id), issue_of(on)) else {
             return Err(RunError::Unfinished(format!(
@@ -580,13 +638,110 @@ impl Planner<'_> {
             )));
         };
         let known = self.gh().blocked_by(number).await?;
-        if !known.iter().any(|i| i.number == blocker) {
+        let is_blocked = known.iter().any(|i| i.number == blocker);
+        let (task, on) = (id.to_string(), on.to_string());
+        if !blocked {
+            if is_blocked {
+                self.gh().remove_blocked_by(number, blocker_id).await?;
+            }
+            return Ok(Happened::Unblocked { task, on });
+        }
+        if !is_blocked {
             self.gh().add_blocked_by(number, blocker_id).await?;
         }
-        Ok(Happened::Blocked {
+        Ok(Happened::Blocked { task, on })
+    }
+
+    /// `task`'s sub-issue says (and is sealed for) the task's text in the current plan.
+    async fn reseal(&self, state: &Epic, id: &str, number: u64) -> Result<Happened, RunError> {
+        let task = (state.plan.as_ref())
+            .and_then(|p| p.task(id))
+            .ok_or_else(|| RunError::Unfinished(format!("the plan has no task `{id}`")))?;
+        let epic = self.epic.number;
+        let issue = self.gh().get_issue(number).await?;
+        // What the journal names is rewritten only when it is the sub-issue supervisor opened
+        // for `id` (its text may have been changed since: it is written again).
+        let claimed = Seal::read(&issue.body).is_some_and(|s| s.epic == epic && s.task == id);
+        if !issue.author.eq_ignore_ascii_case(&self.viewer) || !claimed || issue.is_pull_request {
+            return Err(RunError::Unfinished(format!(
+                "the epic's journal names #{number} as task `{id}`'s sub-issue, which supervisor \
+                 did not open for it; move {} away to plan the epic afresh",
+                EpicJournal::dir(&self.project.root, epic).display()
+            )));
+        }
+        let body = self.sealed_body(task);
+        if issue.title != task.title || issue.body.replace("\r\n", "\n") != body {
+            self.gh().update_issue(number, &task.title, &body).await?;
+        }
+        Ok(Happened::Resealed {
             task: id.to_string(),
-            on: on.to_string(),
         })
+    }
+
+    /// A new plan, as `task`'s review asked (`reason`): the planner given the plan so far and
+    /// where each task stands. `Err` with why the work pauses (the planner failed: running
+    /// again asks it again); `Ok(None)`: interrupted.
+    async fn replan(
+        &mut self,
+        state: &Epic,
+        task: &str,
+        reason: &str,
+    ) -> Result<Result<Option<Happened>, String>, RunError> {
+        let p = self.project.clone();
+        let max_tasks = p.settings.epic.max_tasks;
+        let attempt = state.replans + 2;
+        let dispatch = Dispatch {
+            role: "planner",
+            task: replanner_task(&self.epic, state, task, reason, max_tasks),
+            cwd: p.root.clone(),
+            attempt,
+            subject: None,
+            transcript: format!("planner-{attempt}.jsonl"),
+        };
+        let errors: Vec<String> = match self.run_role(dispatch).await {
+            Err(e) => return Ok(Err(format!("the planner's definition: {e}"))),
+            Ok(run) if run.exit == ExitReason::Interrupted => return Ok(Ok(None)),
+            Ok(run) if !run.succeeded() => {
+                return Ok(Err(format!(
+                    "the planner, asked for a new plan, {}; `supervisor agent planner` runs it \
+                     alone to see why",
+                    match &run.exit {
+                        ExitReason::SpawnFailed(_) => "could not be started".to_string(),
+                        ExitReason::Failed(_) => "failed".to_string(),
+                        other => other.describe(),
+                    }
+                )));
+            }
+            Ok(run) => match read_plan(&run.final_text, max_tasks)
+                .and_then(|answer| state.revise(&answer, task, reason, max_tasks))
+            {
+                Ok(replanned) => return Ok(Ok(Some(replanned))),
+                Err(errors) => errors.iter().map(ToString::to_string).collect(),
+            },
+        };
+        let marker = Marker::new(
+            format!("epic-{}", self.epic.number),
+            "replan",
+            attempt,
+            MarkerKind::EpicRefused,
+        );
+        let body = format!(
+            "## Epic New Plan Refused\n\nThe review of task `{task}` asked for a new plan; the \
+             planner's was not used, and nothing else was written:\n\n{}\n\nTask `{task}` is \
+             handed to the codeowners.",
+            errors
+                .iter()
+                .map(|e| format!("- {e}"))
+                .collect::<Vec<_>>()
+                .join("\n"),
+        );
+        self.gh()
+            .post_once(self.epic.number, &marker, &body, None)
+            .await?;
+        Ok(Ok(Some(Happened::ReplanRefused {
+            task: task.to_string(),
+            errors,
+        })))
     }
 
     /// The plan on the epic: its tasks, their sub-issues and the order they run in.
@@ -599,12 +754,14 @@ impl Planner<'_> {
             .collect();
         let body = format!(
             "## Epic Plan\n\n{}\n\nEach task is a sub-issue of this epic, written by supervisor: it \
-             runs through the pipeline like any issue once the tasks it depends on are done.",
-            plan.render(&issues)
+             runs through the pipeline like any issue once the tasks it depends on are done.{}",
+            plan.render(&issues),
+            revisions_text(&state.revisions)
         );
+        // One comment, edited as the plan changes.
         let marker = self.marker("plan", MarkerKind::EpicPlan);
         self.gh()
-            .post_once(self.epic.number, &marker, &body, None)
+            .post_or_edit(self.epic.number, &marker, &body)
             .await?;
         Ok(Happened::PlanPosted)
     }
@@ -656,6 +813,86 @@ struct Dispatch {
     subject: Option<String>,
     /// The transcript's file name in the epic's `transcripts/`.
     transcript: String,
+}
+
+/// What each new plan changed, as the plan's comment lists it (nothing before the first).
+fn revisions_text(revisions: &[crate::epic::Revision]) -> String {
+    let mut out = String::new();
+    for (n, r) in revisions.iter().enumerate() {
+        if n == 0 {
+            out.push_str("\n\n### Changes");
+        }
+        let list = |what: &str, ids: &[String]| {
+            (!ids.is_empty()).then(|| {
+                let ids: Vec<String> = ids.iter().map(|id| format!("`{id}`")).collect();
+                format!("{what} {}", ids.join(", "))
+            })
+        };
+        let changes: Vec<String> = [
+            list("added", &r.added),
+            list("changed", &r.changed),
+            list("dropped", &r.dropped),
+            list("kept as they were (done with)", &r.kept),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        let changes = if changes.is_empty() {
+            "no task changed".to_string()
+        } else {
+            changes.join("; ")
+        };
+        out.push_str(&format!(
+            "\n\n{}. New plan, asked by the review of `{}`: {}.\n   {changes}.",
+            n + 1,
+            r.task,
+            r.reason.split_whitespace().collect::<Vec<_>>().join(" ")
+        ));
+    }
+    out
+}
+
+/// The planner's task when a review asks for a new plan: the epic, the plan so far with where
+/// each task stands and its text, and the review's reason.
+fn replanner_task(epic: &Issue, state: &Epic, task: &str, reason: &str, max_tasks: usize) -> String {
+    let mut tasks = String::new();
+    for t in state.plan.as_ref().map(|p| p.order()).unwrap_or_default() {
+        let Some(s) = state.tasks.get(&t.id) else {
+            continue;
+        };
+        let issue = s.issue.map(|i| format!(" (#{})", i.0)).unwrap_or_default();
+        let pr = s.pr.map(|n| format!(", pull request #{n}")).unwrap_or_default();
+        let deps = if t.depends_on.is_empty() {
+            String::new()
+        } else {
+            format!(", depends on {}", t.depends_on.join(", "))
+        };
+        let done = if s.settled() { " — kept as it is" } else { "" };
+        tasks.push_str(&format!(
+            "\n## Task `{}`{issue}: {}\n\n{}{pr}{deps}{done}\n\n{}\n",
+            t.id,
+            t.title,
+            task_stage(s),
+            t.body.trim()
+        ));
+    }
+    let dropped: Vec<String> = dropped_tasks(state).map(|(id, _)| format!("`{id}`")).collect();
+    let dropped = if dropped.is_empty() {
+        String::new()
+    } else {
+        format!("\nDropped by earlier plans (their ids are taken): {}.\n", dropped.join(", "))
+    };
+    format!(
+        "Plan epic #{} again, at most {max_tasks} tasks: the review of task `{task}` asks for a \
+         new plan.\n\n# Why\n\n{}\n\n# The epic: {}\n\n{}\n\n# The plan so far\n{tasks}{dropped}\n\
+         Answer with the whole new plan. Tasks done with stay as they are whatever you answer; \
+         keep an id to keep its task (changed as needed), add tasks under new ids, and leave out \
+         the tasks to drop.\n",
+        epic.number,
+        reason.trim(),
+        epic.title,
+        epic.body.trim_end()
+    )
 }
 
 /// The planner's task: the epic as its codeowner wrote it, and the limits of a plan.

@@ -17,7 +17,7 @@ use tracing::Instrument;
 use super::{Dispatch, EpicJournal, Planned, Planner, journal_error, open_epic};
 use crate::agent::ExitReason;
 use crate::epic::{Epic, Happened, Integration, Seal, Step, TaskState, Verdict, read_verdict};
-use crate::github::{IssueState, Marker, MarkerKind};
+use crate::github::{CloseReason, IssueState, Marker, MarkerKind};
 use crate::github::{MergeError, MergeMethod, NewPullRequest};
 use crate::ids::{IssueNumber, PrNumber};
 use crate::pipeline::{Project, RunEnd, RunError, RunOptions, RunSummary};
@@ -54,7 +54,7 @@ pub struct TaskOutcome {
     pub issue: u64,
     #[serde(rename = "pullRequest")]
     pub pull_request: Option<u64>,
-    /// `accepted`, `escalated` or `closed`.
+    /// `accepted`, `escalated`, `closed` or `dropped`.
     pub outcome: &'static str,
     /// Reviews of its pull request.
     pub reviews: u32,
@@ -78,6 +78,9 @@ pub async fn run_epic(
         Ok(opened) => opened,
         Err(reason) => return Ok(EpicEnd::Refused { reason }),
     };
+    if !Epic::fold(&journal.happened).finished {
+        planner.place_epic(false).await?;
+    }
     match planner.plan_all(&mut journal).await? {
         Planned::Ready { .. } => {}
         Planned::Refused { reason } => return Ok(EpicEnd::Refused { reason }),
@@ -272,9 +275,17 @@ impl Worker<'_> {
         let id = id.to_string();
         self.running.insert(id.clone());
         let span = tracing::info_span!("task", epic = self.number(), task = %id);
+        // Its card counts in the watcher's column limits while it runs.
+        let hooks = svc.hooks.clone();
+        if let Some(h) = &hooks {
+            h.started(number);
+        }
         self.runs.spawn(
             async move {
                 let result = run_issue(project, svc, opts).await;
+                if let Some(h) = &hooks {
+                    h.ended(number);
+                }
                 (id, result)
             }
             .instrument(span),
@@ -404,7 +415,15 @@ impl Worker<'_> {
             },
             Step::CreateSubIssue { task } => p.sub_issue(state, &task).await?,
             Step::Link { task, number } => p.link(state, &task, number).await?,
-            Step::Block { task, on } => p.block(state, &task, &on).await?,
+            Step::Block { task, on } => p.block(state, &task, &on, true).await?,
+            Step::Unblock { task, on } => p.block(state, &task, &on, false).await?,
+            Step::Reseal { task, number } => p.reseal(state, &task, number).await?,
+            Step::Drop { task } => self.drop_task(state, &task).await?,
+            Step::Replan { task, reason } => match p.replan(state, &task, &reason).await? {
+                Ok(Some(happened)) => happened,
+                Ok(None) => return Ok(Ok(None)),
+                Err(reason) => return Ok(Err(Err(reason))),
+            },
             Step::PostPlan => p.post_plan(state).await?,
             Step::CreateBranch => self.create_branch().await?,
             Step::Start { task, number } => {
@@ -533,6 +552,34 @@ impl Worker<'_> {
         })
     }
 
+    /// Close the sub-issue of a task a new plan dropped, as not planned, and its open pull
+    /// request, each with the reason.
+    async fn drop_task(&self, state: &Epic, task: &str) -> Result<Happened, RunError> {
+        let gh = self.planner.gh();
+        let t = state.tasks.get(task).cloned().unwrap_or_default();
+        if let Some((number, _)) = t.issue {
+            let why = (state.revisions.iter().rev())
+                .find(|r| r.dropped.iter().any(|d| d == task))
+                .map(|r| format!(", asked by the review of `{}`", r.task))
+                .unwrap_or_default();
+            let body = format!(
+                "## Dropped\n\nThe new plan of epic #{}{why} leaves task `{task}` out: nothing \
+                 more is done for it.",
+                self.number()
+            );
+            let marker = self.marker(format!("dropped-{task}"), 0, MarkerKind::EpicDropped);
+            if let Some(pr) = self.open_pull(&t).await? {
+                gh.post_once(pr, &marker, &body, None).await?;
+                gh.close_pull(pr).await?;
+            }
+            gh.close_issue_as(number, CloseReason::NotPlanned, Some((&marker, &body)))
+                .await?;
+        }
+        Ok(Happened::Dropped {
+            task: task.to_string(),
+        })
+    }
+
     /// Merge `task`'s accepted pull request into the epic branch and close its sub-issue; a pull
     /// request that cannot be merged (a conflict) escalates the task.
     async fn merge(&self, state: &Epic, task: &str, pr: u64) -> Result<Happened, RunError> {
@@ -609,6 +656,7 @@ impl Worker<'_> {
             outcome_table(&outcomes(state))
         );
         let marker = self.marker("summary".into(), 0, MarkerKind::EpicSummary);
+        self.planner.place_epic(true).await?;
         (self.planner.gh())
             .post_once(self.number(), &marker, &body, None)
             .await?;
@@ -735,20 +783,23 @@ impl ReviewJob {
     }
 }
 
-/// What came of each task, in the plan's order.
+/// What came of each task, in the plan's order, then the tasks new plans dropped.
 fn outcomes(state: &Epic) -> Vec<TaskOutcome> {
     let order = state.plan.as_ref().map(|p| p.order()).unwrap_or_default();
-    order
-        .into_iter()
-        .filter_map(|t| {
-            let s = state.tasks.get(&t.id)?;
+    let planned = order.into_iter().map(|t| &t.id);
+    let dropped = super::dropped_tasks(state).map(|(id, _)| id);
+    planned
+        .chain(dropped)
+        .filter_map(|id| {
+            let s = state.tasks.get(id)?;
             let (outcome, reason) = match (&s.escalated, s.accepted) {
+                _ if s.dropped => ("dropped", None),
                 (Some(reason), _) => ("escalated", Some(reason.clone())),
                 (None, true) => ("accepted", None),
                 (None, false) => ("closed", None),
             };
             Some(TaskOutcome {
-                task: t.id.clone(),
+                task: id.clone(),
                 issue: s.issue?.0,
                 pull_request: s.pr,
                 outcome,
