@@ -804,16 +804,20 @@ fn replan_spec() -> WorldSpec {
     let verdict = |v: Value| json!({ "final": format!("I read it.\n\n```json\n{v}\n```") });
     // #3 is format's sub-issue, #4 extra's.
     spec.script["reviewer@3"] = json!([
-        [verdict(json!({ "verdict": "replan", "reason": "formatting needs a table of unit labels, which no task makes" }))],
+        [verdict(
+            json!({ "verdict": "replan", "reason": "formatting needs a table of unit labels, which no task makes" })
+        )],
         [verdict(json!({ "verdict": "accepted" }))]
     ]);
     spec.script["reviewer@4"] = json!([
-        [verdict(json!({ "verdict": "needs-revision", "feedback": "- [ ] not needed as it is" }))],
-        [verdict(json!({ "verdict": "needs-revision", "feedback": "- [ ] still not needed" }))]
+        [verdict(
+            json!({ "verdict": "needs-revision", "feedback": "- [ ] not needed as it is" })
+        )],
+        [verdict(
+            json!({ "verdict": "needs-revision", "feedback": "- [ ] still not needed" })
+        )]
     ]);
-    let task = |id: &str, body: &str, deps: &[&str]| {
-        json!({ "id": id, "title": format!("Task {id}"), "body": body, "dependsOn": deps })
-    };
+    let task = |id: &str, body: &str, deps: &[&str]| json!({ "id": id, "title": format!("Task {id}"), "body": body, "dependsOn": deps });
     let second = json!({ "tasks": [
         task("units", "- [ ] `src/units.ts` exports `task_units`", &[]),
         task("labels", "- [ ] `src/labels.ts` lists the unit labels", &["units"]),
@@ -855,21 +859,34 @@ async fn assert_replanned(world: &World, answer: &Value) {
             .clone()
     };
     assert_eq!(task("format")["reviews"], 2, "{answer}");
-    let extra_pr = task("extra")["pullRequest"].as_u64().expect("extra's pull request");
+    let extra_pr = task("extra")["pullRequest"]
+        .as_u64()
+        .expect("extra's pull request");
     let labels = task("labels")["issue"].as_u64().unwrap();
     world.sandbox.with_state(|s| {
         // extra: its pull request closed unmerged, its sub-issue closed as not planned.
         let pr = s.pull(extra_pr).unwrap();
-        assert!(!pr.merged && pr.state == supervisor::sandbox::SeedState::Closed, "#{extra_pr}");
+        assert!(
+            !pr.merged && pr.state == supervisor::sandbox::SeedState::Closed,
+            "#{extra_pr}"
+        );
         assert!(pr.comments.iter().any(|c| c.body.contains("## Dropped")));
         let sub = s.issue(4).unwrap();
         assert_eq!(sub.state, supervisor::sandbox::SeedState::Closed);
         assert_eq!(sub.state_reason.as_deref(), Some("not_planned"));
         // format's sub-issue says the new text, sealed by supervisor; it waits on labels.
         let format = s.issue(3).unwrap();
-        assert!(format.body.contains("using the unit labels"), "{}", format.body);
+        assert!(
+            format.body.contains("using the unit labels"),
+            "{}",
+            format.body
+        );
         assert_eq!(Seal::verify(&format.body, 1).unwrap().task, "format");
-        assert!(format.blocked_by.contains(&labels), "{:?}", format.blocked_by);
+        assert!(
+            format.blocked_by.contains(&labels),
+            "{:?}",
+            format.blocked_by
+        );
         assert!(s.issue(1).unwrap().sub_issues.contains(&labels));
         // One plan comment, edited: the new plan and what changed.
         let plans: Vec<&str> = (s.comments_of(1).iter())
@@ -929,7 +946,12 @@ async fn a_review_asking_for_a_new_plan_changes_adds_and_drops_tasks() {
 /// task's sub-issue says its new text: running again ends the same, nothing written twice.
 #[tokio::test]
 async fn an_epic_killed_while_it_is_planned_again_resumes_without_a_duplicate() {
-    for point in ["reviewed format", "replanned", "resealed format", "dropped extra"] {
+    for point in [
+        "reviewed format",
+        "replanned",
+        "resealed format",
+        "dropped extra",
+    ] {
         let (_dir, world) = world(replan_spec()).await;
         let mut child = Command::new(BIN)
             .args(["epic", "1", "--json"])
@@ -943,16 +965,21 @@ async fn an_epic_killed_while_it_is_planned_again_resumes_without_a_duplicate() 
             .unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
         while !journal_events(&world).iter().any(|e| e == point) {
-            assert!(std::time::Instant::now() < deadline, "{point}: never reached");
-            assert!(child.try_wait().unwrap().is_none(), "{point}: it ended first");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{point}: never reached"
+            );
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "{point}: it ended first"
+            );
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
         child.start_kill().unwrap();
         child.wait().await.unwrap();
         let out = supervisor(&world, &["epic", "1", "--json"]).await;
-        let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-            panic!("{point}: {e}: {}", String::from_utf8_lossy(&out.stderr))
-        });
+        let answer: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{point}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
         assert_replanned(&world, &answer).await;
         let subs = world
             .sandbox
@@ -969,7 +996,8 @@ async fn the_epics_card_moves_with_its_work_and_one_process_works_it_at_a_time()
     let mut spec = supervisor::demo::epic_spec(&[("units", &[]), ("docs", &["units"])], &[]);
     spec.settings
         .insert("epic".into(), json!({ "column": "Epics" }));
-    spec.script["reviewer"] = json!([[{ "sleep": 500 }, { "final": "```json\n{\"verdict\": \"accepted\"}\n```" }]]);
+    spec.script["reviewer"] =
+        json!([[{ "sleep": 500 }, { "final": "```json\n{\"verdict\": \"accepted\"}\n```" }]]);
     let (_dir, world) = world(spec).await;
     world.sandbox.with_state(|s| {
         s.board.as_mut().unwrap().options.push("Epics".into());
@@ -990,7 +1018,9 @@ async fn the_epics_card_moves_with_its_work_and_one_process_works_it_at_a_time()
         assert!(std::time::Instant::now() < deadline, "never started");
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
-    let column = world.sandbox.with_state(|s| s.column_of(1).map(String::from));
+    let column = world
+        .sandbox
+        .with_state(|s| s.column_of(1).map(String::from));
     assert_eq!(column.as_deref(), Some("Epics"));
     let second = supervisor(&world, &["epic", "1", "--json"]).await;
     let said = format!(
@@ -1000,7 +1030,9 @@ async fn the_epics_card_moves_with_its_work_and_one_process_works_it_at_a_time()
     );
     assert_ne!(second.status.code(), Some(0), "{said}");
     assert!(
-        said.contains(&format!("another supervisor (pid {pid}) is running issue #1")),
+        said.contains(&format!(
+            "another supervisor (pid {pid}) is running issue #1"
+        )),
         "{said}"
     );
     let out = child.wait_with_output().await.unwrap();
@@ -1011,7 +1043,9 @@ async fn the_epics_card_moves_with_its_work_and_one_process_works_it_at_a_time()
         "{answer}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let column = world.sandbox.with_state(|s| s.column_of(1).map(String::from));
+    let column = world
+        .sandbox
+        .with_state(|s| s.column_of(1).map(String::from));
     assert_eq!(column.as_deref(), Some("Done"));
     // The tasks' cards went their own way: each run moved its own.
     let tasks = world.sandbox.with_state(|s| {
@@ -1019,5 +1053,65 @@ async fn the_epics_card_moves_with_its_work_and_one_process_works_it_at_a_time()
             .map(|n| s.column_of(*n).map(String::from))
             .collect::<Vec<_>>()
     });
-    assert!(tasks.iter().all(|c| c.as_deref() != Some("Epics")), "{tasks:?}");
+    assert!(
+        tasks.iter().all(|c| c.as_deref() != Some("Epics")),
+        "{tasks:?}"
+    );
+}
+
+/// `independent` integration: each task's pull request targets `main`; the dependant waits
+/// (exit 3, naming the pull request) until a person merges its blocker's, and then starts from
+/// `main` with the blocker's work in it, though the checkout's own `main` was never updated.
+#[tokio::test]
+async fn with_independent_integration_a_dependant_starts_from_its_blockers_merge() {
+    let mut spec = supervisor::demo::epic_spec(&[("units", &[]), ("format", &["units"])], &[]);
+    spec.settings
+        .insert("epic".into(), json!({ "integration": "independent" }));
+    // format's developer (#3) shows what its worktree started from.
+    spec.script["developer@3"] = json!([[
+        { "run": "test -f src/units.ts && echo 'export const sawUnits = true;' > src/format.ts || echo 'export const sawUnits = false;' > src/format.ts" },
+        { "final": supervisor::demo::answer("Done.", json!({ "action": "COMPLETE", "agentName": "developer" })) }
+    ]]);
+    let (_dir, world) = world(spec).await;
+    let out = supervisor(&world, &["epic", "1", "--json"]).await;
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(out.status.code(), Some(3), "{answer}");
+    assert_eq!(answer["end"], "waiting", "{answer}");
+    let pulls = answer["waitingFor"].as_array().cloned().unwrap_or_default();
+    assert_eq!(pulls.len(), 1, "{answer}");
+    let pr = pulls[0].as_u64().unwrap();
+    assert!(answer.to_string().contains(&format!("#{pr}")), "{answer}");
+    // A person merges units' pull request on GitHub.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let merged = reqwest::Client::new()
+        .put(format!(
+            "{}/repos/{}/{}/pulls/{pr}/merge",
+            world.sandbox.url(),
+            world.spec.owner,
+            world.spec.name
+        ))
+        .bearer_auth(world.spec.reviewer_token())
+        .header("user-agent", "test")
+        .json(&json!({ "merge_method": "merge" }))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        merged.status().is_success(),
+        "{}",
+        merged.text().await.unwrap()
+    );
+    let out = supervisor(&world, &["epic", "1", "--json"]).await;
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(answer["end"], "finished", "{answer}");
+    let format_pr = (answer["tasks"].as_array().into_iter().flatten())
+        .find(|t| t["task"] == "format")
+        .and_then(|t| t["pullRequest"].as_u64())
+        .unwrap_or_else(|| panic!("format's pull request: {answer}"));
+    let head = world
+        .sandbox
+        .with_state(|s| s.pull(format_pr).unwrap().head.clone());
+    let file =
+        supervisor::demo::git(&world.remote, &["show", &format!("{head}:src/format.ts")]).unwrap();
+    assert!(file.contains("sawUnits = true"), "{file}");
 }

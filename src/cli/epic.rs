@@ -129,6 +129,7 @@ fn present(epic: u64, end: &Result<Ended, RunError>, json: bool) -> u8 {
     let again = format!("run `supervisor epic {epic}` again to go on");
     let mut tasks: Vec<serde_json::Value> = Vec::new();
     let mut pull_request = None;
+    let mut waiting_for: &[u64] = &[];
     let (code, kind, text) = match end {
         Ok(Ended::Planned(planned)) => {
             tasks = (planned.iter())
@@ -161,11 +162,14 @@ fn present(epic: u64, end: &Result<Ended, RunError>, json: bool) -> u8 {
                 ),
             )
         }
-        Ok(Ended::Epic(EpicEnd::Waiting { pulls })) => (
-            EXIT_GITHUB,
-            "waiting",
-            format!("epic #{epic}: {}; then {again}", waiting_text(pulls)),
-        ),
+        Ok(Ended::Epic(EpicEnd::Waiting { pulls })) => {
+            waiting_for = pulls;
+            (
+                EXIT_GITHUB,
+                "waiting",
+                format!("epic #{epic}: {}; then {again}", waiting_text(pulls)),
+            )
+        }
         Ok(Ended::Epic(EpicEnd::Paused { reason })) => (
             EXIT_GITHUB,
             "paused",
@@ -203,7 +207,7 @@ fn present(epic: u64, end: &Result<Ended, RunError>, json: bool) -> u8 {
         outln!(
             "{}",
             serde_json::json!({ "epic": epic, "end": kind, "message": text, "tasks": tasks,
-                "pullRequest": pull_request })
+                "pullRequest": pull_request, "waitingFor": waiting_for })
         );
     } else {
         errln!("{text}");

@@ -211,7 +211,9 @@ mod tests {
             })
         );
         assert_eq!(
-            read_verdict("{\"verdict\": \"replan\", \"reason\": \"the units task must come first\"}"),
+            read_verdict(
+                "{\"verdict\": \"replan\", \"reason\": \"the units task must come first\"}"
+            ),
             Ok(Verdict::Replan {
                 reason: "the units task must come first".into()
             })

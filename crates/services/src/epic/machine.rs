@@ -62,11 +62,17 @@ impl From<&EpicSettings> for Limits {
 #[serde(tag = "verdict", rename_all = "kebab-case")]
 pub enum Verdict {
     Accepted,
-    NeedsRevision { feedback: String },
-    Escalate { reason: String },
+    NeedsRevision {
+        feedback: String,
+    },
+    Escalate {
+        reason: String,
+    },
     /// The plan is wrong for this task (a task missing, a wrong cut, a dependency it lacks): the
     /// planner plans the tasks not yet accepted again.
-    Replan { reason: String },
+    Replan {
+        reason: String,
+    },
 }
 
 /// What a new plan changed, as the plan's comment tells it.
@@ -474,7 +480,9 @@ impl Epic {
         max_tasks: usize,
     ) -> Result<Happened, Vec<PlanError>> {
         let Some(old) = &self.plan else {
-            return Err(vec![PlanError::Unreadable("the epic has no plan yet".into())]);
+            return Err(vec![PlanError::Unreadable(
+                "the epic has no plan yet".into(),
+            )]);
         };
         let state = |id: &str| self.tasks.get(id);
         let settled = |id: &str| state(id).is_some_and(TaskState::settled);
@@ -489,7 +497,9 @@ impl Epic {
                     }
                     tasks.push(before.clone());
                 }
-                None if state(&t.id).is_some() => reused.push(PlanError::Reused { id: t.id.clone() }),
+                None if state(&t.id).is_some() => {
+                    reused.push(PlanError::Reused { id: t.id.clone() })
+                }
                 _ => tasks.push(t.clone()),
             }
         }
@@ -683,12 +693,10 @@ impl Epic {
                         feedback: feedback.clone(),
                     }
                 }
-                (None, _, Some((number, _))) if ready => {
-                    Step::Start {
-                        task: t.id.clone(),
-                        number,
-                    }
-                }
+                (None, _, Some((number, _))) if ready => Step::Start {
+                    task: t.id.clone(),
+                    number,
+                },
                 _ => continue,
             };
             steps.push(step);
@@ -779,7 +787,9 @@ mod tests {
         limits: Limits,
         review: &mut dyn FnMut(&str, u32) -> Verdict,
     ) -> Vec<Step> {
-        drive_with(epic, limits, review, &mut |_| panic!("no new plan was asked for"))
+        drive_with(epic, limits, review, &mut |_| {
+            panic!("no new plan was asked for")
+        })
     }
 
     /// [`drive`], with `planner` answering when a new plan is asked for.
@@ -819,8 +829,8 @@ mod tests {
                 continue;
             }
             // A review's verdict comes after the steps taken beside it (reviews run on their own).
-            let (reviews, others): (Vec<Step>, Vec<Step>) = (steps.into_iter())
-                .partition(|s| matches!(s, Step::Review { .. }));
+            let (reviews, others): (Vec<Step>, Vec<Step>) =
+                (steps.into_iter()).partition(|s| matches!(s, Step::Review { .. }));
             for step in others.into_iter().chain(reviews) {
                 taken.push(step.clone());
                 let happened = match step {
@@ -1166,7 +1176,10 @@ mod tests {
             &mut |state| {
                 asked += 1;
                 assert!(
-                    state.tasks.values().all(|t| !t.running && !t.awaiting_review),
+                    state
+                        .tasks
+                        .values()
+                        .all(|t| !t.running && !t.awaiting_review),
                     "asked while work went on: {state:?}"
                 );
                 Plan::check(
@@ -1192,7 +1205,15 @@ mod tests {
         // Nothing started between the request and the new plan.
         let asked_at = epic
             .iter()
-            .position(|h| matches!(h, Happened::Reviewed { verdict: Verdict::Replan { .. }, .. }))
+            .position(|h| {
+                matches!(
+                    h,
+                    Happened::Reviewed {
+                        verdict: Verdict::Replan { .. },
+                        ..
+                    }
+                )
+            })
             .unwrap();
         let replanned_at = (epic.iter())
             .position(|h| matches!(h, Happened::Replanned { .. }))
@@ -1231,7 +1252,10 @@ mod tests {
         for id in ["units", "format", "docs", "examples"] {
             assert!(state.tasks[id].accepted && state.tasks[id].merged, "{id}");
         }
-        assert_eq!(state.tasks["units"].reviews, 2, "revised to the new text, judged again");
+        assert_eq!(
+            state.tasks["units"].reviews, 2,
+            "revised to the new text, judged again"
+        );
         assert_eq!(
             state.revisions,
             [Revision {
@@ -1314,7 +1338,10 @@ mod tests {
             },
             &mut |_| {
                 Plan::check(
-                    vec![task("units", "- [ ] units", &[]), task("format", "- [ ] format", &["units"])],
+                    vec![
+                        task("units", "- [ ] units", &[]),
+                        task("format", "- [ ] format", &["units"]),
+                    ],
                     8,
                 )
                 .unwrap()
@@ -1322,7 +1349,10 @@ mod tests {
         ));
         assert!(k.contains(&"replan for units".to_string()), "{k:?}");
         let state = Epic::fold(epic.iter());
-        assert_eq!(state.tasks["units"].reviews, 2, "an unchanged task is judged again");
+        assert_eq!(
+            state.tasks["units"].reviews, 2,
+            "an unchanged task is judged again"
+        );
         assert!(state.tasks["units"].accepted);
 
         // The new plan, with the task kept, has more tasks than epic.maxTasks: refused, and the
@@ -1352,8 +1382,14 @@ mod tests {
             .count();
         assert_eq!(refused, 1);
         let reason = state.tasks["units"].escalated.clone().unwrap();
-        assert!(reason.contains("refused") && reason.contains("9 tasks"), "{reason}");
-        assert!(state.tasks["format"].escalated.is_some(), "its dependant with it");
+        assert!(
+            reason.contains("refused") && reason.contains("9 tasks"),
+            "{reason}"
+        );
+        assert!(
+            state.tasks["format"].escalated.is_some(),
+            "its dependant with it"
+        );
         assert!(state.tasks["other"].accepted);
 
         // A reviewer asking again and again: at most `max_iterations` new plans.

@@ -96,7 +96,10 @@ fn base_commit<'r>(
         }
     };
     let local = commit(format!("refs/heads/{}", cfg.default_branch))?;
-    let remote = commit(format!("refs/remotes/{}/{}", cfg.remote, cfg.default_branch))?;
+    let remote = commit(format!(
+        "refs/remotes/{}/{}",
+        cfg.remote, cfg.default_branch
+    ))?;
     match (local, remote) {
         // The local branch, unless the remote's is further along it (pull requests merged since
         // it was updated): then the remote's, so the work starts from what was merged.

@@ -854,20 +854,32 @@ fn revisions_text(revisions: &[crate::epic::Revision]) -> String {
 
 /// The planner's task when a review asks for a new plan: the epic, the plan so far with where
 /// each task stands and its text, and the review's reason.
-fn replanner_task(epic: &Issue, state: &Epic, task: &str, reason: &str, max_tasks: usize) -> String {
+fn replanner_task(
+    epic: &Issue,
+    state: &Epic,
+    task: &str,
+    reason: &str,
+    max_tasks: usize,
+) -> String {
     let mut tasks = String::new();
     for t in state.plan.as_ref().map(|p| p.order()).unwrap_or_default() {
         let Some(s) = state.tasks.get(&t.id) else {
             continue;
         };
         let issue = s.issue.map(|i| format!(" (#{})", i.0)).unwrap_or_default();
-        let pr = s.pr.map(|n| format!(", pull request #{n}")).unwrap_or_default();
+        let pr =
+            s.pr.map(|n| format!(", pull request #{n}"))
+                .unwrap_or_default();
         let deps = if t.depends_on.is_empty() {
             String::new()
         } else {
             format!(", depends on {}", t.depends_on.join(", "))
         };
-        let done = if s.settled() { " — kept as it is" } else { "" };
+        let done = if s.settled() {
+            " — kept as it is"
+        } else {
+            ""
+        };
         tasks.push_str(&format!(
             "\n## Task `{}`{issue}: {}\n\n{}{pr}{deps}{done}\n\n{}\n",
             t.id,
@@ -876,11 +888,16 @@ fn replanner_task(epic: &Issue, state: &Epic, task: &str, reason: &str, max_task
             t.body.trim()
         ));
     }
-    let dropped: Vec<String> = dropped_tasks(state).map(|(id, _)| format!("`{id}`")).collect();
+    let dropped: Vec<String> = dropped_tasks(state)
+        .map(|(id, _)| format!("`{id}`"))
+        .collect();
     let dropped = if dropped.is_empty() {
         String::new()
     } else {
-        format!("\nDropped by earlier plans (their ids are taken): {}.\n", dropped.join(", "))
+        format!(
+            "\nDropped by earlier plans (their ids are taken): {}.\n",
+            dropped.join(", ")
+        )
     };
     format!(
         "Plan epic #{} again, at most {max_tasks} tasks: the review of task `{task}` asks for a \

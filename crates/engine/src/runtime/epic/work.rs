@@ -452,9 +452,12 @@ impl Worker<'_> {
             Step::Escalate { task, reason } => self.escalate(state, &task, &reason).await?,
             Step::Merge { task, pr } => self.merge(state, &task, pr).await?,
             Step::AwaitMerge { task, pr } => {
-                if !self.task_pull(state, &task, pr).await?.merged {
+                let pull = self.task_pull(state, &task, pr).await?;
+                if !pull.merged {
                     return Ok(Err(Ok(Wait::Merge(pr))));
                 }
+                // Its sub-issue, still open, would hold its dependants' runs back.
+                self.close_accepted(state, &task, pr, &pull.base).await?;
                 Happened::Merged { task }
             }
             Step::OpenEpicPullRequest => self.open_epic_pull(state).await?,
@@ -600,18 +603,31 @@ impl Worker<'_> {
                 }
             }
         }
-        if let Some((number, _)) = state.tasks.get(task).and_then(|t| t.issue) {
-            let marker = self.marker(format!("accepted-{task}"), 0, MarkerKind::EpicAccepted);
-            let body = format!(
-                "Accepted by the reviewer of epic #{} and merged into `{}` with #{pr}.",
-                self.number(),
-                pull.base
-            );
-            gh.close_issue(number, Some((&marker, &body))).await?;
-        }
+        self.close_accepted(state, task, pr, &pull.base).await?;
         Ok(Happened::Merged {
             task: task.to_string(),
         })
+    }
+
+    /// Close the sub-issue of `task`, accepted and merged into `base` with `pr`, saying so.
+    async fn close_accepted(
+        &self,
+        state: &Epic,
+        task: &str,
+        pr: u64,
+        base: &str,
+    ) -> Result<(), RunError> {
+        if let Some((number, _)) = state.tasks.get(task).and_then(|t| t.issue) {
+            let marker = self.marker(format!("accepted-{task}"), 0, MarkerKind::EpicAccepted);
+            let body = format!(
+                "Accepted by the reviewer of epic #{} and merged into `{base}` with #{pr}.",
+                self.number(),
+            );
+            (self.planner.gh())
+                .close_issue(number, Some((&marker, &body)))
+                .await?;
+        }
+        Ok(())
     }
 
     /// The pull request from the epic branch to the default branch, with the combined report.
