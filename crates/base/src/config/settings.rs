@@ -258,11 +258,11 @@ settings_block! {
         /// Tasks a plan may have, 1 to 50; a plan with more is sent back to the planner.
         #[setting(key = "maxTasks", default = 8, example = "8")]
         pub max_tasks: usize,
-        /// Tasks of one epic running at once.
+        /// Tasks of one epic running at once (never more than `watch.maxConcurrent`).
         #[setting(key = "maxConcurrency", default = 2, example = "2")]
         pub max_concurrency: usize,
         /// Reviews of one task's pull request before it is escalated to a person instead of sent
-        /// back again.
+        /// back again; also the new plans an epic's reviews may ask for.
         #[setting(key = "maxIterations", default = 3, example = "3")]
         pub max_iterations: u32,
         /// How the tasks' work comes together: `"branch"` (each task's pull request is merged into

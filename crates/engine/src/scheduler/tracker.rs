@@ -163,4 +163,22 @@ mod tests {
         // Columns without a limit always have room.
         assert!(t.has_room("Research", 9));
     }
+
+    /// A task of an epic runs inside the epic's run: told of through the hooks, its card counts
+    /// in the column limits from its first move until it ends.
+    #[tokio::test]
+    async fn a_task_run_inside_an_epic_counts_in_the_column_limits() {
+        let t = Tracker::new([("Implementation".to_string(), 1)].into());
+        let hooks: &dyn RunHooks = &t;
+        hooks.started(11);
+        hooks.moving(11, "Implementation").await;
+        hooks.moved(11, "Implementation");
+        assert!(
+            !t.has_room("Implementation", 12),
+            "the task fills the column"
+        );
+        hooks.ended(11);
+        assert!(t.has_room("Implementation", 12));
+        assert!(t.position(11).is_none());
+    }
 }

@@ -158,7 +158,7 @@ impl Plan {
     }
 
     /// Check `tasks` as a plan: every mistake found, at once.
-    pub(crate) fn check(tasks: Vec<Task>, max_tasks: usize) -> Result<Plan, Vec<PlanError>> {
+    pub fn check(tasks: Vec<Task>, max_tasks: usize) -> Result<Plan, Vec<PlanError>> {
         let mut errors = Vec::new();
         if tasks.is_empty() {
             errors.push(PlanError::Empty);

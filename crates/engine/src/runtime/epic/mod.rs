@@ -302,9 +302,7 @@ async fn open_epic(
     }
     let journal = EpicJournal::open(&project.root, number)?;
     let viewer = gh.viewer_login().await?;
-    let mut limits = Limits::from(&project.settings.epic);
-    // The tasks are runs of this process: never more at once than it runs at most.
-    limits.max_concurrency = (limits.max_concurrency).min(project.settings.watch.max_concurrent);
+    let limits = epic_limits(&project.settings);
     Ok(Ok((
         Planner {
             project,
@@ -316,6 +314,14 @@ async fn open_epic(
         },
         journal,
     )))
+}
+
+/// The limits an epic is worked under: its settings', its tasks being runs of this process, never
+/// more at once than `watch.maxConcurrent`.
+fn epic_limits(settings: &crate::config::Settings) -> Limits {
+    let mut limits = Limits::from(&settings.epic);
+    limits.max_concurrency = (limits.max_concurrency).min(settings.watch.max_concurrent);
+    limits
 }
 
 /// The tasks of a planned epic with their sub-issues, in the plan's order.
@@ -920,4 +926,124 @@ fn planner_task(epic: &Issue, max_tasks: usize) -> String {
         epic.title,
         epic.body.trim_end()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::epic::{Plan, Revision, Task};
+
+    #[test]
+    fn an_epics_tasks_never_outnumber_the_runs_the_process_runs_at_once() {
+        let mut settings = crate::config::Settings::minimal(
+            crate::config::RepoSlug::parse("o/r").unwrap(),
+            1,
+            vec!["alice".into()],
+        );
+        settings.epic.max_concurrency = 4;
+        settings.watch.max_concurrent = 2;
+        assert_eq!(epic_limits(&settings).max_concurrency, 2);
+        settings.watch.max_concurrent = 8;
+        assert_eq!(epic_limits(&settings).max_concurrency, 4);
+    }
+
+    fn task(id: &str, deps: &[&str]) -> Task {
+        Task {
+            id: id.into(),
+            title: format!("Task {id}"),
+            body: format!("- [ ] {id} done"),
+            depends_on: deps.iter().map(|d| d.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn the_planner_asked_again_reads_the_plan_so_far_where_each_task_stands_and_why() {
+        let plan = Plan::check(
+            vec![
+                task("units", &[]),
+                task("format", &["units"]),
+                task("old", &[]),
+            ],
+            8,
+        )
+        .unwrap();
+        let mut happened = vec![Happened::Planned { plan }];
+        for (n, id) in ["units", "format", "old"].iter().enumerate() {
+            happened.push(Happened::SubIssueCreated {
+                task: id.to_string(),
+                number: 2 + n as u64,
+                id: 100 + n as u64,
+            });
+        }
+        happened.push(Happened::Started {
+            task: "units".into(),
+        });
+        happened.push(Happened::RunEnded {
+            task: "units".into(),
+            pr: Some(9),
+            reason: None,
+            tokens: 0,
+        });
+        happened.push(Happened::Reviewed {
+            task: "units".into(),
+            verdict: crate::epic::Verdict::Accepted,
+        });
+        let state = Epic::fold(&happened);
+        let answer = Plan::check(vec![task("units", &[]), task("format", &[])], 8).unwrap();
+        happened.push(state.revise(&answer, "format", "why", 8).unwrap());
+        happened.push(Happened::Dropped { task: "old".into() });
+        let state = Epic::fold(&happened);
+        let epic = Issue {
+            id: 0,
+            number: 1,
+            node_id: String::new(),
+            title: "Durations".into(),
+            body: "Support days.".into(),
+            author: "alice".into(),
+            labels: Vec::new(),
+            state: crate::github::IssueState::Open,
+            html_url: String::new(),
+            is_pull_request: false,
+        };
+        let text = replanner_task(&epic, &state, "format", "labels are missing", 8);
+        for said in [
+            "Plan epic #1 again, at most 8 tasks",
+            "the review of task `format` asks",
+            "labels are missing",
+            "Support days.",
+            "## Task `units` (#2): Task units",
+            "accepted, pull request #9 — kept as it is",
+            "## Task `format` (#3)",
+            "- [ ] format done",
+            "Dropped by earlier plans (their ids are taken): `old`.",
+        ] {
+            assert!(text.contains(said), "{said}:\n{text}");
+        }
+    }
+
+    #[test]
+    fn the_plans_comment_lists_what_each_new_plan_changed() {
+        assert_eq!(revisions_text(&[]), "");
+        let text = revisions_text(&[
+            Revision {
+                task: "format".into(),
+                reason: "labels\nare missing".into(),
+                added: vec!["labels".into()],
+                changed: vec!["format".into()],
+                dropped: vec!["extra".into(), "more".into()],
+                kept: vec!["docs".into()],
+            },
+            Revision {
+                task: "docs".into(),
+                reason: "again".into(),
+                ..Revision::default()
+            },
+        ]);
+        assert_eq!(
+            text,
+            "\n\n### Changes\n\n1. New plan, asked by the review of `format`: labels are missing.\n   \
+             added `labels`; changed `format`; dropped `extra`, `more`; kept as they were (done \
+             with) `docs`.\n\n2. New plan, asked by the review of `docs`: again.\n   no task changed."
+        );
+    }
 }
