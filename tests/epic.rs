@@ -1115,3 +1115,33 @@ async fn with_independent_integration_a_dependant_starts_from_its_blockers_merge
         supervisor::demo::git(&world.remote, &["show", &format!("{head}:src/format.ts")]).unwrap();
     assert!(file.contains("sawUnits = true"), "{file}");
 }
+
+/// A person drags a planned task's card to Done (without closing its sub-issue): the epic takes it
+/// as done by hand — no run, no pull request — and its dependants go on.
+#[tokio::test]
+async fn a_task_a_person_dragged_to_done_counts_as_done() {
+    let spec = supervisor::demo::epic_spec(&[("units", &[]), ("format", &["units"])], &[]);
+    let (_dir, world) = world(spec).await;
+    let (code, answer, stderr) = plan(&world).await;
+    assert_eq!(code, Some(0), "{answer}\n{stderr}");
+    world.sandbox.with_state(|s| {
+        let board = s.board.as_mut().unwrap();
+        board.items.insert(2, Some("Done".into()));
+    });
+    let out = supervisor(&world, &["epic", "1", "--json"]).await;
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(
+        answer["end"],
+        "finished",
+        "{answer}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let outcome = |id: &str| {
+        (answer["tasks"].as_array().unwrap().iter())
+            .find(|t| t["task"] == id)
+            .map(|t| (t["outcome"].clone(), t["pullRequest"].clone()))
+            .unwrap()
+    };
+    assert_eq!(outcome("units"), (json!("closed"), Value::Null), "{answer}");
+    assert_eq!(outcome("format").0, json!("accepted"), "{answer}");
+}

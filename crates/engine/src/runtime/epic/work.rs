@@ -319,9 +319,18 @@ impl Worker<'_> {
             // started again: its pull request is open on its branch.
             RunEnd::AlreadyDone | RunEnd::ClosedAsResolved => match self.open_pull(&task).await? {
                 Some(pr) => ran(Some(pr), None),
-                // Nothing to change: the task's issue was closed (done, as far as its
-                // dependants go).
-                None => Happened::ClosedByHand { task: id },
+                // Nothing to change: a person closed the task's issue or put its card in Done
+                // (done, as far as its dependants go). Still open, it would hold their runs back
+                // as blocked.
+                None => {
+                    if let Some((number, _)) = task.issue {
+                        let gh = self.planner.gh();
+                        if gh.get_issue(number).await?.state != IssueState::Closed {
+                            gh.close_issue(number, None).await?;
+                        }
+                    }
+                    Happened::ClosedByHand { task: id }
+                }
             },
             // The revision (its feedback posted just before it started) was made before a stop.
             RunEnd::NothingToRevise { .. } if task.revising.is_some() && task.pr.is_some() => {
