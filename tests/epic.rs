@@ -1145,3 +1145,53 @@ async fn a_task_a_person_dragged_to_done_counts_as_done() {
     assert_eq!(outcome("units"), (json!("closed"), Value::Null), "{answer}");
     assert_eq!(outcome("format").0, json!("accepted"), "{answer}");
 }
+
+/// A task's sub-issue run on its own (`supervisor run`, as a card a person moved would be) once
+/// its epic branch exists: it starts from the epic branch and its pull request targets it, so the
+/// epic's work takes it up and merges it.
+#[tokio::test]
+async fn a_task_run_on_its_own_works_on_its_epic_branch() {
+    let spec = supervisor::demo::epic_spec(&[("units", &[])], &[]);
+    let (_dir, world) = world(spec).await;
+    let (code, answer, stderr) = plan(&world).await;
+    assert_eq!(code, Some(0), "{answer}\n{stderr}");
+    supervisor::demo::git(
+        &world.repo,
+        &[
+            "push",
+            "-q",
+            world.remote.to_str().unwrap(),
+            "HEAD:refs/heads/epic-1",
+        ],
+    )
+    .unwrap();
+    let out = supervisor(&world, &["run", "2"]).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let base = world.sandbox.with_state(|s| {
+        let pr = s
+            .pulls()
+            .iter()
+            .find(|p| p.head.ends_with("-2"))
+            .cloned()
+            .unwrap();
+        pr.base
+    });
+    assert_eq!(base, "epic-1");
+    let out = supervisor(&world, &["epic", "1", "--json"]).await;
+    let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert_eq!(
+        answer["end"],
+        "finished",
+        "{answer}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(answer["tasks"][0]["outcome"], "accepted", "{answer}");
+    let tree =
+        supervisor::demo::git(&world.remote, &["ls-tree", "-r", "--name-only", "epic-1"]).unwrap();
+    assert!(tree.lines().any(|l| l == "src/units.ts"), "{tree}");
+}

@@ -243,6 +243,7 @@ async fn run_async(args: RunArgs, actions: &mut ActionsOutput) -> u8 {
         dry_run: args.flags.dry_run,
         add_to_board: args.add_to_board,
         revise: None,
+        epic_task: false,
     };
     let bell = project.settings.bell_on_complete;
     let project = std::sync::Arc::new(project);

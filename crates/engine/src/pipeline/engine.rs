@@ -30,6 +30,9 @@ pub struct RunOptions {
     pub add_to_board: bool,
     /// Revise this pull request (of `issue`) after review feedback instead of running the issue.
     pub revise: Option<PrNumber>,
+    /// The run is a task of an epic, started by the epic's work in the project the task runs in
+    /// (its base the epic branch with `branch` integration).
+    pub epic_task: bool,
 }
 
 /// Errors that end a run before or outside the stages (GitHub, workspace, journal, configuration).

@@ -242,6 +242,11 @@ pub async fn run_issue(
     svc: Services,
     opts: RunOptions,
 ) -> Result<RunSummary, RunError> {
+    let project = if opts.epic_task || opts.revise.is_some() {
+        project
+    } else {
+        task_project(project, &svc, opts.issue.get()).await
+    };
     let ws = WorkspaceConfig::from_settings(&project.root, &project.settings);
     let (issue, pr) = (opts.issue.get(), opts.revise.map(PrNumber::get));
     let (run_id, resumed, lock) = if opts.dry_run {
@@ -263,6 +268,47 @@ pub async fn run_issue(
         .await;
     drop(lock);
     result
+}
+
+/// The project a run of `issue` works in. A task of an epic worked on its epic branch (`branch`
+/// integration) starts from that branch and its pull request targets it, however its run was
+/// started (a card a person moved, `supervisor run`): else the epic could not merge it. Whether
+/// the issue may run at all is admission's to say; anything unclear here leaves the project as it
+/// is.
+async fn task_project(project: Arc<Project>, svc: &Services, issue: u64) -> Arc<Project> {
+    if project.settings.epic.integration != crate::config::EpicIntegration::Branch {
+        return project;
+    }
+    let gh = &svc.github;
+    let Ok(found) = gh.get_issue(issue).await else {
+        return project;
+    };
+    let Some(epic) = crate::epic::Seal::claimed(&found.body) else {
+        return project;
+    };
+    let branch = epic::epic_branch(epic);
+    match gh.branch_head(&branch).await {
+        Ok(Some(_)) if project.settings.default_branch != branch => {
+            tracing::info!(
+                issue,
+                epic,
+                "a task of epic #{epic}: it works on `{branch}`"
+            );
+            let mut p = (*project).clone();
+            p.settings.default_branch = branch;
+            // Its worktree starts from the branch as GitHub has it now.
+            let ws = WorkspaceConfig::from_settings(&p.root, &p.settings);
+            let auth = svc.push_auth.clone();
+            let cancel = Some(svc.cancel.clone());
+            let fetched =
+                crate::process::spawn_blocking(cancel, move || workspace::fetch_base(&ws, &auth));
+            if let Ok(Err(e)) = fetched.await {
+                tracing::warn!(issue, "fetching the epic branch: {e}");
+            }
+            Arc::new(p)
+        }
+        _ => project,
+    }
 }
 
 /// The run `run_id`, claimed.

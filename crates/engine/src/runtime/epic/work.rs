@@ -268,6 +268,7 @@ impl Worker<'_> {
             issue: IssueNumber::new(number),
             revise,
             add_to_board: true,
+            epic_task: true,
             ..RunOptions::default()
         };
         let project = self.task_project.clone();
