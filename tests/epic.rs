@@ -500,6 +500,18 @@ async fn an_epic_is_worked_to_one_pull_request_its_tasks_reviewed_revised_and_me
             .filter(|c| c.body.contains("## Epic Summary"))
             .count();
         assert_eq!(summaries, 1);
+        // The plan's comment tracks the epic to its end: how each task ended, its audit's score.
+        let plan = (s.comments_of(1).iter())
+            .find(|c| c.body.contains("## Epic Plan"))
+            .map(|c| c.body.clone())
+            .unwrap();
+        assert!(plan.contains("### Done"), "{plan}");
+        assert!(
+            regex::Regex::new(r"\| `format` \| #3 \| #\d+ \| accepted \| 2 \| \d+/\d+ \|")
+                .unwrap()
+                .is_match(&plan),
+            "{plan}"
+        );
     });
     // `format` started once `units` was merged; `docs` did not wait.
     let events = journal_events(&world);

@@ -147,6 +147,9 @@ pub enum Happened {
         /// Tokens its agents used.
         #[serde(default)]
         tokens: u64,
+        /// Its audit's score (`passing/total`), when its run was audited.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        score: Option<String>,
     },
     Reviewed {
         task: String,
@@ -249,6 +252,8 @@ pub struct TaskState {
     pub feedback: Option<String>,
     /// Tokens the task's runs used.
     pub tokens: u64,
+    /// The latest audit score of its runs (`passing/total`).
+    pub score: Option<String>,
     /// The feedback the running revision acts on (`None`: the task's first run, or nothing runs).
     pub revising: Option<String>,
     pub accepted: bool,
@@ -413,10 +418,14 @@ impl Epic {
                 pr,
                 reason,
                 tokens,
+                score,
             } => {
                 if let Some(t) = self.tasks.get_mut(id) {
                     t.running = false;
                     t.tokens += tokens;
+                    if score.is_some() {
+                        t.score = score.clone();
+                    }
                     t.revising = None;
                     if pr.is_some() {
                         t.pr = *pr;
@@ -825,6 +834,7 @@ mod tests {
                     pr: Some(pr),
                     reason: None,
                     tokens: 0,
+                    score: None,
                 });
                 continue;
             }
@@ -1066,6 +1076,7 @@ mod tests {
                 pr: None,
                 reason: Some("its run stopped".into()),
                 tokens: 7,
+                score: Some("8/10".into()),
             },
         ] {
             state.apply(&h);
@@ -1079,6 +1090,7 @@ mod tests {
             }]
         );
         assert_eq!(state.tasks["a"].tokens, 7);
+        assert_eq!(state.tasks["a"].score.as_deref(), Some("8/10"));
     }
 
     #[test]

@@ -752,24 +752,33 @@ impl Planner<'_> {
 
     /// The plan on the epic: its tasks, their sub-issues and the order they run in.
     async fn post_plan(&self, state: &Epic) -> Result<Happened, RunError> {
+        self.say_plan(state, None).await?;
+        Ok(Happened::PlanPosted)
+    }
+
+    /// The plan's comment — one, edited as the plan changes: the plan, what new plans changed,
+    /// and once the work is done, `done` (how each task ended).
+    async fn say_plan(&self, state: &Epic, done: Option<&str>) -> Result<(), RunError> {
         let Some(plan) = &state.plan else {
             return Err(RunError::Unfinished("the epic has no plan".into()));
         };
         let issues: BTreeMap<String, u64> = (state.tasks.iter())
             .filter_map(|(id, t)| Some((id.clone(), t.issue?.0)))
             .collect();
+        let done = done
+            .map(|table| format!("\n\n### Done\n\n{table}"))
+            .unwrap_or_default();
         let body = format!(
             "## Epic Plan\n\n{}\n\nEach task is a sub-issue of this epic, written by supervisor: it \
-             runs through the pipeline like any issue once the tasks it depends on are done.{}",
+             runs through the pipeline like any issue once the tasks it depends on are done.{}{done}",
             plan.render(&issues),
             revisions_text(&state.revisions)
         );
-        // One comment, edited as the plan changes.
         let marker = self.marker("plan", MarkerKind::EpicPlan);
         self.gh()
             .post_or_edit(self.epic.number, &marker, &body)
             .await?;
-        Ok(Happened::PlanPosted)
+        Ok(())
     }
 }
 
@@ -983,6 +992,7 @@ mod tests {
             pr: Some(9),
             reason: None,
             tokens: 0,
+            score: None,
         });
         happened.push(Happened::Reviewed {
             task: "units".into(),

@@ -58,6 +58,9 @@ pub struct TaskOutcome {
     pub outcome: &'static str,
     /// Reviews of its pull request.
     pub reviews: u32,
+    /// The latest audit score of its runs (`passing/total`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<String>,
     /// Why it was escalated.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -306,11 +309,13 @@ impl Worker<'_> {
             Err(e) => return Ok(Some(format!("task `{id}`: {e}"))),
         };
         let tokens = summary.agents.iter().map(|a| a.tokens).sum();
+        let score = (summary.score.as_ref()).map(|s| format!("{}/{}", s.passing, s.total));
         let ran = |pr: Option<u64>, reason: Option<String>| Happened::RunEnded {
             task: id.clone(),
             pr,
             reason,
             tokens,
+            score: score.clone(),
         };
         let happened = match summary.end {
             RunEnd::PullRequest { number, .. } | RunEnd::Revised { number, .. } => {
@@ -683,6 +688,9 @@ impl Worker<'_> {
         );
         let marker = self.marker("summary".into(), 0, MarkerKind::EpicSummary);
         self.planner.place_epic(true).await?;
+        // The plan's comment tracks the epic to its end.
+        let table = outcome_table(&outcomes(state));
+        self.planner.say_plan(state, Some(&table)).await?;
         (self.planner.gh())
             .post_once(self.number(), &marker, &body, None)
             .await?;
@@ -830,6 +838,7 @@ fn outcomes(state: &Epic) -> Vec<TaskOutcome> {
                 pull_request: s.pr,
                 outcome,
                 reviews: s.reviews,
+                score: s.score.clone(),
                 reason,
             })
         })
@@ -839,7 +848,7 @@ fn outcomes(state: &Epic) -> Vec<TaskOutcome> {
 /// The tasks as a Markdown table.
 fn outcome_table(tasks: &[TaskOutcome]) -> String {
     let mut out = String::from(
-        "| Task | Sub-issue | Pull request | Verdict | Reviews |\n|---|---|---|---|---|\n",
+        "| Task | Sub-issue | Pull request | Verdict | Reviews | Audit |\n|---|---|---|---|---|---|\n",
     );
     for t in tasks {
         let verdict = match &t.reason {
@@ -851,11 +860,12 @@ fn outcome_table(tasks: &[TaskOutcome]) -> String {
             None => t.outcome.to_string(),
         };
         out.push_str(&format!(
-            "| `{}` | #{} | {} | {verdict} | {} |\n",
+            "| `{}` | #{} | {} | {verdict} | {} | {} |\n",
             t.task,
             t.issue,
             t.pull_request.map_or("—".to_string(), |n| format!("#{n}")),
-            t.reviews
+            t.reviews,
+            t.score.as_deref().unwrap_or("—")
         ));
     }
     out
@@ -943,10 +953,11 @@ mod tests {
             pull_request: Some(21),
             outcome: "escalated",
             reviews: 3,
+            score: Some("9/10".into()),
             reason: Some("a | b\nc".into()),
         }]);
         assert!(
-            table.contains("| `units` | #11 | #21 | escalated: a \\| b c | 3 |"),
+            table.contains("| `units` | #11 | #21 | escalated: a \\| b c | 3 | 9/10 |"),
             "{table}"
         );
     }
