@@ -282,6 +282,30 @@ impl Monitor {
         self.push(&s, Value::Null);
     }
 
+    /// The run of `issue` ended as `result`.
+    pub(crate) fn run_ended(
+        &self,
+        issue: u64,
+        result: &Result<crate::pipeline::RunSummary, crate::pipeline::RunError>,
+    ) {
+        use crate::pipeline::RunEnd;
+        match result {
+            Ok(summary) => self.finished(
+                issue,
+                Some(summary.run_id.to_string()),
+                summary.end.kind(),
+                match &summary.end {
+                    RunEnd::PullRequest { url, .. } | RunEnd::Revised { url, .. } => {
+                        Some(url.clone())
+                    }
+                    _ => None,
+                },
+                None,
+            ),
+            Err(e) => self.finished(issue, None, "error", None, Some(e.to_string())),
+        }
+    }
+
     /// Live runs that have newly gone silent at `now` (journalled nothing for the limit): their
     /// issue, run id and minutes of silence. Each is reported once until it journals again.
     pub(crate) fn newly_silent(&self, now: DateTime<Utc>) -> Vec<(u64, Option<String>, i64)> {
@@ -389,6 +413,24 @@ impl Feed {
     /// The agent at work has used `tokens` so far.
     pub(crate) fn pulsed(&self, tokens: u64) {
         self.monitor.pulsed(self.issue, tokens);
+    }
+
+    /// The feed of a run started inside this one (a task of an epic): a live run of its own in
+    /// the picture until [`Feed::ended`].
+    pub(crate) fn inner_run(&self, issue: u64) -> Feed {
+        self.monitor.started(issue, None);
+        Feed {
+            monitor: self.monitor.clone(),
+            issue,
+        }
+    }
+
+    /// The run this feed is for ended as `result`.
+    pub(crate) fn ended(
+        &self,
+        result: &Result<crate::pipeline::RunSummary, crate::pipeline::RunError>,
+    ) {
+        self.monitor.run_ended(self.issue, result);
     }
 }
 
@@ -533,6 +575,26 @@ mod tests {
                 fix: None,
             },
         }
+    }
+
+    /// A task of an epic shows as a live run of its own beside the epic's, and among the
+    /// finished ones once it ended.
+    #[test]
+    fn a_run_inside_another_shows_in_the_picture_until_it_ends() {
+        let m = Monitor::new(None);
+        m.started(1, Some("Epics".into()));
+        let task = m.feed(1).inner_run(2);
+        task.journalled("2-run", &entry(1, at(0)));
+        let live: Vec<u64> = (m.picture()["live"].as_array().unwrap().iter())
+            .map(|l| l["issue"].as_u64().unwrap())
+            .collect();
+        assert_eq!(live, [1, 2]);
+        task.ended(&Err(crate::pipeline::RunError::Unfinished("gone".into())));
+        let picture = m.picture();
+        assert_eq!(picture["live"].as_array().unwrap().len(), 1);
+        assert_eq!(picture["finished"][0]["issue"], 2);
+        assert_eq!(picture["finished"][0]["run_id"], "2-run");
+        assert_eq!(picture["finished"][0]["end"], "error");
     }
 
     #[test]

@@ -52,7 +52,7 @@ pub(crate) use tracker::Tracker;
 use crate::events::Event;
 use crate::github::{BoardRef, GitHub, Marker};
 use crate::ids::IssueNumber;
-use crate::pipeline::{Project, RunEnd, RunError, RunOptions, RunSummary, read_runs_where};
+use crate::pipeline::{Project, RunError, RunOptions, RunSummary, read_runs_where};
 use crate::runtime::{
     Monitor, Scheduled, Services, epic_refusal, refusal, revised_pull, run_epic_run, run_issue,
     run_revision,
@@ -476,25 +476,7 @@ impl Driver {
     /// A run ended: the picture first, then the core.
     async fn ended(&mut self, key: WorkKey, result: Result<RunSummary, RunError>) {
         self.cancels.remove(&key);
-        let issue = key.number();
-        match &result {
-            Ok(summary) => self.s.monitor.finished(
-                issue,
-                Some(summary.run_id.to_string()),
-                summary.end.kind(),
-                match &summary.end {
-                    RunEnd::PullRequest { url, .. } | RunEnd::Revised { url, .. } => {
-                        Some(url.clone())
-                    }
-                    _ => None,
-                },
-                None,
-            ),
-            Err(e) => self
-                .s
-                .monitor
-                .finished(issue, None, "error", None, Some(e.to_string())),
-        }
+        self.s.monitor.run_ended(key.number(), &result);
         self.feed(Input::RunEnded { key, result }).await;
     }
 

@@ -275,7 +275,10 @@ impl Worker<'_> {
             ..RunOptions::default()
         };
         let project = self.task_project.clone();
-        let svc = self.svc().for_task();
+        let mut svc = self.svc().for_task();
+        // The watcher's picture shows it as a run of its own.
+        let feed = (self.svc().feed.as_ref()).map(|f| f.inner_run(number));
+        svc.feed = feed.clone();
         let id = id.to_string();
         self.running.insert(id.clone());
         let span = tracing::info_span!("task", epic = self.number(), task = %id);
@@ -289,6 +292,9 @@ impl Worker<'_> {
                 let result = run_issue(project, svc, opts).await;
                 if let Some(h) = &hooks {
                     h.ended(number);
+                }
+                if let Some(f) = &feed {
+                    f.ended(&result);
                 }
                 (id, result)
             }
