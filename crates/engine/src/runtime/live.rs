@@ -62,6 +62,8 @@ pub(crate) struct LiveEffects {
     /// The run's gate state (trusted tools, warm language servers, incremental caches); shut down
     /// when the run ends, however it ends.
     gates: gates::GateSession,
+    /// The issue as read just before the run started (to know its base): its first read.
+    read_first: Option<Issue>,
     /// The worktree's git set-up as supervisor left it before the first agent ran.
     git_setup: Option<workspace::GitSetup>,
     /// The first stage after which the git set-up was found changed, and what changed: supervisor
@@ -114,9 +116,16 @@ impl LiveEffects {
             console: super::Console::new(svc.progress),
             feed: svc.feed,
             gates,
+            read_first: None,
             git_setup: None,
             git_changed: None,
         }
+    }
+
+    /// `issue`, read just before the run started: the run's first read of it is this one.
+    pub(crate) fn with_issue(mut self, issue: Option<Issue>) -> LiveEffects {
+        self.read_first = issue.filter(|i| i.number == self.issue);
+        self
     }
 
     /// The run's gate session.
@@ -365,6 +374,9 @@ async fn blocking<T: Send + 'static>(
 
 impl Effects for LiveEffects {
     async fn fetch_issue(&mut self, issue: IssueNumber) -> Result<Issue, RunError> {
+        if let Some(read) = self.read_first.take().filter(|i| i.number == issue.get()) {
+            return Ok(read);
+        }
         Ok(self.gh.get_issue(issue.get()).await?)
     }
 

@@ -242,8 +242,8 @@ pub async fn run_issue(
     svc: Services,
     opts: RunOptions,
 ) -> Result<RunSummary, RunError> {
-    let project = if opts.epic_task || opts.revise.is_some() {
-        project
+    let (project, read) = if opts.epic_task || opts.revise.is_some() {
+        (project, None)
     } else {
         task_project(project, &svc, opts.issue.get()).await
     };
@@ -263,7 +263,7 @@ pub async fn run_issue(
         issue,
         pr = pr.map(tracing::field::display),
     );
-    let result = run_in(project, svc, opts, ws, run_id, resumed)
+    let result = run_in(project, svc, opts, ws, run_id, resumed, read)
         .instrument(span)
         .await;
     drop(lock);
@@ -274,17 +274,21 @@ pub async fn run_issue(
 /// integration) starts from that branch and its pull request targets it, however its run was
 /// started (a card a person moved, `supervisor run`): else the epic could not merge it. Whether
 /// the issue may run at all is admission's to say; anything unclear here leaves the project as it
-/// is.
-async fn task_project(project: Arc<Project>, svc: &Services, issue: u64) -> Arc<Project> {
+/// is. With the issue as read, the run's first read of it.
+async fn task_project(
+    project: Arc<Project>,
+    svc: &Services,
+    issue: u64,
+) -> (Arc<Project>, Option<crate::github::Issue>) {
     if project.settings.epic.integration != crate::config::EpicIntegration::Branch {
-        return project;
+        return (project, None);
     }
     let gh = &svc.github;
     let Ok(found) = gh.get_issue(issue).await else {
-        return project;
+        return (project, None);
     };
     let Some(epic) = crate::epic::Seal::claimed(&found.body) else {
-        return project;
+        return (project, Some(found));
     };
     let branch = epic::epic_branch(epic);
     match gh.branch_head(&branch).await {
@@ -305,9 +309,9 @@ async fn task_project(project: Arc<Project>, svc: &Services, issue: u64) -> Arc<
             if let Ok(Err(e)) = fetched.await {
                 tracing::warn!(issue, "fetching the epic branch: {e}");
             }
-            Arc::new(p)
+            (Arc::new(p), Some(found))
         }
-        _ => project,
+        _ => (project, Some(found)),
     }
 }
 
@@ -319,6 +323,7 @@ async fn run_in(
     ws: WorkspaceConfig,
     run_id: RunId,
     resumed: bool,
+    read: Option<crate::github::Issue>,
 ) -> Result<RunSummary, RunError> {
     let mut journal = if opts.dry_run {
         Journal::in_memory()
@@ -351,7 +356,8 @@ async fn run_in(
         opts.issue.get(),
         run_id,
         journal.dir().to_path_buf(),
-    );
+    )
+    .with_issue(read);
     let cancel = effects.cancel_token();
     let groups = effects.group_recorder();
     let gates = effects.gate_session();

@@ -192,10 +192,6 @@ impl GitHub {
         &self.t.base
     }
 
-    pub fn retry_policy(&self) -> &RetryPolicy {
-        &self.t.policy
-    }
-
     /// HTTP requests sent so far by this client and its clones (each retry counts).
     pub fn requests_sent(&self) -> u64 {
         self.t.requests_sent()

@@ -29,10 +29,6 @@ impl Card {
     pub fn column_name(&self) -> Option<&str> {
         self.column.as_ref().map(BoardOption::as_str)
     }
-
-    pub fn has_label(&self, name: &str) -> bool {
-        self.labels.iter().any(|l| l.eq_ignore_ascii_case(name))
-    }
 }
 
 /// What GitHub charged for a query.

@@ -118,11 +118,6 @@ impl Fault {
         self
     }
 
-    pub fn delayed(mut self, delay: Duration) -> Fault {
-        self.delay_ms = delay.as_millis() as u64;
-        self
-    }
-
     /// Apply the request, then answer with the fault.
     pub fn after_handler(mut self) -> Fault {
         self.after_handler = true;

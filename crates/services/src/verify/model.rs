@@ -86,11 +86,6 @@ impl TestRun {
         self.get(id).map(|r| r.outcome)
     }
 
-    /// The results with outcome `outcome`.
-    pub fn with_outcome(&self, outcome: Outcome) -> impl Iterator<Item = &TestResult> {
-        self.results.iter().filter(move |r| r.outcome == outcome)
-    }
-
     /// At least one test passed and nothing failed or errored (skips aside).
     pub fn is_green(&self) -> bool {
         self.totals.passed > 0 && self.totals.failed == 0 && self.totals.errors == 0

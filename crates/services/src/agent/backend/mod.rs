@@ -92,9 +92,6 @@ impl Launch {
     }
 }
 
-/// The longest single argument Linux accepts (MAX_ARG_STRLEN), less its terminating NUL.
-pub const MAX_ARG_BYTES: usize = 128 * 1024 - 1;
-
 /// One agent CLI: how it is started and how its stdout is read.
 pub trait AgentCli {
     fn launch(&self, inv: &Invocation<'_>) -> Launch;
