@@ -9,11 +9,12 @@
 //! `addProjectV2ItemById`, `createProjectV2`, `linkProjectV2ToRepository`, `updateProjectV2Field`,
 //! `resolveReviewThread` and `unresolveReviewThread`; issues' sub-issues (`subIssues`, `parent`,
 //! `subIssuesSummary`) and the mutations `addSubIssue` and `removeSubIssue`, over the state the REST
-//! routes share (fine-grained tokens and App installations need `issues: write`, as there). A field
-//! GitHub does not have
-//! gets GitHub's `undefinedField` error; one it has that the sandbox does not emulate is `null` with a
-//! `SANDBOX_UNSUPPORTED` error. Project data needs the `read:project` or `project` scope (mutations
-//! `project`), else the answer is GitHub's `INSUFFICIENT_SCOPES` error.
+//! routes share (fine-grained tokens and App installations need `issues: write`, as there). Issue
+//! dependencies are REST only: the schema (`@octokit/graphql-schema`, vendored) has no `blockedBy`.
+//! A field GitHub does not have gets GitHub's `undefinedField` error; one it has that the sandbox
+//! does not emulate is `null` with a `SANDBOX_UNSUPPORTED` error. Project data needs the
+//! `read:project` or `project` scope (mutations `project`), else the answer is GitHub's
+//! `INSUFFICIENT_SCOPES` error.
 
 use std::collections::HashMap;
 
