@@ -7,10 +7,14 @@
 //! threads and review comments), comments, labels; Projects v2 boards, their single-select status
 //! field and options, items and their status values; the mutations `updateProjectV2ItemFieldValue`,
 //! `addProjectV2ItemById`, `createProjectV2`, `linkProjectV2ToRepository`, `updateProjectV2Field`,
-//! `resolveReviewThread` and `unresolveReviewThread`. A field GitHub does not have
-//! gets GitHub's `undefinedField` error; one it has that the sandbox does not emulate is `null` with a
-//! `SANDBOX_UNSUPPORTED` error. Project data needs the `read:project` or `project` scope (mutations
-//! `project`), else the answer is GitHub's `INSUFFICIENT_SCOPES` error.
+//! `resolveReviewThread` and `unresolveReviewThread`; issues' sub-issues (`subIssues`, `parent`,
+//! `subIssuesSummary`) and the mutations `addSubIssue` and `removeSubIssue`, over the state the REST
+//! routes share (fine-grained tokens and App installations need `issues: write`, as there). Issue
+//! dependencies are REST only: the schema (`@octokit/graphql-schema`, vendored) has no `blockedBy`.
+//! A field GitHub does not have gets GitHub's `undefinedField` error; one it has that the sandbox
+//! does not emulate is `null` with a `SANDBOX_UNSUPPORTED` error. Project data needs the
+//! `read:project` or `project` scope (mutations `project`), else the answer is GitHub's
+//! `INSUFFICIENT_SCOPES` error.
 
 use std::collections::HashMap;
 
@@ -100,6 +104,15 @@ enum Obj {
     Thread(u64, u64),
     /// (pull request, review comment id)
     ReviewComment(u64, u64),
+    /// The state of issue `n`'s sub-issues.
+    SubIssuesSummary(u64),
+    /// The payload of `addSubIssue` / `removeSubIssue`: the parent and the sub-issue.
+    SubIssuePayload {
+        typename: &'static str,
+        client_mutation_id: Option<String>,
+        issue: u64,
+        sub_issue: u64,
+    },
     /// The payload of `resolveReviewThread` / `unresolveReviewThread`.
     ThreadPayload {
         typename: &'static str,
@@ -156,7 +169,8 @@ impl Obj {
             Obj::Review(..) => "PullRequestReview",
             Obj::Thread(..) => "PullRequestReviewThread",
             Obj::ReviewComment(..) => "PullRequestReviewComment",
-            Obj::ThreadPayload { typename, .. } => typename,
+            Obj::SubIssuesSummary(_) => "SubIssuesSummary",
+            Obj::ThreadPayload { typename, .. } | Obj::SubIssuePayload { typename, .. } => typename,
             Obj::Connection { typename, .. }
             | Obj::Edge { typename, .. }
             | Obj::Payload { typename, .. } => typename,
@@ -638,6 +652,18 @@ impl<'q, 's> Exec<'q, 's> {
                 "thread" => Ok(Out::Obj(Obj::Thread(thread.0, thread.1))),
                 _ => Err(self.unknown(obj, field)),
             },
+            Obj::SubIssuesSummary(n) => self.sub_issues_summary_field(*n, field),
+            Obj::SubIssuePayload {
+                client_mutation_id,
+                issue,
+                sub_issue,
+                ..
+            } => match field {
+                "clientMutationId" => leaf(client_mutation_id.clone()),
+                "issue" => Ok(Out::Obj(Obj::Issue(*issue))),
+                "subIssue" => Ok(Out::Obj(Obj::Issue(*sub_issue))),
+                _ => Err(self.unknown(obj, field)),
+            },
             Obj::Label(name) => match field {
                 "name" => leaf(name.clone()),
                 "id" => leaf(format!("LA_{name}")),
@@ -956,7 +982,37 @@ impl<'q, 's> Exec<'q, 's> {
                 self.connection("IssueCommentConnection", field, comments, args)
             }
             "projectItems" => self.project_items(n, field, args),
+            "subIssues" => {
+                let nodes = issue.sub_issues.iter().copied().map(Obj::Issue).collect();
+                self.connection("IssueConnection", field, nodes, args)
+            }
+            "parent" => Ok(self
+                .state
+                .parent_of(n)
+                .map_or(Out::Null, |p| Out::Obj(Obj::Issue(p)))),
+            "subIssuesSummary" => Ok(Out::Obj(Obj::SubIssuesSummary(n))),
             _ => Err(self.unknown(&Obj::Issue(n), field)),
+        }
+    }
+
+    /// `SubIssuesSummary`: how many sub-issues issue `n` has, how many are closed, and that share
+    /// in whole percent (rounded down; 0 without sub-issues).
+    fn sub_issues_summary_field(&mut self, n: u64, field: &str) -> Result<Out, Fail> {
+        let subs = self.state.issue(n).map(|i| i.sub_issues.clone());
+        let subs = subs.unwrap_or_default();
+        let total = subs.len() as u64;
+        let completed = (subs.iter())
+            .filter(|s| {
+                self.state
+                    .issue(**s)
+                    .is_some_and(|i| i.state == SeedState::Closed)
+            })
+            .count() as u64;
+        match field {
+            "total" => int(total),
+            "completed" => int(completed),
+            "percentCompleted" => int((completed * 100).checked_div(total).unwrap_or(0)),
+            _ => Err(self.unknown(&Obj::SubIssuesSummary(n), field)),
         }
     }
 
@@ -1514,6 +1570,9 @@ impl<'q, 's> Exec<'q, 's> {
                 }))
             }
             "updateProjectV2Field" => self.update_field(&input, client_mutation_id),
+            "addSubIssue" | "removeSubIssue" => {
+                self.sub_issue_mutation(field, &input, client_mutation_id)
+            }
             "resolveReviewThread" | "unresolveReviewThread" => {
                 let id = arg_str(&input, "threadId")?;
                 let Some(Obj::Thread(n, root)) = self.node(&id) else {
@@ -1554,6 +1613,87 @@ impl<'q, 's> Exec<'q, 's> {
             }
             _ => Err(self.unknown(&Obj::Mutation, field)),
         }
+    }
+
+    /// `addSubIssue` (the sub-issue named by `subIssueId` or `subIssueUrl`; `replaceParent` moves
+    /// one that has a parent) and `removeSubIssue`, under the rules and the permission the REST
+    /// routes have.
+    fn sub_issue_mutation(
+        &mut self,
+        field: &str,
+        input: &Args,
+        client_mutation_id: Option<String>,
+    ) -> Result<Out, Fail> {
+        if let Some(by) = self.caller.lacks("issues", "write") {
+            return Err(Fail::Forbidden(format!("Resource not accessible by {by}")));
+        }
+        let parent = self.issue_node(&arg_str(input, "issueId")?)?;
+        let child = match (
+            input.get("subIssueId").and_then(Value::as_str),
+            input.get("subIssueUrl").and_then(Value::as_str),
+        ) {
+            (Some(id), _) => self.issue_node(id)?,
+            (None, Some(url)) if field == "addSubIssue" => self.issue_at(url)?,
+            (None, _) if field == "addSubIssue" => {
+                return Err(Fail::Invalid(
+                    "Give subIssueId or subIssueUrl: the sub-issue's node id or its URL".into(),
+                ));
+            }
+            (None, _) => return Err(Fail::Invalid("Argument 'subIssueId' is missing".into())),
+        };
+        let done = if field == "addSubIssue" {
+            let replace = input.get("replaceParent").and_then(Value::as_bool) == Some(true);
+            self.state.add_sub_issue(parent, child, replace)
+        } else {
+            self.state.remove_sub_issue(parent, child)
+        };
+        done.map_err(Fail::Invalid)?;
+        Ok(Out::Obj(Obj::SubIssuePayload {
+            typename: if field == "addSubIssue" {
+                "AddSubIssuePayload"
+            } else {
+                "RemoveSubIssuePayload"
+            },
+            client_mutation_id,
+            issue: parent,
+            sub_issue: child,
+        }))
+    }
+
+    /// The number of the issue of node id `id`.
+    fn issue_node(&self, id: &str) -> Result<u64, Fail> {
+        match self.node(id) {
+            Some(Obj::Issue(n)) => Ok(n),
+            _ => Err(no_node(id)),
+        }
+    }
+
+    /// The number of the repository's issue at `url` (`…/{owner}/{repo}/issues/{number}`).
+    fn issue_at(&self, url: &str) -> Result<u64, Fail> {
+        let parsed = url::Url::parse(url).ok();
+        let segments: Vec<&str> = parsed
+            .as_ref()
+            .and_then(|u| u.path_segments())
+            .map(|s| s.filter(|p| !p.is_empty()).collect())
+            .unwrap_or_default();
+        let repo = &self.state.repo;
+        match segments[..] {
+            [owner, name, "issues", number]
+                if owner.eq_ignore_ascii_case(&repo.owner)
+                    && name.eq_ignore_ascii_case(&repo.name) =>
+            {
+                number
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|n| self.state.issue(*n).is_some())
+            }
+            _ => None,
+        }
+        .ok_or_else(|| {
+            Fail::NotFound(format!(
+                "Could not resolve to an Issue with the URL of '{url}'"
+            ))
+        })
     }
 
     /// `createProjectV2`: a board with GitHub's default Status field (Todo, In Progress, Done),
@@ -1711,6 +1851,7 @@ fn edge_name(connection: &str) -> &'static str {
         "ProjectV2ItemConnection" => "ProjectV2ItemEdge",
         "ProjectV2Connection" => "ProjectV2Edge",
         "LabelConnection" => "LabelEdge",
+        "IssueConnection" => "IssueEdge",
         "IssueCommentConnection" => "IssueCommentEdge",
         "PullRequestReviewConnection" => "PullRequestReviewEdge",
         "PullRequestReviewThreadConnection" => "PullRequestReviewThreadEdge",

@@ -181,22 +181,36 @@ impl Caller {
         }
     }
 
+    /// What a fine-grained token or an App installation is called in GitHub's refusal ("Resource
+    /// not accessible by …") when it lacks repository `permission` at `level` (`read`, `write`);
+    /// `None` when it has it, or is a caller without such permissions (a classic token).
+    pub(crate) fn lacks(&self, permission: &str, level: &str) -> Option<&'static str> {
+        let Caller::Token {
+            login,
+            permissions: Some(granted),
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let has = granted.get(permission).map(String::as_str);
+        let enough = match level {
+            "read" => matches!(has, Some("read" | "write" | "admin")),
+            _ => matches!(has, Some("write" | "admin")),
+        };
+        match (enough, login.ends_with("[bot]")) {
+            (true, _) => None,
+            (false, true) => Some("integration"),
+            (false, false) => Some("personal access token"),
+        }
+    }
+
     /// Whether the caller has write access to the repository's `permission` (`pull_requests`,
     /// …): a role of `write` or above and, for a fine-grained token or an App installation, that
     /// permission granted for writing.
     pub(crate) fn may_write(&self, st: &SandboxState, permission: &str) -> bool {
         let role = matches!(self.role(st).as_str(), "write" | "maintain" | "admin");
-        let granted = match self {
-            Caller::Token {
-                permissions: Some(p),
-                ..
-            } => matches!(
-                p.get(permission).map(String::as_str),
-                Some("write" | "admin")
-            ),
-            _ => true,
-        };
-        role && granted
+        role && self.lacks(permission, "write").is_none()
     }
 }
 

@@ -420,31 +420,11 @@ fn required_permission(route: &str) -> Option<(&'static str, &'static str)> {
 /// GitHub's 403 when a fine-grained token or an App installation lacks the route's permission.
 /// Reads of a public repository need none.
 fn permission_denied(s: &Shared, caller: &Caller, route: &str) -> Option<Response> {
-    let Caller::Token {
-        login,
-        permissions: Some(granted),
-        ..
-    } = caller
-    else {
-        return None;
-    };
     let (name, level) = required_permission(route)?;
     if level == "read" && !s.state().repo.private {
         return None;
     }
-    let has = granted.get(name).map(String::as_str);
-    let enough = match level {
-        "read" => matches!(has, Some("read" | "write" | "admin")),
-        _ => matches!(has, Some("write" | "admin")),
-    };
-    if enough {
-        return None;
-    }
-    let by = if login.ends_with("[bot]") {
-        "integration"
-    } else {
-        "personal access token"
-    };
+    let by = caller.lacks(name, level)?;
     let mut resp = gh_error(
         StatusCode::FORBIDDEN,
         &format!("Resource not accessible by {by}"),
@@ -1332,45 +1312,15 @@ async fn add_sub_issue(call: RepoCall, body: Bytes) -> Response {
     let parent = tri!(call.find(doc, |n| st.issue(n).map(|i| i.number)));
     let child = tri!(issue_named_by_id(&st, &input, "sub_issue_id", doc));
     let replace = input.get("replace_parent").and_then(Value::as_bool) == Some(true);
-    let invalid = |message: String| {
-        validation_failed(
+    if let Err(message) = st.add_sub_issue(parent, child, replace) {
+        return validation_failed(
             json!([{"resource": "Issue", "field": "sub_issue_id", "code": "invalid", "message": message}]),
             doc,
-        )
-    };
-    if child == parent {
-        return invalid("an issue cannot be its own sub-issue".into());
+        );
     }
-    // The parent may not sit below its new child.
-    let mut up = Some(parent);
-    while let Some(n) = up {
-        if n == child {
-            return invalid(format!("#{child} is above #{parent}"));
-        }
-        up = st.parent_of(n);
-    }
-    match st.parent_of(child) {
-        Some(p) if p == parent => {
-            return invalid(format!("#{child} is already a sub-issue of #{parent}"));
-        }
-        Some(p) if !replace => {
-            return invalid(format!(
-                "#{child} already has a parent, #{p} (replace_parent moves it)"
-            ));
-        }
-        Some(p) => {
-            if let Some(old) = st.issue_mut(p) {
-                old.sub_issues.retain(|s| *s != child);
-            }
-        }
-        None => {}
-    }
-    let now = chrono::Utc::now();
-    let Some(issue) = st.issue_mut(parent) else {
+    let Some(issue) = st.issue(parent) else {
         return not_found(doc);
     };
-    issue.sub_issues.push(child);
-    issue.updated_at = Some(now);
     let issue = issue.clone();
     let body = call.shapes(&st).issue(&issue);
     call.created(&st, body, &format!("/issues/{parent}/sub_issues"))

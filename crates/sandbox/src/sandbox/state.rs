@@ -799,6 +799,62 @@ impl SandboxState {
         self.issues.iter_mut().find(|i| i.number == number)
     }
 
+    /// Make issue `child` a sub-issue of `parent` (both existing issues), as GitHub does for the
+    /// REST route and the `addSubIssue` mutation alike: an issue has one parent (`replace` moves
+    /// it from the one it has), is not its own sub-issue and does not go below one of its own
+    /// sub-issues. `Err` says why not.
+    pub(crate) fn add_sub_issue(
+        &mut self,
+        parent: u64,
+        child: u64,
+        replace: bool,
+    ) -> Result<(), String> {
+        if child == parent {
+            return Err("an issue cannot be its own sub-issue".into());
+        }
+        // The parent may not sit below its new child.
+        let mut up = Some(parent);
+        while let Some(n) = up {
+            if n == child {
+                return Err(format!("#{child} is above #{parent}"));
+            }
+            up = self.parent_of(n);
+        }
+        match self.parent_of(child) {
+            Some(p) if p == parent => {
+                return Err(format!("#{child} is already a sub-issue of #{parent}"));
+            }
+            Some(p) if !replace => {
+                return Err(format!(
+                    "Sub issue may only have one parent: #{child} has #{p} (replacing the parent moves it)"
+                ));
+            }
+            Some(p) => {
+                if let Some(old) = self.issue_mut(p) {
+                    old.sub_issues.retain(|s| *s != child);
+                }
+            }
+            None => {}
+        }
+        let issue = self
+            .issue_mut(parent)
+            .ok_or_else(|| format!("#{parent} is not an issue"))?;
+        issue.sub_issues.push(child);
+        issue.updated_at = Some(Utc::now());
+        Ok(())
+    }
+
+    /// Take issue `child` from under `parent`; `Err` when it is not one of its sub-issues.
+    pub(crate) fn remove_sub_issue(&mut self, parent: u64, child: u64) -> Result<(), String> {
+        let issue = self
+            .issue_mut(parent)
+            .filter(|i| i.sub_issues.contains(&child))
+            .ok_or_else(|| format!("#{child} is not a sub-issue of #{parent}"))?;
+        issue.sub_issues.retain(|s| *s != child);
+        issue.updated_at = Some(Utc::now());
+        Ok(())
+    }
+
     pub fn pull(&self, number: u64) -> Option<&PullSeed> {
         self.pulls.iter().find(|p| p.number == number)
     }
