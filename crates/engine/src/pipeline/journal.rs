@@ -418,10 +418,10 @@ impl Journal {
             }
         }
         if let Some(file) = self.file.as_mut() {
-            if let Err(source) = file
-                .write_all(lines.as_bytes())
-                .and_then(|_| file.sync_data())
-            {
+            if let Err(source) = off_the_runtime(|| {
+                file.write_all(lines.as_bytes())
+                    .and_then(|_| file.sync_data())
+            }) {
                 // Not on disk: not recorded.
                 self.next_seq -= (self.entries.len() - first) as u64;
                 self.entries.truncate(first);
@@ -437,6 +437,17 @@ impl Journal {
             }
         }
         Ok(())
+    }
+}
+
+/// Run `f`, which waits on the disk (a sync), without holding up the async runtime: on a
+/// multi-threaded runtime its worker hands its other tasks on first (runs beside this one keep
+/// going meanwhile); elsewhere it runs as it is.
+fn off_the_runtime<T>(f: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
     }
 }
 
