@@ -773,7 +773,10 @@ async fn a_board_is_read_once_for_the_cards_added_to_it() {
         w.sandbox.with_state(|s| s.board = None);
         assert!(w.gh.add_to_board(&board(), &three).await.is_err());
         let e = w.gh.add_to_board(&board(), &three).await.unwrap_err();
-        assert!(matches!(e, GitHubError::BoardNotFound { number: 7, .. }), "{e}");
+        assert!(
+            matches!(e, GitHubError::BoardNotFound { number: 7, .. }),
+            "{e}"
+        );
         assert_eq!(w.count("POST /graphql ProjectBoard"), 2);
         w.sandbox.conformance_report().unwrap();
     })

@@ -1103,9 +1103,8 @@ fn a_pushed_branch_is_fetched_without_holding_the_worktree_registry() {
     .unwrap();
     let (fetched, made) = std::thread::scope(|s| {
         let cfg = w.cfg.clone();
-        let making = s.spawn(move || {
-            supervisor::workspace::ensure_worktree_with(&cfg, 7, &PushAuth::None)
-        });
+        let making =
+            s.spawn(move || supervisor::workspace::ensure_worktree_with(&cfg, 7, &PushAuth::None));
         let started = std::time::Instant::now();
         let fetched = loop {
             let repo = git2::Repository::open(&w.repo).unwrap();
@@ -1120,7 +1119,10 @@ fn a_pushed_branch_is_fetched_without_holding_the_worktree_registry() {
         drop(registry);
         (fetched, making.join().unwrap())
     });
-    assert!(fetched, "the branch was not fetched while the registry was held");
+    assert!(
+        fetched,
+        "the branch was not fetched while the registry was held"
+    );
     let wt = made.unwrap();
     assert_eq!(wt.origin, Reuse::RemoteBranch);
     assert_eq!(status(&wt), "");

@@ -140,7 +140,9 @@ impl BoardIds {
     }
 
     fn ids(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<(String, u64), String>> {
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn known(&self, board: &BoardRef) -> Option<String> {
