@@ -572,6 +572,36 @@ mod tests {
     use crate::gates::GateStatus;
     use crate::pipeline::TransitionKind;
 
+    /// While a step's events are synced, the runtime's other tasks (runs beside this one) go on,
+    /// even on a runtime of one worker.
+    #[test]
+    fn the_runtimes_other_tasks_go_on_while_a_journal_syncs() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let waited = rt.block_on(async {
+            tokio::spawn(async {
+                let (tx, rx) = std::sync::mpsc::channel();
+                let other = tokio::spawn(async move { tx.send(()).unwrap() });
+                // A sync that ends only once the other task has run.
+                let waited = off_the_runtime(|| rx.recv_timeout(std::time::Duration::from_secs(5)));
+                other.await.unwrap();
+                waited
+            })
+            .await
+            .unwrap()
+        });
+        assert!(waited.is_ok(), "the other task waited for the sync");
+        // Without a runtime, or on one thread, it simply runs.
+        assert_eq!(off_the_runtime(|| 7), 7);
+        let one = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        assert_eq!(one.block_on(async { off_the_runtime(|| 8) }), 8);
+    }
+
     fn t(from: &str, to: &str, kind: TransitionKind) -> Transition {
         Transition::new(from, to, kind, "r")
     }
