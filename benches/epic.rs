@@ -16,8 +16,9 @@ use supervisor::demo::{World, epic_spec};
 const BIN: &str = env!("CARGO_BIN_EXE_supervisor");
 const TASKS: usize = 8;
 
-/// Wait for child `pid` to end: its wait status and peak RSS in kB.
-async fn reap(pid: libc::pid_t) -> (i32, libc::c_long) {
+/// Wait for child `pid` to end: its wait status, peak RSS in kB and CPU time (its own and its
+/// children's, user and system).
+async fn reap(pid: libc::pid_t) -> (i32, libc::c_long, Duration) {
     tokio::task::spawn_blocking(move || {
         let mut status = 0;
         // SAFETY: an all-zero rusage is a valid value for wait4 to fill in.
@@ -25,7 +26,14 @@ async fn reap(pid: libc::pid_t) -> (i32, libc::c_long) {
         // SAFETY: pid is our child; status and usage point to live values.
         let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
         assert_eq!(r, pid);
-        (status, usage.ru_maxrss)
+        let time = |t: libc::timeval| {
+            Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+        };
+        (
+            status,
+            usage.ru_maxrss,
+            time(usage.ru_utime) + time(usage.ru_stime),
+        )
     })
     .await
     .unwrap()
@@ -35,6 +43,10 @@ struct Worked {
     wall: Duration,
     requests_per_task: f64,
     rss_mb: f64,
+    /// CPU time of the process working the epic and of everything it ran.
+    cpu: Duration,
+    /// Requests by route over the epic's work, divided by the tasks.
+    by_route: Vec<(String, f64)>,
 }
 
 async fn work(concurrency: usize) -> Worked {
@@ -56,28 +68,49 @@ async fn work(concurrency: usize) -> Worked {
         .arg(&world.repo)
         .env_clear()
         .envs(world.env())
-        .env("RUST_LOG", "warn")
+        .env(
+            "RUST_LOG",
+            std::env::var("EPIC_BENCH_RUST_LOG").unwrap_or_else(|_| "warn".into()),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap());
+    let before = world.sandbox.request_counts();
     let requests = world.sandbox.request_total();
     let started = Instant::now();
     // Reaped by wait4 below (std's wait would not report the child's peak RSS).
     #[allow(clippy::zombie_processes)]
     let child = cmd.spawn().unwrap();
-    let (status, rss_kb) = reap(child.id() as libc::pid_t).await;
+    let (status, rss_kb, cpu) = reap(child.id() as libc::pid_t).await;
     let wall = started.elapsed();
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "supervisor epic failed: {}",
         std::fs::read_to_string(&log).unwrap_or_default()
     );
+    // `EPIC_BENCH_KEEP_LOG=DIR`: the log of each run kept as DIR/epic-<concurrency>.log.
+    if let Some(keep) = std::env::var_os("EPIC_BENCH_KEEP_LOG") {
+        let kept = std::path::Path::new(&keep).join(format!("epic-{concurrency}.log"));
+        std::fs::copy(&log, kept).unwrap();
+    }
     let merged = world
         .sandbox
         .with_state(|s| s.pulls().iter().filter(|p| p.merged).count());
     assert_eq!(merged, TASKS, "every task's pull request is merged");
+    let by_route = world
+        .sandbox
+        .request_counts()
+        .into_iter()
+        .map(|(route, n)| {
+            let n = n - before.get(&route).copied().unwrap_or(0);
+            (route, n as f64 / TASKS as f64)
+        })
+        .filter(|(_, n)| *n > 0.0)
+        .collect();
     Worked {
         wall,
+        cpu,
+        by_route,
         requests_per_task: (world.sandbox.request_total() - requests) as f64 / TASKS as f64,
         rss_mb: rss_kb as f64 / 1024.0,
     }
@@ -95,4 +128,18 @@ async fn main() {
         four.requests_per_task,
         four.rss_mb.max(one.rss_mb)
     );
+    // `EPIC_BENCH_ROUTES=1`: where the requests go, per task, for each run.
+    if std::env::var_os("EPIC_BENCH_ROUTES").is_some() {
+        for (name, worked) in [("maxConcurrency 4", &four), ("one after another", &one)] {
+            println!(
+                "{name}: wall {:.2} s, CPU {:.2} s",
+                worked.wall.as_secs_f64(),
+                worked.cpu.as_secs_f64()
+            );
+            println!("requests per task by route, {name}:");
+            for (route, n) in &worked.by_route {
+                println!("  {n:6.2}  {route}");
+            }
+        }
+    }
 }

@@ -421,3 +421,56 @@ fn demo_epic_works_an_epic_to_its_pull_request() {
             .is_file()
     );
 }
+
+/// The demo's run and its review round read each thing once: the revision's pull request and
+/// feedback once (the read that finds its issue is its first), and supervisor's comments on the
+/// pull request once (the tracking comment and each comment posted there look among them).
+#[test]
+fn the_demo_reads_the_pull_request_and_its_comments_once_per_round() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let mut spec = supervisor::demo::demo_spec();
+        spec.settings
+            .insert("trackingComment".into(), serde_json::Value::Bool(true));
+        let shutdown = supervisor::workspace::Shutdown::default();
+        let (summary, report, sandbox) = supervisor::demo::run_demo(
+            dir.path(),
+            spec,
+            env!("CARGO_BIN_EXE_supervisor").into(),
+            &shutdown,
+            supervisor::runtime::ProgressMode::Off,
+            0,
+        )
+        .await
+        .unwrap();
+        use supervisor::pipeline::RunEnd;
+        assert!(
+            matches!(summary.end, RunEnd::PullRequest { .. }),
+            "{:?}",
+            summary.end
+        );
+        let revision = report.revision.as_ref().unwrap();
+        assert!(
+            matches!(revision.end, RunEnd::Revised { .. }),
+            "{:?}",
+            revision.end
+        );
+        let routes = &report.requests_by_route;
+        let count = |route: &str| routes.get(route).copied().unwrap_or(0);
+        assert_eq!(count("POST /graphql PullFeedback"), 1, "{routes:#?}");
+        // The issue's comments, once by the run and once by the revision; the pull request's,
+        // once by the revision.
+        assert_eq!(
+            count("GET /repos/{owner}/{repo}/issues/{number}/comments"),
+            3,
+            "{routes:#?}"
+        );
+        assert_eq!(report.description_violations, Vec::<String>::new());
+        sandbox.shutdown().await;
+    });
+}

@@ -750,6 +750,40 @@ async fn an_issue_off_the_board_is_added() {
 }
 
 #[tokio::test]
+async fn a_board_is_read_once_for_the_cards_added_to_it() {
+    within(async {
+        let w = World::new().await;
+        let three = w.gh.get_issue(3).await.unwrap();
+        let four = w.gh.get_issue(4).await.unwrap();
+        let first = w.gh.add_to_board(&board(), &three).await.unwrap();
+        // A column added since: the next card comes with it.
+        w.sandbox.with_state(|s| {
+            s.board.as_mut().unwrap().options.push("Later".into());
+        });
+        let second = w.gh.add_to_board(&board(), &four).await.unwrap();
+        assert_eq!(w.count("POST /graphql ProjectBoard"), 1);
+        assert_eq!(w.count("POST /graphql AddToBoard"), 2);
+        assert_eq!(first.project_id, second.project_id);
+        assert!(!first.options.iter().any(|o| o.name == "Later"));
+        w.gh.move_card(&second, &BoardOption::new("Later"))
+            .await
+            .unwrap();
+        assert_eq!(w.sandbox.snapshot().column_of(4), Some("Later"));
+        // A board gone since: the add fails, and the next one reads the board again.
+        w.sandbox.with_state(|s| s.board = None);
+        assert!(w.gh.add_to_board(&board(), &three).await.is_err());
+        let e = w.gh.add_to_board(&board(), &three).await.unwrap_err();
+        assert!(
+            matches!(e, GitHubError::BoardNotFound { number: 7, .. }),
+            "{e}"
+        );
+        assert_eq!(w.count("POST /graphql ProjectBoard"), 2);
+        w.sandbox.conformance_report().unwrap();
+    })
+    .await
+}
+
+#[tokio::test]
 async fn a_wrong_status_field_is_named() {
     within(async {
         let w = World::new().await;

@@ -1081,3 +1081,49 @@ fn a_worktree_starts_from_the_fetched_default_branch_when_the_local_one_is_behin
     assert!(wt.path.join("local.txt").exists());
     assert!(!wt.path.join("merged.txt").exists());
 }
+
+/// Fetching a branch an earlier run pushed talks to the remote: it is done before the worktree
+/// registry is locked, so that runs beside this one make and remove their worktrees meanwhile.
+#[test]
+fn a_pushed_branch_is_fetched_without_holding_the_worktree_registry() {
+    let w = World::new();
+    let branch = "worktree-git-issue-7";
+    git(
+        &w.repo,
+        &["push", "-q", "origin", &format!("HEAD:refs/heads/{branch}")],
+    );
+    let tracking = format!("refs/remotes/origin/{branch}");
+    git(&w.repo, &["update-ref", "-d", &tracking]);
+    // Another run making its worktree holds the registry.
+    let registry = supervisor::workspace::lock_file(
+        &w.repo.join(".git").join("supervisor-worktrees.lock"),
+        true,
+    )
+    .unwrap()
+    .unwrap();
+    let (fetched, made) = std::thread::scope(|s| {
+        let cfg = w.cfg.clone();
+        let making =
+            s.spawn(move || supervisor::workspace::ensure_worktree_with(&cfg, 7, &PushAuth::None));
+        let started = std::time::Instant::now();
+        let fetched = loop {
+            let repo = git2::Repository::open(&w.repo).unwrap();
+            if repo.refname_to_id(&tracking).is_ok() {
+                break true;
+            }
+            if started.elapsed() > std::time::Duration::from_secs(20) {
+                break false;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        drop(registry);
+        (fetched, making.join().unwrap())
+    });
+    assert!(
+        fetched,
+        "the branch was not fetched while the registry was held"
+    );
+    let wt = made.unwrap();
+    assert_eq!(wt.origin, Reuse::RemoteBranch);
+    assert_eq!(status(&wt), "");
+}

@@ -418,10 +418,10 @@ impl Journal {
             }
         }
         if let Some(file) = self.file.as_mut() {
-            if let Err(source) = file
-                .write_all(lines.as_bytes())
-                .and_then(|_| file.sync_data())
-            {
+            if let Err(source) = off_the_runtime(|| {
+                file.write_all(lines.as_bytes())
+                    .and_then(|_| file.sync_data())
+            }) {
                 // Not on disk: not recorded.
                 self.next_seq -= (self.entries.len() - first) as u64;
                 self.entries.truncate(first);
@@ -437,6 +437,17 @@ impl Journal {
             }
         }
         Ok(())
+    }
+}
+
+/// Run `f`, which waits on the disk (a sync), without holding up the async runtime: on a
+/// multi-threaded runtime its worker hands its other tasks on first (runs beside this one keep
+/// going meanwhile); elsewhere it runs as it is.
+fn off_the_runtime<T>(f: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
     }
 }
 
@@ -560,6 +571,36 @@ mod tests {
     use super::*;
     use crate::gates::GateStatus;
     use crate::pipeline::TransitionKind;
+
+    /// While a step's events are synced, the runtime's other tasks (runs beside this one) go on,
+    /// even on a runtime of one worker.
+    #[test]
+    fn the_runtimes_other_tasks_go_on_while_a_journal_syncs() {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let waited = rt.block_on(async {
+            tokio::spawn(async {
+                let (tx, rx) = std::sync::mpsc::channel();
+                let other = tokio::spawn(async move { tx.send(()).unwrap() });
+                // A sync that ends only once the other task has run.
+                let waited = off_the_runtime(|| rx.recv_timeout(std::time::Duration::from_secs(5)));
+                other.await.unwrap();
+                waited
+            })
+            .await
+            .unwrap()
+        });
+        assert!(waited.is_ok(), "the other task waited for the sync");
+        // Without a runtime, or on one thread, it simply runs.
+        assert_eq!(off_the_runtime(|| 7), 7);
+        let one = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        assert_eq!(one.block_on(async { off_the_runtime(|| 8) }), 8);
+    }
 
     fn t(from: &str, to: &str, kind: TransitionKind) -> Transition {
         Transition::new(from, to, kind, "r")

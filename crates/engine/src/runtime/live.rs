@@ -44,8 +44,15 @@ pub(crate) struct LiveEffects {
     /// The issue's comments as last read, with the ones posted since: where a marker is looked
     /// for before posting.
     comments: Vec<Comment>,
+    /// Supervisor's own comments on another issue or pull request (a revision's pull request) as
+    /// read once, with the ones posted since: only supervisor adds to them while the run holds
+    /// the issue.
+    others: std::collections::HashMap<u64, Vec<Comment>>,
     /// The login supervisor posts as; only its comments' markers count.
     viewer: Option<String>,
+    /// A revision's pull request and feedback with the login supervisor posts as, read just
+    /// before the run began: its first reading.
+    feedback: Option<(crate::github::Feedback, String)>,
     wt: Option<Worktree>,
     /// The pull request this run opened or found: its number, head and base commits.
     opened: Option<(u64, String, String)>,
@@ -107,7 +114,9 @@ impl LiveEffects {
             issue,
             journal_dir,
             comments: Vec::new(),
+            others: std::collections::HashMap::new(),
             viewer: None,
+            feedback: None,
             wt: None,
             opened: None,
             revising: false,
@@ -125,6 +134,16 @@ impl LiveEffects {
     /// `issue`, read just before the run started: the run's first read of it is this one.
     pub(crate) fn with_issue(mut self, issue: Option<Issue>) -> LiveEffects {
         self.read_first = issue.filter(|i| i.number == self.issue);
+        self
+    }
+
+    /// Take `feedback` (a revision's pull request, its feedback and the login supervisor posts
+    /// as, just read) as the first reading of the pull request.
+    pub(crate) fn with_feedback(
+        mut self,
+        feedback: Option<(crate::github::Feedback, String)>,
+    ) -> LiveEffects {
+        self.feedback = feedback;
         self
     }
 
@@ -260,6 +279,20 @@ impl LiveEffects {
             })
             .cloned()
             .collect()
+    }
+
+    /// Supervisor's own comments on `number`: the issue's as the run knows them, another's read
+    /// from GitHub the first time.
+    async fn own_comments_on(&mut self, number: u64) -> Result<Vec<Comment>, GitHubError> {
+        if number == self.issue {
+            return Ok(self.own_comments());
+        }
+        if let Some(known) = self.others.get(&number) {
+            return Ok(known.clone());
+        }
+        let own = self.gh.own_comments(number).await?;
+        self.others.insert(number, own.clone());
+        Ok(own)
     }
 
     async fn gate_context(&self, wt: &Worktree, issue: &IssueText) -> GateContext {
@@ -417,16 +450,16 @@ impl Effects for LiveEffects {
         text: &Text,
     ) -> Result<(Comment, bool), EffectError> {
         let body = report::comment_text(text);
-        // Comments on the pull request (a revision's) are not among the issue's: GitHub is asked.
-        let known = (issue == self.issue).then(|| self.own_comments());
-        match self
-            .gh
-            .post_once(issue, marker, &body, known.as_deref())
-            .await
-        {
+        // Comments on the pull request (a revision's) are not among the issue's: GitHub is asked
+        // once.
+        let known = self.own_comments_on(issue).await?;
+        match self.gh.post_once(issue, marker, &body, Some(&known)).await {
             Ok(posted) => {
-                if posted.created && issue == self.issue {
-                    self.comments.push(posted.comment.clone());
+                if posted.created {
+                    match self.others.get_mut(&issue) {
+                        Some(others) => others.push(posted.comment.clone()),
+                        None => self.comments.push(posted.comment.clone()),
+                    }
                 }
                 Ok((posted.comment, posted.created))
             }
@@ -731,7 +764,11 @@ impl Effects for LiveEffects {
         &mut self,
         pr: PrNumber,
     ) -> Result<(crate::github::Feedback, Option<String>), RunError> {
-        let (feedback, viewer) = self.gh.pull_feedback(pr.get()).await?;
+        let read = self.feedback.take().filter(|(f, _)| f.number == pr.get());
+        let (feedback, viewer) = match read {
+            Some(read) => read,
+            None => self.gh.pull_feedback(pr.get()).await?,
+        };
         self.viewer = Some(viewer.clone());
         Ok((feedback, Some(viewer)))
     }
@@ -832,10 +869,8 @@ impl Effects for LiveEffects {
         }
         if self.tracker.is_none() {
             let revising = crate::pipeline::revised_pull(&progress.run_id);
-            let (target, comments) = match revising {
-                Some(pr) => (pr, self.gh.own_comments(pr).await.unwrap_or_default()),
-                None => (self.issue, self.own_comments()),
-            };
+            let target = revising.unwrap_or(self.issue);
+            let comments = self.own_comments_on(target).await.unwrap_or_default();
             let existing = comments.into_iter().rev().find(|c| {
                 Marker::parse_all(&c.body).iter().any(|m| {
                     m.kind == MarkerKind::Tracking

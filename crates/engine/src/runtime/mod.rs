@@ -206,7 +206,7 @@ pub async fn run_revision(
     pr: u64,
     mut opts: RunOptions,
 ) -> Result<RunSummary, RunError> {
-    let (feedback, _) = svc.github.pull_feedback(pr).await?;
+    let (feedback, viewer) = svc.github.pull_feedback(pr).await?;
     let Some(issue) = crate::pipeline::decide::revision::linked_issue(&feedback.body) else {
         return Err(RunError::Unfinished(format!(
             "pull request #{pr} names no issue it closes (`Closes #N` in its description): supervisor revises the pull requests it opened for an issue"
@@ -214,7 +214,8 @@ pub async fn run_revision(
     };
     opts.issue = IssueNumber::new(issue);
     opts.revise = Some(PrNumber::new(pr));
-    run_issue(project, svc, opts).await
+    // What was just read is the revision's first reading of its pull request.
+    run_read(project, svc, opts, Some((feedback, viewer))).await
 }
 
 /// Why the run of `issue` would be refused (an author who is not a codeowner, open blockers, an
@@ -242,6 +243,17 @@ pub async fn run_issue(
     svc: Services,
     opts: RunOptions,
 ) -> Result<RunSummary, RunError> {
+    run_read(project, svc, opts, None).await
+}
+
+/// [`run_issue`], with a revision's pull request and feedback (and the login supervisor posts as)
+/// when they were read just before.
+async fn run_read(
+    project: Arc<Project>,
+    svc: Services,
+    opts: RunOptions,
+    feedback: Option<(crate::github::Feedback, String)>,
+) -> Result<RunSummary, RunError> {
     let (project, read) = if opts.epic_task || opts.revise.is_some() {
         (project, None)
     } else {
@@ -263,7 +275,11 @@ pub async fn run_issue(
         issue,
         pr = pr.map(tracing::field::display),
     );
-    let result = run_in(project, svc, opts, ws, run_id, resumed, read)
+    let first = FirstReads {
+        issue: read,
+        feedback,
+    };
+    let result = run_in(project, svc, opts, ws, run_id, resumed, first)
         .instrument(span)
         .await;
     drop(lock);
@@ -315,6 +331,13 @@ async fn task_project(
     }
 }
 
+/// What was read just before a run started: its first reads.
+struct FirstReads {
+    issue: Option<crate::github::Issue>,
+    /// A revision's pull request, its feedback and the login supervisor posts as.
+    feedback: Option<(crate::github::Feedback, String)>,
+}
+
 /// The run `run_id`, claimed.
 async fn run_in(
     project: Arc<Project>,
@@ -323,7 +346,7 @@ async fn run_in(
     ws: WorkspaceConfig,
     run_id: RunId,
     resumed: bool,
-    read: Option<crate::github::Issue>,
+    first: FirstReads,
 ) -> Result<RunSummary, RunError> {
     let mut journal = if opts.dry_run {
         Journal::in_memory()
@@ -357,7 +380,8 @@ async fn run_in(
         run_id,
         journal.dir().to_path_buf(),
     )
-    .with_issue(read);
+    .with_issue(first.issue)
+    .with_feedback(first.feedback);
     let cancel = effects.cancel_token();
     let groups = effects.group_recorder();
     let gates = effects.gate_session();

@@ -115,6 +115,7 @@ macro_rules! value_reader {
 
 fragment_readers!(issue_board_items);
 fragment_readers!(project_board);
+fragment_readers!(add_to_board);
 
 mod issue_items {
     use super::issue_board_items;
@@ -126,6 +127,35 @@ mod added {
     use super::add_to_board;
     value_reader!(add_to_board);
     pub(super) use item_column as read;
+}
+
+/// The ids of the boards a client has added cards to, by owner and number: a board keeps its id
+/// for as long as it exists.
+#[derive(Debug, Default)]
+pub(super) struct BoardIds(std::sync::Mutex<std::collections::HashMap<(String, u64), String>>);
+
+impl BoardIds {
+    fn key(board: &BoardRef) -> (String, u64) {
+        (board.owner.to_ascii_lowercase(), board.number)
+    }
+
+    fn ids(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<(String, u64), String>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn known(&self, board: &BoardRef) -> Option<String> {
+        self.ids().get(&Self::key(board)).cloned()
+    }
+
+    fn remember(&self, board: &BoardRef, id: &str) {
+        self.ids().insert(Self::key(board), id.to_string());
+    }
+
+    fn forget(&self, board: &BoardRef) {
+        self.ids().remove(&Self::key(board));
+    }
 }
 
 impl GitHub {
@@ -406,17 +436,40 @@ impl GitHub {
         single_select(board, shape.field).map(|(_, _, options)| options)
     }
 
-    /// Put `issue` on `board` (GitHub returns the existing card when it is already there).
+    /// Put `issue` on `board` (GitHub returns the existing card when it is already there). The
+    /// board's id is read once per client (a board keeps its id); its status field comes with
+    /// the card, as it is now.
     pub async fn add_to_board(
         &self,
         board: &BoardRef,
         issue: &Issue,
     ) -> Result<BoardItem, GitHubError> {
-        let shape = self.project(board).await?;
+        let project_id = match self.board_ids.known(board) {
+            Some(id) => id,
+            None => {
+                let id = self.project(board).await?.project_id;
+                self.board_ids.remember(board, &id);
+                id
+            }
+        };
+        let added = self.add_item(board, issue, project_id).await;
+        if added.is_err() {
+            // A board deleted (or moved) since: the next add reads it again.
+            self.board_ids.forget(board);
+        }
+        added
+    }
+
+    async fn add_item(
+        &self,
+        board: &BoardRef,
+        issue: &Issue,
+        project_id: String,
+    ) -> Result<BoardItem, GitHubError> {
         let (data, errors) = self
             .graphql::<AddToBoard>(
                 add_to_board::Variables {
-                    project_id: shape.project_id.clone(),
+                    project_id,
                     content_id: issue.node_id.clone(),
                     status_field: board.status_field.clone(),
                 },
@@ -431,11 +484,11 @@ impl GitHub {
             .and_then(|d| d.add_project_v2_item_by_id)
             .and_then(|p| p.item)
             .ok_or_else(|| no_item("AddToBoard"))?;
-        let (item_id, column) = added::read(&item);
+        let (item_id, column) = added::read(&item.status_value);
         board_item(
             board,
             issue.number,
-            shape,
+            FieldShape::from(&item.project),
             item_id,
             column.map(BoardOption::new),
         )

@@ -109,6 +109,8 @@ pub struct GitHub {
     app: Option<AppCredentials>,
     /// The login this client posts as, once asked ([`GitHub::viewer_login`]).
     viewer: Arc<tokio::sync::OnceCell<String>>,
+    /// The ids of the boards cards were added to, once read.
+    board_ids: Arc<board::BoardIds>,
 }
 
 impl std::fmt::Debug for GitHub {
@@ -134,6 +136,7 @@ impl GitHub {
             token: cfg.token,
             app: cfg.app,
             viewer: Arc::new(tokio::sync::OnceCell::new()),
+            board_ids: Arc::default(),
         })
     }
 

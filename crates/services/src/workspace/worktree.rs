@@ -200,6 +200,14 @@ pub(super) fn ensure_worktree_then(
     let branch = cfg.branch_for(issue)?;
     let path = cfg.worktree_path(issue)?;
     let repo = open(&cfg.repo_root)?;
+    // A branch not made here yet may have been pushed by an earlier run: fetched before the
+    // registry is locked, so that other runs make their worktrees while it talks to the remote.
+    let pushed = match repo.find_branch(&branch, BranchType::Local) {
+        Err(e) if e.code() == ErrorCode::NotFound => {
+            fetch_remote_branch(&repo, cfg, &branch, auth).map(|c| c.id())
+        }
+        _ => None,
+    };
     let _registry = registry_lock(&repo)?;
     let records = repo.commondir().join("worktrees");
     // A `git worktree add` of this path that a crash cut short would make every add fail.
@@ -281,7 +289,7 @@ pub(super) fn ensure_worktree_then(
     let (reference, origin) = match repo.find_branch(&branch, BranchType::Local) {
         Ok(b) => (b.into_reference(), Reuse::ExistingBranch),
         Err(e) if e.code() == ErrorCode::NotFound => {
-            if let Some(pushed) = fetch_remote_branch(&repo, cfg, &branch, auth) {
+            if let Some(pushed) = pushed.and_then(|id| repo.find_commit(id).ok()) {
                 let b = repo
                     .branch(&branch, &pushed, false)
                     .map_err(git_err("branch create"))?;
@@ -412,7 +420,7 @@ fn canonical(p: &Path) -> PathBuf {
 /// already gone are fine. A directory that is not a worktree of this repository is never deleted.
 pub fn cleanup(cfg: &WorkspaceConfig, wt: &Worktree) -> Result<(), WorkspaceError> {
     let repo = open(&cfg.repo_root)?;
-    let _registry = registry_lock(&repo)?;
+    let registry = registry_lock(&repo)?;
     let records: Vec<String> = (registered(&repo)?.into_iter())
         .filter(|(_, path, _)| same_dir(path, &wt.path))
         .map(|(name, _, _)| name)
@@ -432,6 +440,9 @@ pub fn cleanup(cfg: &WorkspaceConfig, wt: &Worktree) -> Result<(), WorkspaceErro
         for name in &records {
             prune(&repo, name, false)?;
         }
+        // Moved aside and unregistered: nothing of the registry is left to guard while its files
+        // go, and other runs make or remove their worktrees meanwhile.
+        drop(registry);
         std::fs::remove_dir_all(&aside).map_err(io_err("cannot remove", &aside))?;
     } else {
         for name in &records {
