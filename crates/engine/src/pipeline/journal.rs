@@ -443,7 +443,7 @@ impl Journal {
 /// Run `f`, which waits on the disk (a sync), without holding up the async runtime: on a
 /// multi-threaded runtime its worker hands its other tasks on first (runs beside this one keep
 /// going meanwhile); elsewhere it runs as it is.
-fn off_the_runtime<T>(f: impl FnOnce() -> T) -> T {
+pub(crate) fn off_the_runtime<T>(f: impl FnOnce() -> T) -> T {
     use tokio::runtime::{Handle, RuntimeFlavor};
     match Handle::try_current().map(|h| h.runtime_flavor()) {
         Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),

@@ -31,6 +31,7 @@ pub use history::{
     LastWord, RunRecord, RunStatus, RunTotals, find_run, prune_runs, read_runs, read_runs_where,
     revised_pull,
 };
+pub(crate) use journal::off_the_runtime;
 pub use journal::{
     AgentStats, Entry, Event, FORMAT, Halt, Journal, JournalError, read_entries, runs_dir,
 };

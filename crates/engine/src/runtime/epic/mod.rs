@@ -154,9 +154,12 @@ impl EpicJournal {
             .append(true)
             .open(&self.path)
             .map_err(|e| format!("{}: {e}", self.path.display()))?;
-        file.write_all(format!("{text}\n").as_bytes())
-            .and_then(|()| file.sync_data())
-            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        // The sync holds up no other work of the runtime (the tasks' runs beside it).
+        crate::pipeline::off_the_runtime(|| {
+            file.write_all(format!("{text}\n").as_bytes())
+                .and_then(|()| file.sync_data())
+        })
+        .map_err(|e| format!("{}: {e}", self.path.display()))?;
         self.started.get_or_insert(line.at);
         self.happened.push(line.happened);
         Ok(())
@@ -604,13 +607,11 @@ impl Planner<'_> {
         })
     }
 
-    /// `issue`'s card on the board in column `option` (put on the board when it is not).
+    /// `issue`'s card on the board in column `option` (put on the board when it is not: GitHub
+    /// answers an add with the card already there, as it is).
     async fn place(&self, issue: &Issue, option: &BoardOption) -> Result<(), RunError> {
         let board = BoardRef::from_settings(&self.project.settings);
-        let item = match self.gh().board_item(&board, issue.number).await? {
-            Some(item) => item,
-            None => self.gh().add_to_board(&board, issue).await?,
-        };
+        let item = self.gh().add_to_board(&board, issue).await?;
         if item.column.as_ref() != Some(option) {
             self.gh().move_card(&item, option).await?;
         }
