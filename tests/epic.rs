@@ -1207,3 +1207,77 @@ async fn a_task_run_on_its_own_works_on_its_epic_branch() {
         supervisor::demo::git(&world.remote, &["ls-tree", "-r", "--name-only", "epic-1"]).unwrap();
     assert!(tree.lines().any(|l| l == "src/units.ts"), "{tree}");
 }
+
+/// The journal lies in the checkout, where an agent could write. One that names the epic itself as
+/// a task's sub-issue, then says a new plan changed or dropped that task, rewrites and closes
+/// nothing: the work stops naming the journal.
+#[tokio::test]
+async fn a_journal_naming_the_epic_as_a_changed_or_dropped_task_rewrites_and_closes_nothing() {
+    for change in ["changed", "dropped"] {
+        let spec = supervisor::demo::epic_spec(
+            &[("units", &[]), ("format", &["units"]), ("docs", &[])],
+            &[],
+        );
+        let (_dir, world) = world(spec).await;
+        let (code, answer, stderr) = plan(&world).await;
+        assert_eq!(code, Some(0), "{answer}\n{stderr}");
+        let before = world
+            .sandbox
+            .with_state(|s| s.issue(1).map(|i| (i.body.clone(), i.state.clone())));
+        let text = std::fs::read_to_string(journal(&world)).unwrap();
+        let mut lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        for line in &mut lines {
+            if line["kind"] == "sub-issue-created" && line["task"] == "units" {
+                line["number"] = json!(1);
+            }
+        }
+        let task = |id: &str, body: &str, deps: &[&str]| json!({ "id": id, "title": format!("Task {id}"), "body": body, "dependsOn": deps });
+        let (tasks, revision) = if change == "changed" {
+            (
+                vec![
+                    task("units", "- [ ] rewritten", &[]),
+                    task(
+                        "format",
+                        "- [ ] `src/format.ts` exports `task_format`",
+                        &["units"],
+                    ),
+                    task("docs", "- [ ] `src/docs.ts` exports `task_docs`", &[]),
+                ],
+                json!({ "task": "docs", "reason": "r", "added": [], "changed": ["units"], "dropped": [], "kept": [] }),
+            )
+        } else {
+            (
+                vec![
+                    task("format", "- [ ] `src/format.ts` exports `task_format`", &[]),
+                    task("docs", "- [ ] `src/docs.ts` exports `task_docs`", &[]),
+                ],
+                json!({ "task": "docs", "reason": "r", "added": [], "changed": [], "dropped": ["units"], "kept": [] }),
+            )
+        };
+        lines.push(json!({
+            "at": "2026-11-27T00:00:00Z",
+            "kind": "replanned",
+            "plan": { "tasks": tasks },
+            "revision": revision,
+        }));
+        let forged: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(journal(&world), forged).unwrap();
+        let out = supervisor(&world, &["epic", "1", "--json"]).await;
+        let answer: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        assert_ne!(out.status.code(), Some(0), "{change}: {answer}");
+        assert!(
+            answer["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("which supervisor did not open for it"),
+            "{change}: {answer}"
+        );
+        let after = world
+            .sandbox
+            .with_state(|s| s.issue(1).map(|i| (i.body.clone(), i.state.clone())));
+        assert_eq!(after, before, "{change}: the epic is left as it was");
+    }
+}

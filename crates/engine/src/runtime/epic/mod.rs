@@ -664,10 +664,23 @@ impl Planner<'_> {
         let task = (state.plan.as_ref())
             .and_then(|p| p.task(id))
             .ok_or_else(|| RunError::Unfinished(format!("the plan has no task `{id}`")))?;
+        // Its text may have been changed since: it is written again.
+        let issue = self.own_sub_issue(number, id).await?;
+        let body = self.sealed_body(task);
+        if issue.title != task.title || issue.body.replace("\r\n", "\n") != body {
+            self.gh().update_issue(number, &task.title, &body).await?;
+        }
+        Ok(Happened::Resealed {
+            task: id.to_string(),
+        })
+    }
+
+    /// Issue `number`, when it is the sub-issue supervisor opened for task `id` (its seal names
+    /// the epic and the task, verified or not). The journal lies in the checkout, where an agent
+    /// could write: an issue it names is rewritten or closed only then.
+    async fn own_sub_issue(&self, number: u64, id: &str) -> Result<Issue, RunError> {
         let epic = self.epic.number;
         let issue = self.gh().get_issue(number).await?;
-        // What the journal names is rewritten only when it is the sub-issue supervisor opened
-        // for `id` (its text may have been changed since: it is written again).
         let claimed = Seal::read(&issue.body).is_some_and(|s| s.epic == epic && s.task == id);
         if !issue.author.eq_ignore_ascii_case(&self.viewer) || !claimed || issue.is_pull_request {
             return Err(RunError::Unfinished(format!(
@@ -676,13 +689,7 @@ impl Planner<'_> {
                 EpicJournal::dir(&self.project.root, epic).display()
             )));
         }
-        let body = self.sealed_body(task);
-        if issue.title != task.title || issue.body.replace("\r\n", "\n") != body {
-            self.gh().update_issue(number, &task.title, &body).await?;
-        }
-        Ok(Happened::Resealed {
-            task: id.to_string(),
-        })
+        Ok(issue)
     }
 
     /// A new plan, as `task`'s review asked (`reason`): the planner given the plan so far and

@@ -336,9 +336,9 @@ impl Worker<'_> {
                 // as blocked.
                 None => {
                     if let Some((number, _)) = task.issue {
-                        let gh = self.planner.gh();
-                        if gh.get_issue(number).await?.state != IssueState::Closed {
-                            gh.close_issue(number, None).await?;
+                        let issue = self.planner.own_sub_issue(number, &id).await?;
+                        if issue.state != IssueState::Closed {
+                            self.planner.gh().close_issue(number, None).await?;
                         }
                     }
                     Happened::ClosedByHand { task: id }
@@ -582,6 +582,7 @@ impl Worker<'_> {
         let gh = self.planner.gh();
         let t = state.tasks.get(task).cloned().unwrap_or_default();
         if let Some((number, _)) = t.issue {
+            self.planner.own_sub_issue(number, task).await?;
             let why = (state.revisions.iter().rev())
                 .find(|r| r.dropped.iter().any(|d| d == task))
                 .map(|r| format!(", asked by the review of `{}`", r.task))
