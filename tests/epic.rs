@@ -1223,7 +1223,7 @@ async fn a_journal_naming_the_epic_as_a_changed_or_dropped_task_rewrites_and_clo
         assert_eq!(code, Some(0), "{answer}\n{stderr}");
         let before = world
             .sandbox
-            .with_state(|s| s.issue(1).map(|i| (i.body.clone(), i.state.clone())));
+            .with_state(|s| s.issue(1).map(|i| (i.body.clone(), i.state)));
         let text = std::fs::read_to_string(journal(&world)).unwrap();
         let mut lines: Vec<Value> = text
             .lines()
@@ -1277,7 +1277,7 @@ async fn a_journal_naming_the_epic_as_a_changed_or_dropped_task_rewrites_and_clo
         );
         let after = world
             .sandbox
-            .with_state(|s| s.issue(1).map(|i| (i.body.clone(), i.state.clone())));
+            .with_state(|s| s.issue(1).map(|i| (i.body.clone(), i.state)));
         assert_eq!(after, before, "{change}: the epic is left as it was");
     }
 }
