@@ -118,9 +118,38 @@ async fn an_epic_is_planned_into_sealed_sub_issues_on_the_board_blocked_as_plann
     let (_dir, world) = world(epic_spec(&[three_tasks()])).await;
     let before = world.sandbox.with_state(|s| s.issues.len());
     let requests = world.sandbox.request_total();
+    let reads = |route: &str| -> u64 {
+        (world.sandbox.request_counts().iter())
+            .filter(|(r, _)| r.starts_with("GET ") && r.ends_with(route))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let (subs_before, issues_before) = (reads("/sub_issues"), reads("/issues/{number}"));
+    let blockers_before = reads("/dependencies/blocked_by");
     let (code, out, stderr) = plan(&world).await;
     assert_eq!(code, Some(0), "{out}\n{stderr}");
     assert_eq!(out["end"], "planned", "{out}");
+    // A sub-issue this process opened is linked without reading it, or the epic's sub-issues,
+    // back: the epic's sub-issues are read once per task (to find one opened before a crash),
+    // the issues once for the epic itself.
+    assert_eq!(
+        reads("/sub_issues") - subs_before,
+        3,
+        "{:?}",
+        world.sandbox.request_counts()
+    );
+    assert_eq!(
+        reads("/issues/{number}") - issues_before,
+        1,
+        "{:?}",
+        world.sandbox.request_counts()
+    );
+    assert_eq!(
+        reads("/dependencies/blocked_by") - blockers_before,
+        0,
+        "nothing to read back of a sub-issue opened just now: {:?}",
+        world.sandbox.request_counts()
+    );
     // GitHub requests of the whole planning, per task (the epic's own reads and the plan's
     // comment included).
     let per_task = (world.sandbox.request_total() - requests) as f64 / 3.0;

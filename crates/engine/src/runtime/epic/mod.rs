@@ -313,6 +313,7 @@ async fn open_epic(
             epic,
             viewer,
             plans: 0,
+            opened: BTreeMap::new(),
             limits,
         },
         journal,
@@ -426,6 +427,9 @@ struct Planner<'s> {
     viewer: String,
     /// Plans asked for in this process.
     plans: u32,
+    /// The sub-issues this process opened (not found again), by task: what it holds of them
+    /// needs no reading back.
+    opened: BTreeMap<String, Issue>,
     limits: Limits,
 }
 
@@ -549,7 +553,7 @@ impl Planner<'_> {
     }
 
     /// `task`'s sub-issue: found (opened before a crash, or before a stop) or opened now.
-    async fn sub_issue(&self, state: &Epic, id: &str) -> Result<Happened, RunError> {
+    async fn sub_issue(&mut self, state: &Epic, id: &str) -> Result<Happened, RunError> {
         let task = state
             .plan
             .as_ref()
@@ -570,7 +574,11 @@ impl Planner<'_> {
         };
         let issue = match found {
             Some(issue) => issue,
-            None => self.gh().create_issue(&task.title, &body, &[]).await?,
+            None => {
+                let opened = self.gh().create_issue(&task.title, &body, &[]).await?;
+                self.opened.insert(id.to_string(), opened.clone());
+                opened
+            }
         };
         Ok(Happened::SubIssueCreated {
             task: id.to_string(),
@@ -584,21 +592,34 @@ impl Planner<'_> {
     async fn link(&self, state: &Epic, id: &str, number: u64) -> Result<Happened, RunError> {
         let epic = self.epic.number;
         let db = state.tasks.get(id).and_then(|t| t.issue).map_or(0, |i| i.1);
-        // The journal lies in the checkout, where an agent could write: what it names is linked
-        // (and, later, made a blocker) only when it is the sub-issue supervisor opened for `id`.
-        let issue = self.gh().get_issue(number).await?;
-        let sealed = Seal::verify(&issue.body, epic).is_ok_and(|s| s.task == id);
-        if !issue.author.eq_ignore_ascii_case(&self.viewer) || !sealed || issue.id != db {
-            return Err(RunError::Unfinished(format!(
-                "the epic's journal names #{number} as task `{id}`'s sub-issue, which supervisor \
-                 did not open for it; move {} away to plan the epic afresh",
-                EpicJournal::dir(&self.project.root, epic).display()
-            )));
-        }
-        let linked = self.gh().sub_issues(epic).await?;
-        if !linked.iter().any(|i| i.number == number) {
-            self.gh().add_sub_issue(epic, db).await?;
-        }
+        // Opened by this process just now: it is the task's, and linked nowhere yet.
+        let fresh = (self.opened.get(id)).filter(|i| i.number == number && i.id == db);
+        let issue = match fresh {
+            Some(issue) => {
+                let issue = issue.clone();
+                self.gh().add_sub_issue(epic, db).await?;
+                issue
+            }
+            None => {
+                // The journal lies in the checkout, where an agent could write: what it names is
+                // linked (and, later, made a blocker) only when it is the sub-issue supervisor
+                // opened for `id`.
+                let issue = self.gh().get_issue(number).await?;
+                let sealed = Seal::verify(&issue.body, epic).is_ok_and(|s| s.task == id);
+                if !issue.author.eq_ignore_ascii_case(&self.viewer) || !sealed || issue.id != db {
+                    return Err(RunError::Unfinished(format!(
+                        "the epic's journal names #{number} as task `{id}`'s sub-issue, which \
+                         supervisor did not open for it; move {} away to plan the epic afresh",
+                        EpicJournal::dir(&self.project.root, epic).display()
+                    )));
+                }
+                let linked = self.gh().sub_issues(epic).await?;
+                if !linked.iter().any(|i| i.number == number) {
+                    self.gh().add_sub_issue(epic, db).await?;
+                }
+                issue
+            }
+        };
         let p = &self.project;
         let option = p.settings.board_option(&p.workflow.backlog().id());
         self.place(&issue, &option).await?;
@@ -644,8 +665,12 @@ impl Planner<'_> {
                 "task `{id}` or `{on}` has no sub-issue yet"
             )));
         };
-        let known = self.gh().blocked_by(number).await?;
-        let is_blocked = known.iter().any(|i| i.number == blocker);
+        // A sub-issue this process opened is blocked by nothing it did not journal.
+        let fresh = blocked && self.opened.get(id).is_some_and(|i| i.number == number);
+        let is_blocked = !fresh
+            && (self.gh().blocked_by(number).await?)
+                .iter()
+                .any(|i| i.number == blocker);
         let (task, on) = (id.to_string(), on.to_string());
         if !blocked {
             if is_blocked {
