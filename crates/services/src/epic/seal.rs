@@ -72,9 +72,7 @@ impl Seal {
     /// The epic `body`'s seal names, verified or not: which parent to read before [`Seal::verify`]
     /// can be asked. `None`: the body carries no seal.
     pub fn claimed(body: &str) -> Option<u64> {
-        pattern()
-            .captures(&body.replace("\r\n", "\n"))
-            .and_then(|c| c[1].parse().ok())
+        Seal::read(body).map(|s| s.epic)
     }
 
     /// The epic and task `body`'s seal names, verified or not (`None`: it carries no seal).
