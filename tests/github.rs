@@ -253,6 +253,18 @@ async fn sub_issues_and_dependencies_are_created_linked_and_listed() {
                 .map(|i| i.number)
                 .collect();
         assert_eq!(subs, [units.number, docs.number]);
+        // Read again, the issue names its parent and counts what blocks it: an issue read with
+        // nothing blocking it needs no list of its blockers.
+        let requests = w.sandbox.request_total();
+        assert!(w.gh.open_blockers(&docs).await.unwrap().is_empty());
+        assert_eq!(
+            w.sandbox.request_total(),
+            requests,
+            "counted none, asked nothing"
+        );
+        let docs = w.gh.get_issue(docs.number).await.unwrap();
+        assert_eq!((docs.parent, docs.blocked_by_total), (Some(1), Some(1)));
+        assert_eq!(w.gh.get_issue(1).await.unwrap().parent, None);
         let blockers = w.gh.open_blockers(&docs).await.unwrap();
         assert_eq!(blockers.len(), 1);
         assert_eq!(

@@ -189,6 +189,9 @@ fn issue_1347() -> Issue {
         state: IssueState::Open,
         html_url: String::new(),
         is_pull_request: false,
+        parent: None,
+        comments: Some(0),
+        blocked_by_total: None,
     }
 }
 

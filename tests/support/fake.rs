@@ -617,7 +617,7 @@ fn github_error(message: String) -> RunError {
 }
 
 /// The issue as GitHub gives it.
-fn issue_of(i: &IssueSeed) -> Issue {
+fn issue_of(s: &SandboxState, i: &IssueSeed) -> Issue {
     let number = i.number;
     Issue {
         id: 0,
@@ -634,6 +634,9 @@ fn issue_of(i: &IssueSeed) -> Issue {
         },
         html_url: format!("https://github.invalid/issues/{number}"),
         is_pull_request: false,
+        parent: s.parent_of(number),
+        comments: Some(i.comments.len() as u64),
+        blocked_by_total: Some(i.blocked_by.len() as u64),
     }
 }
 
@@ -652,7 +655,7 @@ impl Effects for FakeEffects {
                     repo: self.project.settings.repo.clone(),
                 })
             })?;
-            issue_of(i)
+            issue_of(&s, i)
         };
         self.leave().await;
         Ok(issue)
@@ -705,8 +708,7 @@ impl Effects for FakeEffects {
                 epic: sealed_epic(&self.project.settings, issue).and_then(|n| {
                     let e = s.issue(n)?;
                     Some(EpicParent {
-                        issue: issue_of(e),
-                        sub_issues: e.sub_issues.clone(),
+                        issue: issue_of(&s, e),
                     })
                 }),
             }

@@ -180,8 +180,6 @@ pub struct Context {
 #[derive(Debug, Clone, PartialEq)]
 pub struct EpicParent {
     pub issue: Issue,
-    /// The numbers of the epic's sub-issues.
-    pub sub_issues: Vec<u64>,
 }
 
 /// What to do at the end of a run with the worktree and the checkpoint.

@@ -190,11 +190,7 @@ impl LiveEffects {
             Err(GitHubError::IssueNotFound { .. }) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
-        let sub_issues = self.gh.sub_issues(number).await?;
-        Ok(Some(EpicParent {
-            issue: epic,
-            sub_issues: sub_issues.iter().map(|i| i.number).collect(),
-        }))
+        Ok(Some(EpicParent { issue: epic }))
     }
 
     /// The run's cancellation token.
@@ -416,10 +412,17 @@ impl Effects for LiveEffects {
     async fn fetch_context(&mut self, issue: &Issue) -> Result<Context, RunError> {
         // Four independent reads, asked together.
         let board_ref = self.board_ref();
+        // An issue GitHub counted no comments on has none to list.
+        let comments = async {
+            match issue.comments {
+                Some(0) => Ok(Vec::new()),
+                _ => self.gh.list_comments(issue.number).await,
+            }
+        };
         let (board, blockers, comments, editors) = tokio::try_join!(
             self.gh.board_item(&board_ref, issue.number),
             self.gh.open_blockers(issue),
-            self.gh.list_comments(issue.number),
+            comments,
             self.gh.issue_editors(issue.number),
         )?;
 

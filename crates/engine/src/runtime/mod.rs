@@ -246,6 +246,20 @@ pub async fn run_issue(
     run_read(project, svc, opts, None).await
 }
 
+/// [`run_issue`] for a task of an epic, with its issue when the epic's work read it just before.
+pub(crate) async fn run_task(
+    project: Arc<Project>,
+    svc: Services,
+    opts: RunOptions,
+    issue: Option<crate::github::Issue>,
+) -> Result<RunSummary, RunError> {
+    let first = FirstReads {
+        issue,
+        feedback: None,
+    };
+    run_first(project, svc, opts, first).await
+}
+
 /// [`run_issue`], with a revision's pull request and feedback (and the login supervisor posts as)
 /// when they were read just before.
 async fn run_read(
@@ -254,8 +268,23 @@ async fn run_read(
     opts: RunOptions,
     feedback: Option<(crate::github::Feedback, String)>,
 ) -> Result<RunSummary, RunError> {
+    let first = FirstReads {
+        issue: None,
+        feedback,
+    };
+    run_first(project, svc, opts, first).await
+}
+
+/// [`run_issue`], with what was read just before.
+async fn run_first(
+    project: Arc<Project>,
+    svc: Services,
+    opts: RunOptions,
+    first: FirstReads,
+) -> Result<RunSummary, RunError> {
+    let FirstReads { issue, feedback } = first;
     let (project, read) = if opts.epic_task || opts.revise.is_some() {
-        (project, None)
+        (project, issue)
     } else {
         task_project(project, &svc, opts.issue.get()).await
     };

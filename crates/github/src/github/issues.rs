@@ -45,6 +45,20 @@ pub(crate) struct WireIssue {
     html_url: String,
     #[serde(default)]
     pull_request: Option<serde_json::Value>,
+    #[serde(default)]
+    repository_url: String,
+    #[serde(default)]
+    parent_issue_url: Option<String>,
+    #[serde(default)]
+    comments: Option<u64>,
+    #[serde(default)]
+    issue_dependencies_summary: Option<WireDependencies>,
+}
+
+/// GitHub's `issue_dependencies_summary` of an issue: what it is blocked by and blocks.
+#[derive(Debug, Deserialize)]
+struct WireDependencies {
+    total_blocked_by: u64,
 }
 
 impl WireIssue {
@@ -66,6 +80,14 @@ impl WireIssue {
             state: IssueState::parse(&self.state),
             html_url: self.html_url,
             is_pull_request: self.pull_request.is_some(),
+            // A parent in this repository is at `{repository_url}/issues/{number}`.
+            parent: (self.parent_issue_url.as_deref())
+                .filter(|_| !self.repository_url.is_empty())
+                .and_then(|url| url.strip_prefix(self.repository_url.as_str()))
+                .and_then(|rest| rest.strip_prefix("/issues/"))
+                .and_then(|n| n.parse().ok()),
+            comments: self.comments,
+            blocked_by_total: (self.issue_dependencies_summary).map(|d| d.total_blocked_by),
         }
     }
 }
@@ -484,7 +506,11 @@ impl GitHub {
     /// Open issues and pull requests `issue` waits for: GitHub's native "blocked by" dependencies,
     /// then "Depends on #N" / "Blocked by #N" references in its body.
     pub async fn open_blockers(&self, issue: &Issue) -> Result<Vec<Blocker>, GitHubError> {
-        let native = self.blocked_by(issue.number).await?;
+        // An issue GitHub counted no dependencies of has none to list.
+        let native = match issue.blocked_by_total {
+            Some(0) => Vec::new(),
+            _ => self.blocked_by(issue.number).await?,
+        };
         let mut blockers: Vec<Blocker> = native
             .iter()
             .filter(|i| i.state == IssueState::Open)
@@ -527,4 +553,47 @@ fn blocker(issue: &Issue, kind: BlockerKind) -> Blocker {
 fn stamp_fitted(marker: &Marker, body: &str) -> String {
     let room = MAX_BODY_CHARS - marker.render().chars().count() - 2;
     marker.stamp(&fit_body(body, room))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::WireIssue;
+
+    fn read(extra: serde_json::Value) -> super::Issue {
+        let mut v = serde_json::json!({
+            "number": 7,
+            "state": "open",
+            "repository_url": "https://api.github.com/repos/acme/widgets",
+        });
+        v.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        serde_json::from_value::<WireIssue>(v).unwrap().into_issue()
+    }
+
+    #[test]
+    fn a_parent_counts_only_in_the_same_repository_and_counts_are_known_only_when_given() {
+        let issue = read(serde_json::json!({
+            "parent_issue_url": "https://api.github.com/repos/acme/widgets/issues/3",
+            "comments": 0,
+            "issue_dependencies_summary": {
+                "blocked_by": 0, "blocking": 1, "total_blocked_by": 2, "total_blocking": 1
+            },
+        }));
+        assert_eq!(issue.parent, Some(3));
+        assert_eq!((issue.comments, issue.blocked_by_total), (Some(0), Some(2)));
+        for elsewhere in [
+            "https://api.github.com/repos/acme/widgets-2/issues/3",
+            "https://api.github.com/repos/other/widgets/issues/3",
+            "https://api.github.com/repos/acme/widgets/pulls/3",
+        ] {
+            let issue = read(serde_json::json!({ "parent_issue_url": elsewhere }));
+            assert_eq!(issue.parent, None, "{elsewhere}");
+        }
+        let bare = read(serde_json::json!({ "parent_issue_url": null }));
+        assert_eq!(
+            (bare.parent, bare.comments, bare.blocked_by_total),
+            (None, None, None)
+        );
+    }
 }

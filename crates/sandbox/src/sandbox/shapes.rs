@@ -306,6 +306,21 @@ impl<'a> Shapes<'a> {
         })
     }
 
+    /// What issue `i` is blocked by and blocks (open ones, and all).
+    fn dependencies(&self, i: &IssueSeed) -> Value {
+        let open = |n: &u64| (self.st.issue(*n)).is_some_and(|b| b.state != SeedState::Closed);
+        let blocking: Vec<u64> = (self.st.issues.iter())
+            .filter(|b| b.blocked_by.contains(&i.number))
+            .map(|b| b.number)
+            .collect();
+        json!({
+            "blocked_by": i.blocked_by.iter().filter(|n| open(n)).count(),
+            "blocking": blocking.iter().filter(|n| open(n)).count(),
+            "total_blocked_by": i.blocked_by.len(),
+            "total_blocking": blocking.len(),
+        })
+    }
+
     /// An issue as the issues API shows it (and webhooks, but for `closed_by`).
     pub(crate) fn issue(&self, i: &IssueSeed) -> Value {
         let n = i.number;
@@ -333,7 +348,16 @@ impl<'a> Shapes<'a> {
             }),
         );
         if !self.webhook {
-            merge(&mut v, json!({ "closed_by": Value::Null }));
+            // A sub-issue names its parent: `{repository_url}/issues/{parent}`.
+            let parent = (self.st.parent_of(n)).map(|p| self.api(&format!("/issues/{p}")));
+            merge(
+                &mut v,
+                json!({
+                    "closed_by": Value::Null,
+                    "parent_issue_url": parent,
+                    "issue_dependencies_summary": self.dependencies(i),
+                }),
+            );
         }
         v
     }

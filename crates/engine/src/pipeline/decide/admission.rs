@@ -73,7 +73,7 @@ pub(crate) fn sealed_task(
         Some(format!("does not carry the label `{label}`"))
     } else if e.state == IssueState::Closed {
         Some("is closed".to_string())
-    } else if !epic.sub_issues.contains(&n) {
+    } else if issue.parent != Some(e.number) {
         Some(format!("does not list #{n} among its sub-issues"))
     } else {
         None
@@ -214,6 +214,9 @@ mod tests {
             state: IssueState::Open,
             html_url: String::new(),
             is_pull_request: false,
+            parent: None,
+            comments: None,
+            blocked_by_total: None,
         }
     }
 

@@ -314,6 +314,7 @@ async fn open_epic(
             viewer,
             plans: 0,
             opened: BTreeMap::new(),
+            found: None,
             limits,
         },
         journal,
@@ -430,6 +431,9 @@ struct Planner<'s> {
     /// The sub-issues this process opened (not found again), by task: what it holds of them
     /// needs no reading back.
     opened: BTreeMap<String, Issue>,
+    /// The sub-issues of the epic's tasks opened before this process (before a crash, or a
+    /// stop): looked for once, when the first is to be opened.
+    found: Option<Vec<Issue>>,
     limits: Limits,
 }
 
@@ -565,13 +569,16 @@ impl Planner<'_> {
             i.author.eq_ignore_ascii_case(&self.viewer)
                 && Seal::verify(&i.body, epic).is_ok_and(|s| s.task == id)
         };
-        let linked = self.gh().sub_issues(epic).await?;
-        let found = match linked.into_iter().find(|i| ours(i)) {
-            Some(i) => Some(i),
-            None => (self.gh().latest_issues_by(&self.viewer).await?)
-                .into_iter()
-                .find(|i| ours(i)),
-        };
+        // Looked for once in a process: what it opens later is in `opened`.
+        if self.found.is_none() {
+            let mut found = self.gh().sub_issues(epic).await?;
+            found.extend(self.gh().latest_issues_by(&self.viewer).await?);
+            found.retain(|i| {
+                i.author.eq_ignore_ascii_case(&self.viewer) && Seal::verify(&i.body, epic).is_ok()
+            });
+            self.found = Some(found);
+        }
+        let found = (self.found.iter().flatten()).find(|i| ours(i)).cloned();
         let issue = match found {
             Some(issue) => issue,
             None => {
@@ -1047,6 +1054,9 @@ mod tests {
             state: crate::github::IssueState::Open,
             html_url: String::new(),
             is_pull_request: false,
+            parent: None,
+            comments: None,
+            blocked_by_total: None,
         };
         let text = replanner_task(&epic, &state, "format", "labels are missing", 8);
         for said in [

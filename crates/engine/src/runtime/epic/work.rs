@@ -21,7 +21,7 @@ use crate::github::{CloseReason, IssueState, Marker, MarkerKind};
 use crate::github::{MergeError, MergeMethod, NewPullRequest};
 use crate::ids::{IssueNumber, PrNumber};
 use crate::pipeline::{Project, RunEnd, RunError, RunOptions, RunSummary};
-use crate::runtime::{Services, run_issue};
+use crate::runtime::{Services, run_task};
 use crate::workspace::{self, WorkspaceConfig};
 
 /// How an epic's work ended.
@@ -107,6 +107,7 @@ pub async fn run_epic(
         running: BTreeSet::new(),
         reviews: JoinSet::new(),
         reviewing: BTreeSet::new(),
+        read: Default::default(),
     };
     let end = worker.work().await;
     // However it ended, the runs started here end first (a signal reaches them through the
@@ -139,6 +140,8 @@ struct Worker<'s> {
     reviews: JoinSet<(String, Reviewed)>,
     /// Tasks whose review this process started and which has not ended.
     reviewing: BTreeSet<String>,
+    /// The sub-issues of tasks about to start, read just before: their runs' first reads.
+    read: std::collections::BTreeMap<String, crate::github::Issue>,
 }
 
 /// A review's end: the verdict to journal, or why the work pauses.
@@ -275,6 +278,7 @@ impl Worker<'_> {
             ..RunOptions::default()
         };
         let project = self.task_project.clone();
+        let read = self.read.remove(id);
         let mut svc = self.svc().for_task();
         // The watcher's picture shows it as a run of its own.
         let feed = (self.svc().feed.as_ref()).map(|f| f.inner_run(number));
@@ -289,7 +293,7 @@ impl Worker<'_> {
         }
         self.runs.spawn(
             async move {
-                let result = run_issue(project, svc, opts).await;
+                let result = run_task(project, svc, opts, read).await;
                 if let Some(h) = &hooks {
                     h.ended(number);
                 }
@@ -449,9 +453,12 @@ impl Worker<'_> {
             Step::CreateBranch => self.create_branch().await?,
             Step::Start { task, number } => {
                 // A sub-issue a person closed is done as far as the epic goes.
-                if self.planner.gh().get_issue(number).await?.state == IssueState::Closed {
+                let issue = self.planner.gh().get_issue(number).await?;
+                if issue.state == IssueState::Closed {
                     Happened::ClosedByHand { task }
                 } else {
+                    // Read just now: the run's first read of it.
+                    self.read.insert(task.clone(), issue);
                     Happened::Started { task }
                 }
             }
