@@ -498,9 +498,17 @@ async fn a_sub_issue_is_refused_unless_supervisor_wrote_it_for_a_codeowners_epic
     let w = edit(&|s| epic(s).state = SeedState::Closed);
     refused(w, 1, "epic #5, which is closed").await;
     let w = edit(&|s| epic(s).sub_issues.clear());
-    refused(w, 1, "epic #5, which does not list #1 among its sub-issues").await;
+    refused(w, 1, "sealed for epic #5, and is not a sub-issue of it").await;
     let w = edit(&|s| s.extra_issues.retain(|i| i.number != 5));
-    refused(w, 1, "sealed for epic #5, which does not exist").await;
+    refused(w, 1, "sealed for epic #5, and is not a sub-issue of it").await;
+    // A sub-issue of another codeowner's epic, sealed for #5.
+    let w = edit(&|s| {
+        let mut other = epic(s).clone();
+        epic(s).sub_issues.clear();
+        other.number = 6;
+        s.extra_issues.push(other);
+    });
+    refused(w, 1, "sealed for epic #5, and is not a sub-issue of it").await;
 }
 
 #[tokio::test]

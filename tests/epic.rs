@@ -1317,3 +1317,84 @@ async fn a_journal_naming_the_epic_as_a_changed_or_dropped_task_rewrites_and_clo
         assert_eq!(after, before, "{change}: the epic is left as it was");
     }
 }
+
+/// `supervisor epic 1 --json` worked to its end: its JSON answer.
+async fn work_epic(world: &World) -> Value {
+    let out = supervisor(world, &["epic", "1", "--json"]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let answer: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(out.status.code(), Some(0), "{answer}\n{stderr}");
+    answer
+}
+
+/// What an epic's tasks cost in GitHub requests: nothing asked twice, nothing asked that the
+/// process already knows or can tell from what GitHub already said.
+#[tokio::test]
+async fn an_epics_tasks_ask_github_only_what_it_has_not_said() {
+    let tasks: [(&str, &[&str]); 4] = [("a", &[]), ("b", &[]), ("c", &[]), ("d", &[])];
+    let (_dir, world) = world(supervisor::demo::epic_spec(&tasks, &[])).await;
+    let answer = work_epic(&world).await;
+    assert_eq!(answer["end"], "finished", "{answer}");
+    let counts = world.sandbox.request_counts();
+    let count = |route: &str| counts.get(route).copied().unwrap_or(0);
+    let issue = "/repos/{owner}/{repo}/issues/{number}";
+    // Earlier sub-issues are looked for once in the process, not once per task; no task's run
+    // reads the epic's sub-issues or the epic (its parent comes with its own context).
+    assert_eq!(count(&format!("GET {issue}/sub_issues")), 1, "{counts:?}");
+    assert_eq!(count("GET /repos/{owner}/{repo}/issues"), 1, "{counts:?}");
+    // Each sub-issue is read once before its run (which takes that read as its first), the epic
+    // once: GitHub says they have no dependencies and no comments, so neither is listed.
+    assert_eq!(count(&format!("GET {issue}")), 4 + 1, "{counts:?}");
+    assert_eq!(
+        count(&format!("GET {issue}/dependencies/blocked_by")),
+        0,
+        "{counts:?}"
+    );
+    // Comments are listed only to edit the plan's comment and post the summary once.
+    assert!(count(&format!("GET {issue}/comments")) <= 3, "{counts:?}");
+    // One read of each issue's card, editors and parent, for its run and for its review.
+    assert_eq!(count("POST /graphql IssueContext"), 2 * 4 + 1, "{counts:?}");
+    // The review reads the branch it checks out; the merge merges the commit it reviewed; whether a
+    // pull request merges is tried here: no pull request is read or listed.
+    assert_eq!(
+        count("GET /repos/{owner}/{repo}/pulls/{number}"),
+        0,
+        "{counts:?}"
+    );
+    assert_eq!(
+        count("GET /repos/{owner}/{repo}/pulls/{number}/files"),
+        0,
+        "{counts:?}"
+    );
+    let per_task = world.sandbox.request_total() as f64 / 4.0;
+    assert!(per_task <= 27.0, "{per_task} requests per task: {counts:?}");
+    let violations = world.sandbox.violations();
+    assert!(violations.is_empty(), "{violations:?}");
+}
+
+/// The commit a review accepted is the one merged: a task whose branch moved after its reviewer
+/// looked (a push by anyone, the reviewer's own included) goes to a person, merged nowhere.
+#[tokio::test]
+async fn a_branch_that_moved_after_its_review_is_escalated_not_merged() {
+    let mut spec = supervisor::demo::epic_spec(&[("units", &[])], &[]);
+    spec.script["reviewer@2"] = json!([[
+        { "run": "echo 'export const unreviewed = 1;' > src/unreviewed.ts && git add -A && git -c user.name=mallory -c user.email=m@example.com commit -qm 'After the review' && git push -q origin HEAD:worktree-git-issue-2" },
+        { "final": "I read the change.\n\n```json\n{\"verdict\": \"accepted\"}\n```" }
+    ]]);
+    let (_dir, world) = world(spec).await;
+    let answer = work_epic(&world).await;
+    let task = &answer["tasks"][0];
+    assert_eq!(task["outcome"], "escalated", "{answer}");
+    assert!(
+        (task["reason"].as_str().unwrap()).contains("its branch moved since its review"),
+        "{answer}"
+    );
+    let pr = task["pullRequest"].as_u64().unwrap();
+    world
+        .sandbox
+        .with_state(|s| assert!(!s.pull(pr).unwrap().merged, "#{pr} is not merged"));
+    let tree = supervisor::demo::git(&world.remote, &["ls-tree", "-r", "--name-only", "epic-1"])
+        .expect("the epic branch");
+    assert!(!tree.contains("src/unreviewed.ts"), "{tree}");
+}

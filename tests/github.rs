@@ -253,8 +253,8 @@ async fn sub_issues_and_dependencies_are_created_linked_and_listed() {
                 .map(|i| i.number)
                 .collect();
         assert_eq!(subs, [units.number, docs.number]);
-        // Read again, the issue names its parent and counts what blocks it: an issue read with
-        // nothing blocking it needs no list of its blockers.
+        // Read again, the issue counts what blocks it: an issue read with nothing blocking it
+        // needs no list of its blockers.
         let requests = w.sandbox.request_total();
         assert!(w.gh.open_blockers(&docs).await.unwrap().is_empty());
         assert_eq!(
@@ -263,8 +263,7 @@ async fn sub_issues_and_dependencies_are_created_linked_and_listed() {
             "counted none, asked nothing"
         );
         let docs = w.gh.get_issue(docs.number).await.unwrap();
-        assert_eq!((docs.parent, docs.blocked_by_total), (Some(1), Some(1)));
-        assert_eq!(w.gh.get_issue(1).await.unwrap().parent, None);
+        assert_eq!(docs.blocked_by_total, Some(1));
         let blockers = w.gh.open_blockers(&docs).await.unwrap();
         assert_eq!(blockers.len(), 1);
         assert_eq!(
@@ -294,7 +293,7 @@ async fn sub_issues_and_dependencies_are_created_linked_and_listed() {
 }
 
 /// An epic's re-planning: a task's title and body rewritten (by whoever sends the edit, which
-/// `issue_editors` then names), a task dropped as not planned, a task's pull request closed
+/// `issue_context` then names), a task dropped as not planned, a task's pull request closed
 /// unmerged, a dependency removed.
 #[tokio::test]
 async fn an_issue_is_rewritten_and_the_editor_is_who_sent_it() {
@@ -307,7 +306,10 @@ async fn an_issue_is_rewritten_and_the_editor_is_who_sent_it() {
             ));
         })
         .await;
-        assert_eq!(w.gh.issue_editors(3).await.unwrap().issue, None);
+        assert_eq!(
+            w.gh.issue_context(&board(), 3).await.unwrap().editors.issue,
+            None
+        );
         let mallory = client(&w.sandbox, Some("tok-mallory-0123456789"), quick());
         let edited = mallory
             .update_issue(3, "Docs for --verbose", "- [ ] README\n- [ ] man page")
@@ -320,7 +322,7 @@ async fn an_issue_is_rewritten_and_the_editor_is_who_sent_it() {
         assert_eq!(edited.body, "- [ ] README\n- [ ] man page");
         let read = w.gh.get_issue(3).await.unwrap();
         assert_eq!(read, edited);
-        let editors = w.gh.issue_editors(3).await.unwrap();
+        let editors = w.gh.issue_context(&board(), 3).await.unwrap().editors;
         assert_eq!(editors.issue.as_deref(), Some("mallory"));
         let renames: Vec<(&str, &str, &str)> = editors
             .renames
@@ -332,7 +334,7 @@ async fn an_issue_is_rewritten_and_the_editor_is_who_sent_it() {
         w.gh.update_issue(3, "Docs for --verbose", "- [ ] README\n- [ ] man page")
             .await
             .unwrap();
-        let editors = w.gh.issue_editors(3).await.unwrap();
+        let editors = w.gh.issue_context(&board(), 3).await.unwrap().editors;
         assert_eq!(editors.issue.as_deref(), Some("mallory"));
         assert_eq!(
             editors.renames.len(),
@@ -343,7 +345,7 @@ async fn an_issue_is_rewritten_and_the_editor_is_who_sent_it() {
         w.gh.update_issue(3, "Docs for --verbose", "- [ ] README")
             .await
             .unwrap();
-        let editors = w.gh.issue_editors(3).await.unwrap();
+        let editors = w.gh.issue_context(&board(), 3).await.unwrap().editors;
         assert_eq!(editors.issue.as_deref(), Some("alice"));
         let e = w.gh.update_issue(99, "t", "b").await.unwrap_err();
         assert!(
@@ -707,7 +709,12 @@ async fn a_card_is_moved_and_read_back() {
             .await
             .unwrap();
         assert_eq!(w.sandbox.snapshot().column_of(1), Some("Research"));
-        let again = w.gh.board_item(&board(), 1).await.unwrap().unwrap();
+        let again =
+            w.gh.issue_context(&board(), 1)
+                .await
+                .unwrap()
+                .board
+                .unwrap();
         assert_eq!(again.column_name(), Some("Research"));
         // Case does not matter; unknown columns list the options.
         w.gh.move_card(&again, &BoardOption::new("testdesign"))
@@ -724,7 +731,7 @@ async fn a_card_is_moved_and_read_back() {
             "{e}"
         );
         assert_eq!(w.count("POST /graphql UpdateItemStatus"), 2);
-        assert_eq!(w.count("POST /graphql IssueBoardItems"), 2);
+        assert_eq!(w.count("POST /graphql IssueContext"), 2);
     })
     .await
 }
@@ -741,7 +748,12 @@ async fn an_issue_off_the_board_is_added() {
         w.gh.move_card(&item, &BoardOption::new("Backlog"))
             .await
             .unwrap();
-        let read = w.gh.board_item(&board(), 3).await.unwrap().unwrap();
+        let read =
+            w.gh.issue_context(&board(), 3)
+                .await
+                .unwrap()
+                .board
+                .unwrap();
         assert_eq!(read.column_name(), Some("Backlog"));
         // Adding again returns the same card.
         let same = w.gh.add_to_board(&board(), &issue).await.unwrap();
@@ -826,7 +838,12 @@ async fn a_token_without_project_scope_gets_the_actionable_message() {
         );
         assert!(text.contains("gh auth refresh -s project"), "{text}");
         assert!(!e.is_resumable());
-        let item = w.gh.board_item(&board(), 1).await.unwrap().unwrap();
+        let item =
+            w.gh.issue_context(&board(), 1)
+                .await
+                .unwrap()
+                .board
+                .unwrap();
         let e = gh
             .move_card(&item, &BoardOption::new("Done"))
             .await
@@ -1020,7 +1037,7 @@ async fn comment_and_issue_ids_are_github_sized_and_editors_match_them() {
         assert!(issue["id"].as_u64().unwrap() > i32::MAX as u64);
         // The GraphQL ids are matched to the REST ones: every comment is known, the edited one
         // with its editor.
-        let editors = w.gh.issue_editors(1).await.unwrap();
+        let editors = w.gh.issue_context(&board(), 1).await.unwrap().editors;
         assert_eq!(
             editors.checked,
             comments.iter().map(|c| c.id).collect::<Vec<_>>()
@@ -1048,7 +1065,14 @@ async fn title_renames_are_read_with_their_actors() {
             ));
         })
         .await;
-        assert!(w.gh.issue_editors(1).await.unwrap().renames.is_empty());
+        assert!(
+            w.gh.issue_context(&board(), 1)
+                .await
+                .unwrap()
+                .editors
+                .renames
+                .is_empty()
+        );
         let url = w.sandbox.url();
         for (token, title) in [
             (
@@ -1069,7 +1093,7 @@ async fn title_renames_are_read_with_their_actors() {
             .await;
             assert_eq!(a.status, 200, "{}", a.body);
         }
-        let editors = w.gh.issue_editors(1).await.unwrap();
+        let editors = w.gh.issue_context(&board(), 1).await.unwrap().editors;
         let renames: Vec<(&str, &str)> = editors
             .renames
             .iter()
@@ -1084,7 +1108,7 @@ async fn title_renames_are_read_with_their_actors() {
         );
         assert_eq!(editors.renames[1].from, editors.renames[0].to);
         assert!(!editors.renames_truncated);
-        assert_eq!(w.count("POST /graphql IssueEditors"), 2);
+        assert_eq!(w.count("POST /graphql IssueContext"), 2);
     })
     .await
 }
@@ -1474,12 +1498,12 @@ async fn exchanges_unlike_githubs_descriptions_are_named() {
         )
         .await;
         // A GraphQL answer of the wrong shape for its query.
-        let mut fault = supervisor::sandbox::Fault::status("POST /graphql IssueEditors", 200);
+        let mut fault = supervisor::sandbox::Fault::status("POST /graphql IssueContext", 200);
         fault.body = Some(serde_json::json!({"data": {"repository": {"issue": {"editor": null,
             "comments": {"totalCount": 1, "nodes": [{"fullDatabaseId": 2250077004u64, "editor": null}]},
             "timelineItems": {"totalCount": 0, "nodes": []}}}}}));
         w.sandbox.inject(fault);
-        let _ = w.gh.issue_editors(1).await;
+        let _ = w.gh.issue_context(&board(), 1).await;
         let found: Vec<String> = w
             .sandbox
             .take_violations()
@@ -1490,7 +1514,7 @@ async fn exchanges_unlike_githubs_descriptions_are_named() {
         assert!(has("issues/get answer 200: (body): missing properties"), "{found:#?}");
         assert!(has("issues/list-comments request: query.perpage: not a parameter"), "{found:#?}");
         assert!(
-            has("graphql IssueEditors answer 200: /repository/issue/comments/nodes/0/fullDatabaseId: `2250077004` is not a BigInt"),
+            has("graphql IssueContext answer 200: /repository/issue/comments/nodes/0/fullDatabaseId: `2250077004` is not a BigInt"),
             "{found:#?}"
         );
     })

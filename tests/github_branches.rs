@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use supervisor::github::{GitHubError, NewPullRequest, PullFile};
+use supervisor::github::{GitHubError, NewPullRequest};
 use supervisor::sandbox::TokenSeed;
 
 const GET_REF: &str = "GET /repos/{owner}/{repo}/git/ref/{ref}";
@@ -133,6 +133,20 @@ async fn creating_a_branch_needs_contents_write() {
     .await
 }
 
+/// `GET …/pulls/{number}/files` (page `page`), as any client asks it of the sandbox.
+async fn pull_files(w: &World, number: u64, page: u32) -> RawAnswer {
+    let path = format!("/repos/acme/widgets/pulls/{number}/files?per_page=100&page={page}");
+    let auth = format!("Bearer {FULL}");
+    raw(
+        &w.sandbox.url(),
+        "GET",
+        &path,
+        &[("Authorization", &auth)],
+        "",
+    )
+    .await
+}
+
 #[tokio::test]
 async fn a_pull_requests_files_are_listed_with_their_patches() {
     within(async {
@@ -147,38 +161,40 @@ async fn a_pull_requests_files_are_listed_with_their_patches() {
             )
             .unwrap();
         let number = open_pull(&w, "two").await;
-        let files = w.gh.pull_files(number).await.unwrap();
+        let files = pull_files(&w, number, 1).await.json();
+        let got: Vec<(&str, &str, u64, u64, &str)> = (files.as_array().unwrap().iter())
+            .map(|f| {
+                (
+                    f["filename"].as_str().unwrap(),
+                    f["status"].as_str().unwrap(),
+                    f["additions"].as_u64().unwrap(),
+                    f["deletions"].as_u64().unwrap(),
+                    f["patch"].as_str().unwrap(),
+                )
+            })
+            .collect();
         assert_eq!(
-            files,
-            vec![
-                PullFile {
-                    filename: "README.md".into(),
-                    status: "modified".into(),
-                    additions: 1,
-                    deletions: 0,
-                    patch: Some("@@ -1 +1,2 @@\n ours\n+and more".into()),
-                },
-                PullFile {
-                    filename: "a.txt".into(),
-                    status: "added".into(),
-                    additions: 1,
-                    deletions: 0,
-                    patch: Some("@@ -0,0 +1 @@\n+one".into()),
-                },
+            got,
+            [
+                (
+                    "README.md",
+                    "modified",
+                    1,
+                    0,
+                    "@@ -1 +1,2 @@\n ours\n+and more"
+                ),
+                ("a.txt", "added", 1, 0, "@@ -0,0 +1 @@\n+one"),
             ]
         );
-        assert_eq!(w.count(FILES), 1);
-        let e = w.gh.pull_files(99).await.unwrap_err();
-        assert!(
-            matches!(e, GitHubError::PullNotFound { number: 99, .. }),
-            "{e}"
-        );
+        assert_eq!(pull_files(&w, 99, 1).await.status, 404);
+        let violations = w.sandbox.violations();
+        assert!(violations.is_empty(), "{violations:?}");
     })
     .await
 }
 
 #[tokio::test]
-async fn a_pull_request_of_150_files_is_read_over_two_pages() {
+async fn a_pull_request_of_150_files_is_listed_over_two_pages() {
     within(async {
         let w = World::new().await;
         let names: Vec<String> = (0..150).map(|i| format!("f{i:03}.txt")).collect();
@@ -188,10 +204,22 @@ async fn a_pull_request_of_150_files_is_read_over_two_pages() {
             .commit_files("many", Some("main"), &files, "150 files")
             .unwrap();
         let number = open_pull(&w, "many").await;
-        let listed = w.gh.pull_files(number).await.unwrap();
-        let got: Vec<&str> = listed.iter().map(|f| f.filename.as_str()).collect();
+        let first = pull_files(&w, number, 1).await;
+        assert!(
+            first
+                .header("link")
+                .is_some_and(|l| l.contains("rel=\"next\"")),
+            "{:?}",
+            first.headers
+        );
+        let mut got = Vec::new();
+        for page in [first.json(), pull_files(&w, number, 2).await.json()] {
+            for f in page.as_array().unwrap() {
+                assert_eq!(f["status"], "added");
+                got.push(f["filename"].as_str().unwrap().to_string());
+            }
+        }
         assert_eq!(got, names);
-        assert!(listed.iter().all(|f| f.status == "added"));
         assert_eq!(w.count(FILES), 2, "100 + 50 per page");
     })
     .await

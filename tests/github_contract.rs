@@ -25,7 +25,6 @@
 //! - `pulls/get`: `get_pr`, `mergeable`
 //! - `pulls/update`: `update_pull_body` (a revision rewrites the body), `close_pull`
 //! - `pulls/merge`: `merge_pull` (an epic's accepted task merged into the epic branch)
-//! - `pulls/list-files`: `pull_files`
 //! - `git/get-ref`: `branch_head`
 //! - `git/create-ref`: `create_branch`
 //! - `pulls/create-review`: `submit_review`
@@ -41,8 +40,8 @@ use serde_json::{Value, json};
 use supervisor::config::RepoSlug;
 use supervisor::github::{
     AppCredentials, BoardItem, ClientConfig, CloseReason, ColumnOption, Conditional, GitHub,
-    GitHubError, Issue, IssueState, MAX_PULL_FILES, MergeError, MergeMethod, MergeResult,
-    MergeablePoll, NewPullRequest, PullFile, RetryPolicy, Token,
+    GitHubError, Issue, IssueState, MergeError, MergeMethod, MergeResult, MergeablePoll,
+    NewPullRequest, RetryPolicy, Token,
 };
 use supervisor::ids::BoardOption;
 use supervisor::sandbox::{check_rest_request, rest_operation_id};
@@ -50,7 +49,7 @@ use wiremock::matchers::{method, path, path_regex};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 /// The operations listed above.
-const CLIENT_OPERATIONS: [&str; 31] = [
+const CLIENT_OPERATIONS: [&str; 30] = [
     "users/get-authenticated",
     "apps/get-authenticated",
     "apps/get-repo-installation",
@@ -74,7 +73,6 @@ const CLIENT_OPERATIONS: [&str; 31] = [
     "pulls/get",
     "pulls/update",
     "pulls/merge",
-    "pulls/list-files",
     "git/get-ref",
     "git/create-ref",
     "pulls/create-review",
@@ -189,7 +187,6 @@ fn issue_1347() -> Issue {
         state: IssueState::Open,
         html_url: String::new(),
         is_pull_request: false,
-        parent: None,
         comments: Some(0),
         blocked_by_total: None,
     }
@@ -217,7 +214,6 @@ async fn every_rest_operation_the_client_uses_reads_githubs_examples() {
         ("pulls/create", 201),
         ("pulls/update", 200),
         ("pulls/merge", 200),
-        ("pulls/list-files", 200),
         ("git/create-ref", 201),
         ("pulls/create-review", 200),
         ("pulls/create-reply-for-review-comment", 201),
@@ -331,22 +327,12 @@ async fn every_rest_operation_the_client_uses_reads_githubs_examples() {
         }
     );
 
-    // An epic's branch: created at a commit, then read; the files a pull request changes.
+    // An epic's branch: created at a commit, then read.
     let sha = "aa218f56b14c9653891f9e74264a383fa43fefbd";
     assert!(gh.create_branch("epic/featureA", sha).await.unwrap());
     assert_eq!(
         gh.branch_head("epic/featureA").await.unwrap().as_deref(),
         Some(sha)
-    );
-    assert_eq!(
-        gh.pull_files(1347).await.unwrap(),
-        vec![PullFile {
-            filename: "file1.txt".into(),
-            status: "added".into(),
-            additions: 103,
-            deletions: 21,
-            patch: Some("@@ -132,7 +132,7 @@ module Test @@ -1000,7 +1000,7 @@ module Test".into()),
-        }]
     );
 
     // A revision: the pull request's body rewritten, a reply in a review thread, a review.
@@ -407,56 +393,6 @@ async fn every_rest_operation_the_client_uses_reads_githubs_examples() {
     );
 }
 
-/// Pages of 100 files without end, each linking the next.
-struct EndlessFiles(String);
-
-impl Respond for EndlessFiles {
-    fn respond(&self, request: &Request) -> ResponseTemplate {
-        let page: usize = request
-            .url
-            .query_pairs()
-            .find(|(k, _)| k == "page")
-            .and_then(|(_, v)| v.parse().ok())
-            .unwrap_or(1);
-        let file = example("pulls/list-files", "200")[0].clone();
-        let files: Vec<Value> = (0..100)
-            .map(|i| {
-                let mut f = file.clone();
-                f["filename"] = json!(format!("f{}.txt", (page - 1) * 100 + i));
-                f
-            })
-            .collect();
-        let next = format!(
-            "<{}/repos/octocat/Hello-World/pulls/1347/files?per_page=100&page={}>; rel=\"next\"",
-            self.0,
-            page + 1
-        );
-        ResponseTemplate::new(200)
-            .set_body_json(files)
-            .insert_header("link", next.as_str())
-    }
-}
-
-#[tokio::test]
-async fn a_pull_requests_files_stop_at_githubs_3000() {
-    let server = MockServer::start().await;
-    Mock::given(method("GET"))
-        .and(path_regex("^/repos/[^/]+/[^/]+/pulls/1347/files$"))
-        .respond_with(EndlessFiles(server.uri()))
-        .mount(&server)
-        .await;
-    let files = client_for(&server).pull_files(1347).await.unwrap();
-    assert_eq!(files.len(), MAX_PULL_FILES);
-    assert_eq!(MAX_PULL_FILES, 3000);
-    assert_eq!(files[2999].filename, "f2999.txt");
-    let requests = server.received_requests().await.unwrap();
-    assert_eq!(requests.len(), 30, "30 pages of 100, no more");
-    assert_eq!(
-        check_requests(&server).await,
-        BTreeSet::from(["pulls/list-files".to_string()])
-    );
-}
-
 /// Answers a GraphQL request from its query text, as GitHub's schema says GitHub would.
 struct GraphQl(Arc<dyn Fn(&str) -> Value + Send + Sync>);
 
@@ -480,6 +416,10 @@ async fn comment_ids_past_2_31_are_read_as_githubs_bigint() {
             json!({"databaseId": null, "editor": {"__typename": "User", "login": "mallory"}})
         };
         let mut out = json!({"data": {"repository": {"issue": {
+            "id": "I_kwDOA", "fullDatabaseId": "7", "number": 7, "title": "Add hours now",
+            "body": "Hours.", "url": "https://github.com/octocat/Hello-World/issues/7",
+            "state": "OPEN", "author": {"__typename": "User", "login": "alice"},
+            "labels": {"nodes": []}, "projectItems": {"nodes": []}, "parent": null,
             "editor": null,
             "comments": {"totalCount": 1, "nodes": [id_field]},
             "timelineItems": {"totalCount": 1, "nodes": [
@@ -498,7 +438,12 @@ async fn comment_ids_past_2_31_are_read_as_githubs_bigint() {
         .respond_with(GraphQl(Arc::new(answer)))
         .mount(&server)
         .await;
-    let editors = client_for(&server).issue_editors(7).await.unwrap();
+    let board = supervisor::github::BoardRef {
+        owner: "octocat".into(),
+        number: 1,
+        status_field: "Status".into(),
+    };
+    let editors = (client_for(&server).issue_context(&board, 7).await.unwrap()).editors;
     assert_eq!(editors.checked, vec![2_250_077_004]);
     assert_eq!(
         editors.comment(2_250_077_004),

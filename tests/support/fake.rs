@@ -617,7 +617,7 @@ fn github_error(message: String) -> RunError {
 }
 
 /// The issue as GitHub gives it.
-fn issue_of(s: &SandboxState, i: &IssueSeed) -> Issue {
+fn issue_of(i: &IssueSeed) -> Issue {
     let number = i.number;
     Issue {
         id: 0,
@@ -634,7 +634,6 @@ fn issue_of(s: &SandboxState, i: &IssueSeed) -> Issue {
         },
         html_url: format!("https://github.invalid/issues/{number}"),
         is_pull_request: false,
-        parent: s.parent_of(number),
         comments: Some(i.comments.len() as u64),
         blocked_by_total: Some(i.blocked_by.len() as u64),
     }
@@ -655,7 +654,7 @@ impl Effects for FakeEffects {
                     repo: self.project.settings.repo.clone(),
                 })
             })?;
-            issue_of(&s, i)
+            issue_of(i)
         };
         self.leave().await;
         Ok(issue)
@@ -705,12 +704,17 @@ impl Effects for FakeEffects {
                 comments,
                 editors,
                 viewer: Some(self.world.bot.clone()),
-                epic: sealed_epic(&self.project.settings, issue).and_then(|n| {
-                    let e = s.issue(n)?;
-                    Some(EpicParent {
-                        issue: issue_of(&s, e),
-                    })
-                }),
+                epic: sealed_epic(&self.project.settings, issue)
+                    .and_then(|_| s.issue(s.parent_of(issue.number)?))
+                    .map(|e| {
+                        let e = issue_of(e);
+                        EpicParent {
+                            number: e.number,
+                            author: e.author,
+                            labels: e.labels,
+                            state: e.state,
+                        }
+                    }),
             }
         };
         self.leave().await;

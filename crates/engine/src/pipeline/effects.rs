@@ -170,17 +170,14 @@ pub struct Context {
     pub editors: Editors,
     /// The login supervisor posts as; only its comments' markers count.
     pub viewer: Option<String>,
-    /// The epic a sealed issue names (read only for an issue a codeowner did not open whose body
-    /// carries an epic's seal; `None` also when that epic does not exist).
+    /// The issue it is a sub-issue of (kept only for an issue a codeowner did not open whose body
+    /// carries an epic's seal).
     pub epic: Option<EpicParent>,
 }
 
-/// The epic a sealed issue names, as GitHub has it: what decides whether the issue is one of the
-/// epic's tasks, written by supervisor.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EpicParent {
-    pub issue: Issue,
-}
+/// The issue a sealed issue is a sub-issue of, as GitHub has it: with the seal, what decides
+/// whether the issue is one of an epic's tasks, written by supervisor.
+pub type EpicParent = crate::github::ParentIssue;
 
 /// What to do at the end of a run with the worktree and the checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,8 +19,8 @@ use crate::github::{
 use crate::ids::{CommitSha, IssueNumber, PrNumber, RunId};
 use crate::pipeline::decide::admission::sealed_epic;
 use crate::pipeline::{
-    Cleanup, CommitResult, Context, Dispatch, EffectError, Effects, EpicParent, ErrorClass,
-    GateFeed, GitHubChecks, PrRequest, Progress, Project, RunError, Text, ThreadAnswer, UserText,
+    Cleanup, CommitResult, Context, Dispatch, EffectError, Effects, ErrorClass, GateFeed,
+    GitHubChecks, PrRequest, Progress, Project, RunError, Text, ThreadAnswer, UserText,
     WorktreeInfo,
 };
 use crate::report;
@@ -177,20 +177,6 @@ impl LiveEffects {
                 tracing::warn!("the run's process groups are not recorded: {e}");
             }
         })
-    }
-
-    /// The epic `issue`'s seal names, for an issue a codeowner did not open (`None` when it
-    /// carries no seal or the epic does not exist).
-    async fn epic_parent(&self, issue: &Issue) -> Result<Option<EpicParent>, RunError> {
-        let Some(number) = sealed_epic(&self.project.settings, issue) else {
-            return Ok(None);
-        };
-        let epic = match self.gh.get_issue(number).await {
-            Ok(epic) => epic,
-            Err(GitHubError::IssueNotFound { .. }) => return Ok(None),
-            Err(e) => return Err(e.into()),
-        };
-        Ok(Some(EpicParent { issue: epic }))
     }
 
     /// The run's cancellation token.
@@ -410,7 +396,7 @@ impl Effects for LiveEffects {
     }
 
     async fn fetch_context(&mut self, issue: &Issue) -> Result<Context, RunError> {
-        // Four independent reads, asked together.
+        // Independent reads, asked together.
         let board_ref = self.board_ref();
         // An issue GitHub counted no comments on has none to list.
         let comments = async {
@@ -419,11 +405,10 @@ impl Effects for LiveEffects {
                 _ => self.gh.list_comments(issue.number).await,
             }
         };
-        let (board, blockers, comments, editors) = tokio::try_join!(
-            self.gh.board_item(&board_ref, issue.number),
+        let (context, blockers, comments) = tokio::try_join!(
+            self.gh.issue_context(&board_ref, issue.number),
             self.gh.open_blockers(issue),
             comments,
-            self.gh.issue_editors(issue.number),
         )?;
 
         // Asked once per run: only comments by this login are supervisor's.
@@ -431,13 +416,15 @@ impl Effects for LiveEffects {
             self.viewer = Some(self.gh.viewer_login().await?);
         }
         self.comments = comments.clone();
+        // What a sealed issue is a sub-issue of decides whether it is one of an epic's tasks.
+        let sealed = sealed_epic(&self.project.settings, issue).is_some();
         Ok(Context {
-            board,
+            board: context.board,
             blockers,
             comments,
-            editors,
+            editors: context.editors,
             viewer: self.viewer.clone(),
-            epic: self.epic_parent(issue).await?,
+            epic: context.parent.filter(|_| sealed),
         })
     }
 
@@ -517,13 +504,17 @@ impl Effects for LiveEffects {
     }
 
     async fn mergeable(&mut self, number: u64) -> Result<Option<bool>, EffectError> {
-        // When the base's head GitHub answered with is in the branch, the merge is a fast-forward:
-        // clean, whatever GitHub has computed so far.
-        if let (Some((n, head, base)), Some(wt)) = (self.opened.clone(), self.wt.clone()) {
-            let fast_forward =
-                n == number && blocking(&self.cancel, move || Ok(wt.reaches(&head, &base))).await?;
-            if fast_forward {
-                return Ok(Some(true));
+        // The branch's head merged into the base's head GitHub answered with, computed here: a
+        // fast-forward, or a merge with or without conflicts, whatever GitHub has computed so far.
+        if let (Some((n, head, base)), Ok(wt)) = (self.opened.clone(), self.worktree_for_git()) {
+            let auth = self.push_auth.clone();
+            if n == number {
+                match blocking(&self.cancel, move || wt.merges_cleanly(&auth, &head, &base)).await {
+                    Ok(Some(clean)) => return Ok(Some(clean)),
+                    Ok(None) => {}
+                    Err(e) if e.class == ErrorClass::Cancelled => return Err(e),
+                    Err(e) => tracing::warn!("the merge was not tried here: {e}"),
+                }
             }
         }
         // Otherwise GitHub computes it in the background: read until it is known (bounded).

@@ -6,8 +6,8 @@ use serde::Deserialize;
 use crate::ids::BoardOption;
 
 use super::graphql::{
-    AddToBoard, IssueBoardItems, ProjectBoard, UpdateItemStatus, add_to_board, issue_board_items,
-    project_board, update_item_status,
+    AddToBoard, ProjectBoard, UpdateItemStatus, add_to_board, issue_context, project_board,
+    update_item_status,
 };
 use super::retry::ApiRequest;
 use super::setup::{RepositoryInfo, Viewer, permission_name};
@@ -113,13 +113,13 @@ macro_rules! value_reader {
     };
 }
 
-fragment_readers!(issue_board_items);
+fragment_readers!(issue_context);
 fragment_readers!(project_board);
 fragment_readers!(add_to_board);
 
 mod issue_items {
-    use super::issue_board_items;
-    value_reader!(issue_board_items);
+    use super::issue_context;
+    value_reader!(issue_context);
     pub(super) use item_column as read;
 }
 
@@ -252,57 +252,26 @@ impl GitHub {
         board: &BoardRef,
         issue: u64,
     ) -> Result<Option<BoardItem>, GitHubError> {
-        let repo = self.t.repo.clone();
-        let (data, errors) = self
-            .graphql::<IssueBoardItems>(
-                issue_board_items::Variables {
-                    owner: repo.owner.clone(),
-                    name: repo.name.clone(),
-                    number: issue as i64,
-                    status_field: board.status_field.clone(),
-                },
-                "IssueBoardItems",
-                false,
-            )
-            .await?;
-        if let Some(e) = self.graphql_error("IssueBoardItems", &errors, |e| {
-            if e.path_is(&["repository", "issue"]) {
-                Some(GitHubError::IssueNotFound {
-                    repo: repo.clone(),
-                    number: issue,
-                })
-            } else if e.path_is(&["repository"]) {
-                Some(GitHubError::RepoNotFound { repo: repo.clone() })
-            } else {
-                None
-            }
-        }) {
-            return Err(e);
-        }
-        let repository = data
-            .and_then(|d| d.repository)
-            .ok_or_else(|| GitHubError::RepoNotFound { repo: repo.clone() })?;
-        let found = repository.issue.ok_or(GitHubError::IssueNotFound {
-            repo: repo.clone(),
-            number: issue,
-        })?;
-        let Some(node) = found
-            .project_items
-            .nodes
-            .unwrap_or_default()
-            .into_iter()
-            .flatten()
-            .find(|n| {
-                use issue_board_items::IssueBoardItemsRepositoryIssueProjectItemsNodesProjectOwner as Owner;
-                let login = match &n.project.owner {
-                    Owner::User(u) => Some(u.login.as_str()),
-                    Owner::Organization(o) => Some(o.login.as_str()),
-                    _ => None,
-                };
-                n.project.status_field.number.max(0) as u64 == board.number
-                    && login.is_some_and(|l| l.eq_ignore_ascii_case(&board.owner))
-            })
-        else {
+        Ok(self.issue_context(board, issue).await?.board)
+    }
+
+    /// Which of an issue's cards (`items`, as [`GitHub::issue_context`] read them) is on `board`.
+    pub(super) async fn card_on(
+        &self,
+        board: &BoardRef,
+        issue: u64,
+        items: &issue_context::IssueContextRepositoryIssueProjectItems,
+    ) -> Result<Option<BoardItem>, GitHubError> {
+        let Some(node) = (items.nodes.iter()).flatten().flatten().find(|n| {
+            use issue_context::IssueContextRepositoryIssueProjectItemsNodesProjectOwner as Owner;
+            let login = match &n.project.owner {
+                Owner::User(u) => Some(u.login.as_str()),
+                Owner::Organization(o) => Some(o.login.as_str()),
+                _ => None,
+            };
+            n.project.status_field.number.max(0) as u64 == board.number
+                && login.is_some_and(|l| l.eq_ignore_ascii_case(&board.owner))
+        }) else {
             // An App sees no cards of a user's board: tell that from "not on the board".
             if self.t.is_app() {
                 self.project(board).await?;

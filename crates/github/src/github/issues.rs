@@ -46,10 +46,6 @@ pub(crate) struct WireIssue {
     #[serde(default)]
     pull_request: Option<serde_json::Value>,
     #[serde(default)]
-    repository_url: String,
-    #[serde(default)]
-    parent_issue_url: Option<String>,
-    #[serde(default)]
     comments: Option<u64>,
     #[serde(default)]
     issue_dependencies_summary: Option<WireDependencies>,
@@ -80,12 +76,6 @@ impl WireIssue {
             state: IssueState::parse(&self.state),
             html_url: self.html_url,
             is_pull_request: self.pull_request.is_some(),
-            // A parent in this repository is at `{repository_url}/issues/{number}`.
-            parent: (self.parent_issue_url.as_deref())
-                .filter(|_| !self.repository_url.is_empty())
-                .and_then(|url| url.strip_prefix(self.repository_url.as_str()))
-                .and_then(|rest| rest.strip_prefix("/issues/"))
-                .and_then(|n| n.parse().ok()),
             comments: self.comments,
             blocked_by_total: (self.issue_dependencies_summary).map(|d| d.total_blocked_by),
         }
@@ -132,21 +122,10 @@ impl GitHub {
         first: String,
         route: &str,
     ) -> Result<Vec<T>, GitHubError> {
-        self.get_up_to(first, route, usize::MAX).await
-    }
-
-    /// The pages of a list, following `Link: rel="next"`, until it ends or `limit` items were
-    /// read (the rest of the last page read is dropped).
-    pub(crate) async fn get_up_to<T: serde::de::DeserializeOwned>(
-        &self,
-        first: String,
-        route: &str,
-        limit: usize,
-    ) -> Result<Vec<T>, GitHubError> {
         let mut items = Vec::new();
         let mut path = Some(first);
         let mut seen = Vec::new();
-        while let Some(p) = path.take().filter(|_| items.len() < limit) {
+        while let Some(p) = path.take() {
             if seen.len() >= MAX_PAGES || seen.contains(&p) {
                 return Err(GitHubError::InvalidResponse {
                     route: format!("GET {route}"),
@@ -158,7 +137,6 @@ impl GitHub {
             path = resp.next_page(&self.t.base)?;
             seen.push(p);
         }
-        items.truncate(limit);
         Ok(items)
     }
 
@@ -560,11 +538,7 @@ mod tests {
     use super::WireIssue;
 
     fn read(extra: serde_json::Value) -> super::Issue {
-        let mut v = serde_json::json!({
-            "number": 7,
-            "state": "open",
-            "repository_url": "https://api.github.com/repos/acme/widgets",
-        });
+        let mut v = serde_json::json!({ "number": 7, "state": "open" });
         v.as_object_mut()
             .unwrap()
             .extend(extra.as_object().unwrap().clone());
@@ -572,28 +546,15 @@ mod tests {
     }
 
     #[test]
-    fn a_parent_counts_only_in_the_same_repository_and_counts_are_known_only_when_given() {
+    fn the_counts_of_comments_and_dependencies_are_known_only_when_given() {
         let issue = read(serde_json::json!({
-            "parent_issue_url": "https://api.github.com/repos/acme/widgets/issues/3",
             "comments": 0,
             "issue_dependencies_summary": {
                 "blocked_by": 0, "blocking": 1, "total_blocked_by": 2, "total_blocking": 1
             },
         }));
-        assert_eq!(issue.parent, Some(3));
         assert_eq!((issue.comments, issue.blocked_by_total), (Some(0), Some(2)));
-        for elsewhere in [
-            "https://api.github.com/repos/acme/widgets-2/issues/3",
-            "https://api.github.com/repos/other/widgets/issues/3",
-            "https://api.github.com/repos/acme/widgets/pulls/3",
-        ] {
-            let issue = read(serde_json::json!({ "parent_issue_url": elsewhere }));
-            assert_eq!(issue.parent, None, "{elsewhere}");
-        }
-        let bare = read(serde_json::json!({ "parent_issue_url": null }));
-        assert_eq!(
-            (bare.parent, bare.comments, bare.blocked_by_total),
-            (None, None, None)
-        );
+        let bare = read(serde_json::json!({}));
+        assert_eq!((bare.comments, bare.blocked_by_total), (None, None));
     }
 }

@@ -33,11 +33,11 @@ pub use auth::{
     API_URL_ENV, APP_ID_ENV, APP_INSTALLATION_ENV, APP_KEY_ENV, APP_KEY_PATH_ENV, AppCredentials,
     Credentials, DEFAULT_API_URL, GitCredentials, Token, TokenSource, api_url_from_env,
 };
-pub use editors::{CommentEdit, Editors, TitleRename};
+pub use editors::{CommentEdit, Editors, IssueContext, ParentIssue, TitleRename};
 pub use error::{GitHubError, PROJECT_SCOPE_HINT};
 pub use marker::{Marker, MarkerKind};
 pub use poll::{BoardPoll, Card, FoundCard, RateLimit};
-pub use pulls::{MAX_PULL_FILES, MergeError, MergeMethod, MergeResult, MergeablePoll, PullFile};
+pub use pulls::{MergeError, MergeMethod, MergeResult, MergeablePoll};
 pub use references::body_blockers;
 pub use retry::RetryPolicy;
 pub use retry::http_client;

@@ -11,22 +11,6 @@ use super::types::{CheckRun, Conditional, NewPullRequest, PullRequest};
 use super::{GitHub, GitHubError, MAX_BODY_CHARS, fit_body, url_encode};
 use crate::config::is_safe_ref_component;
 
-/// Files GitHub lists of a pull request at most.
-pub const MAX_PULL_FILES: usize = 3000;
-
-/// A file a pull request changes, as its "Files changed" lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct PullFile {
-    pub filename: String,
-    /// `added`, `removed`, `modified`, `renamed`, `copied`, `changed` or `unchanged`.
-    pub status: String,
-    pub additions: u64,
-    pub deletions: u64,
-    /// The file's unified diff; GitHub leaves it out for binary files and very large diffs.
-    #[serde(default)]
-    pub patch: Option<String>,
-}
-
 #[derive(Deserialize)]
 struct WireRefObject {
     sha: String,
@@ -576,18 +560,6 @@ impl GitHub {
                 ),
             )),
         }
-    }
-
-    /// The files pull request `number` changes, every page, at most [`MAX_PULL_FILES`] (GitHub
-    /// lists no more).
-    pub async fn pull_files(&self, number: u64) -> Result<Vec<PullFile>, GitHubError> {
-        self.get_up_to(
-            self.repo_path(&format!("/pulls/{number}/files?per_page=100")),
-            "/repos/{owner}/{repo}/pulls/{number}/files",
-            MAX_PULL_FILES,
-        )
-        .await
-        .map_err(self.pull_missing(number))
     }
 
     /// A pull request by number, with its mergeability (`None` while GitHub computes it).

@@ -60,10 +60,6 @@ pub struct Issue {
     pub html_url: String,
     /// The number belongs to a pull request.
     pub is_pull_request: bool,
-    /// The issue of this repository it is a sub-issue of (GitHub's `parent_issue_url`); `None`
-    /// when it has no parent, or one in another repository.
-    #[serde(default)]
-    pub parent: Option<u64>,
     /// Its comments, as GitHub counted them when it was read; `None` when not known.
     #[serde(default)]
     pub comments: Option<u64>,

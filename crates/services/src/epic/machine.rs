@@ -620,16 +620,17 @@ impl Epic {
                         .iter()
                         .any(|d| d.depends_on.contains(&t.id) && !state(&d.id).settled())
                 };
+                // An accepted task whose merge went to a person (a conflict, a branch moved
+                // since its review) is merged by nobody here.
+                let merging = s.accepted && !s.merged && s.escalated.is_none();
                 match (s.pr, limits.integration) {
-                    (Some(pr), Integration::Branch) if s.accepted && !s.merged => {
+                    (Some(pr), Integration::Branch) if merging => {
                         steps.push(Step::Merge {
                             task: t.id.clone(),
                             pr,
                         });
                     }
-                    (Some(pr), Integration::Independent)
-                        if s.accepted && !s.merged && waited_on() =>
-                    {
+                    (Some(pr), Integration::Independent) if merging && waited_on() => {
                         steps.push(Step::AwaitMerge {
                             task: t.id.clone(),
                             pr,
@@ -727,8 +728,9 @@ impl Epic {
                 })
                 .collect();
         }
-        let any_accepted = plan.tasks().iter().any(|t| state(&t.id).accepted);
-        if limits.integration == Integration::Branch && any_accepted && self.epic_pr.is_none() {
+        // The epic's pull request carries what was merged into the epic branch.
+        let any_merged = plan.tasks().iter().any(|t| state(&t.id).merged);
+        if limits.integration == Integration::Branch && any_merged && self.epic_pr.is_none() {
             return vec![Step::OpenEpicPullRequest];
         }
         vec![Step::Summarise]
@@ -1030,6 +1032,62 @@ mod tests {
 
     /// An escalation by the reviewer, or a run that ended without a pull request, is a step of
     /// its own (the label and the comment on GitHub) before the task counts as escalated.
+    /// An accepted task that could not be merged goes to a person once, and the epic ends.
+    #[test]
+    fn an_accepted_task_whose_merge_escalated_is_not_merged_again() {
+        let independent = Limits {
+            integration: Integration::Independent,
+            ..BRANCH
+        };
+        for limits in [BRANCH, independent] {
+            let mut epic = vec![
+                Happened::Planned {
+                    plan: plan(&[("a", &[]), ("b", &["a"])]),
+                },
+                Happened::SubIssueCreated {
+                    task: "a".into(),
+                    number: 2,
+                    id: 9,
+                },
+                Happened::SubIssueCreated {
+                    task: "b".into(),
+                    number: 3,
+                    id: 10,
+                },
+                Happened::Linked { task: "a".into() },
+                Happened::Linked { task: "b".into() },
+                Happened::Blocked {
+                    task: "b".into(),
+                    on: "a".into(),
+                },
+                Happened::PlanPosted,
+                Happened::BranchCreated,
+                Happened::Started { task: "a".into() },
+                Happened::RunEnded {
+                    task: "a".into(),
+                    pr: Some(5),
+                    reason: None,
+                    tokens: 1,
+                    score: None,
+                },
+                Happened::Reviewed {
+                    task: "a".into(),
+                    verdict: Verdict::Accepted,
+                },
+                Happened::Escalated {
+                    task: "a".into(),
+                    reason: "its pull request #5 could not be merged".into(),
+                },
+            ];
+            let k = kinds(&drive(&mut epic, limits, &mut |_, _| Verdict::Accepted));
+            assert!(!k.iter().any(|s| s.contains("merge")), "{k:?}");
+            assert!(k.contains(&"escalate b".to_string()), "{k:?}");
+            // Nothing was merged into the epic branch: no epic pull request.
+            assert!(!k.contains(&"epic pr".to_string()), "{k:?}");
+            assert_eq!(k.last().unwrap(), "summary");
+        }
+    }
+
     #[test]
     fn an_escalation_is_said_before_the_task_counts_as_escalated() {
         let mut epic = vec![Happened::Planned {

@@ -601,6 +601,35 @@ impl Worktree {
         tip == ancestor || repo.graph_descendant_of(tip, ancestor).unwrap_or(false)
     }
 
+    /// Whether `head` (a commit here) merges into `base` (the base branch's commit a pull request
+    /// names) without a conflict, computed here: the base branch is fetched when `base` is not
+    /// known yet. `None` when `base` is still unknown after the fetch.
+    pub fn merges_cleanly(
+        &self,
+        auth: &PushAuth,
+        head: &str,
+        base: &str,
+    ) -> Result<Option<bool>, WorkspaceError> {
+        let (Ok(head), Ok(base)) = (git2::Oid::from_str(head), git2::Oid::from_str(base)) else {
+            return Ok(None);
+        };
+        let mut repo = self.repo()?;
+        if repo.find_commit(base).is_err() {
+            self.fetch_branch(auth, &self.base)?;
+            repo = self.repo()?;
+        }
+        let (Ok(ours), Ok(theirs)) = (repo.find_commit(base), repo.find_commit(head)) else {
+            return Ok(None);
+        };
+        if base == head || repo.graph_descendant_of(head, base).unwrap_or(false) {
+            return Ok(Some(true));
+        }
+        let index = repo
+            .merge_commits(&ours, &theirs, None)
+            .map_err(git_err("merge"))?;
+        Ok(Some(!index.has_conflicts()))
+    }
+
     /// Whether the branch holds commits the remote does not: commits beyond the base whose tip is
     /// not on the remote-tracking branch (which `push` and `fetch` keep current).
     pub fn unpushed(&self) -> Result<bool, WorkspaceError> {

@@ -351,7 +351,8 @@ async fn read_epic(
 ) -> Result<(Issue, Option<String>), RunError> {
     let settings = &project.settings;
     let epic = gh.get_issue(number).await?;
-    let editors = gh.issue_editors(number).await?;
+    let board = BoardRef::from_settings(settings);
+    let editors = gh.issue_context(&board, number).await?.editors;
     let refusal = refuse_issue(settings, &epic)
         .or_else(|| refuse_context(settings, &epic, &[], &editors, false))
         .or(match trusted_title(settings, &epic, &editors) {
@@ -1054,7 +1055,6 @@ mod tests {
             state: crate::github::IssueState::Open,
             html_url: String::new(),
             is_pull_request: false,
-            parent: None,
             comments: None,
             blocked_by_total: None,
         };

@@ -8,7 +8,7 @@
 //! task's run) confirmed it, so a stop anywhere goes on where it stopped: a task's run the journal
 //! says is going on is started again, and its own journal resumes it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use tokio::task::JoinSet;
@@ -107,7 +107,9 @@ pub async fn run_epic(
         running: BTreeSet::new(),
         reviews: JoinSet::new(),
         reviewing: BTreeSet::new(),
-        read: Default::default(),
+        read: BTreeMap::new(),
+        ran: BTreeMap::new(),
+        seen: BTreeMap::new(),
     };
     let end = worker.work().await;
     // However it ended, the runs started here end first (a signal reaches them through the
@@ -141,11 +143,16 @@ struct Worker<'s> {
     /// Tasks whose review this process started and which has not ended.
     reviewing: BTreeSet<String>,
     /// The sub-issues of tasks about to start, read just before: their runs' first reads.
-    read: std::collections::BTreeMap<String, crate::github::Issue>,
+    read: BTreeMap<String, crate::github::Issue>,
+    /// The pull request each task's run in this process opened or revised.
+    ran: BTreeMap<String, u64>,
+    /// The commit of each task's branch its latest review in this process saw: what is merged.
+    seen: BTreeMap<String, String>,
 }
 
-/// A review's end: the verdict to journal, or why the work pauses.
-type Reviewed = Result<Result<Happened, String>, RunError>;
+/// A review's end: the verdict to journal with the commit the reviewer saw (when it saw one), or
+/// why the work pauses.
+type Reviewed = Result<Result<(Happened, Option<String>), String>, RunError>;
 
 /// Why the work waits.
 enum Wait {
@@ -279,6 +286,8 @@ impl Worker<'_> {
         };
         let project = self.task_project.clone();
         let read = self.read.remove(id);
+        // What a review saw before this run is not what it delivers.
+        self.seen.remove(id);
         let mut svc = self.svc().for_task();
         // The watcher's picture shows it as a run of its own.
         let feed = (self.svc().feed.as_ref()).map(|f| f.inner_run(number));
@@ -329,6 +338,7 @@ impl Worker<'_> {
         };
         let happened = match summary.end {
             RunEnd::PullRequest { number, .. } | RunEnd::Revised { number, .. } => {
+                self.ran.insert(id.clone(), number);
                 ran(Some(number), None)
             }
             // A run that ended before a stop, whose end the journal missed, is found done when
@@ -379,7 +389,11 @@ impl Worker<'_> {
             joined.map_err(|e| RunError::Unfinished(format!("a review ended abnormally: {e}")))?;
         self.reviewing.remove(&task);
         match reviewed? {
-            Ok(happened) => {
+            Ok((happened, seen)) => {
+                match seen {
+                    Some(sha) => self.seen.insert(task, sha),
+                    None => self.seen.remove(&task),
+                };
                 self.journal.record(happened).map_err(journal_error)?;
                 Ok(None)
             }
@@ -485,7 +499,8 @@ impl Worker<'_> {
                     return Ok(Err(Ok(Wait::Merge(pr))));
                 }
                 // Its sub-issue, still open, would hold its dependants' runs back.
-                self.close_accepted(state, &task, pr, &pull.base).await?;
+                self.close_accepted(state, &task, pr, &pull.base, false)
+                    .await?;
                 Happened::Merged { task }
             }
             Step::OpenEpicPullRequest => self.open_epic_pull(state).await?,
@@ -613,38 +628,70 @@ impl Worker<'_> {
     }
 
     /// Merge `task`'s accepted pull request into the epic branch and close its sub-issue; a pull
-    /// request that cannot be merged (a conflict) escalates the task.
+    /// request that cannot be merged (a conflict, a branch moved since its review) escalates the
+    /// task.
     async fn merge(&self, state: &Epic, task: &str, pr: u64) -> Result<Happened, RunError> {
         let gh = self.planner.gh();
-        let pull = self.task_pull(state, task, pr).await?;
-        if !pull.merged {
-            match (gh.merge_pull(pr, MergeMethod::Merge, Some(&pull.head_sha))).await {
-                Ok(_) => {}
+        let merged = Happened::Merged {
+            task: task.to_string(),
+        };
+        // A pull request this process's run opened, whose branch its review saw at this commit:
+        // merged as it was reviewed, without reading it first.
+        let reviewed = (self.ran.get(task) == Some(&pr))
+            .then(|| self.seen.get(task))
+            .flatten();
+        if let Some(sha) = reviewed {
+            match gh.merge_pull(pr, MergeMethod::Merge, Some(sha)).await {
+                Ok(_) => {
+                    let base = &self.task_project.settings.default_branch;
+                    self.close_accepted(state, task, pr, base, true).await?;
+                    return Ok(merged);
+                }
                 Err(MergeError::GitHub(e)) => return Err(e.into()),
+                // Merged meanwhile (by a person, or before an answer that was lost), or not
+                // mergeable as reviewed: as GitHub has it now.
                 Err(e @ (MergeError::NotMergeable { .. } | MergeError::HeadMoved { .. })) => {
                     tracing::info!("epic #{}: task `{task}`: {e}", self.number());
-                    let reason = format!(
-                        "its pull request #{pr} could not be merged into `{}` (a conflict, or \
-                         its branch moved)",
-                        pull.base
-                    );
-                    return self.escalate(state, task, &reason).await;
                 }
             }
         }
-        self.close_accepted(state, task, pr, &pull.base).await?;
-        Ok(Happened::Merged {
-            task: task.to_string(),
-        })
+        let pull = self.task_pull(state, task, pr).await?;
+        if !pull.merged {
+            // Not what its review saw: a person looks at it.
+            let unmerged = match reviewed {
+                Some(sha) if *sha != pull.head_sha => Some("its branch moved since its review"),
+                Some(_) => Some("a conflict"),
+                None => match (gh.merge_pull(pr, MergeMethod::Merge, Some(&pull.head_sha))).await {
+                    Ok(_) => None,
+                    Err(MergeError::GitHub(e)) => return Err(e.into()),
+                    Err(e @ (MergeError::NotMergeable { .. } | MergeError::HeadMoved { .. })) => {
+                        tracing::info!("epic #{}: task `{task}`: {e}", self.number());
+                        Some("a conflict, or its branch moved")
+                    }
+                },
+            };
+            if let Some(why) = unmerged {
+                let reason = format!(
+                    "its pull request #{pr} could not be merged into `{}` ({why})",
+                    pull.base
+                );
+                return self.escalate(state, task, &reason).await;
+            }
+        }
+        self.close_accepted(state, task, pr, &pull.base, false)
+            .await?;
+        Ok(merged)
     }
 
-    /// Close the sub-issue of `task`, accepted and merged into `base` with `pr`, saying so.
+    /// Close the sub-issue of `task`, accepted and merged into `base` with `pr`, saying so. `fresh`:
+    /// merged just now by this process, so nothing said it before.
     async fn close_accepted(
         &self,
         state: &Epic,
         task: &str,
         pr: u64,
         base: &str,
+        fresh: bool,
     ) -> Result<(), RunError> {
         if let Some((number, _)) = state.tasks.get(task).and_then(|t| t.issue) {
             let marker = self.marker(format!("accepted-{task}"), 0, MarkerKind::EpicAccepted);
@@ -652,9 +699,11 @@ impl Worker<'_> {
                 "Accepted by the reviewer of epic #{} and merged into `{base}` with #{pr}.",
                 self.number(),
             );
-            (self.planner.gh())
-                .close_issue(number, Some((&marker, &body)))
+            let gh = self.planner.gh();
+            let known: &[crate::github::Comment] = &[];
+            gh.post_once(number, &marker, &body, fresh.then_some(known))
                 .await?;
+            gh.close_issue(number, None).await?;
         }
         Ok(())
     }
@@ -741,9 +790,10 @@ impl ReviewJob {
         let Some((number, _)) = self.state.issue else {
             return Ok(Err(format!("task `{task}` has no sub-issue")));
         };
-        let issue = self.svc.github.get_issue(number).await?;
-        let editors = self.svc.github.issue_editors(number).await?;
         let settings = &self.project.settings;
+        let board = crate::github::BoardRef::from_settings(settings);
+        let read = self.svc.github.issue_context(&board, number).await?;
+        let (issue, editors) = (read.issue, read.editors);
         let viewer = &self.viewer;
         let edited_by_stranger = (editors.issue.as_deref())
             .is_some_and(|e| !e.eq_ignore_ascii_case(viewer) && !settings.is_codeowner(e));
@@ -758,29 +808,39 @@ impl ReviewJob {
 
     /// The reviewer's verdict on `task`'s pull request `pr`, run in a worktree of its branch;
     /// `Err(reason)` pauses the work (the reviewer failed: running again asks it again).
-    async fn run(self) -> Result<Result<Happened, String>, RunError> {
+    async fn run(self) -> Reviewed {
         let (task, pr) = (self.task.as_str(), self.pr);
-        let reviewed = |verdict| {
-            Ok(Ok(Happened::Reviewed {
-                task: task.to_string(),
-                verdict,
-            }))
+        let reviewed = |verdict, seen| {
+            Ok(Ok((
+                Happened::Reviewed {
+                    task: task.to_string(),
+                    verdict,
+                },
+                seen,
+            )))
         };
         let sub = match self.sealed_task().await? {
             Ok(issue) => issue,
-            Err(reason) => return reviewed(Verdict::Escalate { reason }),
+            Err(reason) => return reviewed(Verdict::Escalate { reason }, None),
         };
-        let files = self.svc.github.pull_files(pr).await?;
         let tp = &self.task_project;
         let ws = WorkspaceConfig::from_settings(&tp.root, &tp.settings);
         let auth = self.svc.push_auth.clone();
         let (ws2, n) = (ws.clone(), sub.number);
         let cancel = Some(self.svc.cancel.clone());
-        let wt = crate::process::spawn_blocking(cancel.clone(), move || {
-            workspace::ensure_worktree_with(&ws2, n, &auth)
+        // The branch as the reviewer sees it: its commit (what an acceptance merges) and what it
+        // changes against the tasks' base, both read before the reviewer runs in it.
+        let (wt, sha, changes) = crate::process::spawn_blocking(cancel.clone(), move || {
+            let wt = workspace::ensure_worktree_with(&ws2, n, &auth)
+                .map_err(|e| format!("the reviewer's worktree: {e}"))?;
+            let sha = (wt.head_sha()).map_err(|e| format!("the reviewed commit: {e}"))?;
+            let changes = crate::gates::ChangeSet::compute(&wt.path, &ws2.default_branch)
+                .map_err(|e| format!("what the branch changes: {e}"))?;
+            Ok::<_, String>((wt, sha, changes))
         })
         .await
-        .map_err(|e| RunError::Unfinished(format!("the reviewer's worktree: {e}")))??;
+        .map_err(|e| RunError::Unfinished(format!("the reviewer's worktree: {e}")))?
+        .map_err(RunError::Unfinished)?;
         let reviews = self.state.reviews;
         let dispatch = Dispatch {
             role: "reviewer",
@@ -790,7 +850,7 @@ impl ReviewJob {
                 &sub,
                 pr,
                 &ws.default_branch,
-                &files,
+                &changes.files,
             ),
             cwd: wt.path.clone(),
             attempt: reviews + 1,
@@ -827,7 +887,7 @@ impl ReviewJob {
         let verdict = read_verdict(&run.final_text).unwrap_or_else(|e| Verdict::Escalate {
             reason: format!("the reviewer's verdict could not be read ({e})"),
         });
-        reviewed(verdict)
+        reviewed(verdict, Some(sha))
     }
 }
 
@@ -893,7 +953,7 @@ fn reviewer_task(
     task: &crate::github::Issue,
     pr: u64,
     base: &str,
-    files: &[crate::github::PullFile],
+    files: &[crate::gates::ChangedFile],
 ) -> String {
     let criteria = review_criteria(&epic.body)
         .or_else(|| settings.epic.review_criteria.clone())
@@ -901,9 +961,15 @@ fn reviewer_task(
     let listed: Vec<String> = files
         .iter()
         .map(|f| {
+            let status = match &f.status {
+                crate::gates::FileStatus::Added => "added".to_string(),
+                crate::gates::FileStatus::Modified => "modified".to_string(),
+                crate::gates::FileStatus::Deleted => "removed".to_string(),
+                crate::gates::FileStatus::Renamed { from } => format!("renamed from `{from}`"),
+            };
             format!(
-                "- `{}` ({}, +{} −{})",
-                f.filename, f.status, f.additions, f.deletions
+                "- `{}` ({status}, +{} −{})",
+                f.path, f.additions, f.deletions
             )
         })
         .collect();

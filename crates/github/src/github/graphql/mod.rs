@@ -27,14 +27,15 @@ macro_rules! operations {
     )+};
 }
 
-// The board: where an issue's card is, the board's columns, adding a card, moving it.
+// The board: an issue with its card, its editors and its parent; the board's columns, adding a
+// card, moving it.
 operations!(
-    "src/github/graphql/board.graphql": IssueBoardItems, ProjectBoard, AddToBoard, UpdateItemStatus
+    "src/github/graphql/board.graphql": IssueContext, ProjectBoard, AddToBoard, UpdateItemStatus
 );
 // The board as a whole: one page of its cards; one card by id (the scheduler's polls and webhooks).
 operations!("src/github/graphql/board.graphql": BoardItems, BoardCard);
-// Trust: who edited an issue and its comments and renamed it; the login a token acts as.
-operations!("src/github/graphql/trust.graphql": IssueEditors, Viewer);
+// The login a token acts as.
+operations!("src/github/graphql/trust.graphql": Viewer);
 // Setting a repository up: owners, users, creating and linking a board, rewriting its options.
 operations!(
     "src/github/graphql/setup.graphql": OwnerKind,
@@ -137,13 +138,13 @@ mod tests {
 
     #[test]
     fn each_operation_is_sent_alone_with_its_fragments() {
-        let whole = issue_board_items::QUERY;
+        let whole = issue_context::QUERY;
         let move_card = operation_document(whole, "UpdateItemStatus").unwrap();
         assert!(move_card.contains("mutation UpdateItemStatus"));
-        for other in ["IssueBoardItems", "ProjectBoard", "AddToBoard", "fragment"] {
+        for other in ["IssueContext", "ProjectBoard", "AddToBoard", "fragment"] {
             assert!(!move_card.contains(other), "{other} in {move_card}");
         }
-        let items = operation_document(whole, "IssueBoardItems").unwrap();
+        let items = operation_document(whole, "IssueContext").unwrap();
         assert!(items.contains("fragment StatusValue") && items.contains("fragment StatusField"));
         assert!(!items.contains("AddToBoard"));
         let add = operation_document(whole, "AddToBoard").unwrap();
