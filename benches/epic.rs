@@ -26,17 +26,27 @@ async fn reap(pid: libc::pid_t) -> (i32, libc::c_long, Duration) {
         // SAFETY: pid is our child; status and usage point to live values.
         let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
         assert_eq!(r, pid);
-        let time = |t: libc::timeval| {
-            Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
-        };
         (
             status,
             usage.ru_maxrss,
-            time(usage.ru_utime) + time(usage.ru_stime),
+            duration(usage.ru_utime) + duration(usage.ru_stime),
         )
     })
     .await
     .unwrap()
+}
+
+/// CPU time of this process so far (user and system, all its threads).
+fn own_cpu() -> Duration {
+    // SAFETY: an all-zero rusage is a valid value for getrusage to fill in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: usage points to a live value.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    duration(usage.ru_utime) + duration(usage.ru_stime)
+}
+
+fn duration(t: libc::timeval) -> Duration {
+    Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
 }
 
 struct Worked {
@@ -45,6 +55,8 @@ struct Worked {
     rss_mb: f64,
     /// CPU time of the process working the epic and of everything it ran.
     cpu: Duration,
+    /// CPU time of this process meanwhile: the sandbox GitHub answering.
+    sandbox_cpu: Duration,
     /// Requests by route over the epic's work, divided by the tasks.
     by_route: Vec<(String, f64)>,
 }
@@ -78,11 +90,13 @@ async fn work(concurrency: usize) -> Worked {
     let before = world.sandbox.request_counts();
     let requests = world.sandbox.request_total();
     let started = Instant::now();
+    let own_before = own_cpu();
     // Reaped by wait4 below (std's wait would not report the child's peak RSS).
     #[allow(clippy::zombie_processes)]
     let child = cmd.spawn().unwrap();
     let (status, rss_kb, cpu) = reap(child.id() as libc::pid_t).await;
     let wall = started.elapsed();
+    let sandbox_cpu = own_cpu().saturating_sub(own_before);
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "supervisor epic failed: {}",
@@ -110,6 +124,7 @@ async fn work(concurrency: usize) -> Worked {
     Worked {
         wall,
         cpu,
+        sandbox_cpu,
         by_route,
         requests_per_task: (world.sandbox.request_total() - requests) as f64 / TASKS as f64,
         rss_mb: rss_kb as f64 / 1024.0,
@@ -131,10 +146,13 @@ async fn main() {
     // `EPIC_BENCH_ROUTES=1`: where the requests go, per task, for each run.
     if std::env::var_os("EPIC_BENCH_ROUTES").is_some() {
         for (name, worked) in [("maxConcurrency 4", &four), ("one after another", &one)] {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let busy = (worked.cpu + worked.sandbox_cpu).as_secs_f64() / worked.wall.as_secs_f64();
             println!(
-                "{name}: wall {:.2} s, CPU {:.2} s",
+                "{name}: wall {:.2} s, CPU {:.2} s (the sandbox's {:.2} s besides): {busy:.1} of {cores} cores busy",
                 worked.wall.as_secs_f64(),
-                worked.cpu.as_secs_f64()
+                worked.cpu.as_secs_f64(),
+                worked.sandbox_cpu.as_secs_f64()
             );
             println!("requests per task by route, {name}:");
             for (route, n) in &worked.by_route {

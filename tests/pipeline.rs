@@ -273,7 +273,7 @@ async fn happy_path() {
     assert!(!worktree(&world).exists());
     let requests = world.sandbox.request_total();
     assert!(
-        requests <= 17,
+        requests <= 16,
         "{requests} requests: {:?}",
         world.sandbox.request_counts()
     );
