@@ -459,6 +459,65 @@ async fn comment_ids_past_2_31_are_read_as_githubs_bigint() {
     );
 }
 
+/// An issue's parent, as GraphQL's `Issue.parent` names it, counts only when it is an issue of
+/// the same repository (a sub-issue may have a parent elsewhere, with the same number as an epic
+/// here).
+#[tokio::test]
+async fn an_issues_parent_counts_only_in_its_own_repository() {
+    for (repository, expected) in [
+        ("octocat/Hello-World", Some(5)),
+        ("mallory/Hello-World", None),
+    ] {
+        let server = MockServer::start().await;
+        let answer = move |_: &str| {
+            json!({"data": {"repository": {"issue": {
+                "id": "I_kwDOA", "fullDatabaseId": "2250077009", "number": 7, "title": "Units",
+                "body": "Sealed.", "url": "https://github.com/octocat/Hello-World/issues/7",
+                "state": "OPEN", "author": {"__typename": "Bot", "login": "supervisor-bot"},
+                "labels": {"nodes": [{"name": "supervisor"}]}, "projectItems": {"nodes": []},
+                "editor": null, "comments": {"totalCount": 0, "nodes": []},
+                "timelineItems": {"totalCount": 0, "nodes": []},
+                "parent": {
+                    "number": 5, "state": "CLOSED",
+                    "author": {"__typename": "User", "login": "alice"},
+                    "labels": {"nodes": [{"name": "supervisor:epic"}]},
+                    "repository": {"nameWithOwner": repository}
+                }
+            }}}})
+        };
+        Mock::given(method("POST"))
+            .and(path("/graphql"))
+            .respond_with(GraphQl(Arc::new(answer)))
+            .mount(&server)
+            .await;
+        let board = supervisor::github::BoardRef {
+            owner: "octocat".into(),
+            number: 1,
+            status_field: "Status".into(),
+        };
+        let read = client_for(&server).issue_context(&board, 7).await.unwrap();
+        assert_eq!(
+            read.parent.as_ref().map(|p| p.number),
+            expected,
+            "{repository}"
+        );
+        if let Some(parent) = &read.parent {
+            assert_eq!(parent.author, "alice");
+            assert_eq!(parent.labels, ["supervisor:epic"]);
+            assert_eq!(parent.state, IssueState::Closed);
+        }
+        assert_eq!(
+            (
+                read.issue.id,
+                read.issue.author.as_str(),
+                read.issue.comments
+            ),
+            (2_250_077_009, "supervisor-bot", Some(0))
+        );
+        assert_eq!(read.board, None);
+    }
+}
+
 #[tokio::test]
 async fn each_graphql_request_carries_only_its_operation() {
     let server = MockServer::start().await;
