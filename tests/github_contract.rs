@@ -404,6 +404,24 @@ impl Respond for GraphQl {
     }
 }
 
+/// The client's `issue_context` of issue #7, GitHub answering with `answer`.
+async fn issue_context_answered(
+    server: &MockServer,
+    answer: impl Fn(&str) -> Value + Send + Sync + 'static,
+) -> supervisor::github::IssueContext {
+    Mock::given(method("POST"))
+        .and(path("/graphql"))
+        .respond_with(GraphQl(Arc::new(answer)))
+        .mount(server)
+        .await;
+    let board = supervisor::github::BoardRef {
+        owner: "octocat".into(),
+        number: 1,
+        status_field: "Status".into(),
+    };
+    client_for(server).issue_context(&board, 7).await.unwrap()
+}
+
 #[tokio::test]
 async fn comment_ids_past_2_31_are_read_as_githubs_bigint() {
     let server = MockServer::start().await;
@@ -433,17 +451,7 @@ async fn comment_ids_past_2_31_are_read_as_githubs_bigint() {
         }
         out
     };
-    Mock::given(method("POST"))
-        .and(path("/graphql"))
-        .respond_with(GraphQl(Arc::new(answer)))
-        .mount(&server)
-        .await;
-    let board = supervisor::github::BoardRef {
-        owner: "octocat".into(),
-        number: 1,
-        status_field: "Status".into(),
-    };
-    let editors = (client_for(&server).issue_context(&board, 7).await.unwrap()).editors;
+    let editors = issue_context_answered(&server, answer).await.editors;
     assert_eq!(editors.checked, vec![2_250_077_004]);
     assert_eq!(
         editors.comment(2_250_077_004),
@@ -485,17 +493,7 @@ async fn an_issues_parent_counts_only_in_its_own_repository() {
                 }
             }}}})
         };
-        Mock::given(method("POST"))
-            .and(path("/graphql"))
-            .respond_with(GraphQl(Arc::new(answer)))
-            .mount(&server)
-            .await;
-        let board = supervisor::github::BoardRef {
-            owner: "octocat".into(),
-            number: 1,
-            status_field: "Status".into(),
-        };
-        let read = client_for(&server).issue_context(&board, 7).await.unwrap();
+        let read = issue_context_answered(&server, answer).await;
         assert_eq!(
             read.parent.as_ref().map(|p| p.number),
             expected,

@@ -128,15 +128,8 @@ impl GitHub {
                     .name_with_owner
                     .eq_ignore_ascii_case(&format!("{}/{}", repo.owner, repo.name))
             })
-            .map(|p| ParentIssue {
-                number: p.number.max(0) as u64,
-                author: login_of(p.author.as_ref().map(|a| a.login.as_str())),
-                labels: (p.labels.iter())
-                    .flat_map(|l| l.nodes.iter().flatten().flatten())
-                    .map(|l| l.name.clone())
-                    .collect(),
-                state: issue_state(&p.state),
-            });
+            .map(|p| owner_of(&p.issue_owner));
+        let own = owner_of(&read.issue_owner);
         let issue = Issue {
             id: (read.full_database_id.as_deref())
                 .and_then(|id| id.trim().parse().ok())
@@ -145,12 +138,9 @@ impl GitHub {
             node_id: read.id.clone(),
             title: read.title.clone(),
             body: read.body.clone(),
-            author: login_of(read.author.as_ref().map(|a| a.login.as_str())),
-            labels: (read.labels.iter())
-                .flat_map(|l| l.nodes.iter().flatten().flatten())
-                .map(|l| l.name.clone())
-                .collect(),
-            state: issue_state(&read.state),
+            author: own.author,
+            labels: own.labels,
+            state: own.state,
             html_url: read.url.clone(),
             is_pull_request: false,
             comments: Some(read.comments.total_count.max(0) as u64),
@@ -185,10 +175,19 @@ fn login_of(login: Option<&str>) -> String {
     login.unwrap_or("ghost").to_string()
 }
 
-fn issue_state(state: &issue_context::IssueState) -> IssueState {
-    match state {
-        issue_context::IssueState::CLOSED => IssueState::Closed,
-        _ => IssueState::Open,
+/// An issue's number, author, labels and state, as the fragment `IssueOwner` reads them.
+fn owner_of(o: &issue_context::IssueOwner) -> ParentIssue {
+    ParentIssue {
+        number: o.number.max(0) as u64,
+        author: login_of(o.author.as_ref().map(|a| a.login.as_str())),
+        labels: (o.labels.iter())
+            .flat_map(|l| l.nodes.iter().flatten().flatten())
+            .map(|l| l.name.clone())
+            .collect(),
+        state: match o.state {
+            issue_context::IssueState::CLOSED => IssueState::Closed,
+            _ => IssueState::Open,
+        },
     }
 }
 
