@@ -834,8 +834,10 @@ impl ReviewJob {
             let wt = workspace::ensure_worktree_with(&ws2, n, &auth)
                 .map_err(|e| format!("the reviewer's worktree: {e}"))?;
             let sha = (wt.head_sha()).map_err(|e| format!("the reviewed commit: {e}"))?;
+            // Not listed (the base not known here): the reviewer reads the branch itself.
             let changes = crate::gates::ChangeSet::compute(&wt.path, &ws2.default_branch)
-                .map_err(|e| format!("what the branch changes: {e}"))?;
+                .inspect_err(|e| tracing::warn!("the reviewed branch's files are not listed: {e}"))
+                .unwrap_or_default();
             Ok::<_, String>((wt, sha, changes))
         })
         .await
@@ -958,7 +960,7 @@ fn reviewer_task(
     let criteria = review_criteria(&epic.body)
         .or_else(|| settings.epic.review_criteria.clone())
         .unwrap_or_else(|| "None named: judge the task's acceptance checklist.".into());
-    let listed: Vec<String> = files
+    let mut listed: Vec<String> = files
         .iter()
         .map(|f| {
             let status = match &f.status {
@@ -973,6 +975,11 @@ fn reviewer_task(
             )
         })
         .collect();
+    if listed.is_empty() {
+        listed.push(format!(
+            "None listed: `git diff {base}...HEAD` in your working directory shows them."
+        ));
+    }
     format!(
         "Review pull request #{pr} of task #{} of epic #{}. Its branch is checked out in your \
          working directory; its base is `{base}` (`git diff {base}...HEAD`).\n\n# Task: {}\n\n{}\n\n\
@@ -1009,6 +1016,58 @@ pub(crate) fn review_criteria(body: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reviewers_task_lists_the_branchs_files_or_says_how_to_see_them() {
+        let issue = |number: u64, body: &str| crate::github::Issue {
+            id: 0,
+            number,
+            node_id: String::new(),
+            title: format!("Issue {number}"),
+            body: body.into(),
+            author: "alice".into(),
+            labels: Vec::new(),
+            state: IssueState::Open,
+            html_url: String::new(),
+            is_pull_request: false,
+            comments: None,
+            blocked_by_total: None,
+        };
+        let (epic, task) = (
+            issue(1, "## Review criteria\n\n- tested"),
+            issue(2, "- [ ] d"),
+        );
+        let repo = crate::config::RepoSlug::parse("acme/widgets").unwrap();
+        let settings = crate::config::Settings::minimal(repo, 1, vec!["alice".into()]);
+        let files = [
+            crate::gates::ChangedFile {
+                path: "src/units.ts".into(),
+                status: crate::gates::FileStatus::Added,
+                additions: 3,
+                deletions: 0,
+            },
+            crate::gates::ChangedFile {
+                path: "src/new.ts".into(),
+                status: crate::gates::FileStatus::Renamed {
+                    from: "src/old.ts".into(),
+                },
+                additions: 1,
+                deletions: 2,
+            },
+        ];
+        let text = reviewer_task(&epic, &settings, &task, 7, "epic-1", &files);
+        assert!(text.contains("- `src/units.ts` (added, +3 −0)"), "{text}");
+        assert!(
+            text.contains("- `src/new.ts` (renamed from `src/old.ts`, +1 −2)"),
+            "{text}"
+        );
+        assert!(text.contains("- tested"), "{text}");
+        let none = reviewer_task(&epic, &settings, &task, 7, "epic-1", &[]);
+        assert!(
+            none.contains("None listed: `git diff epic-1...HEAD`"),
+            "{none}"
+        );
+    }
 
     #[test]
     fn the_review_criteria_are_the_epics_section_up_to_the_next_heading_of_its_level() {
