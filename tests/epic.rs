@@ -1398,3 +1398,26 @@ async fn a_branch_that_moved_after_its_review_is_escalated_not_merged() {
         .expect("the epic branch");
     assert!(!tree.contains("src/unreviewed.ts"), "{tree}");
 }
+
+/// What the review judges is the branch as its pull request holds it (its run's worktree and
+/// branch are gone; the reviewer's worktree starts from GitHub's copy): a commit a person pushed to
+/// it after its run is reviewed, and merged with the rest, not taken for a branch that moved.
+#[tokio::test]
+async fn a_commit_pushed_to_a_tasks_branch_before_its_review_is_reviewed_and_merged() {
+    let mut spec = supervisor::demo::epic_spec(&[("units", &[])], &[]);
+    // A person's commit, pushed from a clone of their own while the run's audit goes on.
+    let mut auditor = spec.script["auditor"][0].clone();
+    auditor.as_array_mut().unwrap().insert(
+        0,
+        json!({ "run": "d=$(mktemp -d) && git clone -q \"$(git remote get-url origin)\" \"$d\" && cd \"$d\" && git checkout -q worktree-git-issue-2 && echo 'export const byHand = 1;' > src/by-hand.ts && git add -A && git -c user.name=alice -c user.email=a@example.com commit -qm 'By hand' && git push -q origin HEAD:worktree-git-issue-2" }),
+    );
+    spec.script["auditor@2"] = json!([auditor]);
+    let (_dir, world) = world(spec).await;
+    let answer = work_epic(&world).await;
+    assert_eq!(answer["tasks"][0]["outcome"], "accepted", "{answer}");
+    let tree = supervisor::demo::git(&world.remote, &["ls-tree", "-r", "--name-only", "epic-1"])
+        .expect("the epic branch");
+    for file in ["src/units.ts", "src/by-hand.ts"] {
+        assert!(tree.lines().any(|l| l == file), "{file} in\n{tree}");
+    }
+}
