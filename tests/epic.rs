@@ -1421,3 +1421,63 @@ async fn a_commit_pushed_to_a_tasks_branch_before_its_review_is_reviewed_and_mer
         assert!(tree.lines().any(|l| l == file), "{file} in\n{tree}");
     }
 }
+
+/// A merge taken up by a later process merges the commit the review judged, which the journal
+/// keeps: a branch pushed to between the review and a stop is escalated, never merged.
+#[tokio::test]
+async fn after_a_stop_only_the_commit_the_review_judged_is_merged() {
+    let spec = supervisor::demo::epic_spec(&[("units", &[])], &[]);
+    let (_dir, world) = world(spec).await;
+    let out = supervisor(&world, &["epic", "1", "--json", "--plan-only"]).await;
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The task's branch and pull request as its run left them, its review done at `reviewed`.
+    let remote = world.sandbox.git();
+    supervisor::demo::git(&world.remote, &["branch", "epic-1", "main"]).unwrap();
+    let branch = "worktree-git-issue-2";
+    let file = [("units.ts", "export const task_units = \"units\";\n")];
+    let reviewed = remote
+        .commit_files(branch, Some("epic-1"), &file, "Units")
+        .unwrap();
+    world.sandbox.with_state(|s| {
+        s.pulls.push(supervisor::sandbox::PullSeed::new(
+            90,
+            branch,
+            "epic-1",
+            "Task units",
+            "Closes #2",
+            "supervisor-bot",
+        ));
+    });
+    let at = "2026-11-29T10:00:00Z";
+    let journaled = [
+        json!({ "at": at, "kind": "started", "task": "units" }),
+        json!({ "at": at, "kind": "run-ended", "task": "units", "pr": 90, "reason": null }),
+        json!({ "at": at, "kind": "reviewed-at", "task": "units", "sha": reviewed }),
+        json!({ "at": at, "kind": "reviewed", "task": "units", "verdict": { "verdict": "accepted" } }),
+    ];
+    let mut text = std::fs::read_to_string(journal(&world)).unwrap();
+    for line in journaled {
+        text.push_str(&format!("{line}\n"));
+    }
+    std::fs::write(journal(&world), text).unwrap();
+    // Then, before the merge, someone pushes to it.
+    let unreviewed = [("unreviewed.ts", "export const unreviewed = 1;\n")];
+    remote
+        .commit_files(branch, None, &unreviewed, "After the review")
+        .unwrap();
+    let answer = work_epic(&world).await;
+    let task = &answer["tasks"][0];
+    assert_eq!(task["outcome"], "escalated", "{answer}");
+    assert!(
+        (task["reason"].as_str().unwrap()).contains("its branch moved since its review"),
+        "{answer}"
+    );
+    world
+        .sandbox
+        .with_state(|s| assert!(!s.pull(90).unwrap().merged, "#90 is not merged"));
+}

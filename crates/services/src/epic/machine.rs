@@ -151,6 +151,12 @@ pub enum Happened {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         score: Option<String>,
     },
+    /// The commit of the task's branch its review judges, recorded before the verdict: what an
+    /// acceptance merges.
+    ReviewedAt {
+        task: String,
+        sha: String,
+    },
     Reviewed {
         task: String,
         verdict: Verdict,
@@ -256,6 +262,8 @@ pub struct TaskState {
     pub score: Option<String>,
     /// The feedback the running revision acts on (`None`: the task's first run, or nothing runs).
     pub revising: Option<String>,
+    /// The commit of its branch its latest review judged (since its latest run).
+    pub reviewed_at: Option<String>,
     pub accepted: bool,
     pub merged: bool,
     pub escalated: Option<String>,
@@ -411,6 +419,12 @@ impl Epic {
                 if let Some(t) = self.tasks.get_mut(id) {
                     t.running = true;
                     t.revising = t.feedback.take();
+                    t.reviewed_at = None;
+                }
+            }
+            Happened::ReviewedAt { task: id, sha } => {
+                if let Some(t) = self.tasks.get_mut(id) {
+                    t.reviewed_at = Some(sha.clone());
                 }
             }
             Happened::RunEnded {
@@ -1032,6 +1046,31 @@ mod tests {
 
     /// An escalation by the reviewer, or a run that ended without a pull request, is a step of
     /// its own (the label and the comment on GitHub) before the task counts as escalated.
+    /// The commit a review judged is kept until the task's next run, which delivers another.
+    #[test]
+    fn the_reviewed_commit_is_kept_until_the_next_run() {
+        let mut state = Epic::default();
+        state.apply(&Happened::Planned {
+            plan: plan(&[("a", &[])]),
+        });
+        let at = |sha: &str| Happened::ReviewedAt {
+            task: "a".into(),
+            sha: sha.into(),
+        };
+        state.apply(&at("c0ffee"));
+        assert_eq!(state.tasks["a"].reviewed_at.as_deref(), Some("c0ffee"));
+        state.apply(&Happened::Started { task: "a".into() });
+        assert_eq!(state.tasks["a"].reviewed_at, None);
+        state.apply(&at("beef"));
+        assert_eq!(state.tasks["a"].reviewed_at.as_deref(), Some("beef"));
+        // Journaled as `reviewed-at`, with the task and the commit.
+        let line = serde_json::to_value(at("beef")).unwrap();
+        assert_eq!(
+            line,
+            serde_json::json!({ "kind": "reviewed-at", "task": "a", "sha": "beef" })
+        );
+    }
+
     /// An accepted task that could not be merged goes to a person once, and the epic ends.
     #[test]
     fn an_accepted_task_whose_merge_escalated_is_not_merged_again() {

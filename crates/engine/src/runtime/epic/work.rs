@@ -109,7 +109,6 @@ pub async fn run_epic(
         reviewing: BTreeSet::new(),
         read: BTreeMap::new(),
         ran: BTreeMap::new(),
-        seen: BTreeMap::new(),
     };
     let end = worker.work().await;
     // However it ended, the runs started here end first (a signal reaches them through the
@@ -146,8 +145,6 @@ struct Worker<'s> {
     read: BTreeMap<String, crate::github::Issue>,
     /// The pull request each task's run in this process opened or revised.
     ran: BTreeMap<String, u64>,
-    /// The commit of each task's branch its latest review in this process saw: what is merged.
-    seen: BTreeMap<String, String>,
 }
 
 /// A review's end: the verdict to journal with the commit the reviewer saw (when it saw one), or
@@ -286,8 +283,6 @@ impl Worker<'_> {
         };
         let project = self.task_project.clone();
         let read = self.read.remove(id);
-        // What a review saw before this run is not what it delivers.
-        self.seen.remove(id);
         let mut svc = self.svc().for_task();
         // The watcher's picture shows it as a run of its own.
         let feed = (self.svc().feed.as_ref()).map(|f| f.inner_run(number));
@@ -390,10 +385,10 @@ impl Worker<'_> {
         self.reviewing.remove(&task);
         match reviewed? {
             Ok((happened, seen)) => {
-                match seen {
-                    Some(sha) => self.seen.insert(task, sha),
-                    None => self.seen.remove(&task),
-                };
+                if let Some(sha) = seen {
+                    let at = Happened::ReviewedAt { task, sha };
+                    self.journal.record(at).map_err(journal_error)?;
+                }
                 self.journal.record(happened).map_err(journal_error)?;
                 Ok(None)
             }
@@ -635,12 +630,11 @@ impl Worker<'_> {
         let merged = Happened::Merged {
             task: task.to_string(),
         };
-        // A pull request this process's run opened, whose branch its review saw at this commit:
-        // merged as it was reviewed, without reading it first.
-        let reviewed = (self.ran.get(task) == Some(&pr))
-            .then(|| self.seen.get(task))
-            .flatten();
-        if let Some(sha) = reviewed {
+        // Merged at the commit its review judged. A pull request this process's run opened is
+        // merged so without reading it first.
+        let reviewed = state.tasks.get(task).and_then(|t| t.reviewed_at.as_ref());
+        let known = reviewed.filter(|_| self.ran.get(task) == Some(&pr));
+        if let Some(sha) = known {
             match gh.merge_pull(pr, MergeMethod::Merge, Some(sha)).await {
                 Ok(_) => {
                     let base = &self.task_project.settings.default_branch;
@@ -657,18 +651,23 @@ impl Worker<'_> {
         }
         let pull = self.task_pull(state, task, pr).await?;
         if !pull.merged {
-            // Not what its review saw: a person looks at it.
-            let unmerged = match reviewed {
-                Some(sha) if *sha != pull.head_sha => Some("its branch moved since its review"),
-                Some(_) => Some("a conflict"),
-                None => match (gh.merge_pull(pr, MergeMethod::Merge, Some(&pull.head_sha))).await {
+            // At the commit its review judged (its head, for a journal that names none). Not
+            // what its review saw, or not mergeable: a person looks at it.
+            let at = reviewed.unwrap_or(&pull.head_sha);
+            let unmerged = if *at != pull.head_sha {
+                Some("its branch moved since its review")
+            } else if known.is_some() {
+                // Asked at this very commit just now.
+                Some("a conflict")
+            } else {
+                match (gh.merge_pull(pr, MergeMethod::Merge, Some(at))).await {
                     Ok(_) => None,
                     Err(MergeError::GitHub(e)) => return Err(e.into()),
                     Err(e @ (MergeError::NotMergeable { .. } | MergeError::HeadMoved { .. })) => {
                         tracing::info!("epic #{}: task `{task}`: {e}", self.number());
                         Some("a conflict, or its branch moved")
                     }
-                },
+                }
             };
             if let Some(why) = unmerged {
                 let reason = format!(
