@@ -406,29 +406,41 @@ fn an_unfinished_worktree_add_is_cleared_before_the_next() {
     ensure_worktree(&w.cfg, 27).unwrap();
 }
 
-/// A pull request whose base head is in the branch merges as a fast-forward: `reaches` proves it
-/// from the commits here, and refuses what it cannot see (a base that moved on, a bad sha).
+/// Whether a pull request merges is tried here: a base head in the branch is a fast-forward; a
+/// base that moved on is fetched and merged in memory (clean, or a conflict), nothing written;
+/// what cannot be known here is `None` (GitHub is asked then).
 #[test]
-fn a_base_head_in_the_branch_is_reached() {
+fn whether_a_branch_merges_into_its_base_is_tried_here() {
     let w = World::new();
     let wt = ensure_worktree(&w.cfg, 6).unwrap();
     let base = wt.head_sha().unwrap();
     std::fs::write(wt.path.join("mine.txt"), "mine\n").unwrap();
     wt.commit_all("mine").unwrap().unwrap();
     let head = wt.head_sha().unwrap();
-    assert!(wt.reaches(&head, &base));
-    assert!(wt.reaches(&head, &head));
-    assert!(
-        !wt.reaches(&base, &head),
-        "the base does not hold the branch's commit"
-    );
+    let none = PushAuth::None;
+    assert_eq!(wt.merges_cleanly(&none, &head, &base).unwrap(), Some(true));
+    assert_eq!(wt.merges_cleanly(&none, &head, &head).unwrap(), Some(true));
+    let upstream = || {
+        git(&w.root.join("other"), &["rev-parse", "HEAD"])
+            .trim()
+            .to_string()
+    };
     w.upstream_commit("theirs.txt", "theirs\n");
-    let moved = git(&w.root.join("other"), &["rev-parse", "HEAD"]);
-    assert!(
-        !wt.reaches(&head, moved.trim()),
-        "a base head not fetched here"
+    let moved = upstream();
+    assert_eq!(
+        wt.merges_cleanly(&none, &head, &moved).unwrap(),
+        Some(true),
+        "a base head not here yet is fetched, and merges cleanly"
     );
-    assert!(!wt.reaches(&head, "not-a-sha"));
+    w.upstream_commit("mine.txt", "theirs too\n");
+    let conflicting = upstream();
+    assert_eq!(
+        wt.merges_cleanly(&none, &head, &conflicting).unwrap(),
+        Some(false)
+    );
+    assert_eq!(wt.merges_cleanly(&none, &head, "not-a-sha").unwrap(), None);
+    assert_eq!(wt.head_sha().unwrap(), head, "nothing was written");
+    assert_eq!(status(&wt), "");
 }
 
 #[test]

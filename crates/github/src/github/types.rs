@@ -6,9 +6,10 @@ use serde::{Deserialize, Serialize};
 use crate::config::Settings;
 use crate::ids::BoardOption;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum IssueState {
+    #[default]
     Open,
     Closed,
 }
@@ -44,7 +45,7 @@ impl CloseReason {
 }
 
 /// An issue (or a pull request seen through the issues API).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Issue {
     /// GitHub's database id (what linking sub-issues and dependencies names); 0 when unknown.
     pub id: u64,

@@ -585,22 +585,6 @@ impl Worktree {
         Ok(walk.count() as u32)
     }
 
-    /// Whether commit `ancestor` is `tip` or one of its ancestors, both known here. Merging `tip`
-    /// into a branch whose head is `ancestor` is then a fast-forward, which never conflicts.
-    pub fn reaches(&self, tip: &str, ancestor: &str) -> bool {
-        let Ok(repo) = self.repo() else {
-            return false;
-        };
-        let (Ok(tip), Ok(ancestor)) = (git2::Oid::from_str(tip), git2::Oid::from_str(ancestor))
-        else {
-            return false;
-        };
-        if repo.find_commit(tip).is_err() || repo.find_commit(ancestor).is_err() {
-            return false;
-        }
-        tip == ancestor || repo.graph_descendant_of(tip, ancestor).unwrap_or(false)
-    }
-
     /// Whether `head` (a commit here) merges into `base` (the base branch's commit a pull request
     /// names) without a conflict, computed here: the base branch is fetched when `base` is not
     /// known yet. `None` when `base` is still unknown after the fetch.

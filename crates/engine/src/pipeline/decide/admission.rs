@@ -202,18 +202,10 @@ mod tests {
 
     fn issue(title: &str) -> Issue {
         Issue {
-            id: 0,
             number: 7,
-            node_id: String::new(),
             title: title.into(),
-            body: String::new(),
             author: "alice".into(),
-            labels: Vec::new(),
-            state: IssueState::Open,
-            html_url: String::new(),
-            is_pull_request: false,
-            comments: None,
-            blocked_by_total: None,
+            ..Issue::default()
         }
     }
 

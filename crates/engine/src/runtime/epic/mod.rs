@@ -1045,18 +1045,11 @@ mod tests {
         happened.push(Happened::Dropped { task: "old".into() });
         let state = Epic::fold(&happened);
         let epic = Issue {
-            id: 0,
             number: 1,
-            node_id: String::new(),
             title: "Durations".into(),
             body: "Support days.".into(),
             author: "alice".into(),
-            labels: Vec::new(),
-            state: crate::github::IssueState::Open,
-            html_url: String::new(),
-            is_pull_request: false,
-            comments: None,
-            blocked_by_total: None,
+            ..Issue::default()
         };
         let text = replanner_task(&epic, &state, "format", "labels are missing", 8);
         for said in [

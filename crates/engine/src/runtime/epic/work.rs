@@ -1019,18 +1019,11 @@ mod tests {
     #[test]
     fn the_reviewers_task_lists_the_branchs_files_or_says_how_to_see_them() {
         let issue = |number: u64, body: &str| crate::github::Issue {
-            id: 0,
             number,
-            node_id: String::new(),
             title: format!("Issue {number}"),
             body: body.into(),
             author: "alice".into(),
-            labels: Vec::new(),
-            state: IssueState::Open,
-            html_url: String::new(),
-            is_pull_request: false,
-            comments: None,
-            blocked_by_total: None,
+            ..Default::default()
         };
         let (epic, task) = (
             issue(1, "## Review criteria\n\n- tested"),
